@@ -1,0 +1,310 @@
+"""The Kontrakt error tree.
+
+Every exception Kontrakt raises derives from :class:`KontraktError`. Broker error codes are
+generated as subclasses of :class:`BrokerResponseError` in :mod:`kontrakt.protocol.errors`
+(one class per code, with ``.code``, ``.retriable`` and ``.invalid_metadata``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "BrokerResponseError",
+    "CommitFailedError",
+    "ConfigError",
+    "ConsumerError",
+    "CorruptMessageError",
+    "CorruptRecordError",
+    "IllegalStateError",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "KeyDeserializationError",
+    "KeySerializationError",
+    "KontraktError",
+    "NoBrokersAvailableError",
+    "OffsetOutOfRangeResetError",
+    "PartialFailureError",
+    "ProduceError",
+    "ProtocolError",
+    "RecordTooLargeError",
+    "SchemaRegistryError",
+    "SerializationError",
+    "TransactionAbortableError",
+    "TransactionError",
+    "TransactionFatalError",
+    "UnsupportedCodecError",
+    "UnsupportedVersionError",
+    "ValueDeserializationError",
+    "ValueSerializationError",
+]
+
+
+class KontraktError(Exception):
+    """Root of every error Kontrakt raises."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+
+
+class ConfigError(KontraktError, ValueError):
+    """A client configuration is invalid: unknown key, wrong type or out-of-range value."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class IllegalStateError(KontraktError):
+    """A call was made in a state that does not allow it (e.g. send after close)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class KafkaError(KontraktError):
+    """Base of errors that come from talking to Kafka brokers.
+
+    Attributes:
+        retriable: True when retrying the same operation may succeed.
+        invalid_metadata: True when the client should refresh cluster metadata first.
+    """
+
+    retriable: bool = False
+    invalid_metadata: bool = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+
+
+class KafkaConnectionError(KafkaError):
+    """A connection to a broker failed, was closed, or the peer sent unreadable bytes.
+
+    Attributes:
+        broker: ``host:port`` (or node id) of the broker when known.
+    """
+
+    retriable = True
+    invalid_metadata = True
+
+    def __init__(self, message: str, *, broker: str | None = None) -> None:
+        super().__init__(f"{message} [broker {broker}]" if broker else message)
+        self.broker = broker
+
+
+class NoBrokersAvailableError(KafkaConnectionError):
+    """None of the bootstrap servers or known brokers could be reached."""
+
+    def __init__(self, message: str, *, broker: str | None = None) -> None:
+        super().__init__(message, broker=broker)
+
+
+class KafkaTimeoutError(KafkaError, TimeoutError):
+    """An operation did not complete within its timeout (request, flush, metadata, ...)."""
+
+    retriable = True
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class ProtocolError(KafkaError):
+    """The peer sent a frame that violates the Kafka protocol (bad correlation id, size, ...)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class UnsupportedVersionError(KafkaError):
+    """No API version is supported by both this client and the broker, or a field
+    cannot be carried by the negotiated version."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class CorruptMessageError(ProtocolError, ValueError):
+    """Bytes could not be decoded as a Kafka message (truncated, bad varint, bad UTF-8)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class CorruptRecordError(CorruptMessageError):
+    """A record batch failed validation (CRC mismatch, truncation, bad compression).
+
+    Attributes:
+        topic, partition, offset: where the corrupt batch was found, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        where = []
+        if topic is not None:
+            where.append(f"topic {topic!r}")
+        if partition is not None:
+            where.append(f"partition {partition}")
+        if offset is not None:
+            where.append(f"offset {offset}")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+class UnsupportedCodecError(CorruptRecordError):
+    """A record batch names a compression codec that Kontrakt does not know."""
+
+
+class BrokerResponseError(KafkaError):
+    """A broker answered with a non-zero error code.
+
+    Subclasses, one per code, live in :mod:`kontrakt.protocol.errors`; use
+    :func:`kontrakt.protocol.errors.for_code` to get the class for a code.
+
+    Attributes:
+        code: the Kafka error code.
+        error_name: the Kafka name of the code, e.g. ``NOT_LEADER_OR_FOLLOWER``.
+    """
+
+    code: int = -1
+    error_name: str = "UNKNOWN_SERVER_ERROR"
+    description: str = ""
+
+    def __init__(self, message: str = "") -> None:
+        text = f"[{self.error_name} ({self.code})] {message or self.description}"
+        super().__init__(text.rstrip())
+
+
+class RecordTooLargeError(KafkaError):
+    """A record is larger than the producer's ``message.max.bytes`` or buffer."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class ProduceError(KafkaError):
+    """Delivery of a record failed for good (retries exhausted or fatal broker error).
+
+    Attributes:
+        cause: the underlying error.
+    """
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class ConsumerError(KafkaError):
+    """Base of consumer-side failures."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class OffsetOutOfRangeResetError(ConsumerError):
+    """A fetch position is out of range and ``auto.offset.reset`` is ``none``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class CommitFailedError(ConsumerError):
+    """An offset commit cannot succeed: the group rebalanced and this member's generation is
+    stale. The records since the last commit may be redelivered to another member."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class TransactionError(KafkaError):
+    """Base of transactional producer errors."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class TransactionAbortableError(TransactionError):
+    """The current transaction failed and must be aborted; the producer stays usable."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class TransactionFatalError(TransactionError):
+    """The transactional producer cannot continue (fenced, or a fatal broker error)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class PartialFailureError(KafkaError):
+    """Some entities of a multi-entity request failed.
+
+    Attributes:
+        results: every entity's outcome: a result value, or the exception it failed with.
+    """
+
+    def __init__(self, message: str, results: Mapping[Any, Any]) -> None:
+        failed = [k for k, v in results.items() if isinstance(v, BaseException)]
+        super().__init__(f"{message}: {len(failed)} of {len(results)} failed: {failed!r}")
+        self.results = dict(results)
+
+    @property
+    def errors(self) -> dict[Any, BaseException]:
+        """Only the failed entities and their errors."""
+        return {k: v for k, v in self.results.items() if isinstance(v, BaseException)}
+
+
+class SchemaRegistryError(KontraktError):
+    """A Schema Registry call failed.
+
+    Attributes:
+        http_status_code: HTTP status of the response (-1 when no response was received).
+        error_code: Confluent error code from the body (e.g. 40401), or -1.
+        error_message: message from the body, or a description of the failure.
+    """
+
+    UNKNOWN = -1
+
+    def __init__(self, http_status_code: int, error_code: int, error_message: str) -> None:
+        super().__init__(f"{error_message} (HTTP status code {http_status_code}, "
+                         f"SR code {error_code})")
+        self.http_status_code = http_status_code
+        self.error_code = error_code
+        self.error_message = error_message
+
+
+class SerializationError(KontraktError):
+    """A key or value could not be serialized or deserialized.
+
+    Attributes:
+        record: the raw record (for deserialization), when there is one.
+    """
+
+    def __init__(self, message: str, *, record: Any = None) -> None:
+        super().__init__(message)
+        self.record = record
+
+
+class KeySerializationError(SerializationError):
+    """A key could not be serialized."""
+
+
+class ValueSerializationError(SerializationError):
+    """A value could not be serialized."""
+
+
+class KeyDeserializationError(SerializationError):
+    """A record's key could not be deserialized; ``.record`` carries the raw record."""
+
+
+class ValueDeserializationError(SerializationError):
+    """A record's value could not be deserialized; ``.record`` carries the raw record."""

@@ -28,7 +28,50 @@ from kontrakt.protocol.messages._configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from kontrakt.protocol.messages._consumer_group import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from kontrakt.protocol.messages._fetch import FetchRequest, FetchResponse
+from kontrakt.protocol.messages._group import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kontrakt.protocol.messages._list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from kontrakt.protocol.messages._metadata import MetadataRequest, MetadataResponse
+from kontrakt.protocol.messages._offsets import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from kontrakt.protocol.messages._produce import ProduceRequest, ProduceResponse
+from kontrakt.protocol.messages._sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kontrakt.protocol.messages._topics import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -107,4 +150,46 @@ __all__ += [
     "ListTransactionsResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
+]
+
+# client APIs
+__all__ += [
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
+    "DescribeGroupsRequest",
+    "DescribeGroupsResponse",
+    "FetchRequest",
+    "FetchResponse",
+    "FindCoordinatorRequest",
+    "FindCoordinatorResponse",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
+    "JoinGroupRequest",
+    "JoinGroupResponse",
+    "LeaveGroupRequest",
+    "LeaveGroupResponse",
+    "ListGroupsRequest",
+    "ListGroupsResponse",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
+    "OffsetCommitRequest",
+    "OffsetCommitResponse",
+    "OffsetDeleteRequest",
+    "OffsetDeleteResponse",
+    "OffsetFetchRequest",
+    "OffsetFetchResponse",
+    "OffsetForLeaderEpochRequest",
+    "OffsetForLeaderEpochResponse",
+    "ProduceRequest",
+    "ProduceResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
+    "SyncGroupRequest",
+    "SyncGroupResponse",
 ]

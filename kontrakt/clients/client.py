@@ -1,0 +1,513 @@
+"""The network core every client is built on: connections per broker, bootstrap, API version
+negotiation, a metadata cache with refresh and backoff, and the public ``request()`` escape
+hatch that sends any protocol message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import ssl
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kontrakt._config import COMMON_OPTIONS, SECURITY_OPTIONS, ClientConfig, Option
+from kontrakt.clients._net.connection import BrokerConnection, ConnectionSettings
+from kontrakt.clients._net.security import build_sasl, build_ssl_context
+from kontrakt.clients._sync import LoopThread
+from kontrakt.clients.cluster import BrokerInfo, ClusterMetadata, parse_bootstrap
+from kontrakt.errors import (
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NoBrokersAvailableError,
+)
+from kontrakt.protocol.errors import for_code
+from kontrakt.protocol.messages import (
+    FindCoordinatorRequest,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kontrakt.protocol.spec import Request, Response
+
+__all__ = ["CLIENT_OPTIONS", "AsyncKafkaClient", "KafkaClient", "Backoff"]
+
+log = logging.getLogger("kontrakt.client")
+
+CLIENT_OPTIONS: dict[str, Option] = {**COMMON_OPTIONS, **SECURITY_OPTIONS}
+
+_COORDINATOR_TYPES = {"group": 0, "transaction": 1}
+
+
+class Backoff:
+    """Exponential backoff with jitter: ``initial * 2**n`` capped at ``maximum``, +-20%."""
+
+    __slots__ = ("attempts", "initial", "maximum")
+
+    def __init__(self, initial: float, maximum: float) -> None:
+        self.initial = initial
+        self.maximum = max(initial, maximum)
+        self.attempts = 0
+
+    def next(self) -> float:
+        """The next delay in seconds."""
+        base = min(self.maximum, self.initial * (2 ** min(self.attempts, 30)))
+        self.attempts += 1
+        return base * random.uniform(0.8, 1.2)
+
+    def reset(self) -> None:
+        self.attempts = 0
+
+
+class _NodeState:
+    __slots__ = ("backoff", "connecting", "conn", "next_attempt")
+
+    def __init__(self, backoff: Backoff) -> None:
+        self.conn: BrokerConnection | None = None
+        self.connecting: asyncio.Task[BrokerConnection] | None = None
+        self.backoff = backoff
+        self.next_attempt = 0.0
+
+
+class AsyncKafkaClient:
+    """Asyncio Kafka client core: connections, metadata and raw requests.
+
+    Args:
+        config: Kafka property names to values (``{"bootstrap.servers": "host:9092"}``).
+        **kwargs: the same options with snake_case names (``bootstrap_servers=``).
+
+    Options: ``bootstrap.servers`` (required), ``client.id``, ``request.timeout.ms``,
+    ``socket.connection.setup.timeout.ms``, ``metadata.max.age.ms``, ``retry.backoff.ms``,
+    ``retry.backoff.max.ms``, ``reconnect.backoff.ms``, ``reconnect.backoff.max.ms``,
+    ``max.in.flight.requests.per.connection``, ``receive.message.max.bytes``,
+    ``connections.max.idle.ms``, ``security.protocol``, ``ssl.*``, ``sasl.*``.
+
+    Raises:
+        ConfigError: unknown option or bad value.
+
+    Example::
+
+        async with AsyncKafkaClient(bootstrap_servers="127.0.0.1:9092") as client:
+            resp = await client.request(MetadataRequest(topics=None))
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, *,
+                 _options: Mapping[str, Option] | None = None, **kwargs: Any) -> None:
+        self.config = ClientConfig(_options or CLIENT_OPTIONS, config, **kwargs)
+        cfg = self.config
+        self._bootstrap = parse_bootstrap(cfg.require("bootstrap.servers"))
+        self._settings = ConnectionSettings(
+            client_id=cfg["client.id"],
+            request_timeout=cfg["request.timeout.ms"] / 1000,
+            connect_timeout=cfg["socket.connection.setup.timeout.ms"] / 1000,
+            max_in_flight=cfg["max.in.flight.requests.per.connection"],
+            max_frame_bytes=cfg["receive.message.max.bytes"],
+            ssl_context=build_ssl_context(cfg),
+            sasl=build_sasl(cfg),
+        )
+        self.cluster = ClusterMetadata()
+        self._nodes: dict[int, _NodeState] = {}
+        self._topics: set[str] = set()
+        self._all_topics = False
+        self._metadata_task: asyncio.Task[None] | None = None
+        self._refresh_wanted: asyncio.Event | None = None
+        self._refresh_waiters: list[asyncio.Future[None]] = []
+        self._bg_error: BaseException | None = None
+        self._coordinators: dict[tuple[int, str], int] = {}
+        self._started = False
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to a bootstrap server and load cluster metadata.
+
+        Raises:
+            NoBrokersAvailableError: no bootstrap server answered within the timeouts.
+        """
+        if self._closed:
+            raise IllegalStateError("client is closed")
+        if self._started:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._refresh_wanted = asyncio.Event()
+        await self._refresh_metadata_now()
+        self._started = True
+        self._metadata_task = self._loop.create_task(self._metadata_loop(),
+                                                     name="kontrakt-metadata")
+
+    async def close(self) -> None:
+        """Close every connection and stop background work. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._metadata_task is not None:
+            self._metadata_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._metadata_task
+        for fut in self._refresh_waiters:
+            if not fut.done():
+                fut.set_exception(IllegalStateError("client closed"))
+                fut.exception()
+        for state in list(self._nodes.values()):
+            if state.connecting is not None and not state.connecting.done():
+                state.connecting.cancel()
+                with contextlib.suppress(BaseException):
+                    await state.connecting
+            if state.conn is not None:
+                await state.conn.close()
+        self._nodes.clear()
+
+    async def __aenter__(self) -> AsyncKafkaClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise IllegalStateError("client is closed")
+        if self._bg_error is not None:
+            err, self._bg_error = self._bg_error, None
+            raise err
+
+    # --- connections ----------------------------------------------------------------
+
+    def _address_of(self, node_id: int) -> tuple[str, int]:
+        if node_id < 0:
+            return self._bootstrap[(-node_id - 1) % len(self._bootstrap)]
+        broker = self.cluster.brokers.get(node_id)
+        if broker is None:
+            raise KafkaConnectionError(f"unknown broker id {node_id}")
+        return broker.host, broker.port
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        """The open connection to ``node_id``, connecting (with reconnect backoff) if needed.
+
+        Negative ids are the bootstrap servers (-1 is the first).
+
+        Raises:
+            KafkaConnectionError: the broker is unknown or cannot be reached now.
+        """
+        self._check()
+        state = self._nodes.get(node_id)
+        if state is None:
+            cfg = self.config
+            state = _NodeState(Backoff(cfg["reconnect.backoff.ms"] / 1000,
+                                       cfg["reconnect.backoff.max.ms"] / 1000))
+            self._nodes[node_id] = state
+        if state.conn is not None and state.conn.connected:
+            return state.conn
+        if state.connecting is None or state.connecting.done():
+            delay = state.next_attempt - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            state.connecting = asyncio.get_running_loop().create_task(
+                self._connect(node_id, state))
+        return await asyncio.shield(state.connecting)
+
+    async def _connect(self, node_id: int, state: _NodeState) -> BrokerConnection:
+        host, port = self._address_of(node_id)
+        conn = BrokerConnection(host, port, node_id, self._settings)
+        try:
+            await conn.connect()
+        except BaseException:
+            state.next_attempt = time.monotonic() + state.backoff.next()
+            raise
+        state.backoff.reset()
+        state.conn = conn
+        conn.on_close(lambda c: self._forget(node_id, c))
+        log.debug("connected to node %s at %s:%s", node_id, host, port)
+        return conn
+
+    def _forget(self, node_id: int, conn: BrokerConnection) -> None:
+        state = self._nodes.get(node_id)
+        if state is not None and state.conn is conn:
+            state.conn = None
+
+    def least_loaded_node(self) -> int:
+        """A node to send a request that any broker can answer: a connected broker with the
+        fewest requests in flight, else a known broker, else a bootstrap server."""
+        best: tuple[int, int] | None = None
+        for node_id, state in self._nodes.items():
+            if node_id >= 0 and node_id not in self.cluster.brokers:
+                continue
+            if state.conn is not None and state.conn.connected:
+                load = state.conn.in_flight
+                if best is None or load < best[1]:
+                    best = (node_id, load)
+        if best is not None:
+            return best[0]
+        now = time.monotonic()
+        candidates = [n for n in self.cluster.brokers
+                      if n not in self._nodes or self._nodes[n].next_attempt <= now]
+        if candidates:
+            return random.choice(candidates)
+        if self.cluster.brokers:
+            return min(self.cluster.brokers,
+                       key=lambda n: self._nodes[n].next_attempt if n in self._nodes else 0)
+        return -1 - random.randrange(len(self._bootstrap))
+
+    # --- requests -------------------------------------------------------------------
+
+    async def request(self, message: Request, *, node: int | None = None,
+                      version: int | None = None, timeout: float | None = None) -> Any:
+        """Send any protocol request and return its decoded response.
+
+        Args:
+            message: a request built from :mod:`kontrakt.protocol.messages`.
+            node: the broker id to send to; None picks the least loaded broker.
+            version: the API version; None negotiates the highest both sides support.
+            timeout: seconds to wait for the response (default ``request.timeout.ms``).
+
+        Returns:
+            The response message, or None for a Produce request with ``acks=0``.
+            Error codes inside the response are returned, not raised.
+
+        Raises:
+            KafkaConnectionError: the broker cannot be reached or the connection broke.
+            KafkaTimeoutError: no response within the timeout.
+            UnsupportedVersionError: no common version.
+        """
+        self._check()
+        if not self._started:
+            await self.start()
+        target = self.least_loaded_node() if node is None else node
+        conn = await self.connection(target)
+        expect = not (message.API_KEY == 0 and getattr(message, "acks", 1) == 0)
+        return await conn.send(message, version=version, timeout=timeout,
+                               expect_response=expect)
+
+    async def request_with_retries(self, message: Request, *, node: int | None = None,
+                                   timeout: float | None = None,
+                                   deadline: float | None = None) -> Any:
+        """Like :meth:`request`, but retries connection failures and timeouts on another
+        (or the same) broker with backoff until ``deadline`` (monotonic seconds; default:
+        now + ``request.timeout.ms``). Error codes in responses are still returned."""
+        cfg = self.config
+        deadline = deadline or time.monotonic() + cfg["request.timeout.ms"] / 1000
+        backoff = Backoff(cfg["retry.backoff.ms"] / 1000, cfg["retry.backoff.max.ms"] / 1000)
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return await self.request(message, node=node, timeout=min(
+                    timeout or remaining, remaining) if remaining > 0 else 0.001)
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                delay = backoff.next()
+                if time.monotonic() + delay >= deadline:
+                    raise
+                log.debug("retrying %s after %s", message.API_NAME, exc)
+                if node is not None and node >= 0:
+                    self.request_metadata_refresh()
+                await asyncio.sleep(delay)
+
+    # --- metadata -------------------------------------------------------------------
+
+    def add_topics(self, topics: Iterable[str]) -> None:
+        """Track these topics' metadata from now on (refreshes when new ones appear)."""
+        new = set(topics) - self._topics
+        if new:
+            self._topics |= new
+            self.request_metadata_refresh()
+
+    def track_all_topics(self, enabled: bool = True) -> None:
+        """Fetch metadata for every topic in the cluster on each refresh."""
+        self._all_topics = enabled
+
+    def request_metadata_refresh(self) -> None:
+        """Ask the metadata loop to refresh soon (after retry backoff)."""
+        if self._refresh_wanted is not None:
+            self._refresh_wanted.set()
+
+    async def refresh_metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
+        """Refresh metadata now (tracking ``topics`` too) and return the cache.
+
+        Raises:
+            NoBrokersAvailableError / KafkaTimeoutError: no broker answered in time.
+        """
+        self._check()
+        if topics is not None:
+            self._topics |= set(topics)
+        if not self._started:
+            await self.start()
+            return self.cluster
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._refresh_waiters.append(fut)
+        self.request_metadata_refresh()
+        await fut
+        return self.cluster
+
+    async def _refresh_metadata_now(self) -> None:
+        cfg = self.config
+        deadline = time.monotonic() + cfg["request.timeout.ms"] / 1000
+        backoff = Backoff(cfg["retry.backoff.ms"] / 1000, cfg["retry.backoff.max.ms"] / 1000)
+        tried: list[str] = []
+        while True:
+            node = self.least_loaded_node()
+            all_topics = self._all_topics
+            topics = None if all_topics else [
+                MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self._topics)]
+            req = MetadataRequest(topics=topics, allow_auto_topic_creation=False)
+            try:
+                remaining = max(0.001, deadline - time.monotonic())
+                resp: MetadataResponse = await self.request(req, node=node, timeout=remaining)
+                if resp.error_code:
+                    raise for_code(resp.error_code)("metadata request failed")
+                self.cluster.update(resp, all_topics=all_topics)
+                return
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                tried.append(f"{node}: {exc}")
+                delay = backoff.next()
+                if time.monotonic() + delay >= deadline:
+                    raise NoBrokersAvailableError(
+                        "no broker answered a metadata request within request.timeout.ms; "
+                        f"tried {tried[-5:]}"
+                    ) from exc
+                await asyncio.sleep(delay)
+
+    async def _metadata_loop(self) -> None:
+        assert self._refresh_wanted is not None
+        cfg = self.config
+        max_age = cfg["metadata.max.age.ms"] / 1000
+        min_gap = cfg["retry.backoff.ms"] / 1000
+        try:
+            while True:
+                age = time.monotonic() - self.cluster.updated_at
+                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                    await asyncio.wait_for(self._refresh_wanted.wait(), max(0.0, max_age - age))
+                # Coalesce bursts of refresh requests (e.g. many partitions losing their
+                # leader at once) into one request per retry.backoff.ms.
+                gap = min_gap - (time.monotonic() - self.cluster.updated_at)
+                if gap > 0:
+                    await asyncio.sleep(gap)
+                self._refresh_wanted.clear()
+                waiters, self._refresh_waiters = self._refresh_waiters, []
+                try:
+                    await self._refresh_metadata_now()
+                except KafkaError as exc:
+                    log.warning("metadata refresh failed: %s", exc)
+                    for w in waiters:
+                        if not w.done():
+                            w.set_exception(exc)
+                    continue
+                for w in waiters:
+                    if not w.done():
+                        w.set_result(None)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # supervised: surfaced at the next call
+            log.exception("metadata loop died")
+            self._bg_error = exc
+
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        """The advertised broker for ``node_id``."""
+        return self.cluster.brokers.get(node_id)
+
+    async def coordinator(self, key: str, key_type: str = "group", *,
+                          refresh: bool = False) -> int:
+        """The node id of the group or transaction coordinator for ``key`` (cached).
+
+        Raises:
+            BrokerResponseError: FindCoordinator returned an error (e.g.
+                COORDINATOR_NOT_AVAILABLE, retriable).
+        """
+        ck = (_COORDINATOR_TYPES[key_type], key)
+        if not refresh and ck in self._coordinators:
+            return self._coordinators[ck]
+        cfg = self.config
+        deadline = time.monotonic() + cfg["request.timeout.ms"] / 1000
+        backoff = Backoff(cfg["retry.backoff.ms"] / 1000, cfg["retry.backoff.max.ms"] / 1000)
+        while True:
+            try:
+                conn = await self.connection(self.least_loaded_node())
+                version = conn.negotiate(FindCoordinatorRequest)
+                # v4 (KIP-699) batches keys; older versions carry a single key.
+                req = (FindCoordinatorRequest(key_type=ck[0], coordinator_keys=[key])
+                       if version >= 4 else FindCoordinatorRequest(key=key, key_type=ck[0]))
+                resp = await conn.send(req, version=version,
+                                       timeout=max(0.001, deadline - time.monotonic()))
+                break
+            except (KafkaConnectionError, KafkaTimeoutError):
+                delay = backoff.next()
+                if time.monotonic() + delay >= deadline:
+                    raise
+                await asyncio.sleep(delay)
+        if resp.coordinators:
+            c = resp.coordinators[0]
+            code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
+        else:
+            code, node_id, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+        if code:
+            raise for_code(code)(f"FindCoordinator({key_type} {key!r})")
+        if node_id not in self.cluster.brokers:
+            self.cluster.brokers[node_id] = BrokerInfo(node_id, host, port)
+        self._coordinators[ck] = node_id
+        return int(node_id)
+
+    def forget_coordinator(self, key: str, key_type: str = "group") -> None:
+        """Drop a cached coordinator (after NOT_COORDINATOR or a connection failure)."""
+        self._coordinators.pop((_COORDINATOR_TYPES[key_type], key), None)
+
+
+class KafkaClient:
+    """Blocking form of :class:`AsyncKafkaClient`, run on a private event-loop thread.
+
+    Same options and methods; every method blocks until done. Must not be called from
+    inside one of its own callbacks (raises :class:`IllegalStateError`).
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self._thread = LoopThread("kontrakt-client")
+        try:
+            self._async: AsyncKafkaClient = self._thread.run(_build(config, kwargs))
+            self._thread.run(self._async.start())
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    @property
+    def cluster(self) -> ClusterMetadata:
+        return self._async.cluster
+
+    def request(self, message: Request, *, node: int | None = None,
+                version: int | None = None, timeout: float | None = None) -> Any:
+        """Send any protocol request and return its decoded response; see
+        :meth:`AsyncKafkaClient.request`."""
+        return self._thread.run(self._async.request(message, node=node, version=version,
+                                                    timeout=timeout))
+
+    def refresh_metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
+        """Refresh metadata now; see :meth:`AsyncKafkaClient.refresh_metadata`."""
+        return self._thread.run(self._async.refresh_metadata(topics))
+
+    def coordinator(self, key: str, key_type: str = "group") -> int:
+        """Find the coordinator node for a group or transactional id."""
+        return self._thread.run(self._async.coordinator(key, key_type))
+
+    def close(self) -> None:
+        """Close connections and stop the loop thread. Idempotent."""
+        if self._thread.running:
+            try:
+                self._thread.run(self._async.close())
+            finally:
+                self._thread.stop()
+
+    def __enter__(self) -> KafkaClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+async def _build(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncKafkaClient:
+    return AsyncKafkaClient(config, **kwargs)
+
+
+_ = (Response, ssl)

@@ -19,8 +19,14 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from kontrakt.errors import IllegalStateError, KafkaError
-from kontrakt.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from kontrakt.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
 from kontrakt.testing._util import (
+    BrokerHarnessError,
     BrokerStartError,
     MissingDependencyError,
     free_port,
@@ -40,6 +46,7 @@ _SCRUBBED_ENV = (
 _ADDR_IN_USE = ("Address in use", "AddrInUse", "address already in use")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _BIND_ATTEMPTS = 5
+_TOPIC_ALREADY_EXISTS = 36
 _PROBE = ApiVersionsRequest(client_software_name="kontrakt-testing", client_software_version="0")
 
 # Every live child, by pid, so that an interpreter exit (or a forgotten stop) leaves no orphan.
@@ -320,6 +327,45 @@ class TansuBroker:
                     os.unlink(log_path)
                 self._log_path = None
             self._proc = self._port = None
+
+    def create_topic(self, name: str, partitions: int = 1, *, exist_ok: bool = False,
+                     configs: Mapping[str, str] | None = None, timeout: float = 10.0) -> None:
+        """Create a topic with a raw CreateTopics (v5) request on a blocking socket.
+
+        A convenience for test set-up; applications use the admin client.
+
+        Args:
+            name: the topic name.
+            partitions: number of partitions (replication factor is always 1).
+            exist_ok: do not raise when the topic already exists.
+            configs: topic configuration entries.
+            timeout: seconds for the whole exchange.
+
+        Raises:
+            IllegalStateError: the broker is not running.
+            BrokerHarnessError: the broker answered with an error code (the message names it).
+            KafkaConnectionError, KafkaTimeoutError: the exchange failed.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"topic name must be a non-empty string, got {name!r}")
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise ValueError(f"partitions must be a positive int, got {partitions!r}")
+        topic_cls = getattr(CreateTopicsRequest, "CreatableTopic")  # noqa: B009
+        config_cls = getattr(topic_cls, "CreatableTopicConfig")  # noqa: B009
+        topic = topic_cls(
+            name=name, num_partitions=partitions, replication_factor=1,
+            configs=[config_cls(name=k, value=v) for k, v in (configs or {}).items()],
+        )
+        request = CreateTopicsRequest(topics=[topic], timeout_ms=int(timeout * 1000))
+        response = send_request(self.bootstrap_servers, request, 5, CreateTopicsResponse,
+                                timeout=timeout)
+        for result in response.topics:
+            code = result.error_code
+            if code == 0 or (code == _TOPIC_ALREADY_EXISTS and exist_ok):
+                continue
+            raise BrokerHarnessError(
+                f"CreateTopics {result.name!r} failed with error code {code}"
+                f"{': ' + result.error_message if result.error_message else ''}")
 
     def __enter__(self) -> TansuBroker:
         if self._proc is None:

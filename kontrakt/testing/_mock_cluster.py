@@ -451,7 +451,11 @@ class MockCluster:
         self._call("start_request_tracking")
 
     def stop_request_tracking(self) -> None:
-        """Stop recording requests; what was recorded stays until :meth:`clear_requests`."""
+        """Stop recording requests.
+
+        Measured with librdkafka 2.16: this also drops what was recorded (its header says
+        otherwise), so call :meth:`get_requests` first.
+        """
         self._call("stop_request_tracking")
 
     def clear_requests(self) -> None:
@@ -460,6 +464,8 @@ class MockCluster:
 
     def get_requests(self) -> list[MockRequest]:
         """The requests recorded since tracking started (or the last clear), oldest first.
+
+        Reading does not clear the record.
 
         Raises:
             NotImplementedError: the bundled librdkafka has no request tracking.

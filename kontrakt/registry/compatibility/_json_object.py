@@ -1,0 +1,256 @@
+"""JSON Schema object and array rules (content models), split from _json_schema for size."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kontrakt.registry.compatibility._json_model import JsonNode
+
+if TYPE_CHECKING:
+    from kontrakt.registry.compatibility._json_schema import _Context
+
+__all__ = ["compare_array", "compare_object"]
+
+Compare = Callable[["_Context", "JsonNode | None", "JsonNode | None"], None]
+
+
+def _is_open(node: JsonNode) -> bool:
+    return (not node.pattern_properties and node.additional_schema is None
+            and node.permits_additional)
+
+
+def _partial(node: JsonNode, name: str) -> JsonNode | None:
+    """The schema a partially open model gives an undeclared property ``name``, if any."""
+    for pattern, schema in node.pattern_properties.items():
+        try:
+            if re.search(pattern, name):
+                return schema
+        except re.error:
+            continue  # a pattern Python cannot compile matches nothing here
+    return node.additional_schema
+
+
+def compare_object(ctx: _Context, original: JsonNode, update: JsonNode, compare: Compare) -> None:
+    """Compare two object schemas (required, properties, dependencies, additional, limits)."""
+    with ctx.at("required"):
+        for name in original.properties:
+            if name not in update.properties:
+                continue
+            was, now = name in original.required, name in update.required
+            if was and not now:
+                ctx.add("REQUIRED_ATTRIBUTE_REMOVED", name)
+            elif now and not was:
+                has_default = update.properties[name].has_default
+                ctx.add("REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED" if has_default
+                        else "REQUIRED_ATTRIBUTE_ADDED", name)
+    with ctx.at("properties"):
+        for name in list(dict.fromkeys([*original.properties, *update.properties])):
+            with ctx.at(name):
+                _property(ctx, original, update, name, compare)
+    with ctx.at("dependencies"):
+        for name in dict.fromkeys([*original.property_dependencies,
+                                   *update.property_dependencies]):
+            before = original.property_dependencies.get(name)
+            after = update.property_dependencies.get(name)
+            if after is None:
+                ctx.add("DEPENDENCY_ARRAY_REMOVED", name)
+            elif before is None:
+                ctx.add("DEPENDENCY_ARRAY_ADDED", name)
+            elif before != after:
+                ctx.add("DEPENDENCY_ARRAY_EXTENDED" if after >= before
+                        else "DEPENDENCY_ARRAY_NARROWED" if before >= after
+                        else "DEPENDENCY_ARRAY_CHANGED", name)
+        for name in dict.fromkeys([*original.schema_dependencies,
+                                   *update.schema_dependencies]):
+            sb = original.schema_dependencies.get(name)
+            sa = update.schema_dependencies.get(name)
+            with ctx.at(name):
+                if sa is None:
+                    ctx.add("DEPENDENCY_SCHEMA_REMOVED")
+                elif sb is None:
+                    ctx.add("DEPENDENCY_SCHEMA_ADDED")
+                else:
+                    compare(ctx, sb, sa)
+    with ctx.at("additionalProperties"):
+        if original.permits_additional != update.permits_additional:
+            ctx.add("ADDITIONAL_PROPERTIES_ADDED" if update.permits_additional
+                    else "ADDITIONAL_PROPERTIES_REMOVED")
+        elif original.additional_schema is None and update.additional_schema is not None:
+            ctx.add("ADDITIONAL_PROPERTIES_NARROWED")
+        elif update.additional_schema is None and original.additional_schema is not None:
+            ctx.add("ADDITIONAL_PROPERTIES_EXTENDED")
+        else:
+            compare(ctx, original.additional_schema, update.additional_schema)
+    _limit(ctx, "maxProperties", "MAX_PROPERTIES", original.max_properties,
+           update.max_properties)
+    _limit(ctx, "minProperties", "MIN_PROPERTIES", original.min_properties,
+           update.min_properties)
+
+
+def _property(ctx: _Context, original: JsonNode, update: JsonNode, name: str,
+              compare: Compare) -> None:
+    before = original.properties.get(name)
+    after = update.properties.get(name)
+    if after is None:
+        assert before is not None
+        # Only the update's content model matters: it decides whether the property is still
+        # accepted as an undeclared one.
+        if _is_open(update):
+            ctx.add("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL")
+            return
+        partial = _partial(update, name)
+        if partial is not None:
+            sub = ctx.sub()
+            compare(sub, before, partial)
+            ctx.extend(sub)
+            ctx.add("PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
+                    if sub.is_compatible
+                    else "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+        elif before.deref().kind == "false":
+            ctx.add("PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+        else:
+            ctx.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+        return
+    if before is None:
+        # Only the original's content model matters: it decides what old data may hold.
+        if _is_open(original):
+            if after.deref().kind == "empty":
+                ctx.add("PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL")
+            else:
+                ctx.add("PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL")
+            return
+        partial = _partial(original, name)
+        if partial is not None:
+            sub = ctx.sub()
+            compare(sub, partial, after)
+            ctx.extend(sub)
+            ctx.add("PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
+                    if sub.is_compatible
+                    else "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+        if name in update.required:
+            ctx.add("REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL"
+                    if after.has_default
+                    else "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
+        else:
+            ctx.add("OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
+        return
+    compare(ctx, before, after)
+
+
+def _limit(ctx: _Context, leaf: str, name: str, before: int | None, after: int | None) -> None:
+    if before == after:
+        return
+    if before is None:
+        ctx.add(f"{name}_ADDED", leaf)
+    elif after is None:
+        ctx.add(f"{name}_REMOVED", leaf)
+    else:
+        ctx.add(f"{name}_INCREASED" if before < after else f"{name}_DECREASED", leaf)
+
+
+def _array_open(node: JsonNode) -> bool:
+    if not node.permits_additional_items or node.additional_items_schema is not None:
+        return False
+    uneval = node.unevaluated_items
+    return uneval is None or uneval.deref().kind == "empty"
+
+
+def _array_partial(node: JsonNode) -> JsonNode | None:
+    if node.additional_items_schema is not None:
+        return node.additional_items_schema
+    uneval = node.unevaluated_items
+    if uneval is not None and uneval.deref().kind not in ("false", "empty"):
+        return uneval
+    return None
+
+
+def compare_array(ctx: _Context, original: JsonNode, update: JsonNode, compare: Compare) -> None:
+    """Compare two array schemas (items, tuple items, additional/unevaluated items, limits)."""
+    with ctx.at("items"):
+        compare(ctx, original.all_items, update.all_items)
+    olds = original.item_schemas or []
+    news = update.item_schemas or []
+    for index in range(max(len(olds), len(news))):
+        with ctx.at("items", str(index)):
+            if index < len(olds) and index < len(news):
+                compare(ctx, olds[index], news[index])
+            elif index < len(olds):
+                _item_removed(ctx, olds[index], update, compare)
+            else:
+                _item_added(ctx, news[index], original, compare)
+    with ctx.at("additionalItems"):
+        if original.permits_additional_items != update.permits_additional_items:
+            ctx.add("ADDITIONAL_ITEMS_REMOVED" if original.permits_additional_items
+                    else "ADDITIONAL_ITEMS_ADDED")
+        elif original.additional_items_schema is None and update.additional_items_schema:
+            ctx.add("ADDITIONAL_ITEMS_NARROWED")
+        elif update.additional_items_schema is None and original.additional_items_schema:
+            ctx.add("ADDITIONAL_ITEMS_EXTENDED")
+        else:
+            compare(ctx, original.additional_items_schema, update.additional_items_schema)
+    _unevaluated(ctx, original.unevaluated_items, update.unevaluated_items, compare)
+    _limit(ctx, "maxItems", "MAX_ITEMS", original.max_items, update.max_items)
+    _limit(ctx, "minItems", "MIN_ITEMS", original.min_items, update.min_items)
+    if original.unique_items != update.unique_items:
+        ctx.add("UNIQUE_ITEMS_REMOVED" if original.unique_items else "UNIQUE_ITEMS_ADDED",
+                "uniqueItems")
+    _limit(ctx, "maxContains", "MAX_CONTAINS", original.max_contains, update.max_contains)
+    _limit(ctx, "minContains", "MIN_CONTAINS", original.min_contains, update.min_contains)
+
+
+def _item_removed(ctx: _Context, before: JsonNode, update: JsonNode, compare: Compare) -> None:
+    if _array_open(update):
+        ctx.add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL")
+        return
+    partial = _array_partial(update)
+    if partial is not None:
+        sub = ctx.sub()
+        compare(sub, before, partial)
+        ctx.extend(sub)
+        ctx.add("ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.is_compatible
+                else "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+    elif before.deref().kind == "false":
+        ctx.add("ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+    else:
+        ctx.add("ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+
+
+def _item_added(ctx: _Context, after: JsonNode, original: JsonNode, compare: Compare) -> None:
+    if _array_open(original):
+        ctx.add("ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL"
+                if after.deref().kind == "empty" else "ITEM_ADDED_TO_OPEN_CONTENT_MODEL")
+        return
+    partial = _array_partial(original)
+    if partial is not None:
+        sub = ctx.sub()
+        compare(sub, partial, after)
+        ctx.extend(sub)
+        ctx.add("ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.is_compatible
+                else "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+    else:
+        ctx.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL")
+
+
+def _unevaluated(ctx: _Context, before: JsonNode | None, after: JsonNode | None,
+                 compare: Compare) -> None:
+    if before is None and after is None:
+        return
+    with ctx.at("unevaluatedItems"):
+        b = before.deref().kind if before is not None else None
+        a = after.deref().kind if after is not None else None
+        if before is None:
+            ctx.add("UNEVALUATED_ITEMS_REMOVED" if a == "false" else "UNEVALUATED_ITEMS_NARROWED")
+        elif after is None:
+            ctx.add("UNEVALUATED_ITEMS_ADDED" if b == "false" else "UNEVALUATED_ITEMS_EXTENDED")
+        elif b == "false" and a != "false":
+            ctx.add("UNEVALUATED_ITEMS_ADDED")
+        elif b != "false" and a == "false":
+            ctx.add("UNEVALUATED_ITEMS_REMOVED")
+        elif b == "empty" and a != "empty":
+            ctx.add("UNEVALUATED_ITEMS_NARROWED")
+        elif b != "empty" and a == "empty":
+            ctx.add("UNEVALUATED_ITEMS_EXTENDED")
+        else:
+            compare(ctx, before, after)

@@ -104,13 +104,14 @@ def decode_records(
     try:
         for _ in range(count):
             # Every varint read below is the same three-way unrolled pattern:
-            # one byte (table), two bytes (table), otherwise the generic loop.
+            # one byte (table), two bytes (table), otherwise the generic loop. Unrolled by
+            # hand because a helper call per varint would cost more than the decoding.
             b = data[pos]
             if b < 128:
                 length = zz[b]
                 pos += 1
-            elif data[pos + 1] < 128:
-                length = zz[(b & 127) | (data[pos + 1] << 7)]
+            elif (c := data[pos + 1]) < 128:
+                length = zz[(b & 127) | (c << 7)]
                 pos += 2
             else:
                 length, pos = slow(data, pos)
@@ -120,8 +121,8 @@ def decode_records(
             if b < 128:
                 ts_delta = zz[b]
                 pos += 1
-            elif data[pos + 1] < 128:
-                ts_delta = zz[(b & 127) | (data[pos + 1] << 7)]
+            elif (c := data[pos + 1]) < 128:
+                ts_delta = zz[(b & 127) | (c << 7)]
                 pos += 2
             else:
                 ts_delta, pos = slow(data, pos)
@@ -129,8 +130,8 @@ def decode_records(
             if b < 128:
                 offset_delta = zz[b]
                 pos += 1
-            elif data[pos + 1] < 128:
-                offset_delta = zz[(b & 127) | (data[pos + 1] << 7)]
+            elif (c := data[pos + 1]) < 128:
+                offset_delta = zz[(b & 127) | (c << 7)]
                 pos += 2
             else:
                 offset_delta, pos = slow(data, pos)
@@ -138,8 +139,8 @@ def decode_records(
             if b < 128:
                 n = zz[b]
                 pos += 1
-            elif data[pos + 1] < 128:
-                n = zz[(b & 127) | (data[pos + 1] << 7)]
+            elif (c := data[pos + 1]) < 128:
+                n = zz[(b & 127) | (c << 7)]
                 pos += 2
             else:
                 n, pos = slow(data, pos)
@@ -154,8 +155,8 @@ def decode_records(
             if b < 128:
                 n = zz[b]
                 pos += 1
-            elif data[pos + 1] < 128:
-                n = zz[(b & 127) | (data[pos + 1] << 7)]
+            elif (c := data[pos + 1]) < 128:
+                n = zz[(b & 127) | (c << 7)]
                 pos += 2
             else:
                 n, pos = slow(data, pos)
@@ -179,8 +180,7 @@ def decode_records(
                 )
             append(new(rec_cls, (
                 base_offset + offset_delta,
-                max_timestamp if log_append else base_timestamp + ts_delta,
-                timestamp_type, key, value, headers,
+                base_timestamp + ts_delta, timestamp_type, key, value, headers,
             )))
     except IndexError:
         raise CorruptRecordError(f"record {len(out)} of {count} runs past the batch") from None
@@ -189,6 +189,10 @@ def decode_records(
             f"batch holds {end - pos} bytes after its {count} records" if pos < end
             else f"records of the batch run {pos - end} bytes past its end"
         )
+    if log_append:
+        # Rare (topics with LogAppendTime): every record takes the batch's append time. Done
+        # afterwards so the hot loop has no branch for it.
+        return [new(rec_cls, (r[0], max_timestamp, 1, r[3], r[4], r[5])) for r in out]
     return out
 
 

@@ -78,7 +78,7 @@ class CompressionType(IntEnum):
 DEFAULT_LEVELS: Final[dict[CompressionType, int | None]] = {
     CompressionType.GZIP: 6,
     CompressionType.SNAPPY: None,
-    CompressionType.LZ4: None,
+    CompressionType.LZ4: 1,
     CompressionType.ZSTD: 3,
 }
 

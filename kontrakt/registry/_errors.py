@@ -19,6 +19,7 @@ __all__ = [
     "InvalidVersionError",
     "OperationNotPermittedError",
     "ReferenceExistsError",
+    "RegistryConnectionError",
     "SchemaNotFoundError",
     "SchemaRegistryError",
     "SubjectNotFoundError",
@@ -133,6 +134,14 @@ class CompatibilityCheckUnavailableError(SchemaRegistryError):
     """Kontrakt's embedded registry cannot check the subject's compatibility level for this
     schema (engine missing or construct unsupported), so it refuses instead of pretending:
     HTTP 422, Kontrakt-specific code 42290."""
+
+    def __init__(self, http_status_code: int, error_code: int, error_message: str) -> None:
+        super().__init__(http_status_code, error_code, error_message)
+
+
+class RegistryConnectionError(SchemaRegistryError):
+    """No registry URL answered (connection refused, reset, DNS, timeout) after all retries and
+    fail-overs; ``http_status_code`` and ``error_code`` are -1."""
 
     def __init__(self, http_status_code: int, error_code: int, error_message: str) -> None:
         super().__init__(http_status_code, error_code, error_message)

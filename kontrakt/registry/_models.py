@@ -14,6 +14,7 @@ from typing import Any
 
 __all__ = [
     "CompatibilityLevel",
+    "CompatibilityTestResult",
     "ConfigCompatibilityLevel",
     "Metadata",
     "Mode",
@@ -350,3 +351,16 @@ class ServerConfig:
             default_rule_set=rules("defaultRuleSet"),
             override_rule_set=rules("overrideRuleSet"),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class CompatibilityTestResult:
+    """Answer of a registry compatibility test with ``verbose=true``.
+
+    Attributes:
+        is_compatible: the verdict.
+        messages: the registry's explanations (empty when compatible).
+    """
+
+    is_compatible: bool
+    messages: tuple[str, ...] = ()

@@ -289,7 +289,6 @@ class RegistryState:
                 raise InvalidSchemaError(
                     422, 42201, f"Invalid reference {r!r}: needs name, subject and version"
                 ) from None
-        ctx, _ = self._ctx(subject)
         resolved = self._resolve_refs(subject, refs, set())
         validate_schema(schema_type, text, resolved)
         stored = normalized_text(schema_type, text) if normalize else text

@@ -85,7 +85,7 @@ def _validate_avro(schema: str, refs: list[tuple[str, str, str]]) -> None:
         return
     named: dict[str, Any] = {}
     try:
-        for name, ref_type, text in refs:
+        for _name, ref_type, text in refs:
             if ref_type == "AVRO":
                 fastavro.parse_schema(json.loads(text), named_schemas=named)
         fastavro.parse_schema(parsed, named_schemas=named)

@@ -1,0 +1,566 @@
+"""The sans-I/O core of the registry clients: request building, response parsing, caching
+rules, retries and fail-over, written once for the sync and the async client.
+
+Each public operation is a generator that yields :class:`Call` objects (one REST call each)
+and receives the decoded JSON answer; :meth:`RegistryCore.exchange` turns one call into
+:class:`HttpRequest` / :class:`Sleep` actions (retries, backoff, fail-over, OAuth token).
+The shells in :mod:`kontrakt.registry._client` only perform those actions with httpx.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import threading
+import time
+from collections.abc import Generator, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from cachetools import Cache, LRUCache, TTLCache
+
+from kontrakt.errors import SchemaRegistryError
+from kontrakt.registry._config import RegistryClientConfig
+from kontrakt.registry._errors import RegistryConnectionError, error_from_response
+from kontrakt.registry._models import (
+    CompatibilityLevel,
+    CompatibilityTestResult,
+    RegisteredSchema,
+    Schema,
+    SchemaVersion,
+    ServerConfig,
+)
+
+__all__ = ["Call", "HttpRequest", "RegistryCore", "Sleep"]
+
+T = TypeVar("T")
+ACCEPT = ("application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, "
+          "application/json")
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One REST call of an operation.
+
+    Attributes:
+        method, path, params, body: what to send (``path`` is already percent-encoded).
+        key: identity of an idempotent read: concurrent identical calls are coalesced into
+            one HTTP request and a "not found" answer is cached briefly under it.
+    """
+
+    method: str
+    path: str
+    params: tuple[tuple[str, str], ...] = ()
+    body: Any = None
+    key: Hashable | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """One HTTP request for a shell to send; the shell answers ``(status, body bytes)`` or
+    the transport exception it got."""
+
+    method: str
+    url: str
+    params: tuple[tuple[str, str], ...]
+    headers: Mapping[str, str]
+    content: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Wait before the next attempt (a shell sleeps, the async one without blocking)."""
+
+    seconds: float
+
+
+Op = Generator[Call, Any, T]
+Reply = "tuple[int, bytes] | BaseException | None"
+Exchange = Generator["HttpRequest | Sleep", Any, Any]
+
+
+def _q(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _b(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def _ctx_of(subject: str | None) -> str:
+    if subject and subject.startswith(":.") and ":" in subject[2:]:
+        return subject[1:].partition(":")[0]
+    return "."
+
+
+def _shape(what: str, fn: Any, *args: Any) -> Any:
+    """Parse a response, turning a surprising shape into a registry error."""
+    try:
+        return fn(*args)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SchemaRegistryError(200, -1, f"unexpected {what} response: {exc!r}") from None
+
+
+def _version_arg(version: int | str) -> str:
+    if isinstance(version, bool) or not isinstance(version, (int, str)):
+        raise TypeError(f"version must be an int or 'latest', not {type(version).__name__}")
+    return str(version)
+
+
+def copy_error(exc: SchemaRegistryError) -> SchemaRegistryError:
+    """A fresh instance of the same error (so cached errors do not grow tracebacks)."""
+    return type(exc)(exc.http_status_code, exc.error_code, exc.error_message)
+
+
+@dataclass
+class _Token:
+    value: str = ""
+    refresh_at: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class RegistryCore:
+    """Caches and protocol logic shared by the sync, async and mock clients.
+
+    Caches (all guarded by one lock; cachetools caches are not thread-safe):
+
+    * schemas by ``(context, id, format)``: forever, ids are immutable;
+    * registrations, lookups and ``(subject, version)`` reads: LRU of ``cache.capacity``;
+    * latest versions: TTL of ``cache.latest.ttl.sec`` (LRU, no expiry, when unset, as in
+      confluent-kafka);
+    * "not found" answers of reads: ``cache.negative.ttl.sec`` (default 1 s), dropped on any
+      write through this client.
+
+    Args:
+        config: validated settings.
+    """
+
+    def __init__(self, config: RegistryClientConfig) -> None:
+        self.config = config
+        cap = config.cache_capacity
+        self._lock = threading.Lock()
+        self._by_id: dict[tuple[str, int, str | None], tuple[Schema, str | None]] = {}
+        self._registered: LRUCache[Hashable, RegisteredSchema] = LRUCache(cap)
+        self._lookups: LRUCache[Hashable, RegisteredSchema] = LRUCache(cap)
+        self._versions: LRUCache[Hashable, RegisteredSchema] = LRUCache(cap)
+        self._latest: Cache[Hashable, RegisteredSchema] = (
+            TTLCache(cap, config.cache_latest_ttl_sec) if config.cache_latest_ttl_sec
+            else LRUCache(cap))
+        self._negative: TTLCache[Hashable, SchemaRegistryError] = TTLCache(
+            cap, max(config.cache_negative_ttl_sec, 1e-6))
+        self._good_url = 0
+        self._token = _Token()
+        self.requests_sent = 0
+
+    # ------------------------------------------------------------------ caches
+    def _get(self, cache: Mapping[Any, T], key: Hashable) -> T | None:
+        with self._lock:
+            return cache.get(key)
+
+    def _forget_subject(self, subject: str) -> None:
+        with self._lock:
+            for cache in (self._registered, self._lookups, self._versions, self._latest):
+                for k in [k for k in cache if isinstance(k, tuple) and k[0] == subject]:
+                    cache.pop(k, None)
+            self._negative.clear()
+
+    def clear_latest_caches(self) -> None:
+        """Drop cached latest versions (plain and with metadata)."""
+        with self._lock:
+            self._latest.clear()
+
+    def clear_caches(self) -> None:
+        """Drop every cache, including schemas by id."""
+        with self._lock:
+            for cache in (self._registered, self._lookups, self._versions, self._latest,
+                          self._negative):
+                cache.clear()
+            self._by_id.clear()
+
+    # ------------------------------------------------------------------ transport
+    def backoff(self, attempt: int) -> float:
+        """Full-jitter exponential backoff in seconds before retry ``attempt`` (0-based)."""
+        cap = min(self.config.retries_wait_ms * (2.0 ** attempt), self.config.retries_max_wait_ms)
+        return random.random() * cap / 1000.0
+
+    def _token_exchange(self) -> Exchange:
+        """Fetch an OAuth client-credentials token when the cached one is due to expire."""
+        cfg = self.config
+        assert cfg.oauth_endpoint and cfg.oauth_client_id and cfg.oauth_client_secret
+        form = {"grant_type": "client_credentials"}
+        if cfg.oauth_scope:
+            form["scope"] = cfg.oauth_scope
+        secret = base64.b64encode(
+            f"{cfg.oauth_client_id}:{cfg.oauth_client_secret}".encode()).decode()
+        content = "&".join(f"{_q(k)}={_q(v)}" for k, v in form.items()).encode()
+        headers = {"Content-Type": "application/x-www-form-urlencoded",
+                   "Accept": "application/json", "Authorization": f"Basic {secret}"}
+        last: BaseException | None = None
+        for attempt in range(cfg.max_retries + 1):
+            reply = yield HttpRequest("POST", cfg.oauth_endpoint, (), headers, content)
+            if isinstance(reply, tuple) and 200 <= reply[0] < 300:
+                data = _shape("token", json.loads, reply[1])
+                token = _shape("token", lambda d: str(d["access_token"]), data)
+                lifetime = float(data.get("expires_in", 300))
+                # Refresh at 80% of the lifetime so a request never carries an expired token.
+                self._token.value = token
+                self._token.refresh_at = time.monotonic() + 0.8 * lifetime
+                return token
+            if isinstance(reply, tuple) and reply[0] not in RETRIABLE_STATUS:
+                raise SchemaRegistryError(reply[0], -1, "OAuth token request refused: "
+                                          f"{reply[1][:300]!r}")
+            last = reply if isinstance(reply, BaseException) else None
+            if attempt < cfg.max_retries:
+                yield Sleep(self.backoff(attempt))
+        raise RegistryConnectionError(-1, -1, f"OAuth token endpoint unreachable: {last!r}")
+
+    def _headers(self, with_body: bool) -> Exchange:
+        cfg = self.config
+        headers = {"Accept": ACCEPT}
+        if with_body:
+            headers["Content-Type"] = CONTENT_TYPE
+        if cfg.basic_auth is not None:
+            raw = f"{cfg.basic_auth[0]}:{cfg.basic_auth[1]}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(raw).decode()
+        elif cfg.bearer_source is not None:
+            if cfg.bearer_source == "STATIC_TOKEN":
+                token = cfg.bearer_token or ""
+            else:
+                token = self._token.value
+                if not token or time.monotonic() >= self._token.refresh_at:
+                    token = yield from self._token_exchange()
+            headers["Authorization"] = f"Bearer {token}"
+            if cfg.logical_cluster:
+                headers["target-sr-cluster"] = cfg.logical_cluster
+            if cfg.identity_pool:
+                headers["Confluent-Identity-Pool-Id"] = cfg.identity_pool
+        return headers
+
+    def exchange(self, call: Call) -> Exchange:
+        """Perform one call: retries with jittered exponential backoff on 408/429/5xx and
+        connection errors only, then fail-over to the next URL.
+
+        Returns (as the generator's value): the decoded JSON body, or None for an empty one.
+
+        Raises:
+            SchemaRegistryError: the registry's error (most specific subclass), or
+                :class:`RegistryConnectionError` when no URL answered.
+        """
+        if call.key is not None:
+            cached = self._get(self._negative, call.key)
+            if cached is not None:
+                raise copy_error(cached)
+        headers = yield from self._headers(call.body is not None)
+        content = json.dumps(call.body).encode() if call.body is not None else None
+        urls = self.config.urls
+        last: BaseException | None = None
+        start = self._good_url
+        for i in range(len(urls)):
+            index = (start + i) % len(urls)
+            for attempt in range(self.config.max_retries + 1):
+                self.requests_sent += 1
+                reply = yield HttpRequest(call.method, urls[index] + call.path, call.params,
+                                          headers, content)
+                if isinstance(reply, BaseException):
+                    last = reply
+                else:
+                    status, data = reply
+                    if 200 <= status < 300:
+                        self._good_url = index
+                        if not data:
+                            return None
+                        return _shape("registry", json.loads, data)
+                    try:
+                        body: Any = json.loads(data)
+                    except ValueError:
+                        body = data.decode("utf-8", "replace")
+                    err = error_from_response(status, body)
+                    if status not in RETRIABLE_STATUS:
+                        if status == 404 and call.key is not None:
+                            with self._lock:
+                                self._negative[call.key] = err
+                        raise err
+                    last = err
+                if attempt < self.config.max_retries:
+                    yield Sleep(self.backoff(attempt))
+        if isinstance(last, SchemaRegistryError):
+            raise last
+        raise RegistryConnectionError(
+            -1, -1, f"Schema Registry unreachable at {', '.join(urls)}: {last!r}")
+
+    # ------------------------------------------------------------------ schemas
+    def register_schema_full_response(self, subject_name: str, schema: Schema,
+                                      normalize_schemas: bool = False) -> Op[RegisteredSchema]:
+        key = (subject_name, schema, normalize_schemas)
+        hit = self._get(self._registered, key)
+        if hit is not None:
+            return hit
+        body = yield Call("POST", f"/subjects/{_q(subject_name)}/versions",
+                          (("normalize", _b(normalize_schemas)),), schema.to_dict())
+        data = dict(body) if isinstance(body, dict) else {}
+        data.setdefault("subject", subject_name)
+        reg: RegisteredSchema = _shape("register", RegisteredSchema.from_dict, data, schema)
+        self._forget_subject(subject_name)
+        with self._lock:
+            self._registered[key] = reg
+            self._by_id.setdefault((_ctx_of(subject_name), reg.schema_id, None),
+                                   (reg.schema, reg.guid))
+        return reg
+
+    def register_schema(self, subject_name: str, schema: Schema,
+                        normalize_schemas: bool = False) -> Op[int]:
+        reg = yield from self.register_schema_full_response(subject_name, schema,
+                                                            normalize_schemas)
+        return reg.schema_id
+
+    def get_schema(self, schema_id: int, subject_name: str | None = None,
+                   fmt: str | None = None) -> Op[Schema]:
+        key = (_ctx_of(subject_name), int(schema_id), fmt)
+        hit = self._get(self._by_id, key)
+        if hit is not None:
+            return hit[0]
+        params: list[tuple[str, str]] = []
+        if subject_name is not None:
+            params.append(("subject", subject_name))
+        if fmt is not None:
+            params.append(("format", fmt))
+        path = f"/schemas/ids/{int(schema_id)}"
+        body = yield Call("GET", path, tuple(params), key=("GET", path, tuple(params)))
+        schema: Schema = _shape("schema", Schema.from_dict, body)
+        with self._lock:
+            self._by_id[key] = (schema, body.get("guid"))
+        return schema
+
+    def get_schema_by_guid(self, guid: str, fmt: str | None = None) -> Op[Schema]:
+        params = (("format", fmt),) if fmt else ()
+        path = f"/schemas/guids/{_q(guid)}"
+        body = yield Call("GET", path, params, key=("GET", path, params))
+        return _shape("schema", Schema.from_dict, body)  # type: ignore[no-any-return]
+
+    def get_schema_types(self) -> Op[list[str]]:
+        body = yield Call("GET", "/schemas/types", key=("GET", "/schemas/types"))
+        return [str(t) for t in body]
+
+    def _paged(self, path: str, offset: int, limit: int, **flags: Any) -> Call:
+        params = [(k, _b(v) if isinstance(v, bool) else str(v))
+                  for k, v in flags.items() if v is not None]
+        params += [("offset", str(offset)), ("limit", str(limit))]
+        return Call("GET", path, tuple(params), key=("GET", path, tuple(params)))
+
+    def get_subjects_by_schema_id(self, schema_id: int, subject_name: str | None = None,
+                                  deleted: bool = False, offset: int = 0, limit: int = -1
+                                  ) -> Op[list[str]]:
+        body = yield self._paged(f"/schemas/ids/{int(schema_id)}/subjects", offset, limit,
+                                 subject=subject_name, deleted=deleted)
+        return [str(s) for s in body]
+
+    def get_schema_versions(self, schema_id: int, subject_name: str | None = None,
+                            deleted: bool = False, offset: int = 0, limit: int = -1
+                            ) -> Op[list[SchemaVersion]]:
+        body = yield self._paged(f"/schemas/ids/{int(schema_id)}/versions", offset, limit,
+                                 subject=subject_name, deleted=deleted)
+        return [_shape("versions", SchemaVersion.from_dict, x) for x in body]
+
+    def lookup_schema(self, subject_name: str, schema: Schema, normalize_schemas: bool = False,
+                      fmt: str | None = None, deleted: bool = False) -> Op[RegisteredSchema]:
+        key = (subject_name, schema, normalize_schemas, fmt, deleted)
+        hit = self._get(self._lookups, key)
+        if hit is not None:
+            return hit
+        params = [("normalize", _b(normalize_schemas)), ("deleted", _b(deleted))]
+        if fmt is not None:
+            params.append(("format", fmt))
+        body = yield Call("POST", f"/subjects/{_q(subject_name)}", tuple(params),
+                          schema.to_dict(), key=("LOOKUP", *key))
+        found = _shape("lookup", RegisteredSchema.from_dict, body)
+        # Confluent's client hands back the caller's schema object, keep that behaviour.
+        reg = RegisteredSchema(found.schema_id, schema, found.subject or subject_name,
+                               found.version, found.guid)
+        with self._lock:
+            self._lookups[key] = reg
+        return reg
+
+    # ------------------------------------------------------------------ subjects
+    def get_subjects(self, subject_prefix: str | None = None, deleted: bool = False,
+                     deleted_only: bool = False, offset: int = 0, limit: int = -1
+                     ) -> Op[list[str]]:
+        body = yield self._paged("/subjects", offset, limit, subjectPrefix=subject_prefix,
+                                 deleted=deleted, deleted_only=deleted_only)
+        return [str(s) for s in body]
+
+    def delete_subject(self, subject_name: str, permanent: bool = False) -> Op[list[int]]:
+        params = (("permanent", "true"),) if permanent else ()
+        body = yield Call("DELETE", f"/subjects/{_q(subject_name)}", params)
+        self._forget_subject(subject_name)
+        return [int(v) for v in body]
+
+    def get_latest_version(self, subject_name: str, fmt: str | None = None
+                           ) -> Op[RegisteredSchema]:
+        key = (subject_name, "latest", fmt)
+        hit = self._get(self._latest, key)
+        if hit is not None:
+            return hit
+        params = (("format", fmt),) if fmt else ()
+        path = f"/subjects/{_q(subject_name)}/versions/latest"
+        body = yield Call("GET", path, params, key=("GET", path, params))
+        reg = _shape("version", RegisteredSchema.from_dict, body)
+        with self._lock:
+            self._latest[key] = reg
+        return reg  # type: ignore[no-any-return]
+
+    def get_latest_with_metadata(self, subject_name: str, metadata: Mapping[str, str],
+                                 deleted: bool = False, fmt: str | None = None
+                                 ) -> Op[RegisteredSchema]:
+        key = (subject_name, "metadata", frozenset(metadata.items()), deleted, fmt)
+        hit = self._get(self._latest, key)
+        if hit is not None:
+            return hit
+        params: list[tuple[str, str]] = [("deleted", _b(deleted))]
+        if fmt is not None:
+            params.append(("format", fmt))
+        for k, v in metadata.items():
+            params += [("key", k), ("value", v)]
+        path = f"/subjects/{_q(subject_name)}/metadata"
+        body = yield Call("GET", path, tuple(params), key=("GET", path, tuple(params)))
+        reg = _shape("version", RegisteredSchema.from_dict, body)
+        with self._lock:
+            self._latest[key] = reg
+        return reg  # type: ignore[no-any-return]
+
+    def get_version(self, subject_name: str, version: int | str = "latest",
+                    deleted: bool = False, fmt: str | None = None) -> Op[RegisteredSchema]:
+        v = _version_arg(version)
+        key = (subject_name, v, deleted, fmt)
+        cacheable = v not in ("latest", "-1")
+        if cacheable:
+            hit = self._get(self._versions, key)
+            if hit is not None:
+                return hit
+        params: list[tuple[str, str]] = [("deleted", _b(deleted))]
+        if fmt is not None:
+            params.append(("format", fmt))
+        path = f"/subjects/{_q(subject_name)}/versions/{_q(v)}"
+        body = yield Call("GET", path, tuple(params), key=("GET", path, tuple(params)))
+        reg = _shape("version", RegisteredSchema.from_dict, body)
+        if cacheable:
+            with self._lock:
+                self._versions[key] = reg
+        return reg  # type: ignore[no-any-return]
+
+    def get_referenced_by(self, subject_name: str, version: int | str = "latest",
+                          offset: int = 0, limit: int = -1) -> Op[list[int]]:
+        path = f"/subjects/{_q(subject_name)}/versions/{_q(_version_arg(version))}/referencedby"
+        body = yield self._paged(path, offset, limit)
+        return [int(i) for i in body]
+
+    def get_versions(self, subject_name: str, deleted: bool = False,
+                     deleted_only: bool = False, offset: int = 0, limit: int = -1
+                     ) -> Op[list[int]]:
+        body = yield self._paged(f"/subjects/{_q(subject_name)}/versions", offset, limit,
+                                 deleted=deleted, deleted_only=deleted_only)
+        return [int(v) for v in body]
+
+    def delete_version(self, subject_name: str, version: int | str,
+                       permanent: bool = False) -> Op[int]:
+        params = (("permanent", "true"),) if permanent else ()
+        path = f"/subjects/{_q(subject_name)}/versions/{_q(_version_arg(version))}"
+        body = yield Call("DELETE", path, params)
+        self._forget_subject(subject_name)
+        return int(body)
+
+    # ------------------------------------------------------------------ compatibility
+    def _compat(self, subject_name: str, schema: Schema, version: int | str | None,
+                normalize: bool, verbose: bool) -> Op[CompatibilityTestResult]:
+        path = f"/compatibility/subjects/{_q(subject_name)}/versions"
+        if version is not None:
+            path += f"/{_q(_version_arg(version))}"
+        params = (("normalize", _b(normalize)), ("verbose", _b(verbose)))
+        body = yield Call("POST", path, params, schema.to_dict())
+        return _shape("compatibility", lambda b: CompatibilityTestResult(  # type: ignore[no-any-return]
+            bool(b["is_compatible"]), tuple(str(m) for m in b.get("messages") or ())), body)
+
+    def test_compatibility(self, subject_name: str, schema: Schema,
+                           version: int | str = "latest", normalize: bool = False,
+                           verbose: bool = False) -> Op[bool]:
+        res = yield from self._compat(subject_name, schema, version, normalize, verbose)
+        return res.is_compatible
+
+    def test_compatibility_all_versions(self, subject_name: str, schema: Schema,
+                                        normalize: bool = False, verbose: bool = False
+                                        ) -> Op[bool]:
+        res = yield from self._compat(subject_name, schema, None, normalize, verbose)
+        return res.is_compatible
+
+    def test_compatibility_verbose(self, subject_name: str, schema: Schema,
+                                   version: int | str | None = "latest",
+                                   normalize: bool = False) -> Op[CompatibilityTestResult]:
+        return (yield from self._compat(subject_name, schema, version, normalize, True))
+
+    # ------------------------------------------------------------------ config and mode
+    @staticmethod
+    def _config_path(root: str, subject_name: str | None) -> str:
+        return f"/{root}" if subject_name is None else f"/{root}/{_q(subject_name)}"
+
+    def set_compatibility(self, subject_name: str | None = None, level: str | None = None
+                          ) -> Op[str]:
+        if level is None:
+            raise ValueError("level must be set")
+        body = yield Call("PUT", self._config_path("config", subject_name), (),
+                          {"compatibility": str(level).upper()})
+        return str(body["compatibility"])
+
+    def get_compatibility(self, subject_name: str | None = None) -> Op[str]:
+        params = (("defaultToGlobal", "true"),) if subject_name is not None else ()
+        body = yield Call("GET", self._config_path("config", subject_name), params)
+        return str(body["compatibilityLevel"])
+
+    def set_config(self, subject_name: str | None = None, config: ServerConfig | None = None
+                   ) -> Op[ServerConfig]:
+        if config is None:
+            raise ValueError("config must be set")
+        body = yield Call("PUT", self._config_path("config", subject_name), (),
+                          config.to_dict())
+        return _shape("config", ServerConfig.from_dict, body)  # type: ignore[no-any-return]
+
+    def get_config(self, subject_name: str | None = None) -> Op[ServerConfig]:
+        params = (("defaultToGlobal", "true"),) if subject_name is not None else ()
+        body = yield Call("GET", self._config_path("config", subject_name), params)
+        return _shape("config", ServerConfig.from_dict, body)  # type: ignore[no-any-return]
+
+    def delete_config(self, subject_name: str | None = None) -> Op[ServerConfig]:
+        body = yield Call("DELETE", self._config_path("config", subject_name))
+        return _shape("config", ServerConfig.from_dict, body or {})  # type: ignore[no-any-return]
+
+    def get_mode(self, subject_name: str) -> Op[str]:
+        body = yield Call("GET", self._config_path("mode", subject_name),
+                          (("defaultToGlobal", "true"),))
+        return str(body["mode"])
+
+    def update_mode(self, subject_name: str, mode: str, force: bool = False) -> Op[str]:
+        body = yield Call("PUT", self._config_path("mode", subject_name),
+                          (("force", _b(force)),), {"mode": str(mode).upper()})
+        return str(body["mode"])
+
+    def delete_mode(self, subject_name: str) -> Op[str]:
+        body = yield Call("DELETE", self._config_path("mode", subject_name))
+        return str(body["mode"])
+
+    def get_global_mode(self) -> Op[str]:
+        body = yield Call("GET", "/mode")
+        return str(body["mode"])
+
+    def update_global_mode(self, mode: str, force: bool = False) -> Op[str]:
+        body = yield Call("PUT", "/mode", (("force", _b(force)),), {"mode": str(mode).upper()})
+        return str(body["mode"])
+
+    def get_contexts(self, offset: int = 0, limit: int = -1) -> Op[list[str]]:
+        body = yield self._paged("/contexts", offset, limit)
+        return [str(c) for c in body]
+
+
+# Re-exported for callers that validate a level before sending it.
+LEVELS = tuple(level.value for level in CompatibilityLevel)

@@ -1,0 +1,451 @@
+"""The sans-I/O cores shared by every registry-bound serializer, and their two thin shells.
+
+A format (Avro, JSON Schema, Protobuf) subclasses :class:`SerializerCore` and
+:class:`DeserializerCore` with its parsing and encoding; the shells :class:`SyncSerializer`,
+:class:`AsyncSerializer`, :class:`SyncDeserializer` and :class:`AsyncDeserializer` only look up
+the per-subject (or per-schema-id) cache and, on a miss, drive the core's registry steps with
+:func:`~kontrakt.serde._registry_io.run_sync` or :func:`~kontrakt.serde._registry_io.run_async`.
+So the sync and async forms are one implementation.
+"""
+
+from __future__ import annotations
+
+import difflib
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kontrakt.errors import ConfigError, SchemaRegistryError, SerializationError
+from kontrakt.serde._context import (
+    MessageField,
+    SerializationContext,
+    deserialization_error,
+    serialization_error,
+)
+from kontrakt.serde._framing import (
+    SchemaId,
+    dual_schema_id_deserializer,
+    prefix_schema_id_serializer,
+)
+from kontrakt.serde._registry_io import (
+    GetLatestVersion,
+    GetLatestWithMetadata,
+    GetSchema,
+    GetSchemaByGuid,
+    LookupSchema,
+    RegisterSchema,
+    Steps,
+    run_async,
+    run_sync,
+)
+from kontrakt.serde._strategies import topic_subject_name_strategy
+
+__all__ = [
+    "AsyncDeserializer",
+    "AsyncSerializer",
+    "DeserializerCore",
+    "Resolved",
+    "SerializerCore",
+    "SyncDeserializer",
+    "SyncSerializer",
+    "make_reference",
+    "make_schema",
+    "parse_conf",
+]
+
+
+def make_schema(schema_str: str, schema_type: str, references: Any = ()) -> Any:
+    """Build the registry's ``Schema`` value (imported late: the registry is optional here)."""
+    from kontrakt.registry import Schema
+
+    return Schema(schema_str, schema_type, tuple(references or ()))
+
+
+def make_reference(name: str, subject: str, version: int) -> Any:
+    """Build the registry's ``SchemaReference`` value."""
+    from kontrakt.registry import SchemaReference
+
+    return SchemaReference(name, subject, version)
+
+
+def parse_conf(conf: Mapping[str, Any] | None, defaults: Mapping[str, Any],
+               owner: str) -> dict[str, Any]:
+    """Merge ``conf`` over ``defaults``; booleans must be booleans.
+
+    Raises:
+        ConfigError: an unknown key (naming close matches) or a value of the wrong type.
+    """
+    out = dict(defaults)
+    for key, value in (conf or {}).items():
+        if key not in defaults:
+            close = difflib.get_close_matches(key, list(defaults), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise ConfigError(f"{owner}: unknown config key {key!r}{hint}")
+        if isinstance(defaults[key], bool) and not isinstance(value, bool):
+            raise ConfigError(f"{owner}: {key} must be a bool, got {value!r}")
+        out[key] = value
+    meta = out.get("use.latest.with.metadata")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise ConfigError(f"{owner}: use.latest.with.metadata must be a dict, got {meta!r}")
+    for key in ("subject.name.strategy", "schema.id.serializer", "schema.id.deserializer",
+                "reference.subject.name.strategy"):
+        if key in out and not callable(out[key]):
+            raise ConfigError(f"{owner}: {key} must be callable, got {out[key]!r}")
+    return out
+
+
+SERIALIZER_DEFAULTS: dict[str, Any] = {
+    "auto.register.schemas": True,
+    "normalize.schemas": False,
+    "use.latest.version": False,
+    "use.latest.with.metadata": None,
+    "subject.name.strategy": topic_subject_name_strategy,
+    "schema.id.serializer": prefix_schema_id_serializer,
+}
+
+DESERIALIZER_DEFAULTS: dict[str, Any] = {
+    "use.latest.version": False,
+    "use.latest.with.metadata": None,
+    "subject.name.strategy": topic_subject_name_strategy,
+    "schema.id.deserializer": dual_schema_id_deserializer,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """What a serializer caches per subject: the id, its ready-made prefix, the parsed schema."""
+
+    schema_id: SchemaId
+    prefix: bytes
+    parsed: Any
+
+
+def _registered_id(answer: Any) -> tuple[int, uuid.UUID | None]:
+    if isinstance(answer, int):
+        return answer, None
+    guid = getattr(answer, "guid", None)
+    return int(answer.schema_id), (uuid.UUID(str(guid)) if guid else None)
+
+
+class SerializerCore:
+    """Format-independent serializer logic; formats override the hooks at the bottom."""
+
+    extra_defaults: Mapping[str, Any] = {}
+    schema_type = "AVRO"
+    #: the registry ``format`` to ask for when fetching schemas (Protobuf: ``"serialized"``).
+    fetch_format: str | None = None
+
+    def __init__(self, conf: Mapping[str, Any] | None, owner: str) -> None:
+        c = parse_conf(conf, {**SERIALIZER_DEFAULTS, **self.extra_defaults}, owner)
+        self.conf = c
+        self.owner = owner
+        self.auto_register: bool = c["auto.register.schemas"]
+        self.normalize: bool = c["normalize.schemas"]
+        self.use_latest: bool = c["use.latest.version"]
+        self.latest_metadata: Mapping[str, str] | None = c["use.latest.with.metadata"]
+        if self.use_latest and self.auto_register:
+            raise ConfigError(f"{owner}: cannot enable both use.latest.version and "
+                              "auto.register.schemas")
+        self.strategy: Callable[..., str | None] = c["subject.name.strategy"]
+        self.id_serializer: Callable[..., bytes] = c["schema.id.serializer"]
+        self.fast_prefix = self.id_serializer is prefix_schema_id_serializer
+        self.resolved: dict[str | None, Resolved] = {}
+        self.record_name: str | None = None
+        self.zigzag = True
+
+    def subject(self, ctx: SerializationContext | None) -> str:
+        """The subject for this record, from the configured strategy.
+
+        Raises:
+            SerializationError: the strategy failed or gave no subject.
+        """
+        try:
+            subject = self.strategy(ctx, self.record_name)
+        except SerializationError:
+            raise
+        except Exception as e:
+            raise serialization_error(f"subject name strategy failed: {e}", ctx, e) from e
+        if subject is None:
+            raise serialization_error("the subject name strategy gave no subject (a record "
+                                      "strategy needs a named schema)", ctx)
+        return subject
+
+    def resolve(self, subject: str, ctx: SerializationContext | None) -> Steps:
+        """Find (registering if configured) the schema id to write under ``subject``."""
+        if self.latest_metadata is not None or self.use_latest:
+            if self.latest_metadata is not None:
+                answer = yield GetLatestWithMetadata(subject, self.latest_metadata,
+                                                     self.fetch_format)
+            else:
+                answer = yield GetLatestVersion(subject, self.fetch_format)
+            parsed = yield from self.parse(answer.schema)
+        else:
+            schema = yield from self.local_schema(ctx)
+            if self.auto_register:
+                answer = yield RegisterSchema(subject, schema, self.normalize)
+            else:
+                answer = yield LookupSchema(subject, schema, self.normalize)
+            parsed = self.local_parsed()
+        sid_num, guid = _registered_id(answer)
+        sid = SchemaId(sid_num, guid, self.message_indexes(), self.zigzag)
+        resolved = Resolved(sid, sid.id_to_bytes(), parsed)
+        self.resolved[subject] = resolved
+        return resolved
+
+    def frame(self, payload: bytes, ctx: SerializationContext | None, r: Resolved) -> bytes:
+        """Attach the schema id to ``payload`` the configured way."""
+        if self.fast_prefix:
+            return r.prefix + payload
+        return self.id_serializer(payload, ctx, r.schema_id)
+
+    def serialize(self, obj: Any, ctx: SerializationContext | None, r: Resolved) -> bytes:
+        """Encode and frame ``obj``; any failure becomes a key/value serialization error."""
+        try:
+            payload = self.encode(obj, ctx, r.parsed)
+        except SerializationError as e:
+            if type(e) is SerializationError:
+                raise serialization_error(str(e), ctx, e) from e
+            raise
+        except Exception as e:
+            raise serialization_error(f"{self.owner}: cannot encode {type(obj).__name__}: {e}",
+                                      ctx, e) from e
+        return self.frame(payload, ctx, r)
+
+    # -- format hooks ----------------------------------------------------------------------
+    def local_schema(self, ctx: SerializationContext | None) -> Steps:
+        """The registry ``Schema`` to register or look up (may register references first)."""
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def local_parsed(self) -> Any:
+        """The parsed form of the local schema."""
+        raise NotImplementedError
+
+    def parse(self, schema: Any) -> Steps:
+        """Parse a registry ``Schema`` (fetching its references) into the encoder's form."""
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def message_indexes(self) -> tuple[int, ...] | None:
+        """Protobuf message indexes of the written type; ``None`` for other formats."""
+        return None
+
+    def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
+        """Encode ``obj`` (already converted by ``to_dict``) with the parsed schema."""
+        raise NotImplementedError
+
+
+class DeserializerCore:
+    """Format-independent deserializer logic; formats override the hooks at the bottom."""
+
+    extra_defaults: Mapping[str, Any] = {}
+    protobuf = False
+    fetch_format: str | None = None
+
+    def __init__(self, conf: Mapping[str, Any] | None, owner: str) -> None:
+        c = parse_conf(conf, {**DESERIALIZER_DEFAULTS, **self.extra_defaults}, owner)
+        self.conf = c
+        self.owner = owner
+        self.use_latest: bool = c["use.latest.version"]
+        self.latest_metadata: Mapping[str, str] | None = c["use.latest.with.metadata"]
+        self.per_subject = self.use_latest or self.latest_metadata is not None
+        self.strategy: Callable[..., str | None] = c["subject.name.strategy"]
+        self.id_deserializer: Callable[..., tuple[SchemaId, int]] = c["schema.id.deserializer"]
+        self.readers: dict[Any, Any] = {}
+        self.zigzag = True
+        self.record_name: str | None = None
+
+    def locate(self, data: bytes, ctx: SerializationContext | None) -> tuple[Any, SchemaId, int]:
+        """Read the schema id: returns the cache key, the id and where the payload starts.
+
+        Raises:
+            KeyDeserializationError / ValueDeserializationError: bad magic byte or truncated.
+        """
+        try:
+            sid, offset = self.id_deserializer(data, ctx, self.protobuf, self.zigzag)
+        except SerializationError as e:
+            raise deserialization_error(str(e), ctx, data, e) from e
+        key: Any = sid.id if sid.id is not None else sid.guid
+        if self.protobuf:
+            key = (key, sid.message_indexes)
+        if self.per_subject:
+            key = (key, self.subject(ctx, data))
+        return key, sid, offset
+
+    def subject(self, ctx: SerializationContext | None, data: bytes | None) -> str | None:
+        """The subject whose latest version is the reader schema."""
+        try:
+            return self.strategy(ctx, self.record_name)
+        except Exception as e:
+            raise deserialization_error(f"subject name strategy failed: {e}", ctx, data,
+                                        e) from e
+
+    def load(self, key: Any, sid: SchemaId, ctx: SerializationContext | None,
+             data: bytes) -> Steps:
+        """Fetch and parse the writer (and reader) schema for ``sid``; cache under ``key``."""
+        try:
+            if sid.id is not None:
+                writer = yield GetSchema(sid.id, None, self.fetch_format)
+            else:
+                writer = yield GetSchemaByGuid(str(sid.guid), self.fetch_format)
+        except SchemaRegistryError as e:
+            what = f"schema id {sid.id}" if sid.id is not None else f"schema GUID {sid.guid}"
+            if e.http_status_code == 404:
+                raise deserialization_error(f"unknown {what}", ctx, data, e) from e
+            raise
+        try:
+            writer_parsed = yield from self.parse(writer, sid)
+            reader_parsed = None
+            if self.per_subject:
+                subject = self.subject(ctx, data)
+                if subject is not None:
+                    if self.latest_metadata is not None:
+                        latest = yield GetLatestWithMetadata(subject, self.latest_metadata,
+                                                             self.fetch_format)
+                    else:
+                        latest = yield GetLatestVersion(subject, self.fetch_format)
+                    reader_parsed = yield from self.parse(latest.schema, None)
+            reader = self.make_reader(writer_parsed, reader_parsed, sid)
+        except SerializationError:
+            raise
+        except SchemaRegistryError:
+            raise
+        except Exception as e:
+            raise deserialization_error(f"{self.owner}: cannot use the writer schema: {e}", ctx,
+                                        data, e) from e
+        self.readers[key] = reader
+        return reader
+
+    def deserialize(self, data: bytes, offset: int, reader: Any,
+                    ctx: SerializationContext | None) -> Any:
+        """Decode the payload; any failure becomes a key/value deserialization error."""
+        try:
+            return self.decode(data, offset, reader, ctx)
+        except SerializationError as e:
+            if type(e) is SerializationError:
+                raise deserialization_error(str(e), ctx, data, e) from e
+            raise
+        except Exception as e:
+            raise deserialization_error(f"{self.owner}: cannot decode payload: {e!r}", ctx, data,
+                                        e) from e
+
+    # -- format hooks ----------------------------------------------------------------------
+    def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
+        """Parse a registry ``Schema`` (fetching its references)."""
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def make_reader(self, writer: Any, reader: Any, sid: SchemaId) -> Any:
+        """Combine writer and reader schema into what :meth:`decode` needs."""
+        raise NotImplementedError
+
+    def decode(self, data: bytes, offset: int, reader: Any,
+               ctx: SerializationContext | None) -> Any:
+        """Decode ``data[offset:]``."""
+        raise NotImplementedError
+
+
+class SyncSerializer:
+    """Shell: runs a :class:`SerializerCore` with a sync registry client."""
+
+    _core: SerializerCore
+    _registry: Any
+
+    def __call__(self, obj: Any, ctx: SerializationContext | None = None) -> bytes | None:
+        """Serialize ``obj`` with the Confluent framing; ``None`` stays ``None``.
+
+        Args:
+            obj: the value (or the object ``to_dict`` converts).
+            ctx: topic, field and headers of the record.
+
+        Returns:
+            The framed bytes.
+
+        Raises:
+            KeySerializationError / ValueSerializationError: the value does not match the
+                schema, or no subject can be named.
+            SchemaRegistryError: the registry refused or could not be reached (the client's
+                own timeouts and retries apply).
+        """
+        if obj is None:
+            return None
+        core = self._core
+        subject = core.subject(ctx)
+        r = core.resolved.get(subject)
+        if r is None:
+            r = run_sync(core.resolve(subject, ctx), self._registry)
+        return core.serialize(obj, ctx, r)
+
+
+class AsyncSerializer:
+    """Shell: runs a :class:`SerializerCore` with an async registry client."""
+
+    _core: SerializerCore
+    _registry: Any
+
+    async def __call__(self, obj: Any, ctx: SerializationContext | None = None) -> bytes | None:
+        """Serialize ``obj`` (see :meth:`SyncSerializer.__call__`); awaits registry calls."""
+        if obj is None:
+            return None
+        core = self._core
+        subject = core.subject(ctx)
+        r = core.resolved.get(subject)
+        if r is None:
+            r = await run_async(core.resolve(subject, ctx), self._registry)
+        return core.serialize(obj, ctx, r)
+
+
+class SyncDeserializer:
+    """Shell: runs a :class:`DeserializerCore` with a sync registry client."""
+
+    _core: DeserializerCore
+    _registry: Any
+
+    def __call__(self, data: bytes | None, ctx: SerializationContext | None = None) -> Any:
+        """Deserialize Confluent-framed ``data``; ``None`` stays ``None``.
+
+        Args:
+            data: the record's key or value bytes.
+            ctx: topic, field, headers and (when known) partition and offset of the record.
+
+        Returns:
+            The decoded value (or what ``from_dict`` makes of it).
+
+        Raises:
+            KeyDeserializationError / ValueDeserializationError: wrong magic byte, truncated
+                payload, unknown schema id, or bytes that do not match the writer schema; the
+                error names topic, partition and offset and carries the bytes as ``.record``.
+            SchemaRegistryError: the registry could not be reached.
+        """
+        if data is None:
+            return None
+        core = self._core
+        key, sid, offset = core.locate(data, ctx)
+        reader = core.readers.get(key)
+        if reader is None:
+            reader = run_sync(core.load(key, sid, ctx, data), self._registry)
+        return core.deserialize(data, offset, reader, ctx)
+
+
+class AsyncDeserializer:
+    """Shell: runs a :class:`DeserializerCore` with an async registry client."""
+
+    _core: DeserializerCore
+    _registry: Any
+
+    async def __call__(self, data: bytes | None, ctx: SerializationContext | None = None) -> Any:
+        """Deserialize ``data`` (see :meth:`SyncDeserializer.__call__`); awaits registry calls."""
+        if data is None:
+            return None
+        core = self._core
+        key, sid, offset = core.locate(data, ctx)
+        reader = core.readers.get(key)
+        if reader is None:
+            reader = await run_async(core.load(key, sid, ctx, data), self._registry)
+        return core.deserialize(data, offset, reader, ctx)
+
+
+def field_of(ctx: SerializationContext | None) -> MessageField:
+    """The field a context is about (``VALUE`` when there is no context)."""
+    return MessageField.VALUE if ctx is None else ctx.field

@@ -1,0 +1,114 @@
+"""What a serializer knows about the record it is working on."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import MutableMapping, MutableSequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from kontrakt.errors import (
+    KeyDeserializationError,
+    KeySerializationError,
+    SerializationError,
+    ValueDeserializationError,
+    ValueSerializationError,
+)
+
+__all__ = ["Deserializer", "HeadersType", "MessageField", "SerializationContext", "Serializer"]
+
+#: Record headers as a list of ``(key, value)`` pairs or a mapping; header serializers append.
+HeadersType = MutableSequence[tuple[str, bytes | None]] | MutableMapping[str, Any]
+
+T_co = TypeVar("T_co", covariant=True)
+T_contra = TypeVar("T_contra", contravariant=True)
+
+
+class MessageField(str, enum.Enum):
+    """Which part of a record is being (de)serialized."""
+
+    NONE = "none"
+    KEY = "key"
+    VALUE = "value"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class SerializationContext:
+    """Metadata handed to a serializer or deserializer with each key or value.
+
+    Attributes:
+        topic: the topic the record is produced to or was consumed from.
+        field: whether the key or the value is being handled.
+        headers: the record's headers; serializers that carry the schema id in a header append to
+            it, so pass a list (or dict) the producer will send.
+        partition: the partition the record came from, when known (consumer side).
+        offset: the record's offset, when known (consumer side).
+    """
+
+    topic: str
+    field: MessageField = MessageField.VALUE
+    headers: HeadersType | None = None
+    partition: int | None = None
+    offset: int | None = None
+
+
+class Serializer(Protocol[T_contra]):
+    """Turns an object into bytes: ``serializer(obj, ctx) -> bytes | None``."""
+
+    def __call__(self, obj: T_contra, ctx: SerializationContext | None = None) -> bytes | None:
+        """Serialize ``obj``; ``None`` stays ``None``."""
+
+
+class Deserializer(Protocol[T_co]):
+    """Turns bytes back into an object: ``deserializer(data, ctx) -> obj``."""
+
+    def __call__(self, data: bytes | None, ctx: SerializationContext | None = None) -> T_co:
+        """Deserialize ``data``; ``None`` stays ``None``."""
+
+
+def describe(ctx: SerializationContext | None) -> str:
+    """Say where a record is, for error messages: topic, field, partition, offset."""
+    if ctx is None:
+        return "no serialization context"
+    parts = [f"topic {ctx.topic!r}", f"{ctx.field.value}"]
+    if ctx.partition is not None:
+        parts.append(f"partition {ctx.partition}")
+    if ctx.offset is not None:
+        parts.append(f"offset {ctx.offset}")
+    return ", ".join(parts)
+
+
+def serialization_error(
+    message: str, ctx: SerializationContext | None, cause: BaseException | None = None
+) -> SerializationError:
+    """Build the key or value serialization error for ``ctx``, naming where it happened."""
+    text = f"{message} ({describe(ctx)})"
+    if ctx is not None and ctx.field is MessageField.KEY:
+        err: SerializationError = KeySerializationError(text)
+    elif ctx is not None and ctx.field is MessageField.VALUE:
+        err = ValueSerializationError(text)
+    else:
+        err = SerializationError(text)
+    err.__cause__ = cause
+    return err
+
+
+def deserialization_error(
+    message: str,
+    ctx: SerializationContext | None,
+    data: bytes | None,
+    cause: BaseException | None = None,
+) -> SerializationError:
+    """Build the key or value deserialization error for ``ctx``; ``.record`` holds the bytes."""
+    text = f"{message} ({describe(ctx)})"
+    if ctx is not None and ctx.field is MessageField.KEY:
+        err: SerializationError = KeyDeserializationError(text, record=data)
+    elif ctx is not None and ctx.field is MessageField.VALUE:
+        err = ValueDeserializationError(text, record=data)
+    else:
+        err = SerializationError(text, record=data)
+    err.__cause__ = cause
+    return err

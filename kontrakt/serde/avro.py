@@ -1,0 +1,269 @@
+"""Avro serializer and deserializer with Confluent Schema Registry framing (fastavro).
+
+Bytes are identical to confluent-kafka-python's ``AvroSerializer``: magic byte, 4-byte schema
+id, then the schemaless Avro encoding (a top-level ``bytes`` schema writes the bytes as they
+are, as Confluent's serializers do). Schemas are parsed once and cached per subject / schema id.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
+
+from kontrakt.errors import ConfigError, SerializationError
+from kontrakt.serde._base import (
+    AsyncDeserializer,
+    AsyncSerializer,
+    DeserializerCore,
+    SerializerCore,
+    SyncDeserializer,
+    SyncSerializer,
+    make_schema,
+)
+from kontrakt.serde._context import SerializationContext
+from kontrakt.serde._framing import SchemaId
+from kontrakt.serde._registry_io import GetVersion, Steps
+
+__all__ = [
+    "AsyncAvroDeserializer",
+    "AsyncAvroSerializer",
+    "AvroDeserializer",
+    "AvroSerializer",
+]
+
+ToDict = Callable[[Any, SerializationContext | None], Any]
+FromDict = Callable[[Any, SerializationContext | None], Any]
+
+
+def _prepare(schema_str: Any) -> Any:
+    """A registry ``Schema`` from a string, a ``Schema``, or a dataclass (generated)."""
+    if schema_str is None:
+        return None
+    if isinstance(schema_str, str):
+        text = schema_str.strip()
+        # A bare primitive name ("string") is wrapped the way Confluent's client does, so both
+        # register the same text and get the same id.
+        if not text.startswith(("{", "[")):
+            text = '{"type":' + text + "}"
+        return make_schema(text, "AVRO")
+    if isinstance(schema_str, type):
+        from kontrakt.serde._dataclasses import avro_schema
+
+        return make_schema(json.dumps(avro_schema(schema_str)), "AVRO")
+    if hasattr(schema_str, "schema_str"):
+        return schema_str
+    raise ConfigError(f"schema_str must be a str, a Schema or a dataclass, not "
+                      f"{type(schema_str).__name__}")
+
+
+def _full_name(schema_text: str) -> str | None:
+    doc = json.loads(schema_text)
+    if isinstance(doc, dict):
+        name = doc.get("name")
+        if isinstance(name, str):
+            ns = doc.get("namespace")
+            return f"{ns}.{name}" if ns and "." not in name else name
+        kind = doc.get("type")
+        return kind if isinstance(kind, str) else None
+    return None
+
+
+def _is_bytes(parsed: Any) -> bool:
+    return parsed == "bytes" or (isinstance(parsed, dict) and parsed.get("type") == "bytes"
+                                 and "logicalType" not in parsed)
+
+
+class _AvroParsing:
+    """Parses registry schemas (resolving named-type references) once per schema."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[Any, Any] = {}
+
+    def parse_schema(self, schema: Any) -> Steps:
+        refs = tuple(getattr(schema, "references", ()) or ())
+        key = (schema.schema_str, tuple((r.name, r.subject, r.version) for r in refs))
+        hit = self._parsed.get(key)
+        if hit is not None:
+            return hit
+        named: dict[str, Any] = {}
+        yield from self._load_refs(refs, named, set())
+        parsed = parse_schema(json.loads(schema.schema_str), named_schemas=named)
+        self._parsed[key] = parsed
+        return parsed
+
+    def _load_refs(self, refs: Any, named: dict[str, Any], seen: set[tuple[str, int]]) -> Steps:
+        for ref in refs:
+            if (ref.subject, ref.version) in seen:
+                continue
+            seen.add((ref.subject, ref.version))
+            registered = yield GetVersion(ref.subject, ref.version)
+            yield from self._load_refs(registered.schema.references or (), named, seen)
+            parse_schema(json.loads(registered.schema.schema_str), named_schemas=named)
+
+
+class _AvroSerializerCore(SerializerCore, _AvroParsing):
+    schema_type = "AVRO"
+
+    def __init__(self, schema_str: Any, to_dict: ToDict | None,
+                 conf: Mapping[str, Any] | None, owner: str) -> None:
+        SerializerCore.__init__(self, conf, owner)
+        _AvroParsing.__init__(self)
+        if to_dict is not None and not callable(to_dict):
+            raise ConfigError(f"{owner}: to_dict must be callable")
+        self.schema = _prepare(schema_str)
+        if self.schema is None and not (self.use_latest or self.latest_metadata is not None):
+            raise ConfigError(f"{owner}: schema_str is required unless use.latest.version "
+                              "or use.latest.with.metadata is set")
+        if to_dict is None and isinstance(schema_str, type):
+            from kontrakt.serde._dataclasses import avro_to_dict_for
+
+            to_dict = avro_to_dict_for(schema_str)
+        self.to_dict = to_dict
+        self.record_name = _full_name(self.schema.schema_str) if self.schema else None
+        self._local: Any = None
+
+    def local_schema(self, ctx: SerializationContext | None) -> Steps:
+        self._local = yield from self.parse_schema(self.schema)
+        return self.schema
+
+    def local_parsed(self) -> Any:
+        return self._local
+
+    def parse(self, schema: Any) -> Steps:
+        return (yield from self.parse_schema(schema))
+
+    def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
+        value = self.to_dict(obj, ctx) if self.to_dict is not None else obj
+        if _is_bytes(parsed):
+            if isinstance(value, str):
+                return value.encode()
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                raise SerializationError(f"the schema is bytes but got {type(value).__name__}")
+            return bytes(value)
+        out = io.BytesIO()
+        schemaless_writer(out, parsed, value)
+        return out.getvalue()
+
+
+class _AvroDeserializerCore(DeserializerCore, _AvroParsing):
+    def __init__(self, schema_str: Any, from_dict: FromDict | None, return_record_name: bool,
+                 conf: Mapping[str, Any] | None, owner: str) -> None:
+        DeserializerCore.__init__(self, conf, owner)
+        _AvroParsing.__init__(self)
+        if from_dict is not None and not callable(from_dict):
+            raise ConfigError(f"{owner}: from_dict must be callable")
+        self.schema = _prepare(schema_str)
+        if from_dict is None and isinstance(schema_str, type):
+            from kontrakt.serde._dataclasses import avro_from_dict_for
+
+            from_dict = avro_from_dict_for(schema_str)
+        self.from_dict = from_dict
+        self.return_record_name = bool(return_record_name)
+        self.record_name = _full_name(self.schema.schema_str) if self.schema else None
+
+    def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
+        return (yield from self.parse_schema(schema))
+
+    def load(self, key: Any, sid: SchemaId, ctx: SerializationContext | None,
+             data: bytes) -> Steps:
+        if self.schema is not None and not self.per_subject:
+            # The reader schema given to the constructor is parsed (with its references) once.
+            self._local_reader = yield from self.parse_schema(self.schema)
+        return (yield from DeserializerCore.load(self, key, sid, ctx, data))
+
+    _local_reader: Any = None
+
+    def make_reader(self, writer: Any, reader: Any, sid: SchemaId) -> Any:
+        if reader is None:
+            reader = self._local_reader
+        if reader is not None and reader == writer:
+            reader = None  # same schema: skip fastavro's resolution pass
+        return writer, reader, _is_bytes(writer)
+
+    def decode(self, data: bytes, offset: int, reader: Any,
+               ctx: SerializationContext | None) -> Any:
+        writer, reader_schema, is_bytes = reader
+        if is_bytes:
+            value: Any = bytes(data[offset:])
+        else:
+            buf = io.BytesIO(data)
+            buf.seek(offset)
+            value = schemaless_reader(buf, writer, reader_schema, self.return_record_name)
+            if buf.tell() != len(data):
+                raise SerializationError(
+                    f"{len(data) - buf.tell()} bytes left over after the Avro record")
+        if self.from_dict is not None:
+            return self.from_dict(value, ctx)
+        return value
+
+
+class AvroSerializer(SyncSerializer):
+    """Serializes values to Avro with the Confluent framing (sync registry client).
+
+    Args:
+        schema_registry_client: a ``SchemaRegistryClient`` (or the mock).
+        schema_str: the Avro schema as text, a registry ``Schema`` (for references), or a
+            dataclass whose generated schema is used (values may then be instances of it).
+            May be ``None`` with ``use.latest.version``.
+        to_dict: ``(obj, ctx) -> dict`` converting application objects first.
+        conf: ``auto.register.schemas`` (True), ``normalize.schemas`` (False),
+            ``use.latest.version`` (False), ``use.latest.with.metadata`` (None),
+            ``subject.name.strategy`` (topic), ``schema.id.serializer`` (prefix; or
+            ``header_schema_id_serializer``).
+
+    Raises:
+        ConfigError: unknown config key, wrong type, or conflicting options.
+    """
+
+    def __init__(self, schema_registry_client: Any, schema_str: Any = None,
+                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None) -> None:
+        self._registry = schema_registry_client
+        self._core = _AvroSerializerCore(schema_str, to_dict, conf, type(self).__name__)
+
+
+class AsyncAvroSerializer(AsyncSerializer):
+    """:class:`AvroSerializer` for an ``AsyncSchemaRegistryClient``; call it with ``await``."""
+
+    def __init__(self, schema_registry_client: Any, schema_str: Any = None,
+                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None) -> None:
+        self._registry = schema_registry_client
+        self._core = _AvroSerializerCore(schema_str, to_dict, conf, type(self).__name__)
+
+
+class AvroDeserializer(SyncDeserializer):
+    """Deserializes Confluent-framed Avro (sync registry client).
+
+    Args:
+        schema_registry_client: a ``SchemaRegistryClient`` (or the mock).
+        schema_str: optional reader schema (text, ``Schema`` or dataclass); the writer's
+            data is resolved to it (schema evolution). ``None``: read with the writer schema.
+        from_dict: ``(dict, ctx) -> obj`` converting the decoded value.
+        return_record_name: return union records as ``(name, value)`` tuples.
+        conf: ``use.latest.version``, ``use.latest.with.metadata`` (read with the subject's
+            latest schema), ``subject.name.strategy``, ``schema.id.deserializer`` (dual).
+
+    Raises:
+        ConfigError: unknown config key or wrong type.
+    """
+
+    def __init__(self, schema_registry_client: Any, schema_str: Any = None,
+                 from_dict: FromDict | None = None, return_record_name: bool = False,
+                 conf: Mapping[str, Any] | None = None) -> None:
+        self._registry = schema_registry_client
+        self._core = _AvroDeserializerCore(schema_str, from_dict, return_record_name, conf,
+                                           type(self).__name__)
+
+
+class AsyncAvroDeserializer(AsyncDeserializer):
+    """:class:`AvroDeserializer` for an ``AsyncSchemaRegistryClient``; call it with ``await``."""
+
+    def __init__(self, schema_registry_client: Any, schema_str: Any = None,
+                 from_dict: FromDict | None = None, return_record_name: bool = False,
+                 conf: Mapping[str, Any] | None = None) -> None:
+        self._registry = schema_registry_client
+        self._core = _AvroDeserializerCore(schema_str, from_dict, return_record_name, conf,
+                                           type(self).__name__)

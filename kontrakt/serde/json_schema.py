@@ -1,0 +1,273 @@
+"""JSON Schema serializer and deserializer with Confluent Schema Registry framing.
+
+The payload is compact JSON (``separators=(",", ":")``, non-ASCII kept as UTF-8), byte for byte
+what confluent-kafka-python writes. Validation uses a compiled validator for the common
+keywords (:mod:`kontrakt.serde._jsonvalidate`) and falls back to ``jsonschema`` for schemas it
+does not cover; ``$ref`` to schemas registered under other subjects resolves through the
+registry's schema references.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kontrakt.errors import ConfigError, SerializationError
+from kontrakt.serde._base import (
+    AsyncDeserializer,
+    AsyncSerializer,
+    DeserializerCore,
+    SerializerCore,
+    SyncDeserializer,
+    SyncSerializer,
+    make_schema,
+)
+from kontrakt.serde._context import SerializationContext
+from kontrakt.serde._framing import SchemaId
+from kontrakt.serde._jsonvalidate import Check, compile_validator
+from kontrakt.serde._registry_io import GetVersion, Steps
+
+__all__ = [
+    "AsyncJSONDeserializer",
+    "AsyncJSONSerializer",
+    "JSONDeserializer",
+    "JSONSerializer",
+]
+
+ToDict = Callable[[Any, SerializationContext | None], Any]
+FromDict = Callable[[Any, SerializationContext | None], Any]
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def _prepare(schema_str: Any) -> Any:
+    if schema_str is None:
+        return None
+    if isinstance(schema_str, str):
+        return make_schema(schema_str, "JSON")
+    if isinstance(schema_str, type):
+        from kontrakt.serde._dataclasses import json_schema
+
+        return make_schema(json.dumps(json_schema(schema_str)), "JSON")
+    if hasattr(schema_str, "schema_str"):
+        return schema_str
+    raise ConfigError(f"schema_str must be a str, a Schema or a dataclass, not "
+                      f"{type(schema_str).__name__}")
+
+
+def _general_validator(doc: Any, documents: Mapping[str, Any]) -> Check:
+    """jsonschema's validator, for schemas the compiled validator does not cover."""
+    from jsonschema import exceptions
+    from jsonschema.validators import validator_for
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT7
+
+    registry: Any = Registry().with_resources(
+        (name, Resource.from_contents(d, default_specification=DRAFT7))
+        for name, d in documents.items())
+    validator = validator_for(doc)(doc, registry=registry)
+
+    def check(value: Any) -> str | None:
+        error = exceptions.best_match(validator.iter_errors(value))
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path)
+        return f"{where}: {error.message}" if where else str(error.message)
+    return check
+
+
+class _JsonParsing:
+    """Parses a registry JSON schema and its referenced documents into (doc, check)."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[Any, Any] = {}
+
+    def parse_schema(self, schema: Any) -> Steps:
+        refs = tuple(getattr(schema, "references", ()) or ())
+        key = (schema.schema_str, tuple((r.name, r.subject, r.version) for r in refs))
+        hit = self._parsed.get(key)
+        if hit is not None:
+            return hit
+        documents: dict[str, Any] = {}
+        yield from self._load_refs(refs, documents, set())
+        doc = json.loads(schema.schema_str)
+        check = compile_validator(doc, documents) or _general_validator(doc, documents)
+        parsed = (doc, check)
+        self._parsed[key] = parsed
+        return parsed
+
+    def _load_refs(self, refs: Any, documents: dict[str, Any],
+                   seen: set[tuple[str, int]]) -> Steps:
+        for ref in refs:
+            if (ref.subject, ref.version) in seen:
+                continue
+            seen.add((ref.subject, ref.version))
+            registered = yield GetVersion(ref.subject, ref.version)
+            yield from self._load_refs(registered.schema.references or (), documents, seen)
+            documents[ref.name] = json.loads(registered.schema.schema_str)
+
+
+class _JsonSerializerCore(SerializerCore, _JsonParsing):
+    schema_type = "JSON"
+    extra_defaults = {"validate": True}
+
+    def __init__(self, schema_str: Any, to_dict: ToDict | None,
+                 conf: Mapping[str, Any] | None, owner: str) -> None:
+        SerializerCore.__init__(self, conf, owner)
+        _JsonParsing.__init__(self)
+        if to_dict is not None and not callable(to_dict):
+            raise ConfigError(f"{owner}: to_dict must be callable")
+        self.schema = _prepare(schema_str)
+        if self.schema is None and not (self.use_latest or self.latest_metadata is not None):
+            raise ConfigError(f"{owner}: schema_str is required unless use.latest.version "
+                              "or use.latest.with.metadata is set")
+        if to_dict is None and isinstance(schema_str, type):
+            from kontrakt.serde._dataclasses import json_to_dict_for
+
+            to_dict = json_to_dict_for(schema_str)
+        self.to_dict = to_dict
+        self.validate: bool = self.conf["validate"]
+        title = json.loads(self.schema.schema_str).get("title") if self.schema else None
+        self.record_name = title if isinstance(title, str) else None
+        self._local: Any = None
+
+    def local_schema(self, ctx: SerializationContext | None) -> Steps:
+        self._local = yield from self.parse_schema(self.schema)
+        return self.schema
+
+    def local_parsed(self) -> Any:
+        return self._local
+
+    def parse(self, schema: Any) -> Steps:
+        return (yield from self.parse_schema(schema))
+
+    def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
+        value = self.to_dict(obj, ctx) if self.to_dict is not None else obj
+        if self.validate:
+            error = parsed[1](value)
+            if error is not None:
+                raise SerializationError(f"value does not match the JSON schema: {error}")
+        return _dumps(value).encode()
+
+
+class _JsonDeserializerCore(DeserializerCore, _JsonParsing):
+    extra_defaults = {"validate": True}
+
+    def __init__(self, schema_str: Any, from_dict: FromDict | None, registry: Any,
+                 conf: Mapping[str, Any] | None, owner: str) -> None:
+        DeserializerCore.__init__(self, conf, owner)
+        _JsonParsing.__init__(self)
+        if from_dict is not None and not callable(from_dict):
+            raise ConfigError(f"{owner}: from_dict must be callable")
+        self.schema = _prepare(schema_str)
+        if self.schema is None and registry is None:
+            raise ConfigError(f"{owner}: needs schema_str or a schema_registry_client")
+        if from_dict is None and isinstance(schema_str, type):
+            from kontrakt.serde._dataclasses import json_from_dict_for
+
+            from_dict = json_from_dict_for(schema_str)
+        self.from_dict = from_dict
+        self.validate: bool = self.conf["validate"]
+        self.has_registry = registry is not None
+        title = json.loads(self.schema.schema_str).get("title") if self.schema else None
+        self.record_name = title if isinstance(title, str) else None
+
+    def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
+        return (yield from self.parse_schema(schema))
+
+    def load(self, key: Any, sid: SchemaId, ctx: SerializationContext | None,
+             data: bytes) -> Steps:
+        local = None
+        if self.schema is not None:
+            local = yield from self.parse_schema(self.schema)
+        if not self.has_registry:
+            # JSON is self-describing: without a registry, read with the local schema.
+            self.readers[key] = local
+            return local
+        self._local_reader = local
+        return (yield from DeserializerCore.load(self, key, sid, ctx, data))
+
+    _local_reader: Any = None
+
+    def make_reader(self, writer: Any, reader: Any, sid: SchemaId) -> Any:
+        if reader is not None:
+            return reader
+        return self._local_reader if self._local_reader is not None else writer
+
+    def decode(self, data: bytes, offset: int, reader: Any,
+               ctx: SerializationContext | None) -> Any:
+        value = json.loads(data[offset:] if offset else data)
+        if self.validate and reader is not None:
+            error = reader[1](value)
+            if error is not None:
+                raise SerializationError(f"value does not match the JSON schema: {error}")
+        if self.from_dict is not None:
+            return self.from_dict(value, ctx)
+        return value
+
+
+class JSONSerializer(SyncSerializer):
+    """Serializes values to JSON with the Confluent framing (sync registry client).
+
+    Args:
+        schema_str: the JSON Schema as text, a registry ``Schema`` (for references) or a
+            dataclass (schema generated, instances accepted as values).
+        schema_registry_client: a ``SchemaRegistryClient`` (or the mock).
+        to_dict: ``(obj, ctx) -> dict`` converting application objects first.
+        conf: ``auto.register.schemas``, ``normalize.schemas``, ``use.latest.version``,
+            ``use.latest.with.metadata``, ``subject.name.strategy``, ``schema.id.serializer``,
+            ``validate`` (True).
+
+    Raises:
+        ConfigError: unknown config key, wrong type, or conflicting options.
+    """
+
+    def __init__(self, schema_str: Any, schema_registry_client: Any,
+                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None) -> None:
+        self._registry = schema_registry_client
+        self._core = _JsonSerializerCore(schema_str, to_dict, conf, type(self).__name__)
+
+
+class AsyncJSONSerializer(AsyncSerializer):
+    """:class:`JSONSerializer` for an ``AsyncSchemaRegistryClient``; call it with ``await``."""
+
+    def __init__(self, schema_str: Any, schema_registry_client: Any,
+                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None) -> None:
+        self._registry = schema_registry_client
+        self._core = _JsonSerializerCore(schema_str, to_dict, conf, type(self).__name__)
+
+
+class JSONDeserializer(SyncDeserializer):
+    """Deserializes Confluent-framed JSON, validating it (sync registry client).
+
+    Args:
+        schema_str: the reader schema (text, ``Schema`` or dataclass); may be ``None`` when a
+            registry client is given (the writer schema is then used).
+        from_dict: ``(dict, ctx) -> obj`` converting the decoded value.
+        schema_registry_client: optional; needed for the writer schema, references and
+            ``use.latest.version``.
+        conf: ``use.latest.version``, ``use.latest.with.metadata``, ``subject.name.strategy``,
+            ``schema.id.deserializer`` (dual), ``validate`` (True).
+
+    Raises:
+        ConfigError: unknown config key, wrong type, or neither schema nor registry.
+    """
+
+    def __init__(self, schema_str: Any = None, from_dict: FromDict | None = None,
+                 schema_registry_client: Any = None,
+                 conf: Mapping[str, Any] | None = None) -> None:
+        self._registry = schema_registry_client
+        self._core = _JsonDeserializerCore(schema_str, from_dict, schema_registry_client, conf,
+                                           type(self).__name__)
+
+
+class AsyncJSONDeserializer(AsyncDeserializer):
+    """:class:`JSONDeserializer` for an ``AsyncSchemaRegistryClient``; call it with ``await``."""
+
+    def __init__(self, schema_str: Any = None, from_dict: FromDict | None = None,
+                 schema_registry_client: Any = None,
+                 conf: Mapping[str, Any] | None = None) -> None:
+        self._registry = schema_registry_client
+        self._core = _JsonDeserializerCore(schema_str, from_dict, schema_registry_client, conf,
+                                           type(self).__name__)

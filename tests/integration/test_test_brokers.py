@@ -464,3 +464,22 @@ def test_plugin_turns_a_missing_package_into_a_failure_or_a_skip(
 
 
 _SKIP_INI = "kontrakt_skip_missing_brokers"
+
+
+def test_a_broker_never_stopped_is_stopped_at_interpreter_exit() -> None:
+    script = textwrap.dedent("""
+        from kontrakt.testing import MockCluster, TansuBroker
+        broker = TansuBroker().start()
+        cluster = MockCluster(2)
+        print(broker.pid, flush=True)
+    """)
+    repo = Path(kontrakt.testing.__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.split()[0])
+    # The child may be reaped by init a moment after our child exited; wait for that, bounded.
+    deadline = time.monotonic() + 10
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not pid_alive(pid)

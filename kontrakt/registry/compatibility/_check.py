@@ -199,7 +199,7 @@ def check_compatibility(
     if lvl is CompatibilityLevel.NONE or not previous:
         return CompatibilityResult(True)
     positions = list(range(1, len(previous) + 1))
-    targets = list(zip(positions, previous))
+    targets = list(zip(positions, previous, strict=True))
     if not lvl.transitive:
         targets = targets[-1:]
     directions = [d for d, on in (("BACKWARD", lvl.backward), ("FORWARD", lvl.forward)) if on]

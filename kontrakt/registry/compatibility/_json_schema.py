@@ -152,13 +152,13 @@ def _compare(ctx: _Context, original: JsonNode | None, update: JsonNode | None) 
                     ctx.extend(sub)
                     ctx.add("SUM_TYPE_EXTENDED")
                     return
-    elif original.kind == "combined" and update.kind != "combined":
-        if len(original.subschemas) == 1:
-            sub = ctx.sub()
-            _compare(sub, original.subschemas[0], update)
-            if sub.is_compatible:
-                ctx.extend(sub)
-                return
+    elif (original.kind == "combined" and update.kind != "combined"
+          and len(original.subschemas) == 1):
+        sub = ctx.sub()
+        _compare(sub, original.subschemas[0], update)
+        if sub.is_compatible:
+            ctx.extend(sub)
+            return
     if original.kind != update.kind:
         if original.kind == "false" or update.kind == "empty":
             return  # nothing was accepted before, or everything is accepted now
@@ -298,12 +298,10 @@ def _combined(ctx: _Context, original: JsonNode, update: JsonNode) -> None:
     before, after = original.criterion, update.criterion
     dtype: str | None = None
     if before != after:
-        if after == "anyOf":
-            dtype = "COMBINED_TYPE_EXTENDED"
-        elif after == "oneOf" and len(original.subschemas) == 1:
-            dtype = "COMBINED_TYPE_EXTENDED"
-        elif (after == "allOf" and len(original.subschemas) == 1
-              and len(update.subschemas) == 1):
+        single_before = len(original.subschemas) == 1
+        single_after = len(update.subschemas) == 1
+        if (after == "anyOf" or (after == "oneOf" and single_before)
+                or (after == "allOf" and single_before and single_after)):
             dtype = "COMBINED_TYPE_EXTENDED"
         else:
             dtype = "COMBINED_TYPE_CHANGED"
@@ -359,7 +357,8 @@ def _max_matching(edges: dict[int, dict[int, Any]], left: int) -> dict[int, int]
 
 def _describe(dtype: str, path: str, orig: str, upd: str) -> str:
     explain = _EXPLAIN.get(dtype, dtype.lower().replace("_", " "))
-    return (f"{explain.format(orig=orig, upd=upd)} at path '{path}' "
+    text = explain.format(orig=orig, upd=upd)
+    return (f"{text[0].upper()}{text[1:]} at path '{path}' "
             f"(comparing the {orig} schema with the {upd} schema)")
 
 

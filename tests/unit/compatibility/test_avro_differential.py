@@ -1,4 +1,4 @@
-"""Differential test: our Avro checker against the `avro` package's ReaderWriterCompatibilityChecker.
+"""Differential test: our Avro checker against `avro`'s ReaderWriterCompatibilityChecker.
 
 The `avro` package is a port of the Java ``SchemaCompatibility`` class that Confluent Schema
 Registry uses, so on valid schemas both must give the same verdict. Schema pairs come from a
@@ -243,10 +243,9 @@ def mutate(schema: Any, rng: random.Random) -> Any:
             node["size"] = rng.choice([4, 8, 16])
         elif kind == "array":
             if isinstance(node["items"], str) and node["items"] in PRIMS:
-                node["items"] = rng.choice(NUMERIC + ["string", "bytes"])
-        elif kind == "map":
-            if isinstance(node["values"], str) and node["values"] in PRIMS:
-                node["values"] = rng.choice(NUMERIC + ["string", "bytes"])
+                node["items"] = rng.choice([*NUMERIC, "string", "bytes"])
+        elif kind == "map" and isinstance(node["values"], str) and node["values"] in PRIMS:
+            node["values"] = rng.choice([*NUMERIC, "string", "bytes"])
     return out
 
 

@@ -44,6 +44,9 @@ _MAX_BODY = 16 * 1024 * 1024
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus delayed ACKs
+    # add ~40 ms to every keep-alive response.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         # Quiet by default: test output and CLI logs should not carry every request.
@@ -128,7 +131,8 @@ class RegistryServer:
         if self._httpd is not None:
             raise IllegalStateError("RegistryServer already started")
         self._httpd = _HTTPServer((self._host, self._port), self.app, self._verbose)
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
+        # A short poll interval makes stop() quick (shutdown waits for the next poll).
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
                                         name="kontrakt-registry", daemon=True)
         self._thread.start()
         return self

@@ -1,0 +1,334 @@
+"""The embedded registry server over raw HTTP: Confluent's paths, shapes and error codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from kontrakt.registry.server import CONTENT_TYPE, RegistryServer
+
+
+def avro(name: str, *fields: tuple[str, Any]) -> str:
+    return json.dumps({"type": "record", "name": name,
+                       "fields": [{"name": n, "type": t} for n, t in fields]})
+
+
+def _lenient(new: Any, previous: Any, level: str) -> tuple[bool, list[str]]:
+    return True, []
+
+
+@pytest.fixture
+def srv() -> Iterator[RegistryServer]:
+    with RegistryServer(compatibility_checker=_lenient) as server:
+        yield server
+
+
+@pytest.fixture
+def http(srv: RegistryServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=srv.url, timeout=10) as client:
+        yield client
+
+
+def err(resp: httpx.Response) -> tuple[int, int]:
+    assert resp.headers["content-type"] == CONTENT_TYPE
+    return resp.status_code, resp.json()["error_code"]
+
+
+def register(http: httpx.Client, subject: str, schema: str, **extra: Any) -> httpx.Response:
+    return http.post(f"/subjects/{subject}/versions", json={"schema": schema, **extra})
+
+
+def test_register_get_and_id_reuse_across_subjects(http: httpx.Client) -> None:
+    s = avro("A", ("a", "int"))
+    r1 = register(http, "a-value", s)
+    assert r1.status_code == 200 and r1.headers["content-type"] == CONTENT_TYPE
+    sid = r1.json()["id"]
+    # Same schema, different whitespace and key order, other subject: same id.
+    same = json.dumps({"name": "A", "fields": [{"type": "int", "name": "a"}], "type": "record"},
+                      indent=2)
+    assert register(http, "b-value", same).json()["id"] == sid
+    # Registering again in the same subject does not make a new version.
+    assert register(http, "a-value", s).json() == r1.json()
+    assert http.get("/subjects/a-value/versions").json() == [1]
+    other = register(http, "a-value", avro("A", ("a", "int"), ("b", "string")))
+    assert other.json()["id"] != sid and other.json()["version"] == 2
+    got = http.get(f"/schemas/ids/{sid}").json()
+    assert got["schema"] == s and "schemaType" not in got
+    assert http.get(f"/schemas/ids/{sid}/schema").json() == s
+    assert http.get(f"/schemas/ids/{sid}/subjects").json() == ["a-value", "b-value"]
+    assert http.get(f"/schemas/ids/{sid}/versions").json() == [
+        {"subject": "a-value", "version": 1}, {"subject": "b-value", "version": 1}]
+    latest = http.get("/subjects/a-value/versions/latest").json()
+    assert (latest["version"], latest["subject"]) == (2, "a-value")
+    assert http.get("/subjects/a-value/versions/-1").json() == latest
+    assert http.get("/subjects").json() == ["a-value", "b-value"]
+    assert http.get("/subjects", params={"subjectPrefix": "b"}).json() == ["b-value"]
+    assert set(http.get("/schemas/types").json()) == {"AVRO", "JSON", "PROTOBUF"}
+    lookup = http.post("/subjects/b-value", json={"schema": s}).json()
+    assert (lookup["id"], lookup["version"]) == (sid, 1)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "code"),
+    [
+        ("GET", "/subjects/none/versions", None, 404, 40401),
+        ("GET", "/subjects/none/versions/1", None, 404, 40401),
+        ("DELETE", "/subjects/none", None, 404, 40401),
+        ("GET", "/schemas/ids/999", None, 404, 40403),
+        ("GET", "/subjects/s/versions/99", None, 404, 40402),
+        ("GET", "/subjects/s/versions/abc", None, 422, 42202),
+        ("GET", "/subjects/s/versions/0", None, 422, 42202),
+        ("GET", "/subjects/s/versions/2147483648", None, 422, 42202),
+        ("DELETE", "/subjects/s/versions/1.5", None, 422, 42202),
+        ("POST", "/subjects/s/versions", b"{not json", 400, 400),
+        ("POST", "/subjects/s/versions", {"schema": "not json"}, 422, 42201),
+        ("POST", "/subjects/s/versions", {"schema": "{\"type\": \"nope\"}"}, 422, 42201),
+        ("POST", "/subjects/s/versions", {"schema": "{}", "schemaType": "XML"}, 422, 42201),
+        ("POST", "/subjects/s/versions", {"schema": ""}, 422, 42201),
+        ("POST", "/subjects/s/versions", {"schema": "{\"type\": 12}", "schemaType": "JSON"},
+         422, 42201),
+        ("POST", "/subjects/s/versions",
+         {"schema": "message M { int32 a = ; }", "schemaType": "PROTOBUF"}, 422, 42201),
+        ("POST", "/subjects/s/versions",
+         {"schema": "\"int\"", "references": [{"name": "x", "subject": "gone", "version": 1}]},
+         422, 42201),
+        ("POST", "/subjects/s", {"schema": avro("Other", ("z", "int"))}, 404, 40403),
+        ("POST", "/subjects/none", {"schema": "\"int\""}, 404, 40401),
+        ("PUT", "/config", {"compatibility": "SIDEWAYS"}, 422, 42203),
+        ("PUT", "/config/s", {"compatibility": 7}, 422, 42203),
+        ("PUT", "/mode", {"mode": "WRITEONLY"}, 422, 42204),
+        ("GET", "/config/s", None, 404, 40408),
+        ("GET", "/mode/s", None, 404, 40409),
+        ("GET", "/no/such/path", None, 404, 404),
+        ("PUT", "/subjects", None, 405, 405),
+        ("POST", "/compatibility/subjects/s/versions/7", {"schema": "\"int\""}, 404, 40402),
+        ("POST", "/compatibility/subjects/s/versions/x", {"schema": "\"int\""}, 422, 42202),
+    ],
+)
+def test_error_codes(http: httpx.Client, method: str, path: str, body: Any, status: int,
+                     code: int) -> None:
+    assert register(http, "s", avro("S", ("a", "int"))).status_code == 200
+    if isinstance(body, bytes):
+        resp = http.request(method, path, content=body, headers={"Content-Type": CONTENT_TYPE})
+    else:
+        resp = http.request(method, path, json=body)
+    assert err(resp) == (status, code), resp.text
+    assert isinstance(resp.json()["message"], str) and resp.json()["message"]
+
+
+def test_soft_and_permanent_delete_rules(http: httpx.Client) -> None:
+    sid1 = register(http, "d", avro("D", ("a", "int"))).json()["id"]
+    register(http, "d", avro("D", ("a", "int"), ("b", "int")))
+    assert err(http.delete("/subjects/d/versions/1?permanent=true")) == (404, 40407)
+    assert http.delete("/subjects/d/versions/1").json() == 1
+    assert err(http.delete("/subjects/d/versions/1")) == (404, 40406)
+    assert http.get("/subjects/d/versions").json() == [2]
+    assert http.get("/subjects/d/versions", params={"deleted": "true"}).json() == [1, 2]
+    assert http.get("/subjects/d/versions", params={"deleted_only": "true"}).json() == [1]
+    assert err(http.get("/subjects/d/versions/1")) == (404, 40402)
+    assert http.get("/subjects/d/versions/1", params={"deleted": "true"}).json()["id"] == sid1
+    # Soft-deleted schemas stay readable by id (deserializers depend on it).
+    assert http.get(f"/schemas/ids/{sid1}").status_code == 200
+    assert http.delete("/subjects/d/versions/1?permanent=true").json() == 1
+    assert err(http.delete("/subjects/d?permanent=true")) == (404, 40405)
+    assert http.delete("/subjects/d").json() == [2]
+    assert err(http.delete("/subjects/d")) == (404, 40404)
+    assert http.get("/subjects").json() == []
+    assert http.get("/subjects", params={"deleted": "true"}).json() == ["d"]
+    assert http.delete("/subjects/d", params={"permanent": "true"}).json() == [2]
+    assert http.get("/subjects", params={"deleted": "true"}).json() == []
+    assert err(http.get(f"/schemas/ids/{sid1}")) == (404, 40403)
+    # Versions continue after the last one ever registered, ids are never reused.
+    again = register(http, "d", avro("D", ("q", "int"))).json()
+    assert again["version"] == 1 and again["id"] > sid1
+
+
+def test_references_and_refusing_to_delete_referenced(http: httpx.Client) -> None:
+    inner = json.dumps({"type": "record", "name": "Inner", "namespace": "x",
+                        "fields": [{"name": "v", "type": "int"}]})
+    register(http, "inner", inner)
+    outer = json.dumps({"type": "record", "name": "Outer",
+                        "fields": [{"name": "i", "type": "x.Inner"}]})
+    refs = [{"name": "x.Inner", "subject": "inner", "version": 1}]
+    # Without the reference, the named type is unknown: invalid.
+    assert err(register(http, "outer", outer)) == (422, 42201)
+    oid = register(http, "outer", outer, references=refs).json()["id"]
+    assert http.get("/subjects/inner/versions/1/referencedby").json() == [oid]
+    assert http.get(f"/schemas/ids/{oid}").json()["references"] == refs
+    assert err(http.delete("/subjects/inner/versions/1")) == (422, 42206)
+    assert err(http.delete("/subjects/inner")) == (422, 42206)
+    http.delete("/subjects/outer")
+    assert http.delete("/subjects/inner").json() == [1]
+
+
+def test_json_and_protobuf_with_references(http: httpx.Client) -> None:
+    js = json.dumps({"type": "object", "properties": {"a": {"type": "string"}}})
+    r = register(http, "j", js, schemaType="JSON").json()
+    assert http.get(f"/schemas/ids/{r['id']}").json()["schemaType"] == "JSON"
+    dep = 'syntax = "proto3";\npackage p;\nmessage Dep { string s = 1; }\n'
+    register(http, "dep.proto", dep, schemaType="PROTOBUF")
+    main = ('syntax = "proto3";\npackage p;\nimport "dep.proto";\n'
+            "import \"google/protobuf/timestamp.proto\";\n"
+            "message Main { Dep d = 1; google.protobuf.Timestamp t = 2; }\n")
+    refs = [{"name": "dep.proto", "subject": "dep.proto", "version": 1}]
+    assert err(register(http, "main", main, schemaType="PROTOBUF")) == (422, 42201)
+    ok = register(http, "main", main, schemaType="PROTOBUF", references=refs)
+    assert ok.status_code == 200, ok.text
+
+
+def test_config_and_mode(http: httpx.Client, srv: RegistryServer) -> None:
+    assert http.get("/config").json() == {"compatibilityLevel": "BACKWARD"}
+    assert http.put("/config", json={"compatibility": "full"}).json() == {"compatibility": "FULL"}
+    assert http.get("/config").json()["compatibilityLevel"] == "FULL"
+    assert http.put("/config/s", json={"compatibility": "NONE"}).json()["compatibility"] == "NONE"
+    assert http.get("/config/s").json()["compatibilityLevel"] == "NONE"
+    assert http.get("/config/t", params={"defaultToGlobal": "true"}).json()[
+        "compatibilityLevel"] == "FULL"
+    assert http.delete("/config/s").json()["compatibilityLevel"] == "NONE"
+    assert http.delete("/config").json()["compatibilityLevel"] == "FULL"
+    assert http.get("/config").json()["compatibilityLevel"] == "BACKWARD"
+    register(http, "m", avro("M", ("a", "int")))
+    assert http.get("/mode").json() == {"mode": "READWRITE"}
+    assert http.put("/mode", json={"mode": "READONLY"}).json() == {"mode": "READONLY"}
+    assert err(register(http, "m", avro("M", ("b", "int")))) == (422, 42205)
+    assert err(http.delete("/subjects/m")) == (422, 42205)
+    # Reads still work in READONLY.
+    assert http.get("/subjects/m/versions").json() == [1]
+    http.put("/mode", json={"mode": "READWRITE"})
+    http.put("/mode/m", json={"mode": "READONLY"})
+    assert err(register(http, "m", avro("M", ("b", "int")))) == (422, 42205)
+    assert register(http, "other", avro("M", ("b", "int"))).status_code == 200
+    assert http.delete("/mode/m").json() == {"mode": "READONLY"}
+    # IMPORT needs an empty registry unless forced, then accepts given ids and versions.
+    assert err(http.put("/mode", json={"mode": "IMPORT"})) == (422, 42205)
+    assert http.put("/mode?force=true", json={"mode": "IMPORT"}).json() == {"mode": "IMPORT"}
+    imp = register(http, "imp", avro("I", ("a", "int")), id=500, version=7).json()
+    assert (imp["id"], imp["version"]) == (500, 7)
+
+
+def test_compatibility_endpoint_and_enforcement() -> None:
+    calls: list[tuple[int, str]] = []
+
+    def checker(new: Any, previous: list[Any], level: str) -> tuple[bool, list[str]]:
+        calls.append((len(previous), level))
+        ok = "bad" not in new.schema_str
+        return ok, [] if ok else ["field bad breaks readers"]
+
+    with RegistryServer(compatibility_checker=checker) as srv, \
+            httpx.Client(base_url=srv.url) as http:
+        register(http, "c", avro("C", ("a", "int")))
+        register(http, "c", avro("C", ("a", "int"), ("b", "int")))
+        bad = avro("C", ("bad", "int"))
+        r = register(http, "c", bad)
+        assert err(r) == (409, 409) and "field bad breaks readers" in r.json()["message"]
+        v = http.post("/compatibility/subjects/c/versions/latest?verbose=true",
+                      json={"schema": bad}).json()
+        assert v == {"is_compatible": False, "messages": ["field bad breaks readers"]}
+        assert http.post("/compatibility/subjects/c/versions/1",
+                         json={"schema": avro("C", ("z", "int"))}).json() == {
+            "is_compatible": True}
+        # Non-transitive levels compare with the latest version only, transitive with all.
+        calls.clear()
+        register(http, "c", avro("C", ("x", "int")))
+        assert calls == [(1, "BACKWARD")]
+        http.put("/config/c", json={"compatibility": "FULL_TRANSITIVE"})
+        calls.clear()
+        register(http, "c", avro("C", ("y", "int")))
+        assert calls == [(3, "FULL_TRANSITIVE")]
+        http.put("/config/c", json={"compatibility": "NONE"})
+        calls.clear()
+        assert register(http, "c", bad).status_code == 200
+        assert calls == []
+
+
+def test_refuses_to_claim_a_level_it_cannot_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The engine module missing: registration of a second version must fail, not pass.
+    monkeypatch.setitem(sys.modules, "kontrakt.registry.compatibility", None)
+    with RegistryServer() as srv, httpx.Client(base_url=srv.url) as http:
+        assert register(http, "u", avro("U", ("a", "int"))).status_code == 200
+        r = register(http, "u", avro("U", ("a", "int"), ("b", "int")))
+        assert err(r) == (422, 42290) and "cannot be checked" in r.json()["message"]
+        r = http.post("/compatibility/subjects/u/versions/latest", json={"schema": "\"int\""})
+        assert err(r) == (422, 42290)
+        http.put("/config/u", json={"compatibility": "NONE"})
+        assert register(http, "u", avro("U", ("a", "int"), ("b", "int"))).status_code == 200
+
+
+def test_engine_errors_are_refusals_too() -> None:
+    def broken(new: Any, previous: Any, level: str) -> tuple[bool, list[str]]:
+        from kontrakt.registry.server._state import default_compatibility_checker
+        return default_compatibility_checker(new, [object()], level)  # type: ignore[list-item]
+
+    with RegistryServer(compatibility_checker=broken) as srv, \
+            httpx.Client(base_url=srv.url) as http:
+        register(http, "e", avro("E", ("a", "int")))
+        assert err(register(http, "e", avro("E", ("b", "int")))) == (422, 42290)
+
+
+def test_contexts(http: httpx.Client) -> None:
+    a = register(http, ":.team:orders", avro("O", ("a", "int"))).json()
+    b = register(http, "orders", avro("P", ("a", "int"))).json()
+    # Ids are per context: both start at 1.
+    assert a["id"] == b["id"] == 1
+    assert http.get("/contexts").json() == [".", ".team"]
+    assert http.get("/subjects").json() == [":.team:orders", "orders"]
+    got = http.get("/schemas/ids/1", params={"subject": ":.team:orders"}).json()
+    assert "\"O\"" in got["schema"]
+    assert "\"P\"" in http.get("/schemas/ids/1").json()["schema"]
+
+
+def test_file_storage_survives_restart(tmp_path: Any) -> None:
+    path = str(tmp_path / "reg.json")
+    with RegistryServer(storage=path) as srv, httpx.Client(base_url=srv.url) as http:
+        sid = register(http, "keep", avro("K", ("a", "int"))).json()["id"]
+        http.put("/config/keep", json={"compatibility": "NONE"})
+        http.delete("/subjects/keep/versions/1")
+        register(http, "keep", avro("K", ("b", "int")))
+    with RegistryServer(storage=path) as srv, httpx.Client(base_url=srv.url) as http:
+        assert http.get(f"/schemas/ids/{sid}").status_code == 200
+        assert http.get("/subjects/keep/versions").json() == [2]
+        assert http.get("/subjects/keep/versions", params={"deleted": "true"}).json() == [1, 2]
+        assert http.get("/config/keep").json()["compatibilityLevel"] == "NONE"
+        assert register(http, "new", avro("N", ("a", "int"))).json()["id"] == sid + 2
+
+
+def test_cli_serves_and_keeps_state(tmp_path: Any) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    storage = str(tmp_path / "cli.json")
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kontrakt.registry.server", "--port", str(port),
+         "--storage", storage], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "/subjects").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "CLI server did not start"
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        assert httpx.post(url + "/subjects/cli/versions", json={"schema": "\"int\""}).json()[
+            "id"] == 1
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    with open(storage, encoding="utf-8") as fh:
+        assert json.load(fh)["contexts"]["."]["subjects"]["cli"]["versions"]

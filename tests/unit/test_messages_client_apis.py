@@ -23,6 +23,7 @@ import pytest
 
 from kontrakt.errors import UnsupportedVersionError
 from kontrakt.protocol import primitives as P
+from kontrakt.protocol._interpreted import interpreted_decode, interpreted_encode
 from kontrakt.protocol.codec import decode_struct, encode_struct
 from kontrakt.protocol.headers import (
     decode_request,
@@ -163,6 +164,9 @@ def test_round_trip_populated(cls: type[Struct], version: int) -> None:
     back = decode_struct(cls, version, data)
     assert back == msg
     assert encode_struct(back, version) == data
+    # The compiled codec agrees with the slow interpreted one.
+    assert interpreted_encode(msg, version) == data
+    assert interpreted_decode(cls, version, data) == msg
 
 
 @pytest.mark.parametrize(("cls", "version"), CASES)

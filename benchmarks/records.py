@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kontrakt.protocol.records import (  # noqa: E402
+from kontrakt.protocol.records import (
     CompressionType,
     RecordBatchBuilder,
     iter_batches,
@@ -139,7 +139,7 @@ def main() -> None:
             for name, pair in impls.items():
                 if pair is None:
                     continue
-                for op, fn in zip(("encode", "decode"), pair):
+                for op, fn in zip(("encode", "decode"), pair, strict=True):
                     gc.collect()
                     t = best_time(fn, args.budget)
                     key = (name, op)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import time
+from typing import Any
 
 import crc32c
 import pytest
@@ -22,7 +23,7 @@ from kontrakt.protocol.records import (
     read_records,
 )
 
-WHERE = {"topic": "orders", "partition": 3}
+WHERE: dict[str, Any] = {"topic": "orders", "partition": 3}
 
 
 def batch(codec: int = 0, base_offset: int = 40, count: int = 3) -> bytes:

@@ -74,7 +74,7 @@ def test_large_and_negative_deltas(deltas: list[int], timestamps: list[int]) -> 
     """Offset gaps (compacted batches) and timestamps before the first need wide varints."""
     builder = RecordBatchBuilder()
     offset = -1
-    expected = []
+    expected: list[tuple[int, int]] = []
     for i, step in enumerate(deltas):
         offset = min(offset + step, 2**31 - 1)
         if expected and offset <= expected[-1][0]:

@@ -79,7 +79,7 @@ def test_uncompressed_message_is_one_record_batch() -> None:
     builder.append(5, b"k", b"v")
     builder.append(6, b"k2", b"v2")
     batches = list(iter_batches(builder.build(9)))
-    assert [b.offset for b in batches] == [9, 10]
+    assert [b.base_offset for b in batches] == [9, 10]
     assert all(not b.is_control and not b.is_transactional and b.producer_id == -1
                for b in batches)
     assert batches[0].next_offset == 10 and batches[0].magic == 1

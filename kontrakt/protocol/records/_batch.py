@@ -548,7 +548,7 @@ class RecordBatchBuilder:
         return self._last_offset_delta
 
     @staticmethod
-    def estimate_size(key: bytes | None, value: bytes | None,
+    def estimate_size(key: Buffer | None, value: Buffer | None,
                       headers: Sequence[Header] | None = None) -> int:
         """Upper bound of the bytes one record adds to a batch (deltas assumed 5 bytes each).
 
@@ -570,8 +570,8 @@ class RecordBatchBuilder:
     def append(
         self,
         timestamp: int | None,
-        key: bytes | None,
-        value: bytes | None,
+        key: Buffer | None,
+        value: Buffer | None,
         headers: Sequence[Header] | None = None,
         *,
         offset_delta: int | None = None,
@@ -643,7 +643,7 @@ class RecordBatchBuilder:
             self._max_timestamp = timestamp
         return offset_delta
 
-    def has_room_for(self, key: bytes | None, value: bytes | None,
+    def has_room_for(self, key: Buffer | None, value: Buffer | None,
                      headers: Sequence[Header] | None = None) -> bool:
         """True when a record of this shape would be accepted by :meth:`append` (estimate)."""
         if self._count == 0:

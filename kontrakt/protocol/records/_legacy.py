@@ -145,6 +145,14 @@ class LegacyBatch:
         return self._end - self._start
 
     @property
+    def base_offset(self) -> int:
+        """Offset of the first record (decompresses a wrapper to find it)."""
+        if not self.attributes & _CODEC_MASK:
+            return self.offset
+        records = self.records(check_crcs=False)
+        return records[0].offset if records else self.offset
+
+    @property
     def last_offset(self) -> int:
         """Offset of the last record in this message."""
         return self.offset
@@ -158,6 +166,10 @@ class LegacyBatch:
     def leader_epoch(self) -> int:
         """Always -1: legacy messages carry no leader epoch."""
         return -1
+
+    def raw(self) -> bytes:
+        """The message's bytes exactly as received."""
+        return self._data[self._start:self._end]
 
     def compute_crc(self) -> int:
         """CRC-32 of the message bytes after the crc field."""
@@ -217,6 +229,10 @@ class LegacyBatch:
         if not inner:
             return []
         delta = self.offset - inner[-1].offset if self.magic == 1 else 0
+        if delta < 0:
+            # A producer-side wrapper (offset 0, before the broker assigned offsets): keep the
+            # relative offsets, as kafka-python does, rather than yield negative offsets.
+            delta = 0
         log_append = self.magic == 1 and ts_type == TimestampType.LOG_APPEND_TIME
         return [
             _new_record(Record, (

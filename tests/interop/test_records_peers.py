@@ -218,7 +218,7 @@ def test_kafka_python_reads_kontrakt_legacy(records: list[LegacyRec], magic: int
     if codec == CompressionType.NONE:
         # identical bytes for identical inputs
         assert blob == peer_legacy(kp_legacy, magic, records, codec)
-    decoded = []
+    decoded: list[tuple[int, bytes | None, bytes | None]] = []
     for batch in iter_batches(blob):  # walk top-level messages; peers decode each one
         peer = kp_legacy.LegacyRecordBatch(bytearray(batch.raw()), magic)
         assert peer.validate_crc()

@@ -30,11 +30,10 @@ from kontrakt.protocol.errors import for_code
 from kontrakt.protocol.messages import (
     FindCoordinatorRequest,
     MetadataRequest,
-    MetadataResponse,
 )
 from kontrakt.protocol.spec import Request, Response
 
-__all__ = ["CLIENT_OPTIONS", "AsyncKafkaClient", "KafkaClient", "Backoff"]
+__all__ = ["CLIENT_OPTIONS", "AsyncKafkaClient", "Backoff", "KafkaClient"]
 
 log = logging.getLogger("kontrakt.client")
 
@@ -57,14 +56,14 @@ class Backoff:
         """The next delay in seconds."""
         base = min(self.maximum, self.initial * (2 ** min(self.attempts, 30)))
         self.attempts += 1
-        return base * random.uniform(0.8, 1.2)
+        return float(base * random.uniform(0.8, 1.2))
 
     def reset(self) -> None:
         self.attempts = 0
 
 
 class _NodeState:
-    __slots__ = ("backoff", "connecting", "conn", "next_attempt")
+    __slots__ = ("backoff", "conn", "connecting", "next_attempt")
 
     def __init__(self, backoff: Backoff) -> None:
         self.conn: BrokerConnection | None = None
@@ -278,6 +277,10 @@ class AsyncKafkaClient:
         self._check()
         if not self._started:
             await self.start()
+        return await self._send(message, node=node, version=version, timeout=timeout)
+
+    async def _send(self, message: Request, *, node: int | None = None,
+                    version: int | None = None, timeout: float | None = None) -> Any:
         target = self.least_loaded_node() if node is None else node
         conn = await self.connection(target)
         expect = not (message.API_KEY == 0 and getattr(message, "acks", 1) == 0)
@@ -357,7 +360,7 @@ class AsyncKafkaClient:
             req = MetadataRequest(topics=topics, allow_auto_topic_creation=False)
             try:
                 remaining = max(0.001, deadline - time.monotonic())
-                resp: MetadataResponse = await self.request(req, node=node, timeout=remaining)
+                resp = await self._send(req, node=node, timeout=remaining)
                 if resp.error_code:
                     raise for_code(resp.error_code)("metadata request failed")
                 self.cluster.update(resp, all_topics=all_topics)

@@ -12,7 +12,7 @@ from typing import Any
 
 from kontrakt.errors import CorruptMessageError, UnsupportedVersionError
 from kontrakt.protocol import primitives as P
-from kontrakt.protocol.spec import ArrayType, Field, Struct, StructType, TypeSpec, struct_class
+from kontrakt.protocol.spec import Field, Struct, StructType, TypeSpec, struct_class
 
 __all__ = ["interpreted_decode", "interpreted_encode"]
 
@@ -97,6 +97,7 @@ class _Walker:
                 return s.unpack_from(data, pos)[0], pos + s.size
             if t == "uuid":
                 return P.read_uuid(data, pos)
+            value: str | bytes | None
             if t == "string":
                 value, pos = (P.read_compact_string if self.flex
                               else P.read_nullable_string)(data, pos)

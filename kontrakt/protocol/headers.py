@@ -132,8 +132,14 @@ def read_response_correlation_id(frame: bytes | bytearray | memoryview) -> int:
 
 
 def decode_response(response_type: type[Response], version: int,
-                    frame: bytes | bytearray | memoryview) -> tuple[int, Response]:
+                    frame: bytes | bytearray | memoryview, *,
+                    exact: bool = False) -> tuple[int, Response]:
     """Decode a response frame without size prefix into (correlation id, message).
+
+    Args:
+        exact: reject bytes after the message. Off by default, as in the Java client:
+            some brokers (librdkafka's mock cluster, for Metadata) append a stray byte, and
+            the fields before it are complete.
 
     Raises:
         CorruptMessageError: truncated or invalid bytes.
@@ -149,7 +155,7 @@ def decode_response(response_type: type[Response], version: int,
         raise CorruptMessageError(
             f"truncated or invalid {response_type.__name__} v{version}: {exc}"
         ) from None
-    if end != len(frame):
+    if exact and end != len(frame):
         raise CorruptMessageError(
             f"{response_type.__name__} v{version}: {len(frame) - end} trailing bytes"
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Final, Union
+from typing import Final
 
 from kontrakt.errors import CorruptMessageError
 
@@ -60,7 +60,7 @@ BOOL: Final = struct.Struct(">?")
 
 ZERO_UUID: Final = uuid.UUID(int=0)
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 _MAX_UVARLONG_BYTES = 10
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 __all__ = [
     "PRIMITIVES",
@@ -115,7 +115,7 @@ class StructType:
     fields: tuple[Field, ...]
 
 
-TypeSpec = Union[str, StructType, ArrayType]
+TypeSpec = str | StructType | ArrayType
 
 
 class _Missing:
@@ -230,7 +230,14 @@ def A(item: TypeSpec) -> ArrayType:
     return ArrayType(item)
 
 
-class Struct:
+class _StructMeta(type):
+    if TYPE_CHECKING:
+        # Nested struct classes hang off the class that holds them
+        # (``MetadataRequest.MetadataRequestTopic``); they are generated at import time.
+        def __getattr__(cls, name: str) -> Any: ...
+
+
+class Struct(metaclass=_StructMeta):
     """Base of every generated message and nested-struct class.
 
     Instances are mutable plain objects with one slot per declared field plus

@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 from kontrakt.errors import IllegalStateError
 from kontrakt.testing._util import MissingDependencyError, MockClusterError
@@ -201,6 +201,8 @@ class MockCluster:
         initial_rebalance_delay_ms: the groups' ``group.initial.rebalance.delay.ms``; 0 by
             default so tests need not wait for a first rebalance (librdkafka's default is
             3000). None keeps librdkafka's default.
+        cap_unfaithful_versions: advertise only the versions of each API that the mock
+            serves faithfully (see :attr:`UNFAITHFUL_VERSION_CAPS`).
 
     Raises:
         MissingDependencyError: confluent-kafka is not installed.
@@ -212,8 +214,15 @@ class MockCluster:
     #: (librdkafka's ``RD_KAFKA_RESP_ERR__TRANSPORT``).
     DISCONNECT = -195
 
+    #: API versions the mock advertises but serves wrongly (librdkafka itself never sends
+    #: them): JoinGroup v6, SyncGroup v4 and LeaveGroup v3+ requests are mis-parsed.
+    #: ``api key: highest faithful version``. (Its Metadata replies end with a stray byte
+    #: at every flexible version; response decoding tolerates trailing bytes.)
+    UNFAITHFUL_VERSION_CAPS: ClassVar[dict[int, int]] = {11: 5, 14: 3, 13: 2}
+
     def __init__(self, num_brokers: int = 3, *,
-                 initial_rebalance_delay_ms: int | None = 0) -> None:
+                 initial_rebalance_delay_ms: int | None = 0,
+                 cap_unfaithful_versions: bool = True) -> None:
         _int(num_brokers, "num_brokers", 1, 1000)
         self._lib = lib = load_librdkafka()
         self._lock = threading.RLock()
@@ -244,6 +253,9 @@ class MockCluster:
         self._bootstraps = (lib.rd_kafka_mock_cluster_bootstraps(mcluster) or b"").decode()
         if initial_rebalance_delay_ms is not None:
             self.group_initial_rebalance_delay_ms(initial_rebalance_delay_ms)
+        if cap_unfaithful_versions:
+            for api_key, highest in self.UNFAITHFUL_VERSION_CAPS.items():
+                self.set_apiversion(api_key, 0, highest)
 
     # -- plumbing ----------------------------------------------------------------------------
 

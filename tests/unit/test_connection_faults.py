@@ -231,7 +231,7 @@ def test_client_with_no_reachable_bootstrap_fails_in_time() -> None:
 
 
 def test_config_errors_name_close_matches() -> None:
-    with pytest.raises(ConfigError, match="bootstrap.servers"):
+    with pytest.raises(ConfigError, match=r"bootstrap\.servers"):
         AsyncKafkaClient({"bootstrap.server": "127.0.0.1:9092"})
     with pytest.raises(ConfigError, match="host:port"):
         AsyncKafkaClient(bootstrap_servers="nohost")

@@ -27,6 +27,7 @@ from kontrakt.errors import (
     ProtocolError,
     UnsupportedVersionError,
 )
+from kontrakt.protocol.codec import decode_struct
 from kontrakt.protocol.headers import decode_response, encode_request
 from kontrakt.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kontrakt.protocol.spec import Request, Response
@@ -36,8 +37,10 @@ __all__ = ["BrokerConnection", "ConnectionSettings"]
 log = logging.getLogger("kontrakt.connection")
 
 _SIZE = struct.Struct(">i")
+_ERR = struct.Struct(">h")
 _UNSUPPORTED_VERSION = 35
 _CLIENT_SOFTWARE_NAME = "kontrakt"
+_API_VERSIONS_FIRST_TRY = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,21 @@ class _Pending:
         self.response_type = response_type
         self.version = version
         self.sent_at = time.monotonic()
+
+
+def _decode(pending: _Pending, frame: bytes) -> Response:
+    if (pending.response_type is ApiVersionsResponse and pending.version > 0
+            and len(frame) >= 6 and _ERR.unpack_from(frame, 4)[0] == _UNSUPPORTED_VERSION):
+        # A broker that does not know the ApiVersions version we sent answers in the v0
+        # layout, listing the versions it does know; some add bytes after it.
+        try:
+            resp: Response = decode_struct(ApiVersionsResponse, 0, frame, 4, exact=False)
+        except CorruptMessageError:
+            # Some (librdkafka's mock cluster) write that list unreadably: the caller then
+            # steps down one version at a time.
+            resp = ApiVersionsResponse(error_code=_UNSUPPORTED_VERSION)
+        return resp
+    return decode_response(pending.response_type, pending.version, frame)[1]
 
 
 class BrokerConnection:
@@ -149,21 +167,21 @@ class BrokerConnection:
             raise
 
     async def _negotiate_versions(self) -> None:
-        versions = ApiVersionsRequest.VALID_VERSIONS
-        version = versions.hi if versions.hi is not None else versions.lo
-        for _ in range(2):
+        # v3 is what every broker since Kafka 2.4 answers, and what librdkafka sends; v4 only
+        # changes how brokers report unknown versions, and some brokers (librdkafka's mock
+        # cluster) answer v4 with a malformed error reply.
+        version = _API_VERSIONS_FIRST_TRY
+        for _ in range(_API_VERSIONS_FIRST_TRY + 1):
             req = ApiVersionsRequest(
                 client_software_name=_CLIENT_SOFTWARE_NAME,
                 client_software_version=self.settings.client_software_version,
             )
             resp = await self.send(req, version=version)
-            if resp.error_code == _UNSUPPORTED_VERSION:
-                # The broker answered in v0 layout with the ApiVersions range it knows:
-                # retry with the highest version both sides speak.
-                ours = {k.api_key: k for k in resp.api_keys}.get(ApiVersionsRequest.API_KEY)
-                if ours is None:
-                    break
-                version = min(version, ours.max_version)
+            if resp.error_code == _UNSUPPORTED_VERSION and version > 0:
+                # Retry with the highest ApiVersions version the broker listed, or one
+                # lower when it listed nothing readable.
+                theirs = {k.api_key: k for k in resp.api_keys}.get(ApiVersionsRequest.API_KEY)
+                version = min(version - 1, theirs.max_version) if theirs else version - 1
                 continue
             if resp.error_code != 0:
                 raise KafkaConnectionError(
@@ -289,7 +307,7 @@ class BrokerConnection:
                 if pending.future.done():
                     continue
                 try:
-                    _corr, resp = decode_response(pending.response_type, pending.version, frame)
+                    resp = _decode(pending, frame)
                 except CorruptMessageError as exc:
                     pending.future.set_exception(CorruptMessageError(
                         f"{exc} (from broker {self.address})"))

@@ -130,7 +130,7 @@ class ScramClient:
         without_proof = f"c=biws,r={nonce}"
         auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
         client_sig = hmac.new(stored_key, auth_message, self._hash).digest()
-        proof = bytes(a ^ b for a, b in zip(client_key, client_sig))
+        proof = bytes(a ^ b for a, b in zip(client_key, client_sig, strict=False))
         server_key = hmac.new(salted, b"Server Key", self._hash).digest()
         self._server_signature = hmac.new(server_key, auth_message, self._hash).digest()
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()

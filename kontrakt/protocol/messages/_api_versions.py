@@ -7,8 +7,9 @@ from kontrakt.protocol.spec import A, F, S, api
 ApiVersionsRequest, ApiVersionsResponse = api(
     18, "ApiVersions", valid="0-4", flexible="3+",
     request=[
-        F("client_software_name", "string", "3+", about="the client's name, e.g. kontrakt"),
-        F("client_software_version", "string", "3+"),
+        F("client_software_name", "string", "3+", ignorable=True,
+          about="the client's name, e.g. kontrakt"),
+        F("client_software_version", "string", "3+", ignorable=True),
     ],
     response=[
         F("error_code", "int16"),

@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 
 import httpx
 
+from kontrakt.errors import SchemaRegistryError
 from kontrakt.registry._config import parse_config
-from kontrakt.registry._core import Call, HttpRequest, Op, RegistryCore, Sleep
+from kontrakt.registry._core import Call, HttpRequest, Op, RegistryCore, Sleep, copy_error
 from kontrakt.registry._models import (
     CompatibilityTestResult,
     RegisteredSchema,
@@ -105,7 +106,11 @@ class AsyncSchemaRegistryClient:
                     t.exception()  # retrieved here so an unawaited failure is not logged
 
             task.add_done_callback(_done)
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.shield(task)
+        except SchemaRegistryError as exc:
+            # Each waiter gets its own exception object (shared ones would pile up tracebacks).
+            raise copy_error(exc) from None
 
     async def _run(self, op: Op[T]) -> T:
         try:

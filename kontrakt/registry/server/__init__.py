@@ -14,6 +14,7 @@ library's :class:`http.server.ThreadingHTTPServer` (no extra dependency).
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -81,7 +82,29 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, addr: tuple[str, int], app: RegistryApp, verbose: bool) -> None:
         self.app = app
         self.verbose = verbose
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
         super().__init__(addr, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Cut keep-alive connections too, so a stopped server really stops answering."""
+        with self._open_lock:
+            conns = list(self._open)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class RegistryServer:
@@ -152,6 +175,7 @@ class RegistryServer:
         if httpd is not None:
             httpd.shutdown()
             httpd.server_close()
+            httpd.close_connections()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None

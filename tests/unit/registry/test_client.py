@@ -315,7 +315,7 @@ def test_config_validation() -> None:
         SchemaRegistryClient({"url": "http://x", "basic.auth.user.info": "nopass"})
     with pytest.raises(ConfigError, match="only one"):
         SchemaRegistryClient({"url": "http://u:p@x", "basic.auth.user.info": "a:b"})
-    with pytest.raises(ConfigError, match="max.retries"):
+    with pytest.raises(ConfigError, match=r"max\.retries"):
         SchemaRegistryClient({"url": "http://x", "max.retries": "many"})
     with pytest.raises(ConfigError, match="OAUTHBEARER needs"):
         SchemaRegistryClient({"url": "http://x", "bearer.auth.credentials.source": "OAUTHBEARER"})

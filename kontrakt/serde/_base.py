@@ -307,7 +307,9 @@ class DeserializerCore:
                         latest = yield GetLatestVersion(subject, self.fetch_format)
                     reader_parsed = yield from self.parse(latest.schema, None)
             reader = self.make_reader(writer_parsed, reader_parsed, sid)
-        except SerializationError:
+        except SerializationError as e:
+            if type(e) is SerializationError:
+                raise deserialization_error(str(e), ctx, data, e) from e
             raise
         except SchemaRegistryError:
             raise

@@ -164,6 +164,13 @@ class GetVersion(RegistryCall):
 Steps = Generator[RegistryCall, Any, Any]
 
 
+def _no_client(call: RegistryCall) -> Exception:
+    from kontrakt.errors import SerializationError
+
+    return SerializationError(f"{type(call).__name__} needs a schema registry client, and none "
+                              "was given")
+
+
 def run_sync(steps: Steps, client: Any) -> Any:
     """Drive ``steps`` to completion with a sync registry client.
 
@@ -174,9 +181,6 @@ def run_sync(steps: Steps, client: Any) -> Any:
         Whatever the core raises; client errors are thrown into the core first so it can
         translate them (e.g. an unknown schema id into a deserialization error).
     """
-    if client is None:
-        from kontrakt.errors import SerializationError
-        raise SerializationError("this operation needs a schema registry client")
     answer: Any = None
     error: BaseException | None = None
     while True:
@@ -184,6 +188,9 @@ def run_sync(steps: Steps, client: Any) -> Any:
             call = steps.throw(error) if error is not None else steps.send(answer)
         except StopIteration as done:
             return done.value
+        if client is None:
+            steps.close()
+            raise _no_client(call)
         try:
             answer, error = call.call(client), None
         except Exception as e:  # handed to the core, which decides
@@ -192,9 +199,6 @@ def run_sync(steps: Steps, client: Any) -> Any:
 
 async def run_async(steps: Steps, client: Any) -> Any:
     """Drive ``steps`` to completion with an async registry client (see :func:`run_sync`)."""
-    if client is None:
-        from kontrakt.errors import SerializationError
-        raise SerializationError("this operation needs a schema registry client")
     answer: Any = None
     error: BaseException | None = None
     while True:
@@ -202,6 +206,9 @@ async def run_async(steps: Steps, client: Any) -> Any:
             call = steps.throw(error) if error is not None else steps.send(answer)
         except StopIteration as done:
             return done.value
+        if client is None:
+            steps.close()
+            raise _no_client(call)
         try:
             answer, error = await call.acall(client), None
         except Exception as e:  # handed to the core, which decides

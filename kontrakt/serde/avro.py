@@ -48,7 +48,13 @@ def _prepare(schema_str: Any) -> Any:
         # A bare primitive name ("string") is wrapped the way Confluent's client does, so both
         # register the same text and get the same id.
         if not text.startswith(("{", "[")):
+            if not text.startswith('"'):
+                text = json.dumps(text)  # a bare name such as string
             text = '{"type":' + text + "}"
+        try:
+            json.loads(text)
+        except ValueError as e:
+            raise ConfigError(f"the Avro schema is not valid JSON: {e}") from e
         return make_schema(text, "AVRO")
     if isinstance(schema_str, type):
         from kontrakt.serde._dataclasses import avro_schema

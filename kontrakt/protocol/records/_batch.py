@@ -116,16 +116,16 @@ def decode_records(
             else:
                 length, pos = slow(data, pos)
             rec_end = pos + length
-            pos += 1  # record attributes: unused by every Kafka version so far
-            b = data[pos]
+            # pos + 1: skip the record attributes byte, unused by every Kafka version so far.
+            b = data[pos + 1]
             if b < 128:
                 ts_delta = zz[b]
-                pos += 1
-            elif (c := data[pos + 1]) < 128:
-                ts_delta = zz[(b & 127) | (c << 7)]
                 pos += 2
+            elif (c := data[pos + 2]) < 128:
+                ts_delta = zz[(b & 127) | (c << 7)]
+                pos += 3
             else:
-                ts_delta, pos = slow(data, pos)
+                ts_delta, pos = slow(data, pos + 1)
             b = data[pos]
             if b < 128:
                 offset_delta = zz[b]

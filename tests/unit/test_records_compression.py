@@ -117,3 +117,18 @@ def test_xerial_with_bad_block_length() -> None:
         decompress(CompressionType.SNAPPY, bad)
     with pytest.raises(CorruptRecordError, match="truncated"):
         decompress(CompressionType.SNAPPY, bad[:18])
+
+
+def test_snappy_claiming_a_huge_length_is_rejected_before_allocating() -> None:
+    bogus = b"\xff\xff\xff\xff\x0f" + b"\x00" * 5  # header varint: 4 GiB uncompressed
+    with pytest.raises(CorruptRecordError, match="claims"):
+        decompress(CompressionType.SNAPPY, bogus)
+    framed = b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, len(bogus)) + bogus
+    with pytest.raises(CorruptRecordError, match="claims"):
+        decompress(CompressionType.SNAPPY, framed)
+
+
+def test_snappy_highly_compressible_input_is_within_the_ratio_bound() -> None:
+    zeros = bytes(1 << 20)
+    assert decompress(CompressionType.SNAPPY, compress(CompressionType.SNAPPY, zeros,
+                                                       snappy_framing="raw")) == zeros

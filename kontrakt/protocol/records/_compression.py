@@ -151,9 +151,22 @@ def _xerial_decode(data: bytes) -> bytes:
         pos += 4
         if n < 0 or pos + n > end:
             raise CorruptRecordError(f"xerial snappy block of {n} bytes overruns the payload")
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos:pos + n])))
+        out.append(_snappy_raw_decode(data[pos:pos + n]))
         pos += n
     return b"".join(out)
+
+
+#: A snappy element of n bytes yields at most ~21n bytes (a 3-byte copy of 64); a header
+#: claiming more is corrupt, and must not make the decoder reserve the claimed size.
+_SNAPPY_MAX_RATIO: Final = 22
+
+
+def _snappy_raw_decode(block: bytes) -> bytes:
+    claimed = cramjam.snappy.decompress_raw_len(block)
+    if claimed > _SNAPPY_MAX_RATIO * len(block) + 64:
+        raise CorruptRecordError(
+            f"snappy block of {len(block)} bytes claims {claimed} uncompressed bytes")
+    return bytes(cramjam.snappy.decompress_raw(block))
 
 
 def decompress(codec: int, data: Buffer) -> bytes:
@@ -180,7 +193,7 @@ def decompress(codec: int, data: Buffer) -> bytes:
             raw = bytes(data)
             if raw[:8] == _XERIAL_MAGIC:
                 return _xerial_decode(raw)
-            return bytes(cramjam.snappy.decompress_raw(raw))
+            return _snappy_raw_decode(raw)
         if codec == CompressionType.LZ4:
             return bytes(cramjam.lz4.decompress(data))
         if codec == CompressionType.ZSTD:

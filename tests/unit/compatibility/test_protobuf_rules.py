@@ -1,0 +1,194 @@
+"""Protobuf rules (Confluent's difference types), table-driven, both directions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from kontrakt.registry.compatibility import (
+    SchemaParseError,
+    UnresolvedReferenceError,
+    UnsupportedSchemaError,
+    check_compatibility,
+)
+
+
+@dataclass
+class Ref:
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass
+class S:
+    schema_str: str
+    schema_type: str | None = "PROTOBUF"
+    references: list[Ref] = field(default_factory=list)
+
+
+def proto(body: str, *, package: str = "acme.v1", syntax: str = "proto3",
+          head: str = "") -> str:
+    return f'syntax = "{syntax}";\npackage {package};\n{head}\n{body}\n'
+
+
+def errors(old: str, new: str, level: str, lookup: Any = None,
+           refs: list[Ref] | None = None) -> set[str]:
+    result = check_compatibility(S(new, references=refs or []), [S(old, references=refs or [])],
+                                 level, lookup=lookup)
+    found = {i.error_type for i in result.incompatibilities}
+    assert result.is_compatible == (not found)
+    return found
+
+
+BASE = "message Order { string id = 1; int32 qty = 2; }"
+OK: set[str] = set()
+CASES = [
+    ("field added", proto(BASE), proto("message Order { string id = 1; int32 qty = 2;"
+                                       " bool gift = 3; }"), OK, OK),
+    ("field renamed", proto(BASE), proto("message Order { string id = 1; int32 count = 2; }"),
+     OK, OK),
+    ("int32 to int64 (same wire group)", proto(BASE),
+     proto("message Order { string id = 1; int64 qty = 2; }"), OK, OK),
+    ("int32 to uint64 and bool group", proto(BASE),
+     proto("message Order { string id = 1; bool qty = 2; }"), OK, OK),
+    ("int32 to sint32 (zigzag)", proto(BASE),
+     proto("message Order { string id = 1; sint32 qty = 2; }"),
+     {"FIELD_SCALAR_KIND_CHANGED"}, {"FIELD_SCALAR_KIND_CHANGED"}),
+    ("string to bytes", proto(BASE), proto("message Order { bytes id = 1; int32 qty = 2; }"),
+     OK, OK),
+    ("fixed32 to sfixed32", proto("message M { fixed32 a = 1; }"),
+     proto("message M { sfixed32 a = 1; }"), OK, OK),
+    ("fixed32 to fixed64", proto("message M { fixed32 a = 1; }"),
+     proto("message M { fixed64 a = 1; }"),
+     {"FIELD_SCALAR_KIND_CHANGED"}, {"FIELD_SCALAR_KIND_CHANGED"}),
+    ("float to double", proto("message M { float a = 1; }"),
+     proto("message M { double a = 1; }"),
+     {"FIELD_SCALAR_KIND_CHANGED"}, {"FIELD_SCALAR_KIND_CHANGED"}),
+    ("int32 to enum (same wire group)", proto("message M { int32 a = 1; }"),
+     proto("message M { E a = 1; enum E { Z = 0; } }"), OK, OK),
+    ("scalar to message", proto("message M { string a = 1; message N { string x = 1; } }"),
+     proto("message M { N a = 1; message N { string x = 1; } }"),
+     {"FIELD_KIND_CHANGED"}, {"FIELD_KIND_CHANGED"}),
+    ("map value type changed", proto("message M { map<string, int32> a = 1; }"),
+     proto("message M { map<string, string> a = 1; }"),
+     {"FIELD_SCALAR_KIND_CHANGED"}, {"FIELD_SCALAR_KIND_CHANGED"}),
+    ("map to scalar", proto("message M { map<string, int32> a = 1; }"),
+     proto("message M { string a = 1; }"), {"FIELD_KIND_CHANGED"}, {"FIELD_KIND_CHANGED"}),
+    ("message type renamed", proto("message M { A a = 1; } message A { int32 x = 1; }"),
+     proto("message M { B a = 1; } message B { int32 x = 1; }"),
+     {"FIELD_NAMED_TYPE_CHANGED", "MESSAGE_REMOVED"}, {"FIELD_NAMED_TYPE_CHANGED",
+                                                       "MESSAGE_REMOVED"}),
+    ("nested message field changed incompatibly",
+     proto("message M { N n = 1; message N { int32 x = 1; } }"),
+     proto("message M { N n = 1; message N { string x = 1; } }"),
+     {"FIELD_SCALAR_KIND_CHANGED", "FIELD_NAMED_TYPE_CHANGED"},
+     {"FIELD_SCALAR_KIND_CHANGED", "FIELD_NAMED_TYPE_CHANGED"}),
+    ("package changed", proto(BASE), proto(BASE, package="acme.v2"),
+     {"PACKAGE_CHANGED"}, {"PACKAGE_CHANGED"}),
+    ("message removed", proto(BASE + " message Extra { int32 a = 1; }"), proto(BASE),
+     {"MESSAGE_REMOVED"}, OK),
+    ("messages reordered", proto(BASE + " message Extra { int32 a = 1; }"),
+     proto("message Extra { int32 a = 1; } " + BASE), OK, OK),
+    ("enum constant added", proto("message M { E e = 1; } enum E { A = 0; }"),
+     proto("message M { E e = 1; } enum E { A = 0; B = 1; }"), OK, OK),
+    ("required field added (proto2)",
+     proto("message M { optional string a = 1; }", syntax="proto2"),
+     proto("message M { optional string a = 1; required int32 b = 2; }", syntax="proto2"),
+     {"REQUIRED_FIELD_ADDED"}, {"REQUIRED_FIELD_REMOVED"}),
+    ("optional field added (proto2)",
+     proto("message M { optional string a = 1; }", syntax="proto2"),
+     proto("message M { optional string a = 1; optional int32 b = 2; }", syntax="proto2"),
+     OK, OK),
+    ("one field moved into a new oneof", proto("message M { string a = 1; int32 b = 2; }"),
+     proto("message M { int32 b = 2; oneof x { string a = 1; } }"), OK, OK),
+    ("two fields moved into one oneof", proto("message M { string a = 1; int32 b = 2; }"),
+     proto("message M { oneof x { string a = 1; int32 b = 2; } }"),
+     {"MULTIPLE_FIELDS_MOVED_TO_ONEOF"}, OK),
+    ("field moved into an existing oneof",
+     proto("message M { string a = 1; oneof x { int32 b = 2; } }"),
+     proto("message M { oneof x { string a = 1; int32 b = 2; } }"),
+     {"FIELD_MOVED_TO_EXISTING_ONEOF"}, OK),
+    ("oneof member added", proto("message M { oneof x { string a = 1; } }"),
+     proto("message M { oneof x { string a = 1; int32 b = 2; } }"),
+     OK, {"ONEOF_FIELD_REMOVED"}),
+    ("repeated string label change", proto("message M { string a = 1; }"),
+     proto("message M { repeated string a = 1; }"), OK, OK),
+    ("repeated numeric label change (Kontrakt: packed encoding)",
+     proto("message M { int32 a = 1; }"), proto("message M { repeated int32 a = 1; }"),
+     {"FIELD_NUMERIC_LABEL_CHANGED"}, {"FIELD_NUMERIC_LABEL_CHANGED"}),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "backward", "forward"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_rule_both_directions(old: str, new: str, backward: set[str], forward: set[str]) -> None:
+    assert errors(old, new, "BACKWARD") == backward
+    assert errors(old, new, "FORWARD") == forward
+    assert errors(old, new, "FULL_TRANSITIVE") == backward | forward
+
+
+COMMON_V1 = 'syntax = "proto3"; package acme.common; message Money { int64 cents = 1; }'
+COMMON_V2 = 'syntax = "proto3"; package acme.common; message Money { string cents = 1; }'
+
+
+def test_imports_through_references_and_well_known_types() -> None:
+    head = 'import "acme/common.proto";\nimport "google/protobuf/timestamp.proto";'
+    body = "message Order { acme.common.Money total = 1; google.protobuf.Timestamp at = 2; }"
+    texts = {1: COMMON_V1, 2: COMMON_V2}
+    old = S(proto(body, head=head), references=[Ref("acme/common.proto", "common", 1)])
+    new = S(proto(body, head=head), references=[Ref("acme/common.proto", "common", 2)])
+
+    def lookup(r: Any) -> S:
+        return S(texts[r.version])
+
+    assert check_compatibility(old, [old], "FULL", lookup=lookup).is_compatible
+    result = check_compatibility(new, [old], "BACKWARD", lookup=lookup)
+    assert {i.error_type for i in result.incompatibilities} == {
+        "FIELD_SCALAR_KIND_CHANGED", "FIELD_NAMED_TYPE_CHANGED"}
+    with pytest.raises(UnresolvedReferenceError, match="no lookup"):
+        check_compatibility(new, [old], "BACKWARD")
+    with pytest.raises(UnresolvedReferenceError, match=r"acme/common\.proto"):
+        check_compatibility(S(proto(body, head=head)), [], "NONE")
+
+
+def test_options_comments_reserved_services_parse() -> None:
+    text = proto(
+        """
+        option java_package = "com.acme";   // trailing comment
+        /* block
+           comment */
+        message M {
+          option (my.opt).deep = { a: 1 b: "x" };
+          reserved 3, 5 to 9, 100 to max;
+          reserved "old";
+          string a = 1 [deprecated = true, json_name = "A"];
+          map<string, N> m = 2;
+          message N { enum K { option allow_alias = true; X = 0; Y = 0; } K k = 1; }
+        }
+        service Orders { rpc Get (M) returns (stream M) { option deprecated = true; } }
+        """,
+        head='import "google/protobuf/descriptor.proto";',
+    )
+    assert check_compatibility(S(text), [S(text)], "FULL").is_compatible
+
+
+@pytest.mark.parametrize(
+    ("text", "exc", "needle"),
+    [
+        (proto("message M { string a = 1 }"), SchemaParseError, "line"),
+        (proto("message M { Nope a = 1; }"), UnresolvedReferenceError, "Nope"),
+        (proto("message M { string a = 1; int32 b = 1; }"), SchemaParseError, "used twice"),
+        (proto("message M { string a = 0; }"), SchemaParseError, "field number"),
+        (proto("message M { optional group G = 1 { optional int32 x = 2; } }",
+               syntax="proto2"), UnsupportedSchemaError, "group"),
+        ('syntax = "proto4";', SchemaParseError, "syntax"),
+        ('edition = "2023";', UnsupportedSchemaError, "editions"),
+        (proto("message M { string a = 1;"), SchemaParseError, "not closed"),
+    ],
+)
+def test_parse_errors(text: str, exc: type[Exception], needle: str) -> None:
+    with pytest.raises(exc, match=needle):
+        check_compatibility(S(text), [], "NONE")

@@ -250,7 +250,7 @@ def mutate(schema: Any, rng: random.Random) -> Any:
 
 
 def oracle(reader: str, writer: str) -> bool:
-    checker = ReaderWriterCompatibilityChecker()
+    checker = ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]
     result = checker.get_compatibility(avro.schema.parse(reader), avro.schema.parse(writer))
     return bool(result.compatibility is SchemaCompatibilityType.compatible)
 

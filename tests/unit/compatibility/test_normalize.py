@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from kontrakt.registry.compatibility import check_compatibility, normalize_schem
 class S:
     schema_str: str
     schema_type: str | None = None
-    references: list[object] = field(default_factory=list)
+    references: list[Any] = field(default_factory=list)
 
 
 AVRO_A = json.dumps({

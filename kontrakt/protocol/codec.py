@@ -234,11 +234,7 @@ class _Gen:
         self._flush_dec_run(out, run)
         if self.flexible:
             for f in tagged:
-                d = self.const(f.default_value(), "D")
-                if isinstance(f.type, ArrayType):
-                    out.append(f"    v_{f.name} = []")
-                else:
-                    out.append(f"    v_{f.name} = {d}")
+                out.append(f"    v_{f.name} = {self.fresh_default(f)}")
             out.append("    unknown = None")
             out.append("    ntags, pos = _P.read_uvarint(data, pos)")
             out.append("    last = -1")
@@ -265,16 +261,23 @@ class _Gen:
         for f in st.fields:
             if v in f.versions:
                 out.append(f"    o.{f.name} = v_{f.name}")
-            elif isinstance(f.type, ArrayType) and f.default_value() == []:
-                out.append(f"    o.{f.name} = []")
             else:
-                d = self.const(f.default_value(), "D")
-                out.append(f"    o.{f.name} = {d}")
+                out.append(f"    o.{f.name} = {self.fresh_default(f)}")
         out.append("    o.unknown_tags = unknown" if self.flexible
                    else "    o.unknown_tags = None")
         out.append("    return o, pos")
         self.lines.extend(out)
         self.lines.append("")
+
+    def fresh_default(self, f: Field) -> str:
+        """An expression giving ``f``'s default; mutable defaults are built anew per call
+        so decoded messages never share a list or struct."""
+        d = f.default_value()
+        if isinstance(d, list):
+            return "[]" if not d else f"list({self.const(d, 'D')})"
+        if isinstance(d, Struct):
+            return f"{self.const(type(d), 'K')}()"
+        return self.const(d, "D")
 
     def _flush_dec_run(self, out: list[str], run: list[Field]) -> None:
         if not run:

@@ -158,6 +158,9 @@ class Field:
         if self.default is not MISSING:
             d = self.default
             return list(d) if isinstance(d, list) else d
+        if isinstance(self.type, StructType) and self.nullable.empty:
+            # As in Kafka: a struct that cannot be null defaults to one of its defaults.
+            return struct_class(self.type)()
         return zero_value(self.type)
 
 

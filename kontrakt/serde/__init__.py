@@ -61,7 +61,7 @@ _LAZY = {
     "AsyncJSONSerializer": "json_schema", "AsyncJSONDeserializer": "json_schema",
     "ProtobufSerializer": "protobuf", "ProtobufDeserializer": "protobuf",
     "AsyncProtobufSerializer": "protobuf", "AsyncProtobufDeserializer": "protobuf",
-    "avro_schema": "_dataclasses", "json_schema": "_dataclasses",
+    "avro_schema_of": "_dataclasses", "json_schema_of": "_dataclasses",
 }
 
 __all__ = [
@@ -102,12 +102,12 @@ __all__ = [
     "SubjectNameStrategy",
     "UUIDDeserializer",
     "UUIDSerializer",
-    "avro_schema",
+    "avro_schema_of",
     "decode_message_indexes",
     "dual_schema_id_deserializer",
     "encode_message_indexes",
     "header_schema_id_serializer",
-    "json_schema",
+    "json_schema_of",
     "prefix_schema_id_deserializer",
     "prefix_schema_id_serializer",
     "record_subject_name_strategy",

@@ -23,10 +23,10 @@ from typing import Any
 
 __all__ = [
     "avro_from_dict_for",
-    "avro_schema",
+    "avro_schema_of",
     "avro_to_dict_for",
     "json_from_dict_for",
-    "json_schema",
+    "json_schema_of",
     "json_to_dict_for",
 ]
 
@@ -70,8 +70,12 @@ def _namespace(cls: Any) -> str | None:
 
 
 # ------------------------------------------------------------------ Avro schema generation
-def avro_schema(cls: Any) -> dict[str, Any]:
-    """The Avro record schema of a dataclass (namespace from ``__avro_namespace__``).
+def avro_schema_of(cls: Any) -> dict[str, Any]:
+    """The Avro record schema of a dataclass.
+
+    The record is named after the class, or ``__avro_name__`` when the class sets it (so two
+    versions of a model can be different Python classes); the namespace comes from
+    ``__avro_namespace__``.
 
     Raises:
         TypeError: a field type that has no Avro mapping.
@@ -89,8 +93,13 @@ def _avro_default(value: Any) -> Any:
     raise TypeError("unsupported default")
 
 
+def _record_name(cls: Any) -> str:
+    name = getattr(cls, "__avro_name__", None)
+    return name if isinstance(name, str) else str(cls.__name__)
+
+
 def _avro_record(cls: Any, seen: set[Any]) -> Any:
-    name = cls.__name__
+    name = _record_name(cls)
     ns = _namespace(cls)
     full = f"{ns}.{name}" if ns else name
     if cls in seen:
@@ -276,7 +285,7 @@ def avro_from_dict_for(cls: Any) -> Callable[[Any, Any], Any]:
 
 
 # ------------------------------------------------------------------ JSON Schema generation
-def json_schema(cls: Any) -> dict[str, Any]:
+def json_schema_of(cls: Any) -> dict[str, Any]:
     """The JSON Schema (draft 7) of a dataclass; nested dataclasses go to ``definitions``.
 
     Raises:
@@ -286,7 +295,7 @@ def json_schema(cls: Any) -> dict[str, Any]:
     definitions: dict[str, Any] = {}
     root = _json_object(cls, definitions, root=True)
     out: dict[str, Any] = {"$schema": "http://json-schema.org/draft-07/schema#",
-                           "title": cls.__name__, **root}
+                           "title": _record_name(cls), **root}
     if definitions:
         out["definitions"] = definitions
     return out

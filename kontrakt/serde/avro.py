@@ -57,9 +57,9 @@ def _prepare(schema_str: Any) -> Any:
             raise ConfigError(f"the Avro schema is not valid JSON: {e}") from e
         return make_schema(text, "AVRO")
     if isinstance(schema_str, type):
-        from kontrakt.serde._dataclasses import avro_schema
+        from kontrakt.serde._dataclasses import avro_schema_of
 
-        return make_schema(json.dumps(avro_schema(schema_str)), "AVRO")
+        return make_schema(json.dumps(avro_schema_of(schema_str)), "AVRO")
     if hasattr(schema_str, "schema_str"):
         return schema_str
     raise ConfigError(f"schema_str must be a str, a Schema or a dataclass, not "

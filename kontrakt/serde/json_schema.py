@@ -47,9 +47,9 @@ def _prepare(schema_str: Any) -> Any:
     if isinstance(schema_str, str):
         return make_schema(schema_str, "JSON")
     if isinstance(schema_str, type):
-        from kontrakt.serde._dataclasses import json_schema
+        from kontrakt.serde._dataclasses import json_schema_of
 
-        return make_schema(json.dumps(json_schema(schema_str)), "JSON")
+        return make_schema(json.dumps(json_schema_of(schema_str)), "JSON")
     if hasattr(schema_str, "schema_str"):
         return schema_str
     raise ConfigError(f"schema_str must be a str, a Schema or a dataclass, not "

@@ -156,7 +156,7 @@ def test_bad_input(registry: MockSchemaRegistryClient) -> None:
     good = ser({"id": 1, "name": "abc"}, CTX)
     assert good is not None
     where = SerializationContext("users", MessageField.VALUE, partition=2, offset=99)
-    with pytest.raises(ValueDeserializationError, match="magic byte 7.*partition 2, offset 99"):
+    with pytest.raises(ValueDeserializationError, match=r"magic byte 7.*partition 2, offset 99"):
         de(b"\x07" + good[1:], where)
     with pytest.raises(ValueDeserializationError, match="unknown schema id 9999") as info:
         de(b"\x00\x00\x00\x27\x0f" + good[5:], where)
@@ -174,7 +174,7 @@ def test_bad_input(registry: MockSchemaRegistryClient) -> None:
 
 
 def test_config_errors(registry: MockSchemaRegistryClient) -> None:
-    with pytest.raises(ConfigError, match="auto.register.schemas"):
+    with pytest.raises(ConfigError, match=r"auto\.register\.schemas"):
         AvroSerializer(registry, USER_V1, conf={"auto.register.schema": True})
     with pytest.raises(ConfigError):
         AvroSerializer(registry, USER_V1, conf={"normalize.schemas": "yes"})

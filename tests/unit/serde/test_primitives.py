@@ -58,6 +58,7 @@ def test_known_encodings() -> None:
 def test_round_trips(i: int, q: int, d: float, s: str, b: bytes, u: uuid.UUID) -> None:
     assert IntegerDeserializer()(IntegerSerializer()(i)) == i
     assert LongDeserializer()(LongSerializer()(q)) == q
+    assert ShortDeserializer()(ShortSerializer()(i & 0x7FFF)) == i & 0x7FFF
     assert DoubleDeserializer()(DoubleSerializer()(d)) == d
     f = FloatDeserializer()(FloatSerializer()(d)) if abs(d) < 3e38 else None
     if f is not None:

@@ -137,7 +137,7 @@ def test_bad_input(pb: dict[str, Any]) -> None:
     assert data is not None
     where = SerializationContext("orders", MessageField.VALUE, partition=1, offset=7)
     generic = ProtobufDeserializer(None, schema_registry_client=reg)
-    with pytest.raises(ValueDeserializationError, match="magic byte 2.*offset 7"):
+    with pytest.raises(ValueDeserializationError, match=r"magic byte 2.*offset 7"):
         generic(b"\x02" + data[1:], where)
     with pytest.raises(ValueDeserializationError, match="unknown schema id"):
         generic(b"\x00\x00\x00\x10\x00" + data[5:], where)

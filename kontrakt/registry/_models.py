@@ -100,6 +100,12 @@ class Metadata:
     properties: Mapping[str, str] = field(default_factory=dict)
     sensitive: Sequence[str] = ()
 
+    def __post_init__(self) -> None:
+        # Normalize containers so equal metadata compares equal however it was built.
+        object.__setattr__(self, "tags", {str(k): tuple(v) for k, v in self.tags.items()})
+        object.__setattr__(self, "properties", dict(self.properties))
+        object.__setattr__(self, "sensitive", tuple(self.sensitive))
+
     def __hash__(self) -> int:
         return hash(_freeze(self.to_dict()))
 
@@ -134,6 +140,10 @@ class RuleSet:
     migration_rules: Sequence[Mapping[str, Any]] = ()
     domain_rules: Sequence[Mapping[str, Any]] = ()
     encoding_rules: Sequence[Mapping[str, Any]] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("migration_rules", "domain_rules", "encoding_rules"):
+            object.__setattr__(self, name, tuple(dict(r) for r in getattr(self, name)))
 
     def __hash__(self) -> int:
         return hash(_freeze(self.to_dict()))

@@ -181,3 +181,27 @@ def test_confluent_avro_serde_round_trip(sr: Any) -> None:
     assert data[0] == 0 and int.from_bytes(data[1:5], "big") == sr.get_latest_version(
         "events-value").schema_id
     assert de(data, ctx) == {"id": 5, "kind": "click"}
+
+
+def test_json_protobuf_and_metadata(sr: Any) -> None:
+    js = Schema(json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}}),
+                "JSON")
+    jid = sr.register_schema("j-value", js)
+    assert sr.get_schema(jid).schema_type == "JSON"
+    dep = Schema('syntax = "proto3";\npackage p;\nmessage Dep { string s = 1; }\n', "PROTOBUF")
+    sr.register_schema("dep.proto", dep)
+    main = Schema('syntax = "proto3";\npackage p;\nimport "dep.proto";\n'
+                  "message Main { Dep d = 1; }\n", "PROTOBUF",
+                  references=[SchemaReference("dep.proto", "dep.proto", 1)])
+    mid = sr.register_schema("main-value", main)
+    got = sr.get_schema(mid)
+    assert got.schema_type == "PROTOBUF" and got.references[0].name == "dep.proto"
+    meta = ck.Metadata(tags=None, properties=ck.MetadataProperties({"owner": "ops"}),
+                       sensitive=None)
+    tagged = Schema(rec("T", ("a", "int")), "AVRO", metadata=meta)
+    tid = sr.register_schema("t-value", tagged)
+    found = sr.get_latest_with_metadata("t-value", {"owner": "ops"})
+    assert found.schema_id == tid
+    with pytest.raises(SchemaRegistryError) as info:
+        sr.get_latest_with_metadata("t-value", {"owner": "dev"})
+    assert code_of(info) == (404, 40403)

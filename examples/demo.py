@@ -44,15 +44,15 @@ async def run(bootstrap: str) -> None:
         leader = topic.partitions[0].leader
         now = int(time.time() * 1000)
         for codec in CODECS:
-            batch = RecordBatchBuilder(compression=codec)
+            builder = RecordBatchBuilder(compression=codec)
             for i in range(3):
-                batch.append(now, f"user-{i}".encode(), f"signed up via {codec}".encode(),
+                builder.append(now, f"user-{i}".encode(), f"signed up via {codec}".encode(),
                              [("source", b"demo")])
             resp = await client.request(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
                 ProduceRequest.TopicProduceData(name=TOPIC, topic_id=topic.topic_id,
                                                 partition_data=[
                     ProduceRequest.TopicProduceData.PartitionProduceData(
-                        index=0, records=batch.build())])]), node=leader)
+                        index=0, records=builder.build())])]), node=leader)
             part = resp.responses[0].partition_responses[0]
             print(f"wrote 3 records compressed with {codec:<6} -> base offset {part.base_offset}"
                   f" (error code {part.error_code})")

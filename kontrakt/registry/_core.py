@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from collections.abc import Generator, Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -120,7 +120,6 @@ def copy_error(exc: SchemaRegistryError) -> SchemaRegistryError:
 class _Token:
     value: str = ""
     refresh_at: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class RegistryCore:

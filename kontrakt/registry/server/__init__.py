@@ -25,16 +25,20 @@ from kontrakt.errors import IllegalStateError
 from kontrakt.registry.server._app import RegistryApp
 from kontrakt.registry.server._state import (
     CompatibilityChecker,
+    ReferenceResolver,
     RegistryState,
+    VersionedSchema,
     default_compatibility_checker,
 )
 
 __all__ = [
     "CONTENT_TYPE",
     "CompatibilityChecker",
+    "ReferenceResolver",
     "RegistryApp",
     "RegistryServer",
     "RegistryState",
+    "VersionedSchema",
     "default_compatibility_checker",
 ]
 

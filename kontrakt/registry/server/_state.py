@@ -36,23 +36,46 @@ from kontrakt.registry._errors import (
 from kontrakt.registry._models import CompatibilityLevel, Mode, Schema, SchemaReference
 from kontrakt.registry.server._validate import identity_key, normalized_text, validate_schema
 
-__all__ = ["CompatibilityChecker", "RegistryState", "default_compatibility_checker"]
+__all__ = [
+    "CompatibilityChecker",
+    "ReferenceResolver",
+    "RegistryState",
+    "VersionedSchema",
+    "default_compatibility_checker",
+]
 
 DEFAULT_CONTEXT = "."
-#: ``checker(new_schema, previous_schemas, level) -> (is_compatible, messages)``.
-CompatibilityChecker = Callable[[Schema, list[Schema], str], "tuple[bool, list[str]]"]
+#: Resolves a reference (``name``, ``subject``, ``version``) to the referenced schema.
+ReferenceResolver = Callable[[Any], Schema]
+#: ``checker(new_schema, previous_schemas, level, lookup) -> (is_compatible, messages)``;
+#: previous schemas are oldest first and carry a ``version`` attribute.
+CompatibilityChecker = Callable[[Schema, list[Any], str, ReferenceResolver],
+                                "tuple[bool, list[str]]"]
 
 
-def default_compatibility_checker(new: Schema, previous: list[Schema], level: str
-                                  ) -> tuple[bool, list[str]]:
+@dataclass(frozen=True)
+class VersionedSchema:
+    """A previous schema handed to the checker, with the version messages should name."""
+
+    schema_str: str
+    schema_type: str
+    references: tuple[SchemaReference, ...]
+    version: int
+
+
+def default_compatibility_checker(new: Schema, previous: list[Any], level: str,
+                                  lookup: ReferenceResolver) -> tuple[bool, list[str]]:
     """Check with :mod:`kontrakt.registry.compatibility`; refuse if it cannot answer.
 
     Raises:
-        CompatibilityCheckUnavailableError: the engine is not installed, or it raised (for
-            example on a construct it does not support). Never reports "compatible" then.
+        InvalidSchemaError: the engine could not parse the new schema (42201).
+        CompatibilityCheckUnavailableError: the engine is not installed, or it raised for any
+            other reason (for example a construct it does not support). Never reports
+            "compatible" then.
     """
     try:
         from kontrakt.registry.compatibility import (
+            SchemaParseError,  # type: ignore[attr-defined,unused-ignore]
             check_compatibility,  # type: ignore[attr-defined,unused-ignore]
         )
     except ImportError as exc:
@@ -61,8 +84,10 @@ def default_compatibility_checker(new: Schema, previous: list[Schema], level: st
             f"engine is not available ({exc}); set the level to NONE to register anyway"
         ) from None
     try:
-        result = check_compatibility(new, previous, level=level)
+        result = check_compatibility(new, previous, level=level, lookup=lookup)
         return bool(result.is_compatible), [str(m) for m in result.messages]
+    except SchemaParseError as exc:
+        raise InvalidSchemaError(422, 42201, f"Invalid schema: {exc}") from None
     except Exception as exc:  # the engine's "unsupported construct" and any failure alike
         raise CompatibilityCheckUnavailableError(
             422, 42290, f"Compatibility level {level} cannot be checked for this schema: "
@@ -336,8 +361,34 @@ class RegistryState:
         ordered = sorted(previous, key=lambda v: v.version)
         if not level.endswith("_TRANSITIVE"):
             ordered = ordered[-1:]
-        olds = [Schema.from_dict(self._schema_json(ctx.schemas[v.id])) for v in ordered]
-        return self.checker(new, olds, level)
+        return self.checker(new, self._versioned(ctx, ordered), level,
+                            self._resolver(subject))
+
+    def _versioned(self, ctx: _Context, versions: list[_Version]) -> list[VersionedSchema]:
+        out = []
+        for v in versions:
+            rec = ctx.schemas[v.id]
+            refs = tuple(SchemaReference.from_dict(r) for r in rec.references)
+            out.append(VersionedSchema(rec.schema, rec.schema_type, refs, v.version))
+        return out
+
+    def _resolver(self, subject: str) -> ReferenceResolver:
+        """Reference lookup for the engine, in the referring subject's context."""
+
+        def lookup(ref: Any) -> Schema:
+            ref_subject = str(ref.subject)
+            ctx_name, _ = split_subject(subject)
+            if not ref_subject.startswith(":.") and ctx_name != DEFAULT_CONTEXT:
+                ref_subject = qualify(ctx_name, ref_subject)
+            ctx, name = self._ctx(ref_subject)
+            sub = ctx.subjects.get(name)
+            version = int(ref.version)
+            for v in (sub.versions if sub else []):
+                if v.version == version or (version == -1 and v is sub.versions[-1]):  # type: ignore[union-attr]
+                    return Schema.from_dict(self._schema_json(ctx.schemas[v.id]))
+            raise KeyError(f"reference {ref.name!r} -> {ref.subject!r} v{ref.version} not found")
+
+        return lookup
 
     # ---------------------------------------------------------------- writes
     def register(self, subject: str, body: Any, normalize: bool) -> dict[str, Any]:
@@ -590,8 +641,8 @@ class RegistryState:
             previous = [self._find_version(sub, subject, version, deleted=False)]
         if level != "NONE" and previous and not all_versions:
             # A named version is checked on its own, whatever the transitivity.
-            olds = [Schema.from_dict(self._schema_json(ctx.schemas[v.id])) for v in previous]
-            ok, messages = self.checker(model, olds, level)
+            ok, messages = self.checker(model, self._versioned(ctx, previous), level,
+                                        self._resolver(subject))
         else:
             ok, messages = self._check(subject, model, previous, ctx, level)
         out: dict[str, Any] = {"is_compatible": ok}

@@ -5,6 +5,7 @@ Every failure is an :class:`InvalidSchemaError` (HTTP 422, code 42201) like Conf
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -71,7 +72,14 @@ def validate_schema(schema_type: str, schema: str, resolved_refs: list[tuple[str
     elif schema_type == "JSON":
         _validate_json(schema)
     else:
-        _validate_protobuf(schema, resolved_refs)
+        _validate_protobuf_cached(schema, tuple(resolved_refs))
+
+
+@functools.lru_cache(maxsize=512)
+def _validate_protobuf_cached(schema: str, refs: tuple[tuple[str, str, str], ...]) -> None:
+    # protoc runs in a child process (~0.2 s); lookups and re-registrations of the same text
+    # are common, so successful checks are remembered (failures raise and are not cached).
+    _validate_protobuf(schema, list(refs))
 
 
 def _validate_avro(schema: str, refs: list[tuple[str, str, str]]) -> None:

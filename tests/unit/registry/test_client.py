@@ -322,3 +322,30 @@ def test_config_validation() -> None:
     c = SchemaRegistryClient(url="http://u:secret@x", max_retries=0)
     assert "secret" not in repr(c) and "secret" not in repr(c._core.config)
     c.close()
+
+
+def test_real_engine_with_references_and_versions_in_messages(srv: RegistryServer) -> None:
+    from kontrakt.registry import SchemaRegistryClient
+
+    with SchemaRegistryClient(fast(srv.url)) as c:
+        inner = Schema(json.dumps({"type": "record", "name": "Inner", "namespace": "n",
+                                   "fields": [{"name": "v", "type": "int"}]}))
+        c.register_schema("inner", inner)
+        ref = [SchemaReference("n.Inner", "inner", 1)]
+
+        def outer(*extra: dict[str, Any]) -> Schema:
+            fields = [{"name": "i", "type": "n.Inner"}, *extra]
+            return Schema(json.dumps({"type": "record", "name": "Outer", "fields": fields}),
+                          references=ref)
+
+        c.register_schema("outer", outer())
+        # A compatible evolution of a schema with references: checked, accepted.
+        v2 = c.register_schema_full_response("outer", outer({"name": "x", "type": "int",
+                                                             "default": 1}))
+        assert v2.version == 2
+        bad = outer({"name": "x", "type": "int", "default": 1}, {"name": "y", "type": "int"})
+        res = c.test_compatibility_verbose("outer", bad)
+        assert not res.is_compatible
+        assert any("2" in m for m in res.messages)
+        with pytest.raises(IncompatibleSchemaError):
+            c.register_schema("outer", bad)

@@ -22,7 +22,7 @@ def avro(name: str, *fields: tuple[str, Any]) -> str:
                        "fields": [{"name": n, "type": t} for n, t in fields]})
 
 
-def _lenient(new: Any, previous: Any, level: str) -> tuple[bool, list[str]]:
+def _lenient(new: Any, previous: Any, level: str, lookup: Any) -> tuple[bool, list[str]]:
     return True, []
 
 
@@ -218,7 +218,8 @@ def test_config_and_mode(http: httpx.Client, srv: RegistryServer) -> None:
 def test_compatibility_endpoint_and_enforcement() -> None:
     calls: list[tuple[int, str]] = []
 
-    def checker(new: Any, previous: list[Any], level: str) -> tuple[bool, list[str]]:
+    def checker(new: Any, previous: list[Any], level: str, lookup: Any
+                ) -> tuple[bool, list[str]]:
         calls.append((len(previous), level))
         ok = "bad" not in new.schema_str
         return ok, [] if ok else ["field bad breaks readers"]
@@ -264,9 +265,9 @@ def test_refuses_to_claim_a_level_it_cannot_check(monkeypatch: pytest.MonkeyPatc
 
 
 def test_engine_errors_are_refusals_too() -> None:
-    def broken(new: Any, previous: Any, level: str) -> tuple[bool, list[str]]:
+    def broken(new: Any, previous: Any, level: str, lookup: Any) -> tuple[bool, list[str]]:
         from kontrakt.registry.server._state import default_compatibility_checker
-        return default_compatibility_checker(new, [object()], level)  # type: ignore[list-item]
+        return default_compatibility_checker(new, [object()], level, lookup)
 
     with RegistryServer(compatibility_checker=broken) as srv, \
             httpx.Client(base_url=srv.url) as http:

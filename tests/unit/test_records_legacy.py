@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 import zlib
 
+import cramjam
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,9 +18,11 @@ from kontrakt.protocol.records import (
     RecordBatchBuilder,
     TimestampType,
     compress,
+    decompress,
     iter_batches,
     read_records,
 )
+from kontrakt.protocol.records._compression import xxh32
 
 optional_bytes = st.one_of(st.none(), st.binary(max_size=200))
 LEGACY_CODECS = [CompressionType.NONE, CompressionType.GZIP, CompressionType.SNAPPY,
@@ -137,3 +140,37 @@ def test_bad_value_length() -> None:
 def test_builder_rejects_magic_2() -> None:
     with pytest.raises(ValueError):
         LegacyMessageSetBuilder(2)
+
+
+def test_magic0_lz4_uses_the_old_header_checksum_and_reads_both() -> None:
+    builder = LegacyMessageSetBuilder(0, compression="lz4")
+    builder.append(None, b"k", b"value" * 30)
+    blob = builder.build(3)
+    (wrapper,) = list(iter_batches(blob))
+    assert isinstance(wrapper, LegacyBatch)
+    frame = wrapper.value or b""
+    assert frame[:4] == b"\x04\x22\x4d\x18" and not frame[4] & 0x08  # no content size
+    # Kafka 0.8/0.9 hashed the frame magic too (KIP-57).
+    assert frame[6] == (xxh32(frame[0:6]) >> 8) & 0xFF != (xxh32(frame[4:6]) >> 8) & 0xFF
+    assert [(r.offset, r.value) for r in wrapper.records()] == [(3, b"value" * 30)]
+    # A magic 0 wrapper holding a correct (modern) frame is read as well.
+    payload = b"modern frame " * 20
+    assert decompress(CompressionType.LZ4, compress(CompressionType.LZ4, payload),
+                      lz4_legacy_header=True) == payload
+    # Magic 1 keeps the standard checksum.
+    v1 = LegacyMessageSetBuilder(1, compression="lz4")
+    v1.append(1, None, b"x" * 50)
+    (w1,) = list(iter_batches(v1.build()))
+    assert isinstance(w1, LegacyBatch)
+    f1 = w1.value or b""
+    assert f1[6] == (xxh32(f1[4:6]) >> 8) & 0xFF
+
+
+def test_xxh32_known_vectors_and_lz4_content_checksums() -> None:
+    assert xxh32(b"") == 0x02CC5D05
+    assert xxh32(b"a") == 0x550D7456
+    assert xxh32(b"abc") == 0x32D153FF
+    for size in (15, 16, 17, 100, 1000):
+        data = bytes((i * 7 + 3) & 0xFF for i in range(size))
+        frame = bytes(cramjam.lz4.compress(data))  # frame ends with xxh32(content), LE
+        assert xxh32(data) == int.from_bytes(frame[-4:], "little")

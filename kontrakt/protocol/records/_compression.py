@@ -14,8 +14,10 @@ Java client and librdkafka):
   selects librdkafka's form.
 * LZ4: the LZ4 *frame* format with independent blocks, 64 KiB maximum block size, no block or
   content checksum (the Java client's settings). Frames with checksums are read too.
-* Magic 0 lz4 messages from Kafka 0.8/0.9 carry a header checksum computed over the wrong
-  bytes; Kontrakt does not repair those (they predate magic 1, 2016) and reports them corrupt.
+* Magic 0 lz4 messages (Kafka 0.8/0.9) carry a frame header checksum computed over the wrong
+  bytes: the 4-byte frame magic was hashed along with the descriptor (KIP-57). Kontrakt reads
+  either checksum for magic 0 and writes the old one when building magic 0 message sets, as
+  those brokers expect.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "CompressionType",
     "compress",
     "decompress",
+    "xxh32",
 ]
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
@@ -88,12 +91,75 @@ _XERIAL_BLOCK: Final = 32 * 1024
 _INT32: Final = struct.Struct(">i")
 
 
+_M32: Final = 0xFFFFFFFF
+_P1: Final = 2654435761
+_P2: Final = 2246822519
+_P3: Final = 3266489917
+_P4: Final = 668265263
+_P5: Final = 374761393
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 of ``data`` (the hash LZ4 frames use for header checksums); small inputs only
+    are hashed here, so plain Python is fast enough."""
+    n = len(data)
+    pos = 0
+    if n >= 16:
+        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
+        while pos + 16 <= n:
+            for i in range(4):
+                lane = int.from_bytes(data[pos:pos + 4], "little")
+                v[i] = (_rotl((v[i] + lane * _P2) & _M32, 13) * _P1) & _M32
+                pos += 4
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
+    else:
+        h = (seed + _P5) & _M32
+    h = (h + n) & _M32
+    while pos + 4 <= n:
+        h = (_rotl((h + int.from_bytes(data[pos:pos + 4], "little") * _P3) & _M32, 17)
+             * _P4) & _M32
+        pos += 4
+    while pos < n:
+        h = (_rotl((h + data[pos] * _P5) & _M32, 11) * _P1) & _M32
+        pos += 1
+    h ^= h >> 15
+    h = (h * _P2) & _M32
+    h ^= h >> 13
+    h = (h * _P3) & _M32
+    h ^= h >> 16
+    return h
+
+
+def _lz4_header_end(frame: bytes) -> int:
+    """Index of the header checksum byte of an LZ4 frame (after magic, FLG, BD [, size]
+    [, dict id])."""
+    if len(frame) < 7 or frame[:4] != b"\x04\x22\x4d\x18":
+        raise CorruptRecordError("lz4 payload does not start with an LZ4 frame header")
+    flg = frame[4]
+    end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    if len(frame) <= end:
+        raise CorruptRecordError("truncated lz4 frame header")
+    return end
+
+
+def _lz4_set_header_checksum(frame: bytes, broken: bool) -> bytes:
+    end = _lz4_header_end(frame)
+    hashed = frame[0:end] if broken else frame[4:end]
+    checksum = (xxh32(hashed) >> 8) & 0xFF
+    return frame[:end] + bytes([checksum]) + frame[end + 1:]
+
+
 def compress(
     codec: CompressionType | int,
     data: Buffer,
     level: int | None = None,
     *,
     snappy_framing: Literal["xerial", "raw"] = "xerial",
+    lz4_legacy_header: bool = False,
 ) -> bytes:
     """Compress ``data`` with ``codec``.
 
@@ -102,6 +168,7 @@ def compress(
         data: the uncompressed bytes.
         level: codec level; None means :data:`DEFAULT_LEVELS`. Ignored by snappy.
         snappy_framing: ``"xerial"`` (Java client's framing, the default) or ``"raw"``.
+        lz4_legacy_header: write the magic 0 (Kafka 0.8/0.9) header checksum.
 
     Returns:
         The compressed bytes (``data`` unchanged as bytes for ``NONE``).
@@ -123,7 +190,8 @@ def compress(
     if codec == CompressionType.LZ4:
         comp = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
         comp.compress(data)
-        return bytes(comp.finish())
+        frame = bytes(comp.finish())
+        return _lz4_set_header_checksum(frame, broken=True) if lz4_legacy_header else frame
     if codec == CompressionType.ZSTD:
         return bytes(cramjam.zstd.compress(data, level=level))
     raise UnsupportedCodecError(f"unknown compression codec id {codec}")
@@ -169,12 +237,13 @@ def _snappy_raw_decode(block: bytes) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(block))
 
 
-def decompress(codec: int, data: Buffer) -> bytes:
+def decompress(codec: int, data: Buffer, *, lz4_legacy_header: bool = False) -> bytes:
     """Decompress a batch payload.
 
     Args:
         codec: codec id from the batch attributes.
         data: the compressed payload.
+        lz4_legacy_header: (magic 0 messages) accept the Kafka 0.8/0.9 lz4 header checksum.
 
     Returns:
         The uncompressed bytes.
@@ -195,6 +264,10 @@ def decompress(codec: int, data: Buffer) -> bytes:
                 return _xerial_decode(raw)
             return _snappy_raw_decode(raw)
         if codec == CompressionType.LZ4:
+            if lz4_legacy_header:
+                # Either checksum may appear (some old clients wrote the correct one);
+                # rewriting it to the correct value accepts both.
+                data = _lz4_set_header_checksum(bytes(data), broken=False)
             return bytes(cramjam.lz4.decompress(data))
         if codec == CompressionType.ZSTD:
             return bytes(cramjam.zstd.decompress(data))

@@ -207,7 +207,7 @@ class LegacyBatch:
         if self._value is None:
             raise self._error("compressed legacy message has a null value", self.offset)
         try:
-            raw = decompress(codec, self._value)
+            raw = decompress(codec, self._value, lz4_legacy_header=self.magic == 0)
         except UnsupportedCodecError as exc:
             raise UnsupportedCodecError(str(exc), topic=self.topic, partition=self.partition,
                                         offset=self.offset) from None
@@ -324,7 +324,7 @@ class LegacyMessageSetBuilder:
         inner = b"".join(
             _encode_message(magic, first + i, ts if magic else -1, 0, k, v)
             for i, (ts, k, v) in enumerate(self._records))
-        payload = compress(self._codec, inner, self._level)
+        payload = compress(self._codec, inner, self._level, lz4_legacy_header=magic == 0)
         last = base_offset + len(self._records) - 1
         max_ts = max(ts for ts, _, _ in self._records) if magic else -1
         return _encode_message(magic, last, max_ts, int(self._codec) | ts_attr, None, payload)

@@ -12,8 +12,10 @@ Java client and librdkafka):
   that its batches are byte-for-byte what a Java producer would send and readable by every
   client, including old ones that only understand the Java format; ``snappy_framing="raw"``
   selects librdkafka's form.
-* LZ4: the LZ4 *frame* format with independent blocks, 64 KiB maximum block size, no block or
-  content checksum (the Java client's settings). Frames with checksums are read too.
+* LZ4: the LZ4 *frame* format with independent blocks, 64 KiB maximum block size and no
+  content checksum, as the Java client writes. cramjam always adds per-block checksums, which
+  the frame format makes optional for readers to verify; aiokafka has sent exactly these
+  frames (same cramjam settings) to Java brokers for years. Any valid frame is read.
 * Magic 0 lz4 messages (Kafka 0.8/0.9) carry a frame header checksum computed over the wrong
   bytes: the 4-byte frame magic was hashed along with the descriptor (KIP-57). Kontrakt reads
   either checksum for magic 0 and writes the old one when building magic 0 message sets, as

@@ -316,7 +316,10 @@ class RegistryState:
                 ) from None
         resolved = self._resolve_refs(subject, refs, set())
         validate_schema(schema_type, text, resolved)
-        stored = normalized_text(schema_type, text) if normalize else text
+        stored = text
+        if normalize:
+            stored = self._normalize(subject, Schema(text, schema_type, tuple(refs)))
+            text = stored  # the identity follows the canonical form, as in Confluent
         meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else None
         rules = body.get("ruleSet") if isinstance(body.get("ruleSet"), dict) else None
         refs_json = [r.to_dict() for r in refs]
@@ -324,6 +327,23 @@ class RegistryState:
         model = Schema.from_dict({"schema": stored, "schemaType": schema_type,
                                   "references": refs_json, "metadata": meta, "ruleSet": rules})
         return model, refs_json, stored, key
+
+    def _normalize(self, subject: str, schema: Schema) -> str:
+        """Canonical text for ``normalize=true``: the compatibility engine's form when it is
+        available, else compact JSON with sorted keys (Avro/JSON) or trimmed text."""
+        try:
+            from kontrakt.registry.compatibility import (
+                SchemaParseError,  # type: ignore[attr-defined,unused-ignore]
+                normalize_schema,  # type: ignore[attr-defined,unused-ignore]
+            )
+        except ImportError:
+            return normalized_text(schema.schema_type, schema.schema_str)
+        try:
+            return str(normalize_schema(schema, lookup=self._resolver(subject)))
+        except SchemaParseError as exc:
+            raise InvalidSchemaError(422, 42201, f"Invalid schema: {exc}") from None
+        except Exception:  # unsupported construct: fall back to the plain canonical text
+            return normalized_text(schema.schema_type, schema.schema_str)
 
     def _resolve_refs(self, subject: str, refs: list[SchemaReference], seen: set[str]
                       ) -> list[tuple[str, str, str]]:

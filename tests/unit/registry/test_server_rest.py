@@ -333,3 +333,16 @@ def test_cli_serves_and_keeps_state(tmp_path: Any) -> None:
                 stream.close()
     with open(storage, encoding="utf-8") as fh:
         assert json.load(fh)["contexts"]["."]["subjects"]["cli"]["versions"]
+
+
+def test_normalize_gives_equivalent_schemas_one_id(http: httpx.Client) -> None:
+    a = json.dumps({"type": "record", "name": "N", "namespace": "ns",
+                    "fields": [{"name": "a", "type": {"type": "int"}}]})
+    b = json.dumps({"type": "record", "name": "ns.N",
+                    "fields": [{"name": "a", "type": "int"}]})
+    first = http.post("/subjects/n/versions?normalize=true", json={"schema": a}).json()
+    second = http.post("/subjects/n/versions?normalize=true", json={"schema": b}).json()
+    assert first == second
+    # Without normalize the two spellings are different schemas.
+    other = register(http, "m", a).json()["id"]
+    assert register(http, "m2", b).json()["id"] != other

@@ -233,6 +233,3 @@ class CompatibilityResult:
     is_compatible: bool
     messages: list[str] = field(default_factory=list)
     incompatibilities: tuple[Incompatibility, ...] = ()
-
-    def __bool__(self) -> bool:
-        return self.is_compatible

@@ -164,9 +164,22 @@ class RegistryServer:
         self._thread.start()
         return self
 
-    def serve_forever(self) -> None:
-        """Bind and serve on the calling thread until interrupted (used by the CLI)."""
+    def bind(self) -> None:
+        """Bind the port without serving yet (so :attr:`url` is known, e.g. for port 0).
+
+        Raises:
+            IllegalStateError: already bound.
+            OSError: the port cannot be bound.
+        """
+        if self._httpd is not None:
+            raise IllegalStateError("RegistryServer already bound")
         self._httpd = _HTTPServer((self._host, self._port), self.app, self._verbose)
+
+    def serve_forever(self) -> None:
+        """Serve on the calling thread until interrupted (binds first if needed; the CLI)."""
+        if self._httpd is None:
+            self.bind()
+        assert self._httpd is not None
         try:
             self._httpd.serve_forever()
         finally:

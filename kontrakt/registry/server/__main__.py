@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     server = RegistryServer(args.host, args.port, storage=args.storage, verbose=args.verbose)
-    print(f"kontrakt registry listening on http://{args.host}:{args.port}", flush=True)
+    server.bind()
+    print(f"kontrakt registry listening on {server.url}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -303,26 +301,18 @@ def test_file_storage_survives_restart(tmp_path: Any) -> None:
 
 
 def test_cli_serves_and_keeps_state(tmp_path: Any) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     storage = str(tmp_path / "cli.json")
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kontrakt.registry.server", "--port", str(port),
-         "--storage", storage], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        [sys.executable, "-m", "kontrakt.registry.server", "--port", "0",
+         "--storage", storage], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "/subjects").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "CLI server did not start"
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.05)
+        assert proc.stdout is not None
+        # The CLI binds before announcing, so the printed URL (real port) is ready to use.
+        line = proc.stdout.readline()
+        assert line.startswith("kontrakt registry listening on http://127.0.0.1:"), line
+        url = line.rsplit(" ", 1)[1].strip()
         assert httpx.post(url + "/subjects/cli/versions", json={"schema": "\"int\""}).json()[
             "id"] == 1
     finally:

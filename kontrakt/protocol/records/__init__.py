@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-from kontrakt.protocol.records._batch import BATCH_HEADER_SIZE, RecordBatch, RecordBatchBuilder
+from kontrakt.protocol.records._batch import BATCH_HEADER_SIZE, RecordBatch
+from kontrakt.protocol.records._builder import RecordBatchBuilder
 from kontrakt.protocol.records._compression import (
     DEFAULT_LEVELS,
     CompressionType,

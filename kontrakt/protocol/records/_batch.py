@@ -1,4 +1,4 @@
-"""Kafka v2 record batches (magic 2): building and decoding.
+"""Kafka v2 record batches (magic 2): layout and decoding (building: :mod:`._builder`).
 
 Batch layout (all big-endian)::
 
@@ -14,34 +14,30 @@ Batch layout (all big-endian)::
             keyLength varint | key | valueLength varint | value | headerCount varint |
             (keyLength varint | key utf-8 | valueLength varint | value) * headerCount
 
-Both directions are written for speed: precompiled structs, the varint tables of
-:mod:`._model`, one ``b"".join`` per batch, and decoded records as plain named tuples.
+Decoding is written for speed: a precompiled header struct, the varint tables of
+:mod:`._model`, hand-unrolled varint reads, and records as plain named tuples.
 """
 
 from __future__ import annotations
 
 import struct
-import time
-from collections.abc import Iterator, Sequence
-from typing import Final, Literal
+from collections.abc import Iterator
+from typing import Final
 
 import crc32c as _crc32c_mod
 
 from kontrakt.errors import CorruptRecordError, UnsupportedCodecError
-from kontrakt.protocol.records._compression import CompressionType, compress, decompress
+from kontrakt.protocol.records._compression import decompress
 from kontrakt.protocol.records._model import (
-    SMALL_LIMIT,
-    VARINT_BYTES,
     ZIGZAG_DECODE,
     Buffer,
     Header,
     Record,
     TimestampType,
     decode_varint_slow,
-    encode_varint,
 )
 
-__all__ = ["BATCH_HEADER_SIZE", "RecordBatch", "RecordBatchBuilder", "decode_records"]
+__all__ = ["BATCH_HEADER_SIZE", "RecordBatch", "decode_records"]
 
 _crc32c = _crc32c_mod.crc32c
 
@@ -446,284 +442,3 @@ class RecordBatch:
         return (f"RecordBatch(base_offset={self.base_offset}, records={self.records_count}, "
                 f"compression={self.compression}, transactional={self.is_transactional}, "
                 f"control={self.is_control}, producer_id={self.producer_id})")
-
-
-class RecordBatchBuilder:
-    """Accumulates records and builds one v2 batch.
-
-    The size the builder tracks is the *uncompressed* batch size, which is what
-    ``max_batch_size`` bounds (compression can only make the batch smaller).
-
-    Example:
-        >>> b = RecordBatchBuilder(compression="zstd")
-        >>> b.append(1700000000000, b"k", b"v", [("h", b"1")])
-        0
-        >>> blob = b.build(base_offset=0)
-    """
-
-    __slots__ = (
-        "_base_timestamp", "_codec", "_count", "_is_control", "_last_offset_delta",
-        "_level", "_log_append_time", "_max_size", "_max_timestamp", "_parts", "_size",
-        "_snappy_framing", "base_offset", "base_sequence", "is_transactional",
-        "partition_leader_epoch", "producer_epoch", "producer_id",
-    )
-
-    def __init__(
-        self,
-        *,
-        compression: CompressionType | int | str | None = CompressionType.NONE,
-        compression_level: int | None = None,
-        snappy_framing: Literal["xerial", "raw"] = "xerial",
-        max_batch_size: int = 1024 * 1024,
-        base_offset: int = 0,
-        producer_id: int = -1,
-        producer_epoch: int = -1,
-        base_sequence: int = -1,
-        is_transactional: bool = False,
-        partition_leader_epoch: int = -1,
-        log_append_time: bool = False,
-        is_control: bool = False,
-    ) -> None:
-        """Create an empty builder.
-
-        Args:
-            compression: codec (name, id or :class:`CompressionType`).
-            compression_level: codec level, None for the default.
-            snappy_framing: ``"xerial"`` (as the Java client writes) or ``"raw"``.
-            max_batch_size: :meth:`append` refuses a record that would take the uncompressed
-                batch past this many bytes (the first record is always accepted).
-            base_offset: written as the batch's base offset (producers send 0).
-            producer_id, producer_epoch, base_sequence: idempotence state, -1 for none.
-            is_transactional: set the transactional attribute.
-            partition_leader_epoch: normally -1 from producers; set by brokers.
-            log_append_time: set the timestamp-type bit (what a broker does for topics with
-                ``message.timestamp.type=LogAppendTime``); used to craft test responses.
-            is_control: set the control bit; see :func:`build_control_batch`.
-
-        Raises:
-            UnsupportedCodecError: unknown compression.
-        """
-        self._codec = CompressionType.from_name(compression)
-        self._level = compression_level
-        self._snappy_framing: Literal["xerial", "raw"] = snappy_framing
-        self._max_size = max_batch_size
-        self.base_offset = base_offset
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
-        self.is_transactional = is_transactional
-        self.partition_leader_epoch = partition_leader_epoch
-        self._log_append_time = log_append_time
-        self._is_control = is_control
-        self._parts: list[bytes] = []
-        self._size = BATCH_HEADER_SIZE
-        self._count = 0
-        self._last_offset_delta = -1
-        self._base_timestamp = -1
-        self._max_timestamp = -1
-
-    @property
-    def record_count(self) -> int:
-        """Number of records appended so far."""
-        return self._count
-
-    @property
-    def size_in_bytes(self) -> int:
-        """Uncompressed size of the batch built from the records so far."""
-        return self._size
-
-    @property
-    def compression(self) -> CompressionType:
-        """The codec :meth:`build` uses."""
-        return self._codec
-
-    @property
-    def max_timestamp(self) -> int:
-        """Largest timestamp appended so far (-1 when empty)."""
-        return self._max_timestamp
-
-    @property
-    def last_offset_delta(self) -> int:
-        """Offset delta of the last record appended (-1 when empty)."""
-        return self._last_offset_delta
-
-    @staticmethod
-    def estimate_size(key: Buffer | None, value: Buffer | None,
-                      headers: Sequence[Header] | None = None) -> int:
-        """Upper bound of the bytes one record adds to a batch (deltas assumed 5 bytes each).
-
-        Args:
-            key, value, headers: as for :meth:`append`.
-
-        Returns:
-            Bytes.
-        """
-        size = 1 + 5 + 5 + 5 + 5 + 5 + 5  # length, attrs, ts/offset deltas, k/v lengths, hdrs
-        if key is not None:
-            size += len(key)
-        if value is not None:
-            size += len(value)
-        for name, hvalue in headers or ():
-            size += 10 + len(name.encode("utf-8")) + (len(hvalue) if hvalue is not None else 0)
-        return size
-
-    def append(
-        self,
-        timestamp: int | None,
-        key: Buffer | None,
-        value: Buffer | None,
-        headers: Sequence[Header] | None = None,
-        *,
-        offset_delta: int | None = None,
-    ) -> int | None:
-        """Add a record.
-
-        Args:
-            timestamp: milliseconds since the epoch; None means now.
-            key, value: bytes-like or None.
-            headers: ``[(name, value or None), ...]``.
-            offset_delta: record offset relative to the base offset; default: one past the
-                previous record. Must increase.
-
-        Returns:
-            The record's offset delta, or None when the record would take the batch past
-            ``max_batch_size`` (the batch is then unchanged; the first record always fits).
-
-        Raises:
-            TypeError: key, value or a header value is not bytes-like or None.
-            ValueError: ``offset_delta`` does not increase.
-        """
-        if timestamp is None:
-            timestamp = int(time.time() * 1000)
-        count = self._count
-        if count == 0:
-            self._base_timestamp = timestamp
-            self._max_timestamp = timestamp
-            ts_delta = 0
-        else:
-            ts_delta = timestamp - self._base_timestamp
-        if offset_delta is None:
-            offset_delta = self._last_offset_delta + 1
-        elif offset_delta <= self._last_offset_delta:
-            raise ValueError(f"offset delta {offset_delta} does not follow "
-                             f"{self._last_offset_delta}")
-        small = VARINT_BYTES
-        limit = SMALL_LIMIT
-        # Record body = attrs(0) + ts delta + offset delta + key + value + headers; the body's
-        # pieces are kept apart and joined once in build().
-        tsb = small[ts_delta] if 0 <= ts_delta < limit else encode_varint(ts_delta)
-        odb = small[offset_delta] if offset_delta < limit else encode_varint(offset_delta)
-        if key is None:
-            kb = b"\x01"
-            klen = 0
-            key = b""
-        else:
-            klen = len(key)
-            kb = small[klen] if klen < limit else encode_varint(klen)
-        if value is None:
-            vb = b"\x01"
-            vlen = 0
-            value = b""
-        else:
-            vlen = len(value)
-            vb = small[vlen] if vlen < limit else encode_varint(vlen)
-        hb = _encode_headers(headers) if headers else b"\x00"
-        body_len = 1 + len(tsb) + len(odb) + len(kb) + klen + len(vb) + vlen + len(hb)
-        lb = small[body_len] if body_len < limit else encode_varint(body_len)
-        size = self._size + len(lb) + body_len
-        if size > self._max_size and count:
-            return None
-        if type(key) is not bytes or type(value) is not bytes:
-            key, value = _as_bytes(key, "key"), _as_bytes(value, "value")
-        self._parts += (lb, b"\x00", tsb, odb, kb, key, vb, value, hb)
-        self._size = size
-        self._count = count + 1
-        self._last_offset_delta = offset_delta
-        if timestamp > self._max_timestamp:
-            self._max_timestamp = timestamp
-        return offset_delta
-
-    def has_room_for(self, key: Buffer | None, value: Buffer | None,
-                     headers: Sequence[Header] | None = None) -> bool:
-        """True when a record of this shape would be accepted by :meth:`append` (estimate)."""
-        if self._count == 0:
-            return True
-        return self._size + self.estimate_size(key, value, headers) <= self._max_size
-
-    def build(
-        self,
-        *,
-        base_offset: int | None = None,
-        producer_id: int | None = None,
-        producer_epoch: int | None = None,
-        base_sequence: int | None = None,
-        is_transactional: bool | None = None,
-        partition_leader_epoch: int | None = None,
-    ) -> bytes:
-        """Encode the batch; keyword arguments override the constructor's values (the
-        producer assigns sequence numbers only when it sends a batch).
-
-        Returns:
-            The batch bytes, starting with the base offset. An empty builder builds an empty
-            batch (last offset delta -1, timestamps -1), which is valid on the wire.
-
-        Raises:
-            ValueError: a compression level the codec rejects.
-        """
-        if base_offset is not None:
-            self.base_offset = base_offset
-        if producer_id is not None:
-            self.producer_id = producer_id
-        if producer_epoch is not None:
-            self.producer_epoch = producer_epoch
-        if base_sequence is not None:
-            self.base_sequence = base_sequence
-        if is_transactional is not None:
-            self.is_transactional = is_transactional
-        if partition_leader_epoch is not None:
-            self.partition_leader_epoch = partition_leader_epoch
-        attributes = 0
-        body = b"".join(self._parts)
-        codec = self._codec
-        if codec:
-            body = compress(codec, body, self._level, snappy_framing=self._snappy_framing)
-            attributes = int(codec)
-        if self._log_append_time:
-            attributes |= TIMESTAMP_TYPE_MASK
-        if self.is_transactional:
-            attributes |= TRANSACTIONAL_MASK
-        if self._is_control:
-            attributes |= CONTROL_MASK
-        header = bytearray(HEADER.pack(
-            self.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body),
-            self.partition_leader_epoch, 2, 0, attributes, self._last_offset_delta,
-            self._base_timestamp, self._max_timestamp, self.producer_id,
-            self.producer_epoch, self.base_sequence, self._count,
-        ))
-        crc = _crc32c(body, _crc32c(memoryview(header)[_ATTRIBUTES_OFFSET:]))
-        _CRC.pack_into(header, _CRC_OFFSET, crc)
-        return bytes(header) + body
-
-
-def _as_bytes(data: object, what: str) -> bytes:
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        return bytes(data)
-    raise TypeError(f"record {what} must be bytes-like or None, not {type(data).__name__}")
-
-
-def _encode_headers(headers: Sequence[Header]) -> bytes:
-    parts = [encode_varint(len(headers))]
-    for name, hvalue in headers:
-        if not isinstance(name, str):
-            raise TypeError(f"header name must be str, not {type(name).__name__}")
-        raw = name.encode("utf-8")
-        parts.append(encode_varint(len(raw)))
-        parts.append(raw)
-        if hvalue is None:
-            parts.append(b"\x01")
-        else:
-            hv = _as_bytes(hvalue, "header value")
-            parts.append(encode_varint(len(hv)))
-            parts.append(hv)
-    return b"".join(parts)
-

@@ -13,7 +13,7 @@ from enum import IntEnum
 from typing import Final
 
 from kontrakt.errors import CorruptRecordError
-from kontrakt.protocol.records._batch import RecordBatchBuilder
+from kontrakt.protocol.records._builder import RecordBatchBuilder
 from kontrakt.protocol.records._model import Record
 
 __all__ = ["ControlRecord", "ControlRecordType", "build_control_batch", "parse_control_record"]

@@ -150,50 +150,17 @@ class AsyncSchemaRegistryClient:
         return self._core.requests_sent
 
     # ------------------------------------------------------------------ API
+    # Docstrings are copied from SchemaRegistryClient at the end of this module: one text
+    # per operation, and a test checks both classes expose the same signatures.
 
     async def register_schema(
         self, subject_name: str, schema: Schema, normalize_schemas: bool = False
     ) -> int:
-        """Register ``schema`` under ``subject_name`` (returns the existing id if already there).
-
-        Args:
-            subject_name: subject to register under.
-            schema: the schema.
-            normalize_schemas: ask the registry to normalize the schema first.
-
-        Returns:
-            The schema id.
-
-        Raises:
-            IncompatibleSchemaError, InvalidSchemaError, OperationNotPermittedError,
-                SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.register_schema(subject_name, schema, normalize_schemas))
 
     async def register_schema_full_response(
         self, subject_name: str, schema: Schema, normalize_schemas: bool = False
     ) -> RegisteredSchema:
-        """Like :meth:`register_schema` but return id, version and guid.
-
-        Args:
-            subject_name: subject to register under.
-            schema: the schema.
-            normalize_schemas: ask the registry to normalize the schema first.
-
-        Returns:
-            The registration (``version`` may be None when answered from cache).
-
-        Raises:
-            Same as :meth:`register_schema`.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(
             self._core.register_schema_full_response(subject_name, schema, normalize_schemas)
         )
@@ -201,58 +168,12 @@ class AsyncSchemaRegistryClient:
     async def get_schema(
         self, schema_id: int, subject_name: str | None = None, fmt: str | None = None
     ) -> Schema:
-        """Fetch a schema by id; cached forever (ids are immutable), concurrent calls share one
-            request.
-
-        Args:
-            schema_id: the id.
-            subject_name: selects the context of a qualified subject.
-            fmt: output format (type dependent).
-
-        Returns:
-            The schema.
-
-        Raises:
-            SchemaNotFoundError (40403), SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.get_schema(schema_id, subject_name, fmt))
 
     async def get_schema_by_guid(self, guid: str, fmt: str | None = None) -> Schema:
-        """Fetch a schema by its guid.
-
-        Args:
-            guid: the guid.
-            fmt: output format.
-
-        Returns:
-            The schema.
-
-        Raises:
-            SchemaNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.get_schema_by_guid(guid, fmt))
 
     async def get_schema_types(self) -> list[str]:
-        """List the schema types the registry supports.
-
-        Returns:
-            E.g. ``['JSON', 'PROTOBUF', 'AVRO']``.
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.get_schema_types())
 
     async def get_subjects_by_schema_id(
@@ -263,24 +184,6 @@ class AsyncSchemaRegistryClient:
         offset: int = 0,
         limit: int = -1,
     ) -> list[str]:
-        """List subjects that hold a schema id.
-
-        Args:
-            schema_id: the id.
-            subject_name: filter (and context).
-            deleted: include soft-deleted versions.
-            offset, limit: paging (limit < 0: all).
-
-        Returns:
-            Subject names.
-
-        Raises:
-            SchemaNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(
             self._core.get_subjects_by_schema_id(schema_id, subject_name, deleted, offset, limit)
         )
@@ -293,24 +196,6 @@ class AsyncSchemaRegistryClient:
         offset: int = 0,
         limit: int = -1,
     ) -> list[SchemaVersion]:
-        """List ``(subject, version)`` pairs that hold a schema id.
-
-        Args:
-            schema_id: the id.
-            subject_name: filter (and context).
-            deleted: include soft-deleted versions.
-            offset, limit: paging.
-
-        Returns:
-            The pairs.
-
-        Raises:
-            SchemaNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(
             self._core.get_schema_versions(schema_id, subject_name, deleted, offset, limit)
         )
@@ -323,25 +208,6 @@ class AsyncSchemaRegistryClient:
         fmt: str | None = None,
         deleted: bool = False,
     ) -> RegisteredSchema:
-        """Find the registration of ``schema`` under ``subject_name`` (cached).
-
-        Args:
-            subject_name: the subject.
-            schema: the schema to find.
-            normalize_schemas: normalize before comparing.
-            fmt: output format.
-            deleted: also search soft-deleted versions.
-
-        Returns:
-            The registration, carrying the given ``schema``.
-
-        Raises:
-            SubjectNotFoundError (40401), SchemaNotFoundError (40403), SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(
             self._core.lookup_schema(subject_name, schema, normalize_schemas, fmt, deleted)
         )
@@ -354,67 +220,16 @@ class AsyncSchemaRegistryClient:
         offset: int = 0,
         limit: int = -1,
     ) -> list[str]:
-        """List subjects.
-
-        Args:
-            subject_prefix: only names starting with it.
-            deleted: include soft-deleted subjects.
-            deleted_only: only soft-deleted subjects.
-            offset, limit: paging.
-
-        Returns:
-            Subject names.
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(
             self._core.get_subjects(subject_prefix, deleted, deleted_only, offset, limit)
         )
 
     async def delete_subject(self, subject_name: str, permanent: bool = False) -> list[int]:
-        """Soft-delete a subject, or permanently delete an already soft-deleted one.
-
-        Args:
-            subject_name: the subject.
-            permanent: hard delete (needs a soft delete first).
-
-        Returns:
-            The versions deleted.
-
-        Raises:
-            SubjectNotFoundError, SubjectSoftDeletedError (40404), SubjectNotSoftDeletedError
-                (40405), ReferenceExistsError (42206).
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.delete_subject(subject_name, permanent))
 
     async def get_latest_version(
         self, subject_name: str, fmt: str | None = None
     ) -> RegisteredSchema:
-        """Latest version of a subject; cached for ``cache.latest.ttl.sec`` (forever if unset).
-
-        Args:
-            subject_name: the subject.
-            fmt: output format.
-
-        Returns:
-            The registration.
-
-        Raises:
-            SubjectNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.get_latest_version(subject_name, fmt))
 
     async def get_latest_with_metadata(
@@ -424,25 +239,6 @@ class AsyncSchemaRegistryClient:
         deleted: bool = False,
         fmt: str | None = None,
     ) -> RegisteredSchema:
-        """Latest version whose metadata properties contain all of ``metadata`` (cached like
-            latest).
-
-        Args:
-            subject_name: the subject.
-            metadata: required property values.
-            deleted: include soft-deleted versions.
-            fmt: output format.
-
-        Returns:
-            The registration.
-
-        Raises:
-            SubjectNotFoundError, SchemaNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(
             self._core.get_latest_with_metadata(subject_name, metadata, deleted, fmt)
         )
@@ -454,46 +250,11 @@ class AsyncSchemaRegistryClient:
         deleted: bool = False,
         fmt: str | None = None,
     ) -> RegisteredSchema:
-        """One version of a subject (numbered versions are cached).
-
-        Args:
-            subject_name: the subject.
-            version: a number, ``"latest"`` or -1.
-            deleted: include soft-deleted versions.
-            fmt: output format.
-
-        Returns:
-            The registration.
-
-        Raises:
-            SubjectNotFoundError, VersionNotFoundError (40402), InvalidVersionError (42202).
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.get_version(subject_name, version, deleted, fmt))
 
     async def get_referenced_by(
         self, subject_name: str, version: int | str = "latest", offset: int = 0, limit: int = -1
     ) -> list[int]:
-        """Ids of schemas that reference a subject version.
-
-        Args:
-            subject_name: the subject.
-            version: the version.
-            offset, limit: paging.
-
-        Returns:
-            Schema ids.
-
-        Raises:
-            SubjectNotFoundError, VersionNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.get_referenced_by(subject_name, version, offset, limit))
 
     async def get_versions(
@@ -504,24 +265,6 @@ class AsyncSchemaRegistryClient:
         offset: int = 0,
         limit: int = -1,
     ) -> list[int]:
-        """Versions of a subject.
-
-        Args:
-            subject_name: the subject.
-            deleted: include soft-deleted versions.
-            deleted_only: only soft-deleted versions.
-            offset, limit: paging.
-
-        Returns:
-            Version numbers.
-
-        Raises:
-            SubjectNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(
             self._core.get_versions(subject_name, deleted, deleted_only, offset, limit)
         )
@@ -529,63 +272,14 @@ class AsyncSchemaRegistryClient:
     async def delete_version(
         self, subject_name: str, version: int | str, permanent: bool = False
     ) -> int:
-        """Soft-delete a version, or permanently delete an already soft-deleted one.
-
-        Args:
-            subject_name: the subject.
-            version: the version (or ``"latest"``).
-            permanent: hard delete.
-
-        Returns:
-            The version deleted.
-
-        Raises:
-            VersionNotFoundError, VersionSoftDeletedError (40406), VersionNotSoftDeletedError
-                (40407), ReferenceExistsError (42206).
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.delete_version(subject_name, version, permanent))
 
     async def set_compatibility(
         self, subject_name: str | None = None, level: str | None = None
     ) -> str:
-        """Set the global (no subject) or a subject's compatibility level.
-
-        Args:
-            subject_name: the subject, or None for global.
-            level: e.g. ``"BACKWARD"``.
-
-        Returns:
-            The level now set.
-
-        Raises:
-            ValueError: level missing. InvalidCompatibilityLevelError (42203).
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.set_compatibility(subject_name, level))
 
     async def get_compatibility(self, subject_name: str | None = None) -> str:
-        """The subject's level, falling back to the global one (or the global level).
-
-        Args:
-            subject_name: the subject, or None.
-
-        Returns:
-            The level.
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.get_compatibility(subject_name))
 
     async def test_compatibility(
@@ -596,25 +290,6 @@ class AsyncSchemaRegistryClient:
         normalize: bool = False,
         verbose: bool = False,
     ) -> bool:
-        """Is ``schema`` compatible with one version of the subject under its level?
-
-        Args:
-            subject_name: the subject.
-            schema: the candidate.
-            version: the version to test against.
-            normalize: normalize first.
-            verbose: ask for messages (see :meth:`test_compatibility_verbose`).
-
-        Returns:
-            The verdict.
-
-        Raises:
-            VersionNotFoundError, InvalidSchemaError, CompatibilityCheckUnavailableError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(
             self._core.test_compatibility(subject_name, schema, version, normalize, verbose)
         )
@@ -622,24 +297,6 @@ class AsyncSchemaRegistryClient:
     async def test_compatibility_all_versions(
         self, subject_name: str, schema: Schema, normalize: bool = False, verbose: bool = False
     ) -> bool:
-        """Is ``schema`` compatible with the versions its level covers (all, for transitive levels)?
-
-        Args:
-            subject_name: the subject.
-            schema: the candidate.
-            normalize: normalize first.
-            verbose: ask for messages.
-
-        Returns:
-            The verdict.
-
-        Raises:
-            InvalidSchemaError, CompatibilityCheckUnavailableError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(
             self._core.test_compatibility_all_versions(subject_name, schema, normalize, verbose)
         )
@@ -651,24 +308,6 @@ class AsyncSchemaRegistryClient:
         version: int | str | None = "latest",
         normalize: bool = False,
     ) -> CompatibilityTestResult:
-        """Compatibility test with the registry's explanations (``version=None``: all versions).
-
-        Args:
-            subject_name: the subject.
-            schema: the candidate.
-            version: version to test against, or None.
-            normalize: normalize first.
-
-        Returns:
-            Verdict and messages.
-
-        Raises:
-            VersionNotFoundError, InvalidSchemaError, CompatibilityCheckUnavailableError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(
             self._core.test_compatibility_verbose(subject_name, schema, version, normalize)
         )
@@ -676,164 +315,40 @@ class AsyncSchemaRegistryClient:
     async def set_config(
         self, subject_name: str | None = None, config: ServerConfig | None = None
     ) -> ServerConfig:
-        """Update the global or a subject's configuration.
-
-        Args:
-            subject_name: the subject, or None.
-            config: the settings (``compatibility``, metadata, rule sets).
-
-        Returns:
-            The settings stored.
-
-        Raises:
-            ValueError: config missing. InvalidCompatibilityLevelError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.set_config(subject_name, config))
 
     async def get_config(self, subject_name: str | None = None) -> ServerConfig:
-        """The subject's configuration (falling back to global), or the global one.
-
-        Args:
-            subject_name: the subject, or None.
-
-        Returns:
-            The configuration.
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.get_config(subject_name))
 
     async def delete_config(self, subject_name: str | None = None) -> ServerConfig:
-        """Remove a subject's configuration (or reset the global one).
-
-        Args:
-            subject_name: the subject, or None.
-
-        Returns:
-            The configuration removed.
-
-        Raises:
-            SubjectNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.delete_config(subject_name))
 
     async def get_mode(self, subject_name: str) -> str:
-        """A subject's mode (falling back to the global one).
-
-        Args:
-            subject_name: the subject.
-
-        Returns:
-            READWRITE, READONLY, READONLY_OVERRIDE or IMPORT.
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.get_mode(subject_name))
 
     async def update_mode(self, subject_name: str, mode: str, force: bool = False) -> str:
-        """Set a subject's mode.
-
-        Args:
-            subject_name: the subject.
-            mode: the mode.
-            force: allow IMPORT on a non-empty subject.
-
-        Returns:
-            The mode set.
-
-        Raises:
-            InvalidModeError (42204), OperationNotPermittedError (42205).
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.update_mode(subject_name, mode, force))
 
     async def delete_mode(self, subject_name: str) -> str:
-        """Remove a subject's mode.
-
-        Args:
-            subject_name: the subject.
-
-        Returns:
-            The mode removed.
-
-        Raises:
-            SubjectNotFoundError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.delete_mode(subject_name))
 
     async def get_global_mode(self) -> str:
-        """The registry's global mode.
-
-        Returns:
-            The mode.
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.get_global_mode())
 
     async def update_global_mode(self, mode: str, force: bool = False) -> str:
-        """Set the global mode.
-
-        Args:
-            mode: the mode.
-            force: allow IMPORT on a non-empty registry.
-
-        Returns:
-            The mode set.
-
-        Raises:
-            InvalidModeError, OperationNotPermittedError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.update_global_mode(mode, force))
 
     async def get_contexts(self, offset: int = 0, limit: int = -1) -> list[str]:
-        """List schema contexts.
-
-        Args:
-            offset, limit: paging.
-
-        Returns:
-            Context names (``.`` is the default).
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
-        """
         return await self._run(self._core.get_contexts(offset, limit))
+
+
+def _share_docstrings() -> None:
+    from kontrakt.registry._client import SchemaRegistryClient
+
+    for name, member in vars(AsyncSchemaRegistryClient).items():
+        if name.startswith("_") or not callable(member) or member.__doc__:
+            continue
+        member.__doc__ = getattr(SchemaRegistryClient, name).__doc__
+
+
+_share_docstrings()

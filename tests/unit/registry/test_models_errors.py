@@ -40,6 +40,8 @@ def test_async_client_has_every_sync_method_as_coroutine() -> None:
         assert inspect.iscoroutinefunction(method), name
         assert inspect.signature(method) == inspect.signature(
             getattr(registry.SchemaRegistryClient, name)), name
+        assert method.__doc__ and method.__doc__ == getattr(
+            registry.SchemaRegistryClient, name).__doc__, name
 
 
 def test_schema_round_trip_and_hashable() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kontrakt.registry.compatibility._result import (
     CompatibilityLevel,
@@ -21,6 +21,27 @@ from kontrakt.registry.compatibility._result import (
 __all__ = ["ResolvedReference", "check_compatibility", "resolve_references", "schema_type_of"]
 
 SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
+
+
+class VersionSource(Protocol):
+    """A registry client (ours or confluent-kafka's): ``get_version(subject, version)``
+    returns a registered schema whose ``.schema`` is schema-like."""
+
+    def get_version(self, subject_name: str, version: Any) -> Any:
+        """The registered schema of one subject version."""
+
+
+def as_lookup(source: ReferenceLookup | VersionSource | None) -> ReferenceLookup | None:
+    """Turn a lookup callable or a registry client into a lookup callable."""
+    get_version = getattr(source, "get_version", None)
+    if get_version is None:
+        return source  # type: ignore[return-value]
+
+    def lookup(ref: Any) -> Any:
+        registered = get_version(ref.subject, ref.version)
+        return getattr(registered, "schema", registered)
+
+    return lookup
 _MAX_REFERENCE_DEPTH = 64
 
 
@@ -159,7 +180,7 @@ def check_compatibility(
     previous_schemas: Iterable[SchemaLike],
     level: CompatibilityLevel | str = "BACKWARD",
     *,
-    lookup: ReferenceLookup | None = None,
+    lookup: ReferenceLookup | VersionSource | None = None,
     policy: JsonSchemaPolicy | str = JsonSchemaPolicy.STRICT,
 ) -> CompatibilityResult:
     """Check whether ``new_schema`` may follow ``previous_schemas`` at ``level``.
@@ -176,7 +197,8 @@ def check_compatibility(
             integer ``version`` attribute, messages name it; otherwise its 1-based position.
         level: a :class:`CompatibilityLevel` or its name (any case).
         lookup: resolves a reference (``name``, ``subject``, ``version``) to a schema-like
-            object; needed when any schema has references.
+            object; needed when any schema has references. A registry client (anything with
+            ``get_version(subject, version)`` returning an object with ``.schema``) works too.
         policy: JSON Schema policy, ``"strict"`` (Confluent's rules, the default) or
             ``"lenient"`` (see :class:`JsonSchemaPolicy`). Ignored for other types.
 
@@ -193,6 +215,7 @@ def check_compatibility(
     """
     lvl = CompatibilityLevel.parse(level)
     pol = JsonSchemaPolicy.parse(policy)
+    lookup = as_lookup(lookup)
     previous: Sequence[SchemaLike] = list(previous_schemas)
     stype = schema_type_of(new_schema)
     new_parsed = parse_schema(new_schema, lookup)

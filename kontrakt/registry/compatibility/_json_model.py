@@ -46,6 +46,8 @@ UNMODELLED = frozenset({
     "$dynamicRef", "$recursiveRef", "contentSchema",
 })
 _TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+_FAMILIES = {"object": _OBJECT_KEYS, "array": _ARRAY_KEYS, "string": _STRING_KEYS,
+             "number": _NUMBER_KEYS, "integer": _NUMBER_KEYS}
 
 
 @dataclass(eq=False, slots=True)
@@ -265,8 +267,8 @@ class _Loader:
             if len(typed) == 1:
                 parts.append(typed[0])
             elif typed:
-                parts.append(JsonNode(kind="combined", raw=obj, path=path, criterion="anyOf",
-                                      subschemas=typed))
+                parts.append(JsonNode(kind="combined", raw={"type": types}, path=path,
+                                      criterion="anyOf", subschemas=typed))
         else:
             implied = [t for t, keys in (("object", _OBJECT_KEYS), ("array", _ARRAY_KEYS),
                                          ("string", _STRING_KEYS), ("number", _NUMBER_KEYS))
@@ -275,17 +277,20 @@ class _Loader:
                 parts.append(self._typed(implied[0], obj, doc, path, required_type=False))
             elif implied:
                 parts.append(JsonNode(
-                    kind="combined", raw=obj, path=path, criterion="anyOf",
+                    kind="combined", raw={"impliedTypes": implied}, path=path,
+                    criterion="anyOf",
                     subschemas=[self._typed(t, obj, doc, path, required_type=False)
                                 for t in implied]))
         if "enum" in obj:
             if not isinstance(obj["enum"], list):
                 raise _fail("enum must be an array", path)
-            parts.append(JsonNode(kind="enum", raw=obj, path=path, values=tuple(obj["enum"])))
+            parts.append(JsonNode(kind="enum", raw={"enum": obj["enum"]}, path=path,
+                                  values=tuple(obj["enum"])))
         if "const" in obj:
-            parts.append(JsonNode(kind="const", raw=obj, path=path, const=obj["const"]))
+            parts.append(JsonNode(kind="const", raw={"const": obj["const"]}, path=path,
+                                  const=obj["const"]))
         if "not" in obj:
-            parts.append(JsonNode(kind="not", raw=obj, path=path,
+            parts.append(JsonNode(kind="not", raw={"not": obj["not"]}, path=path,
                                   not_schema=self.load(obj["not"], doc, f"{path}/not")))
         for criterion in ("allOf", "anyOf", "oneOf"):
             if criterion in obj:
@@ -293,13 +298,14 @@ class _Loader:
                 if not isinstance(subs, list) or not subs:
                     raise _fail(f"{criterion} must be a non-empty array", path)
                 parts.append(JsonNode(
-                    kind="combined", raw=obj, path=path, criterion=criterion,
+                    kind="combined", raw={criterion: subs}, path=path, criterion=criterion,
                     subschemas=[self.load(s, doc, f"{path}/{criterion}/{i}")
                                 for i, s in enumerate(subs)]))
         if not parts:
             node = JsonNode(kind="empty", raw=obj, path=path)
         elif len(parts) == 1:
             node = parts[0]
+            node.raw = obj
         else:
             node = JsonNode(kind="combined", raw=obj, path=path, criterion="allOf",
                             subschemas=parts)
@@ -325,7 +331,17 @@ class _Loader:
 
     def _typed(self, kind: str, obj: dict[str, Any], doc: str, path: str,
                required_type: bool = True) -> JsonNode:
-        del required_type  # same constraints either way; kept for readability at call sites
+        node = self._typed_node(kind, obj, doc, path)
+        # Each part keeps only its own keywords as `raw`, so that parts cut from one schema
+        # object (e.g. the branches of "type": ["string", "null"]) stay distinct when
+        # combined subschemas are de-duplicated.
+        family = _FAMILIES.get(kind, frozenset())
+        node.raw = {"type": kind, **{k: v for k, v in obj.items() if k in family}}
+        if not required_type:
+            node.raw["impliedType"] = True
+        return node
+
+    def _typed_node(self, kind: str, obj: dict[str, Any], doc: str, path: str) -> JsonNode:
         if kind in ("boolean", "null"):
             return JsonNode(kind=kind, raw=obj, path=path)
         if kind == "string":

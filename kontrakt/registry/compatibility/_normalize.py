@@ -14,7 +14,12 @@ import json
 from typing import Any
 
 from kontrakt.registry.compatibility._avro_model import AvroNode, parse_avro_json
-from kontrakt.registry.compatibility._check import resolve_references, schema_type_of
+from kontrakt.registry.compatibility._check import (
+    VersionSource,
+    as_lookup,
+    resolve_references,
+    schema_type_of,
+)
 from kontrakt.registry.compatibility._result import (
     ReferenceLookup,
     SchemaLike,
@@ -24,13 +29,16 @@ from kontrakt.registry.compatibility._result import (
 __all__ = ["canonical_avro", "normalize_schema"]
 
 
-def normalize_schema(schema: SchemaLike, lookup: ReferenceLookup | None = None) -> str:
+def normalize_schema(
+    schema: SchemaLike, lookup: ReferenceLookup | VersionSource | None = None
+) -> str:
     """Return the canonical text of a schema.
 
     Args:
         schema: a schema-like object (``schema_str``, ``schema_type``, ``references``).
-        lookup: resolves references; Avro needs it when the schema uses named types defined in
-            referenced schemas (those stay references and are written by full name).
+        lookup: resolves references (a callable or a registry client); Avro needs it when
+            the schema uses named types defined in referenced schemas (those stay references
+            and are written by full name).
 
     Returns:
         The canonical schema text. Two schemas that differ only in formatting, attribute
@@ -42,6 +50,7 @@ def normalize_schema(schema: SchemaLike, lookup: ReferenceLookup | None = None) 
         UnsupportedSchemaError: the schema type is not supported.
     """
     stype = schema_type_of(schema)
+    lookup = as_lookup(lookup)
     if stype == "AVRO":
         refs = resolve_references(schema, lookup) if schema.references else []
         names: dict[str, AvroNode] = {}

@@ -293,3 +293,24 @@ def test_references_are_resolved_through_lookup() -> None:
 
     with pytest.raises(UnresolvedReferenceError, match=r"acme\.Address"):
         check_compatibility(new, [old], "BACKWARD", lookup=broken)
+
+
+def test_a_registry_client_can_serve_references() -> None:
+    @dataclass
+    class Registered:
+        schema: S
+
+    class Client:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, int]] = []
+
+        def get_version(self, subject_name: str, version: int) -> Registered:
+            self.calls.append((subject_name, version))
+            return Registered(S(ADDRESS))
+
+    ref = Ref("acme.Address", "address-value", 3)
+    old = S(rec(f("addr", "acme.Address")), references=[ref])
+    new = S(rec(f("addr", "acme.Address"), f("n", "int", default=0)), references=[ref])
+    client = Client()
+    assert check_compatibility(new, [old], "FULL", lookup=client).is_compatible
+    assert client.calls[0] == ("address-value", 3)

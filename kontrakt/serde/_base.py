@@ -42,6 +42,7 @@ from kontrakt.serde._registry_io import (
 from kontrakt.serde._strategies import topic_subject_name_strategy
 
 __all__ = [
+    "MISS",
     "AsyncDeserializer",
     "AsyncSerializer",
     "DeserializerCore",
@@ -193,14 +194,21 @@ class SerializerCore:
         self.resolved[subject] = resolved
         return resolved
 
-    def frame(self, payload: bytes, ctx: SerializationContext | None, r: Resolved) -> bytes:
-        """Attach the schema id to ``payload`` the configured way."""
-        if self.fast_prefix:
-            return r.prefix + payload
-        return self.id_serializer(payload, ctx, r.schema_id)
+    def serialize_cached(self, obj: Any, ctx: SerializationContext | None) -> Any:
+        """Serialize ``obj`` if its subject is resolved already, else return :data:`MISS`.
 
-    def serialize(self, obj: Any, ctx: SerializationContext | None, r: Resolved) -> bytes:
-        """Encode and frame ``obj``; any failure becomes a key/value serialization error."""
+        This is the whole per-record path once a serializer is warm: one strategy call, one
+        dict lookup, the encoder, and the ready-made prefix.
+        """
+        try:
+            subject = self.strategy(ctx, self.record_name)
+        except SerializationError:
+            raise
+        except Exception as e:
+            raise serialization_error(f"subject name strategy failed: {e}", ctx, e) from e
+        r = self.resolved.get(subject)
+        if r is None:
+            return MISS
         try:
             payload = self.encode(obj, ctx, r.parsed)
         except SerializationError as e:
@@ -210,7 +218,9 @@ class SerializerCore:
         except Exception as e:
             raise serialization_error(f"{self.owner}: cannot encode {type(obj).__name__}: {e}",
                                       ctx, e) from e
-        return self.frame(payload, ctx, r)
+        if self.fast_prefix:
+            return r.prefix + payload
+        return self.id_serializer(payload, ctx, r.schema_id)
 
     # -- format hooks ----------------------------------------------------------------------
     def local_schema(self, ctx: SerializationContext | None) -> Steps:
@@ -255,6 +265,31 @@ class DeserializerCore:
         self.readers: dict[Any, Any] = {}
         self.zigzag = True
         self.record_name: str | None = None
+        self.fast = (self.id_deserializer is dual_schema_id_deserializer
+                     and not self.per_subject)
+
+    def _fast_key(self, data: bytes, ctx: SerializationContext | None) -> tuple[Any, int] | None:
+        # The common case, decided from bytes alone: prefix framing, no schema-id header,
+        # and (Protobuf) the one-byte [0] index path. The raw id bytes are the cache key.
+        if self.fast and data[:1] == b"\x00" and (ctx is None or not ctx.headers):
+            if not self.protobuf:
+                return data[1:5], 5
+            if data[5:6] == b"\x00":
+                return data[1:6], 6
+        return None
+
+    def decode_cached(self, data: bytes, ctx: SerializationContext | None) -> Any:
+        """Decode ``data`` if its writer schema is loaded already, else return :data:`MISS`."""
+        fast = self._fast_key(data, ctx)
+        if fast is not None:
+            reader = self.readers.get(fast[0])
+            offset = fast[1]
+        else:
+            key, _, offset = self.locate(data, ctx)
+            reader = self.readers.get(key)
+        if reader is None:
+            return MISS
+        return self.deserialize(data, offset, reader, ctx)
 
     def locate(self, data: bytes, ctx: SerializationContext | None) -> tuple[Any, SchemaId, int]:
         """Read the schema id: returns the cache key, the id and where the payload starts.
@@ -266,6 +301,9 @@ class DeserializerCore:
             sid, offset = self.id_deserializer(data, ctx, self.protobuf, self.zigzag)
         except SerializationError as e:
             raise deserialization_error(str(e), ctx, data, e) from e
+        fast = self._fast_key(data, ctx)
+        if fast is not None:
+            return fast[0], sid, offset
         key: Any = sid.id if sid.id is not None else sid.guid
         if self.protobuf:
             key = (key, sid.message_indexes)
@@ -348,6 +386,15 @@ class DeserializerCore:
         raise NotImplementedError
 
 
+class _Miss:
+    """Returned by the cached paths when the registry must be consulted first."""
+
+    __slots__ = ()
+
+
+MISS: Any = _Miss()
+
+
 class SyncSerializer:
     """Shell: runs a :class:`SerializerCore` with a sync registry client."""
 
@@ -368,16 +415,16 @@ class SyncSerializer:
             KeySerializationError / ValueSerializationError: the value does not match the
                 schema, or no subject can be named.
             SchemaRegistryError: the registry refused or could not be reached (the client's
-                own timeouts and retries apply).
+                own timeouts and retries apply; only the first record of a subject calls it).
         """
         if obj is None:
             return None
         core = self._core
-        subject = core.subject(ctx)
-        r = core.resolved.get(subject)
-        if r is None:
-            r = run_sync(core.resolve(subject, ctx), self._registry)
-        return core.serialize(obj, ctx, r)
+        out = core.serialize_cached(obj, ctx)
+        if out is MISS:
+            run_sync(core.resolve(core.subject(ctx), ctx), self._registry)
+            out = core.serialize_cached(obj, ctx)
+        return out  # type: ignore[no-any-return]
 
 
 class AsyncSerializer:
@@ -391,11 +438,11 @@ class AsyncSerializer:
         if obj is None:
             return None
         core = self._core
-        subject = core.subject(ctx)
-        r = core.resolved.get(subject)
-        if r is None:
-            r = await run_async(core.resolve(subject, ctx), self._registry)
-        return core.serialize(obj, ctx, r)
+        out = core.serialize_cached(obj, ctx)
+        if out is MISS:
+            await run_async(core.resolve(core.subject(ctx), ctx), self._registry)
+            out = core.serialize_cached(obj, ctx)
+        return out  # type: ignore[no-any-return]
 
 
 class SyncDeserializer:
@@ -423,11 +470,12 @@ class SyncDeserializer:
         if data is None:
             return None
         core = self._core
-        key, sid, offset = core.locate(data, ctx)
-        reader = core.readers.get(key)
-        if reader is None:
+        out = core.decode_cached(data, ctx)
+        if out is MISS:
+            key, sid, offset = core.locate(data, ctx)
             reader = run_sync(core.load(key, sid, ctx, data), self._registry)
-        return core.deserialize(data, offset, reader, ctx)
+            out = core.deserialize(data, offset, reader, ctx)
+        return out
 
 
 class AsyncDeserializer:
@@ -441,11 +489,12 @@ class AsyncDeserializer:
         if data is None:
             return None
         core = self._core
-        key, sid, offset = core.locate(data, ctx)
-        reader = core.readers.get(key)
-        if reader is None:
+        out = core.decode_cached(data, ctx)
+        if out is MISS:
+            key, sid, offset = core.locate(data, ctx)
             reader = await run_async(core.load(key, sid, ctx, data), self._registry)
-        return core.deserialize(data, offset, reader, ctx)
+            out = core.deserialize(data, offset, reader, ctx)
+        return out
 
 
 def field_of(ctx: SerializationContext | None) -> MessageField:

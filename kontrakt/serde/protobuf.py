@@ -112,7 +112,7 @@ class _ProtobufSerializerCore(SerializerCore):
         yield  # pragma: no cover
 
     def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
-        if not isinstance(obj, self.msg_type):
+        if type(obj) is not self.msg_type and not isinstance(obj, self.msg_type):
             raise SerializationError(f"{self.owner} writes {self.msg_type.__name__} messages, "
                                      f"got {type(obj).__name__}")
         data: bytes = obj.SerializeToString()

@@ -23,7 +23,6 @@ from typing import Any
 from kontrakt.errors import CorruptMessageError, UnsupportedVersionError
 from kontrakt.protocol import primitives as P
 from kontrakt.protocol.spec import (
-    ArrayType,
     Field,
     Request,
     Response,

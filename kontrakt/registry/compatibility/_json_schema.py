@@ -109,7 +109,7 @@ class _Context:
 
     def add(self, dtype: str, leaf: str | None = None) -> None:
         path = "/".join([*self.path, leaf] if leaf else self.path)
-        self.diffs.append((dtype, path))
+        self.diffs.append((dtype, "#/" if path == "#" else path))
 
     def extend(self, other: _Context) -> None:
         self.diffs.extend(other.diffs)
@@ -152,13 +152,23 @@ def _compare(ctx: _Context, original: JsonNode | None, update: JsonNode | None) 
                     ctx.extend(sub)
                     ctx.add("SUM_TYPE_EXTENDED")
                     return
-    elif (original.kind == "combined" and update.kind != "combined"
-          and len(original.subschemas) == 1):
-        sub = ctx.sub()
-        _compare(sub, original.subschemas[0], update)
-        if sub.is_compatible:
-            ctx.extend(sub)
-            return
+    elif original.kind == "combined" and update.kind != "combined":
+        if len(original.subschemas) == 1:
+            sub = ctx.sub()
+            _compare(sub, original.subschemas[0], update)
+            if sub.is_compatible:
+                ctx.extend(sub)
+                return
+        elif original.criterion == "allOf":
+            # Dropping conjuncts (e.g. an enum next to a type) accepts more: compatible when
+            # what is left is compatible with one of them.
+            for candidate in original.subschemas:
+                sub = ctx.sub()
+                _compare(sub, candidate, update)
+                if sub.is_compatible:
+                    ctx.extend(sub)
+                    ctx.add("PRODUCT_TYPE_NARROWED")
+                    return
     if original.kind != update.kind:
         if original.kind == "false" or update.kind == "empty":
             return  # nothing was accepted before, or everything is accepted now

@@ -94,6 +94,8 @@ CASES = [
      '{"type": ["string", "null", "integer"]}', OK, {"SUM_TYPE_NARROWED"}),
     ("type list changed", '{"type": ["string", "null"]}', '{"type": ["string", "integer"]}',
      {"COMBINED_TYPE_SUBSCHEMAS_CHANGED"}, {"COMBINED_TYPE_SUBSCHEMAS_CHANGED"}),
+    ("enum next to a type removed", '{"type": "string", "enum": ["red"]}',
+     '{"type": "string"}', OK, {"TYPE_CHANGED"}),
     ("enum changed", '{"enum": ["a", "b"]}', '{"enum": ["a", "c"]}',
      {"ENUM_ARRAY_CHANGED"}, {"ENUM_ARRAY_CHANGED"}),
     ("maxLength increased", '{"type": "string", "maxLength": 5}',

@@ -1,0 +1,60 @@
+"""Consumer groups: consumer protocol blobs, partition assignors and the group coordinator.
+
+The sans-I/O half (this package's :mod:`._protocol` and :mod:`._assignors`) encodes and decodes
+the subscription / assignment bytes carried by JoinGroup and SyncGroup and computes assignments
+on the group leader. The coordinator state machine drives the JoinGroup / SyncGroup / Heartbeat
+exchange with the broker.
+"""
+
+from __future__ import annotations
+
+from kontrakt.clients.group._assignors import (
+    ASSIGNORS,
+    Assignor,
+    CooperativeStickyAssignor,
+    RangeAssignor,
+    RebalanceProtocol,
+    RoundRobinAssignor,
+    StickyAssignor,
+    assignor_for,
+    cooperative_adjust,
+    member_sort_key,
+    owned_partitions,
+)
+from kontrakt.clients.group._protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    Assignment,
+    MemberSubscription,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+
+__all__ = [
+    "ASSIGNORS",
+    "CONSUMER_PROTOCOL_TYPE",
+    "Assignment",
+    "Assignor",
+    "CooperativeStickyAssignor",
+    "MemberSubscription",
+    "RangeAssignor",
+    "RebalanceProtocol",
+    "RoundRobinAssignor",
+    "StickyAssignor",
+    "Subscription",
+    "assignor_for",
+    "cooperative_adjust",
+    "decode_assignment",
+    "decode_subscription",
+    "encode_assignment",
+    "encode_subscription",
+    "member_sort_key",
+    "owned_partitions",
+]
+
+# --- coordinator exports (added by the group coordinator's author) -------------------------
+# Add the coordinator's imports below this line and extend __all__ with
+# `__all__ += [...]` so the two halves can be edited independently.
+# --- end of coordinator exports ------------------------------------------------------------

@@ -1,0 +1,297 @@
+"""The sticky assignment algorithm and the sticky assignors' user data (sans-I/O).
+
+Goals, in order (KIP-54 / KIP-341 / KIP-429):
+
+1. *Balanced*: when every member subscribes to the same topics, partition counts differ by at
+   most one. With different subscriptions, no partition can move from a member to an eligible
+   member that has at least two fewer partitions.
+2. *Sticky*: as many partitions as possible stay with the member that owned them.
+
+Ownership claims come from each member's subscription. When two members claim one partition,
+the claim with the higher generation wins (a member that missed a rebalance still reports what
+it owned before); equal generations are settled by the member order so the result is
+deterministic.
+
+Two paths, as in Kafka's ``AbstractStickyAssignor``:
+
+* all subscriptions equal: compute the min/max quota, let every member keep up to its quota of
+  what it owns, then deal the rest out (members below the minimum first, then up to the number
+  of members allowed one extra partition). O(partitions + members).
+* different subscriptions: keep every valid claim, place the unowned partitions (most
+  constrained first) on the least-loaded eligible member, then move single partitions from a
+  member to an eligible member with at least two fewer partitions until no such move exists.
+  Every move lowers the sum of squared counts, so the loop ends.
+
+User data (``StickyAssignorUserData``, no version header): v0 is
+``[]{Topic string, Partitions []int32}`` with the previous assignment; v1 appends the int32
+generation. Java's ``StickyAssignor`` and librdkafka's sticky and cooperative-sticky assignors
+write v1. Java's ``CooperativeStickyAssignor`` writes a bare int32 generation instead (and takes
+owned partitions from the subscription's ``owned_partitions``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kontrakt._types import TopicPartition
+from kontrakt.errors import CorruptMessageError
+from kontrakt.protocol.primitives import INT32
+
+from ._protocol import decode_topic_partitions, encode_topic_partitions
+
+__all__ = [
+    "MemberData",
+    "decode_cooperative_user_data",
+    "decode_sticky_user_data",
+    "encode_cooperative_user_data",
+    "encode_sticky_user_data",
+    "sticky_assign",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberData:
+    """What the sticky algorithm knows about one member.
+
+    Attributes:
+        topics: the topics the member subscribes to.
+        owned: the partitions the member says it owns (from user data or owned_partitions).
+        generation: the generation of ``owned``, -1 when unknown.
+    """
+
+    topics: frozenset[str]
+    owned: tuple[TopicPartition, ...] = ()
+    generation: int = -1
+
+
+# ---------------------------------------------------------------------------------------------
+# User data
+
+
+def encode_sticky_user_data(previous: Sequence[TopicPartition], generation: int) -> bytes:
+    """Encode ``StickyAssignorUserData`` v1 (what Java's StickyAssignor and librdkafka write).
+
+    Args:
+        previous: the member's current assignment.
+        generation: the generation of that assignment.
+
+    Returns:
+        The bytes (no version header: the format has none).
+    """
+    buf = bytearray()
+    encode_topic_partitions(buf, previous)
+    buf += INT32.pack(generation)
+    return bytes(buf)
+
+
+def decode_sticky_user_data(data: bytes) -> tuple[list[TopicPartition], int]:
+    """Decode ``StickyAssignorUserData`` v1, or v0 when there is no generation.
+
+    Java tries v1 first and falls back to v0; the only difference is the trailing generation, so
+    a blob that ends right after the partition array is v0 (generation -1).
+
+    Args:
+        data: the user data.
+
+    Returns:
+        (previous assignment, generation or -1).
+
+    Raises:
+        CorruptMessageError: the bytes are neither version.
+    """
+    partitions, pos = decode_topic_partitions(data, 0)
+    if pos == len(data):
+        return partitions, -1
+    if pos + 4 > len(data):
+        raise CorruptMessageError("truncated generation in sticky assignor user data")
+    return partitions, INT32.unpack_from(data, pos)[0]
+
+
+def encode_cooperative_user_data(generation: int) -> bytes:
+    """Encode Java's ``CooperativeStickyAssignor`` user data: a bare int32 generation."""
+    return INT32.pack(generation)
+
+
+def decode_cooperative_user_data(data: bytes | None) -> int:
+    """Read a generation from cooperative-sticky user data of either known format.
+
+    Java's CooperativeStickyAssignor writes 4 bytes (the generation); librdkafka writes
+    StickyAssignorUserData v1 (whose generation is its last 4 bytes).
+
+    Args:
+        data: the user data, or None.
+
+    Returns:
+        The generation, -1 when absent or unreadable (what Java falls back to).
+    """
+    if not data:
+        return -1
+    if len(data) == 4:
+        return int(INT32.unpack(data)[0])
+    try:
+        return decode_sticky_user_data(data)[1]
+    except CorruptMessageError:
+        return -1
+
+
+# ---------------------------------------------------------------------------------------------
+# Algorithm
+
+
+def _resolve_owners(
+    order: Sequence[str],
+    members: Mapping[str, MemberData],
+    valid: Mapping[str, int],
+) -> dict[TopicPartition, str]:
+    """Pick one owner per claimed partition: highest generation, then member order."""
+    best: dict[TopicPartition, tuple[int, int, str]] = {}
+    for idx, member_id in enumerate(order):
+        data = members[member_id]
+        for tp in data.owned:
+            n = valid.get(tp.topic)
+            if n is None or not 0 <= tp.partition < n or tp.topic not in data.topics:
+                continue  # gone, shrunk, or no longer subscribed: not a claim any more
+            key = (-data.generation, idx, member_id)
+            cur = best.get(tp)
+            if cur is None or key < cur:
+                best[tp] = key
+    return {tp: key[2] for tp, key in best.items()}
+
+
+def sticky_assign(
+    partitions_per_topic: Mapping[str, int],
+    members: Mapping[str, MemberData],
+    order: Sequence[str],
+) -> dict[str, list[TopicPartition]]:
+    """Compute a balanced assignment that keeps as many owned partitions as possible.
+
+    Args:
+        partitions_per_topic: partition count of every known topic (others are ignored).
+        members: the members, keyed by member id.
+        order: every member id once, in tie-breaking order (Kafka's member order).
+
+    Returns:
+        ``{member_id: sorted partitions}`` for every member.
+    """
+    valid = {
+        t: n
+        for t, n in partitions_per_topic.items()
+        if any(t in m.topics for m in members.values())
+    }
+    owner = _resolve_owners(order, members, valid)
+    current: dict[str, list[TopicPartition]] = {m: [] for m in order}
+    for tp in sorted(owner):
+        current[owner[tp]].append(tp)
+    eligible_topics = {m: frozenset(t for t in members[m].topics if t in valid) for m in order}
+    all_partitions = [TopicPartition(t, p) for t in sorted(valid) for p in range(valid[t])]
+    if not order:
+        return {}
+    if len(set(eligible_topics.values())) == 1:
+        return _assign_equal(all_partitions, current, order)
+    return _assign_general(all_partitions, current, order, eligible_topics)
+
+
+def _assign_equal(
+    all_partitions: list[TopicPartition],
+    current: dict[str, list[TopicPartition]],
+    order: Sequence[str],
+) -> dict[str, list[TopicPartition]]:
+    n_members = len(order)
+    total = len(all_partitions)
+    min_quota, extra = divmod(total, n_members)
+    max_quota = min_quota + (1 if extra else 0)
+    # Members that already own more than the minimum get to keep one extra first, so fewer
+    # partitions move; the rest are trimmed to the minimum.
+    result: dict[str, list[TopicPartition]] = {}
+    slots_for_max = extra
+    by_owned = sorted(order, key=lambda m: -len(current[m]))
+    for member_id in by_owned:
+        owned = current[member_id]
+        if len(owned) > min_quota and slots_for_max > 0:
+            keep = max_quota
+            slots_for_max -= 1
+        else:
+            keep = min_quota
+        result[member_id] = owned[:keep]
+    assigned = {tp for parts in result.values() for tp in parts}
+    unassigned = [tp for tp in all_partitions if tp not in assigned]
+    it = iter(unassigned)
+    # Fill everyone up to the minimum, round-robin over members in order so a fresh assignment
+    # interleaves like Kafka's does.
+    pending = [m for m in order if len(result[m]) < min_quota]
+    while pending:
+        still: list[str] = []
+        for member_id in pending:
+            result[member_id].append(next(it))
+            if len(result[member_id]) < min_quota:
+                still.append(member_id)
+        pending = still
+    # Then hand the remaining partitions one each to members at the minimum.
+    for member_id in order:
+        if slots_for_max == 0:
+            break
+        if len(result[member_id]) == min_quota:
+            nxt = next(it, None)
+            if nxt is None:
+                break
+            result[member_id].append(nxt)
+            slots_for_max -= 1
+    return {m: sorted(result[m]) for m in order}
+
+
+def _assign_general(
+    all_partitions: list[TopicPartition],
+    current: dict[str, list[TopicPartition]],
+    order: Sequence[str],
+    eligible_topics: Mapping[str, frozenset[str]],
+) -> dict[str, list[TopicPartition]]:
+    rank = {m: i for i, m in enumerate(order)}
+    subscribers: dict[str, list[str]] = {}
+    for member_id in order:
+        for topic in eligible_topics[member_id]:
+            subscribers.setdefault(topic, []).append(member_id)
+    owned: dict[str, set[TopicPartition]] = {m: set(current[m]) for m in order}
+    assigned = {tp for parts in owned.values() for tp in parts}
+    unassigned = [tp for tp in all_partitions if tp not in assigned]
+    # Most constrained partitions first, each to its least-loaded eligible member.
+    unassigned.sort(key=lambda tp: (len(subscribers[tp.topic]), tp))
+    for tp in unassigned:
+        target = min(subscribers[tp.topic], key=lambda m: (len(owned[m]), rank[m]))
+        owned[target].add(tp)
+    # Balance: move one partition from a member to an eligible member with at least two fewer
+    # partitions, until none can move. Each move lowers sum(count**2) by at least 2.
+    bound = sum(len(v) ** 2 for v in owned.values()) + 1
+    for _ in range(bound):
+        move = _find_move(order, owned, subscribers, rank)
+        if move is None:
+            break
+        tp, src, dst = move
+        owned[src].discard(tp)
+        owned[dst].add(tp)
+    return {m: sorted(owned[m]) for m in order}
+
+
+def _find_move(
+    order: Sequence[str],
+    owned: Mapping[str, set[TopicPartition]],
+    subscribers: Mapping[str, list[str]],
+    rank: Mapping[str, int],
+) -> tuple[TopicPartition, str, str] | None:
+    for src in sorted(order, key=lambda m: (-len(owned[m]), rank[m])):
+        src_count = len(owned[src])
+        if src_count < 2:
+            return None
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in owned[src]:
+            by_topic.setdefault(tp.topic, []).append(tp)
+        best: tuple[int, int, str, str] | None = None
+        for topic in sorted(by_topic):
+            dst = min(subscribers[topic], key=lambda m: (len(owned[m]), rank[m]))
+            count = len(owned[dst])
+            if count <= src_count - 2 and (best is None or (count, rank[dst]) < best[:2]):
+                best = (count, rank[dst], dst, topic)
+        if best is not None:
+            _, _, dst, topic = best
+            return max(by_topic[topic]), src, dst
+    return None

@@ -171,7 +171,7 @@ def main() -> None:
     assert kp_bytes == cp_bytes and kp_de(kp_bytes, ctx) == msg
     praw = msg.SerializeToString()
     proto = bench({
-        "raw ser": msg.SerializeToString,
+        "raw ser": lambda: msg.SerializeToString(),
         "k ser": lambda: kp_ser(msg, ctx),
         "c ser": lambda: cp_ser(msg, cctx),
         "raw de": lambda: Trade.FromString(praw),

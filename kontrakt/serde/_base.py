@@ -120,6 +120,8 @@ class Resolved:
     schema_id: SchemaId
     prefix: bytes
     parsed: Any
+    #: ``write(obj, ctx) -> framed bytes`` for the default prefix framing, else None.
+    write: Any = None
 
 
 def _registered_id(answer: Any) -> tuple[int, uuid.UUID | None]:
@@ -149,6 +151,7 @@ class SerializerCore:
             raise ConfigError(f"{owner}: cannot enable both use.latest.version and "
                               "auto.register.schemas")
         self.strategy: Callable[..., str | None] = c["subject.name.strategy"]
+        self.topic_strategy = self.strategy is topic_subject_name_strategy
         self.id_serializer: Callable[..., bytes] = c["schema.id.serializer"]
         self.fast_prefix = self.id_serializer is prefix_schema_id_serializer
         self.resolved: dict[str | None, Resolved] = {}
@@ -190,7 +193,9 @@ class SerializerCore:
             parsed = self.local_parsed()
         sid_num, guid = _registered_id(answer)
         sid = SchemaId(sid_num, guid, self.message_indexes(), self.zigzag)
-        resolved = Resolved(sid, sid.id_to_bytes(), parsed)
+        prefix = sid.id_to_bytes()
+        write = self.make_writer(parsed, prefix) if self.fast_prefix else None
+        resolved = Resolved(sid, prefix, parsed, write)
         self.resolved[subject] = resolved
         return resolved
 
@@ -200,16 +205,22 @@ class SerializerCore:
         This is the whole per-record path once a serializer is warm: one strategy call, one
         dict lookup, the encoder, and the ready-made prefix.
         """
-        try:
-            subject = self.strategy(ctx, self.record_name)
-        except SerializationError:
-            raise
-        except Exception as e:
-            raise serialization_error(f"subject name strategy failed: {e}", ctx, e) from e
-        r = self.resolved.get(subject)
+        if self.topic_strategy and ctx is not None:
+            # The default strategy, inlined: it is a string concatenation.
+            r = self.resolved.get(ctx.topic + "-" + ctx.field)
+        else:
+            try:
+                subject = self.strategy(ctx, self.record_name)
+            except SerializationError:
+                raise
+            except Exception as e:
+                raise serialization_error(f"subject name strategy failed: {e}", ctx, e) from e
+            r = self.resolved.get(subject)
         if r is None:
             return MISS
         try:
+            if r.write is not None:
+                return r.write(obj, ctx)
             payload = self.encode(obj, ctx, r.parsed)
         except SerializationError as e:
             if type(e) is SerializationError:
@@ -218,8 +229,6 @@ class SerializerCore:
         except Exception as e:
             raise serialization_error(f"{self.owner}: cannot encode {type(obj).__name__}: {e}",
                                       ctx, e) from e
-        if self.fast_prefix:
-            return r.prefix + payload
         return self.id_serializer(payload, ctx, r.schema_id)
 
     # -- format hooks ----------------------------------------------------------------------
@@ -242,8 +251,16 @@ class SerializerCore:
         return None
 
     def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
-        """Encode ``obj`` (already converted by ``to_dict``) with the parsed schema."""
+        """Encode ``obj`` (applying ``to_dict``) with the parsed schema, without framing."""
         raise NotImplementedError
+
+    def make_writer(self, parsed: Any, prefix: bytes) -> Any:
+        """``write(obj, ctx) -> prefix + encoding``; formats may fuse the two steps."""
+        encode = self.encode
+
+        def write(obj: Any, ctx: SerializationContext | None) -> bytes:
+            return prefix + encode(obj, ctx, parsed)
+        return write
 
 
 class DeserializerCore:
@@ -279,17 +296,33 @@ class DeserializerCore:
         return None
 
     def decode_cached(self, data: bytes, ctx: SerializationContext | None) -> Any:
-        """Decode ``data`` if its writer schema is loaded already, else return :data:`MISS`."""
-        fast = self._fast_key(data, ctx)
-        if fast is not None:
-            reader = self.readers.get(fast[0])
-            offset = fast[1]
+        """Decode ``data`` if its writer schema is loaded already, else return :data:`MISS`.
+
+        The warm path: framing decided from the bytes, one dict lookup, the format's reader.
+        """
+        if self.fast and data[:1] == b"\x00" and (ctx is None or not ctx.headers):
+            if not self.protobuf:
+                read = self.readers.get(data[1:5])
+                offset = 5
+            elif data[5:6] == b"\x00":
+                read = self.readers.get(data[1:6])
+                offset = 6
+            else:
+                return MISS
         else:
             key, _, offset = self.locate(data, ctx)
-            reader = self.readers.get(key)
-        if reader is None:
+            read = self.readers.get(key)
+        if read is None:
             return MISS
-        return self.deserialize(data, offset, reader, ctx)
+        try:
+            return read(data, offset, ctx)
+        except SerializationError as e:
+            if type(e) is SerializationError:
+                raise deserialization_error(str(e), ctx, data, e) from e
+            raise
+        except Exception as e:
+            raise deserialization_error(f"{self.owner}: cannot decode payload: {e!r}", ctx, data,
+                                        e) from e
 
     def locate(self, data: bytes, ctx: SerializationContext | None) -> tuple[Any, SchemaId, int]:
         """Read the schema id: returns the cache key, the id and where the payload starts.
@@ -361,7 +394,7 @@ class DeserializerCore:
                     ctx: SerializationContext | None) -> Any:
         """Decode the payload; any failure becomes a key/value deserialization error."""
         try:
-            return self.decode(data, offset, reader, ctx)
+            return reader(data, offset, ctx)
         except SerializationError as e:
             if type(e) is SerializationError:
                 raise deserialization_error(str(e), ctx, data, e) from e
@@ -377,12 +410,7 @@ class DeserializerCore:
         yield  # pragma: no cover
 
     def make_reader(self, writer: Any, reader: Any, sid: SchemaId) -> Any:
-        """Combine writer and reader schema into what :meth:`decode` needs."""
-        raise NotImplementedError
-
-    def decode(self, data: bytes, offset: int, reader: Any,
-               ctx: SerializationContext | None) -> Any:
-        """Decode ``data[offset:]``."""
+        """Combine writer and reader schema into ``read(data, offset, ctx) -> value``."""
         raise NotImplementedError
 
 

@@ -154,6 +154,20 @@ class _AvroSerializerCore(SerializerCore, _AvroParsing):
         schemaless_writer(out, parsed, value)
         return out.getvalue()
 
+    def make_writer(self, parsed: Any, prefix: bytes) -> Any:
+        if _is_bytes(parsed):
+            return SerializerCore.make_writer(self, parsed, prefix)
+        to_dict = self.to_dict
+        BytesIO = io.BytesIO  # a local alias on the per-record path
+
+        def write(obj: Any, ctx: SerializationContext | None) -> bytes:
+            # The prefix goes into the same buffer: no second copy of the payload.
+            out = BytesIO(prefix)
+            out.seek(len(prefix))
+            schemaless_writer(out, parsed, obj if to_dict is None else to_dict(obj, ctx))
+            return out.getvalue()
+        return write
+
 
 class _AvroDeserializerCore(DeserializerCore, _AvroParsing):
     def __init__(self, schema_str: Any, from_dict: FromDict | None, return_record_name: bool,
@@ -188,23 +202,24 @@ class _AvroDeserializerCore(DeserializerCore, _AvroParsing):
             reader = self._local_reader
         if reader is not None and reader == writer:
             reader = None  # same schema: skip fastavro's resolution pass
-        return writer, reader, _is_bytes(writer)
+        from_dict = self.from_dict
+        if _is_bytes(writer):
+            def read_bytes(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+                value = bytes(data[offset:])
+                return value if from_dict is None else from_dict(value, ctx)
+            return read_bytes
+        record_name = self.return_record_name
+        BytesIO = io.BytesIO  # a local alias on the per-record path
 
-    def decode(self, data: bytes, offset: int, reader: Any,
-               ctx: SerializationContext | None) -> Any:
-        writer, reader_schema, is_bytes = reader
-        if is_bytes:
-            value: Any = bytes(data[offset:])
-        else:
-            buf = io.BytesIO(data)
+        def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+            buf = BytesIO(data)
             buf.seek(offset)
-            value = schemaless_reader(buf, writer, reader_schema, self.return_record_name)
+            value = schemaless_reader(buf, writer, reader, record_name)
             if buf.tell() != len(data):
                 raise SerializationError(
                     f"{len(data) - buf.tell()} bytes left over after the Avro record")
-        if self.from_dict is not None:
-            return self.from_dict(value, ctx)
-        return value
+            return value if from_dict is None else from_dict(value, ctx)
+        return read
 
 
 class AvroSerializer(SyncSerializer):

@@ -183,28 +183,32 @@ class _JsonDeserializerCore(DeserializerCore, _JsonParsing):
             local = yield from self.parse_schema(self.schema)
         if not self.has_registry:
             # JSON is self-describing: without a registry, read with the local schema.
-            self.readers[key] = local
-            return local
+            read = self._reader_for(local)
+            self.readers[key] = read
+            return read
         self._local_reader = local
         return (yield from DeserializerCore.load(self, key, sid, ctx, data))
 
     _local_reader: Any = None
 
     def make_reader(self, writer: Any, reader: Any, sid: SchemaId) -> Any:
-        if reader is not None:
-            return reader
-        return self._local_reader if self._local_reader is not None else writer
+        if reader is None:
+            reader = self._local_reader if self._local_reader is not None else writer
+        return self._reader_for(reader)
 
-    def decode(self, data: bytes, offset: int, reader: Any,
-               ctx: SerializationContext | None) -> Any:
-        value = json.loads(data[offset:] if offset else data)
-        if self.validate and reader is not None:
-            error = reader[1](value)
-            if error is not None:
-                raise SerializationError(f"value does not match the JSON schema: {error}")
-        if self.from_dict is not None:
-            return self.from_dict(value, ctx)
-        return value
+    def _reader_for(self, parsed: Any) -> Any:
+        check = parsed[1] if (self.validate and parsed is not None) else None
+        from_dict = self.from_dict
+        loads = json.loads
+
+        def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+            value = loads(data[offset:] if offset else data)
+            if check is not None:
+                error = check(value)
+                if error is not None:
+                    raise SerializationError(f"value does not match the JSON schema: {error}")
+            return value if from_dict is None else from_dict(value, ctx)
+        return read
 
 
 class JSONSerializer(SyncSerializer):

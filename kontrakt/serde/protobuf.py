@@ -53,6 +53,14 @@ __all__ = [
 _ROOT_NAME = "default"
 
 
+def _reader_for(cls: Any) -> Any:
+    from_string = cls.FromString
+
+    def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+        return from_string(data[offset:])
+    return read
+
+
 def _is_message_class(cls: Any) -> bool:
     return isinstance(cls, type) and issubclass(cls, Message)
 
@@ -118,6 +126,17 @@ class _ProtobufSerializerCore(SerializerCore):
         data: bytes = obj.SerializeToString()
         return data
 
+    def make_writer(self, parsed: Any, prefix: bytes) -> Any:
+        cls = self.msg_type
+        owner = self.owner
+
+        def write(obj: Any, ctx: SerializationContext | None) -> bytes:
+            if type(obj) is not cls and not isinstance(obj, cls):
+                raise SerializationError(f"{owner} writes {cls.__name__} messages, got "
+                                         f"{type(obj).__name__}")
+            return prefix + obj.SerializeToString()  # type: ignore[no-any-return]
+        return write
+
 
 class _ProtobufDeserializerCore(DeserializerCore):
     protobuf = True
@@ -143,8 +162,9 @@ class _ProtobufDeserializerCore(DeserializerCore):
              data: bytes) -> Steps:
         if self.message_type is not None and not self.per_subject:
             # A generated class needs no schema: the registry is not consulted.
-            self.readers[key] = self.message_type
-            return self.message_type
+            read = _reader_for(self.message_type)
+            self.readers[key] = read
+            return read
         return (yield from DeserializerCore.load(self, key, sid, ctx, data))
 
     def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
@@ -192,18 +212,14 @@ class _ProtobufDeserializerCore(DeserializerCore):
         indexes = sid.message_indexes or (0,)
         writer_desc = message_by_indexes(writer, indexes)
         if self.message_type is not None:
-            return self.message_type
+            return _reader_for(self.message_type)
         desc = writer_desc
         if reader is not None:
             # The reader is the subject's latest schema: the same message name there.
             desc = reader.message_types_by_name.get(writer_desc.name, writer_desc)
         from google.protobuf.message_factory import GetMessageClass
 
-        return GetMessageClass(desc)
-
-    def decode(self, data: bytes, offset: int, reader: Any,
-               ctx: SerializationContext | None) -> Any:
-        return reader.FromString(data[offset:])
+        return _reader_for(GetMessageClass(desc))
 
 
 class ProtobufSerializer(SyncSerializer):

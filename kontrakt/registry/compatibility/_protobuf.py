@@ -1,14 +1,16 @@
 """Protobuf compatibility: Confluent's difference-based rules over parsed .proto files.
 
-Differences between the original and the update get Confluent's type names. Compatible:
-adding/moving messages, adding/removing enums and enum constants, adding/removing/renaming
-(optional) fields, changing a repeated string/bytes field's label, adding/removing oneofs and
-adding oneof members. Incompatible: a changed package, a removed message, a field whose kind
-(scalar / message / map) or wire-compatible scalar group changes, a message-typed field whose
-type is renamed or changes incompatibly, adding or removing a required field, removing a oneof
-member, moving several existing fields into one oneof or one field into an existing oneof, and
-(Kontrakt, as protobuf's packed encoding requires) changing a numeric field between repeated
-and singular.
+Differences between the original and the update get Confluent's type names.
+
+Compatible: a changed package (names are not on the wire), adding or moving messages, adding
+or removing enums and enum constants, adding, removing or renaming (optional) fields, changing
+the label of a string/bytes or message field, adding or removing oneofs, adding oneof members.
+
+Incompatible: a removed message, a field whose kind (scalar / message / map) or wire-compatible
+scalar group changes, a message-typed field whose type is renamed or changes incompatibly,
+adding or removing a required field, removing a oneof member, moving several existing fields
+into one oneof or one field into an existing oneof, and changing a numeric field between
+repeated and singular (packed encoding).
 
 Scalar groups (values of one group can be read as another): int32/int64/uint32/uint64/bool and
 enums; sint32/sint64; string/bytes; fixed32/sfixed32; fixed64/sfixed64; float; double.
@@ -30,6 +32,8 @@ from kontrakt.registry.compatibility._proto_parser import (
 __all__ = ["COMPATIBLE_CHANGES", "protobuf_issues"]
 
 COMPATIBLE_CHANGES = frozenset({
+    # The package is not on the wire; current Confluent releases accept a changed package.
+    "PACKAGE_CHANGED",
     "MESSAGE_ADDED", "MESSAGE_MOVED", "ENUM_ADDED", "ENUM_REMOVED", "ENUM_CONST_ADDED",
     "ENUM_CONST_CHANGED", "ENUM_CONST_REMOVED", "FIELD_ADDED", "FIELD_REMOVED",
     "FIELD_NAME_CHANGED", "FIELD_STRING_OR_BYTES_LABEL_CHANGED", "ONEOF_ADDED",
@@ -43,7 +47,6 @@ _GROUPS = {
     "float": "FLOAT", "double": "DOUBLE",
 }
 _EXPLAIN = {
-    "PACKAGE_CHANGED": "the package changed",
     "MESSAGE_REMOVED": "a message was removed",
     "FIELD_KIND_CHANGED": "the field's kind changed (scalar, message or map)",
     "FIELD_SCALAR_KIND_CHANGED": "the field's type changed to one that is not wire-compatible",
@@ -249,7 +252,7 @@ def _compare_named(ctx: _Ctx, ofull: str, ufull: str, leaf: list[str]) -> None:
     if not isinstance(otype, ProtoMessage) or not isinstance(utype, ProtoMessage):
         return  # well-known types: the same name is the same type
     sub = ctx.sub()
-    sub.path = ["#", olocal]
+    sub.path = ["#", *olocal.split(".")]
     _compare_message(sub, otype, utype)
     ctx.diffs.extend(sub.diffs)
     if not sub.is_compatible:

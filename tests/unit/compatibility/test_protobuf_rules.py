@@ -86,8 +86,7 @@ CASES = [
      proto("message M { N n = 1; message N { string x = 1; } }"),
      {"FIELD_SCALAR_KIND_CHANGED", "FIELD_NAMED_TYPE_CHANGED"},
      {"FIELD_SCALAR_KIND_CHANGED", "FIELD_NAMED_TYPE_CHANGED"}),
-    ("package changed", proto(BASE), proto(BASE, package="acme.v2"),
-     {"PACKAGE_CHANGED"}, {"PACKAGE_CHANGED"}),
+    ("package changed (not on the wire)", proto(BASE), proto(BASE, package="acme.v2"), OK, OK),
     ("message removed", proto(BASE + " message Extra { int32 a = 1; }"), proto(BASE),
      {"MESSAGE_REMOVED"}, OK),
     ("messages reordered", proto(BASE + " message Extra { int32 a = 1; }"),
@@ -192,3 +191,22 @@ def test_options_comments_reserved_services_parse() -> None:
 def test_parse_errors(text: str, exc: type[Exception], needle: str) -> None:
     with pytest.raises(exc, match=needle):
         check_compatibility(S(text), [], "NONE")
+
+
+def test_imported_type_compared_by_local_name_across_packages() -> None:
+    dep_v1 = 'syntax = "proto3"; package a.b; message Outer { message Home { int32 id = 1; } }'
+    dep_v2 = 'syntax = "proto3"; package c.d; message Outer { message Home { string id = 1; } }'
+    deps = {"dep1.proto": dep_v1, "dep2.proto": dep_v2}
+    old = S('syntax = "proto3"; import "dep1.proto"; message T { .a.b.Outer.Home h = 1; }',
+            references=[Ref("dep1.proto", "dep1", 1)])
+    new = S('syntax = "proto3"; import "dep2.proto"; message T { .c.d.Outer.Home h = 1; }',
+            references=[Ref("dep2.proto", "dep2", 1)])
+
+    def lookup(r: Any) -> S:
+        return S(deps[r.name])
+
+    result = check_compatibility(new, [old], "BACKWARD", lookup=lookup)
+    assert [(i.error_type, i.path) for i in result.incompatibilities] == [
+        ("FIELD_SCALAR_KIND_CHANGED", "#/Outer/Home/1"), ("FIELD_NAMED_TYPE_CHANGED", "#/T/1")]
+    deps["dep2.proto"] = dep_v2.replace("string id", "int64 id")
+    assert check_compatibility(new, [old], "FULL", lookup=lookup).is_compatible

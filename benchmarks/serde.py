@@ -21,11 +21,11 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import fastavro  # noqa: E402
-import jsonschema  # noqa: E402
+import fastavro
+import jsonschema
 
-from kontrakt.registry import MockSchemaRegistryClient  # noqa: E402
-from kontrakt.serde import (  # noqa: E402
+from kontrakt.registry import MockSchemaRegistryClient
+from kontrakt.serde import (
     AvroDeserializer,
     AvroSerializer,
     JSONDeserializer,
@@ -35,8 +35,8 @@ from kontrakt.serde import (  # noqa: E402
     ProtobufSerializer,
     SerializationContext,
 )
-from kontrakt.serde._jsonvalidate import compile_validator  # noqa: E402
-from tests.unit.serde._support import FakeRegistry  # noqa: E402
+from kontrakt.serde._jsonvalidate import compile_validator
+from tests.unit.serde._support import FakeRegistry
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

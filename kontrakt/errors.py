@@ -18,6 +18,7 @@ __all__ = [
     "CorruptMessageError",
     "CorruptRecordError",
     "IllegalStateError",
+    "InvalidArgumentError",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
@@ -308,3 +309,11 @@ class KeyDeserializationError(SerializationError):
 
 class ValueDeserializationError(SerializationError):
     """A record's value could not be deserialized; ``.record`` carries the raw record."""
+
+
+class InvalidArgumentError(KontraktError, ValueError):
+    """An argument to a client call is invalid (an illegal topic or group name, a negative
+    partition count, an unknown topic config key, ...). Raised before anything is sent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)

@@ -1,0 +1,108 @@
+"""Kafka administration: :class:`AdminClient` (blocking) and :class:`AsyncAdminClient`.
+
+Calls about several entities return ``dict`` entity -> result and raise
+:class:`~kontrakt.errors.PartialFailureError` (carrying every entity's outcome) when some
+failed, or return the failures in the dict with ``return_exceptions=True``. Bad input raises
+:class:`~kontrakt.errors.InvalidArgumentError` before anything is sent.
+"""
+
+from __future__ import annotations
+
+from kontrakt.clients.admin._admin import ADMIN_OPTIONS, AsyncAdminClient
+from kontrakt.clients.admin._consumer_protocol import (
+    ConsumerAssignment,
+    ConsumerSubscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from kontrakt.clients.admin._sync import AdminClient
+from kontrakt.clients.admin._types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AlterConfigOp,
+    AlterConfigOpType,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+    ConfigSynonym,
+    ConfigType,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    ConsumerGroupState,
+    ConsumerGroupType,
+    CreatedTopic,
+    DeletedRecords,
+    IsolationLevel,
+    ListOffsetsResultInfo,
+    LogDirDescription,
+    MemberAssignment,
+    MemberDescription,
+    NewPartitions,
+    NewTopic,
+    Node,
+    OffsetSpec,
+    PartitionDescription,
+    ProducerState,
+    ReplicaInfo,
+    ResourcePatternType,
+    ResourceType,
+    TopicDescription,
+    TransactionDescription,
+    TransactionListing,
+)
+from kontrakt.clients.admin._validate import TOPIC_CONFIG_NAMES
+
+__all__ = [
+    "ADMIN_OPTIONS",
+    "TOPIC_CONFIG_NAMES",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "AdminClient",
+    "AlterConfigOp",
+    "AlterConfigOpType",
+    "AsyncAdminClient",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigResourceType",
+    "ConfigSource",
+    "ConfigSynonym",
+    "ConfigType",
+    "ConsumerAssignment",
+    "ConsumerGroupDescription",
+    "ConsumerGroupListing",
+    "ConsumerGroupState",
+    "ConsumerGroupType",
+    "ConsumerSubscription",
+    "CreatedTopic",
+    "DeletedRecords",
+    "IsolationLevel",
+    "ListOffsetsResultInfo",
+    "LogDirDescription",
+    "MemberAssignment",
+    "MemberDescription",
+    "NewPartitions",
+    "NewTopic",
+    "Node",
+    "OffsetSpec",
+    "PartitionDescription",
+    "ProducerState",
+    "ReplicaInfo",
+    "ResourcePatternType",
+    "ResourceType",
+    "TopicDescription",
+    "TransactionDescription",
+    "TransactionListing",
+    "decode_assignment",
+    "decode_subscription",
+    "encode_assignment",
+    "encode_subscription",
+]

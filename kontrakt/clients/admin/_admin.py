@@ -1,0 +1,768 @@
+"""AsyncAdminClient: topics, partitions, configs, cluster, ACLs and log dirs.
+
+Group, offset, record and transaction operations live in :mod:`._groups` (a base class of
+:class:`AsyncAdminClient`) to keep each file about one thing.
+
+Results: a call about several entities (topics, resources, partitions, groups) returns a
+``dict`` entity -> result. If any entity failed it raises
+:class:`~kontrakt.errors.PartialFailureError`, whose ``.results`` holds every entity's
+outcome (its result value, or the exception it failed with) and ``.errors`` only the failures;
+pass ``return_exceptions=True`` to get that dict back instead (like ``asyncio.gather``).
+Retriable errors are retried with backoff (``retry.backoff.ms`` .. ``retry.backoff.max.ms``)
+until the call's ``timeout`` (seconds; default ``default.api.timeout.ms``); after that the
+last retriable error is the entity's outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kontrakt._config import Option, options
+from kontrakt._types import TopicPartition
+from kontrakt.clients.admin import _validate as v
+from kontrakt.clients.admin._groups import GroupOperations
+from kontrakt.clients.admin._routing import Fatal, Router, error_for, finish
+from kontrakt.clients.admin._types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AlterConfigOp,
+    AlterConfigOpType,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+    ConfigSynonym,
+    ConfigType,
+    CreatedTopic,
+    LogDirDescription,
+    NewPartitions,
+    NewTopic,
+    Node,
+    PartitionDescription,
+    ReplicaInfo,
+    ResourcePatternType,
+    ResourceType,
+    TopicDescription,
+)
+from kontrakt.clients.client import CLIENT_OPTIONS, AsyncKafkaClient
+from kontrakt.errors import InvalidArgumentError, PartialFailureError
+from kontrakt.protocol.errors import LeaderNotAvailableError, UnknownTopicOrPartitionError
+from kontrakt.protocol.messages import (
+    AlterConfigsRequest,
+    CreateAclsRequest,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteAclsRequest,
+    DeleteTopicsRequest,
+    DescribeAclsRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
+    DescribeLogDirsRequest,
+    IncrementalAlterConfigsRequest,
+    MetadataRequest,
+)
+from kontrakt.protocol.spec import Request
+
+__all__ = ["ADMIN_OPTIONS", "AsyncAdminClient"]
+
+ADMIN_OPTIONS: dict[str, Option] = {**CLIENT_OPTIONS, **options(
+    Option("default.api.timeout.ms", "int", 60000, minimum=1,
+           doc="how long an admin call may take in total, retries included, when the "
+               "call's timeout argument is not given"),
+)}
+
+_AUTH_OPS_UNKNOWN = -(2**31)
+
+
+def _operations(bits: int) -> frozenset[AclOperation] | None:
+    if bits == _AUTH_OPS_UNKNOWN:
+        return None
+    return frozenset(op for op in AclOperation if bits & (1 << op.value))
+
+
+class AsyncAdminClient(GroupOperations):
+    """Asyncio Kafka admin client built on :class:`AsyncKafkaClient`.
+
+    Args:
+        config: Kafka property names to values (``{"bootstrap.servers": "host:9092"}``).
+        **kwargs: the same options with snake_case names.
+
+    Options: those of :class:`AsyncKafkaClient` plus ``default.api.timeout.ms`` (60000): the
+    total time of a call, retries included, when its ``timeout`` argument is not given.
+
+    Raises:
+        ConfigError: unknown option or bad value.
+
+    Example::
+
+        async with AsyncAdminClient(bootstrap_servers="127.0.0.1:9092") as admin:
+            await admin.create_topics([NewTopic("orders", 3)])
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        client = AsyncKafkaClient(config, _options=ADMIN_OPTIONS, **kwargs)
+        super().__init__(client, Router(client, client.config["default.api.timeout.ms"] / 1000))
+
+    @property
+    def client(self) -> AsyncKafkaClient:
+        """The underlying client (for raw :meth:`AsyncKafkaClient.request` calls)."""
+        return self._client
+
+    async def start(self) -> None:
+        """Connect and load cluster metadata (done by the first call otherwise).
+
+        Raises:
+            NoBrokersAvailableError: no bootstrap server answered.
+        """
+        await self._client.start()
+
+    async def close(self) -> None:
+        """Close every connection. Idempotent."""
+        await self._client.close()
+
+    async def __aenter__(self) -> AsyncAdminClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- topics -----------------------------------------------------------------------
+
+    async def create_topics(self, new_topics: Iterable[NewTopic], *, validate_only: bool = False,
+                            operation_timeout: float | None = None,
+                            timeout: float | None = None,
+                            return_exceptions: bool = False) -> dict[str, CreatedTopic]:
+        """Create topics (sent to the controller).
+
+        Args:
+            new_topics: what to create.
+            validate_only: only check that the topics could be created.
+            operation_timeout: seconds the controller may wait for the creation to
+                propagate (default: what is left of ``timeout``).
+            timeout: seconds for the whole call, retries included.
+            return_exceptions: return failures in the dict instead of raising.
+
+        Returns:
+            topic name -> :class:`CreatedTopic`.
+
+        Raises:
+            InvalidArgumentError: a bad name, count, assignment or unknown config key
+                (nothing is sent).
+            PartialFailureError: some topics failed (e.g. ``TopicAlreadyExistsError``).
+        """
+        topics = list(new_topics)
+        for t in topics:
+            _check_new_topic(t)
+        v.unique((t.topic for t in topics), "topic")
+        by_name = {t.topic: t for t in topics}
+        deadline = self._router.deadline(timeout)
+
+        def build(names: list[str], version: int) -> Request:
+            return CreateTopicsRequest(
+                topics=[_creatable(by_name[n]) for n in names],
+                timeout_ms=_ms(operation_timeout, self._router.remaining(deadline)),
+                validate_only=validate_only)
+
+        async def round_(names: list[str]) -> dict[str, Any]:
+            resp = await self._router.to_controller(
+                CreateTopicsRequest, lambda ver: build(names, ver), deadline)
+            out: dict[str, Any] = {}
+            for r in resp.topics:
+                if r.error_code:
+                    out[r.name] = error_for(r.error_code, r.error_message, f"topic {r.name!r}")
+                    self._router.controller_moved(out[r.name])
+                    continue
+                configs = {c.name: ConfigEntry(
+                    c.name, c.value, _source(c.config_source), c.read_only,
+                    c.config_source == ConfigSource.DEFAULT_CONFIG, c.is_sensitive)
+                    for c in (r.configs or [])}
+                out[r.name] = CreatedTopic(r.name, r.topic_id, r.num_partitions,
+                                           r.replication_factor, configs)
+            return out
+
+        results = await self._router.per_entity(list(by_name), round_, deadline)
+        return finish(results, "create_topics", return_exceptions)
+
+    async def delete_topics(self, topics: Iterable[str], *,
+                            operation_timeout: float | None = None,
+                            timeout: float | None = None,
+                            return_exceptions: bool = False) -> dict[str, None]:
+        """Delete topics by name (sent to the controller).
+
+        Returns:
+            topic name -> None.
+
+        Raises:
+            InvalidArgumentError: a bad name (nothing is sent).
+            PartialFailureError: some topics failed (e.g. ``UnknownTopicOrPartitionError``,
+                which is final here, not retried).
+        """
+        names = v.unique((v.check_topic_name(t) for t in topics), "topic")
+        deadline = self._router.deadline(timeout)
+
+        def build(batch: list[str], version: int) -> Request:
+            tmo = _ms(operation_timeout, self._router.remaining(deadline))
+            if version >= 6:
+                return DeleteTopicsRequest(timeout_ms=tmo, topics=[
+                    DeleteTopicsRequest.DeleteTopicState(name=n) for n in batch])
+            return DeleteTopicsRequest(timeout_ms=tmo, topic_names=batch)
+
+        async def round_(batch: list[str]) -> dict[str, Any]:
+            resp = await self._router.to_controller(
+                DeleteTopicsRequest, lambda ver: build(batch, ver), deadline)
+            out: dict[str, Any] = {}
+            for r in resp.responses:
+                if not r.error_code:
+                    out[r.name] = None
+                    continue
+                err = error_for(r.error_code, r.error_message, f"topic {r.name!r}")
+                self._router.controller_moved(err)
+                # The controller is authoritative: an unknown topic will not appear.
+                out[r.name] = Fatal(err) if isinstance(err, UnknownTopicOrPartitionError) else err
+            return out
+
+        results = await self._router.per_entity(names, round_, deadline)
+        return finish(results, "delete_topics", return_exceptions)
+
+    async def create_partitions(self, new_partitions: Iterable[NewPartitions], *,
+                                validate_only: bool = False,
+                                operation_timeout: float | None = None,
+                                timeout: float | None = None,
+                                return_exceptions: bool = False) -> dict[str, None]:
+        """Grow topics to a new total partition count (sent to the controller).
+
+        Returns:
+            topic name -> None.
+
+        Raises:
+            InvalidArgumentError: a bad name, a count < 1 or a bad assignment.
+            PartialFailureError: some topics failed (e.g. ``InvalidPartitionsError`` when
+                the count does not grow).
+            UnsupportedVersionError: inside the results when the broker lacks the API.
+        """
+        items = list(new_partitions)
+        for p in items:
+            v.check_topic_name(p.topic)
+            if isinstance(p.new_total_count, bool) or not isinstance(p.new_total_count, int) \
+                    or p.new_total_count < 1:
+                raise InvalidArgumentError(
+                    f"new_total_count of {p.topic!r} must be >= 1, got {p.new_total_count!r}")
+            if p.replica_assignment is not None:
+                v.check_assignment(p.topic, p.replica_assignment)
+        by_name = {p.topic: p for p in items}
+        v.unique((p.topic for p in items), "topic")
+        deadline = self._router.deadline(timeout)
+        req_type = CreatePartitionsRequest
+
+        def build(batch: list[str]) -> Request:
+            return req_type(
+                timeout_ms=_ms(operation_timeout, self._router.remaining(deadline)),
+                validate_only=validate_only,
+                topics=[req_type.CreatePartitionsTopic(
+                    name=n, count=by_name[n].new_total_count,
+                    assignments=None if by_name[n].replica_assignment is None else [
+                        req_type.CreatePartitionsTopic.CreatePartitionsAssignment(
+                            broker_ids=list(a)) for a in by_name[n].replica_assignment or ()])
+                    for n in batch])
+
+        async def round_(batch: list[str]) -> dict[str, Any]:
+            resp = await self._router.to_controller(req_type, lambda ver: build(batch),
+                                                    deadline)
+            out: dict[str, Any] = {}
+            for r in resp.results:
+                out[r.name] = (error_for(r.error_code, r.error_message, f"topic {r.name!r}")
+                               if r.error_code else None)
+                self._router.controller_moved(out[r.name])
+            return out
+
+        results = await self._router.per_entity(list(by_name), round_, deadline)
+        return finish(results, "create_partitions", return_exceptions)
+
+    async def list_topics(self, *, include_internal: bool = False,
+                          timeout: float | None = None) -> list[str]:
+        """Names of every topic in the cluster, sorted.
+
+        Args:
+            include_internal: also list internal topics (``__consumer_offsets``, ...).
+        """
+        resp = await self._metadata(None, timeout)
+        return sorted(t.name for t in resp.topics
+                      if t.name is not None and (include_internal or not t.is_internal))
+
+    async def describe_topics(self, topics: Iterable[str], *, timeout: float | None = None,
+                              return_exceptions: bool = False) -> dict[str, TopicDescription]:
+        """Describe topics: id, partitions with leader, replicas and in-sync replicas.
+
+        Returns:
+            topic name -> :class:`TopicDescription`.
+
+        Raises:
+            InvalidArgumentError: a bad name.
+            PartialFailureError: some topics failed (``UnknownTopicOrPartitionError`` for a
+                topic that does not exist; a topic still being created is retried).
+        """
+        names = v.unique((v.check_topic_name(t) for t in topics), "topic")
+        deadline = self._router.deadline(timeout)
+
+        async def round_(batch: list[str]) -> dict[str, Any]:
+            resp = await self._metadata(batch, None, deadline=deadline)
+            out: dict[str, Any] = {}
+            for t in resp.topics:
+                if t.error_code:
+                    err = error_for(t.error_code, None, f"topic {t.name!r}")
+                    out[t.name] = Fatal(err) if isinstance(err, UnknownTopicOrPartitionError) \
+                        else err
+                    continue
+                parts = tuple(sorted((PartitionDescription(
+                    p.partition_index, p.leader_id, p.leader_epoch, tuple(p.replica_nodes),
+                    tuple(p.isr_nodes), tuple(p.offline_replicas)) for p in t.partitions),
+                    key=lambda p: p.partition))
+                if not parts:
+                    out[t.name] = LeaderNotAvailableError(f"topic {t.name!r} has no partitions yet")
+                    continue
+                out[t.name] = TopicDescription(t.name, t.topic_id, t.is_internal, parts)
+            return out
+
+        results = await self._router.per_entity(names, round_, deadline)
+        return finish(results, "describe_topics", return_exceptions)
+
+    async def _metadata(self, topics: list[str] | None, timeout: float | None, *,
+                        deadline: float | None = None) -> Any:
+        deadline = deadline if deadline is not None else self._router.deadline(timeout)
+        await self._client.start()
+
+        def build(version: int) -> Request:
+            return MetadataRequest(
+                allow_auto_topic_creation=False,
+                topics=None if topics is None else [
+                    MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
+
+        return await self._router.call(lambda: self._router.exchange(
+            self._client.least_loaded_node(), MetadataRequest, build, deadline), deadline)
+
+    async def describe_cluster(self, *, include_authorized_operations: bool = False,
+                               timeout: float | None = None) -> ClusterDescription:
+        """The cluster id, controller and brokers (DescribeCluster, or Metadata on brokers
+        without it).
+
+        Raises:
+            BrokerResponseError: the broker's error (e.g. CLUSTER_AUTHORIZATION_FAILED).
+            KafkaTimeoutError / KafkaConnectionError: no broker answered before the timeout.
+        """
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+
+        async def attempt() -> ClusterDescription:
+            node = self._client.least_loaded_node()
+            conn = await self._client.connection(node)
+            if DescribeClusterRequest.API_KEY in conn.api_versions:
+                resp = await self._router.exchange(node, DescribeClusterRequest, lambda ver: (
+                    DescribeClusterRequest(
+                        include_cluster_authorized_operations=include_authorized_operations)),
+                    deadline)
+                if resp.error_code:
+                    raise error_for(resp.error_code, resp.error_message, "describe_cluster")
+                nodes = tuple(Node(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers)
+                auth = resp.cluster_authorized_operations
+            else:
+                resp = await self._router.exchange(node, MetadataRequest, lambda ver: (
+                    MetadataRequest(topics=[], allow_auto_topic_creation=False)), deadline)
+                nodes = tuple(Node(b.node_id, b.host, b.port, b.rack) for b in resp.brokers)
+                auth = _AUTH_OPS_UNKNOWN
+            nodes = tuple(sorted(nodes, key=lambda n: n.id))
+            controller = next((n for n in nodes if n.id == resp.controller_id), None)
+            return ClusterDescription(resp.cluster_id, controller, nodes,
+                                      _operations(auth) if include_authorized_operations
+                                      else None)
+
+        return await self._router.call(attempt, deadline)
+
+    # --- configs ----------------------------------------------------------------------
+
+    def _config_node(self, resource: ConfigResource) -> int:
+        """Broker resources go to that broker (it alone knows its dynamic configs);
+        everything else to any broker."""
+        if resource.restype in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) \
+                and resource.name:
+            return int(resource.name)
+        return -2**31  # placeholder: least loaded, chosen per round
+
+    async def _by_config_node(self, resources: list[ConfigResource], send: Any) -> Any:
+        groups: dict[int, list[ConfigResource]] = {}
+        anywhere = self._client.least_loaded_node()
+        for r in resources:
+            node = self._config_node(r)
+            groups.setdefault(anywhere if node == -2**31 else node, []).append(r)
+        return await self._router.fan_out(groups, send)
+
+    async def describe_configs(self, resources: Iterable[ConfigResource], *,
+                               include_synonyms: bool = False,
+                               include_documentation: bool = False,
+                               timeout: float | None = None,
+                               return_exceptions: bool = False
+                               ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """The configs of topics, brokers (by broker id as name) and other resources.
+
+        Broker resources are asked of that broker; the rest of any broker.
+
+        Returns:
+            resource -> config name -> :class:`ConfigEntry`.
+
+        Raises:
+            InvalidArgumentError: a bad topic name or a non-numeric broker id.
+            PartialFailureError: some resources failed.
+        """
+        items = v.unique((_check_resource(r) for r in resources), "resource")
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = DescribeConfigsRequest
+
+        async def send(node: int, batch: list[ConfigResource]) -> dict[ConfigResource, Any]:
+            resp = await self._router.exchange(node, req, lambda ver: req(
+                include_synonyms=include_synonyms and ver >= 1,
+                include_documentation=include_documentation and ver >= 3,
+                resources=[req.DescribeConfigsResource(
+                    resource_type=int(r.restype), resource_name=r.name,
+                    configuration_keys=None) for r in batch]), deadline)
+            out: dict[ConfigResource, Any] = {}
+            for res in resp.results:
+                key = ConfigResource(ConfigResourceType(res.resource_type), res.resource_name)
+                if res.error_code:
+                    out[key] = error_for(res.error_code, res.error_message, repr(key))
+                    continue
+                out[key] = {c.name: _config_entry(c) for c in res.configs}
+            return out
+
+        results = await self._router.per_entity(
+            items, lambda batch: self._by_config_node(batch, send), deadline)
+        return finish(results, "describe_configs", return_exceptions)
+
+    async def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str]], *,
+                            validate_only: bool = False, timeout: float | None = None,
+                            return_exceptions: bool = False) -> dict[ConfigResource, None]:
+        """Replace resources' whole configuration (legacy AlterConfigs): keys left out revert
+        to their defaults. Prefer :meth:`incremental_alter_configs`.
+
+        Raises:
+            InvalidArgumentError: bad resource, unknown topic config key or non-str value.
+            PartialFailureError: some resources failed.
+        """
+        items = v.unique((_check_resource(r) for r in configs), "resource")
+        for r in items:
+            for key, value in configs[r].items():
+                _check_config(r, key, value, allow_none=False)
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = AlterConfigsRequest
+
+        async def send(node: int, batch: list[ConfigResource]) -> dict[ConfigResource, Any]:
+            resp = await self._router.exchange(node, req, lambda ver: req(
+                validate_only=validate_only,
+                resources=[req.AlterConfigsResource(
+                    resource_type=int(r.restype), resource_name=r.name,
+                    configs=[req.AlterConfigsResource.AlterableConfig(name=k, value=val)
+                             for k, val in configs[r].items()]) for r in batch]), deadline)
+            return _alter_results(resp)
+
+        results = await self._router.per_entity(
+            items, lambda batch: self._by_config_node(batch, send), deadline)
+        return finish(results, "alter_configs", return_exceptions)
+
+    async def incremental_alter_configs(
+            self, changes: Mapping[ConfigResource, Iterable[AlterConfigOp]], *,
+            validate_only: bool = False, timeout: float | None = None,
+            return_exceptions: bool = False) -> dict[ConfigResource, None]:
+        """Change individual configs: SET, DELETE (revert to default), APPEND to or SUBTRACT
+        from a list config.
+
+        Raises:
+            InvalidArgumentError: bad resource, unknown topic config key, a value missing
+                for SET/APPEND/SUBTRACT, or the same key twice for one resource.
+            PartialFailureError: some resources failed.
+        """
+        items = v.unique((_check_resource(r) for r in changes), "resource")
+        ops: dict[ConfigResource, list[AlterConfigOp]] = {}
+        for r in items:
+            ops[r] = list(changes[r])
+            v.unique((op.name for op in ops[r]), f"config key of {r!r}")
+            for op in ops[r]:
+                kind = AlterConfigOpType(op.op)
+                if kind is not AlterConfigOpType.DELETE and op.value is None:
+                    raise InvalidArgumentError(f"{kind.name} of {op.name!r} needs a value")
+                _check_config(r, op.name, op.value, allow_none=True)
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = IncrementalAlterConfigsRequest
+        cfg = req.AlterConfigsResource.AlterableConfig
+
+        async def send(node: int, batch: list[ConfigResource]) -> dict[ConfigResource, Any]:
+            resp = await self._router.exchange(node, req, lambda ver: req(
+                validate_only=validate_only,
+                resources=[req.AlterConfigsResource(
+                    resource_type=int(r.restype), resource_name=r.name,
+                    configs=[cfg(name=op.name, config_operation=int(op.op), value=op.value)
+                             for op in ops[r]]) for r in batch]), deadline)
+            return _alter_results(resp)
+
+        results = await self._router.per_entity(
+            items, lambda batch: self._by_config_node(batch, send), deadline)
+        return finish(results, "incremental_alter_configs", return_exceptions)
+
+    # --- ACLs -------------------------------------------------------------------------
+
+    async def describe_acls(self, acl_filter: AclBindingFilter | None = None, *,
+                            timeout: float | None = None) -> list[AclBinding]:
+        """ACLs matching ``acl_filter`` (default: every ACL).
+
+        Raises:
+            BrokerResponseError: e.g. SECURITY_DISABLED when the broker has no authorizer.
+        """
+        f = acl_filter or AclBindingFilter()
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = DescribeAclsRequest
+
+        async def attempt() -> list[AclBinding]:
+            resp = await self._router.exchange(
+                self._client.least_loaded_node(), req, lambda ver: req(
+                    resource_type_filter=int(f.restype), resource_name_filter=f.name,
+                    pattern_type_filter=int(f.resource_pattern_type),
+                    principal_filter=f.principal, host_filter=f.host,
+                    operation=int(f.operation), permission_type=int(f.permission_type)),
+                deadline)
+            if resp.error_code:
+                raise error_for(resp.error_code, resp.error_message, "describe_acls")
+            return [AclBinding(ResourceType(r.resource_type), r.resource_name,
+                               ResourcePatternType(r.pattern_type), a.principal, a.host,
+                               AclOperation(a.operation), AclPermissionType(a.permission_type))
+                    for r in resp.resources for a in r.acls]
+
+        return await self._router.call(attempt, deadline)
+
+    async def create_acls(self, acls: Iterable[AclBinding], *, timeout: float | None = None,
+                          return_exceptions: bool = False) -> dict[AclBinding, None]:
+        """Create ACLs.
+
+        Raises:
+            InvalidArgumentError: an ANY/UNKNOWN/MATCH field or an empty principal or host.
+            PartialFailureError: some ACLs failed.
+        """
+        items = v.unique(acls, "ACL")
+        for a in items:
+            _check_binding(a)
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = CreateAclsRequest
+
+        async def round_(batch: list[AclBinding]) -> dict[AclBinding, Any]:
+            resp = await self._router.exchange(
+                self._client.least_loaded_node(), req, lambda ver: req(creations=[
+                    req.AclCreation(resource_type=int(a.restype), resource_name=a.name,
+                                    resource_pattern_type=int(a.resource_pattern_type),
+                                    principal=a.principal, host=a.host,
+                                    operation=int(a.operation),
+                                    permission_type=int(a.permission_type))
+                    for a in batch]), deadline)
+            # Results come back in request order (the protocol has no key to match on).
+            return {a: error_for(r.error_code, r.error_message, repr(a)) if r.error_code
+                    else None for a, r in zip(batch, resp.results, strict=False)}
+
+        results = await self._router.per_entity(items, round_, deadline)
+        return finish(results, "create_acls", return_exceptions)
+
+    async def delete_acls(self, filters: Iterable[AclBindingFilter], *,
+                          timeout: float | None = None, return_exceptions: bool = False
+                          ) -> dict[AclBindingFilter, list[AclBinding]]:
+        """Delete the ACLs matching each filter.
+
+        Returns:
+            filter -> the ACLs it deleted.
+
+        Raises:
+            PartialFailureError: some filters failed.
+        """
+        items = v.unique(filters, "ACL filter")
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = DeleteAclsRequest
+
+        async def round_(batch: list[AclBindingFilter]) -> dict[AclBindingFilter, Any]:
+            resp = await self._router.exchange(
+                self._client.least_loaded_node(), req, lambda ver: req(filters=[
+                    req.DeleteAclsFilter(
+                        resource_type_filter=int(f.restype), resource_name_filter=f.name,
+                        pattern_type_filter=int(f.resource_pattern_type),
+                        principal_filter=f.principal, host_filter=f.host,
+                        operation=int(f.operation), permission_type=int(f.permission_type))
+                    for f in batch]), deadline)
+            out: dict[AclBindingFilter, Any] = {}
+            for f, r in zip(batch, resp.filter_results, strict=False):
+                if r.error_code:
+                    out[f] = error_for(r.error_code, r.error_message, repr(f))
+                    continue
+                out[f] = [AclBinding(ResourceType(m.resource_type), m.resource_name,
+                                     ResourcePatternType(m.pattern_type), m.principal, m.host,
+                                     AclOperation(m.operation),
+                                     AclPermissionType(m.permission_type))
+                          for m in r.matching_acls if not m.error_code]
+            return out
+
+        results = await self._router.per_entity(items, round_, deadline)
+        return finish(results, "delete_acls", return_exceptions)
+
+    # --- log dirs ---------------------------------------------------------------------
+
+    async def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
+                                timeout: float | None = None, return_exceptions: bool = False
+                                ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log directories and the replicas in them (asked of each broker).
+
+        Args:
+            brokers: broker ids (default: every broker).
+
+        Returns:
+            broker id -> log dir path -> :class:`LogDirDescription`.
+
+        Raises:
+            PartialFailureError: some brokers failed (e.g. ``UnsupportedVersionError``).
+        """
+        await self._client.start()
+        ids = v.unique(brokers if brokers is not None else self._router.brokers(), "broker")
+        deadline = self._router.deadline(timeout)
+
+        async def send(node: int, _batch: list[int]) -> dict[int, Any]:
+            resp = await self._router.exchange(
+                node, DescribeLogDirsRequest, lambda ver: DescribeLogDirsRequest(topics=None),
+                deadline)
+            if resp.error_code:
+                return {node: error_for(resp.error_code, None, f"broker {node}")}
+            dirs = {}
+            for d in resp.results:
+                replicas = {TopicPartition(t.name, p.partition_index): ReplicaInfo(
+                    p.partition_size, p.offset_lag, p.is_future_key)
+                    for t in d.topics for p in t.partitions}
+                dirs[d.log_dir] = LogDirDescription(
+                    d.log_dir, error_for(d.error_code, None, d.log_dir) if d.error_code
+                    else None, replicas, d.total_bytes, d.usable_bytes)
+            return {node: dirs}
+
+        results = await self._router.per_entity(
+            ids, lambda batch: self._router.fan_out({b: [b] for b in batch}, send), deadline)
+        return finish(results, "describe_log_dirs", return_exceptions)
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def _ms(seconds: float | None, fallback: float) -> int:
+    return max(0, int((fallback if seconds is None else seconds) * 1000))
+
+
+def _source(code: int) -> ConfigSource:
+    try:
+        return ConfigSource(code)
+    except ValueError:
+        return ConfigSource.UNKNOWN_CONFIG
+
+
+def _config_entry(c: Any) -> ConfigEntry:
+    source = _source(c.config_source)
+    # v0 has is_default; later versions say it through the source.
+    is_default = bool(c.is_default) or source is ConfigSource.DEFAULT_CONFIG
+    try:
+        ctype = ConfigType(c.config_type)
+    except ValueError:
+        ctype = ConfigType.UNKNOWN
+    return ConfigEntry(c.name, c.value, source, c.read_only, is_default, c.is_sensitive,
+                       tuple(ConfigSynonym(s.name, s.value, _source(s.source))
+                             for s in c.synonyms), ctype, c.documentation)
+
+
+def _alter_results(resp: Any) -> dict[ConfigResource, Any]:
+    out: dict[ConfigResource, Any] = {}
+    for r in resp.responses:
+        key = ConfigResource(ConfigResourceType(r.resource_type), r.resource_name)
+        out[key] = error_for(r.error_code, r.error_message, repr(key)) if r.error_code else None
+    return out
+
+
+def _check_new_topic(t: NewTopic) -> None:
+    if not isinstance(t, NewTopic):
+        raise InvalidArgumentError(f"expected NewTopic, got {t!r}")
+    v.check_topic_name(t.topic)
+    for what, value in (("num_partitions", t.num_partitions),
+                        ("replication_factor", t.replication_factor)):
+        if isinstance(value, bool) or not isinstance(value, int) or (value < 1 and value != -1):
+            raise InvalidArgumentError(
+                f"{what} of {t.topic!r} must be >= 1 (or -1 for the broker default), "
+                f"got {value!r}")
+    if t.replica_assignment is not None:
+        v.check_assignment(t.topic, t.replica_assignment)
+        if t.replication_factor != -1 or t.num_partitions not in (
+                -1, len(t.replica_assignment)):
+            raise InvalidArgumentError(
+                f"topic {t.topic!r}: replica_assignment excludes replication_factor and a "
+                "different num_partitions")
+    v.check_topic_configs(t.topic, t.config)
+
+
+def _creatable(t: NewTopic) -> Any:
+    ct = CreateTopicsRequest.CreatableTopic
+    if t.replica_assignment is not None:
+        return ct(name=t.topic, num_partitions=-1, replication_factor=-1,
+                  assignments=[ct.CreatableReplicaAssignment(partition_index=i,
+                                                             broker_ids=list(ids))
+                               for i, ids in enumerate(t.replica_assignment)],
+                  configs=[ct.CreatableTopicConfig(name=k, value=val)
+                           for k, val in t.config.items()])
+    return ct(name=t.topic, num_partitions=t.num_partitions,
+              replication_factor=t.replication_factor,
+              configs=[ct.CreatableTopicConfig(name=k, value=val) for k, val in t.config.items()])
+
+
+def _check_resource(r: ConfigResource) -> ConfigResource:
+    if not isinstance(r, ConfigResource):
+        raise InvalidArgumentError(f"expected ConfigResource, got {r!r}")
+    if r.restype is ConfigResourceType.TOPIC:
+        v.check_topic_name(r.name)
+    elif r.restype in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER):
+        if r.name and not r.name.isdigit():
+            raise InvalidArgumentError(
+                f"a broker resource's name is its numeric id (or '' for the default), "
+                f"got {r.name!r}")
+    elif r.restype is ConfigResourceType.UNKNOWN:
+        raise InvalidArgumentError(f"{r!r} has no resource type")
+    return r
+
+
+def _check_config(r: ConfigResource, key: object, value: object, *, allow_none: bool) -> None:
+    if r.restype is ConfigResourceType.TOPIC:
+        v.check_topic_config(r.name, key, value, allow_none=allow_none)
+    elif not isinstance(key, str) or not key or key != key.strip():
+        raise InvalidArgumentError(f"config key {key!r} of {r!r} is not a valid name")
+    elif not (isinstance(value, str) or (value is None and allow_none)):
+        raise InvalidArgumentError(f"config {key!r} of {r!r} must be a str, got {value!r}")
+
+
+def _check_binding(a: AclBinding) -> None:
+    if not isinstance(a, AclBinding):
+        raise InvalidArgumentError(f"expected AclBinding, got {a!r}")
+    bad = [name for name, value, allowed in (
+        ("restype", a.restype, set(ResourceType) - {ResourceType.ANY, ResourceType.UNKNOWN}),
+        ("resource_pattern_type", a.resource_pattern_type,
+         {ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED}),
+        ("operation", a.operation, set(AclOperation) - {AclOperation.ANY, AclOperation.UNKNOWN}),
+        ("permission_type", a.permission_type,
+         {AclPermissionType.ALLOW, AclPermissionType.DENY}),
+    ) if value not in allowed]
+    if bad or not a.name or not a.principal or not a.host:
+        raise InvalidArgumentError(
+            f"{a!r} cannot be created: {', '.join(bad) or 'empty name, principal or host'}")
+
+
+_ = PartialFailureError

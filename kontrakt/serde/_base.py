@@ -26,6 +26,7 @@ from kontrakt.serde._context import (
 from kontrakt.serde._framing import (
     SchemaId,
     dual_schema_id_deserializer,
+    has_schema_id_header,
     prefix_schema_id_serializer,
 )
 from kontrakt.serde._registry_io import (
@@ -288,7 +289,8 @@ class DeserializerCore:
     def _fast_key(self, data: bytes, ctx: SerializationContext | None) -> tuple[Any, int] | None:
         # The common case, decided from bytes alone: prefix framing, no schema-id header,
         # and (Protobuf) the one-byte [0] index path. The raw id bytes are the cache key.
-        if self.fast and data[:1] == b"\x00" and (ctx is None or not ctx.headers):
+        if self.fast and data[:1] == b"\x00" and (
+                ctx is None or not ctx.headers or not has_schema_id_header(ctx)):
             if not self.protobuf:
                 return data[1:5], 5
             if data[5:6] == b"\x00":
@@ -300,7 +302,8 @@ class DeserializerCore:
 
         The warm path: framing decided from the bytes, one dict lookup, the format's reader.
         """
-        if self.fast and data[:1] == b"\x00" and (ctx is None or not ctx.headers):
+        if self.fast and data[:1] == b"\x00" and (
+                ctx is None or not ctx.headers or not has_schema_id_header(ctx)):
             if not self.protobuf:
                 read = self.readers.get(data[1:5])
                 offset = 5

@@ -34,6 +34,7 @@ __all__ = [
     "decode_message_indexes",
     "dual_schema_id_deserializer",
     "encode_message_indexes",
+    "has_schema_id_header",
     "header_schema_id_serializer",
     "prefix_schema_id_deserializer",
     "prefix_schema_id_serializer",
@@ -210,6 +211,17 @@ def header_schema_id_serializer(
     else:
         raise SerializationError(f"cannot add a header to {type(headers).__name__}")
     return payload
+
+
+def has_schema_id_header(ctx: SerializationContext) -> bool:
+    """Whether ``ctx.headers`` carries the schema-id header for ``ctx.field``."""
+    headers = ctx.headers
+    if not headers:
+        return False
+    key = KEY_SCHEMA_ID_HEADER if ctx.field is MessageField.KEY else VALUE_SCHEMA_ID_HEADER
+    if isinstance(headers, dict):
+        return key in headers
+    return any(h[0] == key for h in cast("list[tuple[str, bytes | None]]", headers))
 
 
 def _parse_id(

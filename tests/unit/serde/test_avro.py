@@ -206,3 +206,26 @@ def test_guid_header_when_registry_gives_guid(registry: MockSchemaRegistryClient
     AvroSerializer(registry, USER_V1, conf={
         "schema.id.serializer": header_schema_id_serializer})({"id": 1, "name": "g"}, ctx)
     assert headers[0][1] == b"\x01" + uuid.UUID(reg.guid).bytes
+
+
+def test_use_latest_with_metadata(registry: MockSchemaRegistryClient) -> None:
+    from kontrakt.registry import Metadata
+
+    v1 = registry.register_schema("users-value", Schema(
+        USER_V1, "AVRO", metadata=Metadata(properties={"app": "billing"})))
+    registry.register_schema("users-value", Schema(
+        USER_V2, "AVRO", metadata=Metadata(properties={"app": "crm"})))
+    ser = AvroSerializer(registry, None, conf={"auto.register.schemas": False,
+                                               "use.latest.with.metadata": {"app": "billing"}})
+    data = ser({"id": 1, "name": "m"}, CTX)
+    assert data is not None and int.from_bytes(data[1:5], "big") == v1
+    de = AvroDeserializer(registry, conf={"use.latest.with.metadata": {"app": "crm"}})
+    assert de(data, CTX)["tier"] == "basic"  # read with the crm (v2) schema
+
+
+def test_unrelated_headers_do_not_matter(registry: MockSchemaRegistryClient) -> None:
+    data = AvroSerializer(registry, USER_V1)({"id": 2, "name": "u"}, CTX)
+    de = AvroDeserializer(registry)
+    for headers in ([("trace", b"1")], {"trace": b"1"}, [], None):
+        ctx = SerializationContext("users", MessageField.VALUE, headers)  # type: ignore[arg-type]
+        assert de(data, ctx) == {"id": 2, "name": "u", "email": None}

@@ -170,3 +170,13 @@ def test_async(pb: dict[str, Any]) -> None:
         got = await AsyncProtobufDeserializer(None, schema_registry_client=reg)(data, CTX)
         assert got.SerializeToString() == msg.SerializeToString()
     asyncio.run(main())
+
+
+def test_custom_reference_strategy(pb: dict[str, Any]) -> None:
+    reg = FakeRegistry()
+    ser = ProtobufSerializer(pb["order"].Order, reg, conf={
+        "reference.subject.name.strategy": lambda ctx, dep: f"{ctx.topic}-{dep.name}"})
+    ser(_order(pb), CTX)
+    assert "orders-kontrakt_test/common.proto" in reg.subjects
+    with pytest.raises(ConfigError):
+        ProtobufSerializer(pb["order"].Order, reg, conf={"reference.subject.name.strategy": 1})

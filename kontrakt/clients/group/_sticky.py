@@ -252,6 +252,9 @@ def _assign_general(
         for topic in eligible_topics[member_id]:
             subscribers.setdefault(topic, []).append(member_id)
     owned: dict[str, set[TopicPartition]] = {m: set(current[m]) for m in order}
+    # What each member kept from its claims: moving those costs stickiness, so balancing moves
+    # partitions placed in this round first.
+    kept: dict[str, frozenset[TopicPartition]] = {m: frozenset(current[m]) for m in order}
     assigned = {tp for parts in owned.values() for tp in parts}
     unassigned = [tp for tp in all_partitions if tp not in assigned]
     # Most constrained partitions first, each to its least-loaded eligible member.
@@ -263,7 +266,7 @@ def _assign_general(
     # partitions, until none can move. Each move lowers sum(count**2) by at least 2.
     bound = sum(len(v) ** 2 for v in owned.values()) + 1
     for _ in range(bound):
-        move = _find_move(order, owned, subscribers, rank)
+        move = _find_move(order, owned, subscribers, rank, kept)
         if move is None:
             break
         tp, src, dst = move
@@ -277,7 +280,9 @@ def _find_move(
     owned: Mapping[str, set[TopicPartition]],
     subscribers: Mapping[str, list[str]],
     rank: Mapping[str, int],
+    kept: Mapping[str, frozenset[TopicPartition]],
 ) -> tuple[TopicPartition, str, str] | None:
+    """Find one balancing move from the most loaded member that has one, or None."""
     for src in sorted(order, key=lambda m: (-len(owned[m]), rank[m])):
         src_count = len(owned[src])
         if src_count < 2:
@@ -285,13 +290,19 @@ def _find_move(
         by_topic: dict[str, list[TopicPartition]] = {}
         for tp in owned[src]:
             by_topic.setdefault(tp.topic, []).append(tp)
-        best: tuple[int, int, str, str] | None = None
+        best: tuple[int, int, int, str, TopicPartition] | None = None
         for topic in sorted(by_topic):
             dst = min(subscribers[topic], key=lambda m: (len(owned[m]), rank[m]))
             count = len(owned[dst])
-            if count <= src_count - 2 and (best is None or (count, rank[dst]) < best[:2]):
-                best = (count, rank[dst], dst, topic)
+            if count > src_count - 2:
+                continue
+            fresh = [tp for tp in by_topic[topic] if tp not in kept[src]]
+            # Prefer a partition the member did not own before this round, then the emptiest
+            # destination.
+            tp = max(fresh) if fresh else max(by_topic[topic])
+            key = (0 if fresh else 1, count, rank[dst], dst, tp)
+            if best is None or key[:3] < best[:3]:
+                best = key
         if best is not None:
-            _, _, dst, topic = best
-            return max(by_topic[topic]), src, dst
+            return best[4], src, best[3]
     return None

@@ -1,0 +1,442 @@
+"""The record accumulator: per-partition batches shared by the callers and the I/O loop.
+
+Like the Java client's RecordAccumulator, this is plain thread-safe code: callers (on any
+thread, or on the event loop for the async producer) append records straight into the open
+batch of a partition under one lock, and the sender (on the event loop) takes ready batches
+out. Nothing crosses threads per record: the sender is woken once per batch at most.
+
+Each batch carries its own completion state. A record's :class:`RecordFuture` is a small
+handle (batch, index, timestamp) whose :class:`~kontrakt.RecordMetadata` is computed on
+demand, so that sending a record costs no future, lock or event of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Generator, Sequence
+from typing import Any
+
+from kontrakt._types import RecordMetadata
+from kontrakt.errors import IllegalStateError, KafkaTimeoutError
+from kontrakt.protocol.records import CompressionType, RecordBatchBuilder
+
+__all__ = ["ProducerBatch", "RecordAccumulator", "RecordFuture"]
+
+log = logging.getLogger("kontrakt.producer")
+
+Header = tuple[str, bytes | None]
+DeliveryCallback = Callable[[BaseException | None, RecordMetadata], None]
+
+#: returned by :meth:`RecordAccumulator.append` when ``abort_on_new_batch`` stops it
+ABORTED: Any = object()
+
+
+class ProducerBatch:
+    """One partition's batch: its builder while open, then its delivery state.
+
+    Completion (:meth:`complete`) happens on the event loop, exactly once.
+    """
+
+    __slots__ = (
+        "_afut", "acc", "attempts", "base_offset", "base_sequence", "blob", "blob_key",
+        "builder", "callbacks", "count", "created", "deadline", "deliveries", "done", "drained",
+        "error", "event", "log_append_time", "memory", "partition", "producer_epoch",
+        "producer_id", "retry_at", "topic", "urgent",
+    )
+
+    def __init__(self, acc: RecordAccumulator, topic: str, partition: int,
+                 builder: RecordBatchBuilder | None, now: float) -> None:
+        self.acc = acc
+        self.topic = topic
+        self.partition = partition
+        self.builder = builder
+        self.count = 0
+        self.created = now
+        self.deadline = now + acc.delivery_timeout
+        self.memory = 0
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.base_sequence = -1
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.blob: bytes | None = None
+        self.blob_key: tuple[int, int, int] | None = None
+        self.drained = False
+        self.urgent = False
+        self.done = False
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: BaseException | None = None
+        self.callbacks: list[tuple[Callable[[RecordFuture], Any], RecordFuture]] | None = None
+        self.deliveries: list[tuple[DeliveryCallback, RecordFuture]] | None = None
+        self.event: threading.Event | None = threading.Event() if acc.threaded else None
+        self._afut: asyncio.Future[None] | None = None
+
+    @property
+    def record_count(self) -> int:
+        return self.builder.record_count if self.builder is not None else self.count
+
+    def encode(self, producer_id: int, producer_epoch: int, transactional: bool) -> bytes:
+        """The batch bytes with the given idempotence fields (cached for resends)."""
+        key = (producer_id, producer_epoch, self.base_sequence)
+        if self.blob is None or self.blob_key != key:
+            assert self.builder is not None
+            self.producer_id, self.producer_epoch = producer_id, producer_epoch
+            self.blob = self.builder.build(
+                producer_id=producer_id, producer_epoch=producer_epoch,
+                base_sequence=self.base_sequence, is_transactional=transactional)
+            self.blob_key = key
+        return self.blob
+
+    def complete(self, base_offset: int, log_append_time: int = -1,
+                 error: BaseException | None = None) -> bool:
+        """Resolve every record of the batch; False when it was already resolved.
+
+        Runs the records' callbacks (on the calling thread, the event loop) and hands
+        confluent-style delivery callbacks to the accumulator's delivery queue.
+        """
+        acc = self.acc
+        with acc.lock:
+            if self.done:
+                return False
+            self.done = True
+            self.base_offset = base_offset
+            self.log_append_time = log_append_time
+            self.error = error
+            callbacks, self.callbacks = self.callbacks, None
+            acc.incomplete.discard(self)
+            acc.release(self.memory)
+        # Records are answered; their bytes are not needed any more.
+        if self.builder is not None:
+            self.count = self.builder.record_count
+            self.builder = None
+        self.blob = None
+        if self.event is not None:
+            self.event.set()
+        fut = self._afut
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+        if self.deliveries is not None:
+            acc.deliver(self)
+        if callbacks:
+            for fn, handle in callbacks:
+                try:
+                    fn(handle)
+                except Exception:
+                    log.exception("a producer callback raised")
+        if acc.on_complete is not None:
+            acc.on_complete(self)
+        return True
+
+    def wait(self, timeout: float | None) -> None:
+        """Block the calling thread until the batch completes.
+
+        Raises:
+            KafkaTimeoutError: not done within ``timeout`` seconds.
+            IllegalStateError: called on the event loop of an async producer.
+        """
+        if self.event is None:
+            raise IllegalStateError(
+                "RecordFuture.result() on an unresolved record of an AsyncProducer would "
+                "block its event loop; await the future instead")
+        if not self.drained:
+            self.urgent = True
+            self.acc.wakeup(True)
+        if not self.event.wait(timeout):
+            raise KafkaTimeoutError(f"record not delivered within {timeout}s")
+
+    async def wait_async(self) -> None:
+        """Wait on the running loop until the batch completes."""
+        if self.done:
+            return
+        if not self.drained:
+            # Someone waits on this batch: lingering for more records now only adds latency.
+            self.urgent = True
+            self.acc.wakeup(True)
+        if self.event is not None:
+            # A sync producer's batch, awaited from some other loop: wait off-thread.
+            await asyncio.get_running_loop().run_in_executor(None, self.event.wait)
+            return
+        if self._afut is None:
+            self._afut = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._afut)
+
+
+class RecordFuture:
+    """The future of one sent record: resolves to its :class:`~kontrakt.RecordMetadata`.
+
+    Awaitable (async producers) and blocking via :meth:`result` (sync producers), with the
+    ``concurrent.futures.Future`` methods ``done``, ``result``, ``exception``,
+    ``add_done_callback``, ``cancel`` and ``cancelled``. Records cannot be cancelled once
+    sent to the producer. Resolved exactly once, including when the producer closes.
+    """
+
+    __slots__ = ("_batch", "_index", "_timestamp")
+
+    def __init__(self, batch: ProducerBatch, index: int, timestamp: int) -> None:
+        self._batch = batch
+        self._index = index
+        self._timestamp = timestamp
+
+    def __repr__(self) -> str:
+        b = self._batch
+        state = ("pending" if not b.done else
+                 f"failed: {b.error!r}" if b.error else f"offset {self.metadata().offset}")
+        return f"<RecordFuture {b.topic}-{b.partition} {state}>"
+
+    def done(self) -> bool:
+        """True once the record was acknowledged or failed."""
+        return self._batch.done
+
+    def cancelled(self) -> bool:
+        """Always False: records cannot be cancelled."""
+        return False
+
+    def cancel(self) -> bool:
+        """Records cannot be taken back; returns False."""
+        return False
+
+    def metadata(self) -> RecordMetadata:
+        """Where the record landed (offset -1 with acks=0); only valid when done without
+        error."""
+        b = self._batch
+        offset = b.base_offset + self._index if b.base_offset >= 0 else -1
+        ts = b.log_append_time if b.log_append_time >= 0 else self._timestamp
+        return RecordMetadata(b.topic, b.partition, offset, ts)
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """The record's metadata, blocking (sync producers) until it is resolved.
+
+        Args:
+            timeout: seconds to wait; None waits until delivery succeeds or fails
+                (bounded by ``delivery.timeout.ms``).
+
+        Raises:
+            ProduceError / RecordTooLargeError / KafkaTimeoutError: delivery failed.
+            KafkaTimeoutError: not resolved within ``timeout``.
+            IllegalStateError: called unresolved on an async producer's loop.
+        """
+        b = self._batch
+        if not b.done:
+            b.wait(timeout)
+        if b.error is not None:
+            raise b.error
+        return self.metadata()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The delivery error, or None on success; waits like :meth:`result`."""
+        b = self._batch
+        if not b.done:
+            b.wait(timeout)
+        return b.error
+
+    def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
+        """Call ``fn(self)`` once the record is resolved (at once if it already is).
+
+        Callbacks run on the producer's event loop thread, in send order per partition; they
+        must not block. A sync producer's ``produce(on_delivery=...)`` instead runs its
+        callbacks on the caller's thread in ``poll()``/``flush()``.
+        """
+        b = self._batch
+        with b.acc.lock:
+            if not b.done:
+                if b.callbacks is None:
+                    b.callbacks = []
+                b.callbacks.append((fn, self))
+                return
+        fn(self)
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        b = self._batch
+        if not b.done:
+            yield from b.wait_async().__await__()
+        if b.error is not None:
+            raise b.error
+        return self.metadata()
+
+
+class RecordAccumulator:
+    """Per-partition queues of batches, appended to by callers and drained by the sender.
+
+    Args:
+        batch_size: uncompressed bytes per batch.
+        buffer_memory: bytes of queued and in-flight records before appends are refused.
+        threaded: callers may be on other threads than the loop (sync producer): batches
+            then carry a ``threading.Event`` to block on.
+        wakeup: ``wakeup(urgent)`` tells the sender there is work.
+    """
+
+    def __init__(self, *, batch_size: int, linger: float, buffer_memory: int,
+                 compression: CompressionType, compression_level: int | None,
+                 delivery_timeout: float, threaded: bool,
+                 wakeup: Callable[[bool], None]) -> None:
+        self.batch_size = batch_size
+        self.linger = linger
+        self.buffer_memory = buffer_memory
+        self.compression = compression
+        self.compression_level = compression_level
+        self.delivery_timeout = delivery_timeout
+        self.threaded = threaded
+        self.wakeup = wakeup
+        self.lock = threading.Lock()
+        self.memory_freed = threading.Condition(self.lock)
+        self.used = 0
+        self.queues: dict[tuple[str, int], deque[ProducerBatch]] = {}
+        self.incomplete: set[ProducerBatch] = set()
+        self.sender_wake_at = float("inf")
+        self.flushing = 0
+        self.closed = False
+        self.on_complete: Callable[[ProducerBatch], None] | None = None
+        self.on_memory: Callable[[], None] | None = None
+        self.deliver: Callable[[ProducerBatch], None] = lambda b: None
+
+    def new_builder(self) -> RecordBatchBuilder:
+        return RecordBatchBuilder(compression=self.compression,
+                                  compression_level=self.compression_level,
+                                  max_batch_size=self.batch_size)
+
+    def append(self, topic: str, partition: int, timestamp: int, key: bytes | None,
+               value: bytes | None, headers: Sequence[Header] | None, size: int,
+               abort_on_new_batch: bool = False,
+               delivery: DeliveryCallback | None = None) -> Any:
+        """Append one record.
+
+        Args:
+            size: the record's estimated size, charged against ``buffer.memory``.
+            abort_on_new_batch: return :data:`ABORTED` instead of starting a new batch (the
+                sticky partitioner then moves on first, KIP-480).
+            delivery: a confluent-style callback kept with the batch.
+
+        Returns:
+            A :class:`RecordFuture`; None when the buffer is full (nothing appended; wait on
+            ``memory_freed`` or the async equivalent, then try again); or :data:`ABORTED`.
+
+        Raises:
+            IllegalStateError: the producer is closed.
+        """
+        tp = (topic, partition)
+        with self.lock:
+            if self.closed:
+                raise IllegalStateError("the producer is closed")
+            if self.used + size > self.buffer_memory and self.used > 0:
+                return None
+            dq = self.queues.get(tp)
+            if dq is None:
+                dq = self.queues[tp] = deque()
+            elif dq:
+                batch = dq[-1]
+                if not batch.drained:
+                    builder = batch.builder
+                    assert builder is not None
+                    idx = builder.append(timestamp, key, value, headers)
+                    if idx is not None:
+                        batch.memory += size
+                        self.used += size
+                        fut = RecordFuture(batch, idx, timestamp)
+                        if delivery is not None:
+                            if batch.deliveries is None:
+                                batch.deliveries = []
+                            batch.deliveries.append((delivery, fut))
+                        return fut
+            if abort_on_new_batch:
+                return ABORTED
+            batch = ProducerBatch(self, topic, partition, self.new_builder(), time.monotonic())
+            builder = batch.builder
+            assert builder is not None
+            idx = builder.append(timestamp, key, value, headers)
+            batch.memory = size
+            self.used += size
+            dq.append(batch)
+            self.incomplete.add(batch)
+            fut = RecordFuture(batch, idx or 0, timestamp)
+            if delivery is not None:
+                batch.deliveries = [(delivery, fut)]
+            full = len(dq) > 1
+            wake = full or batch.created + self.linger < self.sender_wake_at
+        # Once per batch at most: a batch filled up, or the sender sleeps past this one's
+        # linger deadline.
+        if wake:
+            self.wakeup(full)
+        return fut
+
+    def append_batch(self, topic: str, partition: int, builder: RecordBatchBuilder,
+                     size: int) -> ProducerBatch | None:
+        """Queue a whole batch the caller built (``create_batch``/``send_batch``).
+
+        Returns:
+            The queued batch, or None when the buffer is full.
+        """
+        with self.lock:
+            if self.closed:
+                raise IllegalStateError("the producer is closed")
+            if self.used + size > self.buffer_memory and self.used > 0:
+                return None
+            batch = ProducerBatch(self, topic, partition, builder, time.monotonic())
+            batch.memory = size
+            batch.urgent = True
+            self.used += size
+            dq = self.queues.get((topic, partition))
+            if dq is None:
+                dq = self.queues[(topic, partition)] = deque()
+            dq.append(batch)
+            self.incomplete.add(batch)
+        self.wakeup(True)
+        return batch
+
+    def release(self, size: int) -> None:
+        """Give back buffer memory (caller holds ``lock``)."""
+        self.used -= size
+        if self.threaded:
+            self.memory_freed.notify_all()
+        if self.on_memory is not None:
+            self.on_memory()
+
+    def reenqueue(self, batch: ProducerBatch) -> None:
+        """Put a batch that must be resent back at the front of its queue, in sequence
+        order behind any other resends (so per-partition order holds)."""
+        with self.lock:
+            dq = self.queues.setdefault((batch.topic, batch.partition), deque())
+            if batch.base_sequence < 0:
+                dq.appendleft(batch)
+                return
+            i = 0
+            for i, other in enumerate(dq):  # noqa: B007 - i is used after the loop
+                if (not other.drained or other.base_sequence < 0
+                        or other.base_sequence > batch.base_sequence):
+                    break
+            else:
+                i = len(dq)
+            dq.insert(i, batch)
+
+    def expire(self, now: float) -> list[ProducerBatch]:
+        """Take out queued batches whose delivery timeout passed (oldest first per queue)."""
+        out = []
+        with self.lock:
+            for dq in self.queues.values():
+                while dq and dq[0].deadline <= now:
+                    b = dq.popleft()
+                    b.drained = True
+                    out.append(b)
+        return out
+
+    def abort_all(self) -> list[ProducerBatch]:
+        """Take out every queued batch (closing without waiting)."""
+        with self.lock:
+            out = [b for dq in self.queues.values() for b in dq]
+            for dq in self.queues.values():
+                dq.clear()
+            for b in out:
+                b.drained = True
+        return out
+
+
+def expired_error(batch: ProducerBatch, now: float) -> KafkaTimeoutError:
+    """The error of a batch whose delivery.timeout.ms passed."""
+    return KafkaTimeoutError(
+        f"expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
+        f"{(now - batch.created) * 1000:.0f} ms has passed since batch creation "
+        "(delivery.timeout.ms)")

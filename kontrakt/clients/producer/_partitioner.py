@@ -1,0 +1,151 @@
+"""Partitioners: which partition a record goes to (sans-I/O).
+
+* :func:`murmur2` is the Java client's hash (``Utils.murmur2``); keyed records go to
+  ``(murmur2(key) & 0x7fffffff) % len(all_partitions)``, the same partition the Java client,
+  kafka-python and aiokafka choose for the same key and partition count.
+* Records without a key stick to one partition until a new batch is started there
+  (KIP-480), then move to another available partition.
+* ``round_robin`` cycles through the available partitions record by record.
+* Any callable ``partitioner(key, all_partitions, available_partitions) -> int`` can be given
+  (kafka-python's signature).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import struct
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+__all__ = [
+    "DefaultPartitioner",
+    "Partitioner",
+    "RoundRobinPartitioner",
+    "murmur2",
+    "murmur2_partition",
+]
+
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+_SEED = 0x9747B28C
+_WORDS = [struct.Struct(f"<{n}I") for n in range(64)]
+
+
+def murmur2(data: bytes) -> int:
+    """The Java client's 32-bit murmur2 hash of ``data``, as a signed 32-bit int.
+
+    Args:
+        data: the serialized key.
+
+    Returns:
+        The hash in -2**31 .. 2**31-1, equal to ``org.apache.kafka.common.utils.Utils.murmur2``.
+    """
+    length = len(data)
+    h = (_SEED ^ length) & _MASK
+    n4 = length >> 2
+    words = (_WORDS[n4] if n4 < 64 else struct.Struct(f"<{n4}I")).unpack_from(data, 0)
+    for k in words:
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    tail = length & ~3
+    extra = length & 3
+    if extra == 3:
+        h ^= data[tail + 2] << 16
+    if extra >= 2:
+        h ^= data[tail + 1] << 8
+    if extra >= 1:
+        h ^= data[tail]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def murmur2_partition(key: bytes, num_partitions: int) -> int:
+    """The partition the Java client's default partitioner picks for ``key``.
+
+    Args:
+        key: the serialized key (not None).
+        num_partitions: how many partitions the topic has (> 0).
+
+    Returns:
+        ``(murmur2(key) & 0x7fffffff) % num_partitions``.
+    """
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+class Partitioner(Protocol):
+    """What a user partitioner looks like: ``(key, all_partitions, available) -> partition``.
+
+    ``all_partitions`` and ``available_partitions`` are sorted lists of partition ids
+    (``available`` holds those with a leader; it may be empty).
+    """
+
+    def __call__(self, key: bytes | None, all_partitions: Sequence[int],
+                 available_partitions: Sequence[int]) -> int: ...
+
+
+class DefaultPartitioner:
+    """murmur2 for keyed records, sticky partitions (KIP-480) for records without a key.
+
+    Not thread-safe on its own; the producer calls it under its own discipline (sticky
+    choices racing between threads only cost batching efficiency, never correctness).
+    """
+
+    __slots__ = ("_sticky",)
+
+    def __init__(self) -> None:
+        self._sticky: dict[str, int] = {}
+
+    def __call__(self, key: bytes | None, all_partitions: Sequence[int],
+                 available_partitions: Sequence[int]) -> int:
+        """Pick a partition as kafka-python's DefaultPartitioner does (random for no key)."""
+        if key is None:
+            return random.choice(available_partitions or all_partitions)
+        return all_partitions[(murmur2(key) & 0x7FFFFFFF) % len(all_partitions)]
+
+    def sticky_partition(self, topic: str, all_partitions: Sequence[int],
+                         available_partitions: Sequence[int]) -> int:
+        """The current sticky partition for unkeyed records of ``topic``."""
+        part = self._sticky.get(topic)
+        if part is None:
+            part = self.new_sticky(topic, -1, all_partitions, available_partitions)
+        return part
+
+    def new_sticky(self, topic: str, previous: int, all_partitions: Sequence[int],
+                   available_partitions: Sequence[int]) -> int:
+        """Move ``topic``'s sticky partition away from ``previous`` (a batch there filled)."""
+        choices = available_partitions or all_partitions
+        if len(choices) > 1:
+            part = random.choice(choices)
+            while part == previous:
+                part = random.choice(choices)
+        else:
+            part = choices[0]
+        self._sticky[topic] = part
+        return part
+
+
+class RoundRobinPartitioner:
+    """Every record to the next available partition in turn, whatever its key.
+
+    One counter per instance; the producer's built-in ``"round_robin"`` keeps one per topic.
+    """
+
+    __slots__ = ("_counter",)
+
+    def __init__(self) -> None:
+        self._counter = itertools.count()
+
+    def __call__(self, key: bytes | None, all_partitions: Sequence[int],
+                 available_partitions: Sequence[int]) -> int:
+        """Pick the next partition (the key is ignored)."""
+        choices = available_partitions or all_partitions
+        return choices[next(self._counter) % len(choices)]
+
+
+PartitionerLike = str | Callable[[bytes | None, Sequence[int], Sequence[int]], int]

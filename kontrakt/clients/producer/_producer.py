@@ -1,0 +1,523 @@
+"""AsyncProducer: the asyncio producer; the sync :class:`Producer` runs the same core."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kontrakt._types import RecordMetadata
+from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.clients.producer._accumulator import (
+    ABORTED,
+    DeliveryCallback,
+    ProducerBatch,
+    RecordAccumulator,
+    RecordFuture,
+)
+from kontrakt.clients.producer._config import client_config, parse_producer_config
+from kontrakt.clients.producer._idempotence import IdempotenceState
+from kontrakt.clients.producer._metrics import ProducerMetrics
+from kontrakt.clients.producer._partitioner import DefaultPartitioner, murmur2
+from kontrakt.clients.producer._sender import Sender
+from kontrakt.errors import (
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+)
+from kontrakt.protocol.records import BATCH_HEADER_SIZE, RecordBatchBuilder
+
+__all__ = ["AsyncProducer", "HeadersLike"]
+
+log = logging.getLogger("kontrakt.producer")
+
+HeadersLike = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None
+
+#: ``_append`` could not go on without metadata for the topic
+NEED_METADATA: Any = object()
+_RECORD_OVERHEAD = 21  # upper bound of a record's varints and attributes byte
+
+
+class _TopicParts:
+    __slots__ = ("all", "available", "count", "rr", "version")
+
+    def __init__(self, all_: list[int], available: list[int], version: int) -> None:
+        self.all = all_
+        self.available = available
+        self.count = len(all_)
+        self.version = version
+        self.rr = 0
+
+
+def _bytes_or_none(data: Any, what: str) -> bytes | None:
+    if data is None or type(data) is bytes:
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"record {what} must be bytes or None, not {type(data).__name__} "
+                    "(serialize it first, or use a SerializingProducer)")
+
+
+def _exact_size(key: bytes | None, value: bytes | None,
+                headers: Sequence[tuple[str, bytes | None]] | None) -> int:
+    """A one-record batch's exact uncompressed size."""
+    b = RecordBatchBuilder(max_batch_size=1 << 62)
+    b.append(0, key, value, headers)
+    return b.size_in_bytes
+
+
+class _ProducerCore:
+    """What both producers share: config, accumulator, partitioning, the record path."""
+
+    def __init__(self, config: Mapping[str, Any] | None, kwargs: dict[str, Any],
+                 threaded: bool) -> None:
+        self.config, self._settings = parse_producer_config(config, kwargs)
+        s = self._settings
+        self._client = AsyncKafkaClient(client_config(self.config))
+        self._acc = RecordAccumulator(
+            batch_size=s.batch_size, linger=s.linger, buffer_memory=s.buffer_memory,
+            compression=s.compression, compression_level=s.compression_level,
+            delivery_timeout=s.delivery_timeout, threaded=threaded, wakeup=self._wakeup)
+        self._metrics = ProducerMetrics()
+        self._idem = IdempotenceState(
+            transaction_timeout_ms=self.config["transaction.timeout.ms"]) \
+            if s.idempotent else None
+        self._sender: Sender | None = None
+        self._topics: dict[str, _TopicParts] = {}
+        part = s.partitioner
+        self._default = DefaultPartitioner()
+        self._sticky = part == "default"
+        self._round_robin = part == "round_robin"
+        self._user_partitioner: Callable[..., int] | None = part if callable(part) else None
+        self._started = False
+        self._closed = False
+
+    def _wakeup(self, urgent: bool) -> None:
+        sender = self._sender
+        if sender is not None:
+            sender.wake(urgent)
+
+    def _check(self) -> None:
+        if self._closed:
+            raise IllegalStateError("the producer is closed")
+        sender = self._sender
+        if sender is None:
+            raise IllegalStateError("the producer is not started (use start() or 'with')")
+        if sender.error is not None:
+            raise KafkaError(f"the producer failed and must be closed: {sender.error!r}")
+
+    def _topic_parts(self, topic: str) -> _TopicParts | None:
+        cluster = self._client.cluster
+        info = self._topics.get(topic)
+        if info is not None and info.version == cluster.version:
+            return info
+        parts = cluster.partitions_for(topic)
+        if not parts:
+            return None
+        info = _TopicParts(parts, cluster.available_partitions_for(topic), cluster.version)
+        old = self._topics.get(topic)
+        if old is not None:
+            info.rr = old.rr
+        self._topics[topic] = info
+        return info
+
+    def _append(self, topic: str, value: Any, key: Any, partition: int | None,
+                timestamp_ms: int | None, headers: HeadersLike,
+                delivery: DeliveryCallback | None) -> Any:
+        """Put one record into the accumulator.
+
+        Returns:
+            A RecordFuture; None when the buffer is full; NEED_METADATA when the topic (or
+            the partition) is not known yet.
+        """
+        if key is not None and type(key) is not bytes:
+            key = _bytes_or_none(key, "key")
+        if value is not None and type(value) is not bytes:
+            value = _bytes_or_none(value, "value")
+        if type(topic) is not str or not topic:
+            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        info = self._topics.get(topic)
+        if info is None or info.version != self._client.cluster.version:
+            info = self._topic_parts(topic)
+            if info is None:
+                return NEED_METADATA
+        abort = False
+        if partition is None:
+            if self._user_partitioner is not None:
+                partition = self._user_partitioner(key, info.all, info.available)
+                if partition not in info.all:
+                    raise KafkaError(f"the partitioner returned partition {partition!r}, not "
+                                     f"one of {topic!r}'s partitions {info.all}")
+            elif key is not None and not self._round_robin:
+                partition = info.all[(murmur2(key) & 0x7FFFFFFF) % info.count]
+            elif self._sticky:
+                partition = self._default.sticky_partition(topic, info.all, info.available)
+                abort = True
+            elif self._round_robin:
+                choices = info.available or info.all
+                partition = choices[info.rr % len(choices)]
+                info.rr += 1
+            else:
+                partition = self._default(None, info.all, info.available)
+        elif type(partition) is not int or partition < 0:
+            raise TypeError(f"partition must be a non-negative int, not {partition!r}")
+        elif partition >= info.count:
+            self._client.request_metadata_refresh()
+            return NEED_METADATA
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        if headers is not None:
+            if isinstance(headers, Mapping):
+                headers = list(headers.items())
+            elif not headers:
+                headers = None
+        size = _RECORD_OVERHEAD + (len(key) if key is not None else 0) + (
+            len(value) if value is not None else 0)
+        if headers:
+            for name, hv in headers:
+                if type(name) is not str:
+                    raise TypeError(f"header name must be str, not {type(name).__name__}")
+                size += 10 + len(name) * 4 + (len(hv) if hv is not None else 0)
+        if size + BATCH_HEADER_SIZE > self._settings.message_max_bytes or \
+                size > self._settings.buffer_memory:
+            self._check_size(topic, partition, key, value, headers)
+        acc = self._acc
+        res = acc.append(topic, partition, timestamp_ms, key, value, headers, size, abort,
+                         delivery)
+        if res is ABORTED:
+            # KIP-480: the sticky partition's batch is full; move on, then append there.
+            partition = self._default.new_sticky(topic, partition, info.all, info.available)
+            res = acc.append(topic, partition, timestamp_ms, key, value, headers, size,
+                             False, delivery)
+        return res
+
+    def _check_size(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+                    headers: Sequence[tuple[str, bytes | None]] | None) -> None:
+        exact = _exact_size(key, value, headers)
+        limit = self._settings.message_max_bytes
+        if exact > limit:
+            raise RecordTooLargeError(
+                f"a record for {topic}-{partition} is {exact} bytes as a batch, more than "
+                f"message.max.bytes ({limit}); key {len(key or b'')} bytes, value "
+                f"{len(value or b'')} bytes")
+        if exact > self._settings.buffer_memory:
+            raise RecordTooLargeError(
+                f"a record for {topic}-{partition} is {exact} bytes, more than buffer.memory "
+                f"({self._settings.buffer_memory})")
+
+    def _check_batch(self, topic: str, partition: int, builder: RecordBatchBuilder) -> None:
+        size = builder.size_in_bytes
+        if size > self._settings.message_max_bytes:
+            raise RecordTooLargeError(
+                f"a batch for {topic}-{partition} is {size} bytes, more than "
+                f"message.max.bytes ({self._settings.message_max_bytes})")
+        if builder.record_count == 0:
+            raise ValueError("the batch is empty")
+
+    def metrics(self) -> dict[str, float]:
+        """Counts and rates: records, batches, bytes, requests, retries, errors, request
+        latency, buffer use. Rates are per second since the producer was created."""
+        acc = self._acc
+        with acc.lock:
+            queued = sum(len(dq) for dq in acc.queues.values())
+            used = acc.used
+        return self._metrics.snapshot(used, queued)
+
+
+class AsyncProducer(_ProducerCore):
+    """The asyncio Kafka producer.
+
+    Records are appended to per-partition batches (``batch.size``, ``linger.ms``) and sent by
+    a background task, one Produce request per broker, up to
+    ``max.in.flight.requests.per.connection`` at a time. Idempotence is on by default (Java
+    client rules); failed sends are retried until ``delivery.timeout.ms``.
+
+    Args:
+        config: Kafka property names to values (``{"bootstrap.servers": ..., "acks": "all"}``).
+        **kwargs: the same options in snake_case (``linger_ms=5``).
+
+    Options (besides the network options of :class:`~kontrakt.AsyncKafkaClient`):
+    ``acks`` (0, 1, all/-1; default all), ``batch.size`` (16384), ``linger.ms`` (5),
+    ``buffer.memory`` (32 MiB), ``max.block.ms`` (60000), ``retries``,
+    ``delivery.timeout.ms`` (120000), ``compression.type`` (none/gzip/snappy/lz4/zstd),
+    ``compression.level``, ``message.max.bytes`` (1048576), ``enable.idempotence``
+    (default on unless acks or max.in.flight rule it out; explicitly on with those is a
+    ConfigError), ``partitioner`` ('default', 'murmur2_random', 'round_robin' or a callable
+    ``(key, all_partitions, available_partitions) -> partition``).
+
+    Raises:
+        ConfigError: unknown option, bad value, or conflicting options.
+
+    Example::
+
+        async with AsyncProducer(bootstrap_servers="127.0.0.1:9092") as producer:
+            fut = await producer.send("events", b"value", key=b"key")
+            metadata = await fut
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        threaded = bool(kwargs.pop("_threaded", False))
+        super().__init__(config, kwargs, threaded)
+        self._memory_event: asyncio.Event | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, load metadata, get a producer id (idempotence) and start sending.
+
+        Raises:
+            NoBrokersAvailableError: no bootstrap server answered.
+            KafkaTimeoutError / BrokerResponseError: InitProducerId failed.
+        """
+        if self._closed:
+            raise IllegalStateError("the producer is closed")
+        if self._started:
+            return
+        self._started = True
+        s = self._settings
+        await self._client.start()
+        if self._idem is not None:
+            await self._idem.init(self._client, bump=False, timeout=s.max_block or 1.0,
+                                  retry_backoff=s.retry_backoff,
+                                  retry_backoff_max=s.retry_backoff_max)
+        self._sender = Sender(self._client, self._acc, s, self._idem, self._metrics)
+        self._acc.on_memory = self._memory_freed
+        self._sender.start()
+
+    async def __aenter__(self) -> AsyncProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Send what is buffered (waiting up to ``timeout`` seconds, None = until every
+        record is resolved, which ``delivery.timeout.ms`` bounds), then fail what is left
+        with IllegalStateError and close the connections. Idempotent; every future and
+        callback is resolved exactly once by the time it returns."""
+        if self._closed:
+            return
+        self._closed = True
+        sender = self._sender
+        acc = self._acc
+        with acc.lock:
+            acc.closed = True
+        try:
+            if sender is not None and sender.error is None and timeout != 0:
+                sender.closing = True
+                sender.wake()
+                try:
+                    await self._wait_batches(list(acc.incomplete), timeout)
+                except KafkaTimeoutError:
+                    log.warning("closing the producer with %s batch(es) undelivered",
+                                len(acc.incomplete))
+        finally:
+            if sender is not None:
+                await sender.stop()
+            await self._client.close()
+
+    # --- sending ------------------------------------------------------------------------
+
+    async def send(self, topic: str, value: bytes | None = None, key: bytes | None = None, *,
+                   partition: int | None = None, timestamp_ms: int | None = None,
+                   headers: HeadersLike = None) -> RecordFuture:
+        """Queue a record for sending and return its future.
+
+        Args:
+            topic: the topic.
+            value, key: bytes or None.
+            partition: a partition, or None to let the partitioner pick one.
+            timestamp_ms: the record's timestamp (default: now).
+            headers: ``[(name, bytes or None), ...]`` or a ``{name: bytes}`` dict.
+
+        Returns:
+            A :class:`RecordFuture`; ``await`` it for the :class:`~kontrakt.RecordMetadata`.
+
+        Raises:
+            TypeError: key, value or a header is not bytes (or None).
+            RecordTooLargeError: the record cannot fit ``message.max.bytes`` (the message
+                names the topic, partition and size) or ``buffer.memory``.
+            KafkaTimeoutError: no metadata for the topic, or no room in the buffer, within
+                ``max.block.ms`` (the call blocks until then: backpressure).
+            IllegalStateError: the producer is closed or not started.
+        """
+        self._check()
+        res = self._append(topic, value, key, partition, timestamp_ms, headers, None)
+        if type(res) is RecordFuture:
+            if res._index == 0:
+                # A batch was started: give the sender and the connections a turn (once
+                # per batch), or a tight send loop would starve them.
+                await asyncio.sleep(0)
+            return res
+        return await self._send_slow(topic, value, key, partition, timestamp_ms, headers, res)
+
+    async def _send_slow(self, topic: str, value: Any, key: Any, partition: int | None,
+                         timestamp_ms: int | None, headers: HeadersLike,
+                         res: Any) -> RecordFuture:
+        deadline = time.monotonic() + self._settings.max_block
+        while True:
+            if type(res) is RecordFuture:
+                return res
+            remaining = deadline - time.monotonic()
+            if res is NEED_METADATA:
+                await self._wait_metadata(topic, partition, remaining)
+            else:
+                await self._wait_memory(remaining)
+            self._check()
+            res = self._append(topic, value, key, partition, timestamp_ms, headers, None)
+
+    async def _wait_metadata(self, topic: str, partition: int | None, remaining: float) -> None:
+        client = self._client
+        client.add_topics([topic])
+        deadline = time.monotonic() + remaining
+        while True:
+            info = self._topic_parts(topic)
+            if info is not None and (partition is None or partition < info.count):
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if info is not None:
+                    raise KafkaTimeoutError(
+                        f"partition {partition} of topic {topic!r} (with {info.count} "
+                        f"partitions) is not in the metadata after max.block.ms")
+                err = client.cluster.topic_error(topic)
+                raise KafkaTimeoutError(
+                    f"topic {topic!r} not found in the metadata within max.block.ms"
+                    + (f" (last error: {err})" if err else ""))
+            try:
+                await asyncio.wait_for(client.refresh_metadata([topic]), left)
+            except (asyncio.TimeoutError, TimeoutError):
+                continue
+            except KafkaError as exc:
+                log.debug("metadata refresh for %r failed: %s", topic, exc)
+            if self._topic_parts(topic) is None:
+                await asyncio.sleep(min(self._settings.retry_backoff,
+                                        max(0.0, deadline - time.monotonic())))
+
+    def _memory_freed(self) -> None:
+        ev = self._memory_event
+        if ev is not None:
+            ev.set()
+
+    async def _wait_memory(self, remaining: float) -> None:
+        if remaining <= 0:
+            raise KafkaTimeoutError(
+                f"the producer's buffer (buffer.memory={self._settings.buffer_memory} bytes) "
+                "stayed full for max.block.ms")
+        if self._memory_event is None:
+            self._memory_event = asyncio.Event()
+        ev = self._memory_event
+        ev.clear()
+        self._wakeup(True)
+        try:
+            await asyncio.wait_for(ev.wait(), remaining)
+        except (asyncio.TimeoutError, TimeoutError):
+            raise KafkaTimeoutError(
+                f"the producer's buffer (buffer.memory={self._settings.buffer_memory} bytes) "
+                "stayed full for max.block.ms") from None
+
+    async def send_and_wait(self, topic: str, value: bytes | None = None,
+                            key: bytes | None = None, *, partition: int | None = None,
+                            timestamp_ms: int | None = None,
+                            headers: HeadersLike = None) -> RecordMetadata:
+        """Send a record and wait for its acknowledgement (the batch goes out at once rather
+        than after ``linger.ms``).
+
+        Returns:
+            The record's metadata.
+
+        Raises:
+            Everything :meth:`send` raises, and the delivery error (ProduceError,
+            RecordTooLargeError, KafkaTimeoutError after delivery.timeout.ms).
+        """
+        fut = await self.send(topic, value, key, partition=partition,
+                              timestamp_ms=timestamp_ms, headers=headers)
+        return await fut
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send every buffered record now and wait until all are resolved.
+
+        Args:
+            timeout: seconds; None waits as long as delivery takes.
+
+        Raises:
+            KafkaTimeoutError: records still unresolved after ``timeout``.
+        """
+        self._check()
+        acc = self._acc
+        with acc.lock:
+            acc.flushing += 1
+            pending = list(acc.incomplete)
+        try:
+            self._wakeup(True)
+            await self._wait_batches(pending, timeout)
+        finally:
+            with acc.lock:
+                acc.flushing -= 1
+
+    async def _wait_batches(self, batches: list[ProducerBatch], timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for b in batches:
+            if b.done:
+                continue
+            if deadline is None:
+                await b.wait_async()
+                continue
+            left = deadline - time.monotonic()
+            try:
+                await asyncio.wait_for(b.wait_async(), max(left, 0.0))
+            except (asyncio.TimeoutError, TimeoutError):
+                remaining = sum(1 for x in batches if not x.done)
+                raise KafkaTimeoutError(
+                    f"{remaining} batch(es) still undelivered after {timeout}s") from None
+
+    # --- direct batch control ------------------------------------------------------------
+
+    def create_batch(self) -> RecordBatchBuilder:
+        """A batch to fill yourself (aiokafka's ``create_batch``) and hand to
+        :meth:`send_batch`. ``append(timestamp, key, value, headers)`` returns None when the
+        batch is full (``batch.size``); the codec is the producer's."""
+        return self._acc.new_builder()
+
+    async def send_batch(self, batch: RecordBatchBuilder, topic: str, *,
+                         partition: int) -> RecordFuture:
+        """Send a batch from :meth:`create_batch` to ``topic``/``partition`` as it is.
+
+        Returns:
+            A future of the first record's metadata (its offset is the batch's base offset).
+
+        Raises:
+            RecordTooLargeError: the batch exceeds ``message.max.bytes``.
+            KafkaTimeoutError: no metadata or no buffer room within ``max.block.ms``.
+        """
+        self._check()
+        self._check_batch(topic, partition, batch)
+        deadline = time.monotonic() + self._settings.max_block
+        while True:
+            info = self._topic_parts(topic)
+            if info is None or partition >= info.count:
+                await self._wait_metadata(topic, partition, deadline - time.monotonic())
+                continue
+            queued = self._acc.append_batch(topic, partition, batch, batch.size_in_bytes)
+            if queued is not None:
+                return RecordFuture(queued, 0, max(batch.max_timestamp, -1))
+            await self._wait_memory(deadline - time.monotonic())
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids (sorted), waiting up to ``max.block.ms`` for metadata.
+
+        Raises:
+            KafkaTimeoutError: the topic is not known within max.block.ms.
+        """
+        self._check()
+        info = self._topic_parts(topic)
+        if info is None:
+            await self._wait_metadata(topic, None, self._settings.max_block)
+            info = self._topic_parts(topic)
+            assert info is not None
+        return list(info.all)
+

@@ -1,0 +1,400 @@
+"""The sender: one task on the event loop that turns ready batches into Produce requests.
+
+Each pass (woken by the accumulator once per batch, by responses, or by the earliest linger
+or retry deadline) takes at most one batch per partition whose leader has a free in-flight
+slot, groups them by leader into one request per broker, and sends each request in its own
+task so that up to ``max.in.flight.requests.per.connection`` are pipelined per broker. Requests
+to one broker are written in the order they were made (tasks start in creation order and
+do not suspend before writing on an open connection).
+
+Retriable failures put the batch back at the front of its partition's queue (in sequence
+order) with backoff until ``retries`` or ``delivery.timeout.ms`` run out; invalid-metadata
+errors and connection failures also ask for a metadata refresh, so batches follow moved
+leaders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.clients.producer._accumulator import ProducerBatch, RecordAccumulator, expired_error
+from kontrakt.clients.producer._config import ProducerSettings
+from kontrakt.clients.producer._idempotence import (
+    DUPLICATE_SEQUENCE,
+    INVALID_PRODUCER_EPOCH,
+    OUT_OF_ORDER_SEQUENCE,
+    UNKNOWN_PRODUCER_ID,
+    IdempotenceState,
+)
+from kontrakt.clients.producer._metrics import ProducerMetrics
+from kontrakt.errors import (
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProduceError,
+    RecordTooLargeError,
+)
+from kontrakt.protocol.errors import for_code
+from kontrakt.protocol.messages import ProduceRequest
+
+__all__ = ["Sender"]
+
+log = logging.getLogger("kontrakt.producer")
+
+_INF = float("inf")
+_MESSAGE_TOO_LARGE = 10
+_TopicData = ProduceRequest.TopicProduceData
+_PartitionData = ProduceRequest.TopicProduceData.PartitionProduceData
+
+
+class Sender:
+    """Drains the accumulator and sends Produce requests; see the module docstring."""
+
+    def __init__(self, client: AsyncKafkaClient, acc: RecordAccumulator,
+                 settings: ProducerSettings, idempotence: IdempotenceState | None,
+                 metrics: ProducerMetrics) -> None:
+        self.client = client
+        self.acc = acc
+        self.settings = settings
+        self.idem = idempotence
+        self.metrics = metrics
+        self.loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._wake = asyncio.Event()
+        self._in_flight: dict[int, int] = defaultdict(int)
+        self._requests: set[asyncio.Task[None]] = set()
+        self._muted: set[tuple[str, int]] = set()
+        self.closing = False
+        self.error: BaseException | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    # --- waking ------------------------------------------------------------------------
+
+    def wake(self, urgent: bool = True) -> None:
+        """Wake the sender; callable from any thread."""
+        if threading.get_ident() == self._loop_thread:
+            self._wake.set()
+        else:
+            try:
+                self.loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:  # the loop is closed: nothing left to wake
+                pass
+
+    def start(self) -> None:
+        self.task = self.loop.create_task(self._run(), name="kontrakt-producer-sender")
+
+    # --- the loop ------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                self._wake.clear()
+                idem = self.idem
+                if idem is not None and (idem.need_bump or idem.producer_id < 0) \
+                        and not self._requests:
+                    await self._bump()
+                now = time.monotonic()
+                self._expire(now)
+                by_node, wake_at, missing = self._drain(now)
+                if missing:
+                    self.client.request_metadata_refresh()
+                    wake_at = min(wake_at, now + self.settings.retry_backoff)
+                if by_node:
+                    for node, batches in by_node.items():
+                        self._in_flight[node] += 1
+                        task = self.loop.create_task(self._send(node, batches))
+                        self._requests.add(task)
+                        task.add_done_callback(self._requests.discard)
+                    # Let callers and responses run before the next pass.
+                    await asyncio.sleep(0)
+                    continue
+                timeout = wake_at - time.monotonic()
+                if timeout <= 0:
+                    await asyncio.sleep(0)
+                    continue
+                try:
+                    await asyncio.wait_for(self._wake.wait(),
+                                           None if timeout == _INF else timeout)
+                except (asyncio.TimeoutError, TimeoutError):
+                    pass
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # supervised: surfaced by the producer's next call
+            log.exception("producer sender died")
+            self.error = exc
+            self.fail_everything(ProduceError(f"the producer's sender failed: {exc!r}", exc))
+
+    def _drain(self, now: float) -> tuple[dict[int, list[ProducerBatch]], float, bool]:
+        acc = self.acc
+        cluster = self.client.cluster
+        brokers = cluster.brokers
+        linger = acc.linger
+        force = self.closing or acc.flushing > 0
+        max_in_flight = self.settings.max_in_flight
+        max_bytes = self.settings.message_max_bytes
+        idem = self.idem
+        order_by_mute = idem is None and max_in_flight == 1
+        in_flight = self._in_flight
+        by_node: dict[int, list[ProducerBatch]] = {}
+        sizes: dict[int, int] = {}
+        wake_at = _INF
+        missing = False
+        with acc.lock:
+            for tp, dq in acc.queues.items():
+                if not dq:
+                    continue
+                head = dq[0]
+                if head.retry_at > now:
+                    wake_at = min(wake_at, head.retry_at)
+                    continue
+                if not (force or head.urgent or len(dq) > 1):
+                    ready_at = head.created + linger
+                    if ready_at > now:
+                        wake_at = min(wake_at, ready_at)
+                        continue
+                leader = cluster.leader_for(tp[0], tp[1])
+                if leader < 0 or leader not in brokers:
+                    missing = True
+                    continue
+                if in_flight[leader] >= max_in_flight:
+                    continue
+                if order_by_mute and tp in self._muted:
+                    continue
+                if idem is not None and not idem.can_send(head):
+                    continue
+                builder = head.builder
+                assert builder is not None
+                size = builder.size_in_bytes
+                used = sizes.get(leader, 0)
+                if used and used + size > max_bytes:
+                    wake_at = now
+                    continue
+                dq.popleft()
+                head.drained = True
+                sizes[leader] = used + size
+                if idem is not None:
+                    idem.assign(head, builder.record_count)
+                if order_by_mute:
+                    self._muted.add(tp)
+                by_node.setdefault(leader, []).append(head)
+            # Appenders read this under the lock: a new batch that must go out sooner than
+            # the sender's next wake-up wakes it.
+            acc.sender_wake_at = now if by_node else wake_at
+        return by_node, wake_at, missing
+
+    def _expire(self, now: float) -> None:
+        for batch in self.acc.expire(now):
+            self._fail(batch, expired_error(batch, now))
+
+    # --- requests ------------------------------------------------------------------------
+
+    async def _send(self, node: int, batches: list[ProducerBatch]) -> None:
+        settings = self.settings
+        acks = settings.acks
+        try:
+            started = time.monotonic()
+            try:
+                conn = await self.client.connection(node)
+                version = conn.negotiate(ProduceRequest)
+                request = self._request(batches, version)
+                self.metrics.requests += 1
+                resp = await conn.send(request, version=version,
+                                       timeout=settings.request_timeout,
+                                       expect_response=acks != 0)
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                log.debug("produce to node %s failed: %s", node, exc)
+                self.client.request_metadata_refresh()
+                for b in batches:
+                    self._retry(b, exc)
+                return
+            except KafkaError as exc:
+                for b in batches:
+                    self._fail(b, ProduceError(f"cannot produce to {b.topic}-{b.partition}: "
+                                               f"{exc}", exc))
+                return
+            self.metrics.request_done(time.monotonic() - started)
+            if resp is None:  # acks=0: nothing comes back; the records count as sent
+                for b in batches:
+                    self._succeed(b, -1, -1)
+                return
+            self._handle(resp, batches)
+        finally:
+            self._in_flight[node] -= 1
+            self._wake.set()
+
+    def _request(self, batches: list[ProducerBatch], version: int) -> Any:
+        idem = self.idem
+        pid, epoch = (idem.producer_id, idem.producer_epoch) if idem is not None else (-1, -1)
+        topics = self.client.cluster.topics
+        by_topic: dict[str, list[Any]] = {}
+        for b in batches:
+            blob = b.encode(pid, epoch, False)
+            self.metrics.bytes_sent += len(blob)
+            by_topic.setdefault(b.topic, []).append(
+                _PartitionData(index=b.partition, records=blob))
+        data = []
+        for topic, parts in by_topic.items():
+            info = topics.get(topic)
+            if version >= 13:
+                if info is None:
+                    raise KafkaConnectionError(f"no topic id known for {topic!r}")
+                data.append(_TopicData(topic_id=info.topic_id, partition_data=parts))
+            else:
+                data.append(_TopicData(name=topic, partition_data=parts))
+        return ProduceRequest(acks=self.settings.acks,
+                              timeout_ms=int(self.settings.request_timeout * 1000),
+                              topic_data=data)
+
+    def _handle(self, resp: Any, batches: list[ProducerBatch]) -> None:
+        topics = self.client.cluster.topics
+        ids = {t.topic_id: name for name, t in topics.items()}
+        answers: dict[tuple[str, int], Any] = {}
+        for t in resp.responses:
+            name = t.name or ids.get(t.topic_id, "")
+            for p in t.partition_responses:
+                answers[(name, p.index)] = p
+        for b in batches:
+            p = answers.get((b.topic, b.partition))
+            if p is None:
+                self._retry(b, KafkaConnectionError(
+                    f"produce response had no answer for {b.topic}-{b.partition}"))
+                continue
+            code = p.error_code
+            if code == 0 or code == DUPLICATE_SEQUENCE:
+                self._succeed(b, p.base_offset if code == 0 else -1, p.log_append_time_ms)
+                continue
+            self._on_error(b, code, p)
+
+    def _on_error(self, b: ProducerBatch, code: int, p: Any) -> None:
+        cls = for_code(code)
+        detail = getattr(p, "error_message", None)
+        err = cls(f"produce to {b.topic}-{b.partition}" + (f": {detail}" if detail else ""))
+        self.metrics.errors += 1
+        idem = self.idem
+        if code == _MESSAGE_TOO_LARGE:
+            size = len(b.blob or b"")
+            self._fail(b, RecordTooLargeError(
+                f"the broker refused a batch of {size} bytes for {b.topic}-{b.partition} "
+                f"as too large (MESSAGE_TOO_LARGE); lower batch.size or message.max.bytes"))
+            return
+        if idem is not None and code in (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH):
+            idem.need_bump = True
+            self._retry(b, err, force=True)
+            return
+        if idem is not None and code == OUT_OF_ORDER_SEQUENCE:
+            if b.producer_epoch == idem.producer_epoch and idem.is_next_expected(b):
+                # The broker refuses the very next sequence: its state and ours disagree.
+                idem.need_bump = True
+            self._retry(b, err, force=True)
+            return
+        if cls.retriable:
+            if cls.invalid_metadata:
+                self.client.request_metadata_refresh()
+            self._retry(b, err)
+            return
+        self._fail(b, ProduceError(f"producing to {b.topic}-{b.partition} failed: {err}", err))
+
+    # --- outcomes ------------------------------------------------------------------------
+
+    def _count(self, b: ProducerBatch) -> int:
+        return b.record_count
+
+    def _succeed(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        count = self._count(b)
+        if self.idem is not None:
+            self.idem.done(b, True, count)
+        self._muted.discard((b.topic, b.partition))
+        if b.complete(base_offset, log_append_time):
+            self.metrics.records_sent += count
+            self.metrics.batches_sent += 1
+
+    def _retry(self, b: ProducerBatch, cause: BaseException, *, force: bool = False) -> None:
+        """Put ``b`` back for a resend, or fail it when retries or time ran out.
+
+        ``force``: the resend is part of sequence recovery, not a new attempt of its own.
+        """
+        count = self._count(b)
+        if self.idem is not None:
+            self.idem.done(b, False, count)
+        self._muted.discard((b.topic, b.partition))
+        now = time.monotonic()
+        if not force:
+            b.attempts += 1
+        delay = min(self.settings.retry_backoff * (2 ** min(b.attempts, 20)),
+                    self.settings.retry_backoff_max) if b.attempts else 0.0
+        if b.attempts > self.settings.retries:
+            self._fail(b, ProduceError(
+                f"producing to {b.topic}-{b.partition} failed after {b.attempts} attempts: "
+                f"{cause}", cause))
+            return
+        if now + delay >= b.deadline:
+            self._fail(b, expired_error(b, now) if isinstance(cause, KafkaTimeoutError)
+                       else ProduceError(f"delivery.timeout.ms expired for {b.topic}-"
+                                         f"{b.partition}; last error: {cause}", cause))
+            return
+        self.metrics.retries += 1
+        log.debug("retrying %s-%s (attempt %s): %s", b.topic, b.partition, b.attempts, cause)
+        b.retry_at = now + delay
+        b.drained = False
+        self.acc.reenqueue(b)
+
+    def _fail(self, b: ProducerBatch, error: BaseException) -> None:
+        idem = self.idem
+        count = self._count(b)
+        if idem is not None:
+            idem.done(b, False, count)
+            if b.base_sequence >= 0 and b.producer_epoch == idem.producer_epoch:
+                # It may or may not be in the log: sequences after it cannot be trusted.
+                idem.need_bump = True
+        self._muted.discard((b.topic, b.partition))
+        if b.complete(-1, -1, error):
+            self.metrics.records_failed += count
+            self.metrics.batches_failed += 1
+            log.warning("%s record(s) for %s-%s failed: %s", count, b.topic, b.partition,
+                        error)
+
+    async def _bump(self) -> None:
+        idem = self.idem
+        assert idem is not None
+        bump = idem.producer_id >= 0
+        await idem.init(self.client, bump=bump, timeout=self.settings.request_timeout,
+                        retry_backoff=self.settings.retry_backoff,
+                        retry_backoff_max=self.settings.retry_backoff_max)
+        if bump:
+            self.metrics.epoch_bumps += 1
+        with self.acc.lock:
+            for dq in self.acc.queues.values():
+                for b in dq:
+                    b.base_sequence = -1
+                    b.blob = None
+            idem.reset_sequences()
+
+    # --- shutdown ------------------------------------------------------------------------
+
+    def fail_everything(self, error: BaseException) -> None:
+        """Fail every queued batch (closing without waiting, or after a fatal error)."""
+        for b in self.acc.abort_all():
+            self._fail(b, error)
+        # Batches taken out by a drain but whose request never started or ended.
+        for b in list(self.acc.incomplete):
+            self._fail(b, error)
+
+    async def stop(self, error: BaseException | None = None) -> None:
+        """Stop sending: cancel in-flight requests and fail whatever is left."""
+        tasks = list(self._requests)
+        if self.task is not None:
+            self.task.cancel()
+            tasks.append(self.task)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self.fail_everything(error or IllegalStateError(
+            "the producer was closed before the record was delivered"))

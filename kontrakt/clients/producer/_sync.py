@@ -1,0 +1,239 @@
+"""Producer: the blocking producer over the AsyncProducer core.
+
+The record path does not cross threads: :meth:`Producer.send` and :meth:`Producer.produce`
+append straight into the shared accumulator on the caller's thread (under its lock) and wake
+the event-loop thread at most once per batch. Only rare slow paths (first use of a topic,
+flush, close) hop to the loop thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from kontrakt._types import RecordMetadata
+from kontrakt.clients._sync import LoopThread
+from kontrakt.clients.producer._accumulator import (
+    DeliveryCallback,
+    ProducerBatch,
+    RecordFuture,
+)
+from kontrakt.clients.producer._producer import NEED_METADATA, AsyncProducer, HeadersLike
+from kontrakt.errors import IllegalStateError, KafkaTimeoutError
+from kontrakt.protocol.records import RecordBatchBuilder
+
+__all__ = ["Producer"]
+
+
+class Producer:
+    """The blocking Kafka producer; same options and behaviour as :class:`AsyncProducer`.
+
+    Two styles:
+
+    * ``send()`` returns a :class:`RecordFuture` (``result(timeout)``, ``done()``,
+      ``add_done_callback`` -- the callbacks run on the producer's I/O thread);
+    * confluent-style ``produce(..., on_delivery=cb)``: ``cb(err, metadata)`` runs on the
+      caller's thread inside :meth:`poll` or :meth:`flush` (``err`` is None on success;
+      ``metadata`` is a :class:`~kontrakt.RecordMetadata`, offset -1 on failure).
+
+    Args:
+        config: Kafka property names to values.
+        **kwargs: the same options in snake_case.
+
+    Raises:
+        ConfigError: bad options.
+        NoBrokersAvailableError: no bootstrap server answered.
+
+    Do not call it from inside a ``add_done_callback`` callback (that runs on the I/O
+    thread): blocking calls there raise IllegalStateError.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self._thread = LoopThread("kontrakt-producer")
+        self._deliveries: deque[ProducerBatch] = deque()
+        self._delivery_ready = threading.Event()
+        try:
+            self._async: AsyncProducer = self._thread.run(_build(config, kwargs))
+            self._async._acc.deliver = self._queue_delivery
+            self._thread.run(self._async.start())
+        except BaseException:
+            self._thread.stop()
+            raise
+        self.config = self._async.config
+
+    def _queue_delivery(self, batch: ProducerBatch) -> None:
+        # Called on the loop thread when a batch with on_delivery callbacks completes.
+        self._deliveries.append(batch)
+        self._delivery_ready.set()
+
+    # --- sending ------------------------------------------------------------------------
+
+    def _append(self, topic: str, value: Any, key: Any, partition: int | None,
+                timestamp_ms: int | None, headers: HeadersLike,
+                delivery: DeliveryCallback | None) -> RecordFuture:
+        a = self._async
+        a._check()
+        res = a._append(topic, value, key, partition, timestamp_ms, headers, delivery)
+        if type(res) is RecordFuture:
+            return res
+        deadline = time.monotonic() + a._settings.max_block
+        while type(res) is not RecordFuture:
+            remaining = deadline - time.monotonic()
+            if res is NEED_METADATA:
+                self._thread.run(a._wait_metadata(topic, partition, max(remaining, 0.0)))
+            else:
+                self._wait_memory(deadline)
+            a._check()
+            res = a._append(topic, value, key, partition, timestamp_ms, headers, delivery)
+        return res
+
+    def _wait_memory(self, deadline: float) -> None:
+        acc = self._async._acc
+        self._async._wakeup(True)
+        with acc.memory_freed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not acc.memory_freed.wait(remaining):
+                raise KafkaTimeoutError(
+                    f"the producer's buffer (buffer.memory={acc.buffer_memory} bytes) stayed "
+                    "full for max.block.ms")
+
+    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None, *,
+             partition: int | None = None, timestamp_ms: int | None = None,
+             headers: HeadersLike = None) -> RecordFuture:
+        """Queue a record; see :meth:`AsyncProducer.send` for arguments and errors.
+
+        Returns:
+            A :class:`RecordFuture`: ``result(timeout)`` blocks for the
+            :class:`~kontrakt.RecordMetadata`.
+        """
+        return self._append(topic, value, key, partition, timestamp_ms, headers, None)
+
+    def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                      *, partition: int | None = None, timestamp_ms: int | None = None,
+                      headers: HeadersLike = None,
+                      timeout: float | None = None) -> RecordMetadata:
+        """Send a record and block until it is acknowledged.
+
+        Raises:
+            Everything :meth:`send` raises, and the delivery error.
+            KafkaTimeoutError: not resolved within ``timeout`` seconds.
+        """
+        return self.send(topic, value, key, partition=partition, timestamp_ms=timestamp_ms,
+                         headers=headers).result(timeout)
+
+    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                partition: int | None = None, on_delivery: DeliveryCallback | None = None,
+                timestamp: int | None = None, headers: HeadersLike = None, *,
+                callback: DeliveryCallback | None = None) -> None:
+        """confluent-kafka style send.
+
+        Args:
+            partition: a partition, or None (confluent's -1 also means "any").
+            on_delivery: ``cb(err, metadata)``, run on this thread by :meth:`poll` /
+                :meth:`flush` / :meth:`close`. ``callback`` is an alias.
+            timestamp: milliseconds since the epoch (0 or None: now).
+
+        Raises:
+            Like :meth:`send`. Unlike confluent-kafka (which raises BufferError at once), a
+            full buffer blocks up to ``max.block.ms`` and then raises KafkaTimeoutError.
+        """
+        if partition is not None and partition < 0:
+            partition = None
+        self._append(topic, value, key, partition, timestamp or None, headers,
+                     on_delivery or callback)
+
+    def poll(self, timeout: float | None = 0.0) -> int:
+        """Run the delivery callbacks of records resolved so far (on this thread).
+
+        Args:
+            timeout: seconds to wait for at least one resolved ``produce()`` record when
+                none is ready (0: do not wait; None: wait until one is).
+
+        Returns:
+            How many callbacks ran.
+        """
+        if not self._deliveries and timeout != 0:
+            self._delivery_ready.wait(timeout)
+        self._delivery_ready.clear()
+        ran = 0
+        q = self._deliveries
+        while q:
+            batch = q.popleft()
+            deliveries, batch.deliveries = batch.deliveries, None
+            err = batch.error
+            for cb, fut in deliveries or ():
+                md = fut.metadata() if err is None else RecordMetadata(
+                    batch.topic, batch.partition, -1, fut._timestamp)
+                cb(err, md)
+                ran += 1
+        return ran
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything buffered, wait until it is resolved, and run delivery callbacks.
+
+        Returns:
+            0 (nothing left), for confluent-kafka compatibility.
+
+        Raises:
+            KafkaTimeoutError: records still unresolved after ``timeout`` seconds.
+        """
+        try:
+            self._thread.run(self._async.flush(timeout))
+        finally:
+            self.poll(0)
+        return 0
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (up to ``timeout``), fail what is left, run every pending delivery
+        callback, and stop the I/O thread. Idempotent."""
+        if not self._thread.running:
+            return
+        try:
+            self._thread.run(self._async.close(timeout))
+        finally:
+            self._thread.stop()
+            self.poll(0)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        """Records buffered or in flight (confluent-kafka's ``len(producer)``)."""
+        acc = self._async._acc
+        with acc.lock:
+            return sum(b.record_count for b in acc.incomplete)
+
+    # --- the rest -----------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, float]:
+        """See :meth:`AsyncProducer.metrics`."""
+        return self._async.metrics()
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids; see :meth:`AsyncProducer.partitions_for`."""
+        return self._thread.run(self._async.partitions_for(topic))
+
+    def create_batch(self) -> RecordBatchBuilder:
+        """See :meth:`AsyncProducer.create_batch`."""
+        return self._async.create_batch()
+
+    def send_batch(self, batch: RecordBatchBuilder, topic: str, *,
+                   partition: int) -> RecordFuture:
+        """See :meth:`AsyncProducer.send_batch`."""
+        return self._thread.run(self._async.send_batch(batch, topic, partition=partition))
+
+    @property
+    def closed(self) -> bool:
+        return self._async._closed
+
+
+async def _build(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncProducer:
+    if "_threaded" in kwargs:
+        raise IllegalStateError("_threaded is internal")
+    return AsyncProducer(config, _threaded=True, **kwargs)

@@ -168,6 +168,8 @@ class TansuBroker:
         extra_args: more command-line arguments for ``tansu broker``.
         env: extra environment variables for the process.
         keep_log: keep the log file after ``stop`` (it is deleted otherwise).
+        advertised_port: the port the broker tells clients to connect to (its own by
+            default); for a proxy in front of it, e.g. a TLS terminator in tests.
     """
 
     def __init__(
@@ -181,6 +183,7 @@ class TansuBroker:
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         keep_log: bool = False,
+        advertised_port: int | None = None,
     ) -> None:
         if port is not None and not 0 < port < 65536:
             raise ValueError(f"port must be in 1..65535, got {port}")
@@ -194,6 +197,7 @@ class TansuBroker:
         self._extra_args = tuple(extra_args)
         self._env = dict(env or {})
         self._keep_log = keep_log
+        self._advertised_port = advertised_port
         self._lock = threading.RLock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._port: int | None = None
@@ -230,7 +234,8 @@ class TansuBroker:
 
     def _command(self, binary: str, port: int) -> list[str]:
         url = f"tcp://{_HOST}:{port}"
-        cmd = [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+        advertised = f"tcp://{_HOST}:{self._advertised_port or port}"
+        cmd = [binary, "broker", "--listener-url", url, "--advertised-listener-url", advertised,
                "--storage-engine", "memory://tansu/"]
         if self._cluster_id is not None:
             cmd += ["--cluster-id", self._cluster_id]

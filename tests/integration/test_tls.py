@@ -1,0 +1,162 @@
+"""TLS transport against real TLS software.
+
+Neither test broker speaks TLS (TEST-BROKERS.md), so Tansu runs behind a TLS terminator:
+a thread serving OpenSSL (through Python's ``ssl``) on one port and forwarding plaintext to
+Tansu, which advertises the terminator's port. Certificates are made by the ``openssl``
+command for this test: a CA, and a server certificate for 127.0.0.1 signed by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kontrakt.clients import AsyncKafkaClient
+from kontrakt.errors import ConfigError, KafkaConnectionError, NoBrokersAvailableError
+from kontrakt.protocol.messages import MetadataRequest
+from kontrakt.testing import TansuBroker, free_port
+
+pytestmark = pytest.mark.integration
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make test certificates")
+    d = tmp_path_factory.mktemp("tls")
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+             "ca.pem", "-days", "2", "-subj", "/CN=kontrakt test CA", cwd=d)
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
+             "server.csr", "-subj", "/CN=127.0.0.1", cwd=d)
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf",
+             cwd=d)
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "other.key", "-out",
+             "other.pem", "-days", "2", "-subj", "/CN=someone else", cwd=d)
+    return d
+
+
+class TlsTerminator:
+    """Accepts TLS on ``port`` and pipes plaintext to ``target``; stops on close()."""
+
+    def __init__(self, port: int, target: tuple[str, int], certs: Path) -> None:
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(certs / "server.pem", certs / "server.key")
+        self.target = target
+        self.sock = socket.create_server(("127.0.0.1", port))
+        self.sock.settimeout(0.2)
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.accepted = 0
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                raw, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            t = threading.Thread(target=self._serve, args=(raw,), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _serve(self, raw: socket.socket) -> None:
+        try:
+            raw.settimeout(10)
+            tls = self.ctx.wrap_socket(raw, server_side=True)
+        except (OSError, ssl.SSLError):
+            raw.close()
+            return
+        self.accepted += 1
+        upstream = socket.create_connection(self.target, timeout=10)
+
+        def pipe(src: socket.socket, dst: socket.socket) -> None:
+            try:
+                while not self.stopping.is_set():
+                    data = src.recv(65536)
+                    if not data:
+                        break
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (src, dst):
+                    try:
+                        s.close()
+                    except OSError:
+                        pass
+
+        back = threading.Thread(target=pipe, args=(upstream, tls), daemon=True)
+        back.start()
+        pipe(tls, upstream)
+        back.join(5)
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.sock.close()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def tls_broker(certs: Path) -> Iterator[tuple[str, TlsTerminator]]:
+    proxy_port = free_port("127.0.0.1")
+    with TansuBroker(advertised_port=proxy_port) as broker:
+        term = TlsTerminator(proxy_port, ("127.0.0.1", broker.port), certs)
+        try:
+            yield f"127.0.0.1:{proxy_port}", term
+        finally:
+            term.close()
+
+
+def test_requests_over_tls(tls_broker: tuple[str, TlsTerminator], certs: Path) -> None:
+    bootstrap, term = tls_broker
+
+    async def main() -> None:
+        async with AsyncKafkaClient(bootstrap_servers=bootstrap, security_protocol="SSL",
+                                    ssl_ca_location=str(certs / "ca.pem")) as client:
+            meta = await client.request(MetadataRequest(topics=None))
+            assert meta.brokers[0].port == int(bootstrap.rsplit(":", 1)[1])
+            # The advertised broker is reached over TLS too.
+            await client.request(MetadataRequest(topics=[]), node=meta.brokers[0].node_id)
+
+    asyncio.run(main())
+    assert term.accepted >= 1
+
+
+def test_untrusted_certificate_is_refused(tls_broker: tuple[str, TlsTerminator],
+                                          certs: Path) -> None:
+    bootstrap, _term = tls_broker
+
+    async def main() -> None:
+        client = AsyncKafkaClient(bootstrap_servers=bootstrap, security_protocol="SSL",
+                                  ssl_ca_location=str(certs / "other.pem"),
+                                  request_timeout_ms=2000, reconnect_backoff_ms=20)
+        try:
+            with pytest.raises((NoBrokersAvailableError, KafkaConnectionError)):
+                await client.start()
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_missing_ca_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="TLS"):
+        AsyncKafkaClient(bootstrap_servers="127.0.0.1:1", security_protocol="SSL",
+                         ssl_ca_location=str(tmp_path / "missing.pem"))

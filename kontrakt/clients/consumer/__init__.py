@@ -1,0 +1,26 @@
+"""The Kafka consumer: :class:`AsyncConsumer` (asyncio) and :class:`Consumer` (blocking).
+
+Both take Kafka property names (``{"group.id": "g"}``) and/or snake_case keywords
+(``group_id="g"``). See :class:`AsyncConsumer` for the options and methods.
+"""
+
+from __future__ import annotations
+
+from kontrakt.clients.consumer._config import CONSUMER_OPTIONS
+from kontrakt.clients.consumer._consumer import AsyncConsumer
+from kontrakt.clients.consumer._fetcher import FetchBuffer, Fetcher, FetchSession
+from kontrakt.clients.consumer._offsets import OffsetAndTimestamp
+from kontrakt.clients.consumer._subscription import FetchPosition, SubscriptionState
+from kontrakt.clients.consumer._sync import Consumer
+
+__all__ = [
+    "CONSUMER_OPTIONS",
+    "AsyncConsumer",
+    "Consumer",
+    "FetchBuffer",
+    "FetchPosition",
+    "FetchSession",
+    "Fetcher",
+    "OffsetAndTimestamp",
+    "SubscriptionState",
+]

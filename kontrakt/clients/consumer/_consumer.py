@@ -1,0 +1,600 @@
+"""The asyncio consumer: subscription or manual assignment, fetching, positions, commits."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from kontrakt._config import ClientConfig
+from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from kontrakt.clients.client import CLIENT_OPTIONS, AsyncKafkaClient
+from kontrakt.clients.consumer._config import CONSUMER_OPTIONS, reset_strategy
+from kontrakt.clients.consumer._fetcher import Fetcher, FetchBuffer
+from kontrakt.clients.consumer._offsets import (
+    EARLIEST,
+    LATEST,
+    OffsetAndTimestamp,
+    list_offsets,
+)
+from kontrakt.clients.consumer._subscription import SubscriptionState
+from kontrakt.errors import ConfigError, IllegalStateError, KafkaTimeoutError
+
+__all__ = ["AsyncConsumer", "ListenerRunner"]
+
+#: How listener callbacks are run: ``await runner(callback, partitions)``.
+ListenerRunner = Callable[[Callable[..., Any], "set[TopicPartition]"], Awaitable[None]]
+
+
+async def run_listener_inline(callback: Callable[..., Any], partitions: set[TopicPartition]
+                              ) -> None:
+    """Call a listener callback on the loop, awaiting it when it is a coroutine function."""
+    result = callback(partitions)
+    if inspect.isawaitable(result):
+        await result
+
+
+class AsyncConsumer:
+    """Asyncio Kafka consumer.
+
+    Args:
+        config: Kafka property names to values (``{"group.id": "g", ...}``).
+        **kwargs: the same options with snake_case names (``group_id="g"``).
+
+    Options: those of :class:`~kontrakt.clients.AsyncKafkaClient` plus ``group.id``,
+    ``group.instance.id``, ``group.protocol`` (classic | consumer), ``session.timeout.ms``,
+    ``heartbeat.interval.ms``, ``max.poll.interval.ms``, ``partition.assignment.strategy``,
+    ``enable.auto.commit``, ``auto.commit.interval.ms``, ``auto.offset.reset``,
+    ``fetch.min.bytes``, ``fetch.max.wait.ms``, ``fetch.max.bytes``,
+    ``max.partition.fetch.bytes``, ``queued.max.messages.kbytes`` (prefetch memory cap),
+    ``max.poll.records``, ``check.crcs``, ``isolation.level``, ``client.rack``.
+
+    Raises:
+        ConfigError: unknown option or bad value.
+
+    Example::
+
+        async with AsyncConsumer(bootstrap_servers="127.0.0.1:9092", group_id="g",
+                                 auto_offset_reset="earliest") as consumer:
+            consumer.subscribe(["orders"])
+            async for record in consumer:
+                print(record.offset, record.value)
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, *,
+                 _listener_runner: ListenerRunner | None = None, **kwargs: Any) -> None:
+        self.config = cfg = ClientConfig(CONSUMER_OPTIONS, config, **kwargs)
+        client_cfg = {k: cfg[k] for k in CLIENT_OPTIONS if cfg[k] is not None}
+        self._client = AsyncKafkaClient(client_cfg)
+        self._subs = SubscriptionState(reset_strategy(cfg["auto.offset.reset"]))
+        self._buffer = FetchBuffer(cfg["queued.max.messages.kbytes"] * 1024)
+        self._group_id: str | None = cfg["group.id"]
+        self._listener_runner = _listener_runner or run_listener_inline
+        self._max_poll_records = int(cfg["max.poll.records"])
+        self._coordinator: Any = None
+        if self._group_id:
+            self._coordinator = _make_coordinator(self)
+        self._fetcher = Fetcher(
+            self._client, self._subs, self._buffer, cfg,
+            committed_lookup=self._coordinator.fetch_committed if self._coordinator else None)
+        self._data: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = False
+        self._closed = False
+        self._start_lock: asyncio.Lock | None = None
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect and start the background fetcher (and group membership, if subscribed).
+
+        Called implicitly by the first method that needs the network.
+
+        Raises:
+            NoBrokersAvailableError: no bootstrap server answered.
+        """
+        if self._closed:
+            raise IllegalStateError("consumer is closed")
+        if self._started:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._started:
+                return
+            self._loop = asyncio.get_running_loop()
+            self._data = asyncio.Event()
+            self._buffer.on_data = self._on_data
+            await self._client.start()
+            self._fetcher.start()
+            if self._coordinator is not None:
+                self._coordinator.start()
+            self._started = True
+            if self._subs.assignment:
+                self._fetcher.wake()
+
+    def _on_data(self) -> None:
+        loop, ev = self._loop, self._data
+        if loop is None or ev is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            ev.set()
+        else:
+            loop.call_soon_threadsafe(ev.set)
+
+    async def close(self, autocommit: bool = True) -> None:
+        """Commit (when ``enable.auto.commit`` and ``autocommit``), leave the group, stop
+        fetching and close connections. Idempotent.
+
+        Args:
+            autocommit: commit consumed positions first when auto commit is enabled.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._started and self._coordinator is not None:
+                await self._coordinator.close(autocommit=autocommit)
+        finally:
+            await self._fetcher.close()
+            await self._client.close()
+            self._buffer.clear()
+            if self._data is not None:
+                self._data.set()
+
+    async def __aenter__(self) -> AsyncConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise IllegalStateError("consumer is closed")
+        err = self._fetcher.error
+        if err is not None:
+            self._fetcher.error = None
+            raise err
+        if self._coordinator is not None:
+            self._coordinator.raise_if_failed()
+
+    # --- subscription --------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] | str | None = None, *,
+                  pattern: str | re.Pattern[str] | None = None, listener: Any = None) -> None:
+        """Join the group (``group.id``) and consume what it assigns.
+
+        Args:
+            topics: topic names; or
+            pattern: a regular expression matched (fully) against every topic name,
+                re-evaluated on each metadata refresh.
+            listener: an object with ``on_partitions_revoked(partitions)``,
+                ``on_partitions_assigned(partitions)`` and optionally
+                ``on_partitions_lost(partitions)``; each may be a plain or ``async`` method.
+                They run before fetching resumes, so committing in
+                ``on_partitions_revoked`` is safe.
+
+        Raises:
+            ConfigError: no ``group.id`` is configured.
+            IllegalStateError: partitions are manually assigned.
+            ValueError: neither or both of topics and pattern.
+        """
+        self._check()
+        if not self._group_id or self._coordinator is None:
+            raise ConfigError("subscribe() needs group.id; use assign() without a group")
+        self._subs.subscribe(topics if not isinstance(topics, str) else [topics], pattern)
+        self._coordinator.listener = listener
+        self._coordinator.subscription_changed()
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Consume exactly these partitions, without group management.
+
+        Positions start from the committed offsets (with ``group.id``) or
+        ``auto.offset.reset``.
+
+        Raises:
+            IllegalStateError: subscribed by topics or pattern.
+        """
+        self._check()
+        parts = list(partitions)
+        self._subs.assign(parts)
+        self._client.add_topics({tp.topic for tp in parts})
+        self._fetcher.wake()
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions currently assigned to this consumer."""
+        return set(self._subs.assignment)
+
+    def subscription(self) -> set[str]:
+        """The subscribed topic names (empty with a pattern or manual assignment)."""
+        return set(self._subs.topics)
+
+    def unsubscribe(self) -> None:
+        """Leave the group (revoking partitions) or drop the manual assignment."""
+        self._check()
+        if self._coordinator is not None and self._subs.subscribed:
+            self._coordinator.unsubscribe()
+        self._subs.unsubscribe()
+        self._buffer.clear()
+
+    # --- consuming -----------------------------------------------------------------------
+
+    async def _wait(self, deadline: float | None) -> bool:
+        """Wait until data arrives (the event was cleared before the last drain) or until
+        ``deadline``; False on timeout."""
+        assert self._data is not None
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            return False
+        try:
+            await asyncio.wait_for(self._data.wait(), remaining)
+        except (asyncio.TimeoutError, TimeoutError):
+            return False
+        return True
+
+    def _polled(self) -> None:
+        if self._coordinator is not None:
+            self._coordinator.polled()
+
+    async def getmany(self, timeout: float = 0.0, max_records: int | None = None
+                      ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+        """Records of several partitions at once.
+
+        Args:
+            timeout: seconds to wait for the first record (0: return what is buffered).
+            max_records: at most this many records (default ``max.poll.records``).
+
+        Returns:
+            Partition -> records in offset order; empty when none arrived in time.
+
+        Raises:
+            OffsetOutOfRangeResetError: a position is invalid and ``auto.offset.reset`` is
+                ``none`` (raised until you seek).
+            BrokerResponseError / CorruptRecordError: a partition failed for good.
+            IllegalStateError: the consumer is closed.
+        """
+        await self.start()
+        limit = max_records or self._max_poll_records
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        while True:
+            self._check()
+            self._polled()
+            assert self._data is not None
+            self._data.clear()
+            got = self._buffer.drain(limit)
+            if got or self._closed:
+                return got
+            if not await self._wait(deadline):
+                self._check()
+                return self._buffer.drain(limit)
+
+    async def poll(self, timeout: float | None = None) -> ConsumerRecord[Any, Any] | None:
+        """The next record.
+
+        Args:
+            timeout: seconds to wait (None: until a record arrives).
+
+        Returns:
+            A record, or None when none arrived in time.
+
+        Raises:
+            See :meth:`getmany`.
+        """
+        await self.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._check()
+            self._polled()
+            assert self._data is not None
+            self._data.clear()
+            rec = self._buffer.drain_one()
+            if rec is not None or self._closed:
+                return rec
+            if not await self._wait(deadline):
+                self._check()
+                return self._buffer.drain_one()
+
+    async def consume(self, num_records: int = 1, timeout: float | None = None
+                      ) -> list[ConsumerRecord[Any, Any]]:
+        """Up to ``num_records`` records as one list (confluent-kafka's ``consume``).
+
+        Waits until at least one record is available (or ``timeout`` seconds pass), then
+        returns what is buffered, at most ``num_records``.
+
+        Raises:
+            See :meth:`getmany`.
+        """
+        if num_records < 1:
+            raise ValueError("num_records must be >= 1")
+        got = await self.getmany(timeout=timeout if timeout is not None else 1e9,
+                                 max_records=num_records)
+        out: list[ConsumerRecord[Any, Any]] = []
+        for recs in got.values():
+            out.extend(recs)
+        return out
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
+        while not self._closed:
+            got = await self.getmany(timeout=1.0)
+            for recs in got.values():
+                for rec in recs:
+                    yield rec
+
+    # --- positions -----------------------------------------------------------------------
+
+    async def _until(self, ready: Callable[[], bool], timeout: float | None, what: str) -> None:
+        deadline = time.monotonic() + (timeout if timeout is not None else
+                                       self.config["request.timeout.ms"] / 1000)
+        self._fetcher.wake()
+        while not ready():
+            self._check()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaTimeoutError(f"{what} did not complete within the timeout")
+            await self._fetcher.wait_progress(remaining)
+
+    async def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
+        """The offset of the next record :meth:`poll` will return for ``partition``.
+
+        Resolves it first (committed offset or ``auto.offset.reset``) when needed.
+
+        Raises:
+            IllegalStateError: the partition is not assigned.
+            KafkaTimeoutError: not resolved within ``timeout`` (default request timeout).
+            OffsetOutOfRangeResetError: no position and ``auto.offset.reset`` is none.
+        """
+        await self.start()
+        st = self._subs.state(partition)
+
+        def ready() -> bool:
+            if st.failed:
+                self._buffer.drain(0)  # raises the partition's error
+            return st.position is not None
+        await self._until(ready, timeout, f"position({partition})")
+        assert st.position is not None
+        return st.position.offset
+
+    def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata) -> None:
+        """Read ``partition`` from ``offset`` next.
+
+        Raises:
+            IllegalStateError: the partition is not assigned.
+            ValueError: a negative offset.
+        """
+        self._check()
+        if isinstance(offset, OffsetAndMetadata):
+            with self._buffer.lock:
+                self._subs.seek(partition, offset.offset, offset.leader_epoch)
+        else:
+            with self._buffer.lock:
+                self._subs.seek(partition, int(offset))
+        self._fetcher.wake()
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Read these (default: all assigned) partitions from their earliest offset."""
+        self._reset(partitions, "earliest")
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Read only records written after now on these (default: all assigned) partitions."""
+        self._reset(partitions, "latest")
+
+    def _reset(self, partitions: Iterable[TopicPartition], strategy: str) -> None:
+        self._check()
+        parts = list(partitions) or list(self._subs.assignment)
+        with self._buffer.lock:
+            for tp in parts:
+                self._subs.request_reset(tp, strategy)
+        self._fetcher.wake()
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching and returning records of these assigned partitions."""
+        self._subs.pause(partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        """Resume paused partitions."""
+        self._subs.resume(partitions)
+        self._fetcher.wake()
+
+    def paused(self) -> set[TopicPartition]:
+        """The paused partitions."""
+        return self._subs.paused()
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The partition's high watermark from the last fetch (None before one)."""
+        return self._subs.state(partition).highwater
+
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        """The partition's last stable offset from the last fetch (None before one)."""
+        return self._subs.state(partition).last_stable_offset
+
+    def lag(self, partition: TopicPartition) -> int | None:
+        """Records between the position and the end (the last stable offset for
+        read_committed); None until both are known."""
+        st = self._subs.state(partition)
+        end = (st.last_stable_offset if self._fetcher.read_committed
+               and st.last_stable_offset is not None else st.highwater)
+        if end is None or st.position is None:
+            return None
+        return max(0, end - st.position.offset)
+
+    # --- offsets lookups ------------------------------------------------------------------
+
+    async def beginning_offsets(self, partitions: Iterable[TopicPartition],
+                                timeout: float | None = None) -> dict[TopicPartition, int]:
+        """The earliest offset of each partition.
+
+        Raises:
+            KafkaTimeoutError: not answered within ``timeout`` (default request timeout).
+        """
+        return await self._edge(partitions, EARLIEST, timeout)
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition],
+                          timeout: float | None = None) -> dict[TopicPartition, int]:
+        """The end offset of each partition: the high watermark, or the last stable offset
+        with ``isolation.level=read_committed``.
+
+        Raises:
+            KafkaTimeoutError: not answered within ``timeout`` (default request timeout).
+        """
+        return await self._edge(partitions, LATEST, timeout)
+
+    async def _edge(self, partitions: Iterable[TopicPartition], ts: int,
+                    timeout: float | None) -> dict[TopicPartition, int]:
+        await self.start()
+        found = await list_offsets(self._client, {tp: ts for tp in partitions},
+                                   isolation_level=1 if self._fetcher.read_committed else 0,
+                                   timeout=timeout)
+        return {tp: (r.offset if r is not None else -1) for tp, r in found.items()}
+
+    async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
+                                timeout: float | None = None
+                                ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the earliest offset whose timestamp is >= the given one (ms).
+
+        Returns:
+            Partition -> :class:`OffsetAndTimestamp`, or None when no such record exists.
+
+        Raises:
+            ValueError: a negative timestamp.
+            KafkaTimeoutError: not answered within ``timeout``.
+        """
+        for tp, ts in timestamps.items():
+            if ts < 0:
+                raise ValueError(f"timestamp for {tp} must be >= 0, got {ts}")
+        await self.start()
+        return await list_offsets(self._client, dict(timestamps),
+                                  isolation_level=1 if self._fetcher.read_committed else 0,
+                                  timeout=timeout)
+
+    # --- commits --------------------------------------------------------------------------
+
+    def _group(self) -> Any:
+        if self._coordinator is None:
+            raise ConfigError("commits need group.id")
+        return self._coordinator
+
+    def _offsets_to_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
+                           | None) -> dict[TopicPartition, OffsetAndMetadata]:
+        if offsets is None:
+            with self._buffer.lock:
+                return self._subs.consumed_offsets()
+        out: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, o in offsets.items():
+            if isinstance(o, OffsetAndMetadata):
+                out[tp] = o
+            elif isinstance(o, int) and not isinstance(o, bool):
+                out[tp] = OffsetAndMetadata(o)
+            else:
+                raise TypeError(f"offset for {tp} must be an int or OffsetAndMetadata")
+            if out[tp].offset < 0:
+                raise ValueError(f"offset for {tp} must be >= 0")
+        return out
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
+                     | None = None, timeout: float | None = None) -> None:
+        """Commit offsets (default: the positions of every assigned partition).
+
+        An offset is the next record to read (last processed + 1).
+
+        Raises:
+            CommitFailedError: the group rebalanced; this member's generation is stale.
+            ConfigError: no ``group.id``.
+            KafkaTimeoutError: not done within ``timeout`` (default request timeout);
+                retriable coordinator errors are retried until then.
+        """
+        self._check()
+        group = self._group()
+        await self.start()
+        await group.commit(self._offsets_to_commit(offsets), timeout=timeout)
+
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
+                     | None = None, callback: Callable[[dict[TopicPartition,
+                                                             OffsetAndMetadata],
+                                                        BaseException | None], Any]
+                     | None = None) -> asyncio.Task[None]:
+        """Start a commit and return its task; ``callback(offsets, error)`` runs when done.
+
+        The offsets are taken now (default: the current positions).
+
+        Raises:
+            ConfigError: no ``group.id``.
+        """
+        self._check()
+        group = self._group()
+        snapshot = self._offsets_to_commit(offsets)
+
+        async def run() -> None:
+            await self.start()
+            err: BaseException | None = None
+            try:
+                await group.commit(snapshot)
+            except Exception as exc:
+                err = exc
+            if callback is not None:
+                res = callback(snapshot, err)
+                if inspect.isawaitable(res):
+                    await res
+            elif err is not None:
+                raise err
+        task = asyncio.get_running_loop().create_task(run())
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return task
+
+    async def committed(self, partitions: Iterable[TopicPartition],
+                        timeout: float | None = None
+                        ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets (None where nothing is committed).
+
+        Raises:
+            ConfigError: no ``group.id``.
+            KafkaTimeoutError: not answered within ``timeout``.
+        """
+        self._check()
+        group = self._group()
+        await self.start()
+        return dict(await group.fetch_committed(list(partitions), timeout=timeout))
+
+    async def list_topics(self) -> dict[str, list[int]]:
+        """Every topic in the cluster with its partition ids."""
+        await self.start()
+        self._client.track_all_topics(True)
+        try:
+            meta = await self._client.refresh_metadata()
+        finally:
+            self._client.track_all_topics(bool(self._subs.pattern))
+        return {name: sorted(t.partitions) for name, t in meta.topics.items()}
+
+    async def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """Partition ids of ``topic``, None when it does not exist."""
+        await self.start()
+        meta = await self._client.refresh_metadata([topic])
+        parts = meta.partitions_for(topic)
+        return None if parts is None else set(parts)
+
+    @property
+    def client(self) -> AsyncKafkaClient:
+        """The network core this consumer uses."""
+        return self._client
+
+
+def _make_coordinator(consumer: AsyncConsumer) -> Any:
+    from kontrakt.clients.group._coordinator import make_coordinator
+
+    return make_coordinator(consumer._client, consumer._subs, consumer.config,
+                            buffer=consumer._buffer, wake=lambda: consumer._fetcher.wake(),
+                            listener_runner=consumer._listener_runner)
+
+
+_ = contextlib

@@ -1,0 +1,782 @@
+"""Fetching: one fetch in flight per broker, a bounded prefetch buffer, fetch sessions.
+
+How data flows: the :class:`Fetcher` (event loop) sends a Fetch to each leader that has
+fetchable partitions, decodes each partition's record set into whole lists of
+:class:`~kontrakt.ConsumerRecord` and appends them to the :class:`FetchBuffer` as one
+:class:`CompletedFetch` per partition. The application drains the buffer — from the loop
+(async consumer) or from its own thread (sync consumer) — taking many records per lock
+acquisition; no record crosses threads on its own.
+
+Positions: ``PartitionState.fetch_offset`` runs ahead (prefetch), ``position`` only moves
+when records are handed to the application, so commits never cover unseen records. Every
+seek bumps the partition's ``gen``; fetched data of an older gen is dropped, never returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TimestampType, TopicPartition
+from kontrakt.clients.client import AsyncKafkaClient, Backoff
+from kontrakt.clients.consumer._offsets import EARLIEST, LATEST, list_offsets
+from kontrakt.clients.consumer._subscription import (
+    FetchPosition,
+    PartitionState,
+    SubscriptionState,
+)
+from kontrakt.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    OffsetOutOfRangeResetError,
+    UnsupportedVersionError,
+)
+from kontrakt.protocol.errors import for_code
+from kontrakt.protocol.messages import (
+    FetchRequest,
+    OffsetForLeaderEpochRequest,
+)
+from kontrakt.protocol.records import ControlRecordType, RecordBatch, iter_batches
+
+__all__ = ["CompletedFetch", "FetchBuffer", "FetchSession", "Fetcher", "parse_partition"]
+
+log = logging.getLogger("kontrakt.consumer.fetcher")
+
+_TS_TYPES = {-1: TimestampType.NO_TIMESTAMP, 0: TimestampType.CREATE_TIME,
+             1: TimestampType.LOG_APPEND_TIME}
+_MAX_FETCH_VERSION = 12  # v13+ names topics by id only; 12 has sessions and epochs
+_OFFSET_OUT_OF_RANGE = 1
+_SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+_INT32_MAX = 2**31 - 1
+
+CommittedLookup = Callable[[list[TopicPartition]],
+                           Awaitable[Mapping[TopicPartition, OffsetAndMetadata | None]]]
+
+
+class CompletedFetch:
+    """One partition's decoded records from one fetch response.
+
+    Attributes:
+        records: the records at or after the fetch offset, in order.
+        index: how many have been handed to the application.
+        next_offset: the fetch offset after the whole response (past control and aborted
+            batches too); the position once every record is consumed.
+        size: bytes this fetch holds against the memory cap.
+    """
+
+    __slots__ = ("gen", "index", "next_epoch", "next_offset", "records", "size", "state", "tp")
+
+    def __init__(self, tp: TopicPartition, state: PartitionState, gen: int,
+                 records: list[ConsumerRecord[Any, Any]], next_offset: int, next_epoch: int,
+                 size: int) -> None:
+        self.tp = tp
+        self.state = state
+        self.gen = gen
+        self.records = records
+        self.index = 0
+        self.next_offset = next_offset
+        self.next_epoch = next_epoch
+        self.size = size
+
+
+class FetchBuffer:
+    """Fetched records waiting for the application; thread-safe.
+
+    The loop adds completed fetches; the application drains them from any thread. Draining
+    moves the partitions' positions under the same lock.
+
+    Args:
+        max_bytes: the memory cap; the fetcher stops prefetching above it.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self._queue: deque[CompletedFetch] = deque()
+        self._errors: dict[TopicPartition, tuple[PartitionState, int, BaseException]] = {}
+        self.total_bytes = 0
+        self.on_space: Callable[[], None] = lambda: None
+        self.on_data: Callable[[], None] = lambda: None
+        self.version = 0
+
+    def add(self, cf: CompletedFetch) -> None:
+        """Queue a completed fetch (loop thread)."""
+        with self.lock:
+            self._queue.append(cf)
+            self.total_bytes += cf.size
+            cf.state.buffered_bytes += cf.size
+            self.version += 1
+            self.cond.notify_all()
+        self.on_data()
+
+    def add_error(self, tp: TopicPartition, state: PartitionState, error: BaseException) -> None:
+        """Make every drain raise ``error`` until ``tp`` is sought (or unassigned)."""
+        with self.lock:
+            self._errors[tp] = (state, state.gen, error)
+            self.version += 1
+            self.cond.notify_all()
+        self.on_data()
+
+    def has_data(self) -> bool:
+        """True when records or errors are waiting (may include stale ones)."""
+        return bool(self._queue) or bool(self._errors)
+
+    def clear(self) -> None:
+        """Drop everything."""
+        with self.lock:
+            for cf in self._queue:
+                cf.state.buffered_bytes -= cf.size
+            self._queue.clear()
+            self._errors.clear()
+            self.total_bytes = 0
+
+    def _raise_errors(self) -> None:
+        for tp, (st, gen, err) in list(self._errors.items()):
+            if st.gen != gen:
+                del self._errors[tp]
+            else:
+                raise err
+
+    def _release(self, cf: CompletedFetch) -> bool:
+        self.total_bytes -= cf.size
+        st = cf.state
+        before = st.buffered_bytes
+        st.buffered_bytes -= cf.size
+        return before > 0
+
+    def drain(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+        """Take up to ``max_records`` records, moving positions past them.
+
+        Raises:
+            OffsetOutOfRangeResetError / KafkaError: a partition's fetch failed for good
+                (raised until the partition is sought or unassigned).
+        """
+        out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+        freed = False
+        with self.lock:
+            if self._errors:
+                self._raise_errors()
+            queue = self._queue
+            kept: list[CompletedFetch] = []
+            n = 0
+            while queue and n < max_records:
+                cf = queue[0]
+                st = cf.state
+                if st.gen != cf.gen:
+                    queue.popleft()
+                    freed = self._release(cf) or freed
+                    continue
+                if st.paused:
+                    kept.append(queue.popleft())
+                    continue
+                recs = cf.records
+                start = cf.index
+                end = min(len(recs), start + max_records - n)
+                if end > start:
+                    take = recs[start:end] if start or end < len(recs) else recs
+                    lst = out.get(cf.tp)
+                    if lst is None:
+                        out[cf.tp] = take
+                    else:
+                        lst.extend(take)
+                    n += end - start
+                    cf.index = end
+                    last = recs[end - 1]
+                    st.position = FetchPosition(last.offset + 1, last.leader_epoch)
+                if cf.index >= len(recs):
+                    queue.popleft()
+                    st.position = FetchPosition(cf.next_offset, cf.next_epoch)
+                    freed = self._release(cf) or freed
+            if kept:
+                queue.extendleft(reversed(kept))
+        if freed:
+            self.on_space()
+        return out
+
+    def drain_one(self) -> ConsumerRecord[Any, Any] | None:
+        """Take one record (the fast path of a per-record ``poll()``)."""
+        with self.lock:
+            if self._errors:
+                self._raise_errors()
+            queue = self._queue
+            if queue:
+                cf = queue[0]
+                st = cf.state
+                i = cf.index
+                if st.gen == cf.gen and not st.paused and i < len(cf.records) - 1:
+                    rec = cf.records[i]
+                    cf.index = i + 1
+                    st.position = FetchPosition(rec.offset + 1, rec.leader_epoch)
+                    return rec
+        got = self.drain(1)
+        for recs in got.values():
+            return recs[0]
+        return None
+
+
+class FetchSession:
+    """Client side of an incremental fetch session (KIP-227) with one broker.
+
+    Full requests name every partition; once the broker has created a session, later
+    requests name only partitions that were added or whose fetch parameters changed, and
+    list the ones dropped as forgotten.
+    """
+
+    __slots__ = ("enabled", "epoch", "parts", "session_id")
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.session_id = 0
+        self.epoch = 0
+        self.parts: dict[TopicPartition, tuple[int, int, int]] = {}
+
+    def reset(self) -> None:
+        """Start over with a full fetch (after an error or a lost connection)."""
+        self.session_id = 0
+        self.epoch = 0
+        self.parts = {}
+
+    def build(self, wanted: dict[TopicPartition, tuple[int, int, int]]
+              ) -> tuple[int, int, dict[TopicPartition, tuple[int, int, int]],
+                         list[TopicPartition], bool]:
+        """Plan the next request.
+
+        Args:
+            wanted: partition -> (fetch offset, current leader epoch, last fetched epoch).
+
+        Returns:
+            (session id, session epoch, partitions to list, partitions to forget, is_full).
+        """
+        if not self.enabled:
+            return 0, -1, dict(wanted), [], True
+        if self.session_id == 0:
+            return 0, 0, dict(wanted), [], True
+        send = {tp: v for tp, v in wanted.items() if self.parts.get(tp) != v}
+        forget = [tp for tp in self.parts if tp not in wanted]
+        return self.session_id, self.epoch, send, forget, False
+
+    def on_response(self, full: bool, session_id: int,
+                    wanted: dict[TopicPartition, tuple[int, int, int]]) -> None:
+        """Record a successful response to the request planned from ``wanted``."""
+        if not self.enabled:
+            return
+        if full:
+            self.session_id = session_id
+            self.epoch = 1 if session_id else 0
+        else:
+            self.epoch = 1 if self.epoch >= _INT32_MAX else self.epoch + 1
+        self.parts = dict(wanted) if self.session_id else {}
+
+
+def parse_partition(topic: str, partition: int, data: bytes | None, fetch_offset: int, *,
+                    read_committed: bool, aborted: list[Any] | None, check_crcs: bool
+                    ) -> tuple[list[ConsumerRecord[Any, Any]], int, int]:
+    """Decode one partition's record set.
+
+    Batches ending before ``fetch_offset`` and records before it are skipped. With
+    ``read_committed``, batches of transactions listed in ``aborted`` (producer id, first
+    offset) are dropped up to their abort marker; control batches are never returned.
+
+    Returns:
+        (records, next fetch offset, leader epoch of the last batch read).
+
+    Raises:
+        CorruptRecordError: a CRC mismatch (with ``check_crcs``) or malformed batch.
+    """
+    out: list[ConsumerRecord[Any, Any]] = []
+    next_offset = fetch_offset
+    epoch = -1
+    if not data:
+        return out, next_offset, epoch
+    pending = sorted(aborted or (), key=lambda a: a.first_offset) if read_committed else []
+    active: set[int] = set()
+    ai = 0
+    CR = ConsumerRecord
+    TS = _TS_TYPES
+    for batch in iter_batches(data, check_crcs=check_crcs, topic=topic, partition=partition):
+        nxt = batch.next_offset
+        if nxt <= fetch_offset:
+            continue
+        next_offset = nxt
+        epoch = batch.leader_epoch
+        if read_committed:
+            last = batch.last_offset
+            while ai < len(pending) and pending[ai].first_offset <= last:
+                active.add(pending[ai].producer_id)
+                ai += 1
+            if batch.is_control:
+                if batch.producer_id in active and isinstance(batch, RecordBatch):
+                    recs = batch.records()
+                    key = recs[0].key if recs else None
+                    if key is not None and len(key) >= 4 and int.from_bytes(
+                            key[2:4], "big") == ControlRecordType.ABORT:
+                        active.discard(batch.producer_id)
+                continue
+            if batch.is_transactional and batch.producer_id in active:
+                continue
+        elif batch.is_control:
+            continue
+        if isinstance(batch, RecordBatch):
+            recs = batch.records()
+        else:
+            recs = batch.records(check_crcs=check_crcs)
+        if batch.base_offset < fetch_offset:
+            recs = [r for r in recs if r[0] >= fetch_offset]
+        out.extend([CR(topic, partition, r[0], r[1], TS[r[2]], r[3], r[4], r[5], epoch)
+                    for r in recs])
+    return out, next_offset, epoch
+
+
+class Fetcher:
+    """Background fetching for a :class:`SubscriptionState` into a :class:`FetchBuffer`.
+
+    Args:
+        client: the started network core.
+        subscription: the partitions and their positions.
+        buffer: where decoded records go.
+        config: the consumer's validated options.
+        committed_lookup: resolves partitions without a position from committed offsets
+            (None without a group: the reset strategy applies at once).
+    """
+
+    def __init__(self, client: AsyncKafkaClient, subscription: SubscriptionState,
+                 buffer: FetchBuffer, config: Mapping[str, Any], *,
+                 committed_lookup: CommittedLookup | None = None) -> None:
+        self.client = client
+        self.subs = subscription
+        self.buffer = buffer
+        self.committed_lookup = committed_lookup
+        self.max_wait_ms = int(config["fetch.max.wait.ms"])
+        self.min_bytes = int(config["fetch.min.bytes"])
+        self.max_bytes = int(config["fetch.max.bytes"])
+        self.partition_max_bytes = int(config["max.partition.fetch.bytes"])
+        self.read_committed = config["isolation.level"] == "read_committed"
+        self.check_crcs = bool(config["check.crcs"])
+        self.rack = config.get("client.rack") or ""
+        self.sessions_enabled = bool(config.get("fetch.sessions", True))
+        self.request_timeout = config["request.timeout.ms"] / 1000
+        self._retry = (config["retry.backoff.ms"] / 1000, config["retry.backoff.max.ms"] / 1000)
+        self._sessions: dict[int, FetchSession] = {}
+        self._inflight: dict[int, asyncio.Task[None]] = {}
+        self._inflight_tps: set[TopicPartition] = set()
+        self._node_backoff: dict[int, tuple[float, Backoff]] = {}
+        self._resolving: asyncio.Task[None] | None = None
+        self._resetting: asyncio.Task[None] | None = None
+        self._validating: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self.error: BaseException | None = None
+        self.fetches = 0
+        self._progress: asyncio.Event | None = None
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background task (on the running loop)."""
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._wake = asyncio.Event()
+        self._progress = asyncio.Event()
+        self.buffer.on_space = self.wake
+        self._task = self._loop.create_task(self._run(), name="kontrakt-fetcher")
+
+    async def close(self) -> None:
+        """Stop fetching; in-flight fetches are cancelled."""
+        tasks = [t for t in (self._task, self._resolving, self._resetting, self._validating,
+                             *self._inflight.values()) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def wake(self) -> None:
+        """Re-plan fetches soon; callable from any thread."""
+        loop, ev = self._loop, self._wake
+        if loop is None or ev is None or loop.is_closed():
+            return
+        if threading.get_ident() == self._loop_thread:
+            ev.set()
+        else:
+            loop.call_soon_threadsafe(ev.set)
+
+    def _wake_later(self, delay: float) -> None:
+        if self._loop is None:
+            return
+        if self._timer is not None and self._timer.when() <= self._loop.time() + delay:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_later(delay, self.wake)
+
+    def reset_sessions(self) -> None:
+        """Forget every fetch session (after a rebalance or seek storm)."""
+        for s in self._sessions.values():
+            s.reset()
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                self._plan()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # supervised: surfaced by the consumer's next call
+            log.exception("fetcher died")
+            self.error = exc
+            self.buffer.on_data()
+
+    # --- planning ----------------------------------------------------------------------
+
+    def _plan(self) -> None:
+        subs = self.subs
+        cluster = self.client.cluster
+        if subs.missing_positions() and (self._resolving is None or self._resolving.done()):
+            self._resolving = self._spawn(self._resolve_missing())
+        if subs.pending_resets() and (self._resetting is None or self._resetting.done()):
+            self._resetting = self._spawn(self._reset_positions())
+        self._check_leader_epochs()
+        if self.buffer.total_bytes >= self.buffer.max_bytes:
+            return
+        now = time.monotonic()
+        by_node: dict[int, list[TopicPartition]] = {}
+        need_metadata = False
+        for tp, st in subs.assignment.items():
+            if (not st.fetchable or st.buffered_bytes >= self.partition_max_bytes
+                    or tp in self._inflight_tps):
+                continue
+            node = cluster.leader_for(tp.topic, tp.partition)
+            if node < 0:
+                need_metadata = True
+                continue
+            if node in self._inflight:
+                continue
+            nb = self._node_backoff.get(node)
+            if nb is not None and nb[0] > now:
+                self._wake_later(nb[0] - now)
+                continue
+            by_node.setdefault(node, []).append(tp)
+        if need_metadata:
+            self.client.add_topics({tp.topic for tp in subs.assignment})
+            self.client.request_metadata_refresh()
+            self._wake_later(self._retry[0] * 2)
+        for node, tps in by_node.items():
+            self._inflight_tps.update(tps)
+            self._inflight[node] = self._spawn(self._fetch(node, tps))
+
+    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
+        assert self._loop is not None
+        task = self._loop.create_task(coro)  # type: ignore[arg-type]
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            log.error("fetcher task failed: %r", exc)
+            self.error = exc
+            self.buffer.on_data()
+        if self._progress is not None:
+            self._progress.set()
+        self.wake()
+
+    async def wait_progress(self, timeout: float) -> None:
+        """Wait until a background step (fetch, reset, lookup) finishes, or ``timeout``."""
+        assert self._progress is not None
+        self._progress.clear()
+        with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+            await asyncio.wait_for(self._progress.wait(), timeout)
+
+    def _backoff_node(self, node: int) -> None:
+        entry = self._node_backoff.get(node)
+        b = entry[1] if entry else Backoff(*self._retry)
+        delay = b.next()
+        self._node_backoff[node] = (time.monotonic() + delay, b)
+        self._wake_later(delay)
+
+    # --- positions ---------------------------------------------------------------------
+
+    async def _resolve_missing(self) -> None:
+        tps = self.subs.missing_positions()
+        if not tps:
+            return
+        gens = {tp: self.subs.assignment[tp].gen for tp in tps}
+        committed: Mapping[TopicPartition, OffsetAndMetadata | None] = {}
+        if self.committed_lookup is not None:
+            try:
+                committed = await self.committed_lookup(tps)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                log.debug("committed offset lookup failed, retrying: %s", exc)
+                await asyncio.sleep(self._retry[0])
+                return
+        for tp in tps:
+            st = self.subs.assignment.get(tp)
+            if st is None or st.gen != gens[tp] or st.position is not None:
+                continue
+            c = committed.get(tp)
+            if c is not None and c.offset >= 0:
+                st.seek(c.offset, c.leader_epoch)
+            else:
+                st.reset = self.subs.default_reset
+
+    async def _reset_positions(self) -> None:
+        pending = self.subs.pending_resets()
+        query: dict[TopicPartition, int] = {}
+        for tp, strategy in pending.items():
+            st = self.subs.assignment[tp]
+            if strategy == "none":
+                st.reset = None
+                st.position = None
+                st.failed = True
+                st.gen += 1
+                self.buffer.add_error(tp, st, OffsetOutOfRangeResetError(
+                    f"partition {tp} has no valid position and auto.offset.reset is 'none'; "
+                    "seek() to choose one"))
+                continue
+            query[tp] = EARLIEST if strategy == "earliest" else LATEST
+        if not query:
+            return
+        gens = {tp: self.subs.assignment[tp].gen for tp in query}
+        try:
+            found = await list_offsets(self.client, query,
+                                       isolation_level=1 if self.read_committed else 0)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            log.debug("offset reset lookup failed, retrying: %s", exc)
+            await asyncio.sleep(self._retry[0])
+            return
+        for tp, res in found.items():
+            st = self.subs.assignment.get(tp)
+            if st is None or st.gen != gens[tp] or st.reset is None or res is None:
+                continue
+            st.seek(res.offset, res.leader_epoch if res.leader_epoch >= 0 else -1)
+
+    def _check_leader_epochs(self) -> None:
+        """Validate positions after a leader change (KIP-320) where the broker allows."""
+        cluster = self.client.cluster
+        todo: list[TopicPartition] = []
+        for tp, st in self.subs.assignment.items():
+            info = cluster.topics.get(tp.topic)
+            p = info.partitions.get(tp.partition) if info else None
+            if p is None or p.leader_epoch < 0:
+                continue
+            if st.seen_leader_epoch == p.leader_epoch:
+                continue
+            first = st.seen_leader_epoch < 0
+            st.seen_leader_epoch = p.leader_epoch
+            if (not first and st.position is not None and st.position.leader_epoch >= 0
+                    and not st.validating):
+                st.validating = True
+                todo.append(tp)
+        if todo:
+            self._validating = self._spawn(self._validate(todo))
+
+    async def _validate(self, tps: list[TopicPartition]) -> None:
+        cluster = self.client.cluster
+        try:
+            by_node: dict[int, list[TopicPartition]] = {}
+            for tp in tps:
+                by_node.setdefault(cluster.leader_for(tp.topic, tp.partition), []).append(tp)
+            for node, group in by_node.items():
+                if node < 0:
+                    continue
+                try:
+                    await self._validate_on(node, group)
+                except (KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError) as e:
+                    log.debug("leader epoch validation skipped on node %s: %s", node, e)
+        finally:
+            for tp in tps:
+                st = self.subs.assignment.get(tp)
+                if st is not None:
+                    st.validating = False
+
+    async def _validate_on(self, node: int, tps: list[TopicPartition]) -> None:
+        conn = await self.client.connection(node)
+        version = conn.negotiate(OffsetForLeaderEpochRequest)
+        gens: dict[TopicPartition, tuple[int, int]] = {}
+        by_topic: dict[str, list[Any]] = {}
+        P = OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition
+        for tp in tps:
+            st = self.subs.assignment.get(tp)
+            if st is None or st.position is None:
+                continue
+            gens[tp] = (st.gen, st.position.offset)
+            by_topic.setdefault(tp.topic, []).append(P(
+                partition=tp.partition, current_leader_epoch=st.seen_leader_epoch,
+                leader_epoch=st.position.leader_epoch))
+        if not by_topic:
+            return
+        req = OffsetForLeaderEpochRequest(replica_id=-1, topics=[
+            OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
+            for t, ps in by_topic.items()])
+        resp = await conn.send(req, version=version)
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition)
+                st = self.subs.assignment.get(tp)
+                if st is None or tp not in gens or st.gen != gens[tp][0] or p.error_code:
+                    continue
+                if 0 <= p.end_offset < gens[tp][1]:
+                    log.warning("log truncation detected on %s: position %s is past the end "
+                                "offset %s of epoch; seeking there", tp, gens[tp][1],
+                                p.end_offset)
+                    st.seek(p.end_offset, p.leader_epoch)
+
+    # --- fetching ----------------------------------------------------------------------
+
+    async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
+        try:
+            await self._fetch_inner(node, tps)
+        finally:
+            self._inflight.pop(node, None)
+            self._inflight_tps.difference_update(tps)
+
+    async def _fetch_inner(self, node: int, tps: list[TopicPartition]) -> None:
+        subs = self.subs
+        cluster = self.client.cluster
+        session = self._sessions.get(node)
+        if session is None:
+            session = self._sessions[node] = FetchSession(self.sessions_enabled)
+        wanted: dict[TopicPartition, tuple[int, int, int]] = {}
+        gens: dict[TopicPartition, tuple[PartitionState, int, int]] = {}
+        for tp in tps:
+            st = subs.assignment.get(tp)
+            if st is None or not st.fetchable:
+                continue
+            info = cluster.topics.get(tp.topic)
+            p = info.partitions.get(tp.partition) if info else None
+            wanted[tp] = (st.fetch_offset, p.leader_epoch if p else -1, st.last_fetched_epoch)
+            gens[tp] = (st, st.gen, st.fetch_offset)
+        if not wanted:
+            return
+        try:
+            conn = await self.client.connection(node)
+            version = min(conn.negotiate(FetchRequest), _MAX_FETCH_VERSION)
+            if version < 7:
+                session.enabled = False
+            session_id, epoch, send, forget, full = session.build(wanted)
+            req = self._request(version, session_id, epoch, send, forget)
+            resp = await conn.send(req, version=version,
+                                   timeout=self.request_timeout + self.max_wait_ms / 1000)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            log.debug("fetch from node %s failed: %s", node, exc)
+            session.reset()
+            self.client.request_metadata_refresh()
+            self._backoff_node(node)
+            return
+        self.fetches += 1
+        if resp.error_code:
+            # The session is gone or out of step: start a new one with a full fetch.
+            log.debug("fetch session error %s on node %s", resp.error_code, node)
+            session.reset()
+            if resp.error_code not in _SESSION_ERRORS:
+                self._backoff_node(node)
+            return
+        self._node_backoff.pop(node, None)
+        session.on_response(full, resp.session_id, wanted)
+        refresh = False
+        for t in resp.responses:
+            for pd in t.partitions:
+                tp = TopicPartition(t.topic, pd.partition_index)
+                entry = gens.get(tp)
+                if entry is None:
+                    continue
+                st, gen, offset = entry
+                if st.gen != gen or st.fetch_offset != offset:
+                    continue  # sought or reassigned meanwhile: stale data
+                if self._handle_partition(tp, st, gen, offset, pd):
+                    refresh = True
+                    session.parts.pop(tp, None)
+        if refresh:
+            self.client.request_metadata_refresh()
+            self._backoff_node(node)
+
+    def _request(self, version: int, session_id: int, epoch: int,
+                 send: dict[TopicPartition, tuple[int, int, int]],
+                 forget: list[TopicPartition]) -> Any:
+        FT = FetchRequest.FetchTopic
+        FP = FT.FetchPartition
+        by_topic: dict[str, list[Any]] = {}
+        pmax = self.partition_max_bytes
+        for tp, (offset, leader_epoch, last_epoch) in send.items():
+            by_topic.setdefault(tp.topic, []).append(FP(
+                partition=tp.partition, fetch_offset=offset,
+                current_leader_epoch=leader_epoch if version >= 9 else -1,
+                last_fetched_epoch=last_epoch if version >= 12 else -1,
+                partition_max_bytes=pmax))
+        forgotten: dict[str, list[int]] = {}
+        for tp in forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        kwargs: dict[str, Any] = {}
+        if version >= 7:
+            kwargs.update(session_id=session_id, session_epoch=epoch, forgotten_topics_data=[
+                FetchRequest.ForgottenTopic(topic=t, partitions=ps)
+                for t, ps in forgotten.items()])
+        if version >= 11 and self.rack:
+            kwargs["rack_id"] = self.rack
+        return FetchRequest(
+            replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
+            max_bytes=self.max_bytes, isolation_level=1 if self.read_committed else 0,
+            topics=[FT(topic=t, partitions=ps) for t, ps in by_topic.items()], **kwargs)
+
+    def _handle_partition(self, tp: TopicPartition, st: PartitionState, gen: int,
+                          offset: int, pd: Any) -> bool:
+        """Apply one partition's fetch result; True when metadata should be refreshed."""
+        code = pd.error_code
+        if code == 0:
+            st.highwater = pd.high_watermark
+            if pd.last_stable_offset >= 0:
+                st.last_stable_offset = pd.last_stable_offset
+            if pd.log_start_offset >= 0:
+                st.log_start_offset = pd.log_start_offset
+            div = pd.diverging_epoch
+            if div is not None and div.epoch >= 0 and div.end_offset >= 0:
+                # KIP-320 via Fetch v12: our last fetched epoch ended earlier on this leader.
+                target = min(div.end_offset, offset)
+                log.warning("log truncation detected on %s at offset %s; resuming at %s",
+                            tp, offset, target)
+                st.seek(target, div.epoch)
+                return False
+            records, next_offset, epoch = parse_partition(
+                tp.topic, tp.partition, pd.records, offset,
+                read_committed=self.read_committed, aborted=pd.aborted_transactions,
+                check_crcs=self.check_crcs)
+            if next_offset == offset and not records:
+                return False
+            st.fetch_offset = next_offset
+            if epoch >= 0:
+                st.last_fetched_epoch = epoch
+            size = len(pd.records or b"")
+            self.buffer.add(CompletedFetch(tp, st, gen, records, next_offset, epoch, size))
+            return False
+        err = for_code(code)
+        if code == _OFFSET_OUT_OF_RANGE:
+            strategy = self.subs.default_reset
+            log.info("offset %s out of range on %s; reset %s", offset, tp, strategy)
+            st.position = None
+            st.reset = strategy
+            st.gen += 1
+            return False
+        if err.retriable or err.invalid_metadata:
+            log.debug("fetch %s: %s", tp, err.__name__)
+            return True
+        # Fetching stops and the error is raised until the application seeks.
+        st.failed = True
+        self.buffer.add_error(tp, st, err(f"fetch {tp}"))
+        return False

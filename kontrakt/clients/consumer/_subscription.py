@@ -1,0 +1,240 @@
+"""What the consumer reads and where it stands: subscription, assignment and positions.
+
+Sans-I/O. Owned by the consumer's event loop; the few fields the record buffer updates
+from a sync caller's thread (positions) are written under the buffer's lock, see
+:class:`~kontrakt.clients.consumer._fetcher.FetchBuffer`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kontrakt._types import OffsetAndMetadata, TopicPartition
+from kontrakt.errors import IllegalStateError
+
+__all__ = ["FetchPosition", "PartitionState", "SubscriptionState"]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPosition:
+    """Where consumption of a partition stands.
+
+    Attributes:
+        offset: the offset of the next record to hand to the application.
+        leader_epoch: leader epoch of the last record handed over (-1 unknown); used to
+            detect log truncation after a leader change (KIP-320).
+    """
+
+    offset: int
+    leader_epoch: int = -1
+
+
+class PartitionState:
+    """Mutable per-partition consumption state.
+
+    Attributes:
+        position: next record to hand to the application, None until resolved.
+        fetch_offset: next offset to fetch (runs ahead of ``position`` by the prefetch).
+        gen: bumped on every seek/reset; fetched data from an older gen is dropped.
+        reset: a pending reset strategy ("earliest"/"latest"), or None.
+        paused: no fetching and no records returned while True.
+        highwater, last_stable_offset, log_start_offset: from the last fetch response.
+        buffered_bytes: fetched bytes of this partition not yet consumed.
+        seen_leader_epoch: the leader epoch seen in metadata when the position was last
+            validated; a different one triggers OffsetForLeaderEpoch.
+        failed: fetching stopped on a non-retriable error until the next seek.
+    """
+
+    __slots__ = ("buffered_bytes", "failed", "fetch_offset", "gen", "highwater", "last_fetched_epoch",
+                 "last_stable_offset", "log_start_offset", "paused", "position", "reset",
+                 "seen_leader_epoch", "validating")
+
+    def __init__(self) -> None:
+        self.position: FetchPosition | None = None
+        self.fetch_offset = -1
+        self.last_fetched_epoch = -1
+        self.gen = 0
+        self.reset: str | None = None
+        self.paused = False
+        self.highwater: int | None = None
+        self.last_stable_offset: int | None = None
+        self.log_start_offset: int | None = None
+        self.buffered_bytes = 0
+        self.seen_leader_epoch = -1
+        self.validating = False
+        self.failed = False
+
+    def seek(self, offset: int, leader_epoch: int = -1) -> None:
+        """Move to ``offset``; drops prefetched data and any pending reset."""
+        self.position = FetchPosition(offset, leader_epoch)
+        self.fetch_offset = offset
+        self.last_fetched_epoch = leader_epoch
+        self.reset = None
+        self.failed = False
+        self.gen += 1
+
+    @property
+    def fetchable(self) -> bool:
+        """True when a fetch may be sent for this partition now."""
+        return (self.position is not None and not self.paused and not self.validating
+                and not self.failed)
+
+
+class SubscriptionState:
+    """The subscription (topics, a pattern, or a manual assignment) and per-partition state.
+
+    Args:
+        default_reset: ``auto.offset.reset`` (earliest / latest / none).
+    """
+
+    def __init__(self, default_reset: str = "latest") -> None:
+        self.default_reset = default_reset
+        self.topics: frozenset[str] = frozenset()
+        self.pattern: re.Pattern[str] | None = None
+        self.manual = False
+        self.assignment: dict[TopicPartition, PartitionState] = {}
+        self.version = 0
+
+    # --- subscription ------------------------------------------------------------------
+
+    @property
+    def subscribed(self) -> bool:
+        """True when subscribed by topics or pattern (group-managed assignment)."""
+        return bool(self.topics) or self.pattern is not None
+
+    def subscribe(self, topics: Iterable[str] | None, pattern: str | re.Pattern[str] | None
+                  ) -> None:
+        """Subscribe to ``topics`` or ``pattern`` (exactly one).
+
+        Raises:
+            IllegalStateError: partitions are manually assigned.
+            ValueError: neither or both given, or an empty topic name.
+        """
+        if self.manual and self.assignment:
+            raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
+        if (topics is None) == (pattern is None):
+            raise ValueError("give either topics or pattern")
+        if topics is not None:
+            if isinstance(topics, str):
+                topics = [topics]
+            names = frozenset(topics)
+            if any(not isinstance(t, str) or not t for t in names):
+                raise ValueError(f"topic names must be non-empty strings: {sorted(names)!r}")
+            if not names:
+                raise ValueError("subscribe() needs at least one topic (use unsubscribe())")
+            self.topics, self.pattern = names, None
+        else:
+            self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+            self.topics = frozenset()
+        self.manual = False
+        self.version += 1
+
+    def match_pattern(self, all_topics: Iterable[str], *, exclude_internal: bool = True,
+                      internal: Iterable[str] = ()) -> frozenset[str]:
+        """Topics of ``all_topics`` the pattern matches (all of them fully)."""
+        if self.pattern is None:
+            return self.topics
+        skip = set(internal) if exclude_internal else set()
+        return frozenset(t for t in all_topics if t not in skip and self.pattern.fullmatch(t))
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription and every assigned partition."""
+        self.topics = frozenset()
+        self.pattern = None
+        self.manual = False
+        self.set_assignment(())
+        self.version += 1
+
+    # --- assignment --------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manual assignment: replaces the assignment, keeping state of kept partitions.
+
+        Raises:
+            IllegalStateError: subscribed by topics or pattern.
+        """
+        if self.subscribed:
+            raise IllegalStateError("assign() while subscribed: call unsubscribe() first")
+        self.manual = True
+        self.set_assignment(partitions)
+
+    def set_assignment(self, partitions: Iterable[TopicPartition]) -> None:
+        """Replace the assignment; kept partitions keep their position."""
+        new: dict[TopicPartition, PartitionState] = {}
+        for tp in partitions:
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"expected TopicPartition, got {tp!r}")
+            new[tp] = self.assignment.get(tp) or PartitionState()
+        for tp, st in self.assignment.items():
+            if tp not in new:
+                st.gen += 1  # invalidate in-flight fetches
+        self.assignment = new
+        self.version += 1
+
+    def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        """Add partitions (incremental assignment)."""
+        self.set_assignment([*self.assignment, *(tp for tp in partitions
+                                                 if tp not in self.assignment)])
+
+    def remove_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        """Remove partitions (incremental revocation)."""
+        gone = set(partitions)
+        self.set_assignment([tp for tp in self.assignment if tp not in gone])
+
+    def state(self, tp: TopicPartition) -> PartitionState:
+        """The state of an assigned partition.
+
+        Raises:
+            IllegalStateError: ``tp`` is not assigned to this consumer.
+        """
+        st = self.assignment.get(tp)
+        if st is None:
+            raise IllegalStateError(f"partition {tp} is not assigned to this consumer")
+        return st
+
+    # --- positions ---------------------------------------------------------------------
+
+    def seek(self, tp: TopicPartition, offset: int, leader_epoch: int = -1) -> None:
+        """Set the next offset to read of an assigned partition."""
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        self.state(tp).seek(offset, leader_epoch)
+
+    def request_reset(self, tp: TopicPartition, strategy: str | None = None) -> None:
+        """Reset ``tp`` to earliest/latest at the next opportunity."""
+        st = self.state(tp)
+        st.position = None
+        st.reset = strategy or self.default_reset
+        st.failed = False
+        st.gen += 1
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching and returning records of these assigned partitions."""
+        for tp in partitions:
+            self.state(tp).paused = True
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        """Undo :meth:`pause`."""
+        for tp in partitions:
+            self.state(tp).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        """The paused partitions."""
+        return {tp for tp, st in self.assignment.items() if st.paused}
+
+    def missing_positions(self) -> list[TopicPartition]:
+        """Assigned partitions with neither a position nor a pending reset."""
+        return [tp for tp, st in self.assignment.items()
+                if st.position is None and st.reset is None and not st.failed]
+
+    def pending_resets(self) -> dict[TopicPartition, str]:
+        """Partitions waiting for a reset and their strategy."""
+        return {tp: st.reset for tp, st in self.assignment.items()
+                if st.reset is not None and st.position is None}
+
+    def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What to commit: every assigned partition's position."""
+        return {tp: OffsetAndMetadata(st.position.offset, "", st.position.leader_epoch)
+                for tp, st in self.assignment.items() if st.position is not None}

@@ -1,0 +1,359 @@
+"""The blocking :class:`Consumer`: the asyncio consumer on a private loop thread.
+
+Records are drained straight from the shared, thread-safe fetch buffer on the caller's
+thread (many per lock acquisition; no loop round trip per ``poll()``). Everything else runs
+on the loop. Rebalance listener callbacks run on the caller's thread, inside whichever
+blocking call (``poll``, ``commit``, ``close``, ...) is in progress when the rebalance
+happens — as in the Java client — so a listener may call ``commit()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from kontrakt.clients._sync import LoopThread
+from kontrakt.clients.consumer._consumer import AsyncConsumer
+from kontrakt.clients.consumer._offsets import OffsetAndTimestamp
+from kontrakt.errors import IllegalStateError, KafkaTimeoutError
+
+__all__ = ["Consumer"]
+
+T = TypeVar("T")
+
+
+class Consumer:
+    """Blocking Kafka consumer; same options and methods as :class:`AsyncConsumer`.
+
+    Rebalance listener callbacks are plain functions run on the thread that is calling the
+    consumer. Must not be used from several threads at once.
+
+    Raises:
+        ConfigError: unknown option or bad value.
+
+    Example::
+
+        with Consumer(bootstrap_servers="127.0.0.1:9092", group_id="g") as consumer:
+            consumer.subscribe(["orders"])
+            for record in consumer:
+                print(record.value)
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self._thread = LoopThread("kontrakt-consumer")
+        self._callbacks: deque[tuple[Callable[..., Any], set[TopicPartition],
+                                     asyncio.Future[None]]] = deque()
+        self._closed = False
+        try:
+            self._async: AsyncConsumer = self._thread.run(self._build(config, kwargs))
+        except BaseException:
+            self._thread.stop()
+            raise
+        self._buffer = self._async._buffer
+        self._started = False
+
+    async def _build(self, config: Mapping[str, Any] | None, kwargs: dict[str, Any]
+                     ) -> AsyncConsumer:
+        return AsyncConsumer(config, _listener_runner=self._run_on_caller, **kwargs)
+
+    async def _run_on_caller(self, fn: Callable[..., Any], partitions: set[TopicPartition]
+                             ) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._buffer.cond:
+            self._callbacks.append((fn, partitions, fut))
+            self._buffer.cond.notify_all()
+        self._wake_caller()
+        await fut
+
+    def _wake_caller(self) -> None:
+        with self._buffer.cond:
+            self._buffer.cond.notify_all()
+
+    def _service_callbacks(self) -> None:
+        while self._callbacks:
+            fn, partitions, fut = self._callbacks.popleft()
+            err: BaseException | None = None
+            try:
+                fn(partitions)
+            except Exception as exc:  # reported on the loop like an async listener's error
+                err = exc
+            loop = self._thread.loop
+            if err is None:
+                loop.call_soon_threadsafe(_settle, fut, None)
+            else:
+                loop.call_soon_threadsafe(_settle, fut, err)
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop, running listener callbacks here while waiting."""
+        if self._thread.in_loop_thread():
+            coro.close()
+            raise IllegalStateError("a blocking Consumer method was called from the "
+                                    "consumer's own loop thread; use AsyncConsumer there")
+        if not self._thread.running:
+            coro.close()
+            raise IllegalStateError("consumer is closed")
+        fut = asyncio.run_coroutine_threadsafe(coro, self._thread.loop)
+        fut.add_done_callback(lambda _f: self._wake_caller())
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._service_callbacks()
+            with self._buffer.cond:
+                if not fut.done() and not self._callbacks:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        fut.cancel()
+                        raise KafkaTimeoutError(f"operation did not finish within {timeout}s")
+                    self._buffer.cond.wait(remaining if remaining is not None else 1.0)
+            if fut.done() and not self._callbacks:
+                return fut.result()
+
+    def _ensure_started(self) -> None:
+        if not self._started:
+            self._call(self._async.start())
+            self._started = True
+
+    def _on_loop(self, fn: Callable[[], T]) -> T:
+        async def run() -> T:
+            return fn()
+        return self._call(run())
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def close(self, autocommit: bool = True) -> None:
+        """Commit (auto commit), leave the group and stop; see :meth:`AsyncConsumer.close`.
+        Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._thread.running:
+                self._call(self._async.close(autocommit=autocommit))
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- subscription --------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] | str | None = None, *,
+                  pattern: str | re.Pattern[str] | None = None, listener: Any = None) -> None:
+        """See :meth:`AsyncConsumer.subscribe`; listener methods must be plain functions."""
+        self._ensure_started()
+        self._on_loop(lambda: self._async.subscribe(topics, pattern=pattern,
+                                                    listener=listener))
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """See :meth:`AsyncConsumer.assign`."""
+        self._ensure_started()
+        parts = list(partitions)
+        self._on_loop(lambda: self._async.assign(parts))
+
+    def assignment(self) -> set[TopicPartition]:
+        """See :meth:`AsyncConsumer.assignment`."""
+        return self._on_loop(self._async.assignment)
+
+    def subscription(self) -> set[str]:
+        """See :meth:`AsyncConsumer.subscription`."""
+        return self._async.subscription()
+
+    def unsubscribe(self) -> None:
+        """See :meth:`AsyncConsumer.unsubscribe`."""
+        self._on_loop(self._async.unsubscribe)
+
+    # --- consuming -----------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        self._ensure_started()
+        self._service_callbacks()
+        self._async._check()
+        self._async._polled()
+
+    def _wait_data(self, seen: int, deadline: float | None) -> bool:
+        buf = self._buffer
+        with buf.cond:
+            while buf.version == seen and not self._callbacks and not self._async._closed:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                buf.cond.wait(min(remaining, 1.0) if remaining is not None else 1.0)
+                if self._async._fetcher.error is not None:
+                    return True
+                if buf.version == seen and remaining is None:
+                    self._async._polled()
+        return True
+
+    def poll(self, timeout: float | None = None) -> ConsumerRecord[Any, Any] | None:
+        """The next record, or None after ``timeout`` seconds (None: wait forever).
+
+        Raises:
+            See :meth:`AsyncConsumer.getmany`.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        buf = self._buffer
+        while True:
+            self._prepare()
+            seen = buf.version
+            rec = buf.drain_one()
+            if rec is not None:
+                return rec
+            if not self._wait_data(seen, deadline):
+                self._async._check()
+                return buf.drain_one()
+
+    def getmany(self, timeout: float = 0.0, max_records: int | None = None
+                ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+        """See :meth:`AsyncConsumer.getmany`."""
+        deadline = time.monotonic() + timeout
+        limit = max_records or self._async._max_poll_records
+        buf = self._buffer
+        while True:
+            self._prepare()
+            seen = buf.version
+            got = buf.drain(limit)
+            if got:
+                return got
+            if not self._wait_data(seen, deadline):
+                self._async._check()
+                return buf.drain(limit)
+
+    def consume(self, num_records: int = 1, timeout: float | None = None
+                ) -> list[ConsumerRecord[Any, Any]]:
+        """See :meth:`AsyncConsumer.consume`."""
+        if num_records < 1:
+            raise ValueError("num_records must be >= 1")
+        got = self.getmany(timeout if timeout is not None else 1e9, num_records)
+        return [r for recs in got.values() for r in recs]
+
+    def __iter__(self) -> Iterator[ConsumerRecord[Any, Any]]:
+        while not self._closed:
+            rec = self.poll(1.0)
+            if rec is not None:
+                yield rec
+
+    # --- positions and offsets -------------------------------------------------------------
+
+    def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
+        """See :meth:`AsyncConsumer.position`."""
+        self._ensure_started()
+        return self._call(self._async.position(partition, timeout))
+
+    def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata) -> None:
+        """See :meth:`AsyncConsumer.seek`."""
+        self._on_loop(lambda: self._async.seek(partition, offset))
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """See :meth:`AsyncConsumer.seek_to_beginning`."""
+        self._on_loop(lambda: self._async.seek_to_beginning(*partitions))
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """See :meth:`AsyncConsumer.seek_to_end`."""
+        self._on_loop(lambda: self._async.seek_to_end(*partitions))
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """See :meth:`AsyncConsumer.pause`."""
+        self._on_loop(lambda: self._async.pause(*partitions))
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        """See :meth:`AsyncConsumer.resume`."""
+        self._on_loop(lambda: self._async.resume(*partitions))
+
+    def paused(self) -> set[TopicPartition]:
+        """See :meth:`AsyncConsumer.paused`."""
+        return self._on_loop(self._async.paused)
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """See :meth:`AsyncConsumer.highwater`."""
+        return self._on_loop(lambda: self._async.highwater(partition))
+
+    def lag(self, partition: TopicPartition) -> int | None:
+        """See :meth:`AsyncConsumer.lag`."""
+        return self._on_loop(lambda: self._async.lag(partition))
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition],
+                          timeout: float | None = None) -> dict[TopicPartition, int]:
+        """See :meth:`AsyncConsumer.beginning_offsets`."""
+        return self._call(self._async.beginning_offsets(list(partitions), timeout))
+
+    def end_offsets(self, partitions: Iterable[TopicPartition],
+                    timeout: float | None = None) -> dict[TopicPartition, int]:
+        """See :meth:`AsyncConsumer.end_offsets`."""
+        return self._call(self._async.end_offsets(list(partitions), timeout))
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
+                          timeout: float | None = None
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """See :meth:`AsyncConsumer.offsets_for_times`."""
+        return self._call(self._async.offsets_for_times(dict(timestamps), timeout))
+
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+               timeout: float | None = None) -> None:
+        """See :meth:`AsyncConsumer.commit`."""
+        self._ensure_started()
+        self._call(self._async.commit(offsets, timeout))
+
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
+                     | None = None,
+                     callback: Callable[[dict[TopicPartition, OffsetAndMetadata],
+                                         BaseException | None], Any] | None = None
+                     ) -> concurrent.futures.Future[None]:
+        """Start a commit; returns a future. ``callback(offsets, error)`` runs on the loop
+        thread (it must not call blocking consumer methods).
+
+        Raises:
+            ConfigError: no ``group.id``.
+        """
+        self._ensure_started()
+
+        async def start() -> asyncio.Task[None]:
+            return self._async.commit_async(offsets, callback)
+
+        task = self._call(start())
+        out: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def done(t: asyncio.Task[None]) -> None:
+            if t.cancelled():
+                out.cancel()
+            elif t.exception() is not None:
+                out.set_exception(t.exception())  # type: ignore[arg-type]
+            else:
+                out.set_result(None)
+        self._thread.loop.call_soon_threadsafe(task.add_done_callback, done)
+        return out
+
+    def committed(self, partitions: Iterable[TopicPartition], timeout: float | None = None
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """See :meth:`AsyncConsumer.committed`."""
+        self._ensure_started()
+        return self._call(self._async.committed(list(partitions), timeout))
+
+    def list_topics(self) -> dict[str, list[int]]:
+        """See :meth:`AsyncConsumer.list_topics`."""
+        return self._call(self._async.list_topics())
+
+    @property
+    def config(self) -> Any:
+        """The validated options."""
+        return self._async.config
+
+
+def _settle(fut: asyncio.Future[None], err: BaseException | None) -> None:
+    if fut.done():
+        return
+    if err is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(err)
+
+
+_ = threading

@@ -114,6 +114,10 @@ DESERIALIZER_DEFAULTS: dict[str, Any] = {
 }
 
 
+_VALUE = MessageField.VALUE
+_KEY = MessageField.KEY
+
+
 @dataclass(frozen=True, slots=True)
 class Resolved:
     """What a serializer caches per subject: the id, its ready-made prefix, the parsed schema."""
@@ -153,6 +157,8 @@ class SerializerCore:
                               "auto.register.schemas")
         self.strategy: Callable[..., str | None] = c["subject.name.strategy"]
         self.topic_strategy = self.strategy is topic_subject_name_strategy
+        self.by_value_topic: dict[str, Resolved] = {}
+        self.by_key_topic: dict[str, Resolved] = {}
         self.id_serializer: Callable[..., bytes] = c["schema.id.serializer"]
         self.fast_prefix = self.id_serializer is prefix_schema_id_serializer
         self.resolved: dict[str | None, Resolved] = {}
@@ -198,6 +204,9 @@ class SerializerCore:
         write = self.make_writer(parsed, prefix) if self.fast_prefix else None
         resolved = Resolved(sid, prefix, parsed, write)
         self.resolved[subject] = resolved
+        if self.topic_strategy and ctx is not None and ctx.field is not MessageField.NONE:
+            by_topic = self.by_value_topic if ctx.field is _VALUE else self.by_key_topic
+            by_topic[ctx.topic] = resolved  # the same subject, keyed for the warm path
         return resolved
 
     def serialize_cached(self, obj: Any, ctx: SerializationContext | None) -> Any:
@@ -207,8 +216,15 @@ class SerializerCore:
         dict lookup, the encoder, and the ready-made prefix.
         """
         if self.topic_strategy and ctx is not None:
-            # The default strategy, inlined: it is a string concatenation.
-            r = self.resolved.get(ctx.topic + "-" + ctx.field)
+            # The default strategy, inlined: the subject is fixed by (field, topic), so look
+            # the topic up directly instead of building and hashing "{topic}-{field}".
+            field = ctx.field
+            if field is _VALUE:
+                r = self.by_value_topic.get(ctx.topic)
+            elif field is _KEY:
+                r = self.by_key_topic.get(ctx.topic)
+            else:
+                r = self.resolved.get(ctx.topic + "-" + field)
         else:
             try:
                 subject = self.strategy(ctx, self.record_name)

@@ -229,3 +229,22 @@ def test_unrelated_headers_do_not_matter(registry: MockSchemaRegistryClient) -> 
     for headers in ([("trace", b"1")], {"trace": b"1"}, [], None):
         ctx = SerializationContext("users", MessageField.VALUE, headers)  # type: ignore[arg-type]
         assert de(data, ctx) == {"id": 2, "name": "u", "email": None}
+
+
+def test_key_value_and_none_fields_use_their_own_subjects(
+        registry: MockSchemaRegistryClient) -> None:
+    ser = AvroSerializer(registry, USER_V1)
+    key_schema = json.dumps({"type": "record", "name": "K", "fields": [
+        {"name": "k", "type": "string"}]})
+    kser = AvroSerializer(registry, key_schema)
+    for field, s, v in ((MessageField.KEY, kser, {"k": "a"}),
+                        (MessageField.VALUE, ser, {"id": 1, "name": "b"}),
+                        (MessageField.NONE, ser, {"id": 2, "name": "c"})):
+        ctx = SerializationContext("mixed", field)
+        for _ in range(2):  # cold, then warm path
+            data = s(v, ctx)
+            assert AvroDeserializer(registry)(data, ctx)["name" if "name" in v else "k"] == (
+                v.get("name") or v["k"])
+    assert {"mixed-key", "mixed-value", "mixed-none"} <= set(registry.get_subjects())
+    with pytest.raises(ValueSerializationError):
+        ser({"k": "a"}, SerializationContext("mixed", MessageField.VALUE))

@@ -9,14 +9,6 @@ failed, or return the failures in the dict with ``return_exceptions=True``. Bad 
 from __future__ import annotations
 
 from kontrakt.clients.admin._admin import ADMIN_OPTIONS, AsyncAdminClient
-from kontrakt.clients.admin._consumer_protocol import (
-    ConsumerAssignment,
-    ConsumerSubscription,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-)
 from kontrakt.clients.admin._sync import AdminClient
 from kontrakt.clients.admin._types import (
     AclBinding,
@@ -76,12 +68,10 @@ __all__ = [
     "ConfigSource",
     "ConfigSynonym",
     "ConfigType",
-    "ConsumerAssignment",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
     "ConsumerGroupState",
     "ConsumerGroupType",
-    "ConsumerSubscription",
     "CreatedTopic",
     "DeletedRecords",
     "IsolationLevel",
@@ -101,8 +91,4 @@ __all__ = [
     "TopicDescription",
     "TransactionDescription",
     "TransactionListing",
-    "decode_assignment",
-    "decode_subscription",
-    "encode_assignment",
-    "encode_subscription",
 ]

@@ -161,6 +161,7 @@ class AsyncAdminClient(GroupOperations):
         v.unique((t.topic for t in topics), "topic")
         by_name = {t.topic: t for t in topics}
         deadline = self._router.deadline(timeout)
+        await self._client.start()
 
         def build(names: list[str], version: int) -> Request:
             return CreateTopicsRequest(
@@ -204,6 +205,7 @@ class AsyncAdminClient(GroupOperations):
         """
         names = v.unique((v.check_topic_name(t) for t in topics), "topic")
         deadline = self._router.deadline(timeout)
+        await self._client.start()
 
         def build(batch: list[str], version: int) -> Request:
             tmo = _ms(operation_timeout, self._router.remaining(deadline))
@@ -257,6 +259,7 @@ class AsyncAdminClient(GroupOperations):
         by_name = {p.topic: p for p in items}
         v.unique((p.topic for p in items), "topic")
         deadline = self._router.deadline(timeout)
+        await self._client.start()
         req_type = CreatePartitionsRequest
 
         def build(batch: list[str]) -> Request:

@@ -15,7 +15,6 @@ from typing import Any
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients.admin import _validate as v
-from kontrakt.clients.admin._consumer_protocol import decode_assignment, decode_subscription
 from kontrakt.clients.admin._routing import Router, error_for, finish
 from kontrakt.clients.admin._types import (
     AclOperation,
@@ -35,6 +34,7 @@ from kontrakt.clients.admin._types import (
     TransactionListing,
 )
 from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.clients.group._protocol import decode_assignment, decode_subscription
 from kontrakt.errors import (
     CorruptMessageError,
     InvalidArgumentError,
@@ -149,7 +149,8 @@ class GroupOperations:
                                        return_exceptions: bool = False
                                        ) -> dict[str, ConsumerGroupDescription]:
         """Describe groups, decoding members' subscriptions and assignments (consumer
-        protocol versions 0-3; other protocols keep the raw bytes only).
+        protocol versions 0-3, with :mod:`kontrakt.clients.group`'s codec; other protocols
+        keep the raw bytes only).
 
         Returns:
             group id -> :class:`ConsumerGroupDescription` (a group that does not exist is
@@ -578,10 +579,11 @@ def _describe_group(g: Any, coordinator: Node | None,
             try:
                 if m.member_metadata:
                     sub = decode_subscription(m.member_metadata)
-                    topics, owned, rack = sub.topics, sub.owned_partitions, sub.rack_id
+                    topics, owned = tuple(sub.topics), tuple(sub.owned_partitions)
+                    rack = sub.rack_id
                 if m.member_assignment:
                     a = decode_assignment(m.member_assignment)
-                    assignment = MemberAssignment(a.partitions, a.user_data)
+                    assignment = MemberAssignment(tuple(a.partitions), a.user_data)
             except CorruptMessageError:
                 pass
         members.append(MemberDescription(

@@ -1,0 +1,324 @@
+"""Admin operations that neither test broker implements faithfully, against crafted responses.
+
+The request/response codecs of these APIs are round-tripped (and checked byte for byte against
+kafka-python) in tests/unit/test_messages_admin_apis.py; here the admin client's building,
+routing, retrying and decoding is checked against a crafted peer (see ``_crafted.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from kontrakt._types import TopicPartition as TP
+from kontrakt.clients.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AsyncAdminClient,
+    ConfigResource,
+    ConsumerGroupState,
+    NewPartitions,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+from kontrakt.clients.group._protocol import (
+    Assignment,
+    Subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from kontrakt.errors import PartialFailureError, UnsupportedVersionError
+from kontrakt.protocol.errors import (
+    CoordinatorLoadInProgressError,
+    InvalidPartitionsError,
+    SecurityDisabledError,
+    TransactionalIdNotFoundError,
+)
+from kontrakt.protocol.messages import (
+    AlterConfigsResponse,
+    CreateAclsResponse,
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteAclsResponse,
+    DescribeAclsResponse,
+    DescribeGroupsResponse,
+    DescribeLogDirsResponse,
+    DescribeProducersResponse,
+    DescribeTransactionsResponse,
+    ListTransactionsResponse,
+    OffsetDeleteResponse,
+)
+from tests.unit.admin._crafted import NODE_ID, CraftedBroker
+
+FAST = {"retry.backoff.ms": 10, "retry.backoff.max.ms": 50, "request.timeout.ms": 3000}
+
+
+def run(broker: CraftedBroker, body: Callable[[AsyncAdminClient], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        async with broker, AsyncAdminClient(
+                {"bootstrap.servers": broker.bootstrap, **FAST}) as a:
+            return await asyncio.wait_for(body(a), 20)
+    return asyncio.run(main())
+
+
+def test_create_topics_retries_only_the_topic_the_controller_refused() -> None:
+    calls = {"n": 0}
+
+    def create(ver: int, req: Any) -> Any:
+        calls["n"] += 1
+        r = CreateTopicsResponse.CreatableTopicResult
+        return CreateTopicsResponse(topics=[r(
+            name=t.name, num_partitions=t.num_partitions, replication_factor=1,
+            error_code=41 if calls["n"] == 1 and t.name == "a" else 0) for t in req.topics])
+
+    broker = CraftedBroker({19: create})
+    out = run(broker, lambda a: a.create_topics([NewTopic("a", 2), NewTopic("b", 1)]))
+    assert {k: v.num_partitions for k, v in out.items()} == {"a": 2, "b": 1}
+    sent = [[t.name for t in req.topics] for key, _v, req in broker.seen if key == 19]
+    assert sent == [["a", "b"], ["a"]]
+
+
+def test_create_partitions_sends_counts_and_assignments_and_keeps_errors_per_topic() -> None:
+    def handler(ver: int, req: Any) -> Any:
+        r = CreatePartitionsResponse.CreatePartitionsTopicResult
+        return CreatePartitionsResponse(results=[r(
+            name=t.name, error_code=37 if t.count < 3 else 0,
+            error_message="cannot shrink" if t.count < 3 else None) for t in req.topics])
+
+    broker = CraftedBroker({37: handler})
+    out = run(broker, lambda a: a.create_partitions(
+        [NewPartitions("grow", 4, [[1], [1]]), NewPartitions("shrink", 2)],
+        return_exceptions=True))
+    assert out["grow"] is None
+    assert isinstance(out["shrink"], InvalidPartitionsError)
+    assert "cannot shrink" in str(out["shrink"])
+    (req,) = [r for k, _v, r in broker.seen if k == 37]
+    grow = req.topics[0]
+    assert (grow.count, [list(a.broker_ids) for a in grow.assignments]) == (4, [[1], [1]])
+    assert req.topics[1].assignments is None
+
+
+def test_legacy_alter_configs_sends_the_whole_configuration() -> None:
+    def handler(ver: int, req: Any) -> Any:
+        r = AlterConfigsResponse.AlterConfigsResourceResponse
+        return AlterConfigsResponse(responses=[r(
+            resource_type=x.resource_type, resource_name=x.resource_name)
+            for x in req.resources])
+
+    broker = CraftedBroker({33: handler})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "t")
+    out = run(broker, lambda a: a.alter_configs({res: {"retention.ms": "5", "segment.ms": "9"}}))
+    assert out == {res: None}
+    (req,) = [r for k, _v, r in broker.seen if k == 33]
+    assert {(c.name, c.value) for c in req.resources[0].configs} == {
+        ("retention.ms", "5"), ("segment.ms", "9")}
+
+
+def test_describe_log_dirs_decodes_dirs_and_replicas() -> None:
+    d = DescribeLogDirsResponse.DescribeLogDirsResult
+
+    def handler(ver: int, req: Any) -> Any:
+        return DescribeLogDirsResponse(results=[d(log_dir="/data/a", total_bytes=100,
+                                                  usable_bytes=40, topics=[d.DescribeLogDirsTopic(
+            name="t", partitions=[d.DescribeLogDirsTopic.DescribeLogDirsPartition(
+                partition_index=0, partition_size=12, offset_lag=3, is_future_key=False)])]),
+            d(log_dir="/data/b", error_code=56)])
+
+    out = run(CraftedBroker({35: handler}), lambda a: a.describe_log_dirs())
+    dirs = out[NODE_ID]
+    assert dirs["/data/a"].replicas[TP("t", 0)].size == 12
+    assert dirs["/data/a"].replicas[TP("t", 0)].offset_lag == 3
+    assert (dirs["/data/a"].total_bytes, dirs["/data/a"].usable_bytes) == (100, 40)
+    assert dirs["/data/a"].error is None
+    assert "KAFKA_STORAGE_ERROR" in str(dirs["/data/b"].error)
+
+
+def test_an_unsupported_version_answer_becomes_a_typed_error() -> None:
+    def handler(ver: int, req: Any) -> Any:
+        return DescribeLogDirsResponse(error_code=35)
+
+    with pytest.raises(PartialFailureError) as info:
+        run(CraftedBroker({35: handler}), lambda a: a.describe_log_dirs())
+    assert isinstance(info.value.results[NODE_ID], UnsupportedVersionError)
+
+
+def test_an_api_the_broker_does_not_offer_is_an_unsupported_version_error_without_retries(
+) -> None:
+    broker = CraftedBroker({}, topics={"t": 1})
+    start = time.monotonic()
+    out = run(broker, lambda a: a.describe_producers([TP("t", 0)], return_exceptions=True,
+                                                     timeout=10))
+    assert isinstance(out[TP("t", 0)], UnsupportedVersionError)
+    assert time.monotonic() - start < 5  # not retried until the timeout
+
+
+def test_describe_producers_goes_to_the_leader_and_decodes_states() -> None:
+    p = DescribeProducersResponse.TopicResponse
+
+    def handler(ver: int, req: Any) -> Any:
+        return DescribeProducersResponse(topics=[p(name=t.name, partitions=[
+            p.PartitionResponse(partition_index=i, active_producers=[
+                p.PartitionResponse.ProducerState(
+                    producer_id=7, producer_epoch=2, last_sequence=9, last_timestamp=1000,
+                    coordinator_epoch=1, current_txn_start_offset=-1)])
+            for i in t.partition_indexes]) for t in req.topics])
+
+    broker = CraftedBroker({61: handler}, topics={"t": 2})
+    out = run(broker, lambda a: a.describe_producers([TP("t", 0), TP("t", 1)]))
+    assert [s.producer_id for s in out[TP("t", 1)]] == [7]
+    assert out[TP("t", 0)][0].last_sequence == 9
+    # one request carries both partitions: they share a leader
+    assert len([k for k, _v, _r in broker.seen if k == 61]) == 1
+
+
+def test_describe_and_list_transactions() -> None:
+    ts = DescribeTransactionsResponse.TransactionState
+
+    def describe(ver: int, req: Any) -> Any:
+        return DescribeTransactionsResponse(transaction_states=[
+            ts(transactional_id="tx", transaction_state="Ongoing", transaction_timeout_ms=60000,
+               transaction_start_time_ms=5, producer_id=3, producer_epoch=1,
+               topics=[ts.TopicData(topic="t", partitions=[0, 2])]),
+            ts(transactional_id="missing", error_code=105)])
+
+    def listing(ver: int, req: Any) -> Any:
+        assert list(req.state_filters) == ["Ongoing"]
+        ls = ListTransactionsResponse.TransactionState
+        return ListTransactionsResponse(transaction_states=[
+            ls(transactional_id="tx", producer_id=3, transaction_state="Ongoing")])
+
+    broker = CraftedBroker({65: describe, 66: listing})
+
+    async def body(a: AsyncAdminClient) -> Any:
+        described = await a.describe_transactions(["tx", "missing"], return_exceptions=True)
+        listed = await a.list_transactions(states=["Ongoing"])
+        return described, listed
+
+    described, listed = run(broker, body)
+    assert described["tx"].topic_partitions == (TP("t", 0), TP("t", 2))
+    assert described["tx"].coordinator_id == NODE_ID
+    assert isinstance(described["missing"], TransactionalIdNotFoundError)
+    assert [(t.transactional_id, t.state) for t in listed] == [("tx", "Ongoing")]
+
+
+def test_acls_create_describe_delete() -> None:
+    binding = AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "User:a", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    dr = DescribeAclsResponse.DescribeAclsResource
+    dl = DeleteAclsResponse.DeleteAclsFilterResult
+
+    def create(ver: int, req: Any) -> Any:
+        return CreateAclsResponse(results=[CreateAclsResponse.AclCreationResult(
+            error_code=0 if c.principal == "User:a" else 54) for c in req.creations])
+
+    def describe(ver: int, req: Any) -> Any:
+        return DescribeAclsResponse(resources=[dr(
+            resource_type=2, resource_name="t", pattern_type=3, acls=[dr.AclDescription(
+                principal="User:a", host="*", operation=3, permission_type=3)])])
+
+    def delete(ver: int, req: Any) -> Any:
+        return DeleteAclsResponse(filter_results=[dl(matching_acls=[dl.DeleteAclsMatchingAcl(
+            resource_type=2, resource_name="t", pattern_type=3, principal="User:a", host="*",
+            operation=3, permission_type=3)]) for _ in req.filters])
+
+    broker = CraftedBroker({29: describe, 30: create, 31: delete})
+    other = AclBinding(ResourceType.GROUP, "g", ResourcePatternType.PREFIXED, "User:b", "*",
+                       AclOperation.DESCRIBE, AclPermissionType.DENY)
+
+    async def body(a: AsyncAdminClient) -> Any:
+        created = await a.create_acls([binding, other], return_exceptions=True)
+        found = await a.describe_acls(AclBindingFilter(restype=ResourceType.TOPIC))
+        deleted = await a.delete_acls([AclBindingFilter(principal="User:a")])
+        return created, found, deleted
+
+    created, found, deleted = run(broker, body)
+    assert created[binding] is None
+    assert isinstance(created[other], SecurityDisabledError)
+    assert found == [binding]
+    assert list(deleted.values()) == [[binding]]
+
+
+def test_delete_consumer_group_offsets_decodes_partition_errors() -> None:
+    r = OffsetDeleteResponse.OffsetDeleteResponseTopic
+
+    def handler(ver: int, req: Any) -> Any:
+        assert req.group_id == "g"
+        return OffsetDeleteResponse(topics=[r(name="t", partitions=[
+            r.OffsetDeleteResponsePartition(partition_index=0),
+            r.OffsetDeleteResponsePartition(partition_index=1, error_code=86)])])
+
+    out = run(CraftedBroker({47: handler}), lambda a: a.delete_consumer_group_offsets(
+        "g", [TP("t", 0), TP("t", 1)], return_exceptions=True))
+    assert out[TP("t", 0)] is None
+    assert "GROUP_SUBSCRIBED_TO_TOPIC" in str(out[TP("t", 1)])
+
+
+def test_describe_groups_retries_not_coordinator_and_decodes_members() -> None:
+    calls = {"n": 0}
+    g = DescribeGroupsResponse.DescribedGroup
+    meta = encode_subscription(Subscription(["t"], owned_partitions=[TP("t", 1)],
+                                            rack_id="r1"), 3)
+    assign = encode_assignment(Assignment([TP("t", 0), TP("t", 1)], b"ud"), 1)
+
+    def handler(ver: int, req: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return DescribeGroupsResponse(groups=[g(group_id=x, error_code=16)
+                                                  for x in req.groups])
+        return DescribeGroupsResponse(groups=[g(
+            group_id=x, group_state="Stable", protocol_type="consumer", protocol_data="range",
+            members=[g.DescribedGroupMember(member_id="m1", client_id="c", client_host="/h",
+                                            member_metadata=meta, member_assignment=assign)])
+            for x in req.groups])
+
+    out = run(CraftedBroker({15: handler}), lambda a: a.describe_consumer_groups(["grp"]))
+    desc = out["grp"]
+    assert calls["n"] == 2
+    assert desc.state is ConsumerGroupState.STABLE
+    assert desc.partition_assignor == "range"
+    assert desc.coordinator is not None and desc.coordinator.id == NODE_ID
+    (m,) = desc.members
+    assert m.subscription == ("t",)
+    assert m.owned_partitions == (TP("t", 1),)
+    assert m.rack_id == "r1"
+    assert m.assignment.topic_partitions == (TP("t", 0), TP("t", 1))
+    assert m.assignment.user_data == b"ud"
+
+
+def test_a_retriable_error_that_persists_ends_at_the_call_timeout() -> None:
+    def handler(ver: int, req: Any) -> Any:
+        g = DescribeGroupsResponse.DescribedGroup
+        return DescribeGroupsResponse(groups=[g(group_id=x, error_code=14) for x in req.groups])
+
+    broker = CraftedBroker({15: handler})
+    start = time.monotonic()
+    with pytest.raises(PartialFailureError) as info:
+        run(broker, lambda a: a.describe_consumer_groups(["grp"], timeout=0.5))
+    elapsed = time.monotonic() - start
+    assert isinstance(info.value.results["grp"], CoordinatorLoadInProgressError)
+    assert isinstance(info.value.__cause__, CoordinatorLoadInProgressError)
+    assert 0.4 < elapsed < 3
+    assert len(broker.seen) >= 2
+
+
+def test_sync_admin_client_bridges_the_async_one() -> None:
+    def handler(ver: int, req: Any) -> Any:
+        return DescribeLogDirsResponse(results=[
+            DescribeLogDirsResponse.DescribeLogDirsResult(log_dir="/d")])
+
+    async def main() -> Any:
+        async with CraftedBroker({35: handler}) as broker:
+            def blocking() -> Any:
+                with AdminClient({"bootstrap.servers": broker.bootstrap, **FAST}) as admin:
+                    return admin.describe_log_dirs()
+            return await asyncio.to_thread(blocking)
+
+    assert list(asyncio.run(main())[NODE_ID]) == ["/d"]

@@ -61,7 +61,7 @@ class CraftedBroker:
         self.server.close()
         await self.server.wait_closed()
 
-    def _versions(self) -> ApiVersionsResponse:
+    def _versions(self) -> Response:
         specs = registry()
         keys = []
         for key in sorted(self.offered):
@@ -71,7 +71,7 @@ class CraftedBroker:
                 api_key=key, min_version=spec.valid.lo, max_version=hi))
         return ApiVersionsResponse(api_keys=keys)
 
-    def _metadata(self, req: Any) -> MetadataResponse:
+    def _metadata(self, req: Any) -> Response:
         mr = MetadataResponse
         names = list(self.topics) if req.topics is None else [t.name for t in req.topics]
         topics = []
@@ -88,7 +88,7 @@ class CraftedBroker:
                                                      port=self.port)],
                   cluster_id="crafted", controller_id=NODE_ID, topics=topics)
 
-    def _coordinator(self, req: Any, version: int) -> FindCoordinatorResponse:
+    def _coordinator(self, req: Any, version: int) -> Response:
         fr = FindCoordinatorResponse
         if version >= 4:
             return fr(coordinators=[fr.Coordinator(key=k, node_id=NODE_ID, host="127.0.0.1",

@@ -76,7 +76,8 @@ CASES: list[tuple[str, Callable[[AsyncAdminClient], Awaitable[Any]], str]] = [
     ("delete bad name", lambda a: a.delete_topics(["ok", "bad name"]), "illegal"),
     ("describe empty", lambda a: a.describe_topics([""]), "empty"),
     ("grow to zero", lambda a: a.create_partitions([NewPartitions("t", 0)]), ">= 1"),
-    ("broker name", lambda a: a.describe_configs([ConfigResource("broker", "b1")]), "numeric"),
+    ("broker name", lambda a: a.describe_configs(
+        [ConfigResource(ConfigResource.Type.BROKER, "b1")]), "numeric"),
     ("alter unknown key", lambda a: a.incremental_alter_configs(
         {TOPIC: [AlterConfigOp("no.such.config", "1")]}), "unknown topic config"),
     ("set without value", lambda a: a.incremental_alter_configs(
@@ -125,8 +126,8 @@ def test_offset_spec_and_config_resource_parsing() -> None:
     assert OffsetSpec.max_timestamp().timestamp == -3
     with pytest.raises(ValueError):
         OffsetSpec.for_timestamp(-1)
-    assert ConfigResource("topic", "t") == TOPIC
-    assert hash(ConfigResource("TOPIC", "t")) == hash(TOPIC)
+    assert ConfigResource("topic", "t") == TOPIC  # type: ignore[arg-type]
+    assert hash(ConfigResource("TOPIC", "t")) == hash(TOPIC)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        ConfigResource("planet", "x")
+        ConfigResource("planet", "x")  # type: ignore[arg-type]
     assert ACL in {ACL}

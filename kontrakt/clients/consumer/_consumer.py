@@ -14,7 +14,7 @@ from kontrakt._config import ClientConfig
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from kontrakt.clients.client import CLIENT_OPTIONS, AsyncKafkaClient
 from kontrakt.clients.consumer._config import CONSUMER_OPTIONS, reset_strategy
-from kontrakt.clients.consumer._fetcher import Fetcher, FetchBuffer
+from kontrakt.clients.consumer._fetcher import FetchBuffer, Fetcher
 from kontrakt.clients.consumer._offsets import (
     EARLIEST,
     LATEST,

@@ -481,7 +481,7 @@ class Fetcher:
 
     def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
         assert self._loop is not None
-        task = self._loop.create_task(coro)  # type: ignore[arg-type]
+        task: asyncio.Task[None] = self._loop.create_task(coro)  # type: ignore[arg-type]
         task.add_done_callback(self._task_done)
         return task
 
@@ -562,10 +562,10 @@ class Fetcher:
             await asyncio.sleep(self._retry[0])
             return
         for tp, res in found.items():
-            st = self.subs.assignment.get(tp)
-            if st is None or st.gen != gens[tp] or st.reset is None or res is None:
+            cur = self.subs.assignment.get(tp)
+            if cur is None or cur.gen != gens[tp] or cur.reset is None or res is None:
                 continue
-            st.seek(res.offset, res.leader_epoch if res.leader_epoch >= 0 else -1)
+            cur.seek(res.offset, res.leader_epoch if res.leader_epoch >= 0 else -1)
 
     def _check_leader_epochs(self) -> None:
         """Validate positions after a leader change (KIP-320) where the broker allows."""
@@ -656,9 +656,10 @@ class Fetcher:
         wanted: dict[TopicPartition, tuple[int, int, int]] = {}
         gens: dict[TopicPartition, tuple[PartitionState, int, int]] = {}
         for tp in tps:
-            st = subs.assignment.get(tp)
-            if st is None or not st.fetchable:
+            maybe = subs.assignment.get(tp)
+            if maybe is None or not maybe.fetchable:
                 continue
+            st = maybe
             info = cluster.topics.get(tp.topic)
             p = info.partitions.get(tp.partition) if info else None
             wanted[tp] = (st.fetch_offset, p.leader_epoch if p else -1, st.last_fetched_epoch)

@@ -47,9 +47,9 @@ class PartitionState:
         failed: fetching stopped on a non-retriable error until the next seek.
     """
 
-    __slots__ = ("buffered_bytes", "failed", "fetch_offset", "gen", "highwater", "last_fetched_epoch",
-                 "last_stable_offset", "log_start_offset", "paused", "position", "reset",
-                 "seen_leader_epoch", "validating")
+    __slots__ = ("buffered_bytes", "failed", "fetch_offset", "gen", "highwater",
+                 "last_fetched_epoch", "last_stable_offset", "log_start_offset", "paused",
+                 "position", "reset", "seen_leader_epoch", "validating")
 
     def __init__(self) -> None:
         self.position: FetchPosition | None = None

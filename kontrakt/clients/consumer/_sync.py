@@ -325,7 +325,7 @@ class Consumer:
             if t.cancelled():
                 out.cancel()
             elif t.exception() is not None:
-                out.set_exception(t.exception())  # type: ignore[arg-type]
+                out.set_exception(t.exception())
             else:
                 out.set_result(None)
         self._thread.loop.call_soon_threadsafe(task.add_done_callback, done)

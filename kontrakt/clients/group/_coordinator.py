@@ -477,11 +477,11 @@ class GroupCoordinator:
 
     def _topics_to_join(self) -> frozenset[str]:
         if self.subs.pattern is None:
-            return self.subs.topics
+            return frozenset(self.subs.topics)
         internal = [t for t, info in self.client.cluster.topics.items() if info.is_internal]
-        return self.subs.match_pattern(self.client.cluster.topics,
-                                       exclude_internal=self.exclude_internal,
-                                       internal=internal)
+        return frozenset(self.subs.match_pattern(self.client.cluster.topics,
+                                                 exclude_internal=self.exclude_internal,
+                                                 internal=internal))
 
     async def _revoke(self, partitions: set[TopicPartition], *, commit: bool) -> None:
         """Stop handing out records of ``partitions``, commit them, call the listener."""
@@ -550,7 +550,7 @@ class GroupCoordinator:
         if code == MEMBER_ID_REQUIRED:
             self.member_id = resp.member_id
             return False
-        if code == UNKNOWN_MEMBER_ID or code == ILLEGAL_GENERATION:
+        if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
             await self._lost_all()
             self.member_id = ""
             return False
@@ -574,7 +574,7 @@ class GroupCoordinator:
             assignments=assignments)
         sresp = await self._send(sync, timeout=self.rebalance_timeout_ms / 1000 + 5)
         code = sresp.error_code
-        if code == UNKNOWN_MEMBER_ID or code == ILLEGAL_GENERATION:
+        if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
             await self._lost_all()
             self.member_id = "" if code == UNKNOWN_MEMBER_ID else self.member_id
             return False
@@ -732,9 +732,7 @@ def make_coordinator(client: AsyncKafkaClient, subscription: Any, config: Mappin
                      listener_runner: ListenerRunner) -> Any:
     """The coordinator for ``group.protocol``: classic, or consumer (KIP-848)."""
     if config["group.protocol"] == "consumer":
-        from kontrakt.clients.group._consumer_protocol import ConsumerGroupMembership
-
-        return ConsumerGroupMembership(client, subscription, config, buffer=buffer,
-                                       wake=wake, listener_runner=listener_runner)
+        raise ConfigError("group.protocol=consumer (KIP-848) is not implemented yet; "
+                          "use group.protocol=classic")
     return GroupCoordinator(client, subscription, config, buffer=buffer, wake=wake,
                             listener_runner=listener_runner)

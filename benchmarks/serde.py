@@ -3,7 +3,7 @@
 One 11-field record per format, all registry lookups warmed up first (both libraries cache
 them), one core, interleaved rounds, best round reported. Run from the repository root:
 
-    /work/venv/bin/python benchmarks/serde.py [--rounds 7] [--ops 20000]
+    /work/venv/bin/python benchmarks/serde.py [--rounds 20] [--ops 3000]
 """
 
 from __future__ import annotations
@@ -118,8 +118,8 @@ def bench(cases: dict[str, Callable[[], Any]], rounds: int, ops: int) -> dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--ops", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--ops", type=int, default=3000)
     args = parser.parse_args()
 
     # confluent gets its classic topic strategy explicitly: its 2.x default first asks the

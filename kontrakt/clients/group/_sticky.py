@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from kontrakt._types import TopicPartition
 from kontrakt.errors import CorruptMessageError
-from kontrakt.protocol.primitives import INT32
+from kontrakt.protocol.primitives import INT16, INT32
 
 from ._protocol import decode_topic_partitions, encode_topic_partitions
 
@@ -89,7 +89,8 @@ def decode_sticky_user_data(data: bytes) -> tuple[list[TopicPartition], int]:
     """Decode ``StickyAssignorUserData`` v1, or v0 when there is no generation.
 
     Java tries v1 first and falls back to v0; the only difference is the trailing generation, so
-    a blob that ends right after the partition array is v0 (generation -1).
+    a blob that ends right after the partition array is v0 (generation -1). The same data
+    behind an int16 version header (what kafka-python writes) is accepted too.
 
     Args:
         data: the user data.
@@ -100,7 +101,14 @@ def decode_sticky_user_data(data: bytes) -> tuple[list[TopicPartition], int]:
     Raises:
         CorruptMessageError: the bytes are neither version.
     """
-    partitions, pos = decode_topic_partitions(data, 0)
+    try:
+        partitions, pos = decode_topic_partitions(data, 0)
+    except CorruptMessageError:
+        # kafka-python (2.1+) prefixes its StickyAssignorUserData with an int16 version, unlike
+        # Java and librdkafka; accept that form too so its members' history is not lost.
+        if len(data) < 2 or INT16.unpack_from(data, 0)[0] not in (0, 1):
+            raise
+        partitions, pos = decode_topic_partitions(data, 2)
     if pos == len(data):
         return partitions, -1
     if pos + 4 > len(data):

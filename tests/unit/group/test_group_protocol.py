@@ -281,3 +281,14 @@ def test_cooperative_user_data_formats() -> None:
     assert decode_cooperative_user_data(None) == -1
     assert decode_cooperative_user_data(b"") == -1
     assert decode_cooperative_user_data(b"\x01\x02\x03") == -1
+
+
+@settings(max_examples=50, deadline=None)
+@given(tps=tps_st, generation=st.integers(-(2**31), 2**31 - 1))
+def test_kafka_python_sticky_user_data_with_version_header_is_read(
+    tps: list[TopicPartition], generation: int
+) -> None:
+    """kafka-python puts an int16 version before StickyAssignorUserData (Java does not)."""
+    kp = bytes(StickyAssignorUserData(_grouped(tps), generation).encode())
+    assert kp[:2] == b"\x00\x01"
+    assert decode_sticky_user_data(kp) == (_regrouped(tps), generation)

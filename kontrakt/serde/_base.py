@@ -542,8 +542,3 @@ class AsyncDeserializer:
             reader = await run_async(core.load(key, sid, ctx, data), self._registry)
             out = core.deserialize(data, offset, reader, ctx)
         return out
-
-
-def field_of(ctx: SerializationContext | None) -> MessageField:
-    """The field a context is about (``VALUE`` when there is no context)."""
-    return MessageField.VALUE if ctx is None else ctx.field

@@ -118,7 +118,8 @@ def test_describe_cluster(admin: AdminClient, tansu_broker: TansuBroker) -> None
 def test_group_offsets_list_describe_delete(admin: AdminClient, topic_name: str) -> None:
     admin.create_topics([NewTopic(topic_name, 2)])
     group = topic_name + "-g"
-    offsets = {TP(topic_name, 0): OffsetAndMetadata(5), TP(topic_name, 1): 7}
+    offsets: dict[TP, OffsetAndMetadata | int] = {
+        TP(topic_name, 0): OffsetAndMetadata(5), TP(topic_name, 1): 7}
     assert admin.alter_consumer_group_offsets(group, offsets) == {
         TP(topic_name, 0): None, TP(topic_name, 1): None}
 

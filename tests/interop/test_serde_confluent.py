@@ -323,3 +323,14 @@ def test_header_schema_ids_interop(clients: tuple[Any, SchemaRegistryClient]) ->
     ctx = SerializationContext("avro-headers", MessageField.VALUE, list(cheaders))
     assert AvroDeserializer(client)(payload, ctx) == cavro.AvroDeserializer(confluent_client)(
         payload, cctx)
+    # and the other way: kontrakt writes the GUID header, confluent reads it
+    from kontrakt.serde import header_schema_id_serializer
+
+    headers: list[tuple[str, bytes | None]] = []
+    ours = AvroSerializer(client, AVRO_SCHEMA,
+                          conf={"schema.id.serializer": header_schema_id_serializer})
+    mine = ours(rec, SerializationContext("avro-headers", MessageField.VALUE, headers))
+    assert mine == payload and headers == cheaders
+    assert cavro.AvroDeserializer(confluent_client)(
+        mine, CContext("avro-headers", CField.VALUE, headers)) == AvroDeserializer(client)(
+        mine, SerializationContext("avro-headers", MessageField.VALUE, headers))

@@ -101,7 +101,7 @@ def test_kontrakt_describes_a_group_formed_by_confluent_consumers(
                 got.append(msg)
         assert len(got) >= 4
         # commit the position after the first record read from each partition
-        first = {}
+        first: dict[int, int] = {}
         for m in got:
             first.setdefault(m.partition(), m.offset())
         consumer.commit(offsets=[ck.TopicPartition(topic_name, p, o + 1)

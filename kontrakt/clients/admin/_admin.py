@@ -19,15 +19,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kontrakt._config import Option, options
-from kontrakt._types import TopicPartition
 from kontrakt.clients.admin import _validate as v
+from kontrakt.clients.admin._acls import AclOperations
 from kontrakt.clients.admin._groups import GroupOperations
 from kontrakt.clients.admin._routing import Fatal, Router, error_for, finish
 from kontrakt.clients.admin._types import (
-    AclBinding,
-    AclBindingFilter,
     AclOperation,
-    AclPermissionType,
     AlterConfigOp,
     AlterConfigOpType,
     ClusterDescription,
@@ -38,14 +35,10 @@ from kontrakt.clients.admin._types import (
     ConfigSynonym,
     ConfigType,
     CreatedTopic,
-    LogDirDescription,
     NewPartitions,
     NewTopic,
     Node,
     PartitionDescription,
-    ReplicaInfo,
-    ResourcePatternType,
-    ResourceType,
     TopicDescription,
 )
 from kontrakt.clients.client import CLIENT_OPTIONS, AsyncKafkaClient
@@ -53,15 +46,11 @@ from kontrakt.errors import InvalidArgumentError, PartialFailureError
 from kontrakt.protocol.errors import LeaderNotAvailableError, UnknownTopicOrPartitionError
 from kontrakt.protocol.messages import (
     AlterConfigsRequest,
-    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
-    DeleteAclsRequest,
     DeleteTopicsRequest,
-    DescribeAclsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
-    DescribeLogDirsRequest,
     IncrementalAlterConfigsRequest,
     MetadataRequest,
 )
@@ -84,7 +73,7 @@ def _operations(bits: int) -> frozenset[AclOperation] | None:
     return frozenset(op for op in AclOperation if bits & (1 << op.value))
 
 
-class AsyncAdminClient(GroupOperations):
+class AsyncAdminClient(GroupOperations, AclOperations):
     """Asyncio Kafka admin client built on :class:`AsyncKafkaClient`.
 
     Args:
@@ -387,20 +376,15 @@ class AsyncAdminClient(GroupOperations):
 
     # --- configs ----------------------------------------------------------------------
 
-    def _config_node(self, resource: ConfigResource) -> int:
-        """Broker resources go to that broker (it alone knows its dynamic configs);
-        everything else to any broker."""
-        if resource.restype in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) \
-                and resource.name:
-            return int(resource.name)
-        return -2**31  # placeholder: least loaded, chosen per round
-
     async def _by_config_node(self, resources: list[ConfigResource], send: Any) -> Any:
+        """Broker resources go to that broker (it alone knows its dynamic configs);
+        everything else to the least loaded broker."""
         groups: dict[int, list[ConfigResource]] = {}
         anywhere = self._client.least_loaded_node()
         for r in resources:
-            node = self._config_node(r)
-            groups.setdefault(anywhere if node == -2**31 else node, []).append(r)
+            per_broker = r.restype in (ConfigResourceType.BROKER,
+                                       ConfigResourceType.BROKER_LOGGER) and r.name
+            groups.setdefault(int(r.name) if per_broker else anywhere, []).append(r)
         return await self._router.fan_out(groups, send)
 
     async def describe_configs(self, resources: Iterable[ConfigResource], *,
@@ -516,149 +500,6 @@ class AsyncAdminClient(GroupOperations):
             items, lambda batch: self._by_config_node(batch, send), deadline)
         return finish(results, "incremental_alter_configs", return_exceptions)
 
-    # --- ACLs -------------------------------------------------------------------------
-
-    async def describe_acls(self, acl_filter: AclBindingFilter | None = None, *,
-                            timeout: float | None = None) -> list[AclBinding]:
-        """ACLs matching ``acl_filter`` (default: every ACL).
-
-        Raises:
-            BrokerResponseError: e.g. SECURITY_DISABLED when the broker has no authorizer.
-        """
-        f = acl_filter or AclBindingFilter()
-        deadline = self._router.deadline(timeout)
-        await self._client.start()
-        req = DescribeAclsRequest
-
-        async def attempt() -> list[AclBinding]:
-            resp = await self._router.exchange(
-                self._client.least_loaded_node(), req, lambda ver: req(
-                    resource_type_filter=int(f.restype), resource_name_filter=f.name,
-                    pattern_type_filter=int(f.resource_pattern_type),
-                    principal_filter=f.principal, host_filter=f.host,
-                    operation=int(f.operation), permission_type=int(f.permission_type)),
-                deadline)
-            if resp.error_code:
-                raise error_for(resp.error_code, resp.error_message, "describe_acls")
-            return [AclBinding(ResourceType(r.resource_type), r.resource_name,
-                               ResourcePatternType(r.pattern_type), a.principal, a.host,
-                               AclOperation(a.operation), AclPermissionType(a.permission_type))
-                    for r in resp.resources for a in r.acls]
-
-        return await self._router.call(attempt, deadline)
-
-    async def create_acls(self, acls: Iterable[AclBinding], *, timeout: float | None = None,
-                          return_exceptions: bool = False) -> dict[AclBinding, None]:
-        """Create ACLs.
-
-        Raises:
-            InvalidArgumentError: an ANY/UNKNOWN/MATCH field or an empty principal or host.
-            PartialFailureError: some ACLs failed.
-        """
-        items = v.unique(acls, "ACL")
-        for a in items:
-            _check_binding(a)
-        deadline = self._router.deadline(timeout)
-        await self._client.start()
-        req = CreateAclsRequest
-
-        async def round_(batch: list[AclBinding]) -> dict[AclBinding, Any]:
-            resp = await self._router.exchange(
-                self._client.least_loaded_node(), req, lambda ver: req(creations=[
-                    req.AclCreation(resource_type=int(a.restype), resource_name=a.name,
-                                    resource_pattern_type=int(a.resource_pattern_type),
-                                    principal=a.principal, host=a.host,
-                                    operation=int(a.operation),
-                                    permission_type=int(a.permission_type))
-                    for a in batch]), deadline)
-            # Results come back in request order (the protocol has no key to match on).
-            return {a: error_for(r.error_code, r.error_message, repr(a)) if r.error_code
-                    else None for a, r in zip(batch, resp.results, strict=False)}
-
-        results = await self._router.per_entity(items, round_, deadline)
-        return finish(results, "create_acls", return_exceptions)
-
-    async def delete_acls(self, filters: Iterable[AclBindingFilter], *,
-                          timeout: float | None = None, return_exceptions: bool = False
-                          ) -> dict[AclBindingFilter, list[AclBinding]]:
-        """Delete the ACLs matching each filter.
-
-        Returns:
-            filter -> the ACLs it deleted.
-
-        Raises:
-            PartialFailureError: some filters failed.
-        """
-        items = v.unique(filters, "ACL filter")
-        deadline = self._router.deadline(timeout)
-        await self._client.start()
-        req = DeleteAclsRequest
-
-        async def round_(batch: list[AclBindingFilter]) -> dict[AclBindingFilter, Any]:
-            resp = await self._router.exchange(
-                self._client.least_loaded_node(), req, lambda ver: req(filters=[
-                    req.DeleteAclsFilter(
-                        resource_type_filter=int(f.restype), resource_name_filter=f.name,
-                        pattern_type_filter=int(f.resource_pattern_type),
-                        principal_filter=f.principal, host_filter=f.host,
-                        operation=int(f.operation), permission_type=int(f.permission_type))
-                    for f in batch]), deadline)
-            out: dict[AclBindingFilter, Any] = {}
-            for f, r in zip(batch, resp.filter_results, strict=False):
-                if r.error_code:
-                    out[f] = error_for(r.error_code, r.error_message, repr(f))
-                    continue
-                out[f] = [AclBinding(ResourceType(m.resource_type), m.resource_name,
-                                     ResourcePatternType(m.pattern_type), m.principal, m.host,
-                                     AclOperation(m.operation),
-                                     AclPermissionType(m.permission_type))
-                          for m in r.matching_acls if not m.error_code]
-            return out
-
-        results = await self._router.per_entity(items, round_, deadline)
-        return finish(results, "delete_acls", return_exceptions)
-
-    # --- log dirs ---------------------------------------------------------------------
-
-    async def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
-                                timeout: float | None = None, return_exceptions: bool = False
-                                ) -> dict[int, dict[str, LogDirDescription]]:
-        """Each broker's log directories and the replicas in them (asked of each broker).
-
-        Args:
-            brokers: broker ids (default: every broker).
-
-        Returns:
-            broker id -> log dir path -> :class:`LogDirDescription`.
-
-        Raises:
-            PartialFailureError: some brokers failed (e.g. ``UnsupportedVersionError``).
-        """
-        await self._client.start()
-        ids = v.unique(brokers if brokers is not None else self._router.brokers(), "broker")
-        deadline = self._router.deadline(timeout)
-
-        async def send(node: int, _batch: list[int]) -> dict[int, Any]:
-            resp = await self._router.exchange(
-                node, DescribeLogDirsRequest, lambda ver: DescribeLogDirsRequest(topics=None),
-                deadline)
-            if resp.error_code:
-                return {node: error_for(resp.error_code, None, f"broker {node}")}
-            dirs = {}
-            for d in resp.results:
-                replicas = {TopicPartition(t.name, p.partition_index): ReplicaInfo(
-                    p.partition_size, p.offset_lag, p.is_future_key)
-                    for t in d.topics for p in t.partitions}
-                dirs[d.log_dir] = LogDirDescription(
-                    d.log_dir, error_for(d.error_code, None, d.log_dir) if d.error_code
-                    else None, replicas, d.total_bytes, d.usable_bytes)
-            return {node: dirs}
-
-        results = await self._router.per_entity(
-            ids, lambda batch: self._router.fan_out({b: [b] for b in batch}, send), deadline)
-        return finish(results, "describe_log_dirs", return_exceptions)
-
-
 # --- helpers ---------------------------------------------------------------------------
 
 
@@ -750,22 +591,6 @@ def _check_config(r: ConfigResource, key: object, value: object, *, allow_none: 
         raise InvalidArgumentError(f"config key {key!r} of {r!r} is not a valid name")
     elif not (isinstance(value, str) or (value is None and allow_none)):
         raise InvalidArgumentError(f"config {key!r} of {r!r} must be a str, got {value!r}")
-
-
-def _check_binding(a: AclBinding) -> None:
-    if not isinstance(a, AclBinding):
-        raise InvalidArgumentError(f"expected AclBinding, got {a!r}")
-    bad = [name for name, value, allowed in (
-        ("restype", a.restype, set(ResourceType) - {ResourceType.ANY, ResourceType.UNKNOWN}),
-        ("resource_pattern_type", a.resource_pattern_type,
-         {ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED}),
-        ("operation", a.operation, set(AclOperation) - {AclOperation.ANY, AclOperation.UNKNOWN}),
-        ("permission_type", a.permission_type,
-         {AclPermissionType.ALLOW, AclPermissionType.DENY}),
-    ) if value not in allowed]
-    if bad or not a.name or not a.principal or not a.host:
-        raise InvalidArgumentError(
-            f"{a!r} cannot be created: {', '.join(bad) or 'empty name, principal or host'}")
 
 
 _ = PartialFailureError

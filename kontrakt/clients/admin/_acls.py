@@ -1,0 +1,200 @@
+"""Admin operations on ACLs and log directories — a base class of
+:class:`~kontrakt.clients.admin.AsyncAdminClient`.
+
+ACL requests go to any broker (the least loaded, as the Java admin client does);
+DescribeLogDirs goes to each broker asked about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kontrakt._types import TopicPartition
+from kontrakt.clients.admin import _validate as v
+from kontrakt.clients.admin._routing import Router, error_for, finish
+from kontrakt.clients.admin._types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    LogDirDescription,
+    ReplicaInfo,
+    ResourcePatternType,
+    ResourceType,
+)
+from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.errors import InvalidArgumentError
+from kontrakt.protocol.messages import (
+    CreateAclsRequest,
+    DeleteAclsRequest,
+    DescribeAclsRequest,
+    DescribeLogDirsRequest,
+)
+
+__all__ = ["AclOperations"]
+
+
+class AclOperations:
+    """ACL and log-dir operations (see the module doc)."""
+
+    _client: AsyncKafkaClient
+    _router: Router
+
+    # --- ACLs -------------------------------------------------------------------------
+
+    async def describe_acls(self, acl_filter: AclBindingFilter | None = None, *,
+                            timeout: float | None = None) -> list[AclBinding]:
+        """ACLs matching ``acl_filter`` (default: every ACL).
+
+        Raises:
+            BrokerResponseError: e.g. SECURITY_DISABLED when the broker has no authorizer.
+        """
+        f = acl_filter or AclBindingFilter()
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = DescribeAclsRequest
+
+        async def attempt() -> list[AclBinding]:
+            resp = await self._router.exchange(
+                self._client.least_loaded_node(), req, lambda ver: req(
+                    resource_type_filter=int(f.restype), resource_name_filter=f.name,
+                    pattern_type_filter=int(f.resource_pattern_type),
+                    principal_filter=f.principal, host_filter=f.host,
+                    operation=int(f.operation), permission_type=int(f.permission_type)),
+                deadline)
+            if resp.error_code:
+                raise error_for(resp.error_code, resp.error_message, "describe_acls")
+            return [AclBinding(ResourceType(r.resource_type), r.resource_name,
+                               ResourcePatternType(r.pattern_type), a.principal, a.host,
+                               AclOperation(a.operation), AclPermissionType(a.permission_type))
+                    for r in resp.resources for a in r.acls]
+
+        return await self._router.call(attempt, deadline)
+
+    async def create_acls(self, acls: Iterable[AclBinding], *, timeout: float | None = None,
+                          return_exceptions: bool = False) -> dict[AclBinding, None]:
+        """Create ACLs.
+
+        Raises:
+            InvalidArgumentError: an ANY/UNKNOWN/MATCH field or an empty principal or host.
+            PartialFailureError: some ACLs failed.
+        """
+        items = v.unique(acls, "ACL")
+        for a in items:
+            _check_binding(a)
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = CreateAclsRequest
+
+        async def round_(batch: list[AclBinding]) -> dict[AclBinding, Any]:
+            resp = await self._router.exchange(
+                self._client.least_loaded_node(), req, lambda ver: req(creations=[
+                    req.AclCreation(resource_type=int(a.restype), resource_name=a.name,
+                                    resource_pattern_type=int(a.resource_pattern_type),
+                                    principal=a.principal, host=a.host,
+                                    operation=int(a.operation),
+                                    permission_type=int(a.permission_type))
+                    for a in batch]), deadline)
+            # Results come back in request order (the protocol has no key to match on).
+            return {a: error_for(r.error_code, r.error_message, repr(a)) if r.error_code
+                    else None for a, r in zip(batch, resp.results, strict=False)}
+
+        results = await self._router.per_entity(items, round_, deadline)
+        return finish(results, "create_acls", return_exceptions)
+
+    async def delete_acls(self, filters: Iterable[AclBindingFilter], *,
+                          timeout: float | None = None, return_exceptions: bool = False
+                          ) -> dict[AclBindingFilter, list[AclBinding]]:
+        """Delete the ACLs matching each filter.
+
+        Returns:
+            filter -> the ACLs it deleted.
+
+        Raises:
+            PartialFailureError: some filters failed.
+        """
+        items = v.unique(filters, "ACL filter")
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = DeleteAclsRequest
+
+        async def round_(batch: list[AclBindingFilter]) -> dict[AclBindingFilter, Any]:
+            resp = await self._router.exchange(
+                self._client.least_loaded_node(), req, lambda ver: req(filters=[
+                    req.DeleteAclsFilter(
+                        resource_type_filter=int(f.restype), resource_name_filter=f.name,
+                        pattern_type_filter=int(f.resource_pattern_type),
+                        principal_filter=f.principal, host_filter=f.host,
+                        operation=int(f.operation), permission_type=int(f.permission_type))
+                    for f in batch]), deadline)
+            out: dict[AclBindingFilter, Any] = {}
+            for f, r in zip(batch, resp.filter_results, strict=False):
+                if r.error_code:
+                    out[f] = error_for(r.error_code, r.error_message, repr(f))
+                    continue
+                out[f] = [AclBinding(ResourceType(m.resource_type), m.resource_name,
+                                     ResourcePatternType(m.pattern_type), m.principal, m.host,
+                                     AclOperation(m.operation),
+                                     AclPermissionType(m.permission_type))
+                          for m in r.matching_acls if not m.error_code]
+            return out
+
+        results = await self._router.per_entity(items, round_, deadline)
+        return finish(results, "delete_acls", return_exceptions)
+
+    # --- log dirs ---------------------------------------------------------------------
+
+    async def describe_log_dirs(self, brokers: Iterable[int] | None = None, *,
+                                timeout: float | None = None, return_exceptions: bool = False
+                                ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log directories and the replicas in them (asked of each broker).
+
+        Args:
+            brokers: broker ids (default: every broker).
+
+        Returns:
+            broker id -> log dir path -> :class:`LogDirDescription`.
+
+        Raises:
+            PartialFailureError: some brokers failed (e.g. ``UnsupportedVersionError``).
+        """
+        await self._client.start()
+        ids = v.unique(brokers if brokers is not None else self._router.brokers(), "broker")
+        deadline = self._router.deadline(timeout)
+
+        async def send(node: int, _batch: list[int]) -> dict[int, Any]:
+            resp = await self._router.exchange(
+                node, DescribeLogDirsRequest, lambda ver: DescribeLogDirsRequest(topics=None),
+                deadline)
+            if resp.error_code:
+                return {node: error_for(resp.error_code, None, f"broker {node}")}
+            dirs = {}
+            for d in resp.results:
+                replicas = {TopicPartition(t.name, p.partition_index): ReplicaInfo(
+                    p.partition_size, p.offset_lag, p.is_future_key)
+                    for t in d.topics for p in t.partitions}
+                dirs[d.log_dir] = LogDirDescription(
+                    d.log_dir, error_for(d.error_code, None, d.log_dir) if d.error_code
+                    else None, replicas, d.total_bytes, d.usable_bytes)
+            return {node: dirs}
+
+        results = await self._router.per_entity(
+            ids, lambda batch: self._router.fan_out({b: [b] for b in batch}, send), deadline)
+        return finish(results, "describe_log_dirs", return_exceptions)
+
+
+def _check_binding(a: AclBinding) -> None:
+    if not isinstance(a, AclBinding):
+        raise InvalidArgumentError(f"expected AclBinding, got {a!r}")
+    bad = [name for name, value, allowed in (
+        ("restype", a.restype, set(ResourceType) - {ResourceType.ANY, ResourceType.UNKNOWN}),
+        ("resource_pattern_type", a.resource_pattern_type,
+         {ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED}),
+        ("operation", a.operation, set(AclOperation) - {AclOperation.ANY, AclOperation.UNKNOWN}),
+        ("permission_type", a.permission_type,
+         {AclPermissionType.ALLOW, AclPermissionType.DENY}),
+    ) if value not in allowed]
+    if bad or not a.name or not a.principal or not a.host:
+        raise InvalidArgumentError(
+            f"{a!r} cannot be created: {', '.join(bad) or 'empty name, principal or host'}")

@@ -61,6 +61,12 @@ def _reader_for(cls: Any) -> Any:
     return read
 
 
+def _is_dataclass_type(cls: Any) -> bool:
+    import dataclasses
+
+    return isinstance(cls, type) and dataclasses.is_dataclass(cls)
+
+
 def _is_message_class(cls: Any) -> bool:
     return isinstance(cls, type) and issubclass(cls, Message)
 
@@ -76,16 +82,28 @@ class _ProtobufSerializerCore(SerializerCore):
 
     def __init__(self, msg_type: Any, conf: Mapping[str, Any] | None, owner: str) -> None:
         SerializerCore.__init__(self, conf, owner)
-        if not _is_message_class(msg_type):
-            raise ConfigError(f"{owner}: msg_type must be a generated Protobuf message class")
+        self.model: Any = None
+        if _is_dataclass_type(msg_type):
+            from kontrakt.serde._dataclass_proto import proto_model
+
+            self.model = proto_model(msg_type)
+        elif not _is_message_class(msg_type):
+            raise ConfigError(f"{owner}: msg_type must be a generated Protobuf message class "
+                              "or a dataclass")
         self.msg_type: Any = msg_type
         self.skip_known: bool = self.conf["skip.known.types"]
         self.ref_strategy = self.conf["reference.subject.name.strategy"]
         self.zigzag = not self.conf["use.deprecated.format"]
-        desc = self.msg_type.DESCRIPTOR
-        self.record_name = desc.full_name
-        self.indexes = message_indexes(desc)
-        self.file = desc.file
+        self.file: Any = None
+        self.indexes: tuple[int, ...]
+        if self.model is not None:
+            self.record_name = self.model.full_name
+            self.indexes = tuple(self.model.indexes)
+        else:
+            desc = self.msg_type.DESCRIPTOR
+            self.record_name = desc.full_name
+            self.indexes = message_indexes(desc)
+            self.file = desc.file
 
     def message_indexes(self) -> tuple[int, ...] | None:
         return self.indexes
@@ -107,6 +125,9 @@ class _ProtobufSerializerCore(SerializerCore):
         return refs
 
     def local_schema(self, ctx: SerializationContext | None) -> Steps:
+        if self.model is not None:
+            # A dataclass model is registered as .proto text; it imports well-known types only.
+            return make_schema(self.model.proto_text, "PROTOBUF", ())
         refs = yield from self._references(ctx, self.file)
         return make_schema(descriptor_to_text_b64(self.file.serialized_pb), "PROTOBUF", refs)
 
@@ -120,6 +141,12 @@ class _ProtobufSerializerCore(SerializerCore):
         yield  # pragma: no cover
 
     def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
+        if self.model is not None:
+            if not isinstance(obj, self.msg_type):
+                raise SerializationError(f"{self.owner} writes {self.msg_type.__name__} "
+                                         f"instances, got {type(obj).__name__}")
+            model_data: bytes = self.model.to_message(obj).SerializeToString()
+            return model_data
         if type(obj) is not self.msg_type and not isinstance(obj, self.msg_type):
             raise SerializationError(f"{self.owner} writes {self.msg_type.__name__} messages, "
                                      f"got {type(obj).__name__}")
@@ -127,6 +154,8 @@ class _ProtobufSerializerCore(SerializerCore):
         return data
 
     def make_writer(self, parsed: Any, prefix: bytes) -> Any:
+        if self.model is not None:
+            return SerializerCore.make_writer(self, parsed, prefix)
         cls = self.msg_type
         owner = self.owner
 
@@ -146,23 +175,32 @@ class _ProtobufDeserializerCore(DeserializerCore):
     def __init__(self, message_type: Any, registry: Any, conf: Mapping[str, Any] | None,
                  owner: str) -> None:
         DeserializerCore.__init__(self, conf, owner)
-        if message_type is not None and not _is_message_class(message_type):
+        self.model: Any = None
+        if _is_dataclass_type(message_type):
+            from kontrakt.serde._dataclass_proto import proto_model
+
+            self.model = proto_model(message_type)
+        elif message_type is not None and not _is_message_class(message_type):
             raise ConfigError(f"{owner}: message_type must be a generated Protobuf message "
-                              "class or None")
+                              "class, a dataclass, or None")
         if message_type is None and registry is None:
             raise ConfigError(f"{owner}: without message_type, a schema_registry_client is "
                               "needed to build message types from the registry")
         self.message_type: Any = message_type
         self.zigzag = not self.conf["use.deprecated.format"]
         self.has_registry = registry is not None
-        self.record_name = self.message_type.DESCRIPTOR.full_name if message_type else None
+        if self.model is not None:
+            self.record_name = self.model.full_name
+        else:
+            self.record_name = (self.message_type.DESCRIPTOR.full_name if message_type
+                                else None)
         self._files: dict[Any, Any] = {}
 
     def load(self, key: Any, sid: SchemaId, ctx: SerializationContext | None,
              data: bytes) -> Steps:
         if self.message_type is not None and not self.per_subject:
             # A generated class needs no schema: the registry is not consulted.
-            read = _reader_for(self.message_type)
+            read = self._typed_reader()
             self.readers[key] = read
             return read
         return (yield from DeserializerCore.load(self, key, sid, ctx, data))
@@ -177,6 +215,16 @@ class _ProtobufDeserializerCore(DeserializerCore):
             file_desc = self._build(schema.schema_str, order)
             self._files[cache_key] = file_desc
         return file_desc
+
+    def _typed_reader(self) -> Any:
+        if self.model is None:
+            return _reader_for(self.message_type)
+        from_string = self.model.message_class.FromString
+        from_message = self.model.from_message
+
+        def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+            return from_message(from_string(data[offset:]))
+        return read
 
     def _load_refs(self, refs: Any, seen: set[str], order: list[tuple[str, str]]) -> Steps:
         for ref in refs:
@@ -212,7 +260,7 @@ class _ProtobufDeserializerCore(DeserializerCore):
         indexes = sid.message_indexes or (0,)
         writer_desc = message_by_indexes(writer, indexes)
         if self.message_type is not None:
-            return _reader_for(self.message_type)
+            return self._typed_reader()
         desc = writer_desc
         if reader is not None:
             # The reader is the subject's latest schema: the same message name there.
@@ -226,7 +274,8 @@ class ProtobufSerializer(SyncSerializer):
     """Serializes generated Protobuf messages with the Confluent framing (sync registry client).
 
     Args:
-        msg_type: the generated message class.
+        msg_type: the generated message class, or a dataclass (its ``.proto`` is generated
+            and registered as text; instances of the dataclass are the values).
         schema_registry_client: a ``SchemaRegistryClient`` (or the mock).
         conf: ``auto.register.schemas`` (True), ``normalize.schemas``, ``use.latest.version``,
             ``use.latest.with.metadata``, ``subject.name.strategy`` (topic),
@@ -258,7 +307,8 @@ class ProtobufDeserializer(SyncDeserializer):
     """Deserializes Confluent-framed Protobuf (sync registry client).
 
     Args:
-        message_type: the generated class to decode into; ``None`` builds the message type
+        message_type: the generated class (or dataclass model) to decode into; ``None``
+            builds the message type
             from the registry's schema (needs ``schema_registry_client``) and returns dynamic
             message instances.
         conf: ``use.deprecated.format``, ``use.latest.version``, ``use.latest.with.metadata``,

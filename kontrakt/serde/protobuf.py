@@ -308,9 +308,8 @@ class ProtobufDeserializer(SyncDeserializer):
 
     Args:
         message_type: the generated class (or dataclass model) to decode into; ``None``
-            builds the message type
-            from the registry's schema (needs ``schema_registry_client``) and returns dynamic
-            message instances.
+            builds the message type from the registry's schema (needs
+            ``schema_registry_client``) and returns dynamic message instances.
         conf: ``use.deprecated.format``, ``use.latest.version``, ``use.latest.with.metadata``,
             ``subject.name.strategy``, ``schema.id.deserializer`` (dual).
         schema_registry_client: a ``SchemaRegistryClient``; optional with ``message_type``.

@@ -254,63 +254,131 @@ def _assign_general(
     order: Sequence[str],
     eligible_topics: Mapping[str, frozenset[str]],
 ) -> dict[str, list[TopicPartition]]:
-    rank = {m: i for i, m in enumerate(order)}
-    subscribers: dict[str, list[str]] = {}
-    for member_id in order:
-        for topic in eligible_topics[member_id]:
-            subscribers.setdefault(topic, []).append(member_id)
-    owned: dict[str, set[TopicPartition]] = {m: set(current[m]) for m in order}
-    # What each member kept from its claims: moving those costs stickiness, so balancing moves
-    # partitions placed in this round first.
-    kept: dict[str, frozenset[TopicPartition]] = {m: frozenset(current[m]) for m in order}
-    assigned = {tp for parts in owned.values() for tp in parts}
+    state = _Balancer(current, order, eligible_topics)
+    assigned = {tp for parts in current.values() for tp in parts}
     unassigned = [tp for tp in all_partitions if tp not in assigned]
     # Most constrained partitions first, each to its least-loaded eligible member.
-    unassigned.sort(key=lambda tp: (len(subscribers[tp.topic]), tp))
+    unassigned.sort(key=lambda tp: (len(state.subscribers[tp.topic]), tp))
     for tp in unassigned:
-        target = min(subscribers[tp.topic], key=lambda m: (len(owned[m]), rank[m]))
-        owned[target].add(tp)
+        state.place(tp, state.least_loaded(tp.topic))
     # Balance: move one partition from a member to an eligible member with at least two fewer
-    # partitions, until none can move. Each move lowers sum(count**2) by at least 2.
-    bound = sum(len(v) ** 2 for v in owned.values()) + 1
-    for _ in range(bound):
-        move = _find_move(order, owned, subscribers, rank, kept)
+    # partitions, until none can move. Each move lowers sum(count**2) by at least 2, so the loop
+    # ends. Single moves are chosen globally (most loaded member first, partitions it did not
+    # own before first); a member far above all others sheds partitions in bulk first, which
+    # keeps one member owning everything from costing a full search per partition.
+    bound = sum(len(v) ** 2 for v in state.owned.values()) + 1
+    moves = 0
+    while moves < bound:
+        bulk = state.bulk_moves()
+        if bulk:
+            moves += bulk
+            continue
+        move = state.find_move()
         if move is None:
             break
-        tp, src, dst = move
-        owned[src].discard(tp)
-        owned[dst].add(tp)
-    return {m: sorted(owned[m]) for m in order}
+        state.move(*move)
+        moves += 1
+    return {m: sorted(state.owned[m]) for m in order}
 
 
-def _find_move(
-    order: Sequence[str],
-    owned: Mapping[str, set[TopicPartition]],
-    subscribers: Mapping[str, list[str]],
-    rank: Mapping[str, int],
-    kept: Mapping[str, frozenset[TopicPartition]],
-) -> tuple[TopicPartition, str, str] | None:
-    """Find one balancing move from the most loaded member that has one, or None."""
-    for src in sorted(order, key=lambda m: (-len(owned[m]), rank[m])):
-        src_count = len(owned[src])
-        if src_count < 2:
-            return None
-        by_topic: dict[str, list[TopicPartition]] = {}
-        for tp in owned[src]:
-            by_topic.setdefault(tp.topic, []).append(tp)
-        best: tuple[int, int, int, str, TopicPartition] | None = None
-        for topic in sorted(by_topic):
-            dst = min(subscribers[topic], key=lambda m: (len(owned[m]), rank[m]))
-            count = len(owned[dst])
-            if count > src_count - 2:
+class _Balancer:
+    """Assignment state of the general path.
+
+    ``load[m]`` is ``count(m) * scale + rank(m)``: one int per member whose order is "fewest
+    partitions, then Kafka's member order", so finding the least-loaded subscriber of a topic
+    is a ``min`` with a C-level key.
+    """
+
+    def __init__(
+        self,
+        current: Mapping[str, list[TopicPartition]],
+        order: Sequence[str],
+        eligible_topics: Mapping[str, frozenset[str]],
+    ) -> None:
+        self.order = order
+        self.rank = {m: i for i, m in enumerate(order)}
+        self.scale = len(order) + 1
+        self.subscribers: dict[str, list[str]] = {}
+        for member_id in order:
+            for topic in eligible_topics[member_id]:
+                self.subscribers.setdefault(topic, []).append(member_id)
+        self.owned = {m: set(current[m]) for m in order}
+        # What each member kept from its claims: moving those costs stickiness, so balancing
+        # moves partitions placed in this round first.
+        self.kept = {m: frozenset(current[m]) for m in order}
+        self.load = {m: len(self.owned[m]) * self.scale + self.rank[m] for m in order}
+
+    def count(self, member_id: str) -> int:
+        return len(self.owned[member_id])
+
+    def least_loaded(self, topic: str) -> str:
+        return min(self.subscribers[topic], key=self.load.__getitem__)
+
+    def place(self, tp: TopicPartition, dst: str) -> None:
+        self.owned[dst].add(tp)
+        self.load[dst] += self.scale
+
+    def move(self, tp: TopicPartition, src: str, dst: str) -> None:
+        self.owned[src].discard(tp)
+        self.load[src] -= self.scale
+        self.place(tp, dst)
+
+    def _ranked(self) -> list[str]:
+        return sorted(self.order, key=lambda m: (-self.count(m), self.rank[m]))
+
+    def bulk_moves(self) -> int:
+        """Let the most loaded member, while at least two above every other member, give
+        partitions (those it did not own before first) to least-loaded eligible members.
+
+        Returns:
+            How many partitions moved.
+        """
+        if len(self.order) < 2:
+            return 0
+        top, second = self._ranked()[:2]
+        ceiling = self.count(second) + 1
+        if self.count(top) <= ceiling:
+            return 0
+        moved = 0
+        # A topic that cannot move now cannot move later in this scan: only ``top`` shrinks and
+        # destinations grow.
+        blocked: set[str] = set()
+        for tp in sorted(self.owned[top], key=lambda tp: (tp in self.kept[top], tp)):
+            if self.count(top) <= ceiling:
+                break
+            if tp.topic in blocked:
                 continue
-            fresh = [tp for tp in by_topic[topic] if tp not in kept[src]]
-            # Prefer a partition the member did not own before this round, then the emptiest
-            # destination.
-            tp = max(fresh) if fresh else max(by_topic[topic])
-            key = (0 if fresh else 1, count, rank[dst], dst, tp)
-            if best is None or key[:3] < best[:3]:
-                best = key
-        if best is not None:
-            return best[4], src, best[3]
-    return None
+            dst = self.least_loaded(tp.topic)
+            if self.count(dst) <= self.count(top) - 2:
+                self.move(tp, top, dst)
+                moved += 1
+                # A destination may now be the runner-up; never take ``top`` below it.
+                ceiling = max(ceiling, self.count(dst) + 1)
+            else:
+                blocked.add(tp.topic)
+        return moved
+
+    def find_move(self) -> tuple[TopicPartition, str, str] | None:
+        """Find one balancing move from the most loaded member that has one, or None."""
+        for src in self._ranked():
+            src_count = self.count(src)
+            if src_count < 2:
+                return None
+            by_topic: dict[str, list[TopicPartition]] = {}
+            for tp in self.owned[src]:
+                by_topic.setdefault(tp.topic, []).append(tp)
+            best: tuple[int, int, str, TopicPartition] | None = None
+            for topic in sorted(by_topic):
+                dst = self.least_loaded(topic)
+                if self.count(dst) > src_count - 2:
+                    continue
+                fresh = [tp for tp in by_topic[topic] if tp not in self.kept[src]]
+                # Prefer a partition the member did not own before this round, then the
+                # emptiest destination.
+                tp = max(fresh) if fresh else max(by_topic[topic])
+                key = (0 if fresh else 1, self.load[dst], dst, tp)
+                if best is None or key[:2] < best[:2]:
+                    best = key
+            if best is not None:
+                return best[3], src, best[2]
+        return None

@@ -14,15 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
+from operator import itemgetter
 from typing import Any
+
+import crc32c
 
 from kontrakt._types import RecordMetadata
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError
-from kontrakt.protocol.records import CompressionType, RecordBatchBuilder
+from kontrakt.protocol.records import (
+    BATCH_HEADER_SIZE,
+    CompressionType,
+    RecordBatchBuilder,
+    compress,
+)
+from kontrakt.protocol.records._model import SMALL_LIMIT, VARINT_BYTES, encode_varint
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "RecordFuture"]
 
@@ -30,6 +40,14 @@ log = logging.getLogger("kontrakt.producer")
 
 Header = tuple[str, bytes | None]
 DeliveryCallback = Callable[[BaseException | None, RecordMetadata], None]
+
+_SMALL = SMALL_LIMIT
+_new_tuple = tuple.__new__
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC = struct.Struct(">I")
+_CRC_OFFSET = 17
+_ATTRIBUTES_OFFSET = 21
+_TRANSACTIONAL = 0x10
 
 #: returned by :meth:`RecordAccumulator.append` when ``abort_on_new_batch`` stops it
 ABORTED: Any = object()
@@ -42,10 +60,11 @@ class ProducerBatch:
     """
 
     __slots__ = (
-        "_afut", "acc", "attempts", "base_offset", "base_sequence", "blob", "blob_key",
-        "builder", "callbacks", "count", "created", "deadline", "deliveries", "done", "drained",
-        "error", "event", "log_append_time", "memory", "partition", "producer_epoch",
-        "producer_id", "retry_at", "topic", "urgent",
+        "_afut", "acc", "attempts", "base_offset", "base_sequence", "base_timestamp", "blob",
+        "blob_key", "builder", "callbacks", "count", "created", "deadline", "deliveries",
+        "done", "drained", "error", "event", "log_append_time", "max_timestamp", "memory",
+        "partition", "parts", "producer_epoch", "producer_id", "retry_at", "size", "topic",
+        "urgent",
     )
 
     def __init__(self, acc: RecordAccumulator, topic: str, partition: int,
@@ -54,7 +73,12 @@ class ProducerBatch:
         self.topic = topic
         self.partition = partition
         self.builder = builder
+        # The records, encoded as they are appended (see RecordAccumulator.append).
+        self.parts: list[bytes] = []
+        self.size = BATCH_HEADER_SIZE
         self.count = 0
+        self.base_timestamp = -1
+        self.max_timestamp = -1
         self.created = now
         self.deadline = now + acc.delivery_timeout
         self.memory = 0
@@ -80,15 +104,25 @@ class ProducerBatch:
     def record_count(self) -> int:
         return self.builder.record_count if self.builder is not None else self.count
 
+    @property
+    def size_in_bytes(self) -> int:
+        """Uncompressed size of the batch."""
+        return self.builder.size_in_bytes if self.builder is not None else self.size
+
     def encode(self, producer_id: int, producer_epoch: int, transactional: bool) -> bytes:
         """The batch bytes with the given idempotence fields (cached for resends)."""
         key = (producer_id, producer_epoch, self.base_sequence)
         if self.blob is None or self.blob_key != key:
-            assert self.builder is not None
             self.producer_id, self.producer_epoch = producer_id, producer_epoch
-            self.blob = self.builder.build(
-                producer_id=producer_id, producer_epoch=producer_epoch,
-                base_sequence=self.base_sequence, is_transactional=transactional)
+            if self.builder is not None:
+                self.blob = self.builder.build(
+                    producer_id=producer_id, producer_epoch=producer_epoch,
+                    base_sequence=self.base_sequence, is_transactional=transactional)
+            else:
+                self.blob = encode_batch(
+                    b"".join(self.parts), self.count, self.base_timestamp, self.max_timestamp,
+                    producer_id, producer_epoch, self.base_sequence, transactional,
+                    self.acc.compression, self.acc.compression_level)
             self.blob_key = key
         return self.blob
 
@@ -109,11 +143,15 @@ class ProducerBatch:
             self.error = error
             callbacks, self.callbacks = self.callbacks, None
             acc.incomplete.discard(self)
-            acc.release(self.memory)
+            # Records appended by the producer are charged by their encoded size; batches
+            # from send_batch by their whole size.
+            acc.release(self.memory if self.builder is not None
+                        else self.size - BATCH_HEADER_SIZE)
         # Records are answered; their bytes are not needed any more.
         if self.builder is not None:
             self.count = self.builder.record_count
             self.builder = None
+        self.parts = []
         self.blob = None
         if self.event is not None:
             self.event.set()
@@ -166,7 +204,7 @@ class ProducerBatch:
         await asyncio.shield(self._afut)
 
 
-class RecordFuture:
+class RecordFuture(tuple[Any, ...]):
     """The future of one sent record: resolves to its :class:`~kontrakt.RecordMetadata`.
 
     Awaitable (async producers) and blocking via :meth:`result` (sync producers), with the
@@ -175,12 +213,28 @@ class RecordFuture:
     sent to the producer. Resolved exactly once, including when the producer closes.
     """
 
-    __slots__ = ("_batch", "_index", "_timestamp")
+    # A tuple (batch, index, timestamp): the cheapest object Python can make, since one is
+    # made per record.
+    __slots__ = ()
 
-    def __init__(self, batch: ProducerBatch, index: int, timestamp: int) -> None:
-        self._batch = batch
-        self._index = index
-        self._timestamp = timestamp
+    _batch: ProducerBatch = property(itemgetter(0))  # type: ignore[assignment]
+    _index: int = property(itemgetter(1))  # type: ignore[assignment]
+    _timestamp: int = property(itemgetter(2))  # type: ignore[assignment]
+
+    def __new__(cls, batch: ProducerBatch, index: int, timestamp: int) -> RecordFuture:
+        return _new_tuple(cls, (batch, index, timestamp))
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __bool__(self) -> bool:
+        return True
 
     def __repr__(self) -> str:
         b = self._batch
@@ -295,9 +349,15 @@ class RecordAccumulator:
         self.deliver: Callable[[ProducerBatch], None] = lambda b: None
 
     def new_builder(self) -> RecordBatchBuilder:
+        """An empty builder with the producer's codec and batch size (``create_batch``)."""
         return RecordBatchBuilder(compression=self.compression,
                                   compression_level=self.compression_level,
                                   max_batch_size=self.batch_size)
+
+    def queues_for(self, topic: str, count: int) -> list[deque[ProducerBatch]]:
+        """The queues of partitions 0..count-1 of ``topic`` (created when missing)."""
+        with self.lock:
+            return [self.queues.setdefault((topic, p), deque()) for p in range(count)]
 
     def append(self, topic: str, partition: int, timestamp: int, key: bytes | None,
                value: bytes | None, headers: Sequence[Header] | None, size: int,
@@ -318,6 +378,26 @@ class RecordAccumulator:
         Raises:
             IllegalStateError: the producer is closed.
         """
+        # The record is encoded right here, into the partition's open batch (v2 record
+        # layout; see kontrakt.protocol.records): one function, no per-record calls beyond
+        # the handle it returns. Offsets deltas are the record's index in the batch.
+        small = VARINT_BYTES
+        if key is None:
+            kb = b"\x01"
+            klen = 0
+            key = b""
+        else:
+            klen = len(key)
+            kb = small[klen] if klen < _SMALL else encode_varint(klen)
+        if value is None:
+            vb = b"\x01"
+            vlen = 0
+            value = b""
+        else:
+            vlen = len(value)
+            vb = small[vlen] if vlen < _SMALL else encode_varint(vlen)
+        hb = encode_headers(headers) if headers else b"\x00"
+        rest = len(kb) + klen + len(vb) + vlen + len(hb)
         tp = (topic, partition)
         with self.lock:
             if self.closed:
@@ -329,14 +409,23 @@ class RecordAccumulator:
                 dq = self.queues[tp] = deque()
             elif dq:
                 batch = dq[-1]
-                if not batch.drained:
-                    builder = batch.builder
-                    assert builder is not None
-                    idx = builder.append(timestamp, key, value, headers)
-                    if idx is not None:
-                        batch.memory += size
-                        self.used += size
-                        fut = RecordFuture(batch, idx, timestamp)
+                if not batch.drained and batch.builder is None:
+                    count = batch.count
+                    ts_delta = timestamp - batch.base_timestamp
+                    tsb = small[ts_delta] if 0 <= ts_delta < _SMALL else encode_varint(ts_delta)
+                    odb = small[count] if count < _SMALL else encode_varint(count)
+                    body_len = 1 + len(tsb) + len(odb) + rest
+                    lb = small[body_len] if body_len < _SMALL else encode_varint(body_len)
+                    added = len(lb) + body_len
+                    new_size = batch.size + added
+                    if new_size <= self.batch_size:
+                        batch.parts += (lb, b"\x00", tsb, odb, kb, key, vb, value, hb)
+                        batch.size = new_size
+                        batch.count = count + 1
+                        if timestamp > batch.max_timestamp:
+                            batch.max_timestamp = timestamp
+                        self.used += added
+                        fut = _new_tuple(RecordFuture, (batch, count, timestamp))
                         if delivery is not None:
                             if batch.deliveries is None:
                                 batch.deliveries = []
@@ -344,19 +433,22 @@ class RecordAccumulator:
                         return fut
             if abort_on_new_batch:
                 return ABORTED
-            batch = ProducerBatch(self, topic, partition, self.new_builder(), time.monotonic())
-            builder = batch.builder
-            assert builder is not None
-            idx = builder.append(timestamp, key, value, headers)
-            batch.memory = size
-            self.used += size
+            now = time.monotonic()
+            batch = ProducerBatch(self, topic, partition, None, now)
+            body_len = 3 + rest  # attributes, ts delta 0, offset delta 0
+            lb = small[body_len] if body_len < _SMALL else encode_varint(body_len)
+            batch.parts += (lb, b"\x00\x00\x00", kb, key, vb, value, hb)
+            batch.size += len(lb) + body_len
+            batch.count = 1
+            batch.base_timestamp = batch.max_timestamp = timestamp
+            self.used += len(lb) + body_len
             dq.append(batch)
             self.incomplete.add(batch)
-            fut = RecordFuture(batch, idx or 0, timestamp)
+            fut = _new_tuple(RecordFuture, (batch, 0, timestamp))
             if delivery is not None:
                 batch.deliveries = [(delivery, fut)]
             full = len(dq) > 1
-            wake = full or batch.created + self.linger < self.sender_wake_at
+            wake = full or now + self.linger < self.sender_wake_at
         # Once per batch at most: a batch filled up, or the sender sleeps past this one's
         # linger deadline.
         if wake:
@@ -440,3 +532,46 @@ def expired_error(batch: ProducerBatch, now: float) -> KafkaTimeoutError:
         f"expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
         f"{(now - batch.created) * 1000:.0f} ms has passed since batch creation "
         "(delivery.timeout.ms)")
+
+
+def encode_headers(headers: Sequence[Header]) -> bytes:
+    """A record's header section (count, then name/value pairs as varint-sized bytes).
+
+    Raises:
+        TypeError: a name is not str or a value not bytes/None.
+    """
+    parts = [encode_varint(len(headers))]
+    for name, hvalue in headers:
+        if type(name) is not str:
+            raise TypeError(f"header name must be str, not {type(name).__name__}")
+        raw = name.encode("utf-8")
+        parts.append(encode_varint(len(raw)))
+        parts.append(raw)
+        if hvalue is None:
+            parts.append(b"\x01")
+        elif isinstance(hvalue, (bytes, bytearray, memoryview)):
+            parts.append(encode_varint(len(hvalue)))
+            parts.append(bytes(hvalue))
+        else:
+            raise TypeError(f"header {name!r} value must be bytes or None, "
+                            f"not {type(hvalue).__name__}")
+    return b"".join(parts)
+
+
+def encode_batch(body: bytes, count: int, base_timestamp: int, max_timestamp: int,
+                 producer_id: int, producer_epoch: int, base_sequence: int,
+                 transactional: bool, codec: CompressionType, level: int | None) -> bytes:
+    """A v2 record batch around already encoded records (same layout
+    :class:`~kontrakt.protocol.records.RecordBatchBuilder` writes; base offset 0)."""
+    attributes = 0
+    if codec:
+        body = compress(codec, body, level)
+        attributes = int(codec)
+    if transactional:
+        attributes |= _TRANSACTIONAL
+    header = bytearray(_HEADER.pack(
+        0, BATCH_HEADER_SIZE - 12 + len(body), -1, 2, 0, attributes, count - 1,
+        base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count))
+    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(header)[_ATTRIBUTES_OFFSET:]))
+    _CRC.pack_into(header, _CRC_OFFSET, crc)
+    return bytes(header) + body

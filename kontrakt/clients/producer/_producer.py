@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from time import time as _time
 from typing import Any
 
 from kontrakt._types import RecordMetadata
@@ -20,7 +22,14 @@ from kontrakt.clients.producer._accumulator import (
 from kontrakt.clients.producer._config import client_config, parse_producer_config
 from kontrakt.clients.producer._idempotence import IdempotenceState
 from kontrakt.clients.producer._metrics import ProducerMetrics
-from kontrakt.clients.producer._partitioner import DefaultPartitioner, murmur2
+from kontrakt.clients.producer._partitioner import (
+    HASH_BY_LENGTH as _HASHERS,
+)
+from kontrakt.clients.producer._partitioner import (
+    DefaultPartitioner,
+    _hash,
+    key_hash,
+)
 from kontrakt.clients.producer._sender import Sender
 from kontrakt.errors import (
     IllegalStateError,
@@ -29,6 +38,7 @@ from kontrakt.errors import (
     RecordTooLargeError,
 )
 from kontrakt.protocol.records import BATCH_HEADER_SIZE, RecordBatchBuilder
+from kontrakt.protocol.records._model import SMALL_LIMIT, VARINT_BYTES, encode_varint
 
 __all__ = ["AsyncProducer", "HeadersLike"]
 
@@ -39,13 +49,18 @@ HeadersLike = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | 
 #: ``_append`` could not go on without metadata for the topic
 NEED_METADATA: Any = object()
 _RECORD_OVERHEAD = 21  # upper bound of a record's varints and attributes byte
+_SMALL = SMALL_LIMIT
+_SMALL_VARINTS = VARINT_BYTES
+_new_tuple = tuple.__new__
 
 
 class _TopicParts:
-    __slots__ = ("all", "available", "count", "rr", "version")
+    __slots__ = ("all", "available", "count", "queues", "rr", "version")
 
-    def __init__(self, all_: list[int], available: list[int], version: int) -> None:
+    def __init__(self, all_: list[int], available: list[int], version: int,
+                 queues: list[deque[ProducerBatch]]) -> None:
         self.all = all_
+        self.queues = queues
         self.available = available
         self.count = len(all_)
         self.version = version
@@ -92,8 +107,13 @@ class _ProducerCore:
         self._sticky = part == "default"
         self._round_robin = part == "round_robin"
         self._user_partitioner: Callable[..., int] | None = part if callable(part) else None
+        self._simple_keys = not callable(part) and part != "round_robin"
+        self._cluster = self._client.cluster
+        # Smallest estimated record size that needs the exact size check.
+        self._size_limit = min(s.message_max_bytes - BATCH_HEADER_SIZE, s.buffer_memory)
         self._started = False
         self._closed = False
+        self._ok = False
 
     def _wakeup(self, urgent: bool) -> None:
         sender = self._sender
@@ -117,7 +137,9 @@ class _ProducerCore:
         parts = cluster.partitions_for(topic)
         if not parts:
             return None
-        info = _TopicParts(parts, cluster.available_partitions_for(topic), cluster.version)
+        # Partition ids are 0..n-1; queues[p] is the accumulator's queue of partition p.
+        info = _TopicParts(parts, cluster.available_partitions_for(topic), cluster.version,
+                           self._acc.queues_for(topic, len(parts)))
         old = self._topics.get(topic)
         if old is not None:
             info.rr = old.rr
@@ -127,72 +149,123 @@ class _ProducerCore:
     def _append(self, topic: str, value: Any, key: Any, partition: int | None,
                 timestamp_ms: int | None, headers: HeadersLike,
                 delivery: DeliveryCallback | None) -> Any:
-        """Put one record into the accumulator.
+        """Put one record into the accumulator (the hot path: keep it lean).
 
         Returns:
             A RecordFuture; None when the buffer is full; NEED_METADATA when the topic (or
             the partition) is not known yet.
         """
+        if not self._ok:
+            self._check()
         if key is not None and type(key) is not bytes:
             key = _bytes_or_none(key, "key")
         if value is not None and type(value) is not bytes:
             value = _bytes_or_none(value, "value")
-        if type(topic) is not str or not topic:
-            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
         info = self._topics.get(topic)
-        if info is None or info.version != self._client.cluster.version:
+        if info is None or info.version != self._cluster.version:
+            if type(topic) is not str or not topic:
+                raise TypeError(f"topic must be a non-empty str, not {topic!r}")
             info = self._topic_parts(topic)
             if info is None:
                 return NEED_METADATA
         abort = False
         if partition is None:
-            if self._user_partitioner is not None:
-                partition = self._user_partitioner(key, info.all, info.available)
-                if partition not in info.all:
-                    raise KafkaError(f"the partitioner returned partition {partition!r}, not "
-                                     f"one of {topic!r}'s partitions {info.all}")
-            elif key is not None and not self._round_robin:
-                partition = info.all[(murmur2(key) & 0x7FFFFFFF) % info.count]
-            elif self._sticky:
-                partition = self._default.sticky_partition(topic, info.all, info.available)
-                abort = True
-            elif self._round_robin:
-                choices = info.available or info.all
-                partition = choices[info.rr % len(choices)]
-                info.rr += 1
+            if self._simple_keys and key is not None:
+                n = len(key)
+                partition = info.all[((_HASHERS[n](key) if n < 64 else _hash(key))
+                                      & 0x7FFFFFFF) % info.count]
             else:
-                partition = self._default(None, info.all, info.available)
+                partition, abort = self._choose(topic, key, info)
         elif type(partition) is not int or partition < 0:
             raise TypeError(f"partition must be a non-negative int, not {partition!r}")
         elif partition >= info.count:
             self._client.request_metadata_refresh()
             return NEED_METADATA
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = int(_time() * 1000)
+        if headers is None and delivery is None:
+            # Fast path: the record goes into the partition's open batch -- the same encoding
+            # RecordAccumulator.append does (see there), inlined because it runs per record.
+            if key is None:
+                kb = b"\x01"
+                kk = b""
+                klen = 0
+            else:
+                klen = len(key)
+                kb = _SMALL_VARINTS[klen] if klen < _SMALL else encode_varint(klen)
+                kk = key
+            if value is None:
+                vb = b"\x01"
+                vv = b""
+                vlen = 0
+            else:
+                vlen = len(value)
+                vb = _SMALL_VARINTS[vlen] if vlen < _SMALL else encode_varint(vlen)
+                vv = value
+            rest = 2 + len(kb) + klen + len(vb) + vlen
+            dq = info.queues[partition]
+            if dq and rest < self._size_limit:
+                acc = self._acc
+                with acc.lock:
+                    if dq and acc.used + rest < acc.buffer_memory:
+                        batch = dq[-1]
+                        if not batch.drained and batch.builder is None:
+                            count = batch.count
+                            ts_delta = timestamp_ms - batch.base_timestamp
+                            tsb = (_SMALL_VARINTS[ts_delta] if 0 <= ts_delta < _SMALL
+                                   else encode_varint(ts_delta))
+                            odb = _SMALL_VARINTS[count] if count < _SMALL else \
+                                encode_varint(count)
+                            body_len = len(tsb) + len(odb) + rest
+                            lb = _SMALL_VARINTS[body_len] if body_len < _SMALL else \
+                                encode_varint(body_len)
+                            added = len(lb) + body_len
+                            new_size = batch.size + added
+                            if new_size <= acc.batch_size:
+                                batch.parts += (lb, b"\x00", tsb, odb, kb, kk, vb, vv, b"\x00")
+                                batch.size = new_size
+                                batch.count = count + 1
+                                if timestamp_ms > batch.max_timestamp:
+                                    batch.max_timestamp = timestamp_ms
+                                acc.used += added
+                                return _new_tuple(RecordFuture, (batch, count, timestamp_ms))
+        size = _RECORD_OVERHEAD + (len(key) if key is not None else 0) + (
+            len(value) if value is not None else 0)
         if headers is not None:
             if isinstance(headers, Mapping):
                 headers = list(headers.items())
-            elif not headers:
-                headers = None
-        size = _RECORD_OVERHEAD + (len(key) if key is not None else 0) + (
-            len(value) if value is not None else 0)
-        if headers:
             for name, hv in headers:
                 if type(name) is not str:
                     raise TypeError(f"header name must be str, not {type(name).__name__}")
                 size += 10 + len(name) * 4 + (len(hv) if hv is not None else 0)
-        if size + BATCH_HEADER_SIZE > self._settings.message_max_bytes or \
-                size > self._settings.buffer_memory:
+        if size > self._size_limit:
             self._check_size(topic, partition, key, value, headers)
-        acc = self._acc
-        res = acc.append(topic, partition, timestamp_ms, key, value, headers, size, abort,
-                         delivery)
+        res = self._acc.append(topic, partition, timestamp_ms, key, value, headers, size, abort,
+                               delivery)
         if res is ABORTED:
             # KIP-480: the sticky partition's batch is full; move on, then append there.
             partition = self._default.new_sticky(topic, partition, info.all, info.available)
-            res = acc.append(topic, partition, timestamp_ms, key, value, headers, size,
-                             False, delivery)
+            res = self._acc.append(topic, partition, timestamp_ms, key, value, headers, size,
+                                   False, delivery)
         return res
+
+    def _choose(self, topic: str, key: bytes | None, info: _TopicParts) -> tuple[int, bool]:
+        """The partition for a record without an explicit one: (partition, sticky)."""
+        if self._user_partitioner is not None:
+            partition = self._user_partitioner(key, info.all, info.available)
+            if partition not in info.all:
+                raise KafkaError(f"the partitioner returned partition {partition!r}, not "
+                                 f"one of {topic!r}'s partitions {info.all}")
+            return partition, False
+        if self._round_robin:
+            choices = info.available or info.all
+            info.rr += 1
+            return choices[(info.rr - 1) % len(choices)], False
+        if key is not None:
+            return info.all[(key_hash(key) & 0x7FFFFFFF) % info.count], False
+        if self._sticky:
+            return self._default.sticky_partition(topic, info.all, info.available), True
+        return self._default(None, info.all, info.available), False
 
     def _check_size(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
                     headers: Sequence[tuple[str, bytes | None]] | None) -> None:
@@ -284,8 +357,13 @@ class AsyncProducer(_ProducerCore):
                                   retry_backoff=s.retry_backoff,
                                   retry_backoff_max=s.retry_backoff_max)
         self._sender = Sender(self._client, self._acc, s, self._idem, self._metrics)
+        self._sender.on_error = self._sender_failed
         self._acc.on_memory = self._memory_freed
         self._sender.start()
+        self._ok = True
+
+    def _sender_failed(self) -> None:
+        self._ok = False
 
     async def __aenter__(self) -> AsyncProducer:
         await self.start()
@@ -302,6 +380,7 @@ class AsyncProducer(_ProducerCore):
         if self._closed:
             return
         self._closed = True
+        self._ok = False
         sender = self._sender
         acc = self._acc
         with acc.lock:
@@ -345,7 +424,6 @@ class AsyncProducer(_ProducerCore):
                 ``max.block.ms`` (the call blocks until then: backpressure).
             IllegalStateError: the producer is closed or not started.
         """
-        self._check()
         res = self._append(topic, value, key, partition, timestamp_ms, headers, None)
         if type(res) is RecordFuture:
             if res._index == 0:

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from kontrakt.clients.client import AsyncKafkaClient
@@ -73,6 +74,7 @@ class Sender:
         self._muted: set[tuple[str, int]] = set()
         self.closing = False
         self.error: BaseException | None = None
+        self.on_error: Callable[[], None] | None = None
         self.task: asyncio.Task[None] | None = None
 
     # --- waking ------------------------------------------------------------------------
@@ -129,6 +131,8 @@ class Sender:
         except BaseException as exc:  # supervised: surfaced by the producer's next call
             log.exception("producer sender died")
             self.error = exc
+            if self.on_error is not None:
+                self.on_error()
             self.fail_everything(ProduceError(f"the producer's sender failed: {exc!r}", exc))
 
     def _drain(self, now: float) -> tuple[dict[int, list[ProducerBatch]], float, bool]:
@@ -169,9 +173,7 @@ class Sender:
                     continue
                 if idem is not None and not idem.can_send(head):
                     continue
-                builder = head.builder
-                assert builder is not None
-                size = builder.size_in_bytes
+                size = head.size_in_bytes
                 used = sizes.get(leader, 0)
                 if used and used + size > max_bytes:
                     wake_at = now
@@ -180,7 +182,7 @@ class Sender:
                 head.drained = True
                 sizes[leader] = used + size
                 if idem is not None:
-                    idem.assign(head, builder.record_count)
+                    idem.assign(head, head.record_count)
                 if order_by_mute:
                     self._muted.add(tp)
                 by_node.setdefault(leader, []).append(head)

@@ -318,6 +318,12 @@ class StickyAssignor:
     The previous assignment and its generation travel in the subscription's user data as
     ``StickyAssignorUserData`` v1, the format Java's StickyAssignor and librdkafka read and
     write. A member without user data falls back to its ``owned_partitions``.
+
+    Interop note for the coordinator: a librdkafka leader takes ownership from the
+    subscription's ``owned_partitions`` and ``generation_id`` (v1+/v2+) rather than from user
+    data, while a Java leader running ``sticky`` reads only the user data. Filling both (user
+    data from :meth:`subscription_user_data`; owned partitions and generation in the
+    subscription) keeps stickiness whichever client leads.
     """
 
     name = "sticky"
@@ -333,10 +339,14 @@ class StickyAssignor:
         """The previous assignment + generation, or None before the first assignment.
 
         Eager members have revoked everything before they join, so what they last received
-        (remembered by :meth:`on_assignment`) is what the leader needs.
+        (remembered by :meth:`on_assignment`) is what the leader needs. Before any
+        :meth:`on_assignment`, ``owned`` and ``generation_id`` are used if ``owned`` is not
+        empty.
         """
         if self._assignment is None:
-            return None
+            if not owned:
+                return None
+            return encode_sticky_user_data(owned, generation_id)
         return encode_sticky_user_data(self._assignment, self._generation)
 
     def _member_data(self, member: MemberSubscription) -> MemberData:

@@ -228,6 +228,9 @@ def test_sticky_ignores_unreadable_user_data_and_vanished_partitions() -> None:
 def test_sticky_user_data_follows_on_assignment() -> None:
     a = StickyAssignor()
     assert a.subscription_user_data({"t"}, [], -1) is None
+    before = a.subscription_user_data({"t"}, [TP("t", 1)], 4)
+    assert before is not None
+    assert decode_sticky_user_data(before) == ([TP("t", 1)], 4)
     a.on_assignment(Assignment([TP("t", 2), TP("u", 0)]), 17)
     data = a.subscription_user_data({"t"}, [], 17)
     assert data is not None

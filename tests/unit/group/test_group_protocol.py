@@ -292,3 +292,13 @@ def test_kafka_python_sticky_user_data_with_version_header_is_read(
     kp = bytes(StickyAssignorUserData(_grouped(tps), generation).encode())
     assert kp[:2] == b"\x00\x01"
     assert decode_sticky_user_data(kp) == (_regrouped(tps), generation)
+
+
+def test_decoders_accept_bytearray_and_memoryview() -> None:
+    sub = Subscription(["t"], b"u", [TopicPartition("t", 0)], 2, None)
+    blob = encode_subscription(sub)
+    assert decode_subscription(bytearray(blob)) == sub
+    assert decode_subscription(memoryview(blob)) == sub
+    a = Assignment([TopicPartition("t", 0)], b"x")
+    assert decode_assignment(memoryview(encode_assignment(a))) == a
+    assert type(decode_assignment(memoryview(encode_assignment(a))).user_data) is bytes

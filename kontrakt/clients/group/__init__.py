@@ -20,6 +20,7 @@ from kontrakt.clients.group._assignors import (
     cooperative_adjust,
     member_sort_key,
     owned_partitions,
+    select_rebalance_protocol,
 )
 from kontrakt.clients.group._protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -52,6 +53,7 @@ __all__ = [
     "encode_subscription",
     "member_sort_key",
     "owned_partitions",
+    "select_rebalance_protocol",
 ]
 
 # --- coordinator exports (added by the group coordinator's author) -------------------------

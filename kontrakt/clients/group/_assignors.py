@@ -28,7 +28,7 @@ custom cooperative assignor cannot hand out a partition that is still owned else
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from kontrakt._types import TopicPartition
@@ -56,6 +56,7 @@ __all__ = [
     "cooperative_adjust",
     "member_sort_key",
     "owned_partitions",
+    "select_rebalance_protocol",
 ]
 
 
@@ -492,6 +493,33 @@ def assignor_for(name_or_obj: str | Assignor | type) -> Assignor:
         )
     assert isinstance(obj, Assignor)
     return obj
+
+
+def select_rebalance_protocol(assignors: Sequence[Assignor]) -> RebalanceProtocol:
+    """The rebalance protocol a consumer with these assignors runs (as Java's consumer does).
+
+    It is the highest protocol every configured assignor supports: ``["cooperative-sticky"]``
+    runs COOPERATIVE, ``["range", "cooperative-sticky"]`` runs EAGER (the usual first step of
+    a rolling upgrade to cooperative-sticky).
+
+    Args:
+        assignors: the consumer's assignors, in preference order.
+
+    Returns:
+        The protocol.
+
+    Raises:
+        ConfigError: no assignors, or no protocol that all of them support.
+    """
+    if not assignors:
+        raise ConfigError("partition.assignment.strategy must name at least one assignor")
+    common = set(RebalanceProtocol)
+    for a in assignors:
+        common &= set(a.supported_protocols)
+    if not common:
+        names = ", ".join(a.name for a in assignors)
+        raise ConfigError(f"assignors {names} have no rebalance protocol in common")
+    return max(common, key=lambda p: p.value)
 
 
 def _is_assignor(obj: object) -> bool:

@@ -32,6 +32,7 @@ from kontrakt.clients.group import (
     encode_subscription,
     member_sort_key,
     owned_partitions,
+    select_rebalance_protocol,
 )
 from kontrakt.clients.group._sticky import (
     decode_sticky_user_data,
@@ -340,6 +341,37 @@ def test_supported_protocols_match_kafka() -> None:
     assert CooperativeStickyAssignor.supported_protocols[0] is RebalanceProtocol.COOPERATIVE
     for cls in ASSIGNORS.values():
         assert isinstance(cls(), Assignor)
+
+
+def test_select_rebalance_protocol() -> None:
+    coop, rng = CooperativeStickyAssignor(), RangeAssignor()
+    assert select_rebalance_protocol([coop]) is RebalanceProtocol.COOPERATIVE
+    assert select_rebalance_protocol([rng, coop]) is RebalanceProtocol.EAGER
+    assert select_rebalance_protocol([coop, rng]) is RebalanceProtocol.EAGER
+
+    class CoopOnly:
+        name = "coop-only"
+        supported_protocols = (RebalanceProtocol.COOPERATIVE,)
+
+        def subscription_user_data(
+            self, topics: set[str], owned: list[TopicPartition], generation_id: int
+        ) -> bytes | None:
+            return None
+
+        def assign(
+            self, partitions_per_topic: Mapping[str, int], members: Mapping[str, Any]
+        ) -> dict[str, Assignment]:
+            return {}
+
+        def on_assignment(self, assignment: Assignment, generation_id: int) -> None:
+            pass
+
+    custom = assignor_for(CoopOnly)
+    assert select_rebalance_protocol([custom, coop]) is RebalanceProtocol.COOPERATIVE
+    with pytest.raises(ConfigError, match="no rebalance protocol in common"):
+        select_rebalance_protocol([custom, rng])
+    with pytest.raises(ConfigError, match="at least one"):
+        select_rebalance_protocol([])
 
 
 @pytest.mark.parametrize("name", sorted(ASSIGNORS))

@@ -93,7 +93,8 @@ class _ProducerCore:
         s = self._settings
         self._client = AsyncKafkaClient(client_config(self.config))
         self._acc = RecordAccumulator(
-            batch_size=s.batch_size, linger=s.linger, buffer_memory=s.buffer_memory,
+            # A batch must fit a produce request's limit too.
+            batch_size=min(s.batch_size, s.message_max_bytes), linger=s.linger, buffer_memory=s.buffer_memory,
             compression=s.compression, compression_level=s.compression_level,
             delivery_timeout=s.delivery_timeout, threaded=threaded, wakeup=self._wakeup)
         self._metrics = ProducerMetrics()
@@ -204,7 +205,7 @@ class _ProducerCore:
                 vv = value
             rest = 2 + len(kb) + klen + len(vb) + vlen
             dq = info.queues[partition]
-            if dq and rest < self._size_limit:
+            if dq and rest + _RECORD_OVERHEAD < self._size_limit:
                 acc = self._acc
                 with acc.lock:
                     if dq and acc.used + rest < acc.buffer_memory:

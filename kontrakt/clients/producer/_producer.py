@@ -94,7 +94,8 @@ class _ProducerCore:
         self._client = AsyncKafkaClient(client_config(self.config))
         self._acc = RecordAccumulator(
             # A batch must fit a produce request's limit too.
-            batch_size=min(s.batch_size, s.message_max_bytes), linger=s.linger, buffer_memory=s.buffer_memory,
+            batch_size=min(s.batch_size, s.message_max_bytes), linger=s.linger,
+            buffer_memory=s.buffer_memory,
             compression=s.compression, compression_level=s.compression_level,
             delivery_timeout=s.delivery_timeout, threaded=threaded, wakeup=self._wakeup)
         self._metrics = ProducerMetrics()

@@ -75,7 +75,7 @@ def test_batches_split_at_batch_size() -> None:
     assert len(batches) == 4
     assert all(b.size_in_bytes <= 1000 for b in batches)
     assert sum(b.record_count for b in batches) == 30
-    assert [f._index for f in futs[:9]] == list(range(8)) + [0]
+    assert [f._index for f in futs[:9]] == [*range(8), 0]
     # A record bigger than batch.size still goes, alone in its batch.
     p._append("t", b"y" * 5000, None, 1, 1, None, None)
     assert _batches(p, 1)[-1].record_count == 1
@@ -88,9 +88,9 @@ def test_type_errors() -> None:
     with pytest.raises(TypeError, match="key must be bytes"):
         p._append("t", b"v", 12, 0, None, None, None)
     with pytest.raises(TypeError, match="header name"):
-        p._append("t", b"v", None, 0, None, [(b"n", b"v")], None)
+        p._append("t", b"v", None, 0, None, [(b"n", b"v")], None)  # type: ignore[list-item]
     with pytest.raises(TypeError, match="header 'n' value"):
-        p._append("t", b"v", None, 0, None, [("n", "v")], None)
+        p._append("t", b"v", None, 0, None, [("n", "v")], None)  # type: ignore[list-item]
     assert p._append("t", bytearray(b"v"), memoryview(b"k"), 0, None, None, None)
     assert p._append("other", b"v", None, None, None, None, None) is NEED_METADATA
 
@@ -204,7 +204,7 @@ def test_idempotence_rules_follow_the_java_client() -> None:
     with pytest.raises(ConfigError, match="acks=1"):
         parse_producer_config({"enable.idempotence": True, "acks": "1"},
                               {"bootstrap_servers": BS})
-    with pytest.raises(ConfigError, match="max.in.flight"):
+    with pytest.raises(ConfigError, match=r"max\.in\.flight"):
         parse_producer_config({"enable.idempotence": "true",
                                "max.in.flight.requests.per.connection": 10},
                               {"bootstrap_servers": BS})
@@ -213,17 +213,17 @@ def test_idempotence_rules_follow_the_java_client() -> None:
 
 
 def test_bad_config() -> None:
-    with pytest.raises(ConfigError, match="linger.ms"):
+    with pytest.raises(ConfigError, match=r"linger\.ms"):
         AsyncProducer(bootstrap_servers=BS, linger_ms=-1)
     with pytest.raises(ConfigError, match="lingr_ms"):
         AsyncProducer(bootstrap_servers=BS, lingr_ms=1)
-    with pytest.raises(ConfigError, match="compression.type"):
+    with pytest.raises(ConfigError, match=r"compression\.type"):
         AsyncProducer(bootstrap_servers=BS, compression_type="brotli")
     with pytest.raises(ConfigError, match="partitioner"):
         AsyncProducer(bootstrap_servers=BS, partitioner="nope")
-    with pytest.raises(ConfigError, match="delivery.timeout.ms"):
+    with pytest.raises(ConfigError, match=r"delivery\.timeout\.ms"):
         AsyncProducer(bootstrap_servers=BS, delivery_timeout_ms=1000, request_timeout_ms=5000)
-    with pytest.raises(ConfigError, match="bootstrap.servers"):
+    with pytest.raises(ConfigError, match=r"bootstrap\.servers"):
         AsyncProducer()
     assert {"acks", "linger.ms", "bootstrap.servers", "compression.level"} <= set(
         PRODUCER_OPTIONS)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import random
+import warnings
 from collections import Counter
 from typing import Any
-
-import warnings
 
 import pytest
 
@@ -110,12 +110,12 @@ def test_sticky_null_keys_stay_until_the_batch_is_full_then_move() -> None:
     parts = [p._append("t", b"x" * 100, None, None, 0, None, None)._batch.partition
              for _ in range(200)]
     runs = [parts[0]]
-    for a, b in zip(parts, parts[1:]):
+    for a, b in itertools.pairwise(parts):
         if a != b:
             runs.append(b)
     # ~15 records fill a 2000-byte batch: one partition per batch, then a different one.
     assert 8 <= len(runs) <= 30
-    assert all(a != b for a, b in zip(runs, runs[1:]))
+    assert all(a != b for a, b in itertools.pairwise(runs))
     counts = Counter(parts)
     assert max(counts.values()) < 200
     # Each batch holds records of one sticky run only (the switch happens on a new batch).

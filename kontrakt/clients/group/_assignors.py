@@ -131,8 +131,17 @@ class Assignor(Protocol):
 # Helpers shared by the assignors and the coordinator
 
 
-def member_sort_key(member: MemberSubscription) -> tuple[int, str, str]:
+def _java_order(s: str) -> bytes:
+    # Java compares strings by UTF-16 code units, Python by code points; they differ for
+    # characters above U+FFFF versus U+E000..U+FFFF. Big-endian UTF-16 bytes sort like Java.
+    return s.encode("utf-16-be", "surrogatepass")
+
+
+def member_sort_key(member: MemberSubscription) -> tuple[int, bytes, bytes]:
     """Kafka's member order: static members by group.instance.id, then the rest by member id.
+
+    Strings compare as Java compares them (UTF-16 code units), so every client leading the
+    group orders members the same way.
 
     Args:
         member: the member.
@@ -141,8 +150,8 @@ def member_sort_key(member: MemberSubscription) -> tuple[int, str, str]:
         A key for ``sorted``.
     """
     if member.group_instance_id is not None:
-        return (0, member.group_instance_id, member.member_id)
-    return (1, member.member_id, "")
+        return (0, _java_order(member.group_instance_id), _java_order(member.member_id))
+    return (1, _java_order(member.member_id), b"")
 
 
 def _sorted_member_ids(members: Mapping[str, MemberSubscription]) -> list[str]:

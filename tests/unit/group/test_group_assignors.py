@@ -626,6 +626,10 @@ def test_member_sort_key_is_kafkas_order() -> None:
         member("y", [], instance="c"),
     ]
     assert [m.member_id for m in sorted(ms, key=member_sort_key)] == ["y", "x", "a", "b"]
+    # Java's String.compareTo order (UTF-16 code units): U+10000 (a surrogate pair starting
+    # 0xD800) sorts before U+FF21, unlike Python's code point order.
+    wide = [member("\uff21", []), member("\U00010000", [])]
+    assert [m.member_id for m in sorted(wide, key=member_sort_key)] == ["\U00010000", "\uff21"]
 
 
 # --- parity with kafka-python --------------------------------------------------------------

@@ -641,13 +641,22 @@ class Fetcher:
     # --- fetching ----------------------------------------------------------------------
 
     async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
+        released = [False]
         try:
-            await self._fetch_inner(node, tps)
+            await self._fetch_inner(node, tps, released)
         finally:
-            self._inflight.pop(node, None)
-            self._inflight_tps.difference_update(tps)
+            self._release_node(node, tps, released)
 
-    async def _fetch_inner(self, node: int, tps: list[TopicPartition]) -> None:
+    def _release_node(self, node: int, tps: list[TopicPartition], released: list[bool]) -> None:
+        if released[0]:
+            return
+        released[0] = True
+        if self._inflight.get(node) is asyncio.current_task():
+            del self._inflight[node]
+        self._inflight_tps.difference_update(tps)
+
+    async def _fetch_inner(self, node: int, tps: list[TopicPartition],
+                           released: list[bool]) -> None:
         subs = self.subs
         cluster = self.client.cluster
         session = self._sessions.get(node)
@@ -692,6 +701,7 @@ class Fetcher:
         self._node_backoff.pop(node, None)
         session.on_response(full, resp.session_id, wanted)
         refresh = False
+        todo: list[tuple[TopicPartition, PartitionState, int, int, Any]] = []
         for t in resp.responses:
             for pd in t.partitions:
                 tp = TopicPartition(t.topic, pd.partition_index)
@@ -701,9 +711,25 @@ class Fetcher:
                 st, gen, offset = entry
                 if st.gen != gen or st.fetch_offset != offset:
                     continue  # sought or reassigned meanwhile: stale data
-                if self._handle_partition(tp, st, gen, offset, pd):
-                    refresh = True
-                    session.parts.pop(tp, None)
+                todo.append((tp, st, gen, offset, pd))
+                if pd.error_code == 0 and pd.records and (
+                        pd.diverging_epoch is None or pd.diverging_epoch.epoch < 0):
+                    # Pipelining: learn where the next fetch starts from the batch headers
+                    # alone, send that fetch, and only then decode this one.
+                    nxt = offset
+                    for batch in iter_batches(pd.records, check_crcs=False,
+                                              require_progress=False):
+                        nxt = max(nxt, batch.next_offset)
+                    st.fetch_offset = nxt
+        self._release_node(node, tps, released)
+        self._plan()
+        await asyncio.sleep(0)
+        for tp, st, gen, offset, pd in todo:
+            if st.gen != gen:
+                continue
+            if self._handle_partition(tp, st, gen, offset, pd):
+                refresh = True
+                session.parts.pop(tp, None)
         if refresh:
             self.client.request_metadata_refresh()
             self._backoff_node(node)

@@ -123,7 +123,7 @@ def test_reset_earliest_none_commit_round_trip_on_tansu(tansu_broker: TansuBroke
         async with AsyncConsumer(bootstrap_servers=bs, auto_offset_reset="earliest") as c:
             c.assign([tp1])
             assert await c.position(tp1) == 0
-            with pytest.raises(Exception, match="group.id"):
+            with pytest.raises(Exception, match=r"group\.id"):
                 await c.commit()
 
     asyncio.run(main())

@@ -98,7 +98,7 @@ async def _drain(consumer: AsyncConsumer, want_position: int) -> list[Any]:
 def test_aborted_transactions_are_filtered(isolation: str) -> None:
     async def main() -> None:
         handlers = {1: _fetch_handler(LOG, ABORTED, END)}
-        async with FakeBroker({TOPIC: 1}, handlers) as broker:
+        async with FakeBroker({TOPIC: 1}, handlers) as broker:  # noqa: SIM117
             async with AsyncConsumer(bootstrap_servers=broker.bootstrap,
                                      isolation_level=isolation) as c:
                 c.assign([TP0])
@@ -130,7 +130,7 @@ def test_abort_marker_ends_only_its_own_producer() -> None:
     ])
 
     async def main() -> None:
-        async with FakeBroker({TOPIC: 1}, {1: _fetch_handler(log, [(A, 0)], 8)}) as broker:
+        async with FakeBroker({TOPIC: 1}, {1: _fetch_handler(log, [(A, 0)], 8)}) as broker:  # noqa: SIM117
             async with AsyncConsumer(bootstrap_servers=broker.bootstrap,
                                      isolation_level="read_committed") as c:
                 c.assign([TP0])
@@ -143,7 +143,7 @@ def test_abort_marker_ends_only_its_own_producer() -> None:
 
 def test_fetch_from_the_middle_of_a_batch_skips_earlier_records() -> None:
     async def main() -> None:
-        async with FakeBroker({TOPIC: 1}, {1: _fetch_handler(LOG, ABORTED, END)}) as broker:
+        async with FakeBroker({TOPIC: 1}, {1: _fetch_handler(LOG, ABORTED, END)}) as broker:  # noqa: SIM117
             async with AsyncConsumer(bootstrap_servers=broker.bootstrap) as c:
                 c.assign([TP0])
                 c.seek(TP0, 4)
@@ -238,7 +238,7 @@ def test_out_of_range_with_reset_none_raises_until_seek() -> None:
             records=_batch(0, 3) if offset < 3 else b"")])])
 
     async def main() -> None:
-        async with FakeBroker({TOPIC: 1}, {1: handle}) as broker:
+        async with FakeBroker({TOPIC: 1}, {1: handle}) as broker:  # noqa: SIM117
             async with AsyncConsumer(bootstrap_servers=broker.bootstrap,
                                      auto_offset_reset="none", fetch_max_wait_ms=10) as c:
                 c.assign([TP0])
@@ -275,7 +275,7 @@ def test_diverging_epoch_truncates_position() -> None:
             partition_index=0, error_code=0, high_watermark=8, records=records)])])
 
     async def main() -> None:
-        async with FakeBroker({TOPIC: 1}, {1: handle}) as broker:
+        async with FakeBroker({TOPIC: 1}, {1: handle}) as broker:  # noqa: SIM117
             async with AsyncConsumer(bootstrap_servers=broker.bootstrap,
                                      fetch_max_wait_ms=10) as c:
                 c.assign([TP0])

@@ -86,7 +86,7 @@ def test_incremental_fetches_on_the_wire() -> None:
 
     async def main() -> None:
         nonlocal cut
-        async with FakeBroker({TOPIC: 2}, {1: handle}) as broker:
+        async with FakeBroker({TOPIC: 2}, {1: handle}) as broker:  # noqa: SIM117
             async with AsyncConsumer(bootstrap_servers=broker.bootstrap,
                                      fetch_max_wait_ms=10) as c:
                 tps = [TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)]
@@ -180,16 +180,16 @@ def test_subscription_state_rules() -> None:
 
 
 def test_config_validation() -> None:
-    with pytest.raises(ConfigError, match="group.id"):
+    with pytest.raises(ConfigError, match=r"group\.id"):
         AsyncConsumer({"bootstrap.servers": "127.0.0.1:1", "group.idd": "x"})
-    with pytest.raises(ConfigError, match="auto.offset.reset"):
+    with pytest.raises(ConfigError, match=r"auto\.offset\.reset"):
         AsyncConsumer(bootstrap_servers="127.0.0.1:1", auto_offset_reset="middle")
     with pytest.raises(ConfigError, match="assignor"):
         AsyncConsumer(bootstrap_servers="127.0.0.1:1", group_id="g",
                       partition_assignment_strategy="fancy")
     c = AsyncConsumer(bootstrap_servers="127.0.0.1:1", auto_offset_reset="smallest")
     assert c._subs.default_reset == "earliest"
-    with pytest.raises(ConfigError, match="group.id"):
+    with pytest.raises(ConfigError, match=r"group\.id"):
         c.subscribe(["t"])
     cc = AsyncConsumer(bootstrap_servers="127.0.0.1:1", group_id="g",
                        partition_assignment_strategy=["range", "cooperative-sticky"])

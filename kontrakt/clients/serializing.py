@@ -1,0 +1,504 @@
+"""Producers and consumers that (de)serialize keys and values: confluent-kafka's
+``SerializingProducer`` / ``DeserializingConsumer`` shape over Kontrakt's clients.
+
+Serializers are called as ``serializer(obj, ctx) -> bytes | None`` and deserializers as
+``deserializer(data, ctx) -> obj`` (see :mod:`kontrakt.serde`); in the ``Async`` classes they
+may also return awaitables (``AsyncAvroSerializer`` and friends). Give them in the config as
+``"key.serializer"`` / ``"value.serializer"`` (``"key.deserializer"`` / ``"value.deserializer"``)
+or as keywords; without one, keys or values must already be bytes.
+
+Failures are typed and lose nothing:
+
+- a key or value that cannot be serialized raises :class:`~kontrakt.errors.KeySerializationError`
+  / :class:`~kontrakt.errors.ValueSerializationError` before anything is queued;
+- a record that cannot be deserialized raises :class:`~kontrakt.errors.KeyDeserializationError`
+  / :class:`~kontrakt.errors.ValueDeserializationError` whose ``.record`` is the raw
+  :class:`~kontrakt.ConsumerRecord`. The consumer's position is then just past that record
+  (as with confluent-kafka), so the caller can dead-letter it and carry on; no other record
+  is skipped. Batch reads (``consume`` / ``getmany``) return the records before a bad one and
+  rewind to it, so the bad record's error comes at the next call with everything after it
+  still to be read.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+from kontrakt._types import ConsumerRecord, RecordMetadata, TopicPartition
+from kontrakt.clients.consumer import AsyncConsumer, Consumer
+from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
+from kontrakt.errors import (
+    ConfigError,
+    KeyDeserializationError,
+    KeySerializationError,
+    SerializationError,
+    ValueDeserializationError,
+    ValueSerializationError,
+)
+from kontrakt.serde._context import MessageField, SerializationContext
+
+__all__ = [
+    "AsyncDeserializingConsumer",
+    "AsyncSerializingProducer",
+    "DeserializingConsumer",
+    "SerializingProducer",
+]
+
+_PRODUCER_KEYS = ("key.serializer", "value.serializer")
+_CONSUMER_KEYS = ("key.deserializer", "value.deserializer")
+
+
+def _split(config: Mapping[str, Any] | None, kwargs: dict[str, Any],
+           names: tuple[str, str]) -> tuple[dict[str, Any], Any, Any]:
+    """Take the (de)serializers out of the config; the rest goes to the client."""
+    rest = dict(config or {})
+    found: list[Any] = []
+    for name in names:
+        attr = name.replace(".", "_")
+        a, b = rest.pop(name, None), kwargs.pop(attr, None)
+        if a is not None and b is not None and a is not b:
+            raise ConfigError(f"{name} given twice")
+        value = a if a is not None else b
+        if value is not None and not callable(value):
+            raise ConfigError(f"{name} must be callable as (obj, ctx), got {value!r}")
+        found.append(value)
+    return rest, found[0], found[1]
+
+
+def _headers(headers: Any) -> list[tuple[str, bytes | None]]:
+    # A fresh list: serializers that carry the schema id in a header append to it.
+    if headers is None:
+        return []
+    if isinstance(headers, Mapping):
+        return list(headers.items())
+    return list(headers)
+
+
+def _serialization_error(field: MessageField, topic: str,
+                         exc: BaseException) -> SerializationError:
+    if isinstance(exc, (KeySerializationError, ValueSerializationError)):
+        return exc
+    cls = KeySerializationError if field is MessageField.KEY else ValueSerializationError
+    err = cls(f"cannot serialize the {field.value} for topic {topic!r}: {exc}")
+    err.__cause__ = exc
+    return err
+
+
+def _deserialization_error(field: MessageField, raw: ConsumerRecord[Any, Any],
+                           exc: BaseException) -> SerializationError:
+    cls = KeyDeserializationError if field is MessageField.KEY else ValueDeserializationError
+    err = cls(f"cannot deserialize the {field.value} of topic {raw.topic!r} partition "
+              f"{raw.partition} offset {raw.offset}: {exc}", record=raw)
+    err.__cause__ = exc
+    return err
+
+
+def _rebuild(raw: ConsumerRecord[Any, Any], key: Any, value: Any) -> ConsumerRecord[Any, Any]:
+    return ConsumerRecord(topic=raw.topic, partition=raw.partition, offset=raw.offset,
+                          timestamp=raw.timestamp, timestamp_type=raw.timestamp_type,
+                          key=key, value=value, headers=raw.headers,
+                          leader_epoch=raw.leader_epoch)
+
+
+def _contexts(raw: ConsumerRecord[Any, Any]) -> tuple[SerializationContext,
+                                                      SerializationContext]:
+    return (SerializationContext(raw.topic, MessageField.KEY, raw.headers, raw.partition,
+                                 raw.offset),
+            SerializationContext(raw.topic, MessageField.VALUE, raw.headers, raw.partition,
+                                 raw.offset))
+
+
+def _rewind_points(records: list[ConsumerRecord[Any, Any]]) -> dict[TopicPartition, int]:
+    """The first offset per partition among ``records`` (where to seek back to)."""
+    first: dict[TopicPartition, int] = {}
+    for r in records:
+        first.setdefault(TopicPartition(r.topic, r.partition), r.offset)
+    return first
+
+
+# --- producers -------------------------------------------------------------------------
+
+
+class SerializingProducer:
+    """A :class:`~kontrakt.clients.producer.Producer` that serializes keys and values.
+
+    Args:
+        config: producer options plus ``key.serializer`` / ``value.serializer``.
+        **kwargs: the same as snake_case keywords (``value_serializer=...``).
+
+    Raises:
+        ConfigError: an unknown option, or a serializer that is not callable.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        rest, self._key_ser, self._value_ser = _split(config, kwargs, _PRODUCER_KEYS)
+        self._producer = Producer(rest, **kwargs)
+
+    def _serialize(self, topic: str, key: Any, value: Any,
+                   headers: Any) -> tuple[Any, Any, list[tuple[str, bytes | None]]]:
+        hdrs = _headers(headers)
+        if self._key_ser is not None:
+            try:
+                key = self._key_ser(key, SerializationContext(topic, MessageField.KEY, hdrs))
+            except Exception as exc:
+                raise _serialization_error(MessageField.KEY, topic, exc) from exc
+        if self._value_ser is not None:
+            try:
+                value = self._value_ser(value,
+                                        SerializationContext(topic, MessageField.VALUE, hdrs))
+            except Exception as exc:
+                raise _serialization_error(MessageField.VALUE, topic, exc) from exc
+        return key, value, hdrs
+
+    def produce(self, topic: str, key: Any = None, value: Any = None,
+                partition: int | None = None, on_delivery: Any = None,
+                timestamp: int | None = None, headers: Any = None) -> None:
+        """confluent-kafka's ``SerializingProducer.produce`` (note: key before value).
+
+        ``on_delivery(err, metadata)`` runs on the calling thread in :meth:`poll` /
+        :meth:`flush`.
+
+        Raises:
+            KeySerializationError / ValueSerializationError: nothing was queued.
+            Everything :meth:`Producer.produce` raises.
+        """
+        k, v, hdrs = self._serialize(topic, key, value, headers)
+        self._producer.produce(topic, v, k, partition=partition, on_delivery=on_delivery,
+                               timestamp=timestamp, headers=hdrs or None)
+
+    def send(self, topic: str, value: Any = None, key: Any = None, *,
+             partition: int | None = None, timestamp_ms: int | None = None,
+             headers: Any = None) -> RecordFuture:
+        """Serialize and queue a record; returns its future (``result(timeout)``).
+
+        Raises:
+            KeySerializationError / ValueSerializationError: nothing was queued.
+        """
+        k, v, hdrs = self._serialize(topic, key, value, headers)
+        return self._producer.send(topic, v, k, partition=partition, timestamp_ms=timestamp_ms,
+                                   headers=hdrs or None)
+
+    def send_and_wait(self, topic: str, value: Any = None, key: Any = None, *,
+                      partition: int | None = None, timestamp_ms: int | None = None,
+                      headers: Any = None, timeout: float | None = None) -> RecordMetadata:
+        """Serialize, send and wait for the acknowledgement."""
+        return self.send(topic, value, key, partition=partition, timestamp_ms=timestamp_ms,
+                         headers=headers).result(timeout)
+
+    def poll(self, timeout: float | None = 0.0) -> int:
+        """Run delivery callbacks; see :meth:`Producer.poll`."""
+        return self._producer.poll(timeout)
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything queued and wait; see :meth:`Producer.flush`."""
+        return self._producer.flush(timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush and close; see :meth:`Producer.close`."""
+        self._producer.close(timeout)
+
+    @property
+    def producer(self) -> Producer:
+        """The underlying byte-level producer."""
+        return self._producer
+
+    def __enter__(self) -> SerializingProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self._producer)
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class AsyncSerializingProducer:
+    """An :class:`~kontrakt.clients.producer.AsyncProducer` that serializes keys and values.
+
+    Serializers may be sync callables or return awaitables (the ``Async`` serde classes).
+
+    Args:
+        config: producer options plus ``key.serializer`` / ``value.serializer``.
+        **kwargs: the same as snake_case keywords.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        rest, self._key_ser, self._value_ser = _split(config, kwargs, _PRODUCER_KEYS)
+        self._producer = AsyncProducer(rest, **kwargs)
+
+    async def start(self) -> None:
+        """Connect; see :meth:`AsyncProducer.start`."""
+        await self._producer.start()
+
+    async def send(self, topic: str, value: Any = None, key: Any = None, *,
+                   partition: int | None = None, timestamp_ms: int | None = None,
+                   headers: Any = None) -> RecordFuture:
+        """Serialize and queue a record; ``await`` the returned future for its metadata.
+
+        Raises:
+            KeySerializationError / ValueSerializationError: nothing was queued.
+        """
+        hdrs = _headers(headers)
+        if self._key_ser is not None:
+            try:
+                key = await _maybe_await(
+                    self._key_ser(key, SerializationContext(topic, MessageField.KEY, hdrs)))
+            except Exception as exc:
+                raise _serialization_error(MessageField.KEY, topic, exc) from exc
+        if self._value_ser is not None:
+            try:
+                value = await _maybe_await(
+                    self._value_ser(value, SerializationContext(topic, MessageField.VALUE,
+                                                                hdrs)))
+            except Exception as exc:
+                raise _serialization_error(MessageField.VALUE, topic, exc) from exc
+        return await self._producer.send(topic, value, key, partition=partition,
+                                         timestamp_ms=timestamp_ms, headers=hdrs or None)
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, *,
+                            partition: int | None = None, timestamp_ms: int | None = None,
+                            headers: Any = None) -> RecordMetadata:
+        """Serialize, send and wait for the acknowledgement."""
+        fut = await self.send(topic, value, key, partition=partition,
+                              timestamp_ms=timestamp_ms, headers=headers)
+        result: RecordMetadata = await fut
+        return result
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued and wait; see :meth:`AsyncProducer.flush`."""
+        await self._producer.flush(timeout)
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush and close; see :meth:`AsyncProducer.close`."""
+        await self._producer.close(timeout)
+
+    @property
+    def producer(self) -> AsyncProducer:
+        """The underlying byte-level producer."""
+        return self._producer
+
+    async def __aenter__(self) -> AsyncSerializingProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+# --- consumers -------------------------------------------------------------------------
+
+
+class _Decoding:
+    """The record-by-record deserialization shared by both consumer forms."""
+
+    def __init__(self, key_de: Any, value_de: Any) -> None:
+        self.key_de = key_de
+        self.value_de = value_de
+
+    def decode(self, raw: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
+        if self.key_de is None and self.value_de is None:
+            return raw
+        kctx, vctx = _contexts(raw)
+        key, value = raw.key, raw.value
+        if self.key_de is not None:
+            try:
+                key = self.key_de(key, kctx)
+            except Exception as exc:
+                raise _deserialization_error(MessageField.KEY, raw, exc) from exc
+        if self.value_de is not None:
+            try:
+                value = self.value_de(value, vctx)
+            except Exception as exc:
+                raise _deserialization_error(MessageField.VALUE, raw, exc) from exc
+        return _rebuild(raw, key, value)
+
+    async def decode_async(self, raw: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
+        if self.key_de is None and self.value_de is None:
+            return raw
+        kctx, vctx = _contexts(raw)
+        key, value = raw.key, raw.value
+        if self.key_de is not None:
+            try:
+                key = await _maybe_await(self.key_de(key, kctx))
+            except Exception as exc:
+                raise _deserialization_error(MessageField.KEY, raw, exc) from exc
+        if self.value_de is not None:
+            try:
+                value = await _maybe_await(self.value_de(value, vctx))
+            except Exception as exc:
+                raise _deserialization_error(MessageField.VALUE, raw, exc) from exc
+        return _rebuild(raw, key, value)
+
+
+class DeserializingConsumer:
+    """A :class:`~kontrakt.clients.consumer.Consumer` that deserializes keys and values.
+
+    Every method of :class:`Consumer` is available (``subscribe``, ``assign``, ``commit``,
+    ``seek``, ...); the reading methods return deserialized records.
+
+    Args:
+        config: consumer options plus ``key.deserializer`` / ``value.deserializer``.
+        **kwargs: the same as snake_case keywords.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        rest, key_de, value_de = _split(config, kwargs, _CONSUMER_KEYS)
+        self._decoding = _Decoding(key_de, value_de)
+        self._consumer = Consumer(rest, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+    @property
+    def consumer(self) -> Consumer:
+        """The underlying byte-level consumer."""
+        return self._consumer
+
+    def poll(self, timeout: float | None = None) -> ConsumerRecord[Any, Any] | None:
+        """The next deserialized record, or None after ``timeout`` seconds.
+
+        Raises:
+            KeyDeserializationError / ValueDeserializationError: ``.record`` is the raw
+                record; the position is already past it.
+        """
+        raw = self._consumer.poll(timeout)
+        return None if raw is None else self._decoding.decode(raw)
+
+    def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
+                      ) -> list[ConsumerRecord[Any, Any]]:
+        out: list[ConsumerRecord[Any, Any]] = []
+        for i, raw in enumerate(raws):
+            try:
+                out.append(self._decoding.decode(raw))
+            except SerializationError:
+                rest = raws[i:] if out else raws[i + 1:]
+                for tp, offset in _rewind_points(rest).items():
+                    self._consumer.seek(tp, offset)
+                if out:
+                    return out
+                raise
+        return out
+
+    def consume(self, num_records: int = 1, timeout: float | None = None
+                ) -> list[ConsumerRecord[Any, Any]]:
+        """Up to ``num_records`` deserialized records within ``timeout`` seconds.
+
+        Raises:
+            KeyDeserializationError / ValueDeserializationError: the first record read was
+                bad (records before a bad one are returned first).
+        """
+        return self._decode_batch(self._consumer.consume(num_records, timeout))
+
+    def getmany(self, timeout: float = 0.0, max_records: int | None = None
+                ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+        """Deserialized records by partition; same error rules as :meth:`consume`."""
+        batches = self._consumer.getmany(timeout, max_records)
+        flat = [r for records in batches.values() for r in records]
+        out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+        for r in self._decode_batch(flat):
+            out.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
+        return out
+
+    def __iter__(self) -> Iterator[ConsumerRecord[Any, Any]]:
+        while True:
+            record = self.poll(None)
+            if record is not None:
+                yield record
+
+    def close(self, autocommit: bool = True) -> None:
+        """Close the consumer; see :meth:`Consumer.close`."""
+        self._consumer.close(autocommit)
+
+    def __enter__(self) -> DeserializingConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncDeserializingConsumer:
+    """An :class:`~kontrakt.clients.consumer.AsyncConsumer` that deserializes keys and values.
+
+    Deserializers may be sync callables or return awaitables. Every method of
+    :class:`AsyncConsumer` is available; the reading methods return deserialized records.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        rest, key_de, value_de = _split(config, kwargs, _CONSUMER_KEYS)
+        self._decoding = _Decoding(key_de, value_de)
+        self._consumer = AsyncConsumer(rest, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+    @property
+    def consumer(self) -> AsyncConsumer:
+        """The underlying byte-level consumer."""
+        return self._consumer
+
+    async def poll(self, timeout: float | None = None) -> ConsumerRecord[Any, Any] | None:
+        """The next deserialized record, or None after ``timeout``; errors as in
+        :meth:`DeserializingConsumer.poll`."""
+        raw = await self._consumer.poll(timeout)
+        return None if raw is None else await self._decoding.decode_async(raw)
+
+    async def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
+                            ) -> list[ConsumerRecord[Any, Any]]:
+        out: list[ConsumerRecord[Any, Any]] = []
+        for i, raw in enumerate(raws):
+            try:
+                out.append(await self._decoding.decode_async(raw))
+            except SerializationError:
+                rest = raws[i:] if out else raws[i + 1:]
+                for tp, offset in _rewind_points(rest).items():
+                    self._consumer.seek(tp, offset)
+                if out:
+                    return out
+                raise
+        return out
+
+    async def consume(self, num_records: int = 1, timeout: float | None = None
+                      ) -> list[ConsumerRecord[Any, Any]]:
+        """Up to ``num_records`` deserialized records; see
+        :meth:`DeserializingConsumer.consume`."""
+        return await self._decode_batch(await self._consumer.consume(num_records, timeout))
+
+    async def getmany(self, timeout: float = 0.0, max_records: int | None = None
+                      ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+        """Deserialized records by partition; see :meth:`DeserializingConsumer.getmany`."""
+        batches = await self._consumer.getmany(timeout, max_records)
+        flat = [r for records in batches.values() for r in records]
+        out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+        for r in await self._decode_batch(flat):
+            out.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
+        return out
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
+        while True:
+            record = await self.poll(None)
+            if record is not None:
+                yield record
+
+    async def start(self) -> None:
+        """Connect; see :meth:`AsyncConsumer.start`."""
+        await self._consumer.start()
+
+    async def close(self, autocommit: bool = True) -> None:
+        """Close the consumer; see :meth:`AsyncConsumer.close`."""
+        await self._consumer.close(autocommit)
+
+    async def __aenter__(self) -> AsyncDeserializingConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,262 @@
+"""Typed events end to end on Tansu: dataclass -> Avro / JSON Schema / Protobuf ->
+SerializingProducer -> broker -> DeserializingConsumer -> dataclass, against the embedded
+registry, sync and async, every subject strategy, schema evolution, and bad input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kontrakt import TopicPartition
+from kontrakt.clients.producer import Producer
+from kontrakt.clients.serializing import (
+    AsyncDeserializingConsumer,
+    AsyncSerializingProducer,
+    DeserializingConsumer,
+    SerializingProducer,
+)
+from kontrakt.errors import KeySerializationError, ValueDeserializationError
+from kontrakt.registry import AsyncSchemaRegistryClient, SchemaRegistryClient
+from kontrakt.registry.server import RegistryServer
+from kontrakt.serde import (
+    AsyncAvroDeserializer,
+    AsyncAvroSerializer,
+    AvroDeserializer,
+    AvroSerializer,
+    JSONDeserializer,
+    JSONSerializer,
+    ProtobufDeserializer,
+    ProtobufSerializer,
+    StringDeserializer,
+    StringSerializer,
+    record_subject_name_strategy,
+    topic_record_subject_name_strategy,
+    topic_subject_name_strategy,
+)
+from kontrakt.testing import TansuBroker
+
+pytestmark = pytest.mark.integration
+
+N = 20
+
+
+class Plan(enum.Enum):
+    FREE = "FREE"
+    PRO = "PRO"
+
+
+@dataclasses.dataclass
+class SignedUp:
+    user_id: str
+    age: int
+    plan: Plan
+    tags: list[str]
+    referrer: str | None = None
+
+
+@dataclasses.dataclass
+class SignedUpV2:
+    """v2 adds a defaulted field: a v2 reader reads v1 data."""
+
+    user_id: str
+    age: int
+    plan: Plan
+    tags: list[str]
+    referrer: str | None = None
+    country: str = "unknown"
+
+
+SignedUpV2.__name__ = SignedUpV2.__qualname__ = "SignedUp"
+
+
+def _events() -> list[SignedUp]:
+    return [SignedUp(f"u{i}", 20 + i, Plan.PRO if i % 2 else Plan.FREE, [f"t{i}"] * (i % 3),
+                     None if i % 4 else f"r{i}") for i in range(N)]
+
+
+@pytest.fixture
+def registry() -> Iterator[str]:
+    # One registry per test: the record strategy's subject ("SignedUp") is shared by every
+    # format, and the registry rightly refuses to change a subject's schema type.
+    with RegistryServer() as srv:
+        yield srv.url
+
+
+@pytest.fixture
+def client(registry: str) -> Iterator[SchemaRegistryClient]:
+    with SchemaRegistryClient({"url": registry}) as c:
+        yield c
+
+
+def _consumer_conf(broker: TansuBroker, topic: str) -> dict[str, Any]:
+    return {"bootstrap.servers": broker.bootstrap_servers, "group.id": f"{topic}-g",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False}
+
+
+def _read_all(consumer: DeserializingConsumer, topic: str, n: int) -> list[Any]:
+    consumer.assign([TopicPartition(topic, 0)])
+    out: list[Any] = []
+    for _ in range(200):
+        out.extend(r.value for r in consumer.consume(n - len(out), 0.5))
+        if len(out) >= n:
+            break
+    return out
+
+
+STRATEGIES: dict[str, Callable[..., Any]] = {
+    "topic": topic_subject_name_strategy,
+    "record": record_subject_name_strategy,
+    "topic_record": topic_record_subject_name_strategy,
+}
+
+FORMATS = ["avro", "json", "protobuf"]
+
+
+def _serdes(fmt: str, client: SchemaRegistryClient, strategy: Callable[..., Any],
+            reader: type) -> tuple[Any, Any]:
+    conf = {"subject.name.strategy": strategy}
+    if fmt == "avro":
+        return (AvroSerializer(client, SignedUp, conf=conf),
+                AvroDeserializer(client, reader))
+    if fmt == "json":
+        return (JSONSerializer(SignedUp, client, conf=conf),
+                JSONDeserializer(reader, schema_registry_client=client))
+    return (ProtobufSerializer(SignedUp, client, conf=conf),
+            ProtobufDeserializer(reader, schema_registry_client=client))
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_typed_events_round_trip_sync(tansu_broker: TansuBroker, client: SchemaRegistryClient,
+                                      topic_name: str, fmt: str, strategy: str) -> None:
+    if fmt == "protobuf" and strategy != "topic":
+        pytest.skip("one strategy is enough to show the Protobuf path; the rest is shared")
+    tansu_broker.create_topic(topic_name, 1)
+    ser, de = _serdes(fmt, client, STRATEGIES[strategy], SignedUp)
+    events = _events()
+    with SerializingProducer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                              "key.serializer": StringSerializer(),
+                              "value.serializer": ser}) as producer:
+        for e in events:
+            producer.produce(topic_name, key=e.user_id, value=e)
+        assert producer.flush(10) == 0
+    with DeserializingConsumer({**_consumer_conf(tansu_broker, topic_name),
+                                "key.deserializer": StringDeserializer(),
+                                "value.deserializer": de}) as consumer:
+        got = _read_all(consumer, topic_name, N)
+    assert got == events
+    subjects = set(client.get_subjects())
+    expected = {"topic": f"{topic_name}-value", "record": "SignedUp",
+                "topic_record": f"{topic_name}-SignedUp"}[strategy]
+    assert any(s == expected or s.endswith(expected) for s in subjects), subjects
+
+
+def test_schema_evolution_v1_writer_v2_reader(tansu_broker: TansuBroker,
+                                              client: SchemaRegistryClient,
+                                              topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 1)
+    events = _events()
+    with SerializingProducer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                              "value.serializer": AvroSerializer(client, SignedUp)}) as p:
+        for e in events:
+            p.send(topic_name, e)
+        p.flush(10)
+    with DeserializingConsumer({**_consumer_conf(tansu_broker, topic_name),
+                                "value.deserializer": AvroDeserializer(client,
+                                                                       SignedUpV2)}) as c:
+        got = _read_all(c, topic_name, N)
+    assert got == [SignedUpV2(**dataclasses.asdict(e), country="unknown") for e in events]
+
+
+def test_async_round_trip(tansu_broker: TansuBroker, registry: str, topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 1)
+    events = _events()
+
+    async def main() -> list[Any]:
+        async with AsyncSchemaRegistryClient({"url": registry}) as client:
+            return await run(client)
+
+    async def run(client: AsyncSchemaRegistryClient) -> list[Any]:
+        async with AsyncSerializingProducer(
+                bootstrap_servers=tansu_broker.bootstrap_servers,
+                value_serializer=AsyncAvroSerializer(client, SignedUp)) as producer:
+            futures = [await producer.send(topic_name, e, key=e.user_id.encode())
+                       for e in events]
+            await producer.flush(10)
+            assert [(await f).offset for f in futures] == list(range(N))
+        got: list[Any] = []
+        async with AsyncDeserializingConsumer(
+                _consumer_conf(tansu_broker, topic_name),
+                value_deserializer=AsyncAvroDeserializer(client, SignedUp)) as consumer:
+            consumer.assign([TopicPartition(topic_name, 0)])
+            for _ in range(200):
+                batch = await consumer.getmany(0.5)
+                got.extend(r.value for records in batch.values() for r in records)
+                if len(got) >= N:
+                    break
+        return got
+
+    assert asyncio.run(main()) == events
+
+
+@pytest.mark.parametrize("read", ["consume", "poll"])
+def test_bad_records_are_typed_and_nothing_else_is_lost(tansu_broker: TansuBroker,
+                                                        client: SchemaRegistryClient,
+                                                        topic_name: str, read: str) -> None:
+    """A wrong magic byte, an unknown schema id and a truncated payload among good records:
+    each bad one raises with its raw record and offset, every good one is read once."""
+    tansu_broker.create_topic(topic_name, 1)
+    good = _events()[:6]
+    ser = AvroSerializer(client, SignedUp)
+    from kontrakt.serde import SerializationContext
+
+    framed = [ser(e, SerializationContext(topic_name)) for e in good]
+    assert framed[0] is not None
+    bad = {1: b"\x07" + framed[0][1:],                        # wrong magic byte
+           3: b"\x00\x7f\xff\xff\xf0" + framed[0][5:],        # unknown schema id
+           5: framed[0][:7]}                                  # truncated payload
+    payloads: list[bytes | None] = []
+    for i, f in enumerate(framed):
+        payloads.append(f)
+        if i in bad:
+            payloads.append(bad[i])
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers) as raw:
+        for p in payloads:
+            raw.send(topic_name, p)
+        raw.flush(10)
+
+    errors: list[ValueDeserializationError] = []
+    got: list[Any] = []
+    with DeserializingConsumer({**_consumer_conf(tansu_broker, topic_name),
+                                "value.deserializer": AvroDeserializer(client, SignedUp)}) as c:
+        c.assign([TopicPartition(topic_name, 0)])
+        for _ in range(200):
+            try:
+                if read == "consume":
+                    got.extend(r.value for r in c.consume(10, 0.5))
+                elif (record := c.poll(0.5)) is not None:
+                    got.append(record.value)
+            except ValueDeserializationError as exc:
+                errors.append(exc)
+            if len(got) + len(errors) >= len(payloads):
+                break
+    assert got == good
+    assert [e.record.offset for e in errors] == [2, 5, 8]
+    assert all(e.record.topic == topic_name and e.record.partition == 0 for e in errors)
+    assert "offset 2" in str(errors[0])
+
+
+def test_serialization_failure_queues_nothing(tansu_broker: TansuBroker, registry: str,
+                                              topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 1)
+    with SerializingProducer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                              "key.serializer": StringSerializer()}) as p:
+        with pytest.raises(KeySerializationError, match=topic_name):
+            p.produce(topic_name, key=12345, value=b"v")  # type: ignore[arg-type]
+        assert len(p) == 0

@@ -495,10 +495,10 @@ class RecordAccumulator:
             if batch.base_sequence < 0:
                 dq.appendleft(batch)
                 return
+            # Resends (sealed, with a sequence) come first, in sequence order.
             i = 0
             for i, other in enumerate(dq):  # noqa: B007 - i is used after the loop
-                if (not other.drained or other.base_sequence < 0
-                        or other.base_sequence > batch.base_sequence):
+                if other.base_sequence < 0 or other.base_sequence > batch.base_sequence:
                     break
             else:
                 i = len(dq)

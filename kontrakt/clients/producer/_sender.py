@@ -344,7 +344,8 @@ class Sender:
         self.metrics.retries += 1
         log.debug("retrying %s-%s (attempt %s): %s", b.topic, b.partition, b.attempts, cause)
         b.retry_at = now + delay
-        b.drained = False
+        # ``drained`` stays set: a batch that was sent once is sealed (a resend must carry
+        # exactly the records, and sequence numbers, it had).
         self.acc.reenqueue(b)
 
     def _fail(self, b: ProducerBatch, error: BaseException) -> None:

@@ -1,0 +1,253 @@
+"""AsyncProducer and Producer against Tansu: acks levels, codecs, headers, timestamps, null
+keys/values, size limits, flush/close semantics, callbacks exactly once, direct batches.
+
+Every produced record is read back raw through ``request()`` (tests/integration/raw_ops.py),
+so these tests do not depend on the consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from kontrakt.clients import AsyncKafkaClient
+from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
+from kontrakt.errors import IllegalStateError, KafkaTimeoutError, RecordTooLargeError
+from kontrakt.protocol.records import Record
+from kontrakt.testing import TansuBroker
+from tests.integration.raw_ops import fetch
+
+pytestmark = pytest.mark.integration
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+async def read_all(bootstrap: str, topic: str, partition: int, count: int) -> list[Record]:
+    """Fetch ``count`` records of a partition from offset 0 (bounded)."""
+    out: list[Record] = []
+    async with AsyncKafkaClient(bootstrap_servers=bootstrap) as client:
+        for _ in range(50):
+            part, records = await fetch(client, topic, partition, len(out) and out[-1].offset + 1)
+            assert part.error_code == 0, part
+            out.extend(records)
+            if len(out) >= count or not records or out[-1].offset + 1 >= part.high_watermark:
+                break
+    return out
+
+
+@pytest.mark.parametrize("acks", [0, 1, "all"])
+def test_every_acks_level(tansu_broker: TansuBroker, topic_name: str, acks: Any) -> None:
+    tansu_broker.create_topic(topic_name, 1)
+
+    async def main() -> list[Any]:
+        async with AsyncProducer(bootstrap_servers=tansu_broker.bootstrap_servers,
+                                 acks=acks) as p:
+            futs = [await p.send(topic_name, b"v%d" % i, key=b"k", partition=0)
+                    for i in range(50)]
+            await p.flush()
+            assert all(f.done() for f in futs)
+            return [await f for f in futs]
+
+    mds = asyncio.run(main())
+    if acks == 0:
+        assert {m.offset for m in mds} == {-1}
+    else:
+        assert [m.offset for m in mds] == list(range(50))
+    records = asyncio.run(read_all(tansu_broker.bootstrap_servers, topic_name, 0, 50))
+    assert [r.value for r in records] == [b"v%d" % i for i in range(50)]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_codec_with_headers_timestamps_and_nulls(tansu_broker: TansuBroker,
+                                                      topic_name: str, codec: str) -> None:
+    tansu_broker.create_topic(topic_name, 2)
+    sent = [
+        (b"k0", b"value-0" * 30, [("h", b"1"), ("empty", b""), ("none", None)], 1_700_000_000_000),
+        (None, b"no key", None, 1_700_000_000_001),
+        (b"null value", None, {"d": b"dict"}, 1_700_000_000_002),
+        (None, None, [], 1_600_000_000_000),
+        (b"", b"", None, 1_700_000_000_004),
+    ] * 4
+
+    async def main() -> list[Any]:
+        async with AsyncProducer(bootstrap_servers=tansu_broker.bootstrap_servers,
+                                 compression_type=codec, compression_level=None) as p:
+            futs = [await p.send(topic_name, v, k, partition=1, headers=h, timestamp_ms=ts)
+                    for k, v, h, ts in sent]
+            return [await f for f in futs]
+
+    mds = asyncio.run(main())
+    assert [m.offset for m in mds] == list(range(len(sent)))
+    assert [m.timestamp for m in mds] == [ts for *_, ts in sent]
+    records = asyncio.run(read_all(tansu_broker.bootstrap_servers, topic_name, 1, len(sent)))
+    assert [(r.key, r.value, r.timestamp) for r in records] == [
+        (k, v, ts) for k, v, _, ts in sent]
+    expected_headers = [list(h.items()) if isinstance(h, dict) else (h or []) for _, _, h, _ in sent]
+    assert [r.headers for r in records] == expected_headers
+
+
+def test_large_records_near_the_limit_and_over_it(tansu_broker: TansuBroker,
+                                                  topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 1)
+    limit = 200_000
+    overhead = 61 + 1 + 1 + 1 + 1 + 3 + 1 + 1  # batch header + one record's framing
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=tansu_broker.bootstrap_servers,
+                                 message_max_bytes=limit, compression_type="lz4") as p:
+            big = b"x" * (limit - overhead - 10)
+            md = await p.send_and_wait(topic_name, big, partition=0)
+            assert md.offset == 0
+            with pytest.raises(RecordTooLargeError, match=rf"{topic_name}-0 is \d+ bytes"):
+                await p.send(topic_name, b"x" * limit, partition=0)
+            with pytest.raises(RecordTooLargeError, match="message.max.bytes"):
+                await p.send(topic_name, b"x" * (limit - overhead + 20), partition=0)
+            # The producer still works after refusing.
+            assert (await p.send_and_wait(topic_name, b"small", partition=0)).offset == 1
+
+    asyncio.run(main())
+    records = asyncio.run(read_all(tansu_broker.bootstrap_servers, topic_name, 0, 2))
+    assert [len(r.value or b"") for r in records] == [limit - overhead - 10, 5]
+
+
+def test_flush_and_close_resolve_everything_exactly_once(tansu_broker: TansuBroker,
+                                                         topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 3)
+    calls: Counter[int] = Counter()
+
+    async def main() -> None:
+        # A long linger: only flush() and close() make these batches go.
+        p = AsyncProducer(bootstrap_servers=tansu_broker.bootstrap_servers, linger_ms=60_000,
+                          delivery_timeout_ms=120_000)
+        await p.start()
+        futs: list[RecordFuture] = []
+        for i in range(300):
+            f = await p.send(topic_name, b"%d" % i, key=b"%d" % (i % 10))
+            f.add_done_callback(lambda fut, i=i: calls.update([i]))
+            futs.append(f)
+        assert not any(f.done() for f in futs)
+        await p.flush(timeout=30)
+        assert all(f.done() and f.exception() is None for f in futs)
+        later = [await p.send(topic_name, b"late-%d" % i) for i in range(20)]
+        for i, f in enumerate(later):
+            f.add_done_callback(lambda fut, i=i: calls.update([1000 + i]))
+        await p.close()
+        assert all(f.done() and f.exception() is None for f in later)
+        await p.close()  # idempotent
+        with pytest.raises(IllegalStateError):
+            await p.send(topic_name, b"after close")
+
+    asyncio.run(main())
+    assert sorted(calls) == list(range(300)) + list(range(1000, 1020))
+    assert set(calls.values()) == {1}
+
+
+def test_close_with_zero_timeout_fails_pending_records_once(tansu_broker: TansuBroker,
+                                                            topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 1)
+    calls: list[BaseException | None] = []
+
+    async def main() -> None:
+        p = AsyncProducer(bootstrap_servers=tansu_broker.bootstrap_servers, linger_ms=60_000)
+        await p.start()
+        futs = [await p.send(topic_name, b"v") for _ in range(10)]
+        for f in futs:
+            f.add_done_callback(lambda fut: calls.append(fut.exception()))
+        await p.close(timeout=0)
+        for f in futs:
+            with pytest.raises(IllegalStateError, match="closed before"):
+                await f
+
+    asyncio.run(main())
+    assert len(calls) == 10 and all(isinstance(c, IllegalStateError) for c in calls)
+
+
+def test_sync_producer_produce_poll_callbacks_in_caller_thread(tansu_broker: TansuBroker,
+                                                              topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 3)
+    seen: list[tuple[Any, Any, str]] = []
+    with Producer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                   "linger.ms": 1}) as p:
+        for i in range(500):
+            p.produce(topic_name, b"v%d" % i, key=b"k%d" % (i % 5),
+                      on_delivery=lambda err, md: seen.append(
+                          (err, md, threading.current_thread().name)))
+        assert len(p) <= 500
+        deadline = 0
+        while len(seen) < 500 and deadline < 200:
+            p.poll(0.1)
+            deadline += 1
+        assert p.flush(10) == 0
+        md = p.send_and_wait(topic_name, b"last", key=b"k0")
+        assert md.offset >= 0
+        fut = p.send(topic_name, b"fut")
+        assert fut.result(10).topic == topic_name
+        assert sorted(p.partitions_for(topic_name)) == [0, 1, 2]
+        m = p.metrics()
+        assert m["record-send-total"] >= 502 and m["batch-send-total"] >= 3
+        assert m["request-latency-avg-ms"] > 0
+    assert len(seen) == 500
+    assert all(err is None for err, _, _ in seen)
+    assert {name for *_, name in seen} == {threading.current_thread().name}
+    per_partition: dict[int, list[int]] = {}
+    for _, md, _ in seen:
+        per_partition.setdefault(md.partition, []).append(md.offset)
+    # Callbacks come in send order per partition, each offset once.
+    for offsets in per_partition.values():
+        assert offsets == sorted(set(offsets))
+
+
+def test_sync_send_from_callback_thread_is_refused(tansu_broker: TansuBroker,
+                                                    topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 1)
+    errors: list[BaseException] = []
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers) as p:
+        fut = p.send(topic_name, b"v")
+
+        def on_done(f: RecordFuture) -> None:
+            try:
+                p.flush(1)
+            except BaseException as exc:
+                errors.append(exc)
+
+        fut.add_done_callback(on_done)
+        fut.result(10)
+        p.flush(10)
+    assert len(errors) == 1 and isinstance(errors[0], IllegalStateError)
+
+
+def test_unknown_topic_times_out_after_max_block(tansu_broker: TansuBroker,
+                                                 topic_name: str) -> None:
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=tansu_broker.bootstrap_servers,
+                                 max_block_ms=300) as p:
+            with pytest.raises(KafkaTimeoutError, match="not found in the metadata"):
+                await p.send(topic_name + "-missing", b"v")
+
+    asyncio.run(main())
+
+
+def test_create_batch_and_send_batch(tansu_broker: TansuBroker, topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 2)
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=tansu_broker.bootstrap_servers,
+                                 compression_type="zstd") as p:
+            assert await p.partitions_for(topic_name) == [0, 1]
+            b = p.create_batch()
+            for i in range(10):
+                assert b.append(1_700_000_000_000 + i, b"k%d" % i, b"v%d" % i,
+                                [("i", b"%d" % i)]) is not None
+            fut = await p.send_batch(b, topic_name, partition=1)
+            md = await fut
+            assert (md.partition, md.offset) == (1, 0)
+            assert (await p.send_and_wait(topic_name, b"after", partition=1)).offset == 10
+
+    asyncio.run(main())
+    records = asyncio.run(read_all(tansu_broker.bootstrap_servers, topic_name, 1, 11))
+    assert [r.value for r in records] == [b"v%d" % i for i in range(10)] + [b"after"]
+    assert records[3].headers == [("i", b"3")]

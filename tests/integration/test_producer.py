@@ -86,7 +86,8 @@ def test_every_codec_with_headers_timestamps_and_nulls(tansu_broker: TansuBroker
     records = asyncio.run(read_all(tansu_broker.bootstrap_servers, topic_name, 1, len(sent)))
     assert [(r.key, r.value, r.timestamp) for r in records] == [
         (k, v, ts) for k, v, _, ts in sent]
-    expected_headers = [list(h.items()) if isinstance(h, dict) else (h or []) for _, _, h, _ in sent]
+    expected_headers = [list(h.items()) if isinstance(h, dict) else (h or [])
+                        for _, _, h, _ in sent]
     assert [r.headers for r in records] == expected_headers
 
 
@@ -104,7 +105,7 @@ def test_large_records_near_the_limit_and_over_it(tansu_broker: TansuBroker,
             assert md.offset == 0
             with pytest.raises(RecordTooLargeError, match=rf"{topic_name}-0 is \d+ bytes"):
                 await p.send(topic_name, b"x" * limit, partition=0)
-            with pytest.raises(RecordTooLargeError, match="message.max.bytes"):
+            with pytest.raises(RecordTooLargeError, match=r"message\.max\.bytes"):
                 await p.send(topic_name, b"x" * (limit - overhead + 20), partition=0)
             # The producer still works after refusing.
             assert (await p.send_and_wait(topic_name, b"small", partition=0)).offset == 1

@@ -128,14 +128,14 @@ def test_flush_and_close_resolve_everything_exactly_once(tansu_broker: TansuBrok
         futs: list[RecordFuture] = []
         for i in range(300):
             f = await p.send(topic_name, b"%d" % i, key=b"%d" % (i % 10))
-            f.add_done_callback(lambda fut, i=i: calls.update([i]))
+            f.add_done_callback(_counter(calls, i))
             futs.append(f)
         assert not any(f.done() for f in futs)
         await p.flush(timeout=30)
         assert all(f.done() and f.exception() is None for f in futs)
         later = [await p.send(topic_name, b"late-%d" % i) for i in range(20)]
         for i, f in enumerate(later):
-            f.add_done_callback(lambda fut, i=i: calls.update([1000 + i]))
+            f.add_done_callback(_counter(calls, 1000 + i))
         await p.close()
         assert all(f.done() and f.exception() is None for f in later)
         await p.close()  # idempotent
@@ -145,6 +145,10 @@ def test_flush_and_close_resolve_everything_exactly_once(tansu_broker: TansuBrok
     asyncio.run(main())
     assert sorted(calls) == list(range(300)) + list(range(1000, 1020))
     assert set(calls.values()) == {1}
+
+
+def _counter(calls: Counter[int], i: int) -> Any:
+    return lambda fut: calls.update([i])
 
 
 def test_close_with_zero_timeout_fails_pending_records_once(tansu_broker: TansuBroker,

@@ -15,7 +15,20 @@ from kontrakt._types import (
     TimestampType,
     TopicPartition,
 )
-from kontrakt.clients import AsyncKafkaClient, KafkaClient
+from kontrakt.clients import (
+    AdminClient,
+    AsyncAdminClient,
+    AsyncConsumer,
+    AsyncDeserializingConsumer,
+    AsyncKafkaClient,
+    AsyncProducer,
+    AsyncSerializingProducer,
+    Consumer,
+    DeserializingConsumer,
+    KafkaClient,
+    Producer,
+    SerializingProducer,
+)
 from kontrakt.errors import (
     ConfigError,
     IllegalStateError,
@@ -30,9 +43,17 @@ from kontrakt.errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdminClient",
+    "AsyncAdminClient",
+    "AsyncConsumer",
+    "AsyncDeserializingConsumer",
     "AsyncKafkaClient",
+    "AsyncProducer",
+    "AsyncSerializingProducer",
     "ConfigError",
+    "Consumer",
     "ConsumerRecord",
+    "DeserializingConsumer",
     "IllegalStateError",
     "KafkaClient",
     "KafkaConnectionError",
@@ -40,9 +61,11 @@ __all__ = [
     "KafkaTimeoutError",
     "KontraktError",
     "OffsetAndMetadata",
+    "Producer",
     "RecordMetadata",
     "SchemaRegistryError",
     "SerializationError",
+    "SerializingProducer",
     "TimestampType",
     "TopicPartition",
     "__version__",

@@ -1,15 +1,41 @@
-"""Kafka clients: the asyncio core and its blocking forms."""
+"""Kafka clients: the asyncio core and its blocking forms.
+
+- :class:`AsyncKafkaClient` / :class:`KafkaClient`: connections, metadata, raw ``request()``.
+- :class:`AsyncProducer` / :class:`Producer`, :class:`AsyncConsumer` / :class:`Consumer`,
+  :class:`AsyncAdminClient` / :class:`AdminClient`.
+- :class:`SerializingProducer` / :class:`DeserializingConsumer` and their ``Async`` forms,
+  which run keys and values through :mod:`kontrakt.serde` serializers.
+"""
 
 from __future__ import annotations
 
+from kontrakt.clients.admin import AdminClient, AsyncAdminClient
 from kontrakt.clients.client import AsyncKafkaClient, KafkaClient
 from kontrakt.clients.cluster import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
+from kontrakt.clients.consumer import AsyncConsumer, Consumer
+from kontrakt.clients.producer import AsyncProducer, Producer
+from kontrakt.clients.serializing import (
+    AsyncDeserializingConsumer,
+    AsyncSerializingProducer,
+    DeserializingConsumer,
+    SerializingProducer,
+)
 
 __all__ = [
+    "AdminClient",
+    "AsyncAdminClient",
+    "AsyncConsumer",
+    "AsyncDeserializingConsumer",
     "AsyncKafkaClient",
+    "AsyncProducer",
+    "AsyncSerializingProducer",
     "BrokerInfo",
     "ClusterMetadata",
+    "Consumer",
+    "DeserializingConsumer",
     "KafkaClient",
     "PartitionInfo",
+    "Producer",
+    "SerializingProducer",
     "TopicInfo",
 ]

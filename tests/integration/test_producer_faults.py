@@ -34,8 +34,9 @@ NOT_LEADER_OR_FOLLOWER = 6
 REQUEST_TIMED_OUT = 7
 NOT_ENOUGH_REPLICAS = 19
 PRODUCE = 0
-FAST: dict[str, Any] = {"retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "reconnect_backoff_ms": 10,
-        "reconnect_backoff_max_ms": 50, "linger_ms": 2, "metadata_max_age_ms": 500}
+FAST: dict[str, Any] = {
+    "retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "reconnect_backoff_ms": 10,
+    "reconnect_backoff_max_ms": 50, "linger_ms": 2, "metadata_max_age_ms": 500}
 
 
 ORDERED: dict[str, Any] = {"max_in_flight_requests_per_connection": 1}
@@ -116,7 +117,8 @@ def test_injected_errors_with_five_in_flight_deliver_every_record_once(
         acked = await produce_with(mock_cluster, topic_name, 3, 600, fault)
         for part, values in acked.items():
             log = await log_of(mock_cluster.bootstrap_servers, topic_name, part)
-            assert sorted(v or b"" for v in log) == sorted(values)  # every record once (order: see module doc)
+            # Every record once (for order, see the module docstring).
+            assert sorted(v or b"" for v in log) == sorted(values)
 
     asyncio.run(main())
 

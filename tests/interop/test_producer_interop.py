@@ -73,8 +73,9 @@ def read_confluent(bs: str, topic: str, partitions: int, count: int) -> list[Sen
             if msg is None:
                 continue
             assert msg.error() is None, msg.error()
-            out.append((msg.partition(), msg.key(), msg.value(),
-                        list(msg.headers() or []), msg.timestamp()[1]))
+            row: Any = (msg.partition(), msg.key(), msg.value(), list(msg.headers() or []),
+                        msg.timestamp()[1])
+            out.append(row)
         return out
     finally:
         c.close()

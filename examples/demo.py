@@ -133,7 +133,7 @@ async def wire_level(bootstrap: str) -> None:
                 first = batch.records()[0]
                 print(f"partition {p}: batch of {len(batch.records())} at offset "
                       f"{batch.base_offset}, producer id {batch.producer_id}, "
-                      f"first value bytes {first.value[:8]!r}... (magic 0 + schema id)")
+                      f"first value bytes {(first.value or b'')[:8]!r}... (magic 0 + schema id)")
 
 
 def main() -> None:

@@ -95,7 +95,8 @@ class RegistryApp:
         add("GET", f"schemas/ids/{s}/schema", lambda r: self._schema_by_id(r)["schema"])
         add("GET", f"schemas/ids/{s}/subjects", self._id_subjects)
         add("GET", f"schemas/ids/{s}/versions", self._id_versions)
-        add("GET", f"schemas/guids/{s}", lambda r: self.state.schema_by_guid(r.args[0]))
+        add("GET", f"schemas/guids/{s}", lambda r: self._fmt(
+            r, self.state.schema_by_guid(r.args[0]), None))
         add("GET", "subjects", self._subjects)
         add("POST", f"subjects/{s}", lambda r: self.state.lookup(
             r.args[0], r.body, r.flag("normalize"), r.flag("deleted")))
@@ -105,10 +106,9 @@ class RegistryApp:
             r.args[0], r.flag("deleted"), r.flag("deleted_only")), r))
         add("POST", f"subjects/{s}/versions", lambda r: self.state.register(
             r.args[0], r.body, r.flag("normalize")))
-        add("GET", f"subjects/{s}/versions/{s}", lambda r: self.state.get_version(
-            r.args[0], parse_version(r.args[1]), r.flag("deleted")))
-        add("GET", f"subjects/{s}/versions/{s}/schema", lambda r: self.state.get_version(
-            r.args[0], parse_version(r.args[1]), r.flag("deleted"))["schema"])
+        add("GET", f"subjects/{s}/versions/{s}", self._get_version)
+        add("GET", f"subjects/{s}/versions/{s}/schema",
+            lambda r: self._get_version(r)["schema"])
         add("DELETE", f"subjects/{s}/versions/{s}", lambda r: self.state.delete_version(
             r.args[0], parse_version(r.args[1]), r.flag("permanent")))
         add("GET", f"subjects/{s}/versions/{s}/referencedby", lambda r: _page(
@@ -146,8 +146,18 @@ class RegistryApp:
             raise SchemaRegistryError(404, 404, "HTTP 404 Not Found")
         return int(raw)
 
+    def _fmt(self, r: _Req, out: Any, subject: str | None) -> Any:
+        # ?format=serialized turns a Protobuf schema into a base64 FileDescriptorProto.
+        return self.state.formatted(out, subject, r.q("format"))
+
     def _schema_by_id(self, r: _Req) -> Any:
-        return self.state.schema_by_id(self._schema_id(r.args[0]), r.q("subject"))
+        subject = r.q("subject")
+        return self._fmt(r, self.state.schema_by_id(self._schema_id(r.args[0]), subject),
+                         subject)
+
+    def _get_version(self, r: _Req) -> Any:
+        out = self.state.get_version(r.args[0], parse_version(r.args[1]), r.flag("deleted"))
+        return self._fmt(r, out, r.args[0])
 
     def _id_subjects(self, r: _Req) -> Any:
         pairs = self.state.id_usages(self._schema_id(r.args[0]), r.q("subject"),
@@ -168,8 +178,9 @@ class RegistryApp:
         values = r.query.get("value", [])
         if len(keys) != len(values):
             raise SchemaRegistryError(422, 422, "key and value parameters must pair up")
-        return self.state.latest_with_metadata(r.args[0], dict(zip(keys, values, strict=True)),
-                                               r.flag("deleted"))
+        out = self.state.latest_with_metadata(r.args[0], dict(zip(keys, values, strict=True)),
+                                              r.flag("deleted"))
+        return self._fmt(r, out, r.args[0])
 
     # ---------------------------------------------------------------- entry point
     def handle(self, method: str, path: str, query: str, body: bytes | None

@@ -34,7 +34,14 @@ from kontrakt.registry._errors import (
     VersionSoftDeletedError,
 )
 from kontrakt.registry._models import CompatibilityLevel, Mode, Schema, SchemaReference
-from kontrakt.registry.server._validate import identity_key, normalized_text, validate_schema
+from kontrakt.registry.server._validate import (
+    canonical_protobuf,
+    identity_key,
+    normalized_text,
+    protobuf_text,
+    serialized_protobuf,
+    validate_schema,
+)
 
 __all__ = [
     "CompatibilityChecker",
@@ -315,11 +322,17 @@ class RegistryState:
                     422, 42201, f"Invalid reference {r!r}: needs name, subject and version"
                 ) from None
         resolved = self._resolve_refs(subject, refs, set())
+        if schema_type == "PROTOBUF":
+            # A serialized FileDescriptorProto (what Confluent's serializers send) is kept
+            # as the .proto text it stands for, as Confluent's server does.
+            text = protobuf_text(text)
         validate_schema(schema_type, text, resolved)
         stored = text
         if normalize:
             stored = self._normalize(subject, Schema(text, schema_type, tuple(refs)))
             text = stored  # the identity follows the canonical form, as in Confluent
+        if schema_type == "PROTOBUF":
+            text = canonical_protobuf(text, resolved)
         meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else None
         rules = body.get("ruleSet") if isinstance(body.get("ruleSet"), dict) else None
         refs_json = [r.to_dict() for r in refs]
@@ -607,6 +620,24 @@ class RegistryState:
         out = self._schema_json(rec)
         out["guid"] = rec.guid
         return out
+
+    def formatted(self, out: dict[str, Any], subject: str | None, fmt: str | None
+                  ) -> dict[str, Any]:
+        """Apply a ``format`` query parameter to a schema answer.
+
+        Only Protobuf's ``serialized`` changes anything (the schema compiled to a base64
+        ``FileDescriptorProto``, references resolved in ``subject``'s context); like
+        Confluent, other or unknown formats give the stored text.
+
+        Raises:
+            SchemaRegistryError: the serialized form cannot be produced (see
+                :func:`serialized_protobuf`).
+        """
+        if (fmt or "").strip().lower() != "serialized" or out.get("schemaType") != "PROTOBUF":
+            return out
+        refs = [SchemaReference.from_dict(r) for r in out.get("references") or []]
+        resolved = self._resolve_refs(subject or "", refs, set())
+        return {**out, "schema": serialized_protobuf(out["schema"], resolved)}
 
     def schema_by_guid(self, guid: str) -> dict[str, Any]:
         """GET /schemas/guids/{guid}."""

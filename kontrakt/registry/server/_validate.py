@@ -1,10 +1,15 @@
 """Schema parsing at registration: Avro (fastavro), JSON Schema (meta-schema), Protobuf (protoc).
 
 Every failure is an :class:`InvalidSchemaError` (HTTP 422, code 42201) like Confluent's server.
+Protobuf schemas come as .proto text or, from Confluent's serializers, as a base64 serialized
+``FileDescriptorProto``; the registry keeps text (:func:`protobuf_text`), compares it by its
+compiled form (:func:`canonical_protobuf`) and compiles it back for ``format=serialized``
+(:func:`serialized_protobuf`).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -14,9 +19,16 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from kontrakt.registry._errors import InvalidSchemaError
+from kontrakt.registry._errors import InvalidSchemaError, SchemaRegistryError
 
-__all__ = ["SCHEMA_TYPES", "identity_key", "validate_schema"]
+__all__ = [
+    "SCHEMA_TYPES",
+    "canonical_protobuf",
+    "identity_key",
+    "protobuf_text",
+    "serialized_protobuf",
+    "validate_schema",
+]
 
 SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
 
@@ -72,14 +84,105 @@ def validate_schema(schema_type: str, schema: str, resolved_refs: list[tuple[str
     elif schema_type == "JSON":
         _validate_json(schema)
     else:
-        _validate_protobuf_cached(schema, tuple(resolved_refs))
+        _compile_protobuf_cached(schema, tuple(resolved_refs))
 
 
 @functools.lru_cache(maxsize=512)
-def _validate_protobuf_cached(schema: str, refs: tuple[tuple[str, str, str], ...]) -> None:
+def _compile_protobuf_cached(schema: str, refs: tuple[tuple[str, str, str], ...]
+                             ) -> bytes | None:
     # protoc runs in a child process (~0.2 s); lookups and re-registrations of the same text
     # are common, so successful checks are remembered (failures raise and are not cached).
-    _validate_protobuf(schema, list(refs))
+    return _validate_protobuf(schema, list(refs))
+
+
+def protobuf_text(schema: str) -> str:
+    """The .proto text of a Protobuf schema given as text or as a serialized descriptor.
+
+    Confluent's server parses the text and, when that fails, base64-decodes a
+    ``FileDescriptorProto`` and converts it to text, which it then stores and serves.
+
+    Args:
+        schema: the ``schema`` string of the request.
+
+    Returns:
+        ``schema`` itself when it is .proto text, else the descriptor printed as text.
+
+    Raises:
+        InvalidSchemaError: (42201) base64 that is not a usable descriptor.
+    """
+    from kontrakt.registry._proto_text import decode_descriptor, descriptor_to_proto_text
+
+    fdp = decode_descriptor(schema)
+    return schema if fdp is None else descriptor_to_proto_text(fdp)
+
+
+def _main_descriptor(schema: str, refs: list[tuple[str, str, str]]) -> Any | None:
+    """The compiled ``FileDescriptorProto`` of ``schema``; None without grpcio-tools."""
+    raw = _compile_protobuf_cached(schema, tuple(refs))
+    if raw is None:
+        return None
+    from google.protobuf import descriptor_pb2
+
+    fds = descriptor_pb2.FileDescriptorSet.FromString(raw)
+    return fds.file[-1]
+
+
+def canonical_protobuf(schema: str, refs: list[tuple[str, str, str]]) -> str:
+    """The form two Protobuf registrations are compared by (and share an id when equal).
+
+    Confluent compares the canonical string of the parsed file, so a descriptor and the
+    .proto text it came from are the same schema. Here both are compiled by protoc and the
+    descriptor is printed back (:mod:`kontrakt.registry._proto_text`): texts that compile
+    to the same descriptor (formatting, comments, relative vs. qualified type names) get
+    the same form. Without grpcio-tools, or for text protoc refuses, the trimmed text is used.
+
+    Args:
+        schema: validated .proto text.
+        refs: ``(name, schema_type, text)`` of the referenced schemas, dependencies first.
+    """
+    from kontrakt.registry._proto_text import descriptor_to_proto_text
+
+    try:
+        fdp = _main_descriptor(schema, refs)
+        if fdp is not None:
+            return descriptor_to_proto_text(fdp)
+    except InvalidSchemaError:
+        pass
+    return schema.strip()
+
+
+#: Name given to the file in ``format=serialized`` answers; clients rename it (Confluent's
+#: Python client uses the reference name, or "default" for the schema itself).
+SERIALIZED_FILE_NAME = "default"
+
+
+def serialized_protobuf(schema: str, refs: list[tuple[str, str, str]]) -> str:
+    """``format=serialized``: the schema compiled to a base64 ``FileDescriptorProto``.
+
+    Args:
+        schema: stored .proto text.
+        refs: ``(name, schema_type, text)`` of the referenced schemas, dependencies first.
+
+    Returns:
+        Base64 (standard alphabet) of the serialized descriptor, imports named as the
+        references name them.
+
+    Raises:
+        SchemaRegistryError: (501) grpcio-tools is not installed; (500, 50001) the stored
+            text no longer compiles.
+    """
+    try:
+        fdp = _main_descriptor(schema, refs)
+    except InvalidSchemaError as exc:
+        raise SchemaRegistryError(
+            500, 50001, f"Stored Protobuf schema does not compile: {exc.error_message}"
+        ) from None
+    if fdp is None:
+        raise SchemaRegistryError(
+            501, 501, "The serialized format needs grpcio-tools on the registry server "
+            "(pip install grpcio-tools); ask without format=serialized for the .proto text")
+    fdp.name = SERIALIZED_FILE_NAME
+    return base64.standard_b64encode(fdp.SerializeToString()).decode("ascii")
 
 
 def _validate_avro(schema: str, refs: list[tuple[str, str, str]]) -> None:
@@ -119,14 +222,15 @@ def _validate_json(schema: str) -> None:
         raise _invalid(f"Invalid JSON schema: {exc.message}") from None
 
 
-def _validate_protobuf(schema: str, refs: list[tuple[str, str, str]]) -> None:
+def _validate_protobuf(schema: str, refs: list[tuple[str, str, str]]) -> bytes | None:
+    """Compile with protoc; returns the ``FileDescriptorSet`` bytes (None without protoc)."""
     try:
         import grpc_tools
     except ImportError:
         # Without protoc only a weak check is possible; say what we could not do.
         if "message" not in schema and "enum" not in schema and "syntax" not in schema:
             raise _invalid("Invalid Protobuf schema: no syntax, message or enum") from None
-        return
+        return None
     wkt = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
     with tempfile.TemporaryDirectory(prefix="kontrakt-proto-") as tmp:
         for name, _ref_type, text in refs:
@@ -149,3 +253,5 @@ def _validate_protobuf(schema: str, refs: list[tuple[str, str, str]]) -> None:
         if proc.returncode != 0:
             detail = (proc.stderr or proc.stdout).replace(tmp + os.sep, "").strip()
             raise _invalid(f"Invalid Protobuf schema: {detail}")
+        with open(os.path.join(tmp, "out.pb"), "rb") as fh:
+            return fh.read()

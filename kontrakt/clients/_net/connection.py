@@ -284,6 +284,40 @@ class BrokerConnection:
                 await self.close(err)
                 raise err from None
 
+    def send_nowait(self, request: Request, *, version: int,
+                    expect_response: bool = True) -> asyncio.Future[Any] | None:
+        """Write ``request`` now and return the future of its response, without waiting.
+
+        For callers that pipeline requests and bound their own in-flight count (the
+        producer's sender, which handles responses in a done-callback instead of a task per
+        request). No in-flight slot is taken and no timeout applies: a caller that gives up
+        on a late response must :meth:`close` the connection, as :meth:`send` does.
+
+        Args:
+            version: the API version (see :meth:`negotiate`).
+            expect_response: False for Produce with acks=0; returns None.
+
+        Returns:
+            The response future (failed with KafkaConnectionError if the connection breaks).
+
+        Raises:
+            KafkaConnectionError: the connection is closed.
+        """
+        writer = self._writer
+        if self._closed_error is not None or writer is None:
+            raise KafkaConnectionError(
+                f"connection is closed: {self._closed_error}", broker=self.address
+            )
+        self._next_corr = corr = (self._next_corr + 1) & 0x7FFFFFFF
+        frame = encode_request(request, version, corr, self.settings.client_id)
+        fut: asyncio.Future[Any] | None = None
+        if expect_response:
+            fut = asyncio.get_running_loop().create_future()
+            self._pending[corr] = _Pending(fut, type(request).RESPONSE_TYPE, version)
+        self.last_used = time.monotonic()
+        writer.write(frame)
+        return fut
+
     async def _read_loop(self) -> None:
         reader = self._reader
         assert reader is not None

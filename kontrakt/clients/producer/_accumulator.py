@@ -60,7 +60,7 @@ class ProducerBatch:
     """
 
     __slots__ = (
-        "_afut", "acc", "attempts", "base_offset", "base_sequence", "base_timestamp", "blob",
+        "_waiters", "acc", "attempts", "base_offset", "base_sequence", "base_timestamp", "blob",
         "blob_key", "builder", "callbacks", "count", "created", "deadline", "deliveries",
         "done", "drained", "error", "event", "log_append_time", "max_timestamp", "memory",
         "partition", "parts", "producer_epoch", "producer_id", "retry_at", "size", "topic",
@@ -98,7 +98,7 @@ class ProducerBatch:
         self.callbacks: list[tuple[Callable[[RecordFuture], Any], RecordFuture]] | None = None
         self.deliveries: list[tuple[DeliveryCallback, RecordFuture]] | None = None
         self.event: threading.Event | None = threading.Event() if acc.threaded else None
-        self._afut: asyncio.Future[None] | None = None
+        self._waiters: list[asyncio.Future[None]] | None = None
 
     @property
     def record_count(self) -> int:
@@ -155,9 +155,11 @@ class ProducerBatch:
         self.blob = None
         if self.event is not None:
             self.event.set()
-        fut = self._afut
-        if fut is not None and not fut.done():
-            fut.set_result(None)
+        waiters = self._waiters
+        if waiters is not None:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
         if self.deliveries is not None:
             acc.deliver(self)
         if callbacks:
@@ -199,9 +201,14 @@ class ProducerBatch:
             # A sync producer's batch, awaited from some other loop: wait off-thread.
             await asyncio.get_running_loop().run_in_executor(None, self.event.wait)
             return
-        if self._afut is None:
-            self._afut = asyncio.get_running_loop().create_future()
-        await asyncio.shield(self._afut)
+        # One future per waiter (not one shared and shielded): cancelling one waiter leaves
+        # the others alone, and resolution reaches each in one loop turn.
+        fut = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = [fut]
+        else:
+            self._waiters.append(fut)
+        await fut
 
 
 class RecordFuture(tuple[Any, ...]):
@@ -342,6 +349,8 @@ class RecordAccumulator:
         self.queues: dict[tuple[str, int], deque[ProducerBatch]] = {}
         self.incomplete: set[ProducerBatch] = set()
         self.sender_wake_at = float("inf")
+        #: set when an append found its partition's batch full (async senders then yield)
+        self.filled = False
         self.flushing = 0
         self.closed = False
         self.on_complete: Callable[[ProducerBatch], None] | None = None
@@ -448,6 +457,8 @@ class RecordAccumulator:
             if delivery is not None:
                 batch.deliveries = [(delivery, fut)]
             full = len(dq) > 1
+            if full:
+                self.filled = True
             wake = full or now + self.linger < self.sender_wake_at
         # Once per batch at most: a batch filled up, or the sender sleeps past this one's
         # linger deadline.

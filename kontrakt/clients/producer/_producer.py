@@ -428,9 +428,12 @@ class AsyncProducer(_ProducerCore):
         """
         res = self._append(topic, value, key, partition, timestamp_ms, headers, None)
         if type(res) is RecordFuture:
-            if res._index == 0:
-                # A batch was started: give the sender and the connections a turn (once
-                # per batch), or a tight send loop would starve them.
+            acc = self._acc
+            if acc.filled:
+                # A batch filled up (and was handed to the sender): give responses and
+                # connections a loop turn, once per batch, or a tight send loop would
+                # starve them.
+                acc.filled = False
                 await asyncio.sleep(0)
             return res
         return await self._send_slow(topic, value, key, partition, timestamp_ms, headers, res)

@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from kontrakt.clients._net.connection import BrokerConnection
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.producer._accumulator import ProducerBatch, RecordAccumulator, expired_error
 from kontrakt.clients.producer._config import ProducerSettings
@@ -70,7 +71,11 @@ class Sender:
         self._loop_thread = threading.get_ident()
         self._wake = asyncio.Event()
         self._in_flight: dict[int, int] = defaultdict(int)
-        self._requests: set[asyncio.Task[None]] = set()
+        self._conns: dict[int, BrokerConnection] = {}
+        self._outstanding: set[_InFlight] = set()
+        self._connecting: set[asyncio.Task[None]] = set()
+        self._in_pass = False
+        self._sleep_until = _INF
         self._muted: set[tuple[str, int]] = set()
         self.closing = False
         self.error: BaseException | None = None
@@ -80,19 +85,57 @@ class Sender:
     # --- waking ------------------------------------------------------------------------
 
     def wake(self, urgent: bool = True) -> None:
-        """Wake the sender; callable from any thread."""
+        """Wake the sender; callable from any thread.
+
+        ``urgent`` (a batch filled up, or someone waits on one): on the loop thread, run a
+        send pass right here rather than one loop iteration later.
+        """
         if threading.get_ident() == self._loop_thread:
-            self._wake.set()
+            if urgent:
+                self.kick()
+            else:
+                self._wake.set()
         else:
             try:
-                self.loop.call_soon_threadsafe(self._wake.set)
+                self.loop.call_soon_threadsafe(self.kick if urgent else self._wake.set)
             except RuntimeError:  # the loop is closed: nothing left to wake
                 pass
+
+    def kick(self) -> None:
+        """Run one send pass now (on the loop thread), unless one is running."""
+        if self._in_pass or self.task is None or self.task.done() or self.error is not None:
+            return
+        try:
+            wake_at = self._pass()
+        except BaseException as exc:
+            self._died(exc)
+            return
+        if wake_at < self._sleep_until:
+            self._wake.set()
 
     def start(self) -> None:
         self.task = self.loop.create_task(self._run(), name="kontrakt-producer-sender")
 
     # --- the loop ------------------------------------------------------------------------
+
+    def _pass(self) -> float:
+        """Send everything that is ready (one request per broker per round, while brokers
+        have free in-flight slots); returns when the next pass is due."""
+        self._in_pass = True
+        try:
+            now = time.monotonic()
+            self._expire(now)
+            while True:
+                by_node, wake_at, missing = self._drain(now)
+                if missing:
+                    self.client.request_metadata_refresh()
+                    wake_at = min(wake_at, now + self.settings.retry_backoff)
+                if not by_node:
+                    return wake_at
+                for node, batches in by_node.items():
+                    self._dispatch(node, batches)
+        finally:
+            self._in_pass = False
 
     async def _run(self) -> None:
         try:
@@ -100,40 +143,32 @@ class Sender:
                 self._wake.clear()
                 idem = self.idem
                 if idem is not None and (idem.need_bump or idem.producer_id < 0) \
-                        and not self._requests:
+                        and not self._outstanding:
                     await self._bump()
-                now = time.monotonic()
-                self._expire(now)
-                by_node, wake_at, missing = self._drain(now)
-                if missing:
-                    self.client.request_metadata_refresh()
-                    wake_at = min(wake_at, now + self.settings.retry_backoff)
-                if by_node:
-                    for node, batches in by_node.items():
-                        self._in_flight[node] += 1
-                        task = self.loop.create_task(self._send(node, batches))
-                        self._requests.add(task)
-                        task.add_done_callback(self._requests.discard)
-                    # Let callers and responses run before the next pass.
-                    await asyncio.sleep(0)
-                    continue
+                wake_at = self._pass()
                 timeout = wake_at - time.monotonic()
                 if timeout <= 0:
                     await asyncio.sleep(0)
                     continue
+                self._sleep_until = wake_at
                 try:
                     await asyncio.wait_for(self._wake.wait(),
                                            None if timeout == _INF else timeout)
                 except (asyncio.TimeoutError, TimeoutError):
                     pass
+                finally:
+                    self._sleep_until = _INF
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # supervised: surfaced by the producer's next call
-            log.exception("producer sender died")
-            self.error = exc
-            if self.on_error is not None:
-                self.on_error()
-            self.fail_everything(ProduceError(f"the producer's sender failed: {exc!r}", exc))
+            self._died(exc)
+
+    def _died(self, exc: BaseException) -> None:
+        log.error("producer sender died: %r", exc, exc_info=exc)
+        self.error = exc
+        if self.on_error is not None:
+            self.on_error()
+        self.fail_everything(ProduceError(f"the producer's sender failed: {exc!r}", exc))
 
     def _drain(self, now: float) -> tuple[dict[int, list[ProducerBatch]], float, bool]:
         acc = self.acc
@@ -197,39 +232,84 @@ class Sender:
 
     # --- requests ------------------------------------------------------------------------
 
-    async def _send(self, node: int, batches: list[ProducerBatch]) -> None:
-        settings = self.settings
-        acks = settings.acks
+    def _dispatch(self, node: int, batches: list[ProducerBatch]) -> None:
+        """Write one Produce request to ``node`` (connecting first if needed)."""
+        self._in_flight[node] += 1
+        conn = self._conns.get(node)
+        if conn is not None and conn.connected:
+            self._write(conn, node, batches)
+            return
+        task = self.loop.create_task(self._connect_and_write(node, batches))
+        self._connecting.add(task)
+        task.add_done_callback(self._connecting.discard)
+
+    async def _connect_and_write(self, node: int, batches: list[ProducerBatch]) -> None:
         try:
-            started = time.monotonic()
-            try:
-                conn = await self.client.connection(node)
-                version = conn.negotiate(ProduceRequest)
-                request = self._request(batches, version)
-                self.metrics.requests += 1
-                resp = await conn.send(request, version=version,
-                                       timeout=settings.request_timeout,
-                                       expect_response=acks != 0)
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                log.debug("produce to node %s failed: %s", node, exc)
-                self.client.request_metadata_refresh()
-                for b in batches:
-                    self._retry(b, exc)
-                return
-            except KafkaError as exc:
-                for b in batches:
-                    self._fail(b, ProduceError(f"cannot produce to {b.topic}-{b.partition}: "
-                                               f"{exc}", exc))
-                return
-            self.metrics.request_done(time.monotonic() - started)
-            if resp is None:  # acks=0: nothing comes back; the records count as sent
-                for b in batches:
-                    self._succeed(b, -1, -1)
-                return
-            self._handle(resp, batches)
-        finally:
-            self._in_flight[node] -= 1
-            self._wake.set()
+            conn = await self.client.connection(node)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            self._finish(node)
+            self._request_failed(batches, exc)
+            return
+        self._conns[node] = conn
+        self._write(conn, node, batches)
+
+    def _write(self, conn: BrokerConnection, node: int, batches: list[ProducerBatch]) -> None:
+        # The request is written at once and its response handled in a done-callback: no
+        # task and no timeout wrapper per request (each costs event-loop turns, i.e.
+        # latency). The timeout is a timer that closes the connection, as conn.send() does.
+        acks = self.settings.acks
+        try:
+            version = conn.negotiate(ProduceRequest)
+            request = self._request(batches, version)
+            fut = conn.send_nowait(request, version=version, expect_response=acks != 0)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            self._finish(node)
+            self._request_failed(batches, exc)
+            return
+        except KafkaError as exc:
+            self._finish(node)
+            for b in batches:
+                self._fail(b, ProduceError(f"cannot produce to {b.topic}-{b.partition}: "
+                                           f"{exc}", exc))
+            return
+        self.metrics.requests += 1
+        if fut is None:  # acks=0: nothing comes back; the records count as sent
+            self._finish(node)
+            for b in batches:
+                self._succeed(b, -1, -1)
+            return
+        pending = _InFlight(self, conn, node, batches, fut)
+        self._outstanding.add(pending)
+        fut.add_done_callback(pending.done)
+
+    def _finish(self, node: int) -> None:
+        self._in_flight[node] -= 1
+        self._wake.set()
+
+    def _on_response(self, pending: _InFlight) -> None:
+        self._outstanding.discard(pending)
+        self._finish(pending.node)
+        fut = pending.future
+        if fut.cancelled():
+            self._request_failed(pending.batches, KafkaConnectionError("request cancelled"))
+            return
+        exc = fut.exception()
+        if exc is not None:
+            if isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)):
+                self._request_failed(pending.batches, exc)
+            else:
+                for b in pending.batches:
+                    self._fail(b, ProduceError(
+                        f"producing to {b.topic}-{b.partition} failed: {exc}", exc))
+            return
+        self.metrics.request_done(time.monotonic() - pending.started)
+        self._handle(fut.result(), pending.batches)
+
+    def _request_failed(self, batches: list[ProducerBatch], exc: BaseException) -> None:
+        log.debug("produce request failed: %s", exc)
+        self.client.request_metadata_refresh()
+        for b in batches:
+            self._retry(b, exc)
 
     def _request(self, batches: list[ProducerBatch], version: int) -> Any:
         idem = self.idem
@@ -309,6 +389,8 @@ class Sender:
         return b.record_count
 
     def _succeed(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        if b.done:
+            return
         count = self._count(b)
         if self.idem is not None:
             self.idem.done(b, True, count)
@@ -322,6 +404,8 @@ class Sender:
 
         ``force``: the resend is part of sequence recovery, not a new attempt of its own.
         """
+        if b.done:
+            return
         count = self._count(b)
         if self.idem is not None:
             self.idem.done(b, False, count)
@@ -349,6 +433,8 @@ class Sender:
         self.acc.reenqueue(b)
 
     def _fail(self, b: ProducerBatch, error: BaseException) -> None:
+        if b.done:
+            return
         idem = self.idem
         count = self._count(b)
         if idem is not None:
@@ -390,14 +476,48 @@ class Sender:
             self._fail(b, error)
 
     async def stop(self, error: BaseException | None = None) -> None:
-        """Stop sending: cancel in-flight requests and fail whatever is left."""
-        tasks = list(self._requests)
+        """Stop sending: cancel connecting and in-flight requests, fail whatever is left."""
+        tasks = list(self._connecting)
         if self.task is not None:
-            self.task.cancel()
             tasks.append(self.task)
         for t in tasks:
             t.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        for pending in list(self._outstanding):
+            pending.timer.cancel()
+        self._outstanding.clear()
         self.fail_everything(error or IllegalStateError(
             "the producer was closed before the record was delivered"))
+
+
+class _InFlight:
+    """One Produce request awaiting its response."""
+
+    __slots__ = ("batches", "conn", "future", "node", "sender", "started", "timer")
+
+    def __init__(self, sender: Sender, conn: BrokerConnection, node: int,
+                 batches: list[ProducerBatch], future: asyncio.Future[Any]) -> None:
+        self.sender = sender
+        self.conn = conn
+        self.node = node
+        self.batches = batches
+        self.future = future
+        self.started = time.monotonic()
+        self.timer = sender.loop.call_later(sender.settings.request_timeout, self.expired)
+
+    def done(self, fut: asyncio.Future[Any]) -> None:
+        self.timer.cancel()
+        self.sender._on_response(self)
+
+    def expired(self) -> None:
+        if self.future.done():
+            return
+        err = KafkaTimeoutError(
+            f"Produce to {self.conn.address} got no response within "
+            f"{self.sender.settings.request_timeout}s")
+        # Closing fails every request pending on the connection (this one included): a late
+        # response could no longer be matched.
+        task = self.sender.loop.create_task(self.conn.close(err))
+        self.sender._connecting.add(task)
+        task.add_done_callback(self.sender._connecting.discard)

@@ -40,14 +40,20 @@ def _oneof(o: ProtoOneOf, depth: int) -> list[str]:
     return [*lines, f"{pad}}}"]
 
 
+def _reserved(pad: str, items: list[str]) -> list[str]:
+    # protoc accepts numbers and names only in separate ``reserved`` statements.
+    numbers = [i for i in items if not i.startswith('"')]
+    names = [i for i in items if i.startswith('"')]
+    return [f"{pad}reserved {', '.join(group)};" for group in (numbers, names) if group]
+
+
 def _type(t: ProtoMessage | ProtoEnum, depth: int) -> list[str]:
     pad = _INDENT * depth
     if isinstance(t, ProtoEnum):
         lines = [f"{pad}enum {t.name} {{"]
         lines += [f"{pad}{_INDENT}option {n} = {v};" for n, v in sorted(t.options)]
         lines += [f"{pad}{_INDENT}{n} = {num}{_opts(o)};" for n, num, o in t.values]
-        if t.reserved:
-            lines.append(f"{pad}{_INDENT}reserved {', '.join(t.reserved)};")
+        lines += _reserved(pad + _INDENT, t.reserved)
         return [*lines, f"{pad}}}"]
     lines = [f"{pad}message {t.name} {{"]
     lines += [f"{pad}{_INDENT}option {n} = {v};" for n, v in sorted(t.options)]
@@ -58,8 +64,7 @@ def _type(t: ProtoMessage | ProtoEnum, depth: int) -> list[str]:
         lines += block
     for nested in t.types:
         lines += _type(nested, depth + 1)
-    if t.reserved:
-        lines.append(f"{pad}{_INDENT}reserved {', '.join(t.reserved)};")
+    lines += _reserved(pad + _INDENT, t.reserved)
     if t.extensions:
         lines.append(f"{pad}{_INDENT}extensions {', '.join(t.extensions)};")
     for target, fields in t.extends:

@@ -42,10 +42,10 @@ def proto_source(name: str) -> str:
 class FakeRegistry:
     """A dict-backed registry client for Protobuf tests.
 
-    The embedded registry server does not (yet) accept schemas in the serialized-descriptor
-    form that Confluent's Protobuf serializer registers, so the Protobuf tests share this
-    duck-typed client between kontrakt's and confluent-kafka's serializers. It assigns ids by
-    content exactly like a registry (same schema text, type and references → same id).
+    A duck-typed client the unit-level Protobuf tests share between kontrakt's and
+    confluent-kafka's serializers, without HTTP. It assigns ids by content exactly like a
+    registry (same schema text, type and references → same id). The embedded server is
+    exercised with both serializers in tests/interop/test_serde_confluent.py.
     """
 
     def __init__(self) -> None:

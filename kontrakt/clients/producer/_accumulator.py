@@ -62,8 +62,8 @@ class ProducerBatch:
     __slots__ = (
         "_waiters", "acc", "attempts", "base_offset", "base_sequence", "base_timestamp", "blob",
         "blob_key", "builder", "callbacks", "count", "created", "deadline", "deliveries",
-        "done", "drained", "error", "event", "log_append_time", "max_timestamp", "memory",
-        "partition", "parts", "producer_epoch", "producer_id", "retry_at", "size", "topic",
+        "done", "error", "event", "log_append_time", "max_timestamp", "memory", "partition",
+        "parts", "producer_epoch", "producer_id", "retry_at", "sealed", "size", "topic",
         "urgent",
     )
 
@@ -89,7 +89,8 @@ class ProducerBatch:
         self.producer_epoch = -1
         self.blob: bytes | None = None
         self.blob_key: tuple[int, int, int] | None = None
-        self.drained = False
+        # Sealed once the sender takes it (or built whole by the caller): no more appends.
+        self.sealed = False
         self.urgent = False
         self.done = False
         self.base_offset = -1
@@ -183,7 +184,7 @@ class ProducerBatch:
             raise IllegalStateError(
                 "RecordFuture.result() on an unresolved record of an AsyncProducer would "
                 "block its event loop; await the future instead")
-        if not self.drained:
+        if not self.sealed:
             self.urgent = True
             self.acc.wakeup(True)
         if not self.event.wait(timeout):
@@ -193,7 +194,7 @@ class ProducerBatch:
         """Wait on the running loop until the batch completes."""
         if self.done:
             return
-        if not self.drained:
+        if not self.sealed:
             # Someone waits on this batch: lingering for more records now only adds latency.
             self.urgent = True
             self.acc.wakeup(True)
@@ -418,7 +419,7 @@ class RecordAccumulator:
                 dq = self.queues[tp] = deque()
             elif dq:
                 batch = dq[-1]
-                if not batch.drained and batch.builder is None:
+                if not batch.sealed:
                     count = batch.count
                     ts_delta = timestamp - batch.base_timestamp
                     tsb = small[ts_delta] if 0 <= ts_delta < _SMALL else encode_varint(ts_delta)
@@ -481,6 +482,8 @@ class RecordAccumulator:
             batch = ProducerBatch(self, topic, partition, builder, time.monotonic())
             batch.memory = size
             batch.urgent = True
+            # Sealed: the caller built it whole; no record is appended to it here.
+            batch.sealed = True
             self.used += size
             dq = self.queues.get((topic, partition))
             if dq is None:
@@ -522,7 +525,7 @@ class RecordAccumulator:
             for dq in self.queues.values():
                 while dq and dq[0].deadline <= now:
                     b = dq.popleft()
-                    b.drained = True
+                    b.sealed = True
                     out.append(b)
         return out
 
@@ -533,7 +536,7 @@ class RecordAccumulator:
             for dq in self.queues.values():
                 dq.clear()
             for b in out:
-                b.drained = True
+                b.sealed = True
         return out
 
 

@@ -211,7 +211,7 @@ class _ProducerCore:
                 with acc.lock:
                     if dq and acc.used + rest < acc.buffer_memory:
                         batch = dq[-1]
-                        if not batch.drained and batch.builder is None:
+                        if not batch.sealed:
                             count = batch.count
                             ts_delta = timestamp_ms - batch.base_timestamp
                             tsb = (_SMALL_VARINTS[ts_delta] if 0 <= ts_delta < _SMALL

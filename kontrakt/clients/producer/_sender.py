@@ -214,7 +214,7 @@ class Sender:
                     wake_at = now
                     continue
                 dq.popleft()
-                head.drained = True
+                head.sealed = True
                 sizes[leader] = used + size
                 if idem is not None:
                     idem.assign(head, head.record_count)
@@ -428,7 +428,7 @@ class Sender:
         self.metrics.retries += 1
         log.debug("retrying %s-%s (attempt %s): %s", b.topic, b.partition, b.attempts, cause)
         b.retry_at = now + delay
-        # ``drained`` stays set: a batch that was sent once is sealed (a resend must carry
+        # ``sealed`` stays set: a batch sent once takes no more records (a resend must carry
         # exactly the records, and sequence numbers, it had).
         self.acc.reenqueue(b)
 

@@ -256,3 +256,23 @@ def test_create_batch_and_send_batch(tansu_broker: TansuBroker, topic_name: str)
     records = asyncio.run(read_all(tansu_broker.bootstrap_servers, topic_name, 1, 11))
     assert [r.value for r in records] == [b"v%d" % i for i in range(10)] + [b"after"]
     assert records[3].headers == [("i", b"3")]
+
+
+def test_new_epoch_after_lost_sequence_state(tansu_broker: TansuBroker,
+                                             topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 1)
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=tansu_broker.bootstrap_servers) as p:
+            assert p._idem is not None
+            await p.send_and_wait(topic_name, b"a", partition=0)
+            pid = p._idem.producer_id
+            p._idem.need_bump = True  # what an UNKNOWN_PRODUCER_ID answer would cause
+            md = await p.send_and_wait(topic_name, b"b", partition=0)
+            assert md.offset == 1 and p._idem.producer_id != pid
+            assert p.metrics()["epoch-bump-total"] == 1
+            assert (await p.send_and_wait(topic_name, b"c", partition=0)).offset == 2
+
+    asyncio.run(main())
+    records = asyncio.run(read_all(tansu_broker.bootstrap_servers, topic_name, 0, 3))
+    assert [r.value for r in records] == [b"a", b"b", b"c"]

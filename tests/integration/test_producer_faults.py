@@ -24,7 +24,7 @@ import pytest
 
 from kontrakt.clients import AsyncKafkaClient
 from kontrakt.clients.producer import AsyncProducer, Producer
-from kontrakt.errors import KafkaTimeoutError
+from kontrakt.errors import KafkaTimeoutError, ProduceError
 from kontrakt.testing import MockCluster
 from tests.integration.raw_ops import fetch
 
@@ -247,5 +247,66 @@ def test_mock_cluster_acks_and_codecs(mock_cluster: MockCluster, topic_name: str
         for part in (0, 1):
             assert await log_of(mock_cluster.bootstrap_servers, topic_name, part) == [
                 b"v%d" % i for i in range(part, 40, 2)]
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("code", [59, 45, 47])  # UNKNOWN_PRODUCER_ID, OUT_OF_ORDER, EPOCH
+def test_sequence_errors_bump_the_epoch_and_resend(mock_cluster: MockCluster, topic_name: str,
+                                                   code: int) -> None:
+    mock_cluster.create_topic(topic_name, 2)
+
+    def fault(i: int) -> None:
+        if i == 100:
+            mock_cluster.push_request_errors(PRODUCE, [code])
+
+    async def main() -> None:
+        acked = await produce_with(mock_cluster, topic_name, 2, 300, fault, **ORDERED)
+        await check_logs(mock_cluster, topic_name, acked)
+
+    asyncio.run(main())
+
+
+def test_epoch_bump_is_counted(mock_cluster: MockCluster, topic_name: str) -> None:
+    mock_cluster.create_topic(topic_name, 1)
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST) as p:
+            assert p._idem is not None
+            pid = p._idem.producer_id
+            await p.send_and_wait(topic_name, b"before", partition=0)
+            mock_cluster.push_request_errors(PRODUCE, [59])
+            md = await p.send_and_wait(topic_name, b"after", partition=0)
+            assert md.offset == 1
+            assert p.metrics()["epoch-bump-total"] == 1
+            assert p._idem.producer_id != pid
+        assert await log_of(mock_cluster.bootstrap_servers, topic_name, 0) == [b"before",
+                                                                                b"after"]
+
+    asyncio.run(main())
+
+
+def test_delivery_timeout_fails_records_once(mock_cluster: MockCluster, topic_name: str) -> None:
+    mock_cluster.create_topic(topic_name, 1)
+    mock_cluster.set_partition_leader(topic_name, 0, 1)
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                 delivery_timeout_ms=600, request_timeout_ms=300,
+                                 **FAST) as p:
+            await p.send_and_wait(topic_name, b"first", partition=0)
+            mock_cluster.broker_down(1)
+            calls: list[BaseException | None] = []
+            futs = [await p.send(topic_name, b"v%d" % i, partition=0) for i in range(5)]
+            for f in futs:
+                f.add_done_callback(lambda fut: calls.append(fut.exception()))
+            for f in futs:
+                with pytest.raises((KafkaTimeoutError, ProduceError)):
+                    await f
+            assert len(calls) == 5
+            assert p.metrics()["record-error-total"] == 5
+            mock_cluster.broker_up(1)
+            # The producer goes on (new producer id: the failed batch's fate was unknown).
+            assert (await p.send_and_wait(topic_name, b"later", partition=0)).offset >= 1
 
     asyncio.run(main())

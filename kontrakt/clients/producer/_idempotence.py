@@ -14,7 +14,11 @@ The rules follow the Java client (KIP-98, KIP-360):
 * When the sequence state cannot be trusted any more (UNKNOWN_PRODUCER_ID,
   INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER for the very next expected sequence,
   or a batch that failed for good after it was sent), the producer waits until nothing is in
-  flight, bumps its epoch, and numbers every unsent batch again from 0.
+  flight, starts a new epoch, and numbers every unsent batch again from 0. An idempotent
+  producer gets a new producer id for that (the Java client bumps the epoch locally, but
+  Tansu fences epochs it did not hand out and librdkafka's mock refuses InitProducerId with
+  the old id for non-transactional producers); a transactional one has its epoch bumped by
+  InitProducerId with its current id and epoch.
 """
 
 from __future__ import annotations
@@ -177,8 +181,6 @@ class IdempotenceState:
             old = (self.producer_id, self.producer_epoch)
             self.producer_id = resp.producer_id
             self.producer_epoch = resp.producer_epoch
-            if bump:
-                self.bumps += 1
             log.info("producer id %s epoch %s (was %s)", self.producer_id,
                      self.producer_epoch, old)
             return

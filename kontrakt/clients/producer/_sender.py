@@ -52,6 +52,7 @@ log = logging.getLogger("kontrakt.producer")
 
 _INF = float("inf")
 _MESSAGE_TOO_LARGE = 10
+_PRODUCER_FENCED = 90
 _TopicData = ProduceRequest.TopicProduceData
 _PartitionData = ProduceRequest.TopicProduceData.PartitionProduceData
 
@@ -366,7 +367,8 @@ class Sender:
                 f"the broker refused a batch of {size} bytes for {b.topic}-{b.partition} "
                 f"as too large (MESSAGE_TOO_LARGE); lower batch.size or message.max.bytes"))
             return
-        if idem is not None and code in (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH):
+        if idem is not None and (code in (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH) or (
+                code == _PRODUCER_FENCED and idem.transactional_id is None)):
             idem.need_bump = True
             self._retry(b, err, force=True)
             return
@@ -453,9 +455,18 @@ class Sender:
         idem = self.idem
         assert idem is not None
         bump = idem.producer_id >= 0
-        await idem.init(self.client, bump=bump, timeout=self.settings.request_timeout,
+        # An idempotent producer takes a new producer id (epoch 0, sequences from 0). The
+        # Java client bumps the epoch locally instead (KIP-360), which Kafka accepts, but
+        # Tansu fences a producer whose epoch it did not hand out (PRODUCER_FENCED) and
+        # librdkafka's mock refuses an InitProducerId that carries the old id for a producer
+        # without a transactional id (INVALID_PRODUCER_ID_MAPPING); a new id works on all.
+        # Transactional producers send their id and epoch to have the epoch bumped.
+        await idem.init(self.client, bump=bump and idem.transactional_id is not None,
+                        timeout=self.settings.request_timeout,
                         retry_backoff=self.settings.retry_backoff,
                         retry_backoff_max=self.settings.retry_backoff_max)
+        if bump:
+            idem.bumps += 1
         if bump:
             self.metrics.epoch_bumps += 1
         with self.acc.lock:

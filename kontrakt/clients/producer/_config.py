@@ -43,8 +43,10 @@ PRODUCER_OPTIONS: dict[str, Option] = {
         Option("partitioner", "any", "default",
                doc="'default' (murmur2 keys, sticky null keys), 'murmur2_random', "
                    "'round_robin', or a callable (key, all_partitions, available)"),
+        Option("transactional.id", "str", None,
+               doc="makes the producer transactional (begin/commit/abort_transaction)"),
         Option("transaction.timeout.ms", "int", 60000, minimum=1,
-               doc="reserved for transactional producers"),
+               doc="how long the coordinator lets a transaction stay open"),
     ),
 }
 
@@ -69,6 +71,7 @@ class ProducerSettings:
     idempotent: bool
     max_in_flight: int
     partitioner: str | Callable[..., int]
+    transactional_id: str | None = None
 
 
 def _acks(value: Any) -> int:
@@ -111,8 +114,14 @@ def parse_producer_config(config: Mapping[str, Any] | None,
         conflicts.append(f"acks={acks} (needs all)")
     if in_flight > 5:
         conflicts.append(f"max.in.flight.requests.per.connection={in_flight} (needs <= 5)")
+    txn_id = cfg["transactional.id"]
+    if txn_id is not None:
+        if asked is False:
+            raise ConfigError("transactional.id needs enable.idempotence (leave it unset)")
+        asked = True
     if asked and conflicts:
-        raise ConfigError("enable.idempotence=true conflicts with " + ", ".join(conflicts))
+        raise ConfigError(("transactional.id" if txn_id is not None else "enable.idempotence=true")
+                          + " conflicts with " + ", ".join(conflicts))
     idempotent = bool(asked if asked is not None else not conflicts)
     linger = cfg["linger.ms"] / 1000
     request_timeout = cfg["request.timeout.ms"] / 1000
@@ -148,6 +157,7 @@ def parse_producer_config(config: Mapping[str, Any] | None,
         idempotent=idempotent,
         max_in_flight=in_flight,
         partitioner=part,
+        transactional_id=txn_id,
     )
     return cfg, settings
 

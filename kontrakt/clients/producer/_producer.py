@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from time import time as _time
 from typing import Any
 
-from kontrakt._types import RecordMetadata
+from kontrakt._types import OffsetAndMetadata, RecordMetadata, TopicPartition
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.producer._accumulator import (
     ABORTED,
@@ -31,11 +31,13 @@ from kontrakt.clients.producer._partitioner import (
     key_hash,
 )
 from kontrakt.clients.producer._sender import Sender
+from kontrakt.clients.producer._transactions import TransactionManager
 from kontrakt.errors import (
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
     RecordTooLargeError,
+    TransactionAbortableError,
 )
 from kontrakt.protocol.records import BATCH_HEADER_SIZE, RecordBatchBuilder
 from kontrakt.protocol.records._model import SMALL_LIMIT, VARINT_BYTES, encode_varint
@@ -100,8 +102,9 @@ class _ProducerCore:
             delivery_timeout=s.delivery_timeout, threaded=threaded, wakeup=self._wakeup)
         self._metrics = ProducerMetrics()
         self._idem = IdempotenceState(
-            transaction_timeout_ms=self.config["transaction.timeout.ms"]) \
+            s.transactional_id, transaction_timeout_ms=self.config["transaction.timeout.ms"]) \
             if s.idempotent else None
+        self._txn: TransactionManager | None = None
         self._sender: Sender | None = None
         self._topics: dict[str, _TopicParts] = {}
         part = s.partitioner
@@ -125,6 +128,8 @@ class _ProducerCore:
     def _check(self) -> None:
         if self._closed:
             raise IllegalStateError("the producer is closed")
+        if self._txn is not None:
+            self._txn.check_send()
         sender = self._sender
         if sender is None:
             raise IllegalStateError("the producer is not started (use start() or 'with')")
@@ -360,9 +365,17 @@ class AsyncProducer(_ProducerCore):
                                   retry_backoff_max=s.retry_backoff_max)
         self._sender = Sender(self._client, self._acc, s, self._idem, self._metrics)
         self._sender.on_error = self._sender_failed
+        if self._idem is not None and s.transactional_id is not None:
+            sender = self._sender
+            self._txn = sender.txn = TransactionManager(
+                self._client, self._idem, request_timeout=s.request_timeout,
+                retry_backoff=s.retry_backoff, retry_backoff_max=s.retry_backoff_max,
+                wake=sender.wake)
+            self._txn.on_leave = self._sender_failed  # sends take the checked path again
         self._acc.on_memory = self._memory_freed
         self._sender.start()
-        self._ok = True
+        # A transactional producer takes the checked path until a transaction begins.
+        self._ok = self._txn is None
 
     def _sender_failed(self) -> None:
         self._ok = False
@@ -557,6 +570,106 @@ class AsyncProducer(_ProducerCore):
                 remaining = sum(1 for x in batches if not x.done)
                 raise KafkaTimeoutError(
                     f"{remaining} batch(es) still undelivered after {timeout}s") from None
+
+    # --- transactions -------------------------------------------------------------------
+
+    def _transaction(self) -> TransactionManager:
+        if self._closed:
+            raise IllegalStateError("the producer is closed")
+        if self._txn is None:
+            raise IllegalStateError("transactions need the transactional.id option "
+                                    "(and a started producer)")
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Nothing to do: :meth:`start` registers the transactional id (InitProducerId at
+        its coordinator, which also ends a transaction an older instance left open). Kept
+        for symmetry with the Java and confluent-kafka clients.
+
+        Raises:
+            IllegalStateError: no ``transactional.id``.
+        """
+        self._transaction()
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: records sent until commit/abort belong to it.
+
+        Raises:
+            IllegalStateError: no ``transactional.id``, or a transaction is already open.
+            TransactionAbortableError / TransactionFatalError: the producer is in an error
+                state (abort first / close it).
+        """
+        self._transaction().begin()
+        self._ok = self._sender is not None and self._sender.error is None
+
+    async def send_offsets_to_transaction(
+            self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+            group_id: str | Any, *, timeout: float | None = None) -> None:
+        """Commit consumed offsets as part of the transaction (consume-transform-produce).
+
+        Args:
+            offsets: the next offsets to read, per partition.
+            group_id: the consumer group id, or its group metadata (anything with
+                ``group_id``, ``generation_id``, ``member_id``, ``group_instance_id``).
+            timeout: unused (bounded by request.timeout.ms); kept for API symmetry.
+
+        Raises:
+            TransactionAbortableError: the offsets could not be added (abort next).
+            TransactionFatalError: fenced.
+        """
+        txn = self._transaction()
+        if isinstance(group_id, str):
+            await txn.send_offsets(offsets, group_id)
+        else:
+            await txn.send_offsets(
+                offsets, group_id.group_id, generation_id=getattr(group_id, "generation_id", -1),
+                member_id=getattr(group_id, "member_id", ""),
+                group_instance_id=getattr(group_id, "group_instance_id", None))
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send everything of the transaction, then commit it (EndTxn).
+
+        Args:
+            timeout: seconds to wait for the records (None: as long as delivery takes).
+
+        Raises:
+            TransactionAbortableError: a record or the commit failed: call
+                :meth:`abort_transaction`.
+            TransactionFatalError: fenced by a newer producer with the same id: close.
+            KafkaTimeoutError: the records were not resolved within ``timeout``.
+        """
+        txn = self._transaction()
+        txn.check_send()
+        await self.flush(timeout)
+        txn.check_send()  # a record of the transaction failed: abort instead
+        self._ok = False
+        try:
+            await txn.end(True)
+        except BaseException:
+            if txn.state == "in_transaction":
+                txn.state = "abortable"
+            raise
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not sent yet fail with TransactionAbortableError,
+        records in flight are awaited, then the coordinator aborts (EndTxn).
+
+        Raises:
+            IllegalStateError: no transaction is open.
+            TransactionFatalError: fenced: close the producer.
+        """
+        txn = self._transaction()
+        if txn.state not in ("in_transaction", "abortable"):
+            txn.check_send()
+        self._ok = False
+        sender = self._sender
+        assert sender is not None
+        for b in self._acc.abort_all():
+            sender._fail(b, TransactionAbortableError("the transaction was aborted"))
+        with self._acc.lock:
+            pending = list(self._acc.incomplete)
+        await self._wait_batches(pending, timeout)
+        await txn.end(False)
 
     # --- direct batch control ------------------------------------------------------------
 

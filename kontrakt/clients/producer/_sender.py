@@ -35,6 +35,7 @@ from kontrakt.clients.producer._idempotence import (
     IdempotenceState,
 )
 from kontrakt.clients.producer._metrics import ProducerMetrics
+from kontrakt.clients.producer._transactions import TransactionManager
 from kontrakt.errors import (
     IllegalStateError,
     KafkaConnectionError,
@@ -42,6 +43,7 @@ from kontrakt.errors import (
     KafkaTimeoutError,
     ProduceError,
     RecordTooLargeError,
+    TransactionFatalError,
 )
 from kontrakt.protocol.errors import for_code
 from kontrakt.protocol.messages import ProduceRequest
@@ -81,6 +83,8 @@ class Sender:
         self.closing = False
         self.error: BaseException | None = None
         self.on_error: Callable[[], None] | None = None
+        #: the transaction manager of a transactional producer
+        self.txn: TransactionManager | None = None
         self.task: asyncio.Task[None] | None = None
 
     # --- waking ------------------------------------------------------------------------
@@ -180,6 +184,7 @@ class Sender:
         max_in_flight = self.settings.max_in_flight
         max_bytes = self.settings.message_max_bytes
         idem = self.idem
+        txn = self.txn
         order_by_mute = idem is None and max_in_flight == 1
         in_flight = self._in_flight
         by_node: dict[int, list[ProducerBatch]] = {}
@@ -209,6 +214,8 @@ class Sender:
                     continue
                 if idem is not None and not idem.can_send(head):
                     continue
+                if txn is not None and not txn.partition_ready(tp):
+                    continue
                 size = head.size_in_bytes
                 used = sizes.get(leader, 0)
                 if used and used + size > max_bytes:
@@ -225,6 +232,8 @@ class Sender:
             # Appenders read this under the lock: a new batch that must go out sooner than
             # the sender's next wake-up wakes it.
             acc.sender_wake_at = now if by_node else wake_at
+        if txn is not None and txn.pending:
+            txn.add_pending()
         return by_node, wake_at, missing
 
     def _expire(self, now: float) -> None:
@@ -317,8 +326,9 @@ class Sender:
         pid, epoch = (idem.producer_id, idem.producer_epoch) if idem is not None else (-1, -1)
         topics = self.client.cluster.topics
         by_topic: dict[str, list[Any]] = {}
+        txn = self.txn
         for b in batches:
-            blob = b.encode(pid, epoch, False)
+            blob = b.encode(pid, epoch, txn is not None)
             self.metrics.bytes_sent += len(blob)
             by_topic.setdefault(b.topic, []).append(
                 _PartitionData(index=b.partition, records=blob))
@@ -331,7 +341,8 @@ class Sender:
                 data.append(_TopicData(topic_id=info.topic_id, partition_data=parts))
             else:
                 data.append(_TopicData(name=topic, partition_data=parts))
-        return ProduceRequest(acks=self.settings.acks,
+        return ProduceRequest(transactional_id=txn.transactional_id if txn else None,
+                              acks=self.settings.acks,
                               timeout_ms=int(self.settings.request_timeout * 1000),
                               topic_data=data)
 
@@ -366,6 +377,11 @@ class Sender:
             self._fail(b, RecordTooLargeError(
                 f"the broker refused a batch of {size} bytes for {b.topic}-{b.partition} "
                 f"as too large (MESSAGE_TOO_LARGE); lower batch.size or message.max.bytes"))
+            return
+        if self.txn is not None and code in (INVALID_PRODUCER_EPOCH, _PRODUCER_FENCED):
+            # Another producer with the same transactional id took over.
+            self.txn.fatal(err)
+            self._fail(b, TransactionFatalError(f"producer fenced: {err}"))
             return
         if idem is not None and (code in (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH) or (
                 code == _PRODUCER_FENCED and idem.transactional_id is None)):
@@ -445,6 +461,8 @@ class Sender:
                 # It may or may not be in the log: sequences after it cannot be trusted.
                 idem.need_bump = True
         self._muted.discard((b.topic, b.partition))
+        if self.txn is not None:
+            self.txn.batch_failed(error)
         if b.complete(-1, -1, error):
             self.metrics.records_failed += count
             self.metrics.batches_failed += 1

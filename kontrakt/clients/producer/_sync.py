@@ -209,6 +209,37 @@ class Producer:
         with acc.lock:
             return sum(b.record_count for b in acc.incomplete)
 
+    # --- transactions -------------------------------------------------------------------
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """See :meth:`AsyncProducer.init_transactions` (the constructor already did it)."""
+        self._thread.run(self._async.init_transactions(), timeout)
+
+    def begin_transaction(self) -> None:
+        """See :meth:`AsyncProducer.begin_transaction`."""
+        self._thread.run(_call(self._async.begin_transaction))
+
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_id: Any,
+                                    timeout: float | None = None) -> None:
+        """See :meth:`AsyncProducer.send_offsets_to_transaction`."""
+        self._thread.run(self._async.send_offsets_to_transaction(offsets, group_id))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, commit, and run pending delivery callbacks; see
+        :meth:`AsyncProducer.commit_transaction`."""
+        try:
+            self._thread.run(self._async.commit_transaction(timeout))
+        finally:
+            self.poll(0)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """See :meth:`AsyncProducer.abort_transaction`; delivery callbacks of the aborted
+        records run before it returns."""
+        try:
+            self._thread.run(self._async.abort_transaction(timeout))
+        finally:
+            self.poll(0)
+
     # --- the rest -----------------------------------------------------------------------
 
     def metrics(self) -> dict[str, float]:
@@ -237,3 +268,8 @@ async def _build(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> As
     if "_threaded" in kwargs:
         raise IllegalStateError("_threaded is internal")
     return AsyncProducer(config, _threaded=True, **kwargs)
+
+
+async def _call(fn: Any) -> Any:
+    # Run a plain method on the loop thread (the producer's state lives there).
+    return fn()

@@ -1,0 +1,280 @@
+"""Transactions for the producer (KIP-98): the transaction coordinator's side of the protocol.
+
+States: ``ready`` (initialised, no transaction), ``in_transaction``, ``abortable`` (a send or
+offset commit of the current transaction failed: only abort is allowed), ``fatal`` (fenced by
+a newer producer with the same transactional id, or a non-recoverable error).
+
+* The transactional id is bound to a producer id and epoch by InitProducerId at the
+  transaction coordinator (which also aborts any transaction an older instance left open).
+* A partition must be added to the transaction (AddPartitionsToTxn, v3 and below: the form
+  clients use) before a batch goes to it; the sender holds such batches back and asks this
+  manager to add their partitions.
+* ``send_offsets_to_transaction``: AddOffsetsToTxn at the transaction coordinator, then
+  TxnOffsetCommit at the group's coordinator.
+* ``commit`` / ``abort``: EndTxn once every batch of the transaction is resolved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kontrakt._types import OffsetAndMetadata, TopicPartition
+from kontrakt.clients.client import AsyncKafkaClient, Backoff
+from kontrakt.clients.producer._idempotence import IdempotenceState
+from kontrakt.errors import (
+    BrokerResponseError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    TransactionAbortableError,
+    TransactionFatalError,
+)
+from kontrakt.protocol.errors import for_code
+from kontrakt.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    TxnOffsetCommitRequest,
+)
+
+__all__ = ["TransactionManager"]
+
+log = logging.getLogger("kontrakt.producer")
+
+_COORDINATOR_MOVED = {15, 16}  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+_RETRY = {14, 15, 16, 51, 55}  # + LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS, NOT_ATTEMPTED
+_FATAL = {47, 48, 49, 53, 90}  # bad epoch, bad state, bad id mapping, id auth, fenced
+_TOPIC = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+
+
+class TransactionManager:
+    """Transaction state of one transactional producer (on the event loop)."""
+
+    def __init__(self, client: AsyncKafkaClient, idem: IdempotenceState, *,
+                 request_timeout: float, retry_backoff: float, retry_backoff_max: float,
+                 wake: Callable[[], None]) -> None:
+        assert idem.transactional_id is not None
+        self.client = client
+        self.idem = idem
+        self.transactional_id: str = idem.transactional_id
+        self.request_timeout = request_timeout
+        self.retry_backoff = retry_backoff
+        self.retry_backoff_max = retry_backoff_max
+        self.wake = wake
+        self.state = "ready"
+        self.error: BaseException | None = None
+        self.added: set[tuple[str, int]] = set()
+        self.pending: set[tuple[str, int]] = set()
+        self.offsets_added = False
+        self._adding: asyncio.Task[None] | None = None
+        #: called when the state leaves ``in_transaction`` on its own (a failure)
+        self.on_leave: Callable[[], None] | None = None
+
+    # --- state ----------------------------------------------------------------------------
+
+    def check_send(self) -> None:
+        """Raise unless records may be sent now."""
+        if self.state == "in_transaction":
+            return
+        if self.state == "fatal":
+            raise TransactionFatalError(f"the transactional producer failed: {self.error}")
+        if self.state == "abortable":
+            raise TransactionAbortableError(
+                f"the transaction failed and must be aborted: {self.error}")
+        raise IllegalStateError("a transactional producer sends only inside a transaction "
+                                "(call begin_transaction() first)")
+
+    def begin(self) -> None:
+        if self.state != "ready":
+            self.check_send()  # raises the matching error
+            raise IllegalStateError("a transaction is already open")
+        self.state = "in_transaction"
+        self.added.clear()
+        self.offsets_added = False
+
+    def batch_failed(self, error: BaseException) -> None:
+        """A batch of the current transaction failed for good: only abort can follow."""
+        if self.state == "in_transaction":
+            self.state = "abortable"
+            self.error = error
+            if self.on_leave is not None:
+                self.on_leave()
+
+    def fatal(self, error: BaseException) -> None:
+        self.state = "fatal"
+        self.error = error
+        if self.on_leave is not None:
+            self.on_leave()
+
+    # --- partitions (called by the sender) -------------------------------------------------
+
+    def partition_ready(self, tp: tuple[str, int]) -> bool:
+        """Whether batches may go to ``tp`` (added to the transaction); otherwise queue the
+        partition for AddPartitionsToTxn."""
+        if tp in self.added:
+            return True
+        self.pending.add(tp)
+        return False
+
+    def add_pending(self) -> None:
+        """Start adding the queued partitions (one request at a time)."""
+        if self.pending and (self._adding is None or self._adding.done()) \
+                and self.state == "in_transaction":
+            self._adding = asyncio.get_running_loop().create_task(self._add_partitions())
+
+    async def _add_partitions(self) -> None:
+        while self.pending and self.state == "in_transaction":
+            tps = sorted(self.pending)
+            by_topic: dict[str, list[int]] = {}
+            for topic, part in tps:
+                by_topic.setdefault(topic, []).append(part)
+            idem = self.idem
+            req = AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=self.transactional_id,
+                v3_and_below_producer_id=idem.producer_id,
+                v3_and_below_producer_epoch=idem.producer_epoch,
+                v3_and_below_topics=[_TOPIC(name=t, partitions=p) for t, p in by_topic.items()])
+            try:
+                resp = await self._coordinator_request(req, max_version=3)
+            except BaseException as exc:
+                self._failed(exc)
+                return
+            errors: dict[int, list[tuple[str, int]]] = {}
+            for t in resp.results_by_topic_v3_and_below:
+                for r in t.results_by_partition:
+                    tp = (t.name, r.partition_index)
+                    if r.partition_error_code == 0:
+                        self.added.add(tp)
+                        self.pending.discard(tp)
+                    else:
+                        errors.setdefault(r.partition_error_code, []).append(tp)
+            retriable = {c for c in errors if c in _RETRY}
+            for code in set(errors) - retriable:
+                err = for_code(code)(f"AddPartitionsToTxn {errors[code]}")
+                self._failed(err)
+                return
+            if retriable:
+                if retriable & _COORDINATOR_MOVED:
+                    self.client.forget_coordinator(self.transactional_id, "transaction")
+                await asyncio.sleep(self.retry_backoff)
+            self.wake()
+
+    def _failed(self, exc: BaseException) -> None:
+        if isinstance(exc, BrokerResponseError) and exc.code in _FATAL:
+            self.fatal(exc)
+        else:
+            self.batch_failed(exc)
+        self.wake()
+
+    # --- coordinator requests --------------------------------------------------------------
+
+    async def _coordinator_request(self, req: Any, *, max_version: int | None = None,
+                                   group: str | None = None) -> Any:
+        """Send ``req`` to the transaction (or ``group``) coordinator, retrying connection
+        failures and coordinator moves until request.timeout.ms. Top-level error codes are
+        raised (retriable ones retried); per-partition codes are returned."""
+        key, key_type = (group, "group") if group is not None else (
+            self.transactional_id, "transaction")
+        deadline = time.monotonic() + self.request_timeout
+        backoff = Backoff(self.retry_backoff, self.retry_backoff_max)
+        while True:
+            try:
+                node = await self.client.coordinator(key, key_type)
+                conn = await self.client.connection(node)
+                version = conn.negotiate(type(req))
+                if max_version is not None:
+                    version = min(version, max_version)
+                resp = await conn.send(req, version=version,
+                                       timeout=max(0.001, deadline - time.monotonic()))
+                code = getattr(resp, "error_code", 0) or 0
+                if code == 0:
+                    return resp
+                err: BaseException = for_code(code)(f"{type(req).API_NAME} ({key})")
+                if code not in _RETRY:
+                    raise err
+                if code in _COORDINATOR_MOVED:
+                    self.client.forget_coordinator(key, key_type)
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                self.client.forget_coordinator(key, key_type)
+                err = exc
+            except BrokerResponseError as exc:
+                if not exc.retriable:
+                    raise
+                self.client.forget_coordinator(key, key_type)
+                err = exc
+            delay = backoff.next()
+            if time.monotonic() + delay >= deadline:
+                raise KafkaTimeoutError(f"{type(req).API_NAME} did not succeed within "
+                                        f"request.timeout.ms: {err}")
+            await asyncio.sleep(delay)
+
+    async def send_offsets(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+                           group_id: str, *, generation_id: int = -1, member_id: str = "",
+                           group_instance_id: str | None = None) -> None:
+        """Add consumed offsets to the transaction (committed with it)."""
+        self.check_send()
+        idem = self.idem
+        try:
+            await self._coordinator_request(AddOffsetsToTxnRequest(
+                transactional_id=self.transactional_id, producer_id=idem.producer_id,
+                producer_epoch=idem.producer_epoch, group_id=group_id))
+            self.offsets_added = True
+            by_topic: dict[str, list[Any]] = {}
+            for tp, om in offsets.items():
+                if isinstance(om, int):
+                    om = OffsetAndMetadata(om)
+                by_topic.setdefault(tp.topic, []).append(
+                    TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+                    .TxnOffsetCommitRequestPartition(
+                        partition_index=tp.partition, committed_offset=om.offset,
+                        committed_leader_epoch=om.leader_epoch,
+                        committed_metadata=om.metadata))
+            req = TxnOffsetCommitRequest(
+                transactional_id=self.transactional_id, group_id=group_id,
+                producer_id=idem.producer_id, producer_epoch=idem.producer_epoch,
+                generation_id=generation_id, member_id=member_id,
+                group_instance_id=group_instance_id,
+                topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=p)
+                        for t, p in by_topic.items()])
+            resp = await self._coordinator_request(req, group=group_id)
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise for_code(p.error_code)(
+                            f"TxnOffsetCommit {t.name}-{p.partition_index} (group {group_id})")
+        except BaseException as exc:
+            self._failed(exc)
+            raise self._as_txn_error(exc) from exc
+
+    async def end(self, commit: bool) -> None:
+        """EndTxn (commit or abort); the caller has resolved every batch first."""
+        idem = self.idem
+        if self.state == "fatal":
+            raise TransactionFatalError(f"the transactional producer failed: {self.error}")
+        if self._adding is not None and not self._adding.done():
+            self._adding.cancel()
+        self.pending.clear()
+        # Nothing reached the coordinator: there is no transaction to end (as the Java
+        # client does).
+        if self.added or self.offsets_added:
+            try:
+                await self._coordinator_request(EndTxnRequest(
+                    transactional_id=self.transactional_id, producer_id=idem.producer_id,
+                    producer_epoch=idem.producer_epoch, committed=commit))
+            except BaseException as exc:
+                if isinstance(exc, BrokerResponseError) and exc.code in _FATAL:
+                    self.fatal(exc)
+                raise self._as_txn_error(exc) from exc
+        self.state = "ready"
+        self.error = None
+        self.added.clear()
+        self.offsets_added = False
+
+    def _as_txn_error(self, exc: BaseException) -> BaseException:
+        if self.state == "fatal":
+            return TransactionFatalError(f"the transactional producer failed: {exc}")
+        return TransactionAbortableError(f"the transaction failed and must be aborted: {exc}")

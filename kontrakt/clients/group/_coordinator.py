@@ -548,8 +548,9 @@ class GroupCoordinator:
         resp = await self._send(req, timeout=self.rebalance_timeout_ms / 1000 + 5)
         code = resp.error_code
         if code == MEMBER_ID_REQUIRED:
+            # KIP-394: not a failure; rejoin at once with the id (no retry backoff).
             self.member_id = resp.member_id
-            return False
+            return await self._join_once() if resp.member_id else False
         if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
             await self._lost_all()
             self.member_id = ""

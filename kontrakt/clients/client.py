@@ -112,6 +112,8 @@ class AsyncKafkaClient:
         self._nodes: dict[int, _NodeState] = {}
         self._topics: set[str] = set()
         self._all_topics = False
+        #: (all topics?, topic names) of the last successful metadata request
+        self._last_asked: tuple[bool, frozenset[str]] = (False, frozenset())
         self._metadata_task: asyncio.Task[None] | None = None
         self._refresh_wanted: asyncio.Event | None = None
         self._refresh_waiters: list[asyncio.Future[None]] = []
@@ -355,8 +357,9 @@ class AsyncKafkaClient:
         while True:
             node = self.least_loaded_node()
             all_topics = self._all_topics
+            asked = frozenset(self._topics)
             topics = None if all_topics else [
-                MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self._topics)]
+                MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(asked)]
             req = MetadataRequest(topics=topics, allow_auto_topic_creation=False)
             try:
                 remaining = max(0.001, deadline - time.monotonic())
@@ -364,6 +367,7 @@ class AsyncKafkaClient:
                 if resp.error_code:
                     raise for_code(resp.error_code)("metadata request failed")
                 self.cluster.update(resp, all_topics=all_topics)
+                self._last_asked = (all_topics, asked)
                 return
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 tried.append(f"{node}: {exc}")
@@ -374,6 +378,12 @@ class AsyncKafkaClient:
                         f"tried {tried[-5:]}"
                     ) from exc
                 await asyncio.sleep(delay)
+
+    def _asks_new_topics(self) -> bool:
+        all_topics, asked = self._last_asked
+        if all_topics:
+            return False
+        return self._all_topics or not self._topics <= asked
 
     async def _metadata_loop(self) -> None:
         assert self._refresh_wanted is not None
@@ -386,9 +396,11 @@ class AsyncKafkaClient:
                 with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
                     await asyncio.wait_for(self._refresh_wanted.wait(), max(0.0, max_age - age))
                 # Coalesce bursts of refresh requests (e.g. many partitions losing their
-                # leader at once) into one request per retry.backoff.ms.
+                # leader at once) into one request per retry.backoff.ms. A refresh for topics
+                # the last one did not ask about is not a repeat: it goes at once (a consumer
+                # subscribing right after start must not wait out the gap to join).
                 gap = min_gap - (time.monotonic() - self.cluster.updated_at)
-                if gap > 0:
+                if gap > 0 and not self._asks_new_topics():
                     await asyncio.sleep(gap)
                 self._refresh_wanted.clear()
                 waiters, self._refresh_waiters = self._refresh_waiters, []

@@ -51,6 +51,7 @@ log = logging.getLogger("kontrakt.consumer.fetcher")
 
 _TS_TYPES = {-1: TimestampType.NO_TIMESTAMP, 0: TimestampType.CREATE_TIME,
              1: TimestampType.LOG_APPEND_TIME}
+_TIMESTAMP_TYPE_MASK = 0x08  # batch attributes bit 3: log append time
 _MAX_FETCH_VERSION = 12  # v13+ names topics by id only; 12 has sessions and epochs
 _OFFSET_OUT_OF_RANGE = 1
 _SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
@@ -301,6 +302,8 @@ def parse_partition(topic: str, partition: int, data: bytes | None, fetch_offset
     ai = 0
     CR = ConsumerRecord
     TS = _TS_TYPES
+    CREATE = TimestampType.CREATE_TIME
+    LOG_APPEND = TimestampType.LOG_APPEND_TIME
     for batch in iter_batches(data, check_crcs=check_crcs, topic=topic, partition=partition):
         nxt = batch.next_offset
         if nxt <= fetch_offset:
@@ -314,8 +317,8 @@ def parse_partition(topic: str, partition: int, data: bytes | None, fetch_offset
                 ai += 1
             if batch.is_control:
                 if batch.producer_id in active and isinstance(batch, RecordBatch):
-                    recs = batch.records()
-                    key = recs[0].key if recs else None
+                    ctrl = batch.records()
+                    key = ctrl[0].key if ctrl else None
                     if key is not None and len(key) >= 4 and int.from_bytes(
                             key[2:4], "big") == ControlRecordType.ABORT:
                         active.discard(batch.producer_id)
@@ -325,13 +328,23 @@ def parse_partition(topic: str, partition: int, data: bytes | None, fetch_offset
         elif batch.is_control:
             continue
         if isinstance(batch, RecordBatch):
-            recs = batch.records()
+            # One pass: the records come out as ConsumerRecords.
+            recs: list[ConsumerRecord[Any, Any]] = batch.records_as(
+                CR, topic, partition,
+                LOG_APPEND if batch.attributes & _TIMESTAMP_TYPE_MASK else CREATE)
         else:
-            recs = batch.records(check_crcs=check_crcs)
+            recs = [CR(topic, partition, r[0], r[1], TS[r[2]], r[3], r[4], r[5], epoch)
+                    for r in batch.records(check_crcs=check_crcs)]
         if batch.base_offset < fetch_offset:
-            recs = [r for r in recs if r[0] >= fetch_offset]
-        out.extend([CR(topic, partition, r[0], r[1], TS[r[2]], r[3], r[4], r[5], epoch)
-                    for r in recs])
+            # Only the first batch of a fetch can start before the fetch offset.
+            skip = 0
+            while skip < len(recs) and recs[skip].offset < fetch_offset:
+                skip += 1
+            recs = recs[skip:]
+        if out:
+            out.extend(recs)
+        else:
+            out = recs
     return out, next_offset, epoch
 
 

@@ -15,14 +15,15 @@ Batch layout (all big-endian)::
             (keyLength varint | key utf-8 | valueLength varint | value) * headerCount
 
 Decoding is written for speed: a precompiled header struct, the varint tables of
-:mod:`._model`, hand-unrolled varint reads, and records as plain named tuples.
+:mod:`._model`, hand-unrolled varint reads, and records as plain named tuples (or, for a
+consumer, its own tuple-based record type, built in the same pass).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
-from typing import Final
+from collections.abc import Callable, Iterator
+from typing import Any, Final, TypeVar
 
 import crc32c as _crc32c_mod
 
@@ -37,7 +38,7 @@ from kontrakt.protocol.records._model import (
     decode_varint_slow,
 )
 
-__all__ = ["BATCH_HEADER_SIZE", "RecordBatch", "decode_records"]
+__all__ = ["BATCH_HEADER_SIZE", "RecordBatch", "decode_records", "decode_records_as"]
 
 _crc32c = _crc32c_mod.crc32c
 
@@ -56,11 +57,137 @@ CONTROL_MASK: Final = 0x20
 DELETE_HORIZON_MASK: Final = 0x40
 
 _new_record = tuple.__new__
+_T = TypeVar("_T", bound=tuple[Any, ...])
 
 
 def _corrupt(message: str, topic: str | None, partition: int | None,
              offset: int | None) -> CorruptRecordError:
     return CorruptRecordError(message, topic=topic, partition=partition, offset=offset)
+
+
+# The record loop is written once, as source text, and compiled into two functions that
+# differ only in what they build per record: plain :class:`Record` tuples, or the caller's
+# record type (a tuple subclass laid out like ``kontrakt.ConsumerRecord``) with the topic,
+# partition and leader epoch filled in, so a consumer builds each record exactly once.
+_LOOP_TEMPLATE = """
+def {name}(data, pos, end, count, base_offset, base_timestamp, timestamp_type, max_timestamp,
+           {extra}):
+    zz = ZIGZAG_DECODE
+    slow = decode_varint_slow
+    new = _new_record
+    out = []
+    append = out.append
+    try:
+        for _ in range(count):
+            # Every varint read below is the same three-way unrolled pattern:
+            # one byte (table), two bytes (table), otherwise the generic loop. Unrolled by
+            # hand because a helper call per varint would cost more than the decoding.
+            # Record length, then (pos + 1) skip the attributes byte, unused so far.
+            b = data[pos]
+            if b < 128:
+                rec_end = pos + 1 + zz[b]
+                b = data[pos + 2]
+                pos += 2
+            elif (c := data[pos + 1]) < 128:
+                rec_end = pos + 2 + zz[(b & 127) | (c << 7)]
+                b = data[pos + 3]
+                pos += 3
+            else:
+                length, pos = slow(data, pos)
+                rec_end = pos + length
+                pos += 1
+                b = data[pos]
+            # b: the first byte of the timestamp delta
+            if b < 128:
+                timestamp = base_timestamp + zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 128:
+                timestamp = base_timestamp + zz[(b & 127) | (c << 7)]
+                pos += 2
+            else:
+                timestamp, pos = slow(data, pos)
+                timestamp += base_timestamp
+            b = data[pos]
+            if b < 128:
+                offset = base_offset + zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 128:
+                offset = base_offset + zz[(b & 127) | (c << 7)]
+                pos += 2
+            else:
+                offset, pos = slow(data, pos)
+                offset += base_offset
+            b = data[pos]
+            if b == 1:  # length -1: no key (the common case, so tested first)
+                key = None
+                pos += 1
+            else:
+                if b < 128:
+                    n = zz[b]
+                    pos += 1
+                elif (c := data[pos + 1]) < 128:
+                    n = zz[(b & 127) | (c << 7)]
+                    pos += 2
+                else:
+                    n, pos = slow(data, pos)
+                if n < 0:
+                    raise CorruptRecordError(f"negative key length {{n}}")
+                key = data[pos:pos + n]
+                pos += n
+            b = data[pos]
+            if b < 128:
+                n = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 128:
+                n = zz[(b & 127) | (c << 7)]
+                pos += 2
+            else:
+                n, pos = slow(data, pos)
+            if n >= 0:
+                value = data[pos:pos + n]
+                pos += n
+            elif n == -1:
+                value = None
+            else:
+                raise CorruptRecordError(f"negative value length {{n}}")
+            if data[pos] == 0:
+                headers = []
+                pos += 1
+            else:
+                headers, pos = _decode_headers(data, pos)
+            if pos != rec_end:
+                raise CorruptRecordError(
+                    f"record fields end {{pos - rec_end:+d}} bytes from where its length "
+                    "says")
+            append(new({cls}, ({fields})))
+    except IndexError:
+        raise CorruptRecordError(
+            f"record {{len(out)}} of {{count}} runs past the batch") from None
+    if pos != end:
+        raise CorruptRecordError(
+            f"batch holds {{end - pos}} bytes after its {{count}} records" if pos < end
+            else f"records of the batch run {{pos - end}} bytes past its end"
+        )
+    if timestamp_type == 1:
+        # Rare (topics with LogAppendTime): every record takes the batch's append time. Done
+        # afterwards so the hot loop has no branch for it.
+        return [new({cls}, ({log_append_fields})) for r in out]
+    return out
+"""
+
+
+def _compile_loop(name: str, extra: str, cls: str, fields: str, log_append_fields: str
+                  ) -> Callable[..., list[Any]]:
+    source = _LOOP_TEMPLATE.format(name=name, extra=extra, cls=cls, fields=fields,
+                                   log_append_fields=log_append_fields)
+    namespace: dict[str, Any] = {
+        "ZIGZAG_DECODE": ZIGZAG_DECODE, "decode_varint_slow": decode_varint_slow,
+        "_new_record": _new_record, "_decode_headers": _decode_headers,
+        "CorruptRecordError": CorruptRecordError, "Record": Record,
+    }
+    exec(compile(source, f"<kontrakt record loop {name}>", "exec"), namespace)
+    fn: Callable[..., list[Any]] = namespace[name]
+    return fn
 
 
 def decode_records(
@@ -90,106 +217,49 @@ def decode_records(
         CorruptRecordError: the bytes do not hold exactly ``count`` well-formed records
             (no location attached; :class:`RecordBatch` adds it).
     """
-    zz = ZIGZAG_DECODE
-    slow = decode_varint_slow
-    new = _new_record
-    rec_cls = Record
-    log_append = timestamp_type == 1
-    out: list[Record] = []
-    append = out.append
-    try:
-        for _ in range(count):
-            # Every varint read below is the same three-way unrolled pattern:
-            # one byte (table), two bytes (table), otherwise the generic loop. Unrolled by
-            # hand because a helper call per varint would cost more than the decoding.
-            b = data[pos]
-            if b < 128:
-                length = zz[b]
-                pos += 1
-            elif (c := data[pos + 1]) < 128:
-                length = zz[(b & 127) | (c << 7)]
-                pos += 2
-            else:
-                length, pos = slow(data, pos)
-            rec_end = pos + length
-            # pos + 1: skip the record attributes byte, unused by every Kafka version so far.
-            b = data[pos + 1]
-            if b < 128:
-                ts_delta = zz[b]
-                pos += 2
-            elif (c := data[pos + 2]) < 128:
-                ts_delta = zz[(b & 127) | (c << 7)]
-                pos += 3
-            else:
-                ts_delta, pos = slow(data, pos + 1)
-            b = data[pos]
-            if b < 128:
-                offset_delta = zz[b]
-                pos += 1
-            elif (c := data[pos + 1]) < 128:
-                offset_delta = zz[(b & 127) | (c << 7)]
-                pos += 2
-            else:
-                offset_delta, pos = slow(data, pos)
-            b = data[pos]
-            if b < 128:
-                n = zz[b]
-                pos += 1
-            elif (c := data[pos + 1]) < 128:
-                n = zz[(b & 127) | (c << 7)]
-                pos += 2
-            else:
-                n, pos = slow(data, pos)
-            if n >= 0:
-                key: bytes | None = data[pos:pos + n]
-                pos += n
-            elif n == -1:
-                key = None
-            else:
-                raise CorruptRecordError(f"negative key length {n}")
-            b = data[pos]
-            if b < 128:
-                n = zz[b]
-                pos += 1
-            elif (c := data[pos + 1]) < 128:
-                n = zz[(b & 127) | (c << 7)]
-                pos += 2
-            else:
-                n, pos = slow(data, pos)
-            if n >= 0:
-                value: bytes | None = data[pos:pos + n]
-                pos += n
-            elif n == -1:
-                value = None
-            else:
-                raise CorruptRecordError(f"negative value length {n}")
-            b = data[pos]
-            if b == 0:
-                headers: list[Header] = []
-                pos += 1
-            else:
-                headers, pos = _decode_headers(data, pos)
-            if pos != rec_end:
-                raise CorruptRecordError(
-                    f"record length says {length} bytes but its fields take "
-                    f"{pos - rec_end + length}"
-                )
-            append(new(rec_cls, (
-                base_offset + offset_delta,
-                base_timestamp + ts_delta, timestamp_type, key, value, headers,
-            )))
-    except IndexError:
-        raise CorruptRecordError(f"record {len(out)} of {count} runs past the batch") from None
-    if pos != end:
-        raise CorruptRecordError(
-            f"batch holds {end - pos} bytes after its {count} records" if pos < end
-            else f"records of the batch run {pos - end} bytes past its end"
-        )
-    if log_append:
-        # Rare (topics with LogAppendTime): every record takes the batch's append time. Done
-        # afterwards so the hot loop has no branch for it.
-        return [new(rec_cls, (r[0], max_timestamp, 1, r[3], r[4], r[5])) for r in out]
-    return out
+    return _decode_plain(data, pos, end, count, base_offset, base_timestamp, timestamp_type,
+                         max_timestamp)
+
+
+def decode_records_as(
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    timestamp_type: int,
+    max_timestamp: int,
+    record_type: type[_T],
+    topic: str,
+    partition: int,
+    timestamp_type_value: object,
+    leader_epoch: int,
+) -> list[_T]:
+    """Like :func:`decode_records`, but build ``record_type`` instances directly.
+
+    ``record_type`` must be a tuple subclass laid out as ``(topic, partition, offset,
+    timestamp, timestamp_type, key, value, headers, leader_epoch)`` (the layout of
+    :class:`kontrakt.ConsumerRecord`); instances are made with ``tuple.__new__``, skipping
+    its constructor, so a consumer builds each record once and in one pass.
+
+    Args:
+        data, pos, end, count, base_offset, base_timestamp, timestamp_type, max_timestamp:
+            as for :func:`decode_records`.
+        record_type: the tuple subclass to build.
+        topic, partition, leader_epoch: stored in every record.
+        timestamp_type_value: stored in every record as its timestamp type (e.g. an enum
+            member matching ``timestamp_type``).
+
+    Returns:
+        The records in order.
+
+    Raises:
+        CorruptRecordError: see :func:`decode_records`.
+    """
+    return _decode_as(data, pos, end, count, base_offset, base_timestamp, timestamp_type,
+                      max_timestamp, record_type, topic, partition, timestamp_type_value,
+                      leader_epoch)
 
 
 def _decode_headers(data: bytes, pos: int) -> tuple[list[Header], int]:
@@ -218,6 +288,16 @@ def _decode_headers(data: bytes, pos: int) -> tuple[list[Header], int]:
         else:
             raise CorruptRecordError(f"negative header value length {n}")
     return headers, pos
+
+
+_decode_plain = _compile_loop(
+    "decode_records", "", "Record",
+    "offset, timestamp, timestamp_type, key, value, headers",
+    "r[0], max_timestamp, 1, r[3], r[4], r[5]")
+_decode_as = _compile_loop(
+    "decode_records_as", "rec_cls, topic, partition, ts_value, leader_epoch", "rec_cls",
+    "topic, partition, offset, timestamp, ts_value, key, value, headers, leader_epoch",
+    "r[0], r[1], r[2], max_timestamp, r[4], r[5], r[6], r[7], r[8]")
 
 
 class RecordBatch:
@@ -431,6 +511,36 @@ class RecordBatch:
         try:
             return decode_records(data, pos, end, self.records_count, self.base_offset,
                                   self.base_timestamp, ts_type, self.max_timestamp)
+        except CorruptRecordError as exc:
+            raise _corrupt(str(exc), self.topic, self.partition, self.base_offset) from None
+
+    def records_as(self, record_type: type[_T], topic: str, partition: int,
+                   timestamp_type_value: object) -> list[_T]:
+        """Decompress (if needed) and decode the records straight into ``record_type``.
+
+        See :func:`decode_records_as` for the layout ``record_type`` must have; every
+        record gets ``topic``, ``partition``, this batch's leader epoch and
+        ``timestamp_type_value``.
+
+        Raises:
+            UnsupportedCodecError: unknown codec id.
+            CorruptRecordError: bad compressed payload or malformed records.
+        """
+        codec = self.attributes & CODEC_MASK
+        if codec == 0:
+            data = self._data
+            pos = self._start + BATCH_HEADER_SIZE
+            end = self._end
+        else:
+            data = self.payload()
+            pos = 0
+            end = len(data)
+        ts_type = 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
+        try:
+            return _decode_as(data, pos, end, self.records_count, self.base_offset,
+                              self.base_timestamp, ts_type, self.max_timestamp, record_type,
+                              topic, partition, timestamp_type_value,
+                              self.partition_leader_epoch)
         except CorruptRecordError as exc:
             raise _corrupt(str(exc), self.topic, self.partition, self.base_offset) from None
 

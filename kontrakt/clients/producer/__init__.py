@@ -1,7 +1,7 @@
 """Kafka producers: :class:`AsyncProducer` (asyncio) and :class:`Producer` (blocking).
 
 Both share one core: a thread-safe per-partition :class:`RecordAccumulator`, a sender task on
-an event loop, the Java client's partitioners and idempotence rules.
+an event loop, the Java client's partitioners, idempotence and transactions.
 """
 
 from __future__ import annotations

@@ -326,7 +326,14 @@ class AsyncProducer(_ProducerCore):
     ``compression.level``, ``message.max.bytes`` (1048576), ``enable.idempotence``
     (default on unless acks or max.in.flight rule it out; explicitly on with those is a
     ConfigError), ``partitioner`` ('default', 'murmur2_random', 'round_robin' or a callable
-    ``(key, all_partitions, available_partitions) -> partition``).
+    ``(key, all_partitions, available_partitions) -> partition``), ``transactional.id``
+    (makes it transactional: :meth:`begin_transaction`, :meth:`commit_transaction`,
+    :meth:`abort_transaction`, :meth:`send_offsets_to_transaction`), ``transaction.timeout.ms``.
+
+    Futures: :meth:`send` returns a :class:`RecordFuture` per record (a small handle onto its
+    batch's outcome, resolved exactly once, including when the producer closes); batches
+    someone waits on are sent at once instead of lingering. Logging goes to
+    ``kontrakt.producer``.
 
     Raises:
         ConfigError: unknown option, bad value, or conflicting options.

@@ -152,3 +152,18 @@ def test_transactional_config() -> None:
     p = AsyncProducer(bootstrap_servers="127.0.0.1:9")
     with pytest.raises(IllegalStateError, match=r"transactional\.id"):
         p.begin_transaction()
+
+
+def test_flush_and_metadata_outside_a_transaction(tansu_broker: TansuBroker,
+                                                  topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 2)
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=tansu_broker.bootstrap_servers,
+                                 transactional_id=f"{topic_name}-tx") as p:
+            await p.flush()
+            assert await p.partitions_for(topic_name) == [0, 1]
+            with pytest.raises(IllegalStateError, match="begin_transaction"):
+                await p.send_batch(p.create_batch(), topic_name, partition=0)
+
+    asyncio.run(main())

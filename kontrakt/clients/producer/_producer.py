@@ -125,10 +125,10 @@ class _ProducerCore:
         if sender is not None:
             sender.wake(urgent)
 
-    def _check(self) -> None:
+    def _check(self, sending: bool = True) -> None:
         if self._closed:
             raise IllegalStateError("the producer is closed")
-        if self._txn is not None:
+        if sending and self._txn is not None:
             self._txn.check_send()
         sender = self._sender
         if sender is None:
@@ -550,7 +550,7 @@ class AsyncProducer(_ProducerCore):
         Raises:
             KafkaTimeoutError: records still unresolved after ``timeout``.
         """
-        self._check()
+        self._check(sending=False)
         acc = self._acc
         with acc.lock:
             acc.flushing += 1
@@ -716,7 +716,7 @@ class AsyncProducer(_ProducerCore):
         Raises:
             KafkaTimeoutError: the topic is not known within max.block.ms.
         """
-        self._check()
+        self._check(sending=False)
         info = self._topic_parts(topic)
         if info is None:
             await self._wait_metadata(topic, None, self._settings.max_block)

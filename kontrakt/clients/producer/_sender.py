@@ -108,7 +108,10 @@ class Sender:
 
     def kick(self) -> None:
         """Run one send pass now (on the loop thread), unless one is running."""
-        if self._in_pass or self.task is None or self.task.done() or self.error is not None:
+        if self._in_pass:
+            self._wake.set()  # called from inside a pass (a callback): run another after it
+            return
+        if self.task is None or self.task.done() or self.error is not None:
             return
         try:
             wake_at = self._pass()

@@ -780,6 +780,7 @@ class Fetcher:
         """Apply one partition's fetch result; True when metadata should be refreshed."""
         code = pd.error_code
         if code == 0:
+            st.out_of_range_at = None
             st.highwater = pd.high_watermark
             if pd.last_stable_offset >= 0:
                 st.last_stable_offset = pd.last_stable_offset
@@ -807,10 +808,21 @@ class Fetcher:
             return False
         err = for_code(code)
         if code == _OFFSET_OUT_OF_RANGE:
+            # As the Java client: reset only when the position (what the application has
+            # been handed) is still the offset that was fetched. When records before it
+            # are still buffered, hand them out first, then fetch that offset again.
+            pos = st.position
+            if pos is None or pos.offset != offset:
+                log.debug("offset %s out of range on %s with position %s; refetching once "
+                          "the buffered records are consumed", offset, tp,
+                          pos.offset if pos else None)
+                st.out_of_range_at = offset
+                return False
             strategy = self.subs.default_reset
             log.info("offset %s out of range on %s; reset %s", offset, tp, strategy)
             st.position = None
             st.reset = strategy
+            st.out_of_range_at = None
             st.gen += 1
             return False
         if err.retriable or err.invalid_metadata:

@@ -47,11 +47,15 @@ class PartitionState:
         seen_leader_epoch: the leader epoch seen in metadata when the position was last
             validated; a different one triggers OffsetForLeaderEpoch.
         failed: fetching stopped on a non-retriable error until the next seek.
+        out_of_range_at: a fetch at this offset got OFFSET_OUT_OF_RANGE while records before
+            it were still buffered; fetching waits until the position gets there, then
+            fetches again (and only a repeated answer resets the position).
     """
 
     __slots__ = ("buffered_bytes", "failed", "fetch_offset", "gen", "highwater",
-                 "last_fetched_epoch", "last_stable_offset", "log_start_offset", "paused",
-                 "position", "reset", "seen_leader_epoch", "validating")
+                 "last_fetched_epoch", "last_stable_offset", "log_start_offset",
+                 "out_of_range_at", "paused", "position", "reset", "seen_leader_epoch",
+                 "validating")
 
     def __init__(self) -> None:
         self.position: FetchPosition | None = None
@@ -67,6 +71,7 @@ class PartitionState:
         self.seen_leader_epoch = -1
         self.validating = False
         self.failed = False
+        self.out_of_range_at: int | None = None
 
     def seek(self, offset: int, leader_epoch: int = -1) -> None:
         """Move to ``offset``; drops prefetched data and any pending reset."""
@@ -75,13 +80,15 @@ class PartitionState:
         self.last_fetched_epoch = leader_epoch
         self.reset = None
         self.failed = False
+        self.out_of_range_at = None
         self.gen += 1
 
     @property
     def fetchable(self) -> bool:
         """True when a fetch may be sent for this partition now."""
         return (self.position is not None and not self.paused and not self.validating
-                and not self.failed)
+                and not self.failed and (self.out_of_range_at is None
+                                         or self.position.offset == self.out_of_range_at))
 
 
 class SubscriptionState:
@@ -210,6 +217,7 @@ class SubscriptionState:
         st.position = None
         st.reset = strategy or self.default_reset
         st.failed = False
+        st.out_of_range_at = None
         st.gen += 1
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:

@@ -47,6 +47,7 @@ from kontrakt.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    UnsupportedVersionError,
 )
 from kontrakt.protocol.errors import for_code
 from kontrakt.protocol.messages import (
@@ -450,7 +451,9 @@ class GroupCoordinator:
                 if self.auto_commit:
                     await self._commit_quietly(parts)
                 await self._call_listener("on_partitions_revoked", parts)
-        if self.member_id:
+        if self.member_id and self.instance_id is None:
+            # A static member never sends LeaveGroup (as the Java client): the coordinator
+            # keeps its partitions until session.timeout.ms, so a restart costs no rebalance.
             with contextlib.suppress(KafkaError):
                 await self._leave_group(reason)
         with self.buffer.lock:
@@ -540,6 +543,10 @@ class GroupCoordinator:
             protocols.append(JoinGroupRequest.JoinGroupRequestProtocol(
                 name=a.name, metadata=encode_subscription(sub)))
         version = await self._conn_version(JoinGroupRequest)
+        if self.instance_id is not None and version < 5:
+            raise UnsupportedVersionError(
+                f"group.instance.id needs JoinGroup v5 or later (KIP-345); the coordinator "
+                f"offers v{version}: remove group.instance.id or upgrade the broker")
         req = JoinGroupRequest(
             group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
             rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
@@ -557,6 +564,8 @@ class GroupCoordinator:
             return False
         if code == REBALANCE_IN_PROGRESS or self._coordinator_error(code):
             return False
+        if code == FENCED_INSTANCE_ID:
+            await self._fenced("JoinGroup")
         if code:
             raise for_code(code)(f"JoinGroup {self.group_id!r}")
         self.member_id = resp.member_id
@@ -564,7 +573,9 @@ class GroupCoordinator:
         self.protocol_name = resp.protocol_name
         self.leader = resp.leader == resp.member_id
         assignments: list[Any] = []
-        if self.leader:
+        # KIP-814: a static leader that rejoined a stable group must not reassign; the
+        # coordinator keeps (and answers SyncGroup with) the current assignment.
+        if self.leader and not resp.skip_assignment:
             assignments = await self._assign(resp.members)
         sversion = await self._conn_version(SyncGroupRequest)
         sync = SyncGroupRequest(
@@ -581,6 +592,8 @@ class GroupCoordinator:
             return False
         if code == REBALANCE_IN_PROGRESS or self._coordinator_error(code):
             return False
+        if code == FENCED_INSTANCE_ID:
+            await self._fenced("SyncGroup")
         if code:
             raise for_code(code)(f"SyncGroup {self.group_id!r}")
         self.generation = generation
@@ -602,6 +615,18 @@ class GroupCoordinator:
             await self._call_listener("on_partitions_lost", parts)
             with self.buffer.lock:
                 self.subs.set_assignment(())
+
+    async def _fenced(self, what: str) -> None:
+        """FENCED_INSTANCE_ID: another consumer runs with our group.instance.id. Fatal (as
+        in the Java client): the partitions are lost and the error reaches the application.
+
+        Raises:
+            FencedInstanceIdError: always.
+        """
+        await self._lost_all()
+        raise for_code(FENCED_INSTANCE_ID)(
+            f"{what} {self.group_id!r}: another consumer joined with group.instance.id "
+            f"{self.instance_id!r}; this one is fenced and stops consuming")
 
     async def _assign(self, members: list[Any]) -> list[Any]:
         assignor = next((a for a in self.assignors if a.name == self.protocol_name), None)
@@ -724,6 +749,8 @@ class GroupCoordinator:
             self._request_rejoin()
         elif self._coordinator_error(code):
             return
+        elif code == FENCED_INSTANCE_ID:
+            await self._fenced("Heartbeat")
         else:
             raise for_code(code)(f"Heartbeat {self.group_id!r}")
 

@@ -2,16 +2,16 @@
 
 A :class:`BrokerConnection` writes size-prefixed request frames and matches response frames
 to requests by correlation id. Up to ``max_in_flight`` requests may be outstanding; further
-callers wait for a slot. A single reader task decodes every response on the event loop and
-completes the caller's future. Any framing violation (oversized frame, unknown correlation
-id, truncated bytes) fails every outstanding request with a typed error and closes the
-connection, so nothing hangs on a confused peer.
+callers wait for a slot. Responses are cut into frames and decoded in the transport's
+``data_received`` callback, which completes the caller's future directly: no reader task,
+so no extra event-loop turn per response. Any framing violation (oversized frame, unknown
+correlation id, truncated bytes) fails every outstanding request with a typed error and
+closes the connection, so nothing hangs on a confused peer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import ssl
 import struct
@@ -83,6 +83,80 @@ def _decode(pending: _Pending, frame: bytes) -> Response:
     return decode_response(pending.response_type, pending.version, frame)[1]
 
 
+class _KafkaProtocol(asyncio.Protocol):
+    """Cuts the byte stream into response frames and hands each to its connection."""
+
+    __slots__ = ("_buf", "_can_write", "conn", "lost", "transport")
+
+    def __init__(self, conn: BrokerConnection, loop: asyncio.AbstractEventLoop) -> None:
+        self.conn = conn
+        self.transport: asyncio.Transport | None = None
+        self._buf = bytearray()
+        self._can_write: asyncio.Event | None = None
+        self.lost: asyncio.Future[None] = loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos = 0
+        end = len(buf)
+        limit = self.conn.settings.max_frame_bytes
+        try:
+            while end - pos >= 4:
+                (size,) = _SIZE.unpack_from(buf, pos)
+                if size < 4 or size > limit:
+                    raise ProtocolError(
+                        f"broker {self.conn.address} sent a frame of {size} bytes "
+                        f"(limit {limit}, receive.message.max.bytes)")
+                if end - pos - 4 < size:
+                    break
+                frame = bytes(buf[pos + 4:pos + 4 + size])
+                pos += 4 + size
+                self.conn._dispatch(frame)
+        except (ProtocolError, CorruptMessageError) as exc:
+            self.conn._shutdown(exc)
+            return
+        except Exception as exc:  # a bug must not leave requests waiting forever
+            log.exception("failed to handle a response from %s", self.conn.address)
+            self.conn._shutdown(ProtocolError(f"failed to handle a response: {exc!r}"))
+            return
+        if pos:
+            del buf[:pos]
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is None:
+            err = KafkaConnectionError("connection closed by broker", broker=self.conn.address)
+        else:
+            err = KafkaConnectionError(f"connection lost: {exc}", broker=self.conn.address)
+        self.conn._shutdown(err)
+        if self._can_write is not None:
+            self._can_write.set()
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        if self._can_write is None:
+            self._can_write = asyncio.Event()
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        if self._can_write is not None:
+            self._can_write.set()
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is over its high-water mark."""
+        ev = self._can_write
+        if ev is not None and not ev.is_set():
+            await ev.wait()
+
+
 class BrokerConnection:
     """A connection to one broker.
 
@@ -100,9 +174,8 @@ class BrokerConnection:
         self.node_id = node_id
         self.settings = settings
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._read_task: asyncio.Task[None] | None = None
+        self._proto: _KafkaProtocol | None = None
+        self._transport: asyncio.Transport | None = None
         self._pending: dict[int, _Pending] = {}
         self._slots = asyncio.Semaphore(settings.max_in_flight)
         self._next_corr = 0
@@ -119,7 +192,7 @@ class BrokerConnection:
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and self._closed_error is None
+        return self._transport is not None and self._closed_error is None
 
     @property
     def in_flight(self) -> int:
@@ -137,10 +210,12 @@ class BrokerConnection:
             KafkaTimeoutError: it took longer than ``socket.connection.setup.timeout.ms``.
         """
         s = self.settings
+        loop = asyncio.get_running_loop()
+        proto = _KafkaProtocol(self, loop)
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, ssl=s.ssl_context,
-                                        limit=1 << 20),
+            transport, _ = await asyncio.wait_for(
+                loop.create_connection(lambda: proto, self.host, self.port, ssl=s.ssl_context,
+                                       server_hostname=self.host if s.ssl_context else None),
                 s.connect_timeout,
             )
         except (OSError, ssl.SSLError) as exc:
@@ -149,9 +224,9 @@ class BrokerConnection:
             raise KafkaTimeoutError(
                 f"connecting to {self.address} took longer than {s.connect_timeout}s"
             ) from None
-        self._read_task = asyncio.get_running_loop().create_task(
-            self._read_loop(), name=f"kontrakt-read-{self.address}"
-        )
+        assert isinstance(transport, asyncio.Transport)
+        self._proto = proto
+        self._transport = transport
         try:
             await asyncio.wait_for(self._negotiate_versions(), s.connect_timeout)
             if s.sasl is not None:
@@ -228,6 +303,25 @@ class BrokerConnection:
             )
         return hi
 
+    def _closed(self) -> KafkaConnectionError:
+        return KafkaConnectionError(f"connection is closed: {self._closed_error}",
+                                    broker=self.address)
+
+    def _write(self, request: Request, version: int,
+               expect_response: bool) -> asyncio.Future[Any] | None:
+        transport = self._transport
+        if self._closed_error is not None or transport is None:
+            raise self._closed()
+        self._next_corr = corr = (self._next_corr + 1) & 0x7FFFFFFF
+        frame = encode_request(request, version, corr, self.settings.client_id)
+        fut: asyncio.Future[Any] | None = None
+        if expect_response:
+            fut = asyncio.get_running_loop().create_future()
+            self._pending[corr] = _Pending(fut, type(request).RESPONSE_TYPE, version)
+        self.last_used = time.monotonic()
+        transport.write(frame)
+        return fut
+
     async def send(self, request: Request, *, version: int | None = None,
                    timeout: float | None = None, expect_response: bool = True) -> Any:
         """Send ``request`` and wait for its response.
@@ -244,45 +338,35 @@ class BrokerConnection:
                 because a late response would otherwise be matched to nothing.
             UnsupportedVersionError: no common version, or a field the version cannot carry.
         """
-        if self._closed_error is not None or self._writer is None:
-            raise KafkaConnectionError(
-                f"connection is closed: {self._closed_error}", broker=self.address
-            )
+        if self._closed_error is not None or self._transport is None:
+            raise self._closed()
         if version is None:
             version = self.negotiate(type(request))
         timeout = self.settings.request_timeout if timeout is None else timeout
-        self._next_corr = corr = (self._next_corr + 1) & 0x7FFFFFFF
-        frame = encode_request(request, version, corr, self.settings.client_id)
         async with self._slots:
-            writer = self._writer
-            if self._closed_error is not None or writer is None:
-                raise KafkaConnectionError(
-                    f"connection is closed: {self._closed_error}", broker=self.address
-                )
-            fut: asyncio.Future[Response] | None = None
-            if expect_response:
-                fut = asyncio.get_running_loop().create_future()
-                self._pending[corr] = _Pending(fut, type(request).RESPONSE_TYPE, version)
-            self.last_used = time.monotonic()
-            writer.write(frame)
-            try:
-                if writer.transport.get_write_buffer_size() > 1 << 20:
-                    await writer.drain()
-            except (OSError, ConnectionError) as exc:
-                await self.close(exc)
-                raise KafkaConnectionError(f"write failed: {exc}",
-                                           broker=self.address) from exc
+            fut = self._write(request, version, expect_response)
+            proto = self._proto
+            if proto is not None:
+                await proto.drain()
             if fut is None:
                 return None
+            # A timer instead of wait_for: no task per request.
+            timer = asyncio.get_running_loop().call_later(
+                timeout, self._expire, fut, type(request).API_NAME, version, timeout)
             try:
-                return await asyncio.wait_for(asyncio.shield(fut), timeout)
-            except (asyncio.TimeoutError, TimeoutError):
-                err = KafkaTimeoutError(
-                    f"{type(request).API_NAME} v{version} to {self.address} got no response "
-                    f"within {timeout}s"
-                )
-                await self.close(err)
-                raise err from None
+                return await fut
+            finally:
+                timer.cancel()
+
+    def _expire(self, fut: asyncio.Future[Any], api: str, version: int,
+                timeout: float) -> None:
+        if fut.done():
+            return
+        fut.set_exception(KafkaTimeoutError(
+            f"{api} v{version} to {self.address} got no response within {timeout}s"))
+        # A late answer would be matched to nothing: drop the connection.
+        self._shutdown(KafkaConnectionError(
+            f"connection closed after a {api} request timed out", broker=self.address))
 
     def send_nowait(self, request: Request, *, version: int,
                     expect_response: bool = True) -> asyncio.Future[Any] | None:
@@ -303,98 +387,61 @@ class BrokerConnection:
         Raises:
             KafkaConnectionError: the connection is closed.
         """
-        writer = self._writer
-        if self._closed_error is not None or writer is None:
-            raise KafkaConnectionError(
-                f"connection is closed: {self._closed_error}", broker=self.address
-            )
-        self._next_corr = corr = (self._next_corr + 1) & 0x7FFFFFFF
-        frame = encode_request(request, version, corr, self.settings.client_id)
-        fut: asyncio.Future[Any] | None = None
-        if expect_response:
-            fut = asyncio.get_running_loop().create_future()
-            self._pending[corr] = _Pending(fut, type(request).RESPONSE_TYPE, version)
-        self.last_used = time.monotonic()
-        writer.write(frame)
-        return fut
+        return self._write(request, version, expect_response)
 
-    async def _read_loop(self) -> None:
-        reader = self._reader
-        assert reader is not None
-        error: BaseException | None = None
+    def _dispatch(self, frame: bytes) -> None:
+        """Complete the request ``frame`` answers (called from ``data_received``)."""
+        (corr,) = _SIZE.unpack_from(frame, 0)
+        pending = self._pending.pop(corr, None)
+        if pending is None:
+            raise ProtocolError(f"broker {self.address} answered unknown correlation id {corr}")
+        fut = pending.future
+        if fut.done():
+            return
         try:
-            while True:
-                head = await reader.readexactly(4)
-                (size,) = _SIZE.unpack(head)
-                if size < 4 or size > self.settings.max_frame_bytes:
-                    raise ProtocolError(
-                        f"broker {self.address} sent a frame of {size} bytes "
-                        f"(limit {self.settings.max_frame_bytes}, receive.message.max.bytes)"
-                    )
-                frame = await reader.readexactly(size)
-                (corr,) = _SIZE.unpack_from(frame, 0)
-                pending = self._pending.pop(corr, None)
-                if pending is None:
-                    raise ProtocolError(
-                        f"broker {self.address} answered unknown correlation id {corr}"
-                    )
-                if pending.future.done():
-                    continue
-                try:
-                    resp = _decode(pending, frame)
-                except CorruptMessageError as exc:
-                    pending.future.set_exception(CorruptMessageError(
-                        f"{exc} (from broker {self.address})"))
-                    raise
-                pending.future.set_result(resp)
-        except asyncio.IncompleteReadError:
-            error = KafkaConnectionError("connection closed by broker", broker=self.address)
-        except (OSError, ConnectionError) as exc:
-            error = KafkaConnectionError(f"connection lost: {exc}", broker=self.address)
-        except (ProtocolError, CorruptMessageError) as exc:
-            error = exc
-        except asyncio.CancelledError:
-            error = KafkaConnectionError("connection closed", broker=self.address)
-        if self._closed_error is None:
-            await self.close(error)
+            resp = _decode(pending, frame)
+        except CorruptMessageError as exc:
+            fut.set_exception(CorruptMessageError(f"{exc} (from broker {self.address})"))
+            raise
+        fut.set_result(resp)
 
-    async def close(self, error: BaseException | None = None) -> None:
-        """Close the connection; outstanding requests fail with ``error`` (or a
-        KafkaConnectionError)."""
+    def _shutdown(self, error: BaseException) -> None:
+        """Fail every outstanding request with ``error`` and close the transport; runs
+        synchronously so that protocol callbacks can call it. Idempotent."""
         if self._closed_error is not None:
             return
-        err = error if error is not None else KafkaConnectionError(
-            "connection closed", broker=self.address)
-        if not isinstance(err, Exception):
-            err = KafkaConnectionError("connection closed", broker=self.address)
-        self._closed_error = err
+        self._closed_error = error
         pending, self._pending = self._pending, {}
         for p in pending.values():
             if not p.future.done():
-                if isinstance(err, (KafkaConnectionError, KafkaTimeoutError)):
-                    p.future.set_exception(err)
+                if isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
+                    p.future.set_exception(error)
                 else:
                     p.future.set_exception(
-                        KafkaConnectionError(f"connection failed: {err}", broker=self.address)
+                        KafkaConnectionError(f"connection failed: {error}", broker=self.address)
                     )
                 # Retrieve to avoid "exception never retrieved" for abandoned futures.
                 p.future.exception()
-        if self._writer is not None:
-            self._writer.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._writer.wait_closed(), 1.0)
-        task = self._read_task
-        if task is not None and task is not asyncio.current_task() and not task.done():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-        for cb in self._on_close:
+        if self._transport is not None:
+            self._transport.close()
+        callbacks, self._on_close = self._on_close, []
+        for cb in callbacks:
             try:
                 cb(self)
             except Exception:  # pragma: no cover - callbacks are internal
                 log.exception("close callback failed")
-        self._on_close.clear()
-        log.debug("closed %r: %s", self, err)
+        log.debug("closed %r: %s", self, error)
 
-
-_ = ApiVersionsResponse
+    async def close(self, error: BaseException | None = None) -> None:
+        """Close the connection; outstanding requests fail with ``error`` (or a
+        KafkaConnectionError). Waits up to a second for the transport to finish closing."""
+        err: BaseException = error if isinstance(error, Exception) else KafkaConnectionError(
+            "connection closed", broker=self.address)
+        self._shutdown(err)
+        proto = self._proto
+        if proto is not None and not proto.lost.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(proto.lost), 1.0)
+            except (asyncio.TimeoutError, TimeoutError):
+                if self._transport is not None:
+                    self._transport.abort()

@@ -760,7 +760,9 @@ def make_coordinator(client: AsyncKafkaClient, subscription: Any, config: Mappin
                      listener_runner: ListenerRunner) -> Any:
     """The coordinator for ``group.protocol``: classic, or consumer (KIP-848)."""
     if config["group.protocol"] == "consumer":
-        raise ConfigError("group.protocol=consumer (KIP-848) is not implemented yet; "
-                          "use group.protocol=classic")
+        from kontrakt.clients.group._consumer_protocol import ConsumerGroupMembership
+
+        return ConsumerGroupMembership(client, subscription, config, buffer=buffer, wake=wake,
+                                       listener_runner=listener_runner)
     return GroupCoordinator(client, subscription, config, buffer=buffer, wake=wake,
                             listener_runner=listener_runner)

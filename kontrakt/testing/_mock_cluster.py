@@ -59,6 +59,7 @@ _OPTIONAL: dict[str, tuple[Any, list[Any]]] = {
     "rd_kafka_mock_push_request_errors_array":
         (None, [_c_void_p, _c_int16, _c_size_t, ctypes.POINTER(_c_int)]),
     "rd_kafka_mock_group_initial_rebalance_delay_ms": (None, [_c_void_p, _c_int32]),
+    "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": (None, [_c_void_p, _c_int]),
     "rd_kafka_mock_broker_set_rack": (_c_int, [_c_void_p, _c_int32, _c_char_p]),
     "rd_kafka_mock_start_request_tracking": (None, [_c_void_p]),
     "rd_kafka_mock_stop_request_tracking": (None, [_c_void_p]),
@@ -386,6 +387,12 @@ class MockCluster:
     def group_initial_rebalance_delay_ms(self, delay_ms: int) -> None:
         """Set ``group.initial.rebalance.delay.ms`` for every group of the cluster."""
         self._call("group_initial_rebalance_delay_ms", _int(delay_ms, "delay_ms", 0, _INT32[1]))
+
+    def group_consumer_heartbeat_interval_ms(self, interval_ms: int) -> None:
+        """Set the heartbeat interval the cluster gives KIP-848 (``group.protocol=consumer``)
+        members; librdkafka's default of 3000 ms makes tests slow."""
+        self._call("set_group_consumer_heartbeat_interval_ms",
+                   _int(interval_ms, "interval_ms", 1, _INT32[1]))
 
     # -- error injection ---------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ with ``rd_kafka_mock_set_group_consumer_heartbeat_interval_ms`` to keep the test
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import time
 from typing import Any
 
@@ -34,10 +33,7 @@ HEARTBEAT_API = 68
 
 
 def _fast_heartbeats(cluster: MockCluster, ms: int = 200) -> None:
-    fn = cluster._fn("rd_kafka_mock_set_group_consumer_heartbeat_interval_ms")
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    fn.restype = None
-    fn(cluster._handle(), ms)
+    cluster.group_consumer_heartbeat_interval_ms(ms)
 
 
 async def _fill(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:

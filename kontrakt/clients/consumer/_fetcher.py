@@ -429,10 +429,15 @@ class Fetcher:
     def _wake_later(self, delay: float) -> None:
         if self._loop is None:
             return
-        if self._timer is not None and self._timer.when() <= self._loop.time() + delay:
+        now = self._loop.time()
+        timer = self._timer
+        # Keep a pending timer that fires soon enough. A timer whose time has passed has
+        # fired (or is about to): it must not stop a new one being set, or a fetch backoff
+        # after the first would never end and fetching would stall.
+        if timer is not None and not timer.cancelled() and now < timer.when() <= now + delay:
             return
-        if self._timer is not None:
-            self._timer.cancel()
+        if timer is not None:
+            timer.cancel()
         self._timer = self._loop.call_later(delay, self.wake)
 
     def reset_sessions(self) -> None:

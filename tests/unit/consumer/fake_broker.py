@@ -29,10 +29,14 @@ class FakeBroker:
         topics: topic name -> partition count.
         handlers: api key -> ``handler(version, request) -> response``.
         leader_epoch: the leader epoch Metadata reports.
+        versions: api key -> (lowest, highest) version to advertise besides the defaults
+            (ApiVersions, Metadata, Fetch, ListOffsets, OffsetForLeaderEpoch).
     """
 
     def __init__(self, topics: dict[str, int], handlers: dict[int, Handler],
-                 leader_epoch: int = 0) -> None:
+                 leader_epoch: int = 0,
+                 versions: dict[int, tuple[int, int]] | None = None) -> None:
+        self.versions = {**_VERSIONS, **(versions or {})}
         self.topics = topics
         self.handlers = handlers
         self.leader_epoch = leader_epoch
@@ -55,7 +59,7 @@ class FakeBroker:
         self.server.close()
         await self.server.wait_closed()
 
-    def _metadata(self) -> MetadataResponse:
+    def _metadata(self) -> Any:
         B = MetadataResponse.MetadataResponseBroker
         T = MetadataResponse.MetadataResponseTopic
         P = T.MetadataResponsePartition
@@ -78,7 +82,7 @@ class FakeBroker:
                     resp: Any = ApiVersionsResponse(api_keys=[
                         ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo,
                                                        max_version=hi)
-                        for k, (lo, hi) in _VERSIONS.items()])
+                        for k, (lo, hi) in self.versions.items()])
                     writer.write(encode_response(resp, ver, corr))
                     await writer.drain()
                     continue

@@ -69,34 +69,44 @@ def _hash(data: bytes, m: int = _M, mask: int = _MASK, words: list[Any] = _WORDS
     return h ^ h >> 15
 
 
-def _specialized(length: int) -> Callable[[bytes], int]:
-    # The unsigned hash for keys of exactly ``length`` bytes, as straight-line code: no loop,
-    # no length tests, the first round's seed product folded into a constant. Built once per
-    # length (like the protocol codecs) because keyed records hash on every send.
+def _specialized(length: int, positive: bool = False) -> Callable[[bytes], int]:
+    # The hash for keys of exactly ``length`` bytes, as straight-line code: no loop, no length
+    # tests, the words and the tail taken by one unpack call, the first round's seed product
+    # folded into a constant. Built once per length (like the protocol codecs) because keyed
+    # records hash on every send. Each operation on an int above 2**30 is a multi-digit
+    # operation in CPython, so the code does as few as it can: ``h`` is masked to 32 bits
+    # only every other round and before shifts (a product's low 32 bits depend only on the
+    # factors' low 32 bits, and xor does not carry), and the two products of a round are
+    # xored before one mask. ``positive`` returns ``murmur2 & 0x7fffffff`` (the partition
+    # hash) instead of the unsigned hash.
     n4, extra = length >> 2, length & 3
     m, mask = _M, _MASK
     h0 = _SEED ^ length
+    names = [f"w{i}" for i in range(n4)] + (["t", "u"] if extra == 3 else ["t"] if extra else [])
+    fmt = "<" + "I" * n4 + ("", "B", "H", "HB")[extra]
     src = [f"def hash_{length}(d):"]
-    if n4:
-        names = ", ".join(f"w{i}" for i in range(n4))
-        src.append(f"    {names}{',' if n4 == 1 else ''} = unpack(d)")
-        src.append(f"    w0 = w0 * {m} & {mask}")
-        src.append(f"    h = {(h0 * m) & mask} ^ ((w0 ^ w0 >> 24) * {m} & {mask})")
-        for i in range(1, n4):
-            src.append(f"    w{i} = w{i} * {m} & {mask}")
-            src.append(f"    h = (h * {m} & {mask}) ^ ((w{i} ^ w{i} >> 24) * {m} & {mask})")
+    if names:
+        src.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = unpack(d)")
+    for i in range(n4):
+        src.append(f"    k = w{i} * {m} & {mask}")
+        if i == 0:
+            src.append(f"    h = {(h0 * m) & mask} ^ (k ^ k >> 24) * {m}")
+        elif i % 2:
+            src.append(f"    h = (h * {m} ^ (k ^ k >> 24) * {m}) & {mask}")
+        else:
+            src.append(f"    h = h * {m} ^ (k ^ k >> 24) * {m}")
+    h = "h" if n4 else str(h0)
+    if extra == 3:
+        src.append(f"    h = ({h} ^ (u << 16 | t)) * {m} & {mask}")
+    elif extra:
+        src.append(f"    h = ({h} ^ t) * {m} & {mask}")
+    elif n4:
+        src.append(f"    h &= {mask}")
     else:
         src.append(f"    h = {h0}")
-    t = n4 * 4
-    if extra == 3:
-        src.append(f"    h = (h ^ (d[{t + 2}] << 16 | d[{t + 1}] << 8 | d[{t}])) * {m} & {mask}")
-    elif extra == 2:
-        src.append(f"    h = (h ^ (d[{t + 1}] << 8 | d[{t}])) * {m} & {mask}")
-    elif extra == 1:
-        src.append(f"    h = (h ^ d[{t}]) * {m} & {mask}")
     src.append(f"    h = (h ^ h >> 13) * {m} & {mask}")
-    src.append("    return h ^ h >> 15")
-    namespace: dict[str, Any] = {"unpack": _WORDS[n4]}
+    src.append("    return (h ^ h >> 15) & 0x7FFFFFFF" if positive else "    return h ^ h >> 15")
+    namespace: dict[str, Any] = {"unpack": struct.Struct(fmt).unpack}
     exec(compile("\n".join(src), f"<murmur2 for {length}-byte keys>", "exec"), namespace)
     fn: Callable[[bytes], int] = namespace[f"hash_{length}"]
     return fn
@@ -104,6 +114,10 @@ def _specialized(length: int) -> Callable[[bytes], int]:
 
 #: unsigned murmur2 by key length, for keys shorter than 64 bytes
 HASH_BY_LENGTH: list[Callable[[bytes], int]] = [_specialized(n) for n in range(64)]
+#: ``murmur2(key) & 0x7fffffff`` (what the default partitioner takes modulo the partition
+#: count) by key length, for keys shorter than 64 bytes
+PARTITION_HASH_BY_LENGTH: list[Callable[[bytes], int]] = [
+    _specialized(n, positive=True) for n in range(64)]
 
 
 def key_hash(key: bytes) -> int:

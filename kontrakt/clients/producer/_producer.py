@@ -7,7 +7,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from time import time as _time
+from time import time_ns as _time_ns
 from typing import Any
 
 from kontrakt._types import OffsetAndMetadata, RecordMetadata, TopicPartition
@@ -23,7 +23,7 @@ from kontrakt.clients.producer._config import client_config, parse_producer_conf
 from kontrakt.clients.producer._idempotence import IdempotenceState
 from kontrakt.clients.producer._metrics import ProducerMetrics
 from kontrakt.clients.producer._partitioner import (
-    HASH_BY_LENGTH as _HASHERS,
+    PARTITION_HASH_BY_LENGTH as _HASHERS,
 )
 from kontrakt.clients.producer._partitioner import (
     DefaultPartitioner,
@@ -53,6 +53,8 @@ NEED_METADATA: Any = object()
 _RECORD_OVERHEAD = 21  # upper bound of a record's varints and attributes byte
 _SMALL = SMALL_LIMIT
 _SMALL_VARINTS = VARINT_BYTES
+#: byte length of each of those varints (a subscript is cheaper than a len() call)
+_VARINT_SIZES = [len(b) for b in VARINT_BYTES]
 _new_tuple = tuple.__new__
 
 
@@ -116,6 +118,9 @@ class _ProducerCore:
         self._cluster = self._client.cluster
         # Smallest estimated record size that needs the exact size check.
         self._size_limit = min(s.message_max_bytes - BATCH_HEADER_SIZE, s.buffer_memory)
+        # Largest key + value length the send fast path takes: every varint of the record is
+        # then in the table and no size check beyond the batch's is needed.
+        self._fast_limit = min(_SMALL - 32, self._size_limit - _RECORD_OVERHEAD - 8)
         self._started = False
         self._closed = False
         self._ok = False
@@ -179,8 +184,8 @@ class _ProducerCore:
         if partition is None:
             if self._simple_keys and key is not None:
                 n = len(key)
-                partition = info.all[((_HASHERS[n](key) if n < 64 else _hash(key))
-                                      & 0x7FFFFFFF) % info.count]
+                partition = info.all[(_HASHERS[n](key) if n < 64 else _hash(key) & 0x7FFFFFFF)
+                                     % info.count]
             else:
                 partition, abort = self._choose(topic, key, info)
         elif type(partition) is not int or partition < 0:
@@ -189,7 +194,7 @@ class _ProducerCore:
             self._client.request_metadata_refresh()
             return NEED_METADATA
         if timestamp_ms is None:
-            timestamp_ms = int(_time() * 1000)
+            timestamp_ms = _time_ns() // 1_000_000
         if headers is None and delivery is None:
             # Fast path: the record goes into the partition's open batch -- the same encoding
             # RecordAccumulator.append does (see there), inlined because it runs per record.
@@ -446,6 +451,43 @@ class AsyncProducer(_ProducerCore):
                 ``max.block.ms`` (the call blocks until then: backpressure).
             IllegalStateError: the producer is closed or not started.
         """
+        # The fast path, for the common record (bytes key and value, default partitioner, no
+        # explicit partition, timestamp or headers) going into its partition's open batch:
+        # the same encoding as RecordAccumulator.append, inlined because it runs per record.
+        # No lock: an AsyncProducer's accumulator is only touched on its loop's thread.
+        if type(key) is bytes and type(value) is bytes and partition is None \
+                and timestamp_ms is None and headers is None and self._ok \
+                and self._simple_keys:
+            info = self._topics.get(topic)
+            if info is not None and info.version == self._cluster.version:
+                klen = len(key)
+                vlen = len(value)
+                partition = (_HASHERS[klen](key) if klen < 64 else _hash(key) & 0x7FFFFFFF) \
+                    % info.count
+                dq = info.queues[partition]
+                if dq and klen + vlen < self._fast_limit:
+                    batch = dq[-1]
+                    count = batch.count
+                    ts = _time_ns() // 1_000_000
+                    delta = ts - batch.base_timestamp
+                    if not batch.sealed and -1 < delta < _SMALL and count < _SMALL:
+                        sizes = _VARINT_SIZES
+                        body = sizes[delta] + sizes[count] + sizes[klen] + sizes[vlen] + \
+                            klen + vlen + 2
+                        added = sizes[body] + body
+                        new_size = batch.size + added
+                        acc = self._acc
+                        if new_size <= acc.batch_size and \
+                                acc.used + added <= acc.buffer_memory:
+                            v = _SMALL_VARINTS
+                            batch.parts += (v[body], b"\x00", v[delta], v[count], v[klen], key,
+                                            v[vlen], value, b"\x00")
+                            batch.size = new_size
+                            batch.count = count + 1
+                            if ts > batch.max_timestamp:
+                                batch.max_timestamp = ts
+                            acc.used += added
+                            return _new_tuple(RecordFuture, (batch, count, ts))
         res = self._append(topic, value, key, partition, timestamp_ms, headers, None)
         if type(res) is RecordFuture:
             acc = self._acc

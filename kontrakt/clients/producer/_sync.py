@@ -12,6 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+from time import time_ns as _time_ns
 from typing import Any
 
 from kontrakt._types import RecordMetadata
@@ -21,9 +22,20 @@ from kontrakt.clients.producer._accumulator import (
     ProducerBatch,
     RecordFuture,
 )
-from kontrakt.clients.producer._producer import NEED_METADATA, AsyncProducer, HeadersLike
+from kontrakt.clients.producer._partitioner import PARTITION_HASH_BY_LENGTH as _HASHERS
+from kontrakt.clients.producer._partitioner import _hash
+from kontrakt.clients.producer._producer import (
+    _VARINT_SIZES,
+    NEED_METADATA,
+    AsyncProducer,
+    HeadersLike,
+)
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError
 from kontrakt.protocol.records import RecordBatchBuilder
+from kontrakt.protocol.records._model import SMALL_LIMIT as _SMALL
+from kontrakt.protocol.records._model import VARINT_BYTES as _SMALL_VARINTS
+
+_new_tuple = tuple.__new__
 
 __all__ = ["Producer"]
 
@@ -75,7 +87,8 @@ class Producer:
                 timestamp_ms: int | None, headers: HeadersLike,
                 delivery: DeliveryCallback | None) -> RecordFuture:
         a = self._async
-        a._check()
+        if not a._ok:
+            a._check()
         res = a._append(topic, value, key, partition, timestamp_ms, headers, delivery)
         if type(res) is RecordFuture:
             return res
@@ -109,6 +122,48 @@ class Producer:
             A :class:`RecordFuture`: ``result(timeout)`` blocks for the
             :class:`~kontrakt.RecordMetadata`.
         """
+        # The fast path (see AsyncProducer.send), under the accumulator's lock since the I/O
+        # thread seals and takes batches.
+        a = self._async
+        if type(key) is bytes and type(value) is bytes and partition is None \
+                and timestamp_ms is None and headers is None and a._ok and a._simple_keys:
+            info = a._topics.get(topic)
+            if info is not None and info.version == a._cluster.version:
+                klen = len(key)
+                vlen = len(value)
+                partition = (_HASHERS[klen](key) if klen < 64 else _hash(key) & 0x7FFFFFFF) \
+                    % info.count
+                dq = info.queues[partition]
+                if klen + vlen < a._fast_limit:
+                    acc = a._acc
+                    ts = _time_ns() // 1_000_000
+                    sizes = _VARINT_SIZES
+                    rest = sizes[klen] + sizes[vlen] + klen + vlen + 2
+                    lock = acc.lock
+                    lock.acquire()
+                    try:
+                        if dq:
+                            batch = dq[-1]
+                            count = batch.count
+                            delta = ts - batch.base_timestamp
+                            if not batch.sealed and -1 < delta < _SMALL and count < _SMALL:
+                                body = sizes[delta] + sizes[count] + rest
+                                added = sizes[body] + body
+                                new_size = batch.size + added
+                                if new_size <= acc.batch_size and \
+                                        acc.used + added <= acc.buffer_memory:
+                                    v = _SMALL_VARINTS
+                                    batch.parts += (v[body], b"\x00", v[delta], v[count],
+                                                    v[klen], key, v[vlen], value, b"\x00")
+                                    batch.size = new_size
+                                    batch.count = count + 1
+                                    if ts > batch.max_timestamp:
+                                        batch.max_timestamp = ts
+                                    acc.used += added
+                                    return _new_tuple(RecordFuture,
+                                                      (batch, count, ts))
+                    finally:
+                        lock.release()
         return self._append(topic, value, key, partition, timestamp_ms, headers, None)
 
     def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,

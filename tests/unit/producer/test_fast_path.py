@@ -1,0 +1,125 @@
+"""The inlined send fast paths (AsyncProducer.send, Producer.send) against the reference
+encoder and kafka-python's partitioner, without a broker."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import warnings
+from typing import Any
+
+import pytest
+
+with warnings.catch_warnings():
+    # kafka-python's package import loads its JSON schemas with a deprecated importlib API.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.partitioner.default import murmur2 as kafka_murmur2
+
+from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
+from kontrakt.clients.producer._accumulator import ProducerBatch
+from kontrakt.clients.producer._partitioner import PARTITION_HASH_BY_LENGTH, murmur2
+from kontrakt.clients.producer._producer import _TopicParts
+from kontrakt.errors import KafkaTimeoutError
+from kontrakt.protocol.records import RecordBatch, RecordBatchBuilder
+
+BS = "127.0.0.1:9"
+PARTITIONS = 6
+
+
+class _Sender:
+    error = None
+
+    def wake(self, urgent: bool = True) -> None:
+        pass
+
+
+def _async_producer(**kwargs: Any) -> AsyncProducer:
+    p = AsyncProducer(bootstrap_servers=BS, **kwargs)
+    p._topics["t"] = _TopicParts(list(range(PARTITIONS)), list(range(PARTITIONS)),
+                                 p._cluster.version, p._acc.queues_for("t", PARTITIONS))
+    p._sender = _Sender()  # type: ignore[assignment]
+    p._ok = True  # drive the record path without a broker: batches just accumulate
+    return p
+
+
+def _sync_producer(**kwargs: Any) -> Producer:
+    p = object.__new__(Producer)
+    p._async = _async_producer(_threaded=True, **kwargs)
+    return p
+
+
+def _records(n: int, seed: int) -> list[tuple[bytes, bytes]]:
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        klen = rnd.choice([0, 1, 3, 10, 17, 63, 64, 100])
+        vlen = rnd.choice([0, 5, 100, 1000, 5000])
+        out.append((rnd.randbytes(klen), b"%d" % i + rnd.randbytes(vlen)))
+    return out
+
+
+def _check(p: AsyncProducer, records: list[tuple[bytes, bytes]],
+           futs: list[RecordFuture]) -> None:
+    # Every record went to kafka-python's partition for its key, at the index its future
+    # says, and every batch is byte-identical to the reference builder's.
+    for (key, _), fut in zip(records, futs, strict=True):
+        assert fut._batch.partition == (kafka_murmur2(key) & 0x7FFFFFFF) % PARTITIONS
+    by_batch: dict[int, list[int]] = {}
+    for i, fut in enumerate(futs):
+        by_batch.setdefault(id(fut._batch), []).append(i)
+    batches: list[ProducerBatch] = [b for q in p._acc.queues.values() for b in q]
+    assert sum(b.record_count for b in batches) == len(records)
+    for b in batches:
+        idx = by_batch[id(b)]
+        assert [futs[i]._index for i in idx] == list(range(len(idx)))
+        assert len(idx) == 1 or b.size_in_bytes <= p._acc.batch_size
+        ref = RecordBatchBuilder(max_batch_size=1 << 30)
+        for i in idx:
+            ref.append(futs[i]._timestamp, records[i][0], records[i][1])
+        assert b.size_in_bytes == ref.size_in_bytes
+        blob = b.encode(5, 1, False)
+        assert blob == ref.build(producer_id=5, producer_epoch=1)
+        got = RecordBatch.from_bytes(blob).records()
+        assert [(r.key, r.value) for r in got] == [records[i] for i in idx]
+    assert p._acc.used == sum(b.size_in_bytes - 61 for b in batches)
+
+
+@pytest.mark.parametrize("batch_size", [1000, 16384, 200_000])
+def test_async_send_fast_path_matches_reference(batch_size: int) -> None:
+    p = _async_producer(batch_size=batch_size)
+    records = _records(1500, batch_size)
+
+    async def main() -> list[RecordFuture]:
+        return [await p.send("t", v, k) for k, v in records]
+
+    futs = asyncio.run(main())
+    _check(p, records, futs)
+
+
+@pytest.mark.parametrize("batch_size", [1000, 16384, 200_000])
+def test_sync_send_fast_path_matches_reference(batch_size: int) -> None:
+    p = _sync_producer(batch_size=batch_size)
+    records = _records(1500, batch_size + 1)
+    futs = [p.send("t", v, k) for k, v in records]
+    _check(p._async, records, futs)
+
+
+def test_fast_path_respects_buffer_memory() -> None:
+    p = _sync_producer(buffer_memory=5000, batch_size=1000, max_block_ms=10)
+    acc = p._async._acc
+    with pytest.raises(KafkaTimeoutError, match=r"buffer\.memory"):
+        for _ in range(200):
+            p.send("t", b"x" * 100, b"k")
+            assert acc.used <= 5000
+    assert acc.used > 5000 - 120
+
+
+def test_partition_hash_matches_kafka_python() -> None:
+    rnd = random.Random(7)
+    for n in range(80):
+        for _ in range(100):
+            key = rnd.randbytes(n)
+            expected = kafka_murmur2(key)
+            assert murmur2(key) & 0xFFFFFFFF == expected & 0xFFFFFFFF
+            if n < 64:
+                assert PARTITION_HASH_BY_LENGTH[n](key) == expected & 0x7FFFFFFF

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TimestampType, TopicPartition
@@ -59,6 +60,27 @@ _INT32_MAX = 2**31 - 1
 
 CommittedLookup = Callable[[list[TopicPartition]],
                            Awaitable[Mapping[TopicPartition, OffsetAndMetadata | None]]]
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause CPython's cyclic garbage collector while one partition's records are decoded.
+
+    Decoding builds tens of thousands of container objects (records and their header lists)
+    that all survive, so the collector would run a young-generation pass every few hundred
+    records and scan them again and again: measured, about 40% of the decoding time. Records
+    hold no reference cycles, so nothing waits for the collector; it resumes right after
+    (and collects then what other code allocated meanwhile). Left alone when the
+    application has disabled it.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class CompletedFetch:
@@ -799,10 +821,11 @@ class Fetcher:
                             tp, offset, target)
                 st.seek(target, div.epoch)
                 return False
-            records, next_offset, epoch = parse_partition(
-                tp.topic, tp.partition, pd.records, offset,
-                read_committed=self.read_committed, aborted=pd.aborted_transactions,
-                check_crcs=self.check_crcs)
+            with _gc_paused():
+                records, next_offset, epoch = parse_partition(
+                    tp.topic, tp.partition, pd.records, offset,
+                    read_committed=self.read_committed, aborted=pd.aborted_transactions,
+                    check_crcs=self.check_crcs)
             if next_offset == offset and not records:
                 return False
             st.fetch_offset = next_offset

@@ -289,8 +289,9 @@ class AsyncConsumer:
         Raises:
             See :meth:`getmany`.
         """
-        await self.start()
-        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._started:
+            await self.start()
+        deadline: float | None = None
         while True:
             self._check()
             self._polled()
@@ -299,6 +300,9 @@ class AsyncConsumer:
             rec = self._buffer.drain_one()
             if rec is not None or self._closed:
                 return rec
+            if deadline is None and timeout is not None:
+                # Only now: a record already buffered needs no clock reading.
+                deadline = time.monotonic() + timeout
             if not await self._wait(deadline):
                 self._check()
                 return self._buffer.drain_one()

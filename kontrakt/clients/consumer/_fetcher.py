@@ -57,6 +57,7 @@ _MAX_FETCH_VERSION = 12  # v13+ names topics by id only; 12 has sessions and epo
 _OFFSET_OUT_OF_RANGE = 1
 _SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 _INT32_MAX = 2**31 - 1
+_new_tuple = tuple.__new__
 
 CommittedLookup = Callable[[list[TopicPartition]],
                            Awaitable[Mapping[TopicPartition, OffsetAndMetadata | None]]]
@@ -234,10 +235,13 @@ class FetchBuffer:
                 cf = queue[0]
                 st = cf.state
                 i = cf.index
-                if st.gen == cf.gen and not st.paused and i < len(cf.records) - 1:
-                    rec = cf.records[i]
+                records = cf.records
+                if st.gen == cf.gen and not st.paused and i < len(records) - 1:
+                    rec = records[i]
                     cf.index = i + 1
-                    st.position = FetchPosition(rec.offset + 1, rec.leader_epoch)
+                    # Built as a tuple directly (the named tuple's own __new__ is a Python
+                    # call): (offset + 1, leader_epoch) of the record handed over.
+                    st.position = _new_tuple(FetchPosition, (rec[2] + 1, rec[8]))
                     return rec
         got = self.drain(1)
         for recs in got.values():

@@ -7,7 +7,7 @@ with confluent-kafka, lz4-free: no compression). Then every contender reads the 
 from the beginning with manual assignment, no group, ``--rounds`` times interleaved; the best
 round counts. Group start = ``subscribe()`` -> first record, with the same session timeout.
 
-Run:  python benchmarks/consume.py [--records 200000] [--value-size 100] [--rounds 2]
+Run:  .venv/bin/python benchmarks/consume.py [--records 200000] [--value-size 100] [--rounds 5]
 """
 
 from __future__ import annotations

@@ -199,8 +199,15 @@ class Consumer:
         Raises:
             See :meth:`AsyncConsumer.getmany`.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
         buf = self._buffer
+        if self._started and not self._callbacks:
+            # Fast path (a record is buffered): what _prepare() does, without its calls.
+            self._async._check()
+            self._async._polled()
+            rec = buf.drain_one()
+            if rec is not None:
+                return rec
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._prepare()
             seen = buf.version

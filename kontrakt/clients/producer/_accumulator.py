@@ -184,7 +184,7 @@ class ProducerBatch:
             raise IllegalStateError(
                 "RecordFuture.result() on an unresolved record of an AsyncProducer would "
                 "block its event loop; await the future instead")
-        if not self.sealed:
+        if not self.sealed and not self.urgent:
             self.urgent = True
             self.acc.wakeup(True)
         if not self.event.wait(timeout):
@@ -194,8 +194,9 @@ class ProducerBatch:
         """Wait on the running loop until the batch completes."""
         if self.done:
             return
-        if not self.sealed:
+        if not self.sealed and not self.urgent:
             # Someone waits on this batch: lingering for more records now only adds latency.
+            # (An urgent batch already had the sender woken for it.)
             self.urgent = True
             self.acc.wakeup(True)
         if self.event is not None:
@@ -372,7 +373,7 @@ class RecordAccumulator:
     def append(self, topic: str, partition: int, timestamp: int, key: bytes | None,
                value: bytes | None, headers: Sequence[Header] | None, size: int,
                abort_on_new_batch: bool = False,
-               delivery: DeliveryCallback | None = None) -> Any:
+               delivery: DeliveryCallback | None = None, urgent: bool = False) -> Any:
         """Append one record.
 
         Args:
@@ -380,6 +381,8 @@ class RecordAccumulator:
             abort_on_new_batch: return :data:`ABORTED` instead of starting a new batch (the
                 sticky partitioner then moves on first, KIP-480).
             delivery: a confluent-style callback kept with the batch.
+            urgent: the caller will wait for the record (``send_and_wait``): the batch goes
+                out at once, and the sender is woken here rather than by the waiter.
 
         Returns:
             A :class:`RecordFuture`; None when the buffer is full (nothing appended; wait on
@@ -409,6 +412,7 @@ class RecordAccumulator:
         hb = encode_headers(headers) if headers else b"\x00"
         rest = len(kb) + klen + len(vb) + vlen + len(hb)
         tp = (topic, partition)
+        urgent_append = False
         with self.lock:
             if self.closed:
                 raise IllegalStateError("the producer is closed")
@@ -440,31 +444,40 @@ class RecordAccumulator:
                             if batch.deliveries is None:
                                 batch.deliveries = []
                             batch.deliveries.append((delivery, fut))
-                        return fut
-            if abort_on_new_batch:
-                return ABORTED
-            now = time.monotonic()
-            batch = ProducerBatch(self, topic, partition, None, now)
-            body_len = 3 + rest  # attributes, ts delta 0, offset delta 0
-            lb = small[body_len] if body_len < _SMALL else encode_varint(body_len)
-            batch.parts += (lb, b"\x00\x00\x00", kb, key, vb, value, hb)
-            batch.size += len(lb) + body_len
-            batch.count = 1
-            batch.base_timestamp = batch.max_timestamp = timestamp
-            self.used += len(lb) + body_len
-            dq.append(batch)
-            self.incomplete.add(batch)
-            fut = _new_tuple(RecordFuture, (batch, 0, timestamp))
-            if delivery is not None:
-                batch.deliveries = [(delivery, fut)]
-            full = len(dq) > 1
-            if full:
-                self.filled = True
-            wake = full or now + self.linger < self.sender_wake_at
+                        if not urgent or batch.urgent:
+                            return fut
+                        # Someone will wait on it: wake the sender (after the lock).
+                        batch.urgent = True
+                        urgent_append = True
+            if not urgent_append:
+                if abort_on_new_batch:
+                    return ABORTED
+                now = time.monotonic()
+                batch = ProducerBatch(self, topic, partition, None, now)
+                body_len = 3 + rest  # attributes, ts delta 0, offset delta 0
+                lb = small[body_len] if body_len < _SMALL else encode_varint(body_len)
+                batch.parts += (lb, b"\x00\x00\x00", kb, key, vb, value, hb)
+                batch.size += len(lb) + body_len
+                batch.count = 1
+                batch.base_timestamp = batch.max_timestamp = timestamp
+                self.used += len(lb) + body_len
+                dq.append(batch)
+                self.incomplete.add(batch)
+                fut = _new_tuple(RecordFuture, (batch, 0, timestamp))
+                if delivery is not None:
+                    batch.deliveries = [(delivery, fut)]
+                full = len(dq) > 1
+                if full:
+                    self.filled = True
+                if urgent:
+                    batch.urgent = True
+                wake = urgent or full or now + self.linger < self.sender_wake_at
+            else:
+                wake = full = True
         # Once per batch at most: a batch filled up, or the sender sleeps past this one's
-        # linger deadline.
+        # linger deadline; or someone is about to wait on the record.
         if wake:
-            self.wakeup(full)
+            self.wakeup(full or urgent)
         return fut
 
     def append_batch(self, topic: str, partition: int, builder: RecordBatchBuilder,

@@ -160,8 +160,11 @@ class _ProducerCore:
 
     def _append(self, topic: str, value: Any, key: Any, partition: int | None,
                 timestamp_ms: int | None, headers: HeadersLike,
-                delivery: DeliveryCallback | None) -> Any:
+                delivery: DeliveryCallback | None, urgent: bool = False) -> Any:
         """Put one record into the accumulator (the hot path: keep it lean).
+
+        ``urgent``: the caller waits for the record next (send_and_wait): its batch goes out
+        at once.
 
         Returns:
             A RecordFuture; None when the buffer is full; NEED_METADATA when the topic (or
@@ -195,7 +198,7 @@ class _ProducerCore:
             return NEED_METADATA
         if timestamp_ms is None:
             timestamp_ms = _time_ns() // 1_000_000
-        if headers is None and delivery is None:
+        if headers is None and delivery is None and not urgent:
             # Fast path: the record goes into the partition's open batch -- the same encoding
             # RecordAccumulator.append does (see there), inlined because it runs per record.
             if key is None:
@@ -253,12 +256,12 @@ class _ProducerCore:
         if size > self._size_limit:
             self._check_size(topic, partition, key, value, headers)
         res = self._acc.append(topic, partition, timestamp_ms, key, value, headers, size, abort,
-                               delivery)
+                               delivery, urgent)
         if res is ABORTED:
             # KIP-480: the sticky partition's batch is full; move on, then append there.
             partition = self._default.new_sticky(topic, partition, info.all, info.available)
             res = self._acc.append(topic, partition, timestamp_ms, key, value, headers, size,
-                                   False, delivery)
+                                   False, delivery, urgent)
         return res
 
     def _choose(self, topic: str, key: bytes | None, info: _TopicParts) -> tuple[int, bool]:
@@ -579,8 +582,13 @@ class AsyncProducer(_ProducerCore):
             Everything :meth:`send` raises, and the delivery error (ProduceError,
             RecordTooLargeError, KafkaTimeoutError after delivery.timeout.ms).
         """
-        fut = await self.send(topic, value, key, partition=partition,
-                              timestamp_ms=timestamp_ms, headers=headers)
+        # Appended as urgent: the sender is woken (and, on this loop, the request written)
+        # by the append itself, with no lingering.
+        res = self._append(topic, value, key, partition, timestamp_ms, headers, None, True)
+        if type(res) is not RecordFuture:
+            res = await self._send_slow(topic, value, key, partition, timestamp_ms, headers,
+                                        res)
+        fut: RecordFuture = res
         return await fut
 
     async def flush(self, timeout: float | None = None) -> None:

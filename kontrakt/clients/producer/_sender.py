@@ -113,6 +113,11 @@ class Sender:
             return
         if self.task is None or self.task.done() or self.error is not None:
             return
+        idem = self.idem
+        if idem is not None and (idem.need_bump or idem.producer_id < 0):
+            # Only the sender task gets a new producer id/epoch; nothing can go out before.
+            self._wake.set()
+            return
         try:
             wake_at = self._pass()
         except BaseException as exc:

@@ -85,11 +85,11 @@ class Producer:
 
     def _append(self, topic: str, value: Any, key: Any, partition: int | None,
                 timestamp_ms: int | None, headers: HeadersLike,
-                delivery: DeliveryCallback | None) -> RecordFuture:
+                delivery: DeliveryCallback | None, urgent: bool = False) -> RecordFuture:
         a = self._async
         if not a._ok:
             a._check()
-        res = a._append(topic, value, key, partition, timestamp_ms, headers, delivery)
+        res = a._append(topic, value, key, partition, timestamp_ms, headers, delivery, urgent)
         if type(res) is RecordFuture:
             return res
         deadline = time.monotonic() + a._settings.max_block
@@ -100,7 +100,8 @@ class Producer:
             else:
                 self._wait_memory(deadline)
             a._check()
-            res = a._append(topic, value, key, partition, timestamp_ms, headers, delivery)
+            res = a._append(topic, value, key, partition, timestamp_ms, headers, delivery,
+                            urgent)
         return res
 
     def _wait_memory(self, deadline: float) -> None:
@@ -176,8 +177,9 @@ class Producer:
             Everything :meth:`send` raises, and the delivery error.
             KafkaTimeoutError: not resolved within ``timeout`` seconds.
         """
-        return self.send(topic, value, key, partition=partition, timestamp_ms=timestamp_ms,
-                         headers=headers).result(timeout)
+        # Appended as urgent: one wake-up of the I/O thread, by the append itself.
+        return self._append(topic, value, key, partition, timestamp_ms, headers, None,
+                            True).result(timeout)
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                 partition: int | None = None, on_delivery: DeliveryCallback | None = None,

@@ -8,7 +8,7 @@ the acknowledgement), p50/p99.
 
 Usage (from the repository root)::
 
-    /work/venv/bin/python benchmarks/produce.py [--records 200000] [--rounds 2]
+    .venv/bin/python benchmarks/produce.py [--records 200000] [--rounds 2]
         [--latency 500] [--codecs none,lz4,zstd] [--clients kontrakt-sync,...]
 """
 
@@ -26,8 +26,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kontrakt.clients.producer import AsyncProducer, Producer  # noqa: E402
-from kontrakt.testing import TansuBroker  # noqa: E402
+from kontrakt.clients.producer import AsyncProducer, Producer
+from kontrakt.testing import TansuBroker
 
 VALUE = b"v" * 100
 PARTITIONS = 6

@@ -33,13 +33,17 @@ from kontrakt.protocol.messages import (
 )
 from kontrakt.protocol.spec import Request, Response
 
-__all__ = ["CLIENT_OPTIONS", "AsyncKafkaClient", "Backoff", "KafkaClient"]
+__all__ = ["CLIENT_OPTIONS", "COORDINATOR_ID_BASE", "AsyncKafkaClient", "Backoff", "KafkaClient"]
 
 log = logging.getLogger("kontrakt.client")
 
 CLIENT_OPTIONS: dict[str, Option] = {**COMMON_OPTIONS, **SECURITY_OPTIONS}
 
 _COORDINATOR_TYPES = {"group": 0, "transaction": 1}
+
+#: A dedicated coordinator connection is labelled ``COORDINATOR_ID_BASE - broker id`` (the
+#: Java client's ``Integer.MAX_VALUE - id``), so that logs tell it from the ordinary one.
+COORDINATOR_ID_BASE = 2**31 - 1
 
 
 class Backoff:
@@ -110,6 +114,13 @@ class AsyncKafkaClient:
         )
         self.cluster = ClusterMetadata()
         self._nodes: dict[int, _NodeState] = {}
+        # Dedicated coordinator connections, by broker id: a broker answers one connection's
+        # requests in order, so a commit or heartbeat sent on the connection that carries a
+        # long-poll Fetch would wait out fetch.max.wait.ms behind it.
+        self._coordinator_nodes: dict[int, _NodeState] = {}
+        #: coordinator keys served over a dedicated connection -> their broker id
+        self._dedicated: dict[tuple[int, str], int] = {}
+        self._closing: set[asyncio.Task[None]] = set()
         self._topics: set[str] = set()
         self._all_topics = False
         #: (all topics?, topic names) of the last successful metadata request
@@ -155,7 +166,7 @@ class AsyncKafkaClient:
             if not fut.done():
                 fut.set_exception(IllegalStateError("client closed"))
                 fut.exception()
-        for state in list(self._nodes.values()):
+        for state in [*self._nodes.values(), *self._coordinator_nodes.values()]:
             if state.connecting is not None and not state.connecting.done():
                 state.connecting.cancel()
                 with contextlib.suppress(BaseException):
@@ -163,6 +174,11 @@ class AsyncKafkaClient:
             if state.conn is not None:
                 await state.conn.close()
         self._nodes.clear()
+        self._coordinator_nodes.clear()
+        self._dedicated.clear()
+        for task in list(self._closing):
+            with contextlib.suppress(BaseException):
+                await task
 
     async def __aenter__(self) -> AsyncKafkaClient:
         await self.start()
@@ -196,13 +212,19 @@ class AsyncKafkaClient:
         Raises:
             KafkaConnectionError: the broker is unknown or cannot be reached now.
         """
+        return await self._pooled(self._nodes, node_id, node_id)
+
+    async def _pooled(self, pool: dict[int, _NodeState], node_id: int,
+                      label: int) -> BrokerConnection:
+        """The connection to broker ``node_id`` kept in ``pool`` (connecting if needed);
+        ``label`` is the id the connection calls itself by."""
         self._check()
-        state = self._nodes.get(node_id)
+        state = pool.get(node_id)
         if state is None:
             cfg = self.config
             state = _NodeState(Backoff(cfg["reconnect.backoff.ms"] / 1000,
                                        cfg["reconnect.backoff.max.ms"] / 1000))
-            self._nodes[node_id] = state
+            pool[node_id] = state
         if state.conn is not None and state.conn.connected:
             return state.conn
         if state.connecting is None or state.connecting.done():
@@ -210,12 +232,12 @@ class AsyncKafkaClient:
             if delay > 0:
                 await asyncio.sleep(delay)
             state.connecting = asyncio.get_running_loop().create_task(
-                self._connect(node_id, state))
+                self._connect(node_id, label, state))
         return await asyncio.shield(state.connecting)
 
-    async def _connect(self, node_id: int, state: _NodeState) -> BrokerConnection:
+    async def _connect(self, node_id: int, label: int, state: _NodeState) -> BrokerConnection:
         host, port = self._address_of(node_id)
-        conn = BrokerConnection(host, port, node_id, self._settings)
+        conn = BrokerConnection(host, port, label, self._settings)
         try:
             await conn.connect()
         except BaseException:
@@ -223,13 +245,13 @@ class AsyncKafkaClient:
             raise
         state.backoff.reset()
         state.conn = conn
-        conn.on_close(lambda c: self._forget(node_id, c))
-        log.debug("connected to node %s at %s:%s", node_id, host, port)
+        conn.on_close(lambda c: self._forget(state, c))
+        log.debug("connected to node %s at %s:%s", label, host, port)
         return conn
 
-    def _forget(self, node_id: int, conn: BrokerConnection) -> None:
-        state = self._nodes.get(node_id)
-        if state is not None and state.conn is conn:
+    @staticmethod
+    def _forget(state: _NodeState, conn: BrokerConnection) -> None:
+        if state.conn is conn:
             state.conn = None
 
     def least_loaded_node(self) -> int:
@@ -466,9 +488,60 @@ class AsyncKafkaClient:
         self._coordinators[ck] = node_id
         return int(node_id)
 
+    async def coordinator_connection(self, key: str, key_type: str = "group"
+                                     ) -> BrokerConnection:
+        """A connection to the coordinator of ``key`` of its own, apart from the one that
+        carries Fetch and Produce requests to that broker (as the Java client does).
+
+        A broker answers one connection's requests in order, so a heartbeat or commit on
+        the shared connection would wait behind a long-poll Fetch for up to
+        ``fetch.max.wait.ms``. The coordinator is looked up (and cached) as by
+        :meth:`coordinator`; every key whose coordinator is the same broker shares the one
+        dedicated connection. :meth:`forget_coordinator` closes it once no key uses it, and
+        :meth:`close` closes it.
+
+        Args:
+            key: the group id (or transactional id).
+            key_type: ``"group"`` or ``"transaction"``.
+
+        Returns:
+            The connected :class:`BrokerConnection`.
+
+        Raises:
+            BrokerResponseError: FindCoordinator returned an error.
+            KafkaConnectionError: the coordinator cannot be reached now.
+            KafkaTimeoutError: FindCoordinator was not answered within ``request.timeout.ms``.
+        """
+        self._check()
+        node = await self.coordinator(key, key_type)
+        ck = (_COORDINATOR_TYPES[key_type], key)
+        previous = self._dedicated.get(ck)
+        self._dedicated[ck] = node
+        if previous is not None and previous != node:
+            self._release_coordinator_connection(previous)
+        return await self._pooled(self._coordinator_nodes, node, COORDINATOR_ID_BASE - node)
+
     def forget_coordinator(self, key: str, key_type: str = "group") -> None:
-        """Drop a cached coordinator (after NOT_COORDINATOR or a connection failure)."""
-        self._coordinators.pop((_COORDINATOR_TYPES[key_type], key), None)
+        """Drop a cached coordinator (after NOT_COORDINATOR or a connection failure), and
+        close its dedicated connection (see :meth:`coordinator_connection`) unless another
+        key still uses it; requests in flight on it fail with KafkaConnectionError."""
+        ck = (_COORDINATOR_TYPES[key_type], key)
+        self._coordinators.pop(ck, None)
+        node = self._dedicated.pop(ck, None)
+        if node is not None:
+            self._release_coordinator_connection(node)
+
+    def _release_coordinator_connection(self, node: int) -> None:
+        if node in self._dedicated.values():
+            return
+        state = self._coordinator_nodes.get(node)
+        if state is None or state.conn is None:
+            return
+        conn, state.conn = state.conn, None
+        # Closing waits for the transport; nobody waits for that here.
+        task = asyncio.get_running_loop().create_task(conn.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
 
 class KafkaClient:

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
+from kontrakt.clients._net.connection import BrokerConnection
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
 from kontrakt.clients.group._assignors import (
     Assignor,
@@ -233,13 +234,17 @@ class GroupCoordinator:
 
     # --- coordinator plumbing -----------------------------------------------------------
 
-    async def _coordinator(self) -> int:
-        return await self.client.coordinator(self.group_id, "group")
+    async def _connection(self) -> BrokerConnection:
+        # The coordinator's own connection: never queued behind the fetcher's long polls.
+        try:
+            return await self.client.coordinator_connection(self.group_id, "group")
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self.client.forget_coordinator(self.group_id)
+            raise
 
     async def _send(self, request: Any, timeout: float | None = None) -> Any:
-        node = await self._coordinator()
+        conn = await self._connection()
         try:
-            conn = await self.client.connection(node)
             return await conn.send(request, version=conn.negotiate(type(request)),
                                    timeout=timeout or self.request_timeout)
         except (KafkaConnectionError, KafkaTimeoutError):
@@ -247,9 +252,7 @@ class GroupCoordinator:
             raise
 
     async def _conn_version(self, request_type: Any) -> int:
-        node = await self._coordinator()
-        conn = await self.client.connection(node)
-        return conn.negotiate(request_type)
+        return (await self._connection()).negotiate(request_type)
 
     def _coordinator_error(self, code: int) -> bool:
         if code in _COORDINATOR_ERRORS:

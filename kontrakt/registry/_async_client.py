@@ -10,8 +10,7 @@ from typing import Any, TypeVar
 import httpx
 
 from kontrakt.errors import SchemaRegistryError
-from kontrakt.registry._config import parse_config
-from kontrakt.registry._core import Call, HttpRequest, Op, RegistryCore, Sleep, copy_error
+from kontrakt.registry._core import Call, ClientShell, HttpRequest, Op, Sleep, copy_error
 from kontrakt.registry._models import (
     CompatibilityTestResult,
     RegisteredSchema,
@@ -25,25 +24,18 @@ __all__ = ["AsyncSchemaRegistryClient"]
 T = TypeVar("T")
 
 
-class AsyncSchemaRegistryClient:
+class AsyncSchemaRegistryClient(ClientShell):
     """The asyncio form of :class:`~kontrakt.registry.SchemaRegistryClient`: same names and
     arguments, as coroutines. Use it from one event loop.
 
-    Configuration (confluent-kafka-python's property names; snake_case keywords also work):
-    ``url`` (one or several comma-separated, tried in turn), ``basic.auth.user.info``,
-    ``basic.auth.credentials.source`` (URL / USER_INFO / SASL_INHERIT; credentials in the URL
-    are used by default), ``bearer.auth.credentials.source`` (STATIC_TOKEN with
-    ``bearer.auth.token``, or OAUTHBEARER client credentials with ``bearer.auth.client.id``,
-    ``bearer.auth.client.secret``, ``bearer.auth.scope``, ``bearer.auth.issuer.endpoint.url``),
-    ``bearer.auth.logical.cluster``, ``bearer.auth.identity.pool.id``, ``ssl.ca.location``,
-    ``ssl.certificate.location``, ``ssl.key.location``, ``ssl.key.password``, ``proxy``,
-    ``timeout`` (seconds per HTTP attempt, default 30), ``max.retries`` (3),
-    ``retries.wait.ms`` (1000), ``retries.max.wait.ms`` (20000), ``cache.capacity`` (1000),
-    ``cache.latest.ttl.sec`` (unset: latest versions cached until cleared) and Kontrakt's
-    ``cache.negative.ttl.sec`` (1: how long "not found" answers are remembered).
+    It takes the same configuration properties and behaves the same way on the wire
+    (retries, fail-over, per-attempt ``timeout``, error classes, coalescing of identical
+    reads); :class:`~kontrakt.registry.SchemaRegistryClient` documents them, and each
+    coroutine carries the docstring of its synchronous twin. A coalesced request is not
+    cancelled when one of the callers waiting on it is.
 
     Args:
-        config: the properties above.
+        config: the client properties (``url``, ``basic.auth.user.info``, ``timeout``, ...).
         **options: the same properties as snake_case keywords (``basic_auth_user_info=``).
 
     Raises:
@@ -51,13 +43,9 @@ class AsyncSchemaRegistryClient:
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, **options: Any) -> None:
-        self._core = RegistryCore(parse_config(config, options))
-        cfg = self._core.config
-        self._http = httpx.AsyncClient(verify=cfg.verify, proxy=cfg.proxy, timeout=cfg.timeout)
+        super().__init__(config, options)
+        self._http = httpx.AsyncClient(**self._http_options())
         self._flights: dict[Any, asyncio.Task[Any]] = {}
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(urls={list(self._core.config.urls)!r})"
 
     # ------------------------------------------------------------------ shell
     async def _send_http(self, request: HttpRequest) -> tuple[int, bytes]:
@@ -135,19 +123,6 @@ class AsyncSchemaRegistryClient:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
-
-    def clear_latest_caches(self) -> None:
-        """Forget cached latest versions (plain and with metadata)."""
-        self._core.clear_latest_caches()
-
-    def clear_caches(self) -> None:
-        """Forget every cached answer, schemas by id included."""
-        self._core.clear_caches()
-
-    @property
-    def requests_sent(self) -> int:
-        """HTTP attempts made so far (retries included); handy to verify caching."""
-        return self._core.requests_sent
 
     # ------------------------------------------------------------------ API
     # Docstrings are copied from SchemaRegistryClient at the end of this module: one text

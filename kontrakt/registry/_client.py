@@ -11,8 +11,7 @@ from typing import Any, TypeVar
 import httpx
 
 from kontrakt.errors import SchemaRegistryError
-from kontrakt.registry._config import parse_config
-from kontrakt.registry._core import Call, HttpRequest, Op, RegistryCore, Sleep, copy_error
+from kontrakt.registry._core import Call, ClientShell, HttpRequest, Op, Sleep, copy_error
 from kontrakt.registry._errors import RegistryConnectionError
 from kontrakt.registry._models import (
     CompatibilityTestResult,
@@ -38,7 +37,7 @@ class _Flight:
         self.error: BaseException | None = None
 
 
-class SchemaRegistryClient:
+class SchemaRegistryClient(ClientShell):
     """A Confluent Schema Registry client (thread-safe), with confluent-kafka-python's names.
 
     Configuration (confluent-kafka-python's property names; snake_case keywords also work):
@@ -54,6 +53,22 @@ class SchemaRegistryClient:
     ``cache.latest.ttl.sec`` (unset: latest versions cached until cleared) and Kontrakt's
     ``cache.negative.ttl.sec`` (1: how long "not found" answers are remembered).
 
+    Every operation below behaves the same way on the wire:
+
+    * **Retries and fail-over**: HTTP 408, 429, 5xx answers and connection errors are retried
+      ``max.retries`` times with jittered exponential backoff (from ``retries.wait.ms``,
+      doubling up to ``retries.max.wait.ms``), then the next ``url`` is tried. Other error
+      answers are raised at once.
+    * **Timeouts**: each HTTP attempt is bounded by ``timeout``; one operation makes at most
+      ``max.retries + 1`` attempts per URL, with the backoff sleeps between them.
+    * **Errors**: every operation raises :class:`~kontrakt.errors.SchemaRegistryError` (with
+      ``http_status_code``, ``error_code`` and ``error_message``), as the most specific
+      subclass for the registry's error code; the ``Raises`` section of each operation lists
+      the ones it is expected to meet. :class:`RegistryConnectionError` (a subclass) means
+      no URL answered.
+    * **Coalescing**: identical reads and lookups in flight at the same time share one HTTP
+      request (and its answer or error).
+
     Args:
         config: the properties above.
         **options: the same properties as snake_case keywords (``basic_auth_user_info=``).
@@ -63,14 +78,10 @@ class SchemaRegistryClient:
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, **options: Any) -> None:
-        self._core = RegistryCore(parse_config(config, options))
-        cfg = self._core.config
-        self._http = httpx.Client(verify=cfg.verify, proxy=cfg.proxy, timeout=cfg.timeout)
+        super().__init__(config, options)
+        self._http = httpx.Client(**self._http_options())
         self._flights: dict[Any, _Flight] = {}
         self._flights_lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(urls={list(self._core.config.urls)!r})"
 
     # ------------------------------------------------------------------ shell
     def _send_http(self, request: HttpRequest) -> tuple[int, bytes]:
@@ -157,19 +168,6 @@ class SchemaRegistryClient:
     ) -> None:
         self.close()
 
-    def clear_latest_caches(self) -> None:
-        """Forget cached latest versions (plain and with metadata)."""
-        self._core.clear_latest_caches()
-
-    def clear_caches(self) -> None:
-        """Forget every cached answer, schemas by id included."""
-        self._core.clear_caches()
-
-    @property
-    def requests_sent(self) -> int:
-        """HTTP attempts made so far (retries included); handy to verify caching."""
-        return self._core.requests_sent
-
     # ------------------------------------------------------------------ API
     def register_schema(
         self, subject_name: str, schema: Schema, normalize_schemas: bool = False
@@ -185,12 +183,9 @@ class SchemaRegistryClient:
             The schema id.
 
         Raises:
-            IncompatibleSchemaError, InvalidSchemaError, OperationNotPermittedError,
-                SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            IncompatibleSchemaError: the subject's compatibility level refuses it (409).
+            InvalidSchemaError: the registry cannot parse it (42201).
+            OperationNotPermittedError: the subject or registry is read-only (42205).
         """
         return self._run(self._core.register_schema(subject_name, schema, normalize_schemas))
 
@@ -209,10 +204,6 @@ class SchemaRegistryClient:
 
         Raises:
             Same as :meth:`register_schema`.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
         """
         return self._run(
             self._core.register_schema_full_response(subject_name, schema, normalize_schemas)
@@ -233,11 +224,7 @@ class SchemaRegistryClient:
             The schema.
 
         Raises:
-            SchemaNotFoundError (40403), SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SchemaNotFoundError: no schema has this id (40403).
         """
         return self._run(self._core.get_schema(schema_id, subject_name, fmt))
 
@@ -252,11 +239,7 @@ class SchemaRegistryClient:
             The schema.
 
         Raises:
-            SchemaNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SchemaNotFoundError: no schema has this guid (40403).
         """
         return self._run(self._core.get_schema_by_guid(guid, fmt))
 
@@ -265,13 +248,6 @@ class SchemaRegistryClient:
 
         Returns:
             E.g. ``['JSON', 'PROTOBUF', 'AVRO']``.
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
         """
         return self._run(self._core.get_schema_types())
 
@@ -295,11 +271,7 @@ class SchemaRegistryClient:
             Subject names.
 
         Raises:
-            SchemaNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SchemaNotFoundError: no schema has this id (40403).
         """
         return self._run(
             self._core.get_subjects_by_schema_id(schema_id, subject_name, deleted, offset, limit)
@@ -325,11 +297,7 @@ class SchemaRegistryClient:
             The pairs.
 
         Raises:
-            SchemaNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SchemaNotFoundError: no schema has this id (40403).
         """
         return self._run(
             self._core.get_schema_versions(schema_id, subject_name, deleted, offset, limit)
@@ -356,11 +324,8 @@ class SchemaRegistryClient:
             The registration, carrying the given ``schema``.
 
         Raises:
-            SubjectNotFoundError (40401), SchemaNotFoundError (40403), SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SubjectNotFoundError: no such subject (40401).
+            SchemaNotFoundError: the subject does not hold this schema (40403).
         """
         return self._run(
             self._core.lookup_schema(subject_name, schema, normalize_schemas, fmt, deleted)
@@ -384,13 +349,6 @@ class SchemaRegistryClient:
 
         Returns:
             Subject names.
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
         """
         return self._run(
             self._core.get_subjects(subject_prefix, deleted, deleted_only, offset, limit)
@@ -407,12 +365,10 @@ class SchemaRegistryClient:
             The versions deleted.
 
         Raises:
-            SubjectNotFoundError, SubjectSoftDeletedError (40404), SubjectNotSoftDeletedError
-                (40405), ReferenceExistsError (42206).
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SubjectNotFoundError: no such subject (40401).
+            SubjectSoftDeletedError: already soft-deleted (40404).
+            SubjectNotSoftDeletedError: ``permanent`` without a soft delete first (40405).
+            ReferenceExistsError: another schema references it (42206).
         """
         return self._run(self._core.delete_subject(subject_name, permanent))
 
@@ -427,11 +383,7 @@ class SchemaRegistryClient:
             The registration.
 
         Raises:
-            SubjectNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SubjectNotFoundError: no such subject (40401).
         """
         return self._run(self._core.get_latest_version(subject_name, fmt))
 
@@ -455,11 +407,8 @@ class SchemaRegistryClient:
             The registration.
 
         Raises:
-            SubjectNotFoundError, SchemaNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SubjectNotFoundError: no such subject (40401).
+            SchemaNotFoundError: no version carries that metadata (40403).
         """
         return self._run(self._core.get_latest_with_metadata(subject_name, metadata, deleted, fmt))
 
@@ -482,11 +431,9 @@ class SchemaRegistryClient:
             The registration.
 
         Raises:
-            SubjectNotFoundError, VersionNotFoundError (40402), InvalidVersionError (42202).
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SubjectNotFoundError: no such subject (40401).
+            VersionNotFoundError: no such version (40402).
+            InvalidVersionError: ``version`` is not a version (42202).
         """
         return self._run(self._core.get_version(subject_name, version, deleted, fmt))
 
@@ -504,11 +451,8 @@ class SchemaRegistryClient:
             Schema ids.
 
         Raises:
-            SubjectNotFoundError, VersionNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SubjectNotFoundError: no such subject (40401).
+            VersionNotFoundError: no such version (40402).
         """
         return self._run(self._core.get_referenced_by(subject_name, version, offset, limit))
 
@@ -532,11 +476,7 @@ class SchemaRegistryClient:
             Version numbers.
 
         Raises:
-            SubjectNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SubjectNotFoundError: no such subject (40401).
         """
         return self._run(
             self._core.get_versions(subject_name, deleted, deleted_only, offset, limit)
@@ -554,12 +494,10 @@ class SchemaRegistryClient:
             The version deleted.
 
         Raises:
-            VersionNotFoundError, VersionSoftDeletedError (40406), VersionNotSoftDeletedError
-                (40407), ReferenceExistsError (42206).
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            VersionNotFoundError: no such version (40402).
+            VersionSoftDeletedError: already soft-deleted (40406).
+            VersionNotSoftDeletedError: ``permanent`` without a soft delete first (40407).
+            ReferenceExistsError: another schema references it (42206).
         """
         return self._run(self._core.delete_version(subject_name, version, permanent))
 
@@ -574,11 +512,8 @@ class SchemaRegistryClient:
             The level now set.
 
         Raises:
-            ValueError: level missing. InvalidCompatibilityLevelError (42203).
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            ValueError: ``level`` missing.
+            InvalidCompatibilityLevelError: unknown level (42203).
         """
         return self._run(self._core.set_compatibility(subject_name, level))
 
@@ -590,13 +525,6 @@ class SchemaRegistryClient:
 
         Returns:
             The level.
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
         """
         return self._run(self._core.get_compatibility(subject_name))
 
@@ -621,11 +549,9 @@ class SchemaRegistryClient:
             The verdict.
 
         Raises:
-            VersionNotFoundError, InvalidSchemaError, CompatibilityCheckUnavailableError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            VersionNotFoundError: no such version (40402).
+            InvalidSchemaError: the registry cannot parse ``schema`` (42201).
+            CompatibilityCheckUnavailableError: the registry cannot check this level.
         """
         return self._run(
             self._core.test_compatibility(subject_name, schema, version, normalize, verbose)
@@ -646,11 +572,8 @@ class SchemaRegistryClient:
             The verdict.
 
         Raises:
-            InvalidSchemaError, CompatibilityCheckUnavailableError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            InvalidSchemaError: the registry cannot parse ``schema`` (42201).
+            CompatibilityCheckUnavailableError: the registry cannot check this level.
         """
         return self._run(
             self._core.test_compatibility_all_versions(subject_name, schema, normalize, verbose)
@@ -675,11 +598,7 @@ class SchemaRegistryClient:
             Verdict and messages.
 
         Raises:
-            VersionNotFoundError, InvalidSchemaError, CompatibilityCheckUnavailableError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            Same as :meth:`test_compatibility`.
         """
         return self._run(
             self._core.test_compatibility_verbose(subject_name, schema, version, normalize)
@@ -698,11 +617,8 @@ class SchemaRegistryClient:
             The settings stored.
 
         Raises:
-            ValueError: config missing. InvalidCompatibilityLevelError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            ValueError: ``config`` missing.
+            InvalidCompatibilityLevelError: unknown level (42203).
         """
         return self._run(self._core.set_config(subject_name, config))
 
@@ -714,13 +630,6 @@ class SchemaRegistryClient:
 
         Returns:
             The configuration.
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
         """
         return self._run(self._core.get_config(subject_name))
 
@@ -734,11 +643,7 @@ class SchemaRegistryClient:
             The configuration removed.
 
         Raises:
-            SubjectNotFoundError, SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SubjectNotFoundError: no such subject (40401).
         """
         return self._run(self._core.delete_config(subject_name))
 
@@ -750,13 +655,6 @@ class SchemaRegistryClient:
 
         Returns:
             READWRITE, READONLY, READONLY_OVERRIDE or IMPORT.
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
         """
         return self._run(self._core.get_mode(subject_name))
 
@@ -772,11 +670,8 @@ class SchemaRegistryClient:
             The mode set.
 
         Raises:
-            InvalidModeError (42204), OperationNotPermittedError (42205).
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            InvalidModeError: unknown mode (42204).
+            OperationNotPermittedError: IMPORT on a non-empty subject without ``force`` (42205).
         """
         return self._run(self._core.update_mode(subject_name, mode, force))
 
@@ -790,11 +685,7 @@ class SchemaRegistryClient:
             The mode removed.
 
         Raises:
-            SubjectNotFoundError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            SubjectNotFoundError: no such subject, or it has no mode of its own (40401).
         """
         return self._run(self._core.delete_mode(subject_name))
 
@@ -803,13 +694,6 @@ class SchemaRegistryClient:
 
         Returns:
             The mode.
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
         """
         return self._run(self._core.get_global_mode())
 
@@ -824,11 +708,7 @@ class SchemaRegistryClient:
             The mode set.
 
         Raises:
-            InvalidModeError, OperationNotPermittedError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
+            Same as :meth:`update_mode`.
         """
         return self._run(self._core.update_global_mode(mode, force))
 
@@ -840,12 +720,5 @@ class SchemaRegistryClient:
 
         Returns:
             Context names (``.`` is the default).
-
-        Raises:
-            SchemaRegistryError.
-
-        Retries 408/429/5xx and connection errors with jittered exponential
-        backoff (``max.retries``), then fails over to the next URL; each HTTP
-        attempt is bounded by ``timeout``.
         """
         return self._run(self._core.get_contexts(offset, limit))

@@ -4,7 +4,8 @@ rules, retries and fail-over, written once for the sync and the async client.
 Each public operation is a generator that yields :class:`Call` objects (one REST call each)
 and receives the decoded JSON answer; :meth:`RegistryCore.exchange` turns one call into
 :class:`HttpRequest` / :class:`Sleep` actions (retries, backoff, fail-over, OAuth token).
-The shells in :mod:`kontrakt.registry._client` only perform those actions with httpx.
+The shells (:class:`ClientShell` subclasses in :mod:`kontrakt.registry._client` and
+:mod:`kontrakt.registry._async_client`) only perform those actions with httpx.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from urllib.parse import quote
 from cachetools import Cache, LRUCache, TTLCache
 
 from kontrakt.errors import SchemaRegistryError
-from kontrakt.registry._config import RegistryClientConfig
+from kontrakt.registry._config import RegistryClientConfig, parse_config
 from kontrakt.registry._errors import RegistryConnectionError, error_from_response
 from kontrakt.registry._models import (
     CompatibilityLevel,
@@ -33,7 +34,7 @@ from kontrakt.registry._models import (
     ServerConfig,
 )
 
-__all__ = ["Call", "HttpRequest", "RegistryCore", "Sleep"]
+__all__ = ["Call", "ClientShell", "HttpRequest", "RegistryCore", "Sleep"]
 
 T = TypeVar("T")
 ACCEPT = ("application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, "
@@ -563,3 +564,42 @@ class RegistryCore:
 
 # Re-exported for callers that validate a level before sending it.
 LEVELS = tuple(level.value for level in CompatibilityLevel)
+
+
+class ClientShell:
+    """What the sync and async clients share besides the core: config validation, caches.
+
+    Subclasses add the httpx client (built from :meth:`_http_options`) and the loop that
+    performs the core's actions.
+
+    Args:
+        config: confluent-style properties.
+        options: the same as snake_case keywords.
+
+    Raises:
+        ConfigError: unknown or invalid property.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None, options: Mapping[str, Any]) -> None:
+        self._core = RegistryCore(parse_config(config, options))
+
+    def _http_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``httpx.Client`` / ``httpx.AsyncClient``."""
+        cfg = self._core.config
+        return {"verify": cfg.verify, "proxy": cfg.proxy, "timeout": cfg.timeout}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(urls={list(self._core.config.urls)!r})"
+
+    def clear_latest_caches(self) -> None:
+        """Forget cached latest versions (plain and with metadata)."""
+        self._core.clear_latest_caches()
+
+    def clear_caches(self) -> None:
+        """Forget every cached answer, schemas by id included."""
+        self._core.clear_caches()
+
+    @property
+    def requests_sent(self) -> int:
+        """HTTP attempts made so far (retries included); handy to verify caching."""
+        return self._core.requests_sent

@@ -34,6 +34,7 @@ from kontrakt.serde._registry_io import (
     GetLatestWithMetadata,
     GetSchema,
     GetSchemaByGuid,
+    GetVersion,
     LookupSchema,
     RegisterSchema,
     Steps,
@@ -47,10 +48,14 @@ __all__ = [
     "AsyncDeserializer",
     "AsyncSerializer",
     "DeserializerCore",
+    "ReferenceParsing",
     "Resolved",
     "SerializerCore",
     "SyncDeserializer",
     "SyncSerializer",
+    "TextSchemaDeserializerCore",
+    "TextSchemaHooks",
+    "TextSchemaSerializerCore",
     "make_reference",
     "make_schema",
     "parse_conf",
@@ -226,13 +231,7 @@ class SerializerCore:
             else:
                 r = self.resolved.get(ctx.topic + "-" + field)
         else:
-            try:
-                subject = self.strategy(ctx, self.record_name)
-            except SerializationError:
-                raise
-            except Exception as e:
-                raise serialization_error(f"subject name strategy failed: {e}", ctx, e) from e
-            r = self.resolved.get(subject)
+            r = self.resolved.get(self.subject(ctx))
         if r is None:
             return MISS
         try:
@@ -333,15 +332,7 @@ class DeserializerCore:
             read = self.readers.get(key)
         if read is None:
             return MISS
-        try:
-            return read(data, offset, ctx)
-        except SerializationError as e:
-            if type(e) is SerializationError:
-                raise deserialization_error(str(e), ctx, data, e) from e
-            raise
-        except Exception as e:
-            raise deserialization_error(f"{self.owner}: cannot decode payload: {e!r}", ctx, data,
-                                        e) from e
+        return self.deserialize(data, offset, read, ctx)
 
     def locate(self, data: bytes, ctx: SerializationContext | None) -> tuple[Any, SchemaId, int]:
         """Read the schema id: returns the cache key, the id and where the payload starts.
@@ -431,6 +422,129 @@ class DeserializerCore:
     def make_reader(self, writer: Any, reader: Any, sid: SchemaId) -> Any:
         """Combine writer and reader schema into ``read(data, offset, ctx) -> value``."""
         raise NotImplementedError
+
+
+class ReferenceParsing:
+    """Parses registry schemas together with the schemas they reference, once per schema.
+
+    A format mixes it into its cores and supplies :meth:`build`; the references are fetched
+    from the registry (``GetVersion`` in the core's ``fetch_format``), depth first, so
+    :meth:`build` receives them dependencies first.
+    """
+
+    fetch_format: str | None = None
+
+    def __init__(self) -> None:
+        self._parsed: dict[Any, Any] = {}
+
+    def parse_schema(self, schema: Any) -> Steps:
+        """The parsed form of ``schema`` (a registry ``Schema``), cached by text + references."""
+        refs = tuple(getattr(schema, "references", ()) or ())
+        key = (schema.schema_str, tuple((r.name, r.subject, r.version) for r in refs))
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            deps: list[tuple[str, str]] = []
+            yield from self._load_refs(refs, set(), deps)
+            parsed = self._parsed[key] = self.build(schema.schema_str, deps)
+        return parsed
+
+    def _load_refs(self, refs: Any, seen: set[Any], deps: list[tuple[str, str]]) -> Steps:
+        for ref in refs:
+            once = self.reference_key(ref)
+            if once in seen:
+                continue
+            seen.add(once)
+            registered = yield GetVersion(ref.subject, ref.version, self.fetch_format)
+            yield from self._load_refs(registered.schema.references or (), seen, deps)
+            deps.append((ref.name, registered.schema.schema_str))
+
+    @staticmethod
+    def reference_key(ref: Any) -> Any:
+        """What makes two references the same fetch (default: subject and version)."""
+        return ref.subject, ref.version
+
+    def build(self, schema_str: str, deps: list[tuple[str, str]]) -> Any:
+        """Parse ``schema_str`` given its references' ``(name, schema_str)``, dependencies
+        first."""
+        raise NotImplementedError
+
+
+class TextSchemaHooks:
+    """The format hooks of the text-schema cores (Avro, JSON Schema)."""
+
+    @staticmethod
+    def prepare(schema_str: Any) -> Any:
+        """The registry ``Schema`` for a constructor's ``schema_str`` (text, Schema, dataclass,
+        or None)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def dataclass_to_dict(cls: type) -> Any:
+        """The ``to_dict`` used when ``schema_str`` is a dataclass."""
+        raise NotImplementedError
+
+    @staticmethod
+    def dataclass_from_dict(cls: type) -> Any:
+        """The ``from_dict`` used when ``schema_str`` is a dataclass."""
+        raise NotImplementedError
+
+
+class TextSchemaSerializerCore(SerializerCore, ReferenceParsing, TextSchemaHooks):
+    """A serializer core whose schema is given as text, a ``Schema`` or a dataclass (Avro,
+    JSON Schema), converted by an optional ``to_dict``.
+
+    Raises:
+        ConfigError: ``to_dict`` not callable, or no schema without ``use.latest.version`` /
+            ``use.latest.with.metadata``.
+    """
+
+    def __init__(self, schema_str: Any, to_dict: Any, conf: Mapping[str, Any] | None,
+                 owner: str) -> None:
+        SerializerCore.__init__(self, conf, owner)
+        ReferenceParsing.__init__(self)
+        if to_dict is not None and not callable(to_dict):
+            raise ConfigError(f"{owner}: to_dict must be callable")
+        self.schema = self.prepare(schema_str)
+        if self.schema is None and not (self.use_latest or self.latest_metadata is not None):
+            raise ConfigError(f"{owner}: schema_str is required unless use.latest.version "
+                              "or use.latest.with.metadata is set")
+        if to_dict is None and isinstance(schema_str, type):
+            to_dict = self.dataclass_to_dict(schema_str)
+        self.to_dict = to_dict
+        self._local: Any = None
+
+    def local_schema(self, ctx: SerializationContext | None) -> Steps:
+        self._local = yield from self.parse_schema(self.schema)
+        return self.schema
+
+    def local_parsed(self) -> Any:
+        return self._local
+
+    def parse(self, schema: Any) -> Steps:
+        return (yield from self.parse_schema(schema))
+
+
+class TextSchemaDeserializerCore(DeserializerCore, ReferenceParsing, TextSchemaHooks):
+    """The deserializer side of :class:`TextSchemaSerializerCore`: an optional reader schema
+    and ``from_dict``.
+
+    Raises:
+        ConfigError: ``from_dict`` not callable.
+    """
+
+    def __init__(self, schema_str: Any, from_dict: Any, conf: Mapping[str, Any] | None,
+                 owner: str) -> None:
+        DeserializerCore.__init__(self, conf, owner)
+        ReferenceParsing.__init__(self)
+        if from_dict is not None and not callable(from_dict):
+            raise ConfigError(f"{owner}: from_dict must be callable")
+        self.schema = self.prepare(schema_str)
+        if from_dict is None and isinstance(schema_str, type):
+            from_dict = self.dataclass_from_dict(schema_str)
+        self.from_dict = from_dict
+
+    def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
+        return (yield from self.parse_schema(schema))
 
 
 class _Miss:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from kontrakt.serde._context import (
@@ -37,10 +38,34 @@ __all__ = [
 ]
 
 
-class _StructSerializer:
-    _struct: struct.Struct
-    _what: str
+@dataclass(frozen=True, slots=True)
+class _Fixed:
+    """A fixed-width encoding, shared by a serializer and its deserializer so both agree."""
 
+    layout: struct.Struct
+    what: str
+    accepts: tuple[type, ...] = (int,)
+
+
+_INT16 = _Fixed(struct.Struct(">h"), "an int16")
+_INT32 = _Fixed(struct.Struct(">i"), "an int32")
+_INT64 = _Fixed(struct.Struct(">q"), "an int64")
+_FLOAT32 = _Fixed(struct.Struct(">f"), "a float", (int, float))
+_FLOAT64 = _Fixed(struct.Struct(">d"), "a double", (int, float))
+
+
+class _FixedWidth:
+    """Base of the fixed-width serdes: ``class X(_StructSerializer, fixed=_INT32)``."""
+
+    _fixed: _Fixed
+
+    def __init_subclass__(cls, *, fixed: _Fixed | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if fixed is not None:  # None: an abstract base (_StructSerializer, ...)
+            cls._fixed = fixed
+
+
+class _StructSerializer(_FixedWidth):
     def __call__(self, obj: Any, ctx: SerializationContext | None = None) -> bytes | None:
         """Encode ``obj``; ``None`` gives ``None``.
 
@@ -49,21 +74,17 @@ class _StructSerializer:
         """
         if obj is None:
             return None
-        if isinstance(obj, bool) or not isinstance(obj, self._accepts):
+        fixed = self._fixed
+        if isinstance(obj, bool) or not isinstance(obj, fixed.accepts):
             raise serialization_error(
-                f"{type(self).__name__} needs {self._what}, got {type(obj).__name__}", ctx)
+                f"{type(self).__name__} needs {fixed.what}, got {type(obj).__name__}", ctx)
         try:
-            return self._struct.pack(obj)
+            return fixed.layout.pack(obj)
         except (struct.error, OverflowError) as e:
-            raise serialization_error(f"{obj!r} does not fit in {self._what}: {e}", ctx, e) from e
-
-    _accepts: tuple[type, ...] = (int,)
+            raise serialization_error(f"{obj!r} does not fit in {fixed.what}: {e}", ctx, e) from e
 
 
-class _StructDeserializer:
-    _struct: struct.Struct
-    _what: str
-
+class _StructDeserializer(_FixedWidth):
     def __call__(self, data: bytes | None, ctx: SerializationContext | None = None) -> Any:
         """Decode exactly one value; ``None`` gives ``None``.
 
@@ -72,83 +93,52 @@ class _StructDeserializer:
         """
         if data is None:
             return None
-        if len(data) != self._struct.size:
+        fixed = self._fixed
+        if len(data) != fixed.layout.size:
             raise deserialization_error(
-                f"{type(self).__name__} needs exactly {self._struct.size} bytes for {self._what},"
+                f"{type(self).__name__} needs exactly {fixed.layout.size} bytes for {fixed.what},"
                 f" got {len(data)}", ctx, data)
-        return self._struct.unpack(data)[0]
+        return fixed.layout.unpack(data)[0]
 
 
-class IntegerSerializer(_StructSerializer):
+class IntegerSerializer(_StructSerializer, fixed=_INT32):
     """int32, 4 bytes big-endian (Kafka ``IntegerSerializer``)."""
 
-    _struct = struct.Struct(">i")
-    _what = "an int32"
 
-
-class IntegerDeserializer(_StructDeserializer):
+class IntegerDeserializer(_StructDeserializer, fixed=_INT32):
     """int32, 4 bytes big-endian (Kafka ``IntegerDeserializer``)."""
 
-    _struct = struct.Struct(">i")
-    _what = "an int32"
 
-
-class LongSerializer(_StructSerializer):
+class LongSerializer(_StructSerializer, fixed=_INT64):
     """int64, 8 bytes big-endian (Kafka ``LongSerializer``)."""
 
-    _struct = struct.Struct(">q")
-    _what = "an int64"
 
-
-class LongDeserializer(_StructDeserializer):
+class LongDeserializer(_StructDeserializer, fixed=_INT64):
     """int64, 8 bytes big-endian (Kafka ``LongDeserializer``)."""
 
-    _struct = struct.Struct(">q")
-    _what = "an int64"
 
-
-class ShortSerializer(_StructSerializer):
+class ShortSerializer(_StructSerializer, fixed=_INT16):
     """int16, 2 bytes big-endian (Kafka ``ShortSerializer``)."""
 
-    _struct = struct.Struct(">h")
-    _what = "an int16"
 
-
-class ShortDeserializer(_StructDeserializer):
+class ShortDeserializer(_StructDeserializer, fixed=_INT16):
     """int16, 2 bytes big-endian (Kafka ``ShortDeserializer``)."""
 
-    _struct = struct.Struct(">h")
-    _what = "an int16"
 
-
-class DoubleSerializer(_StructSerializer):
+class DoubleSerializer(_StructSerializer, fixed=_FLOAT64):
     """IEEE 754 binary64, big-endian (Kafka ``DoubleSerializer``)."""
 
-    _struct = struct.Struct(">d")
-    _what = "a double"
-    _accepts = (int, float)
 
-
-class DoubleDeserializer(_StructDeserializer):
+class DoubleDeserializer(_StructDeserializer, fixed=_FLOAT64):
     """IEEE 754 binary64, big-endian (Kafka ``DoubleDeserializer``)."""
 
-    _struct = struct.Struct(">d")
-    _what = "a double"
 
-
-class FloatSerializer(_StructSerializer):
+class FloatSerializer(_StructSerializer, fixed=_FLOAT32):
     """IEEE 754 binary32, big-endian (Kafka ``FloatSerializer``); rounds to float32."""
 
-    _struct = struct.Struct(">f")
-    _what = "a float"
-    _accepts = (int, float)
 
-
-class FloatDeserializer(_StructDeserializer):
+class FloatDeserializer(_StructDeserializer, fixed=_FLOAT32):
     """IEEE 754 binary32, big-endian (Kafka ``FloatDeserializer``)."""
-
-    _struct = struct.Struct(">f")
-    _what = "a float"
 
 
 class StringSerializer:

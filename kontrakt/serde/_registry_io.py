@@ -33,17 +33,25 @@ def _fmt(fmt: str | None) -> dict[str, Any]:
 
 
 class RegistryCall:
-    """One registry request; ``call``/``acall`` perform it on a sync/async client."""
+    """One registry request; ``call``/``acall`` perform it on a sync/async client.
+
+    Subclasses only say which client method to call with which arguments (:meth:`invoke`);
+    the sync and async clients share their method names and signatures.
+    """
 
     __slots__ = ()
 
+    def invoke(self, client: Any) -> Any:
+        """Call the client's method: the answer (sync client) or an awaitable (async client)."""
+        raise NotImplementedError
+
     def call(self, client: Any) -> Any:
         """Perform the request with a sync client and return its answer."""
-        raise NotImplementedError
+        return self.invoke(client)
 
     async def acall(self, client: Any) -> Any:
         """Perform the request with an async client and return its answer."""
-        raise NotImplementedError
+        return await self.invoke(client)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,18 +63,11 @@ class RegisterSchema(RegistryCall):
     schema: Any
     normalize: bool
 
-    def call(self, client: Any) -> Any:
+    def invoke(self, client: Any) -> Any:
         full = getattr(client, "register_schema_full_response", None)
         if full is not None:
             return full(self.subject, self.schema, normalize_schemas=self.normalize)
         return client.register_schema(self.subject, self.schema, normalize_schemas=self.normalize)
-
-    async def acall(self, client: Any) -> Any:
-        full = getattr(client, "register_schema_full_response", None)
-        if full is not None:
-            return await full(self.subject, self.schema, normalize_schemas=self.normalize)
-        return await client.register_schema(self.subject, self.schema,
-                                            normalize_schemas=self.normalize)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +78,8 @@ class LookupSchema(RegistryCall):
     schema: Any
     normalize: bool
 
-    def call(self, client: Any) -> Any:
+    def invoke(self, client: Any) -> Any:
         return client.lookup_schema(self.subject, self.schema, normalize_schemas=self.normalize)
-
-    async def acall(self, client: Any) -> Any:
-        return await client.lookup_schema(self.subject, self.schema,
-                                          normalize_schemas=self.normalize)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +90,8 @@ class GetSchema(RegistryCall):
     subject: str | None = None
     fmt: str | None = None
 
-    def call(self, client: Any) -> Any:
+    def invoke(self, client: Any) -> Any:
         return client.get_schema(self.schema_id, self.subject, **_fmt(self.fmt))
-
-    async def acall(self, client: Any) -> Any:
-        return await client.get_schema(self.schema_id, self.subject, **_fmt(self.fmt))
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +101,8 @@ class GetSchemaByGuid(RegistryCall):
     guid: str
     fmt: str | None = None
 
-    def call(self, client: Any) -> Any:
+    def invoke(self, client: Any) -> Any:
         return client.get_schema_by_guid(self.guid, **_fmt(self.fmt))
-
-    async def acall(self, client: Any) -> Any:
-        return await client.get_schema_by_guid(self.guid, **_fmt(self.fmt))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,11 +112,8 @@ class GetLatestVersion(RegistryCall):
     subject: str
     fmt: str | None = None
 
-    def call(self, client: Any) -> Any:
+    def invoke(self, client: Any) -> Any:
         return client.get_latest_version(self.subject, **_fmt(self.fmt))
-
-    async def acall(self, client: Any) -> Any:
-        return await client.get_latest_version(self.subject, **_fmt(self.fmt))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,13 +124,9 @@ class GetLatestWithMetadata(RegistryCall):
     metadata: Mapping[str, str]
     fmt: str | None = None
 
-    def call(self, client: Any) -> Any:
+    def invoke(self, client: Any) -> Any:
         return client.get_latest_with_metadata(self.subject, dict(self.metadata),
                                                **_fmt(self.fmt))
-
-    async def acall(self, client: Any) -> Any:
-        return await client.get_latest_with_metadata(self.subject, dict(self.metadata),
-                                                     **_fmt(self.fmt))
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +137,8 @@ class GetVersion(RegistryCall):
     version: int
     fmt: str | None = None
 
-    def call(self, client: Any) -> Any:
+    def invoke(self, client: Any) -> Any:
         return client.get_version(self.subject, self.version, **_fmt(self.fmt))
-
-    async def acall(self, client: Any) -> Any:
-        return await client.get_version(self.subject, self.version, **_fmt(self.fmt))
 
 
 #: A sans-I/O core step: yields registry calls, is sent their answers, returns ``T``.

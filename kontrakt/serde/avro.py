@@ -22,11 +22,14 @@ from kontrakt.serde._base import (
     SerializerCore,
     SyncDeserializer,
     SyncSerializer,
+    TextSchemaDeserializerCore,
+    TextSchemaHooks,
+    TextSchemaSerializerCore,
     make_schema,
 )
 from kontrakt.serde._context import SerializationContext
 from kontrakt.serde._framing import SchemaId
-from kontrakt.serde._registry_io import GetVersion, Steps
+from kontrakt.serde._registry_io import Steps
 
 __all__ = [
     "AsyncAvroDeserializer",
@@ -83,64 +86,39 @@ def _is_bytes(parsed: Any) -> bool:
                                  and "logicalType" not in parsed)
 
 
-class _AvroParsing:
-    """Parses registry schemas (resolving named-type references) once per schema."""
+class _AvroFormat(TextSchemaHooks):
+    """Avro's hooks for the shared text-schema cores."""
 
-    def __init__(self) -> None:
-        self._parsed: dict[Any, Any] = {}
+    prepare = staticmethod(_prepare)
 
-    def parse_schema(self, schema: Any) -> Steps:
-        refs = tuple(getattr(schema, "references", ()) or ())
-        key = (schema.schema_str, tuple((r.name, r.subject, r.version) for r in refs))
-        hit = self._parsed.get(key)
-        if hit is not None:
-            return hit
+    @staticmethod
+    def build(schema_str: str, deps: list[tuple[str, str]]) -> Any:
+        # Referenced schemas only contribute their named types.
         named: dict[str, Any] = {}
-        yield from self._load_refs(refs, named, set())
-        parsed = parse_schema(json.loads(schema.schema_str), named_schemas=named)
-        self._parsed[key] = parsed
-        return parsed
+        for _, text in deps:
+            parse_schema(json.loads(text), named_schemas=named)
+        return parse_schema(json.loads(schema_str), named_schemas=named)
 
-    def _load_refs(self, refs: Any, named: dict[str, Any], seen: set[tuple[str, int]]) -> Steps:
-        for ref in refs:
-            if (ref.subject, ref.version) in seen:
-                continue
-            seen.add((ref.subject, ref.version))
-            registered = yield GetVersion(ref.subject, ref.version)
-            yield from self._load_refs(registered.schema.references or (), named, seen)
-            parse_schema(json.loads(registered.schema.schema_str), named_schemas=named)
+    @staticmethod
+    def dataclass_to_dict(cls: type) -> Any:
+        from kontrakt.serde._dataclasses import avro_to_dict_for
+
+        return avro_to_dict_for(cls)
+
+    @staticmethod
+    def dataclass_from_dict(cls: type) -> Any:
+        from kontrakt.serde._dataclasses import avro_from_dict_for
+
+        return avro_from_dict_for(cls)
 
 
-class _AvroSerializerCore(SerializerCore, _AvroParsing):
+class _AvroSerializerCore(_AvroFormat, TextSchemaSerializerCore):
     schema_type = "AVRO"
 
     def __init__(self, schema_str: Any, to_dict: ToDict | None,
                  conf: Mapping[str, Any] | None, owner: str) -> None:
-        SerializerCore.__init__(self, conf, owner)
-        _AvroParsing.__init__(self)
-        if to_dict is not None and not callable(to_dict):
-            raise ConfigError(f"{owner}: to_dict must be callable")
-        self.schema = _prepare(schema_str)
-        if self.schema is None and not (self.use_latest or self.latest_metadata is not None):
-            raise ConfigError(f"{owner}: schema_str is required unless use.latest.version "
-                              "or use.latest.with.metadata is set")
-        if to_dict is None and isinstance(schema_str, type):
-            from kontrakt.serde._dataclasses import avro_to_dict_for
-
-            to_dict = avro_to_dict_for(schema_str)
-        self.to_dict = to_dict
+        TextSchemaSerializerCore.__init__(self, schema_str, to_dict, conf, owner)
         self.record_name = _full_name(self.schema.schema_str) if self.schema else None
-        self._local: Any = None
-
-    def local_schema(self, ctx: SerializationContext | None) -> Steps:
-        self._local = yield from self.parse_schema(self.schema)
-        return self.schema
-
-    def local_parsed(self) -> Any:
-        return self._local
-
-    def parse(self, schema: Any) -> Steps:
-        return (yield from self.parse_schema(schema))
 
     def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
         value = self.to_dict(obj, ctx) if self.to_dict is not None else obj
@@ -169,24 +147,12 @@ class _AvroSerializerCore(SerializerCore, _AvroParsing):
         return write
 
 
-class _AvroDeserializerCore(DeserializerCore, _AvroParsing):
+class _AvroDeserializerCore(_AvroFormat, TextSchemaDeserializerCore):
     def __init__(self, schema_str: Any, from_dict: FromDict | None, return_record_name: bool,
                  conf: Mapping[str, Any] | None, owner: str) -> None:
-        DeserializerCore.__init__(self, conf, owner)
-        _AvroParsing.__init__(self)
-        if from_dict is not None and not callable(from_dict):
-            raise ConfigError(f"{owner}: from_dict must be callable")
-        self.schema = _prepare(schema_str)
-        if from_dict is None and isinstance(schema_str, type):
-            from kontrakt.serde._dataclasses import avro_from_dict_for
-
-            from_dict = avro_from_dict_for(schema_str)
-        self.from_dict = from_dict
+        TextSchemaDeserializerCore.__init__(self, schema_str, from_dict, conf, owner)
         self.return_record_name = bool(return_record_name)
         self.record_name = _full_name(self.schema.schema_str) if self.schema else None
-
-    def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
-        return (yield from self.parse_schema(schema))
 
     def load(self, key: Any, sid: SchemaId, ctx: SerializationContext | None,
              data: bytes) -> Steps:

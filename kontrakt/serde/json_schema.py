@@ -18,15 +18,17 @@ from kontrakt.serde._base import (
     AsyncDeserializer,
     AsyncSerializer,
     DeserializerCore,
-    SerializerCore,
     SyncDeserializer,
     SyncSerializer,
+    TextSchemaDeserializerCore,
+    TextSchemaHooks,
+    TextSchemaSerializerCore,
     make_schema,
 )
 from kontrakt.serde._context import SerializationContext
 from kontrakt.serde._framing import SchemaId
 from kontrakt.serde._jsonvalidate import Check, compile_validator
-from kontrakt.serde._registry_io import GetVersion, Steps
+from kontrakt.serde._registry_io import Steps
 
 __all__ = [
     "AsyncJSONDeserializer",
@@ -77,70 +79,46 @@ def _general_validator(doc: Any, documents: Mapping[str, Any]) -> Check:
     return check
 
 
-class _JsonParsing:
-    """Parses a registry JSON schema and its referenced documents into (doc, check)."""
+class _JsonFormat(TextSchemaHooks):
+    """JSON Schema's hooks for the shared text-schema cores."""
 
-    def __init__(self) -> None:
-        self._parsed: dict[Any, Any] = {}
+    prepare = staticmethod(_prepare)
 
-    def parse_schema(self, schema: Any) -> Steps:
-        refs = tuple(getattr(schema, "references", ()) or ())
-        key = (schema.schema_str, tuple((r.name, r.subject, r.version) for r in refs))
-        hit = self._parsed.get(key)
-        if hit is not None:
-            return hit
-        documents: dict[str, Any] = {}
-        yield from self._load_refs(refs, documents, set())
-        doc = json.loads(schema.schema_str)
-        check = compile_validator(doc, documents) or _general_validator(doc, documents)
-        parsed = (doc, check)
-        self._parsed[key] = parsed
-        return parsed
+    @staticmethod
+    def build(schema_str: str, deps: list[tuple[str, str]]) -> Any:
+        # Referenced schemas are documents that ``$ref`` names, keyed by reference name.
+        documents = {name: json.loads(text) for name, text in deps}
+        doc = json.loads(schema_str)
+        return doc, compile_validator(doc, documents) or _general_validator(doc, documents)
 
-    def _load_refs(self, refs: Any, documents: dict[str, Any],
-                   seen: set[tuple[str, int]]) -> Steps:
-        for ref in refs:
-            if (ref.subject, ref.version) in seen:
-                continue
-            seen.add((ref.subject, ref.version))
-            registered = yield GetVersion(ref.subject, ref.version)
-            yield from self._load_refs(registered.schema.references or (), documents, seen)
-            documents[ref.name] = json.loads(registered.schema.schema_str)
+    @staticmethod
+    def dataclass_to_dict(cls: type) -> Any:
+        from kontrakt.serde._dataclasses import json_to_dict_for
+
+        return json_to_dict_for(cls)
+
+    @staticmethod
+    def dataclass_from_dict(cls: type) -> Any:
+        from kontrakt.serde._dataclasses import json_from_dict_for
+
+        return json_from_dict_for(cls)
 
 
-class _JsonSerializerCore(SerializerCore, _JsonParsing):
+def _title(schema: Any) -> str | None:
+    """The schema's ``title``: the record name for the record subject strategies."""
+    title = json.loads(schema.schema_str).get("title") if schema else None
+    return title if isinstance(title, str) else None
+
+
+class _JsonSerializerCore(_JsonFormat, TextSchemaSerializerCore):
     schema_type = "JSON"
     extra_defaults = {"validate": True}
 
     def __init__(self, schema_str: Any, to_dict: ToDict | None,
                  conf: Mapping[str, Any] | None, owner: str) -> None:
-        SerializerCore.__init__(self, conf, owner)
-        _JsonParsing.__init__(self)
-        if to_dict is not None and not callable(to_dict):
-            raise ConfigError(f"{owner}: to_dict must be callable")
-        self.schema = _prepare(schema_str)
-        if self.schema is None and not (self.use_latest or self.latest_metadata is not None):
-            raise ConfigError(f"{owner}: schema_str is required unless use.latest.version "
-                              "or use.latest.with.metadata is set")
-        if to_dict is None and isinstance(schema_str, type):
-            from kontrakt.serde._dataclasses import json_to_dict_for
-
-            to_dict = json_to_dict_for(schema_str)
-        self.to_dict = to_dict
+        TextSchemaSerializerCore.__init__(self, schema_str, to_dict, conf, owner)
         self.validate: bool = self.conf["validate"]
-        title = json.loads(self.schema.schema_str).get("title") if self.schema else None
-        self.record_name = title if isinstance(title, str) else None
-        self._local: Any = None
-
-    def local_schema(self, ctx: SerializationContext | None) -> Steps:
-        self._local = yield from self.parse_schema(self.schema)
-        return self.schema
-
-    def local_parsed(self) -> Any:
-        return self._local
-
-    def parse(self, schema: Any) -> Steps:
-        return (yield from self.parse_schema(schema))
+        self.record_name = _title(self.schema)
 
     def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
         value = self.to_dict(obj, ctx) if self.to_dict is not None else obj
@@ -151,30 +129,17 @@ class _JsonSerializerCore(SerializerCore, _JsonParsing):
         return _dumps(value).encode()
 
 
-class _JsonDeserializerCore(DeserializerCore, _JsonParsing):
+class _JsonDeserializerCore(_JsonFormat, TextSchemaDeserializerCore):
     extra_defaults = {"validate": True}
 
     def __init__(self, schema_str: Any, from_dict: FromDict | None, registry: Any,
                  conf: Mapping[str, Any] | None, owner: str) -> None:
-        DeserializerCore.__init__(self, conf, owner)
-        _JsonParsing.__init__(self)
-        if from_dict is not None and not callable(from_dict):
-            raise ConfigError(f"{owner}: from_dict must be callable")
-        self.schema = _prepare(schema_str)
+        TextSchemaDeserializerCore.__init__(self, schema_str, from_dict, conf, owner)
         if self.schema is None and registry is None:
             raise ConfigError(f"{owner}: needs schema_str or a schema_registry_client")
-        if from_dict is None and isinstance(schema_str, type):
-            from kontrakt.serde._dataclasses import json_from_dict_for
-
-            from_dict = json_from_dict_for(schema_str)
-        self.from_dict = from_dict
         self.validate: bool = self.conf["validate"]
         self.has_registry = registry is not None
-        title = json.loads(self.schema.schema_str).get("title") if self.schema else None
-        self.record_name = title if isinstance(title, str) else None
-
-    def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
-        return (yield from self.parse_schema(schema))
+        self.record_name = _title(self.schema)
 
     def load(self, key: Any, sid: SchemaId, ctx: SerializationContext | None,
              data: bytes) -> Steps:

@@ -23,6 +23,7 @@ from kontrakt.serde._base import (
     AsyncDeserializer,
     AsyncSerializer,
     DeserializerCore,
+    ReferenceParsing,
     SerializerCore,
     SyncDeserializer,
     SyncSerializer,
@@ -40,7 +41,7 @@ from kontrakt.serde._proto_schema import (
     new_pool,
     proto_text_to_files,
 )
-from kontrakt.serde._registry_io import GetVersion, LookupSchema, RegisterSchema, Steps
+from kontrakt.serde._registry_io import LookupSchema, RegisterSchema, Steps
 from kontrakt.serde._strategies import reference_subject_name_strategy
 
 __all__ = [
@@ -167,7 +168,7 @@ class _ProtobufSerializerCore(SerializerCore):
         return write
 
 
-class _ProtobufDeserializerCore(DeserializerCore):
+class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
     protobuf = True
     fetch_format = "serialized"
     extra_defaults = {"use.deprecated.format": False}
@@ -175,6 +176,7 @@ class _ProtobufDeserializerCore(DeserializerCore):
     def __init__(self, message_type: Any, registry: Any, conf: Mapping[str, Any] | None,
                  owner: str) -> None:
         DeserializerCore.__init__(self, conf, owner)
+        ReferenceParsing.__init__(self)
         self.model: Any = None
         if _is_dataclass_type(message_type):
             from kontrakt.serde._dataclass_proto import proto_model
@@ -194,7 +196,6 @@ class _ProtobufDeserializerCore(DeserializerCore):
         else:
             self.record_name = (self.message_type.DESCRIPTOR.full_name if message_type
                                 else None)
-        self._files: dict[Any, Any] = {}
 
     def load(self, key: Any, sid: SchemaId, ctx: SerializationContext | None,
              data: bytes) -> Steps:
@@ -206,15 +207,7 @@ class _ProtobufDeserializerCore(DeserializerCore):
         return (yield from DeserializerCore.load(self, key, sid, ctx, data))
 
     def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
-        refs = tuple(getattr(schema, "references", ()) or ())
-        cache_key = (schema.schema_str, tuple((r.name, r.subject, r.version) for r in refs))
-        file_desc = self._files.get(cache_key)
-        if file_desc is None:
-            order: list[tuple[str, str]] = []
-            yield from self._load_refs(refs, set(), order)
-            file_desc = self._build(schema.schema_str, order)
-            self._files[cache_key] = file_desc
-        return file_desc
+        return (yield from self.parse_schema(schema))
 
     def _typed_reader(self) -> Any:
         if self.model is None:
@@ -226,17 +219,13 @@ class _ProtobufDeserializerCore(DeserializerCore):
             return from_message(from_string(data[offset:]))
         return read
 
-    def _load_refs(self, refs: Any, seen: set[str], order: list[tuple[str, str]]) -> Steps:
-        for ref in refs:
-            if ref.name in seen:
-                continue
-            seen.add(ref.name)
-            registered = yield GetVersion(ref.subject, ref.version, self.fetch_format)
-            yield from self._load_refs(registered.schema.references or (), seen, order)
-            order.append((ref.name, registered.schema.schema_str))
+    @staticmethod
+    def reference_key(ref: Any) -> Any:
+        # One file per import name: the descriptor pool rejects a second file of that name.
+        return ref.name
 
     @staticmethod
-    def _build(root_text: str, deps: list[tuple[str, str]]) -> Any:
+    def build(root_text: str, deps: list[tuple[str, str]]) -> Any:
         """Load the root file and its imports (dependencies first) into a fresh pool."""
         pool = new_pool()
         decoded = [(name, decode_serialized(name, text)) for name, text in deps]

@@ -11,6 +11,7 @@ So the sync and async forms are one implementation.
 from __future__ import annotations
 
 import difflib
+import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -472,21 +473,41 @@ class ReferenceParsing:
 class TextSchemaHooks:
     """The format hooks of the text-schema cores (Avro, JSON Schema)."""
 
-    @staticmethod
-    def prepare(schema_str: Any) -> Any:
-        """The registry ``Schema`` for a constructor's ``schema_str`` (text, Schema, dataclass,
-        or None)."""
-        raise NotImplementedError
+    #: the registry's schema type (``"AVRO"``, ``"JSON"``).
+    schema_type = ""
+    #: how a dataclass given as ``schema_str`` maps to a schema and dicts (``"avro"``,
+    #: ``"json"``).
+    dataclass_format = ""
 
     @staticmethod
-    def dataclass_to_dict(cls: type) -> Any:
-        """The ``to_dict`` used when ``schema_str`` is a dataclass."""
-        raise NotImplementedError
+    def schema_text(text: str) -> str:
+        """Check (and normalize) schema text given to a constructor.
 
-    @staticmethod
-    def dataclass_from_dict(cls: type) -> Any:
-        """The ``from_dict`` used when ``schema_str`` is a dataclass."""
-        raise NotImplementedError
+        Raises:
+            ConfigError: the text is not a schema of this format.
+        """
+        return text
+
+    def prepare(self, schema_str: Any) -> Any:
+        """The registry ``Schema`` for a constructor's ``schema_str``: text, a ``Schema`` (kept
+        as is, for references), a dataclass (its generated schema), or None.
+
+        Raises:
+            ConfigError: anything else, or text :meth:`schema_text` refuses.
+        """
+        if schema_str is None:
+            return None
+        if isinstance(schema_str, str):
+            return make_schema(self.schema_text(schema_str), self.schema_type)
+        if isinstance(schema_str, type):
+            from kontrakt.serde._dataclasses import schema_of
+
+            return make_schema(json.dumps(schema_of(schema_str, self.dataclass_format)),
+                               self.schema_type)
+        if hasattr(schema_str, "schema_str"):
+            return schema_str
+        raise ConfigError(f"schema_str must be a str, a Schema or a dataclass, not "
+                          f"{type(schema_str).__name__}")
 
 
 class TextSchemaSerializerCore(SerializerCore, ReferenceParsing, TextSchemaHooks):
@@ -509,7 +530,9 @@ class TextSchemaSerializerCore(SerializerCore, ReferenceParsing, TextSchemaHooks
             raise ConfigError(f"{owner}: schema_str is required unless use.latest.version "
                               "or use.latest.with.metadata is set")
         if to_dict is None and isinstance(schema_str, type):
-            to_dict = self.dataclass_to_dict(schema_str)
+            from kontrakt.serde._dataclasses import to_dict_for
+
+            to_dict = to_dict_for(schema_str, self.dataclass_format)
         self.to_dict = to_dict
         self._local: Any = None
 
@@ -540,7 +563,9 @@ class TextSchemaDeserializerCore(DeserializerCore, ReferenceParsing, TextSchemaH
             raise ConfigError(f"{owner}: from_dict must be callable")
         self.schema = self.prepare(schema_str)
         if from_dict is None and isinstance(schema_str, type):
-            from_dict = self.dataclass_from_dict(schema_str)
+            from kontrakt.serde._dataclasses import from_dict_for
+
+            from_dict = from_dict_for(schema_str, self.dataclass_format)
         self.from_dict = from_dict
 
     def parse(self, schema: Any, sid: SchemaId | None) -> Steps:

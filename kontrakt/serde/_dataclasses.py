@@ -22,12 +22,11 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
-    "avro_from_dict_for",
     "avro_schema_of",
-    "avro_to_dict_for",
-    "json_from_dict_for",
+    "from_dict_for",
     "json_schema_of",
-    "json_to_dict_for",
+    "schema_of",
+    "to_dict_for",
 ]
 
 Conv = Callable[[Any], Any]
@@ -270,17 +269,43 @@ def _record_from(cls: Any, fmt: str) -> Conv:
     return back
 
 
-def avro_to_dict_for(cls: Any) -> Callable[[Any, Any], Any]:
-    """``to_dict`` for an Avro serializer: dataclass instance → the dict fastavro writes."""
+def schema_of(cls: Any, fmt: str) -> dict[str, Any]:
+    """:func:`avro_schema_of` (``fmt="avro"``) or :func:`json_schema_of` (``"json"``).
+
+    Raises:
+        TypeError: not a dataclass, or a field type has no mapping.
+        ValueError: an unknown ``fmt``.
+    """
+    if fmt == "avro":
+        return avro_schema_of(cls)
+    if fmt == "json":
+        return json_schema_of(cls)
+    raise ValueError(f"unknown dataclass schema format {fmt!r}")
+
+
+def to_dict_for(cls: Any, fmt: str) -> Callable[[Any, Any], Any]:
+    """``to_dict`` for a serializer: dataclass instance → the dict the codec writes.
+
+    Args:
+        cls: the dataclass.
+        fmt: ``"avro"`` (the dict fastavro writes) or ``"json"`` (a JSON-ready dict).
+
+    Raises:
+        TypeError: ``cls`` is not a dataclass, or a field type has no mapping.
+    """
     _check(cls)
-    to = _record_to(cls, "avro")
+    to = _record_to(cls, fmt)
     return lambda obj, ctx: to(obj)
 
 
-def avro_from_dict_for(cls: Any) -> Callable[[Any, Any], Any]:
-    """``from_dict`` for an Avro deserializer: decoded dict → dataclass instance."""
+def from_dict_for(cls: Any, fmt: str) -> Callable[[Any, Any], Any]:
+    """``from_dict`` for a deserializer: decoded dict (``"avro"`` or ``"json"``) → instance.
+
+    Raises:
+        TypeError: ``cls`` is not a dataclass, or a field type has no mapping.
+    """
     _check(cls)
-    back = _record_from(cls, "avro")
+    back = _record_from(cls, fmt)
     return lambda data, ctx: back(data)
 
 
@@ -357,17 +382,3 @@ def _json_type(tp: Any, f: dataclasses.Field[Any] | None,
             raise TypeError(f"JSON objects need str keys, got {key!r}")
         return {"type": "object", "additionalProperties": _json_type(value, None, definitions)}
     raise TypeError(f"no JSON Schema type for {tp!r}")
-
-
-def json_to_dict_for(cls: Any) -> Callable[[Any, Any], Any]:
-    """``to_dict`` for a JSON serializer: dataclass instance → JSON-ready dict."""
-    _check(cls)
-    to = _record_to(cls, "json")
-    return lambda obj, ctx: to(obj)
-
-
-def json_from_dict_for(cls: Any) -> Callable[[Any, Any], Any]:
-    """``from_dict`` for a JSON deserializer: decoded dict → dataclass instance."""
-    _check(cls)
-    back = _record_from(cls, "json")
-    return lambda data, ctx: back(data)

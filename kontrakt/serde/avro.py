@@ -25,7 +25,6 @@ from kontrakt.serde._base import (
     TextSchemaDeserializerCore,
     TextSchemaHooks,
     TextSchemaSerializerCore,
-    make_schema,
 )
 from kontrakt.serde._context import SerializationContext
 from kontrakt.serde._framing import SchemaId
@@ -42,31 +41,20 @@ ToDict = Callable[[Any, SerializationContext | None], Any]
 FromDict = Callable[[Any, SerializationContext | None], Any]
 
 
-def _prepare(schema_str: Any) -> Any:
-    """A registry ``Schema`` from a string, a ``Schema``, or a dataclass (generated)."""
-    if schema_str is None:
-        return None
-    if isinstance(schema_str, str):
-        text = schema_str.strip()
-        # A bare primitive name ("string") is wrapped the way Confluent's client does, so both
-        # register the same text and get the same id.
-        if not text.startswith(("{", "[")):
-            if not text.startswith('"'):
-                text = json.dumps(text)  # a bare name such as string
-            text = '{"type":' + text + "}"
-        try:
-            json.loads(text)
-        except ValueError as e:
-            raise ConfigError(f"the Avro schema is not valid JSON: {e}") from e
-        return make_schema(text, "AVRO")
-    if isinstance(schema_str, type):
-        from kontrakt.serde._dataclasses import avro_schema_of
-
-        return make_schema(json.dumps(avro_schema_of(schema_str)), "AVRO")
-    if hasattr(schema_str, "schema_str"):
-        return schema_str
-    raise ConfigError(f"schema_str must be a str, a Schema or a dataclass, not "
-                      f"{type(schema_str).__name__}")
+def _schema_text(text: str) -> str:
+    """Avro schema text as registered; a bare primitive name gets Confluent's wrapping."""
+    text = text.strip()
+    # A bare primitive name ("string") is wrapped the way Confluent's client does, so both
+    # register the same text and get the same id.
+    if not text.startswith(("{", "[")):
+        if not text.startswith('"'):
+            text = json.dumps(text)  # a bare name such as string
+        text = '{"type":' + text + "}"
+    try:
+        json.loads(text)
+    except ValueError as e:
+        raise ConfigError(f"the Avro schema is not valid JSON: {e}") from e
+    return text
 
 
 def _full_name(schema_text: str) -> str | None:
@@ -89,7 +77,9 @@ def _is_bytes(parsed: Any) -> bool:
 class _AvroFormat(TextSchemaHooks):
     """Avro's hooks for the shared text-schema cores."""
 
-    prepare = staticmethod(_prepare)
+    schema_type = "AVRO"
+    dataclass_format = "avro"
+    schema_text = staticmethod(_schema_text)
 
     @staticmethod
     def build(schema_str: str, deps: list[tuple[str, str]]) -> Any:
@@ -99,22 +89,8 @@ class _AvroFormat(TextSchemaHooks):
             parse_schema(json.loads(text), named_schemas=named)
         return parse_schema(json.loads(schema_str), named_schemas=named)
 
-    @staticmethod
-    def dataclass_to_dict(cls: type) -> Any:
-        from kontrakt.serde._dataclasses import avro_to_dict_for
-
-        return avro_to_dict_for(cls)
-
-    @staticmethod
-    def dataclass_from_dict(cls: type) -> Any:
-        from kontrakt.serde._dataclasses import avro_from_dict_for
-
-        return avro_from_dict_for(cls)
-
 
 class _AvroSerializerCore(_AvroFormat, TextSchemaSerializerCore):
-    schema_type = "AVRO"
-
     def __init__(self, schema_str: Any, to_dict: ToDict | None,
                  conf: Mapping[str, Any] | None, owner: str) -> None:
         TextSchemaSerializerCore.__init__(self, schema_str, to_dict, conf, owner)

@@ -23,7 +23,6 @@ from kontrakt.serde._base import (
     TextSchemaDeserializerCore,
     TextSchemaHooks,
     TextSchemaSerializerCore,
-    make_schema,
 )
 from kontrakt.serde._context import SerializationContext
 from kontrakt.serde._framing import SchemaId
@@ -41,21 +40,6 @@ ToDict = Callable[[Any, SerializationContext | None], Any]
 FromDict = Callable[[Any, SerializationContext | None], Any]
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
-def _prepare(schema_str: Any) -> Any:
-    if schema_str is None:
-        return None
-    if isinstance(schema_str, str):
-        return make_schema(schema_str, "JSON")
-    if isinstance(schema_str, type):
-        from kontrakt.serde._dataclasses import json_schema_of
-
-        return make_schema(json.dumps(json_schema_of(schema_str)), "JSON")
-    if hasattr(schema_str, "schema_str"):
-        return schema_str
-    raise ConfigError(f"schema_str must be a str, a Schema or a dataclass, not "
-                      f"{type(schema_str).__name__}")
 
 
 def _general_validator(doc: Any, documents: Mapping[str, Any]) -> Check:
@@ -82,7 +66,8 @@ def _general_validator(doc: Any, documents: Mapping[str, Any]) -> Check:
 class _JsonFormat(TextSchemaHooks):
     """JSON Schema's hooks for the shared text-schema cores."""
 
-    prepare = staticmethod(_prepare)
+    schema_type = "JSON"
+    dataclass_format = "json"
 
     @staticmethod
     def build(schema_str: str, deps: list[tuple[str, str]]) -> Any:
@@ -90,18 +75,6 @@ class _JsonFormat(TextSchemaHooks):
         documents = {name: json.loads(text) for name, text in deps}
         doc = json.loads(schema_str)
         return doc, compile_validator(doc, documents) or _general_validator(doc, documents)
-
-    @staticmethod
-    def dataclass_to_dict(cls: type) -> Any:
-        from kontrakt.serde._dataclasses import json_to_dict_for
-
-        return json_to_dict_for(cls)
-
-    @staticmethod
-    def dataclass_from_dict(cls: type) -> Any:
-        from kontrakt.serde._dataclasses import json_from_dict_for
-
-        return json_from_dict_for(cls)
 
 
 def _title(schema: Any) -> str | None:
@@ -111,7 +84,6 @@ def _title(schema: Any) -> str | None:
 
 
 class _JsonSerializerCore(_JsonFormat, TextSchemaSerializerCore):
-    schema_type = "JSON"
     extra_defaults = {"validate": True}
 
     def __init__(self, schema_str: Any, to_dict: ToDict | None,

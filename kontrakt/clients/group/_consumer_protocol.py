@@ -62,6 +62,7 @@ STATIC_LEAVE_EPOCH = -2
 
 UNKNOWN_MEMBER_ID = 25
 FENCED_MEMBER_EPOCH = 110
+STALE_MEMBER_EPOCH = 113
 
 _TP = ConsumerGroupHeartbeatRequest.TopicPartitions
 
@@ -107,6 +108,9 @@ class ConsumerGroupMembership(GroupCoordinator):
         self._sent_topics: list[str] | None = None
         self._sent_owned: frozenset[tuple[uuid.UUID, int]] | None = None
         self._next_heartbeat = 0.0
+        # Set (and replaced) on every successful heartbeat: commits refused for a stale
+        # member epoch wait on it for the epoch the coordinator moved the member to.
+        self._heartbeat_answered: asyncio.Event | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -136,7 +140,9 @@ class ConsumerGroupMembership(GroupCoordinator):
         assert self._changed is not None
         backoff = Backoff(*self._retry)
         try:
-            while True:
+            # Until closed: asyncio.wait_for (before 3.12) can swallow the cancellation
+            # close() sends when the event it waits on is set at the same moment.
+            while not self._closing:
                 if self._leaving:
                     self._leaving = False
                     await self._give_up_membership("unsubscribed", lost=False)
@@ -272,6 +278,9 @@ class ConsumerGroupMembership(GroupCoordinator):
                           resp.member_epoch)
             self.member_epoch = resp.member_epoch
             self.generation = resp.member_epoch
+            answered, self._heartbeat_answered = self._heartbeat_answered, asyncio.Event()
+            if answered is not None:
+                answered.set()
             if resp.heartbeat_interval_ms > 0:
                 self.heartbeat_interval = resp.heartbeat_interval_ms / 1000
             self._next_heartbeat = time.monotonic() + self.heartbeat_interval
@@ -410,7 +419,7 @@ class ConsumerGroupMembership(GroupCoordinator):
     # --- commits -------------------------------------------------------------------------
 
     async def _commit_once(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                           deadline: float) -> None:
+                           deadline: float) -> tuple[dict[TopicPartition, int], int]:
         # Members of a consumer-protocol group commit with their epoch: OffsetCommit v9+.
         if self.member_epoch > 0:
             version = await self._conn_version(OffsetCommitRequest)
@@ -418,4 +427,36 @@ class ConsumerGroupMembership(GroupCoordinator):
                 raise UnsupportedVersionError(
                     f"group.protocol=consumer commits need OffsetCommit v9 or later; the "
                     f"coordinator offers v{version}")
-        await super()._commit_once(offsets, deadline)
+        return await super()._commit_once(offsets, deadline)
+
+    async def _retry_stale_commit(self, code: int, generation: int,
+                                  partitions: set[TopicPartition], deadline: float) -> bool:
+        """STALE_MEMBER_EPOCH: the coordinator moved the member to a newer epoch that this
+        member has not heard of yet. As the Java client, the commit goes again with the
+        epoch the next heartbeat brings, while the member still owns the partitions.
+
+        The heartbeat is sent at once; waits for its answer until ``deadline``. Not retried
+        from the membership task itself (its auto commit: the next one follows) nor while
+        closing (no heartbeat would come).
+        """
+        if code != STALE_MEMBER_EPOCH:
+            return False
+        task = self._task
+        if (self._closing or task is None or task.done()
+                or asyncio.current_task() is task):
+            return False
+        if self.member_epoch == generation:
+            if self._heartbeat_answered is None:
+                self._heartbeat_answered = asyncio.Event()
+            answered = self._heartbeat_answered
+            self._request_rejoin()  # a heartbeat now (KIP-848 has no rejoin)
+            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                await asyncio.wait_for(answered.wait(),
+                                       max(0.0, deadline - time.monotonic()))
+        # Still a member, still owning them (a commit on revocation runs before the
+        # partitions are given up).
+        if self.member_epoch > 0 and partitions <= set(self.subs.assignment):
+            return True
+        log.info("group %s: commit refused (%s) and the member no longer owns %s",
+                 self.group_id, for_code(code).__name__, sorted(map(str, partitions)))
+        return False

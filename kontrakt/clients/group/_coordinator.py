@@ -75,8 +75,12 @@ MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
 UNSTABLE_OFFSET_COMMIT = 88
 STALE_MEMBER_EPOCH = 113
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
 _COORDINATOR_ERRORS = {COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR}
 _STALE = {ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, STALE_MEMBER_EPOCH}
+# Partition errors of OffsetCommit that the commit loop handles itself.
+_REFUSED = {*_STALE, REBALANCE_IN_PROGRESS, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH}
 
 ListenerRunner = Callable[[Callable[..., Any], "set[TopicPartition]"], Awaitable[None]]
 
@@ -102,6 +106,12 @@ def parse_strategies(value: Any) -> list[Assignor]:
     if len(set(names)) != len(names):
         raise ConfigError(f"partition.assignment.strategy names an assignor twice: {names}")
     return assignors
+
+
+def _first_group_error(refused: Mapping[TopicPartition, int]) -> int | None:
+    """The stale-generation (or rebalance) code among a commit's refusals, if any."""
+    return next((c for c in refused.values() if c in _STALE or c == REBALANCE_IN_PROGRESS),
+                None)
 
 
 def _rebalance_protocol(assignors: list[Assignor]) -> RebalanceProtocol:
@@ -165,6 +175,8 @@ class GroupCoordinator:
         self._closing = False
         self._leaving = False
         self.rebalances = 0
+        #: partition -> the lowest leader epoch the coordinator accepts in a commit
+        self._epoch_floors: dict[TopicPartition, int] = {}
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -331,7 +343,10 @@ class GroupCoordinator:
                      timeout: float | None = None) -> None:
         """Commit ``offsets`` with the current generation (or none when not a member).
 
-        Retries coordinator errors until ``timeout`` (default request timeout).
+        Retries coordinator errors until ``timeout`` (default request timeout). A partition
+        refused for its committed leader epoch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH:
+        the epoch of the consumer's position is older than the leader's, e.g. after a leader
+        move) is committed again once metadata is refreshed, with the leader's current epoch.
 
         Raises:
             CommitFailedError: the generation is stale or the group is rebalancing.
@@ -342,23 +357,50 @@ class GroupCoordinator:
             return
         deadline = time.monotonic() + (timeout or self.request_timeout)
         backoff = Backoff(*self._retry)
+        pending = dict(offsets)
         while True:
+            error: KafkaError
             try:
-                await self._commit_once(offsets, deadline)
-                return
-            except CommitFailedError:
-                raise
+                refused, generation = await self._commit_once(self._epochs_known(pending),
+                                                              deadline)
             except KafkaError as exc:
                 if not (exc.retriable or isinstance(exc, KafkaConnectionError)):
                     raise
-                delay = backoff.next()
-                if time.monotonic() + delay >= deadline:
-                    raise KafkaTimeoutError(f"OffsetCommit for group {self.group_id!r} "
-                                            f"failed until the timeout: {exc}") from exc
-                await asyncio.sleep(delay)
+                error = exc
+            else:
+                if not refused:
+                    return
+                # What was committed stays committed; only the refused partitions go again.
+                pending = {tp: pending[tp] for tp in refused}
+                code = _first_group_error(refused)
+                if code is not None:
+                    if not await self._retry_stale_commit(code, generation, set(refused),
+                                                          deadline):
+                        raise self._commit_failed(code, generation)
+                    if self.generation != generation:
+                        continue  # at once, with the new generation / member epoch
+                elif await self._learn_leader_epochs(refused, pending):
+                    continue  # at once, with the leaders' current epochs
+                error = for_code(code or next(iter(refused.values())))(
+                    f"OffsetCommit {sorted(map(str, refused))}")
+            delay = backoff.next()
+            if time.monotonic() + delay >= deadline:
+                raise KafkaTimeoutError(f"OffsetCommit for group {self.group_id!r} "
+                                        f"failed until the timeout: {error}") from error
+            await asyncio.sleep(delay)
 
     async def _commit_once(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                           deadline: float) -> None:
+                           deadline: float) -> tuple[dict[TopicPartition, int], int]:
+        """One OffsetCommit.
+
+        Returns:
+            The partitions refused for their leader epoch or for a stale generation /
+            member epoch (or a rebalance), with their error codes; and the generation (or
+            member epoch) the request carried.
+
+        Raises:
+            BrokerResponseError: any other partition error (the first).
+        """
         member = self.subs.subscribed and self.generation >= 0
         generation = self.generation if member else -1
         member_id = self.member_id if member else ""
@@ -379,23 +421,75 @@ class GroupCoordinator:
                                          for t, ps in by_topic.items()], **kwargs)
         resp = await self._send(req, timeout=max(0.001, deadline - time.monotonic()))
         first: BaseException | None = None
+        refused: dict[TopicPartition, int] = {}
         for t in resp.topics:
             for p in t.partitions:
                 code = p.error_code
                 if not code:
                     continue
-                if code in _STALE or code == REBALANCE_IN_PROGRESS:
-                    if code != REBALANCE_IN_PROGRESS:
-                        self._request_rejoin()
-                    raise CommitFailedError(
-                        f"commit failed for group {self.group_id!r}: "
-                        f"{for_code(code).__name__}; the group has rebalanced (generation "
-                        f"{generation} is stale) and the partitions may now belong to "
-                        "another member")
+                if code in _REFUSED:
+                    refused[TopicPartition(t.name, p.partition_index)] = code
+                    continue
                 self._coordinator_error(code)
                 first = first or for_code(code)(f"OffsetCommit {t.name}-{p.partition_index}")
         if first is not None:
             raise first
+        return refused, generation
+
+    def _commit_failed(self, code: int, generation: int) -> CommitFailedError:
+        if code != REBALANCE_IN_PROGRESS:
+            self._request_rejoin()
+        return CommitFailedError(
+            f"commit failed for group {self.group_id!r}: {for_code(code).__name__}; the "
+            f"group has rebalanced (generation {generation} is stale) and the partitions may "
+            "now belong to another member")
+
+    async def _retry_stale_commit(self, code: int, generation: int,
+                                  partitions: set[TopicPartition], deadline: float) -> bool:
+        """Whether a commit refused with ``code`` (a stale generation or a rebalance) is
+        tried again; the classic protocol never does (the application is told)."""
+        return False
+
+    def _epochs_known(self, offsets: dict[TopicPartition, OffsetAndMetadata]
+                      ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """``offsets`` with leader epochs below one the coordinator fenced raised to it."""
+        floors = self._epoch_floors
+        if not floors:
+            return offsets
+        out = dict(offsets)
+        for tp, om in offsets.items():
+            floor = floors.get(tp)
+            if floor is not None and 0 <= om.leader_epoch < floor:
+                out[tp] = OffsetAndMetadata(om.offset, om.metadata, floor)
+        return out
+
+    async def _learn_leader_epochs(self, refused: Mapping[TopicPartition, int],
+                                   pending: Mapping[TopicPartition, OffsetAndMetadata]) -> bool:
+        """After FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH: refresh metadata and remember
+        each refused partition's current leader epoch, which later commits of older
+        positions carry (the Java client commits its position's epoch; a broker that
+        checks it wants the leader's, and the position's epoch only catches up when
+        records written under the new leader are consumed).
+
+        Returns:
+            True when a newer epoch was learnt (worth retrying at once).
+        """
+        self.client.request_metadata_refresh()
+        try:
+            meta = await self.client.refresh_metadata({tp.topic for tp in refused})
+        except KafkaError as exc:
+            log.debug("metadata refresh after a leader-epoch refusal failed: %s", exc)
+            return False
+        learnt = False
+        for tp in refused:
+            info = meta.topics.get(tp.topic)
+            part = info.partitions.get(tp.partition) if info is not None else None
+            current = -1 if part is None else part.leader_epoch
+            sent = max(pending[tp].leader_epoch, self._epoch_floors.get(tp, -1))
+            if current > sent >= 0:
+                self._epoch_floors[tp] = current
+                learnt = True
+        return learnt
 
     async def _commit_quietly(self, partitions: Iterable[TopicPartition]) -> None:
         with self.buffer.lock:
@@ -427,7 +521,9 @@ class GroupCoordinator:
     async def _run(self) -> None:
         assert self._changed is not None
         try:
-            while True:
+            # Until closed: asyncio.wait_for (before 3.12) can swallow the cancellation
+            # close() sends when the event it waits on is set at the same moment.
+            while not self._closing:
                 if self._leaving:
                     self._leaving = False
                     await self._give_up_membership("unsubscribed", lost=False)

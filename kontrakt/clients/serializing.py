@@ -118,6 +118,30 @@ def _rewind_points(records: list[ConsumerRecord[Any, Any]]) -> dict[TopicPartiti
     return first
 
 
+def _stop_before(consumer: Any, raws: list[ConsumerRecord[Any, Any]], bad: int,
+                 decoded: list[ConsumerRecord[Any, Any]]) -> bool:
+    """A batch read met a bad record at ``raws[bad]``: rewind ``consumer`` so the next read
+    starts at it (records before it were decoded) or just past it (it is the first, and its
+    error is raised now). Returns whether records before it are to be returned."""
+    rest = raws[bad:] if decoded else raws[bad + 1:]
+    for tp, offset in _rewind_points(rest).items():
+        consumer.seek(tp, offset)
+    return bool(decoded)
+
+
+def _flatten(batches: Mapping[TopicPartition, list[ConsumerRecord[Any, Any]]]
+             ) -> list[ConsumerRecord[Any, Any]]:
+    return [r for records in batches.values() for r in records]
+
+
+def _by_partition(records: list[ConsumerRecord[Any, Any]]
+                  ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+    out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+    for r in records:
+        out.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
+    return out
+
+
 # --- producers -------------------------------------------------------------------------
 
 
@@ -377,10 +401,7 @@ class DeserializingConsumer:
             try:
                 out.append(self._decoding.decode(raw))
             except SerializationError:
-                rest = raws[i:] if out else raws[i + 1:]
-                for tp, offset in _rewind_points(rest).items():
-                    self._consumer.seek(tp, offset)
-                if out:
+                if _stop_before(self._consumer, raws, i, out):
                     return out
                 raise
         return out
@@ -399,11 +420,7 @@ class DeserializingConsumer:
                 ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         """Deserialized records by partition; same error rules as :meth:`consume`."""
         batches = self._consumer.getmany(timeout, max_records)
-        flat = [r for records in batches.values() for r in records]
-        out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
-        for r in self._decode_batch(flat):
-            out.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
-        return out
+        return _by_partition(self._decode_batch(_flatten(batches)))
 
     def __iter__(self) -> Iterator[ConsumerRecord[Any, Any]]:
         while True:
@@ -455,10 +472,7 @@ class AsyncDeserializingConsumer:
             try:
                 out.append(await self._decoding.decode_async(raw))
             except SerializationError:
-                rest = raws[i:] if out else raws[i + 1:]
-                for tp, offset in _rewind_points(rest).items():
-                    self._consumer.seek(tp, offset)
-                if out:
+                if _stop_before(self._consumer, raws, i, out):
                     return out
                 raise
         return out
@@ -473,11 +487,7 @@ class AsyncDeserializingConsumer:
                       ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         """Deserialized records by partition; see :meth:`DeserializingConsumer.getmany`."""
         batches = await self._consumer.getmany(timeout, max_records)
-        flat = [r for records in batches.values() for r in records]
-        out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
-        for r in await self._decode_batch(flat):
-            out.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
-        return out
+        return _by_partition(await self._decode_batch(_flatten(batches)))
 
     def __aiter__(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
         return self._iterate()

@@ -57,31 +57,15 @@ _MAX_FETCH_VERSION = 12  # v13+ names topics by id only; 12 has sessions and epo
 _OFFSET_OUT_OF_RANGE = 1
 _SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 _INT32_MAX = 2**31 - 1
+#: Decoded records are handed to the buffer after about this many bytes of batches, and the
+#: loop then runs once: asyncio reads up to 256 KiB per socket per loop pass, so the broker
+#: keeps streaming the next response while this one is decoded (without the pass, its
+#: sending stalls once the socket buffers are full, until the whole response is decoded).
+_CHUNK_BYTES = 256 * 1024
 _new_tuple = tuple.__new__
 
 CommittedLookup = Callable[[list[TopicPartition]],
                            Awaitable[Mapping[TopicPartition, OffsetAndMetadata | None]]]
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause CPython's cyclic garbage collector while one partition's records are decoded.
-
-    Decoding builds tens of thousands of container objects (records and their header lists)
-    that all survive, so the collector would run a young-generation pass every few hundred
-    records and scan them again and again: measured, about 40% of the decoding time. Records
-    hold no reference cycles, so nothing waits for the collector; it resumes right after
-    (and collects then what other code allocated meanwhile). Left alone when the
-    application has disabled it.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 class CompletedFetch:
@@ -149,6 +133,18 @@ class FetchBuffer:
             self.cond.notify_all()
         self.on_data()
 
+    def reserve(self, held: list[tuple[PartitionState, int]], sign: int = 1) -> None:
+        """Count (``sign`` 1) or stop counting (-1) bytes not yet decoded against the
+        partitions' and the buffer's limits (loop thread)."""
+        freed = False
+        with self.lock:
+            for st, n in held:
+                self.total_bytes += sign * n
+                st.buffered_bytes += sign * n
+                freed = freed or sign < 0
+        if freed:
+            self.on_space()
+
     def has_data(self) -> bool:
         """True when records or errors are waiting (may include stale ones)."""
         return bool(self._queue) or bool(self._errors)
@@ -158,9 +154,9 @@ class FetchBuffer:
         with self.lock:
             for cf in self._queue:
                 cf.state.buffered_bytes -= cf.size
+                self.total_bytes -= cf.size
             self._queue.clear()
             self._errors.clear()
-            self.total_bytes = 0
 
     def _raise_errors(self) -> None:
         for tp, (st, gen, err) in list(self._errors.items()):
@@ -303,26 +299,34 @@ class FetchSession:
         self.parts = dict(wanted) if self.session_id else {}
 
 
-def parse_partition(topic: str, partition: int, data: bytes | None, fetch_offset: int, *,
-                    read_committed: bool, aborted: list[Any] | None, check_crcs: bool
-                    ) -> tuple[list[ConsumerRecord[Any, Any]], int, int]:
-    """Decode one partition's record set.
+def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_offset: int,
+                          *, read_committed: bool, aborted: list[Any] | None, check_crcs: bool,
+                          chunk_bytes: int = 0
+                          ) -> Iterator[tuple[list[ConsumerRecord[Any, Any]], int, int, int]]:
+    """Decode one partition's record set in chunks of whole batches.
 
     Batches ending before ``fetch_offset`` and records before it are skipped. With
     ``read_committed``, batches of transactions listed in ``aborted`` (producer id, first
     offset) are dropped up to their abort marker; control batches are never returned.
 
-    Returns:
-        (records, next fetch offset, leader epoch of the last batch read).
+    A chunk is yielded once it spans at least ``chunk_bytes`` bytes of batches (0: every
+    batch), and a last one for the rest, so a caller can hand records out (and let the
+    event loop read the socket) while later batches wait. Chunks cover consecutive batches,
+    so each chunk's next offset is where the following chunk starts. The garbage collector
+    is paused while each batch is decoded (see :func:`_gc_paused`), never across a yield.
+
+    Yields:
+        (records, next fetch offset after the chunk, leader epoch of the chunk's last batch
+        (-1 if none was read), bytes of the batches the chunk spans). The last chunk may
+        have no records when the tail was control or aborted batches; nothing is yielded
+        when no batch reaches past ``fetch_offset``.
 
     Raises:
-        CorruptRecordError: a CRC mismatch (with ``check_crcs``) or malformed batch.
+        CorruptRecordError: a CRC mismatch (with ``check_crcs``) or malformed batch; the
+            chunks before the bad batch have been yielded.
     """
-    out: list[ConsumerRecord[Any, Any]] = []
-    next_offset = fetch_offset
-    epoch = -1
     if not data:
-        return out, next_offset, epoch
+        return
     pending = sorted(aborted or (), key=lambda a: a.first_offset) if read_committed else []
     active: set[int] = set()
     ai = 0
@@ -330,48 +334,88 @@ def parse_partition(topic: str, partition: int, data: bytes | None, fetch_offset
     TS = _TS_TYPES
     CREATE = TimestampType.CREATE_TIME
     LOG_APPEND = TimestampType.LOG_APPEND_TIME
-    for batch in iter_batches(data, check_crcs=check_crcs, topic=topic, partition=partition):
-        nxt = batch.next_offset
-        if nxt <= fetch_offset:
-            continue
-        next_offset = nxt
-        epoch = batch.leader_epoch
-        if read_committed:
-            last = batch.last_offset
-            while ai < len(pending) and pending[ai].first_offset <= last:
-                active.add(pending[ai].producer_id)
-                ai += 1
-            if batch.is_control:
-                if batch.producer_id in active and isinstance(batch, RecordBatch):
-                    ctrl = batch.records()
-                    key = ctrl[0].key if ctrl else None
-                    if key is not None and len(key) >= 4 and int.from_bytes(
-                            key[2:4], "big") == ControlRecordType.ABORT:
-                        active.discard(batch.producer_id)
+    gc_on = gc.isenabled()
+    out: list[ConsumerRecord[Any, Any]] = []
+    next_offset = fetch_offset
+    epoch = -1
+    size = 0
+    paused = False
+    try:
+        for batch in iter_batches(data, check_crcs=check_crcs, topic=topic, partition=partition):
+            nxt = batch.next_offset
+            if nxt <= fetch_offset:
                 continue
-            if batch.is_transactional and batch.producer_id in active:
+            next_offset = nxt
+            epoch = batch.leader_epoch
+            size += batch.size_in_bytes
+            if read_committed:
+                last = batch.last_offset
+                while ai < len(pending) and pending[ai].first_offset <= last:
+                    active.add(pending[ai].producer_id)
+                    ai += 1
+                if batch.is_control:
+                    if batch.producer_id in active and isinstance(batch, RecordBatch):
+                        ctrl = batch.records()
+                        key = ctrl[0].key if ctrl else None
+                        if key is not None and len(key) >= 4 and int.from_bytes(
+                                key[2:4], "big") == ControlRecordType.ABORT:
+                            active.discard(batch.producer_id)
+                    continue
+                if batch.is_transactional and batch.producer_id in active:
+                    continue
+            elif batch.is_control:
                 continue
-        elif batch.is_control:
-            continue
-        if isinstance(batch, RecordBatch):
-            # One pass: the records come out as ConsumerRecords.
-            recs: list[ConsumerRecord[Any, Any]] = batch.records_as(
-                CR, topic, partition,
-                LOG_APPEND if batch.attributes & _TIMESTAMP_TYPE_MASK else CREATE)
-        else:
-            recs = [CR(topic, partition, r[0], r[1], TS[r[2]], r[3], r[4], r[5], epoch)
-                    for r in batch.records(check_crcs=check_crcs)]
-        if batch.base_offset < fetch_offset:
-            # Only the first batch of a fetch can start before the fetch offset.
-            skip = 0
-            while skip < len(recs) and recs[skip].offset < fetch_offset:
-                skip += 1
-            recs = recs[skip:]
-        if out:
-            out.extend(recs)
-        else:
-            out = recs
-    return out, next_offset, epoch
+            if gc_on and not paused:
+                gc.disable()
+                paused = True
+            if isinstance(batch, RecordBatch):
+                # One pass: the records come out as ConsumerRecords.
+                recs: list[ConsumerRecord[Any, Any]] = batch.records_as(
+                    CR, topic, partition,
+                    LOG_APPEND if batch.attributes & _TIMESTAMP_TYPE_MASK else CREATE)
+            else:
+                recs = [CR(topic, partition, r[0], r[1], TS[r[2]], r[3], r[4], r[5], epoch)
+                        for r in batch.records(check_crcs=check_crcs)]
+            if batch.base_offset < fetch_offset:
+                # Only the first batch of a fetch can start before the fetch offset.
+                skip = 0
+                while skip < len(recs) and recs[skip].offset < fetch_offset:
+                    skip += 1
+                recs = recs[skip:]
+            if out:
+                out.extend(recs)
+            else:
+                out = recs
+            if size >= chunk_bytes:
+                if paused:
+                    gc.enable()
+                    paused = False
+                yield out, next_offset, epoch, size
+                out = []
+                size = 0
+    finally:
+        if paused:
+            gc.enable()
+    if size:
+        yield out, next_offset, epoch, size
+
+
+def parse_partition(topic: str, partition: int, data: bytes | None, fetch_offset: int, *,
+                    read_committed: bool, aborted: list[Any] | None, check_crcs: bool
+                    ) -> tuple[list[ConsumerRecord[Any, Any]], int, int]:
+    """Decode one partition's record set at once; see :func:`iter_partition_chunks`.
+
+    Returns:
+        (records, next fetch offset, leader epoch of the last batch read).
+
+    Raises:
+        CorruptRecordError: a CRC mismatch (with ``check_crcs``) or malformed batch.
+    """
+    for recs, next_offset, epoch, _ in iter_partition_chunks(
+            topic, partition, data, fetch_offset, read_committed=read_committed,
+            aborted=aborted, check_crcs=check_crcs, chunk_bytes=1 << 62):
+        return recs, next_offset, epoch  # one chunk: the size bound is never reached
+    return [], fetch_offset, -1
 
 
 class Fetcher:
@@ -418,6 +462,11 @@ class Fetcher:
         self.error: BaseException | None = None
         self.fetches = 0
         self._progress: asyncio.Event | None = None
+        #: the decoding of the last response received (see _fetch_inner)
+        self._decode_tail: asyncio.Future[None] | None = None
+        self._decoding: set[asyncio.Task[None]] = set()
+        #: records are handed to the buffer (and the loop runs) after about this much
+        self.chunk_bytes = _CHUNK_BYTES
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -433,7 +482,7 @@ class Fetcher:
     async def close(self) -> None:
         """Stop fetching; in-flight fetches are cancelled."""
         tasks = [t for t in (self._task, self._resolving, self._resetting, self._validating,
-                             *self._inflight.values()) if t is not None]
+                             *self._inflight.values(), *self._decoding) if t is not None]
         for t in tasks:
             t.cancel()
         for t in tasks:
@@ -744,7 +793,6 @@ class Fetcher:
             return
         self._node_backoff.pop(node, None)
         session.on_response(full, resp.session_id, wanted)
-        refresh = False
         todo: list[tuple[TopicPartition, PartitionState, int, int, Any]] = []
         for t in resp.responses:
             for pd in t.partitions:
@@ -765,18 +813,61 @@ class Fetcher:
                                               require_progress=False):
                         nxt = max(nxt, batch.next_offset)
                     st.fetch_offset = nxt
-        self._release_node(node, tps, released)
-        self._plan()
-        await asyncio.sleep(0)
-        for tp, st, gen, offset, pd in todo:
-            if st.gen != gen:
-                continue
-            if self._handle_partition(tp, st, gen, offset, pd):
-                refresh = True
-                session.parts.pop(tp, None)
-        if refresh:
-            self.client.request_metadata_refresh()
-            self._backoff_node(node)
+        # Decoding yields to the loop between chunks, so responses are decoded one after
+        # another in arrival order (a ticket chain): records of a partition are buffered in
+        # offset order even when the next response arrives while this one is decoded.
+        loop = asyncio.get_running_loop()
+        prev = self._decode_tail
+        mine: asyncio.Future[None] = loop.create_future()
+        self._decode_tail = mine
+        task = asyncio.current_task()
+        if task is not None:
+            self._decoding.add(task)
+        try:
+            refresh = False
+            decode: list[tuple[TopicPartition, PartitionState, int, int, Any]] = []
+            for item in todo:
+                tp, st, gen, offset, pd = item
+                if pd.error_code:
+                    if self._partition_error(tp, st, offset, pd.error_code):
+                        refresh = True
+                        session.parts.pop(tp, None)
+                elif self._partition_ok(tp, st, offset, pd):
+                    decode.append(item)
+            if refresh:
+                self.client.request_metadata_refresh()
+                self._backoff_node(node)
+            waiting = prev is not None and not prev.done()
+            held: list[tuple[PartitionState, int]] = []
+            if waiting:
+                # While this response waits for the one before it, its bytes count against
+                # the prefetch limits, so no more is fetched for these partitions until it
+                # is being decoded (at most one response per partition waits).
+                held = [(st, len(pd.records)) for _, st, _, _, pd in decode]
+                self.buffer.reserve(held)
+            try:
+                self._release_node(node, tps, released)
+                self._plan()
+                if waiting:
+                    assert prev is not None
+                    await asyncio.shield(prev)
+                else:
+                    await asyncio.sleep(0)  # let the next fetch go out before decoding
+            finally:
+                if held:
+                    self.buffer.reserve(held, -1)
+            if waiting:
+                self._plan()
+            for tp, st, gen, offset, pd in decode:
+                if st.gen == gen:
+                    await self._decode_partition(tp, st, gen, offset, pd)
+        finally:
+            if task is not None:
+                self._decoding.discard(task)
+            if not mine.done():
+                mine.set_result(None)
+            if self._decode_tail is mine:
+                self._decode_tail = None
 
     def _request(self, version: int, session_id: int, epoch: int,
                  send: dict[TopicPartition, tuple[int, int, int]],
@@ -806,38 +897,50 @@ class Fetcher:
             max_bytes=self.max_bytes, isolation_level=1 if self.read_committed else 0,
             topics=[FT(topic=t, partitions=ps) for t, ps in by_topic.items()], **kwargs)
 
-    def _handle_partition(self, tp: TopicPartition, st: PartitionState, gen: int,
-                          offset: int, pd: Any) -> bool:
-        """Apply one partition's fetch result; True when metadata should be refreshed."""
-        code = pd.error_code
-        if code == 0:
-            st.out_of_range_at = None
-            st.highwater = pd.high_watermark
-            if pd.last_stable_offset >= 0:
-                st.last_stable_offset = pd.last_stable_offset
-            if pd.log_start_offset >= 0:
-                st.log_start_offset = pd.log_start_offset
-            div = pd.diverging_epoch
-            if div is not None and div.epoch >= 0 and div.end_offset >= 0:
-                # KIP-320 via Fetch v12: our last fetched epoch ended earlier on this leader.
-                target = min(div.end_offset, offset)
-                log.warning("log truncation detected on %s at offset %s; resuming at %s",
-                            tp, offset, target)
-                st.seek(target, div.epoch)
-                return False
-            with _gc_paused():
-                records, next_offset, epoch = parse_partition(
-                    tp.topic, tp.partition, pd.records, offset,
-                    read_committed=self.read_committed, aborted=pd.aborted_transactions,
-                    check_crcs=self.check_crcs)
-            if next_offset == offset and not records:
-                return False
-            st.fetch_offset = next_offset
+    def _partition_ok(self, tp: TopicPartition, st: PartitionState, offset: int,
+                      pd: Any) -> bool:
+        """Apply an error-free partition's metadata; True when its records need decoding."""
+        st.out_of_range_at = None
+        st.highwater = pd.high_watermark
+        if pd.last_stable_offset >= 0:
+            st.last_stable_offset = pd.last_stable_offset
+        if pd.log_start_offset >= 0:
+            st.log_start_offset = pd.log_start_offset
+        div = pd.diverging_epoch
+        if div is not None and div.epoch >= 0 and div.end_offset >= 0:
+            # KIP-320 via Fetch v12: our last fetched epoch ended earlier on this leader.
+            target = min(div.end_offset, offset)
+            log.warning("log truncation detected on %s at offset %s; resuming at %s",
+                        tp, offset, target)
+            st.seek(target, div.epoch)
+            return False
+        return bool(pd.records)
+
+    async def _decode_partition(self, tp: TopicPartition, st: PartitionState, gen: int,
+                                offset: int, pd: Any) -> None:
+        """Decode a partition's records into the buffer, a chunk at a time.
+
+        Between chunks the loop runs (sockets are read, so the broker keeps streaming the
+        next response, and an async application can take the records already buffered).
+        Stops when the partition is sought or reassigned meanwhile.
+        """
+        buffer = self.buffer
+        chunks = iter_partition_chunks(
+            tp.topic, tp.partition, pd.records, offset, read_committed=self.read_committed,
+            aborted=pd.aborted_transactions, check_crcs=self.check_crcs,
+            chunk_bytes=self.chunk_bytes)
+        for records, next_offset, epoch, size in chunks:
+            if st.gen != gen:
+                return
+            st.fetch_offset = max(st.fetch_offset, next_offset)
             if epoch >= 0:
                 st.last_fetched_epoch = epoch
-            size = len(pd.records or b"")
-            self.buffer.add(CompletedFetch(tp, st, gen, records, next_offset, epoch, size))
-            return False
+            buffer.add(CompletedFetch(tp, st, gen, records, next_offset, epoch, size))
+            await asyncio.sleep(0)
+
+    def _partition_error(self, tp: TopicPartition, st: PartitionState, offset: int,
+                         code: int) -> bool:
+        """Apply a partition's fetch error; True when metadata should be refreshed."""
         err = for_code(code)
         if code == _OFFSET_OUT_OF_RANGE:
             # As the Java client: reset only when the position (what the application has

@@ -11,7 +11,7 @@ from kontrakt.registry.compatibility._json_model import JsonNode
 if TYPE_CHECKING:
     from kontrakt.registry.compatibility._json_schema import _Context
 
-__all__ = ["compare_array", "compare_object"]
+__all__ = ["compare_array", "compare_object", "limit_change"]
 
 Compare = Callable[["_Context", "JsonNode | None", "JsonNode | None"], None]
 
@@ -83,9 +83,9 @@ def compare_object(ctx: _Context, original: JsonNode, update: JsonNode, compare:
             ctx.add("ADDITIONAL_PROPERTIES_EXTENDED")
         else:
             compare(ctx, original.additional_schema, update.additional_schema)
-    _limit(ctx, "maxProperties", "MAX_PROPERTIES", original.max_properties,
+    limit_change(ctx, "maxProperties", "MAX_PROPERTIES", original.max_properties,
            update.max_properties)
-    _limit(ctx, "minProperties", "MIN_PROPERTIES", original.min_properties,
+    limit_change(ctx, "minProperties", "MIN_PROPERTIES", original.min_properties,
            update.min_properties)
 
 
@@ -102,12 +102,7 @@ def _property(ctx: _Context, original: JsonNode, update: JsonNode, name: str,
             return
         partial = _partial(update, name)
         if partial is not None:
-            sub = ctx.sub()
-            compare(sub, before, partial)
-            ctx.extend(sub)
-            ctx.add("PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
-                    if sub.is_compatible
-                    else "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+            _covered(ctx, compare, before, partial, "PROPERTY_REMOVED")
         elif before.deref().kind == "false":
             ctx.add("PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
         else:
@@ -123,12 +118,7 @@ def _property(ctx: _Context, original: JsonNode, update: JsonNode, name: str,
             return
         partial = _partial(original, name)
         if partial is not None:
-            sub = ctx.sub()
-            compare(sub, partial, after)
-            ctx.extend(sub)
-            ctx.add("PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
-                    if sub.is_compatible
-                    else "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+            _covered(ctx, compare, partial, after, "PROPERTY_ADDED")
         if name in update.required:
             ctx.add("REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL"
                     if after.has_default
@@ -139,7 +129,23 @@ def _property(ctx: _Context, original: JsonNode, update: JsonNode, name: str,
     compare(ctx, before, after)
 
 
-def _limit(ctx: _Context, leaf: str, name: str, before: int | None, after: int | None) -> None:
+def _covered(ctx: _Context, compare: Compare, before: JsonNode, after: JsonNode,
+             change: str) -> None:
+    """A property or item added or removed where a partially open content model applies
+    (``patternProperties``, ``additionalItems``...): record whether its schema covers the
+    change, as ``{change}_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL`` or
+    ``{change}_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL``."""
+    sub = ctx.sub()
+    compare(sub, before, after)
+    ctx.extend(sub)
+    ctx.add(f"{change}_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.is_compatible
+            else f"{change}_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+
+
+def limit_change(ctx: _Context, leaf: str, name: str, before: float | None,
+                 after: float | None) -> None:
+    """Record how a numeric bound ``leaf`` changed: ``{name}_ADDED`` / ``_REMOVED`` /
+    ``_INCREASED`` / ``_DECREASED``."""
     if before == after:
         return
     if before is None:
@@ -191,13 +197,13 @@ def compare_array(ctx: _Context, original: JsonNode, update: JsonNode, compare: 
         else:
             compare(ctx, original.additional_items_schema, update.additional_items_schema)
     _unevaluated(ctx, original.unevaluated_items, update.unevaluated_items, compare)
-    _limit(ctx, "maxItems", "MAX_ITEMS", original.max_items, update.max_items)
-    _limit(ctx, "minItems", "MIN_ITEMS", original.min_items, update.min_items)
+    limit_change(ctx, "maxItems", "MAX_ITEMS", original.max_items, update.max_items)
+    limit_change(ctx, "minItems", "MIN_ITEMS", original.min_items, update.min_items)
     if original.unique_items != update.unique_items:
         ctx.add("UNIQUE_ITEMS_REMOVED" if original.unique_items else "UNIQUE_ITEMS_ADDED",
                 "uniqueItems")
-    _limit(ctx, "maxContains", "MAX_CONTAINS", original.max_contains, update.max_contains)
-    _limit(ctx, "minContains", "MIN_CONTAINS", original.min_contains, update.min_contains)
+    limit_change(ctx, "maxContains", "MAX_CONTAINS", original.max_contains, update.max_contains)
+    limit_change(ctx, "minContains", "MIN_CONTAINS", original.min_contains, update.min_contains)
 
 
 def _item_removed(ctx: _Context, before: JsonNode, update: JsonNode, compare: Compare) -> None:
@@ -206,11 +212,7 @@ def _item_removed(ctx: _Context, before: JsonNode, update: JsonNode, compare: Co
         return
     partial = _array_partial(update)
     if partial is not None:
-        sub = ctx.sub()
-        compare(sub, before, partial)
-        ctx.extend(sub)
-        ctx.add("ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.is_compatible
-                else "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+        _covered(ctx, compare, before, partial, "ITEM_REMOVED")
     elif before.deref().kind == "false":
         ctx.add("ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
     else:
@@ -224,11 +226,7 @@ def _item_added(ctx: _Context, after: JsonNode, original: JsonNode, compare: Com
         return
     partial = _array_partial(original)
     if partial is not None:
-        sub = ctx.sub()
-        compare(sub, partial, after)
-        ctx.extend(sub)
-        ctx.add("ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.is_compatible
-                else "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+        _covered(ctx, compare, partial, after, "ITEM_ADDED")
     else:
         ctx.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL")
 

@@ -30,6 +30,11 @@ from kontrakt.registry.compatibility._json_model import (
     JsonSchemaDocument,
     canonical_value,
 )
+from kontrakt.registry.compatibility._json_object import (
+    compare_array,
+    compare_object,
+    limit_change,
+)
 from kontrakt.registry.compatibility._result import JsonSchemaPolicy, UnsupportedSchemaError
 
 __all__ = ["COMPATIBLE_CHANGES", "json_schema_issues"]
@@ -139,36 +144,22 @@ def _compare(ctx: _Context, original: JsonNode | None, update: JsonNode | None) 
     original, update = original.deref(), update.deref()
     if original.kind != "combined" and update.kind == "combined":
         if len(update.subschemas) == 1:
-            sub = ctx.sub()
-            _compare(sub, original, update.subschemas[0])
-            if sub.is_compatible:
-                ctx.extend(sub)
+            if _adopt(ctx, original, update.subschemas[0]):
                 return
-        elif update.criterion in ("anyOf", "oneOf"):
-            for candidate in update.subschemas:
-                sub = ctx.sub()
-                _compare(sub, original, candidate)
-                if sub.is_compatible:
-                    ctx.extend(sub)
-                    ctx.add("SUM_TYPE_EXTENDED")
-                    return
+        elif update.criterion in ("anyOf", "oneOf") and any(
+                _adopt(ctx, original, candidate, "SUM_TYPE_EXTENDED")
+                for candidate in update.subschemas):
+            return
     elif original.kind == "combined" and update.kind != "combined":
         if len(original.subschemas) == 1:
-            sub = ctx.sub()
-            _compare(sub, original.subschemas[0], update)
-            if sub.is_compatible:
-                ctx.extend(sub)
+            if _adopt(ctx, original.subschemas[0], update):
                 return
-        elif original.criterion == "allOf":
-            # Dropping conjuncts (e.g. an enum next to a type) accepts more: compatible when
-            # what is left is compatible with one of them.
-            for candidate in original.subschemas:
-                sub = ctx.sub()
-                _compare(sub, candidate, update)
-                if sub.is_compatible:
-                    ctx.extend(sub)
-                    ctx.add("PRODUCT_TYPE_NARROWED")
-                    return
+        # Dropping conjuncts (e.g. an enum next to a type) accepts more: compatible when
+        # what is left is compatible with one of them.
+        elif original.criterion == "allOf" and any(
+                _adopt(ctx, candidate, update, "PRODUCT_TYPE_NARROWED")
+                for candidate in original.subschemas):
+            return
     if original.kind != update.kind:
         if original.kind == "false" or update.kind == "empty":
             return  # nothing was accepted before, or everything is accepted now
@@ -192,8 +183,8 @@ def _compare_same_kind(ctx: _Context, original: JsonNode, update: JsonNode) -> N
     _check_unmodelled(ctx, original, update)
     kind = original.kind
     if kind == "string":
-        _limits(ctx, "maxLength", "MAX_LENGTH", original.max_length, update.max_length)
-        _limits(ctx, "minLength", "MIN_LENGTH", original.min_length, update.min_length)
+        limit_change(ctx, "maxLength", "MAX_LENGTH", original.max_length, update.max_length)
+        limit_change(ctx, "minLength", "MIN_LENGTH", original.min_length, update.min_length)
         _changed(ctx, "pattern", "PATTERN", original.pattern, update.pattern)
         _changed(ctx, "format", "FORMAT", original.format, update.format)
     elif kind == "number":
@@ -214,11 +205,9 @@ def _compare_same_kind(ctx: _Context, original: JsonNode, update: JsonNode) -> N
         elif sub.diffs:
             ctx.add("NOT_TYPE_NARROWED", "not")
     elif kind == "object":
-        from kontrakt.registry.compatibility._json_object import compare_object
 
         compare_object(ctx, original, update, _compare)
     elif kind == "array":
-        from kontrakt.registry.compatibility._json_object import compare_array
 
         compare_array(ctx, original, update, _compare)
 
@@ -236,18 +225,17 @@ def _check_unmodelled(ctx: _Context, original: JsonNode, update: JsonNode) -> No
             )
 
 
-def _limits(ctx: _Context, leaf: str, name: str, before: float | None,
-            after: float | None) -> None:
-    if before == after:
-        return
-    if before is None:
-        ctx.add(f"{name}_ADDED", leaf)
-    elif after is None:
-        ctx.add(f"{name}_REMOVED", leaf)
-    elif before < after:
-        ctx.add(f"{name}_INCREASED", leaf)
-    else:
-        ctx.add(f"{name}_DECREASED", leaf)
+def _adopt(ctx: _Context, original: JsonNode, update: JsonNode, change: str = "") -> bool:
+    """Compare in a scratch context; keep its findings (and record ``change``) only when
+    compatible. Returns whether it was."""
+    sub = ctx.sub()
+    _compare(sub, original, update)
+    if not sub.is_compatible:
+        return False
+    ctx.extend(sub)
+    if change:
+        ctx.add(change)
+    return True
 
 
 def _changed(ctx: _Context, leaf: str, name: str, before: Any, after: Any) -> None:
@@ -262,11 +250,11 @@ def _changed(ctx: _Context, leaf: str, name: str, before: Any, after: Any) -> No
 
 
 def _number(ctx: _Context, original: JsonNode, update: JsonNode) -> None:
-    _limits(ctx, "maximum", "MAXIMUM", original.maximum, update.maximum)
-    _limits(ctx, "minimum", "MINIMUM", original.minimum, update.minimum)
-    _limits(ctx, "exclusiveMaximum", "EXCLUSIVE_MAXIMUM", original.exclusive_maximum,
+    limit_change(ctx, "maximum", "MAXIMUM", original.maximum, update.maximum)
+    limit_change(ctx, "minimum", "MINIMUM", original.minimum, update.minimum)
+    limit_change(ctx, "exclusiveMaximum", "EXCLUSIVE_MAXIMUM", original.exclusive_maximum,
             update.exclusive_maximum)
-    _limits(ctx, "exclusiveMinimum", "EXCLUSIVE_MINIMUM", original.exclusive_minimum,
+    limit_change(ctx, "exclusiveMinimum", "EXCLUSIVE_MINIMUM", original.exclusive_minimum,
             update.exclusive_minimum)
     before, after = original.multiple_of, update.multiple_of
     if before != after:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from kontrakt.errors import ConfigError, KontraktError
 
@@ -64,6 +64,21 @@ class InvalidCompatibilityLevelError(ConfigError):
         super().__init__(message)
 
 
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _member(cls: type[_E], value: object) -> _E | None:
+    """``value`` as a member of the str enum ``cls`` (a member, or its name in any case)."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str):
+        try:
+            return cls(value.strip().upper())
+        except ValueError:
+            pass
+    return None
+
+
 class CompatibilityLevel(str, enum.Enum):
     """Schema Registry compatibility levels (Confluent's names and meanings).
 
@@ -93,13 +108,9 @@ class CompatibilityLevel(str, enum.Enum):
         Raises:
             InvalidCompatibilityLevelError: the name is not a known level.
         """
-        if isinstance(value, CompatibilityLevel):
-            return value
-        if isinstance(value, str):
-            try:
-                return cls(value.strip().upper())
-            except ValueError:
-                pass
+        member = _member(cls, value)
+        if member is not None:
+            return member
         known = ", ".join(m.value for m in cls)
         raise InvalidCompatibilityLevelError(
             f"unknown compatibility level {value!r}; expected one of {known}"
@@ -141,13 +152,9 @@ class JsonSchemaPolicy(str, enum.Enum):
         Raises:
             InvalidCompatibilityLevelError: the name is not ``strict`` or ``lenient``.
         """
-        if isinstance(value, JsonSchemaPolicy):
-            return value
-        if isinstance(value, str):
-            try:
-                return cls(value.strip().upper())
-            except ValueError:
-                pass
+        member = _member(cls, value)
+        if member is not None:
+            return member
         raise InvalidCompatibilityLevelError(
             f"unknown JSON Schema policy {value!r}; expected 'strict' or 'lenient'"
         )

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TimestampType, TopicPartition
@@ -302,7 +302,8 @@ class FetchSession:
 def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_offset: int,
                           *, read_committed: bool, aborted: list[Any] | None, check_crcs: bool,
                           chunk_bytes: int = 0
-                          ) -> Iterator[tuple[list[ConsumerRecord[Any, Any]], int, int, int]]:
+                          ) -> Generator[tuple[list[ConsumerRecord[Any, Any]], int, int, int],
+                                         None, None]:
     """Decode one partition's record set in chunks of whole batches.
 
     Batches ending before ``fetch_offset`` and records before it are skipped. With

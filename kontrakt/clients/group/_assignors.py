@@ -223,15 +223,11 @@ def _subscribed(member: MemberSubscription) -> set[str]:
 # Range and round robin
 
 
-class RangeAssignor:
-    """Kafka's ``range`` assignor: contiguous ranges of each topic's partitions per member.
+class _BuiltinAssignor:
+    """What the built-in assignors share: input checks, Kafka's member order, and (unless
+    overridden) no user data, nothing remembered, eager rebalancing only."""
 
-    For each topic, with ``n`` partitions and ``c`` subscribed members in Kafka's member order
-    (:func:`member_sort_key`), member ``i`` gets ``n // c`` partitions starting at
-    ``i * (n // c) + min(i, n % c)``, plus one more when ``i < n % c``.
-    """
-
-    name = "range"
+    name: str
     supported_protocols: tuple[RebalanceProtocol, ...] = (RebalanceProtocol.EAGER,)
 
     def subscription_user_data(
@@ -252,6 +248,32 @@ class RangeAssignor:
         """
         _check_inputs(partitions_per_topic, members)
         order = _sorted_member_ids(members)
+        result = self._assign(partitions_per_topic, members, order)
+        return {m: Assignment(result[m]) for m in order}
+
+    def _assign(self, partitions_per_topic: Mapping[str, int],
+                members: Mapping[str, MemberSubscription],
+                order: list[str]) -> dict[str, list[TopicPartition]]:
+        """Member id -> partitions, for members in Kafka's ``order``."""
+        raise NotImplementedError
+
+    def on_assignment(self, assignment: Assignment, generation_id: int) -> None:
+        """Nothing to remember (see :meth:`Assignor.on_assignment`)."""
+
+
+class RangeAssignor(_BuiltinAssignor):
+    """Kafka's ``range`` assignor: contiguous ranges of each topic's partitions per member.
+
+    For each topic, with ``n`` partitions and ``c`` subscribed members in Kafka's member order
+    (:func:`member_sort_key`), member ``i`` gets ``n // c`` partitions starting at
+    ``i * (n // c) + min(i, n % c)``, plus one more when ``i < n % c``.
+    """
+
+    name = "range"
+
+    def _assign(self, partitions_per_topic: Mapping[str, int],
+                members: Mapping[str, MemberSubscription],
+                order: list[str]) -> dict[str, list[TopicPartition]]:
         result: dict[str, list[TopicPartition]] = {m: [] for m in order}
         topics = sorted({t for m in members.values() for t in m.subscription.topics})
         for topic in topics:
@@ -266,13 +288,10 @@ class RangeAssignor:
                 result[member_id].extend(
                     TopicPartition(topic, p) for p in range(start, start + length)
                 )
-        return {m: Assignment(result[m]) for m in order}
-
-    def on_assignment(self, assignment: Assignment, generation_id: int) -> None:
-        """Nothing to remember (see :meth:`Assignor.on_assignment`)."""
+        return result
 
 
-class RoundRobinAssignor:
+class RoundRobinAssignor(_BuiltinAssignor):
     """Kafka's ``roundrobin`` assignor.
 
     Partitions of all subscribed topics, sorted by (topic, partition), are dealt one at a time
@@ -281,26 +300,10 @@ class RoundRobinAssignor:
     """
 
     name = "roundrobin"
-    supported_protocols: tuple[RebalanceProtocol, ...] = (RebalanceProtocol.EAGER,)
 
-    def subscription_user_data(
-        self, topics: set[str], owned: list[TopicPartition], generation_id: int
-    ) -> bytes | None:
-        """No user data (see :meth:`Assignor.subscription_user_data`)."""
-        return None
-
-    def assign(
-        self,
-        partitions_per_topic: Mapping[str, int],
-        members: Mapping[str, MemberSubscription],
-    ) -> dict[str, Assignment]:
-        """See :meth:`Assignor.assign`.
-
-        Raises:
-            ValueError: a negative partition count, or a key that differs from its member id.
-        """
-        _check_inputs(partitions_per_topic, members)
-        order = _sorted_member_ids(members)
+    def _assign(self, partitions_per_topic: Mapping[str, int],
+                members: Mapping[str, MemberSubscription],
+                order: list[str]) -> dict[str, list[TopicPartition]]:
         result: dict[str, list[TopicPartition]] = {m: [] for m in order}
         subs = {m: _subscribed(members[m]) for m in order}
         topics = sorted(t for t in set().union(*subs.values()) if t in partitions_per_topic)
@@ -312,17 +315,27 @@ class RoundRobinAssignor:
                     pos += 1
                 result[order[pos % len(order)]].append(TopicPartition(topic, p))
                 pos += 1
-        return {m: Assignment(result[m]) for m in order}
-
-    def on_assignment(self, assignment: Assignment, generation_id: int) -> None:
-        """Nothing to remember (see :meth:`Assignor.on_assignment`)."""
+        return result
 
 
 # ---------------------------------------------------------------------------------------------
 # Sticky
 
 
-class StickyAssignor:
+class _StickyBase(_BuiltinAssignor):
+    """The sticky algorithm over each member's view of what it owned."""
+
+    def _member_data(self, member: MemberSubscription) -> MemberData:
+        raise NotImplementedError
+
+    def _assign(self, partitions_per_topic: Mapping[str, int],
+                members: Mapping[str, MemberSubscription],
+                order: list[str]) -> dict[str, list[TopicPartition]]:
+        data = {m: self._member_data(members[m]) for m in order}
+        return sticky_assign(partitions_per_topic, data, order)
+
+
+class StickyAssignor(_StickyBase):
     """Kafka's ``sticky`` assignor (KIP-54, eager): balanced and as sticky as possible.
 
     The previous assignment and its generation travel in the subscription's user data as
@@ -337,7 +350,6 @@ class StickyAssignor:
     """
 
     name = "sticky"
-    supported_protocols: tuple[RebalanceProtocol, ...] = (RebalanceProtocol.EAGER,)
 
     def __init__(self) -> None:
         self._assignment: list[TopicPartition] | None = None
@@ -371,21 +383,6 @@ class StickyAssignor:
             return MemberData(topics, tuple(prev), generation)
         return MemberData(topics, tuple(sub.owned_partitions), sub.generation_id)
 
-    def assign(
-        self,
-        partitions_per_topic: Mapping[str, int],
-        members: Mapping[str, MemberSubscription],
-    ) -> dict[str, Assignment]:
-        """See :meth:`Assignor.assign`.
-
-        Raises:
-            ValueError: a negative partition count, or a key that differs from its member id.
-        """
-        _check_inputs(partitions_per_topic, members)
-        order = _sorted_member_ids(members)
-        data = {m: self._member_data(members[m]) for m in order}
-        result = sticky_assign(partitions_per_topic, data, order)
-        return {m: Assignment(result[m]) for m in order}
 
     def on_assignment(self, assignment: Assignment, generation_id: int) -> None:
         """Remember the assignment and generation for the next subscription's user data."""
@@ -393,7 +390,7 @@ class StickyAssignor:
         self._generation = generation_id
 
 
-class CooperativeStickyAssignor:
+class CooperativeStickyAssignor(_StickyBase):
     """Kafka's ``cooperative-sticky`` assignor (KIP-429): sticky, incremental rebalancing.
 
     Ownership comes from each subscription's ``owned_partitions``; the generation from the
@@ -434,11 +431,7 @@ class CooperativeStickyAssignor:
         Raises:
             ValueError: a negative partition count, or a key that differs from its member id.
         """
-        _check_inputs(partitions_per_topic, members)
-        order = _sorted_member_ids(members)
-        data = {m: self._member_data(members[m]) for m in order}
-        result = sticky_assign(partitions_per_topic, data, order)
-        out = {m: Assignment(result[m]) for m in order}
+        out = super().assign(partitions_per_topic, members)
         return cooperative_adjust(owned_partitions(members), out)
 
     def on_assignment(self, assignment: Assignment, generation_id: int) -> None:

@@ -111,6 +111,7 @@ class ConsumerGroupMembership(GroupCoordinator):
         # Set (and replaced) on every successful heartbeat: commits refused for a stale
         # member epoch wait on it for the epoch the coordinator moved the member to.
         self._heartbeat_answered: asyncio.Event | None = None
+        self._backoff = Backoff(*self._retry)  # between failed heartbeats
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -136,32 +137,14 @@ class ConsumerGroupMembership(GroupCoordinator):
 
     # --- membership loop ---------------------------------------------------------------
 
-    async def _run(self) -> None:
-        assert self._changed is not None
-        backoff = Backoff(*self._retry)
-        try:
-            # Until closed: asyncio.wait_for (before 3.12) can swallow the cancellation
-            # close() sends when the event it waits on is set at the same moment.
-            while not self._closing:
-                if self._leaving:
-                    self._leaving = False
-                    await self._give_up_membership("unsubscribed", lost=False)
-                if not self.subs.subscribed or self._poll_timed_out:
-                    self._changed.clear()
-                    await self._changed.wait()
-                    continue
-                if await self._step():
-                    backoff = Backoff(*self._retry)
-                    continue
-                # A failed heartbeat: the coordinator is told everything again next time.
-                self._sent_topics = self._sent_owned = None
-                self._next_heartbeat = time.monotonic() + backoff.next()
-                await self._sleep_until(self._next_heartbeat)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # supervised: raised by the consumer's next call
-            log.error("group membership failed: %r", exc)
-            self._error = exc
+    async def _turn(self) -> None:
+        if await self._step():
+            self._backoff.reset()
+            return
+        # A failed heartbeat: the coordinator is told everything again next time.
+        self._sent_topics = self._sent_owned = None
+        self._next_heartbeat = time.monotonic() + self._backoff.next()
+        await self._sleep_until(self._next_heartbeat)
 
     async def _sleep_until(self, when: float) -> None:
         assert self._changed is not None

@@ -531,15 +531,19 @@ class GroupCoordinator:
                     self._changed.clear()
                     await self._changed.wait()
                     continue
-                if self._rejoin:
-                    await self._join()
-                    continue
-                await self._heartbeat_step()
+                await self._turn()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # supervised: raised by the consumer's next call
             log.error("group membership failed: %r", exc)
             self._error = exc
+
+    async def _turn(self) -> None:
+        """One turn of a subscribed member's loop: join when needed, else heartbeat."""
+        if self._rejoin:
+            await self._join()
+        else:
+            await self._heartbeat_step()
 
     async def _give_up_membership(self, reason: str, *, lost: bool) -> None:
         parts = set(self.subs.assignment)

@@ -307,7 +307,9 @@ class _ProducerCore:
 
     def metrics(self) -> dict[str, float]:
         """Counts and rates: records, batches, bytes, requests, retries, errors, request
-        latency, buffer use. Rates are per second since the producer was created."""
+        latency, buffer use. Totals count since the producer was created; ``*-rate`` values
+        are per second over the last minute (``RATE_WINDOW``), like the Java client's sampled
+        rates."""
         acc = self._acc
         with acc.lock:
             queued = sum(len(dq) for dq in acc.queues.values())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -14,20 +13,9 @@ from kontrakt.registry.compatibility import (
     UnsupportedSchemaError,
     check_compatibility,
 )
+from tests.unit.compatibility._helpers import Ref, Schema, error_types, schemas_of
 
-
-@dataclass
-class Ref:
-    name: str
-    subject: str
-    version: int
-
-
-@dataclass
-class S:
-    schema_str: str
-    schema_type: str | None = "JSON"
-    references: list[Ref] = field(default_factory=list)
+S = schemas_of("JSON")
 
 
 def obj(props: dict[str, Any], *, required: list[str] | None = None, **extra: Any) -> str:
@@ -38,10 +26,7 @@ def obj(props: dict[str, Any], *, required: list[str] | None = None, **extra: An
 
 
 def errors(old: str, new: str, level: str, policy: str = "strict") -> set[str]:
-    result = check_compatibility(S(new), [S(old)], level, policy=policy)
-    found = {i.error_type for i in result.incompatibilities}
-    assert result.is_compatible == (not found)
-    return found
+    return error_types(S(new), [S(old)], level, policy=policy)
 
 
 STR = {"type": "string"}
@@ -225,7 +210,7 @@ def test_external_references() -> None:
     old = S(text, references=[Ref("address.json", "address-value", 1)])
     new = S(text, references=[Ref("address.json", "address-value", 2)])
 
-    def lookup(r: Any) -> S:
+    def lookup(r: Any) -> Schema:
         return S(addr[r.version])
 
     assert check_compatibility(old, [old], lookup=lookup).is_compatible

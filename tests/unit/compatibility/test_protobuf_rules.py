@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -13,20 +12,9 @@ from kontrakt.registry.compatibility import (
     UnsupportedSchemaError,
     check_compatibility,
 )
+from tests.unit.compatibility._helpers import Ref, Schema, error_types, schemas_of
 
-
-@dataclass
-class Ref:
-    name: str
-    subject: str
-    version: int
-
-
-@dataclass
-class S:
-    schema_str: str
-    schema_type: str | None = "PROTOBUF"
-    references: list[Ref] = field(default_factory=list)
+S = schemas_of("PROTOBUF")
 
 
 def proto(body: str, *, package: str = "acme.v1", syntax: str = "proto3",
@@ -36,11 +24,8 @@ def proto(body: str, *, package: str = "acme.v1", syntax: str = "proto3",
 
 def errors(old: str, new: str, level: str, lookup: Any = None,
            refs: list[Ref] | None = None) -> set[str]:
-    result = check_compatibility(S(new, references=refs or []), [S(old, references=refs or [])],
-                                 level, lookup=lookup)
-    found = {i.error_type for i in result.incompatibilities}
-    assert result.is_compatible == (not found)
-    return found
+    refs = refs or []
+    return error_types(S(new, references=refs), [S(old, references=refs)], level, lookup=lookup)
 
 
 BASE = "message Order { string id = 1; int32 qty = 2; }"
@@ -140,7 +125,7 @@ def test_imports_through_references_and_well_known_types() -> None:
     old = S(proto(body, head=head), references=[Ref("acme/common.proto", "common", 1)])
     new = S(proto(body, head=head), references=[Ref("acme/common.proto", "common", 2)])
 
-    def lookup(r: Any) -> S:
+    def lookup(r: Any) -> Schema:
         return S(texts[r.version])
 
     assert check_compatibility(old, [old], "FULL", lookup=lookup).is_compatible
@@ -202,7 +187,7 @@ def test_imported_type_compared_by_local_name_across_packages() -> None:
     new = S('syntax = "proto3"; import "dep2.proto"; message T { .c.d.Outer.Home h = 1; }',
             references=[Ref("dep2.proto", "dep2", 1)])
 
-    def lookup(r: Any) -> S:
+    def lookup(r: Any) -> Schema:
         return S(deps[r.name])
 
     result = check_compatibility(new, [old], "BACKWARD", lookup=lookup)

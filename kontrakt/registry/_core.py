@@ -15,7 +15,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Generator, Hashable, Mapping
+from collections.abc import Generator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -104,6 +104,12 @@ def _shape(what: str, fn: Any, *args: Any) -> Any:
         return fn(*args)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SchemaRegistryError(200, -1, f"unexpected {what} response: {exc!r}") from None
+
+
+def _read(path: str, params: Iterable[tuple[str, str]] = ()) -> Call:
+    """A GET: identical reads in flight share one request, and "not found" is remembered."""
+    query = tuple(params)
+    return Call("GET", path, query, key=("GET", path, query))
 
 
 def _version_arg(version: int | str) -> str:
@@ -329,7 +335,7 @@ class RegistryCore:
         if fmt is not None:
             params.append(("format", fmt))
         path = f"/schemas/ids/{int(schema_id)}"
-        body = yield Call("GET", path, tuple(params), key=("GET", path, tuple(params)))
+        body = yield _read(path, params)
         schema: Schema = _shape("schema", Schema.from_dict, body)
         with self._lock:
             self._by_id[key] = (schema, body.get("guid"))
@@ -338,18 +344,18 @@ class RegistryCore:
     def get_schema_by_guid(self, guid: str, fmt: str | None = None) -> Op[Schema]:
         params = (("format", fmt),) if fmt else ()
         path = f"/schemas/guids/{_q(guid)}"
-        body = yield Call("GET", path, params, key=("GET", path, params))
+        body = yield _read(path, params)
         return _shape("schema", Schema.from_dict, body)  # type: ignore[no-any-return]
 
     def get_schema_types(self) -> Op[list[str]]:
-        body = yield Call("GET", "/schemas/types", key=("GET", "/schemas/types"))
+        body = yield _read("/schemas/types")
         return [str(t) for t in body]
 
     def _paged(self, path: str, offset: int, limit: int, **flags: Any) -> Call:
         params = [(k, _b(v) if isinstance(v, bool) else str(v))
                   for k, v in flags.items() if v is not None]
         params += [("offset", str(offset)), ("limit", str(limit))]
-        return Call("GET", path, tuple(params), key=("GET", path, tuple(params)))
+        return _read(path, params)
 
     def get_subjects_by_schema_id(self, schema_id: int, subject_name: str | None = None,
                                   deleted: bool = False, offset: int = 0, limit: int = -1
@@ -406,7 +412,7 @@ class RegistryCore:
             return hit
         params = (("format", fmt),) if fmt else ()
         path = f"/subjects/{_q(subject_name)}/versions/latest"
-        body = yield Call("GET", path, params, key=("GET", path, params))
+        body = yield _read(path, params)
         reg = _shape("version", RegisteredSchema.from_dict, body)
         with self._lock:
             self._latest[key] = reg
@@ -425,7 +431,7 @@ class RegistryCore:
         for k, v in metadata.items():
             params += [("key", k), ("value", v)]
         path = f"/subjects/{_q(subject_name)}/metadata"
-        body = yield Call("GET", path, tuple(params), key=("GET", path, tuple(params)))
+        body = yield _read(path, params)
         reg = _shape("version", RegisteredSchema.from_dict, body)
         with self._lock:
             self._latest[key] = reg
@@ -444,7 +450,7 @@ class RegistryCore:
         if fmt is not None:
             params.append(("format", fmt))
         path = f"/subjects/{_q(subject_name)}/versions/{_q(v)}"
-        body = yield Call("GET", path, tuple(params), key=("GET", path, tuple(params)))
+        body = yield _read(path, params)
         reg = _shape("version", RegisteredSchema.from_dict, body)
         if cacheable:
             with self._lock:

@@ -115,25 +115,15 @@ class ConsumerGroupMembership(GroupCoordinator):
 
     # --- lifecycle -----------------------------------------------------------------------
 
-    async def close(self, autocommit: bool = True) -> None:
-        """Commit (auto commit), revoke, leave the group (epoch -1; static: -2) and stop."""
-        self._closing = True
-        for task in (self._task, self._reconciling):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
-        try:
-            if self.subs.assignment and self.member_epoch > 0:
-                parts = set(self.subs.assignment)
-                if autocommit and self.auto_commit:
-                    await self._commit_quietly(parts)
-                await self._call_listener("on_partitions_revoked", parts)
-        finally:
-            if self.member_epoch > 0:
-                with contextlib.suppress(KafkaError, asyncio.TimeoutError, TimeoutError):
-                    await asyncio.wait_for(self._leave("consumer closed"), 5)
-            self.subs.set_assignment(())
+    def _background_tasks(self) -> list[asyncio.Task[None]]:
+        return [t for t in (self._task, self._reconciling) if t is not None]
+
+    def _is_member(self) -> bool:
+        return self.member_epoch > 0
+
+    def _leaves_group(self) -> bool:
+        # Static members leave too, with epoch -2 (the coordinator keeps their partitions).
+        return self.member_epoch > 0
 
     # --- membership loop ---------------------------------------------------------------
 
@@ -300,6 +290,10 @@ class ConsumerGroupMembership(GroupCoordinator):
         """The coordinator dropped this member: lose everything, rejoin with epoch 0."""
         await self._drop_reconciliation()
         await self._lost_all()
+        self._forget_membership()
+
+    def _forget_membership(self) -> None:
+        """Back to a non-member: epoch 0 (join) next, nothing targeted, everything to tell."""
         self.member_epoch = 0
         self.generation = -1
         self._target = frozenset()
@@ -367,37 +361,17 @@ class ConsumerGroupMembership(GroupCoordinator):
 
     # --- leaving -------------------------------------------------------------------------
 
-    async def _leave(self, reason: str) -> None:
+    async def _leave_group(self, reason: str) -> None:
+        """Leave with a heartbeat: epoch -1, or -2 for a static member."""
         epoch = STATIC_LEAVE_EPOCH if self.instance_id is not None else LEAVE_EPOCH
         log.info("leaving group %s (%s)", self.group_id, reason)
         try:
             await self._send(self._request(await self._version(), epoch, None, None))
         finally:
-            self.member_epoch = 0
-            self.generation = -1
-            self._target = frozenset()
-            self._reconciled = frozenset()
-            self._sent_topics = self._sent_owned = None
-            self._next_heartbeat = 0.0
+            self._forget_membership()
 
-    async def _give_up_membership(self, reason: str, *, lost: bool) -> None:
+    async def _stop_side_work(self) -> None:
         await self._drop_reconciliation()
-        parts = set(self.subs.assignment)
-        if parts:
-            if lost:
-                await self._call_listener("on_partitions_lost", parts)
-            else:
-                if self.auto_commit:
-                    await self._commit_quietly(parts)
-                await self._call_listener("on_partitions_revoked", parts)
-        with self.buffer.lock:
-            self.subs.set_assignment(())
-        if self.member_epoch > 0:
-            with contextlib.suppress(KafkaError):
-                await self._leave(reason)
-        self.member_epoch = 0
-        self.generation = -1
-        self._rejoin = True
 
     # --- commits -------------------------------------------------------------------------
 

@@ -225,24 +225,38 @@ class GroupCoordinator:
             self._changed.set()
 
     async def close(self, autocommit: bool = True) -> None:
-        """Commit (auto commit), revoke, leave the group (dynamic members) and stop."""
+        """Commit (auto commit), revoke, leave the group and stop.
+
+        Classic: dynamic members send LeaveGroup, static ones do not. KIP-848: a heartbeat
+        with epoch -1 (static members: -2).
+        """
         self._closing = True
-        task = self._task
-        if task is not None:
+        for task in self._background_tasks():
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
         try:
-            if self.subs.assignment and self.generation >= 0:
+            if self.subs.assignment and self._is_member():
                 parts = set(self.subs.assignment)
                 if autocommit and self.auto_commit:
                     await self._commit_quietly(parts)
                 await self._call_listener("on_partitions_revoked", parts)
         finally:
-            if self.member_id and self.instance_id is None:
+            if self._leaves_group():
                 with contextlib.suppress(KafkaError, asyncio.TimeoutError, TimeoutError):
                     await asyncio.wait_for(self._leave_group("consumer closed"), 5)
             self.subs.set_assignment(())
+
+    def _background_tasks(self) -> list[asyncio.Task[None]]:
+        return [] if self._task is None else [self._task]
+
+    def _is_member(self) -> bool:
+        return self.generation >= 0
+
+    def _leaves_group(self) -> bool:
+        # A static member never sends LeaveGroup (as the Java client): the coordinator keeps
+        # its partitions until session.timeout.ms, so a restart costs no rebalance.
+        return bool(self.member_id) and self.instance_id is None
 
     # --- coordinator plumbing -----------------------------------------------------------
 
@@ -546,6 +560,9 @@ class GroupCoordinator:
             await self._heartbeat_step()
 
     async def _give_up_membership(self, reason: str, *, lost: bool) -> None:
+        """Hand every partition back (lost, or committed and revoked), leave the group and
+        rejoin from scratch when subscribed again."""
+        await self._stop_side_work()
         parts = set(self.subs.assignment)
         if parts:
             if lost:
@@ -554,17 +571,21 @@ class GroupCoordinator:
                 if self.auto_commit:
                     await self._commit_quietly(parts)
                 await self._call_listener("on_partitions_revoked", parts)
-        if self.member_id and self.instance_id is None:
-            # A static member never sends LeaveGroup (as the Java client): the coordinator
-            # keeps its partitions until session.timeout.ms, so a restart costs no rebalance.
-            with contextlib.suppress(KafkaError):
-                await self._leave_group(reason)
         with self.buffer.lock:
             self.subs.set_assignment(())
+        if self._leaves_group():
+            with contextlib.suppress(KafkaError):
+                await self._leave_group(reason)
+        self._forget_membership()
+        self._rejoin = True
+
+    async def _stop_side_work(self) -> None:
+        """Stop membership work running beside the main task (none in the classic one)."""
+
+    def _forget_membership(self) -> None:
         self.generation = -1
         if self.instance_id is None:
             self.member_id = ""
-        self._rejoin = True
 
     async def _leave_group(self, reason: str) -> None:
         version = await self._conn_version(LeaveGroupRequest)

@@ -17,51 +17,34 @@ from typing import Any
 
 from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import AsyncConsumer
-from kontrakt.protocol.messages import (
-    ConsumerGroupHeartbeatResponse,
-    FetchResponse,
-    FindCoordinatorResponse,
-    ListOffsetsResponse,
-    OffsetCommitResponse,
-    OffsetFetchResponse,
-)
-from kontrakt.protocol.records import RecordBatchBuilder
+from kontrakt.protocol.messages import ConsumerGroupHeartbeatResponse, OffsetCommitResponse
 from tests.unit.consumer.fake_broker import FakeBroker
+from tests.unit.consumer.test_group_errors_crafted import RECORDS, TOPIC
+from tests.unit.consumer.test_group_errors_crafted import Coordinator as ClassicCoordinator
 
-TOPIC = "crafted-kip848"
 TP0 = TopicPartition(TOPIC, 0)
-RECORDS = 5
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, HEARTBEAT = 8, 9, 10, 68
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, CONSUMER_GROUP_HEARTBEAT = 8, 9, 10, 68
 STALE_MEMBER_EPOCH = 113
 VERSIONS = {OFFSET_COMMIT: (0, 9), OFFSET_FETCH: (0, 7), FIND_COORDINATOR: (0, 3),
-            HEARTBEAT: (0, 1)}
+            CONSUMER_GROUP_HEARTBEAT: (0, 1)}
 
 
-class Coordinator:
-    """One member, one partition; commits must carry the member's current epoch."""
+class Coordinator(ClassicCoordinator):
+    """One KIP-848 member, one partition; commits must carry the member's current epoch.
+    Fetch, ListOffsets, OffsetFetch and FindCoordinator are the classic crafted ones."""
 
     def __init__(self) -> None:
-        self.port = 0
+        super().__init__()
         self.topic_id: Any = None
         self.epoch = 0
         self.heartbeats = 0
         self.commits: list[int] = []  # the member epoch of each commit
-        self.committed: int = -1
-        b = RecordBatchBuilder()
-        for i in range(RECORDS):
-            b.append(1_700_000_000_000 + i, None, f"v{i}".encode())
-        self.blob = b.build(base_offset=0)
 
     def handlers(self) -> dict[int, Any]:
-        return {1: self.fetch, 2: self.list_offsets, OFFSET_COMMIT: self.commit,
-                OFFSET_FETCH: self.offset_fetch, FIND_COORDINATOR: self.find,
-                HEARTBEAT: self.heartbeat}
+        return {**super().handlers(), OFFSET_COMMIT: self.epoch_commit,
+                CONSUMER_GROUP_HEARTBEAT: self.consumer_heartbeat}
 
-    def find(self, version: int, req: Any) -> Any:
-        return FindCoordinatorResponse(error_code=0, node_id=1, host="127.0.0.1",
-                                       port=self.port)
-
-    def heartbeat(self, version: int, req: Any) -> Any:
+    def consumer_heartbeat(self, version: int, req: Any) -> Any:
         self.heartbeats += 1
         if req.member_epoch < 0:  # leaving
             return ConsumerGroupHeartbeatResponse(error_code=0, member_id=req.member_id,
@@ -76,39 +59,20 @@ class Coordinator:
             assignment=A(topic_partitions=[A.TopicPartitions(topic_id=self.topic_id,
                                                              partitions=[0])]))
 
-    def commit(self, version: int, req: Any) -> Any:
+    def epoch_commit(self, version: int, req: Any) -> Any:
         self.commits.append(req.generation_id_or_member_epoch)
-        code = 0 if req.generation_id_or_member_epoch == self.epoch else STALE_MEMBER_EPOCH
+        if req.generation_id_or_member_epoch != self.epoch:
+            self.errors[OFFSET_COMMIT] = [STALE_MEMBER_EPOCH]
+        return self.commit(version, req)
+
+    def commit(self, version: int, req: Any) -> Any:
+        code = self._error(OFFSET_COMMIT)
         if not code:
-            self.committed = req.topics[0].partitions[0].committed_offset
+            return super().commit(version, req)
         T = OffsetCommitResponse.OffsetCommitResponseTopic
         return OffsetCommitResponse(topics=[T(name=t.name, partitions=[
             T.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
             for p in t.partitions]) for t in req.topics])
-
-    def offset_fetch(self, version: int, req: Any) -> Any:
-        T = OffsetFetchResponse.OffsetFetchResponseTopic
-        return OffsetFetchResponse(error_code=0, topics=[T(name=t.name, partitions=[
-            T.OffsetFetchResponsePartition(partition_index=i, metadata="",
-                                           committed_offset=self.committed)
-            for i in t.partition_indexes]) for t in req.topics])
-
-    def list_offsets(self, version: int, req: Any) -> Any:
-        T = ListOffsetsResponse.ListOffsetsTopicResponse
-        return ListOffsetsResponse(topics=[T(name=t.name, partitions=[
-            T.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0,
-                                           offset=0 if p.timestamp == -2 else RECORDS,
-                                           timestamp=-1)
-            for p in t.partitions]) for t in req.topics])
-
-    async def fetch(self, version: int, req: Any) -> Any:
-        R = FetchResponse.FetchableTopicResponse
-        offset = req.topics[0].partitions[0].fetch_offset
-        if offset >= RECORDS:
-            await asyncio.sleep(0.02)  # nothing new: a short long-poll
-        return FetchResponse(responses=[R(topic=TOPIC, partitions=[R.PartitionData(
-            partition_index=0, error_code=0, high_watermark=RECORDS, log_start_offset=0,
-            records=self.blob if offset < RECORDS else b"")])])
 
 
 def test_stale_member_epoch_commit_goes_again_with_the_new_epoch() -> None:
@@ -131,7 +95,7 @@ def test_stale_member_epoch_commit_goes_again_with_the_new_epoch() -> None:
                         seen.extend(r.offset for r in recs)
                 assert seen == list(range(RECORDS))
                 await c.commit(timeout=3)
-                assert coordinator.commits == [1] and coordinator.committed == RECORDS
+                assert coordinator.commits == [1] and coordinator.committed[0] == RECORDS
                 # The coordinator moves the member on; the member has not heard yet.
                 coordinator.epoch = 2
                 heartbeats = coordinator.heartbeats
@@ -139,7 +103,7 @@ def test_stale_member_epoch_commit_goes_again_with_the_new_epoch() -> None:
                 await c.commit({TP0: RECORDS - 1}, timeout=3)
                 took = time.monotonic() - started
                 assert coordinator.commits == [1, 1, 2]  # refused, then with the new epoch
-                assert coordinator.committed == RECORDS - 1
+                assert coordinator.committed[0] == RECORDS - 1
                 assert coordinator.heartbeats > heartbeats
                 assert took < 1.0, f"commit took {took:.2f} s (heartbeats are 5 s apart)"
 

@@ -49,6 +49,7 @@ __all__ = [
     "AsyncDeserializer",
     "AsyncSerializer",
     "DeserializerCore",
+    "FromDict",
     "ReferenceParsing",
     "Resolved",
     "SerializerCore",
@@ -57,10 +58,17 @@ __all__ = [
     "TextSchemaDeserializerCore",
     "TextSchemaHooks",
     "TextSchemaSerializerCore",
+    "ToDict",
     "make_reference",
     "make_schema",
     "parse_conf",
 ]
+
+
+#: ``(obj, ctx) -> dict``: application object to what the format's codec writes.
+ToDict = Callable[[Any, SerializationContext | None], Any]
+#: ``(decoded, ctx) -> obj``: what the format's codec read to an application object.
+FromDict = Callable[[Any, SerializationContext | None], Any]
 
 
 def make_schema(schema_str: str, schema_type: str, references: Any = ()) -> Any:
@@ -142,34 +150,45 @@ def _registered_id(answer: Any) -> tuple[int, uuid.UUID | None]:
     return int(answer.schema_id), (uuid.UUID(str(guid)) if guid else None)
 
 
-class SerializerCore:
-    """Format-independent serializer logic; formats override the hooks at the bottom."""
+class _CoreConfig:
+    """What both cores read from their configuration: the latest-version options and the
+    subject name strategy."""
 
     extra_defaults: Mapping[str, Any] = {}
-    schema_type = "AVRO"
     #: the registry ``format`` to ask for when fetching schemas (Protobuf: ``"serialized"``).
     fetch_format: str | None = None
 
-    def __init__(self, conf: Mapping[str, Any] | None, owner: str) -> None:
-        c = parse_conf(conf, {**SERIALIZER_DEFAULTS, **self.extra_defaults}, owner)
+    def __init__(self, conf: Mapping[str, Any] | None, defaults: Mapping[str, Any],
+                 owner: str) -> None:
+        c = parse_conf(conf, {**defaults, **self.extra_defaults}, owner)
         self.conf = c
         self.owner = owner
-        self.auto_register: bool = c["auto.register.schemas"]
-        self.normalize: bool = c["normalize.schemas"]
         self.use_latest: bool = c["use.latest.version"]
         self.latest_metadata: Mapping[str, str] | None = c["use.latest.with.metadata"]
+        self.strategy: Callable[..., str | None] = c["subject.name.strategy"]
+        self.record_name: str | None = None
+        self.zigzag = True
+
+
+class SerializerCore(_CoreConfig):
+    """Format-independent serializer logic; formats override the hooks at the bottom."""
+
+    schema_type = "AVRO"
+
+    def __init__(self, conf: Mapping[str, Any] | None, owner: str) -> None:
+        _CoreConfig.__init__(self, conf, SERIALIZER_DEFAULTS, owner)
+        c = self.conf
+        self.auto_register: bool = c["auto.register.schemas"]
+        self.normalize: bool = c["normalize.schemas"]
         if self.use_latest and self.auto_register:
             raise ConfigError(f"{owner}: cannot enable both use.latest.version and "
                               "auto.register.schemas")
-        self.strategy: Callable[..., str | None] = c["subject.name.strategy"]
         self.topic_strategy = self.strategy is topic_subject_name_strategy
         self.by_value_topic: dict[str, Resolved] = {}
         self.by_key_topic: dict[str, Resolved] = {}
         self.id_serializer: Callable[..., bytes] = c["schema.id.serializer"]
         self.fast_prefix = self.id_serializer is prefix_schema_id_serializer
         self.resolved: dict[str | None, Resolved] = {}
-        self.record_name: str | None = None
-        self.zigzag = True
 
     def subject(self, ctx: SerializationContext | None) -> str:
         """The subject for this record, from the configured strategy.
@@ -280,25 +299,17 @@ class SerializerCore:
         return write
 
 
-class DeserializerCore:
+class DeserializerCore(_CoreConfig):
     """Format-independent deserializer logic; formats override the hooks at the bottom."""
 
-    extra_defaults: Mapping[str, Any] = {}
     protobuf = False
-    fetch_format: str | None = None
 
     def __init__(self, conf: Mapping[str, Any] | None, owner: str) -> None:
-        c = parse_conf(conf, {**DESERIALIZER_DEFAULTS, **self.extra_defaults}, owner)
-        self.conf = c
-        self.owner = owner
-        self.use_latest: bool = c["use.latest.version"]
-        self.latest_metadata: Mapping[str, str] | None = c["use.latest.with.metadata"]
+        _CoreConfig.__init__(self, conf, DESERIALIZER_DEFAULTS, owner)
         self.per_subject = self.use_latest or self.latest_metadata is not None
-        self.strategy: Callable[..., str | None] = c["subject.name.strategy"]
-        self.id_deserializer: Callable[..., tuple[SchemaId, int]] = c["schema.id.deserializer"]
+        self.id_deserializer: Callable[..., tuple[SchemaId, int]] = (
+            self.conf["schema.id.deserializer"])
         self.readers: dict[Any, Any] = {}
-        self.zigzag = True
-        self.record_name: str | None = None
         self.fast = (self.id_deserializer is dual_schema_id_deserializer
                      and not self.per_subject)
 
@@ -519,8 +530,8 @@ class TextSchemaSerializerCore(SerializerCore, ReferenceParsing, TextSchemaHooks
             ``use.latest.with.metadata``.
     """
 
-    def __init__(self, schema_str: Any, to_dict: Any, conf: Mapping[str, Any] | None,
-                 owner: str) -> None:
+    def __init__(self, schema_str: Any, to_dict: ToDict | None,
+                 conf: Mapping[str, Any] | None, owner: str) -> None:
         SerializerCore.__init__(self, conf, owner)
         ReferenceParsing.__init__(self)
         if to_dict is not None and not callable(to_dict):
@@ -555,8 +566,8 @@ class TextSchemaDeserializerCore(DeserializerCore, ReferenceParsing, TextSchemaH
         ConfigError: ``from_dict`` not callable.
     """
 
-    def __init__(self, schema_str: Any, from_dict: Any, conf: Mapping[str, Any] | None,
-                 owner: str) -> None:
+    def __init__(self, schema_str: Any, from_dict: FromDict | None,
+                 conf: Mapping[str, Any] | None, owner: str) -> None:
         DeserializerCore.__init__(self, conf, owner)
         ReferenceParsing.__init__(self)
         if from_dict is not None and not callable(from_dict):

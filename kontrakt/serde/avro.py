@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
@@ -19,12 +19,14 @@ from kontrakt.serde._base import (
     AsyncDeserializer,
     AsyncSerializer,
     DeserializerCore,
+    FromDict,
     SerializerCore,
     SyncDeserializer,
     SyncSerializer,
     TextSchemaDeserializerCore,
     TextSchemaHooks,
     TextSchemaSerializerCore,
+    ToDict,
 )
 from kontrakt.serde._context import SerializationContext
 from kontrakt.serde._framing import SchemaId
@@ -36,9 +38,6 @@ __all__ = [
     "AvroDeserializer",
     "AvroSerializer",
 ]
-
-ToDict = Callable[[Any, SerializationContext | None], Any]
-FromDict = Callable[[Any, SerializationContext | None], Any]
 
 
 def _schema_text(text: str) -> str:

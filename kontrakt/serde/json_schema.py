@@ -10,7 +10,7 @@ registry's schema references.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kontrakt.errors import ConfigError, SerializationError
@@ -18,11 +18,13 @@ from kontrakt.serde._base import (
     AsyncDeserializer,
     AsyncSerializer,
     DeserializerCore,
+    FromDict,
     SyncDeserializer,
     SyncSerializer,
     TextSchemaDeserializerCore,
     TextSchemaHooks,
     TextSchemaSerializerCore,
+    ToDict,
 )
 from kontrakt.serde._context import SerializationContext
 from kontrakt.serde._framing import SchemaId
@@ -36,8 +38,6 @@ __all__ = [
     "JSONSerializer",
 ]
 
-ToDict = Callable[[Any, SerializationContext | None], Any]
-FromDict = Callable[[Any, SerializationContext | None], Any]
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 

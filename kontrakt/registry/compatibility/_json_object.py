@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kontrakt.registry.compatibility._json_model import JsonNode
 
 if TYPE_CHECKING:
     from kontrakt.registry.compatibility._json_schema import _Context
 
-__all__ = ["compare_array", "compare_object", "limit_change"]
+__all__ = ["compare_array", "compare_object", "keyword_change"]
 
 Compare = Callable[["_Context", "JsonNode | None", "JsonNode | None"], None]
 
@@ -83,9 +83,9 @@ def compare_object(ctx: _Context, original: JsonNode, update: JsonNode, compare:
             ctx.add("ADDITIONAL_PROPERTIES_EXTENDED")
         else:
             compare(ctx, original.additional_schema, update.additional_schema)
-    limit_change(ctx, "maxProperties", "MAX_PROPERTIES", original.max_properties,
+    keyword_change(ctx, "maxProperties", "MAX_PROPERTIES", original.max_properties,
            update.max_properties)
-    limit_change(ctx, "minProperties", "MIN_PROPERTIES", original.min_properties,
+    keyword_change(ctx, "minProperties", "MIN_PROPERTIES", original.min_properties,
            update.min_properties)
 
 
@@ -142,18 +142,19 @@ def _covered(ctx: _Context, compare: Compare, before: JsonNode, after: JsonNode,
             else f"{change}_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
 
 
-def limit_change(ctx: _Context, leaf: str, name: str, before: float | None,
-                 after: float | None) -> None:
-    """Record how a numeric bound ``leaf`` changed: ``{name}_ADDED`` / ``_REMOVED`` /
-    ``_INCREASED`` / ``_DECREASED``."""
+def keyword_change(ctx: _Context, leaf: str, name: str, before: Any, after: Any) -> None:
+    """Record how keyword ``leaf`` changed: ``{name}_ADDED`` / ``_REMOVED``, then for numeric
+    bounds ``_INCREASED`` / ``_DECREASED`` and for other values (``pattern``) ``_CHANGED``."""
     if before == after:
         return
     if before is None:
         ctx.add(f"{name}_ADDED", leaf)
     elif after is None:
         ctx.add(f"{name}_REMOVED", leaf)
-    else:
+    elif isinstance(before, (int, float)) and isinstance(after, (int, float)):
         ctx.add(f"{name}_INCREASED" if before < after else f"{name}_DECREASED", leaf)
+    else:
+        ctx.add(f"{name}_CHANGED", leaf)
 
 
 def _array_open(node: JsonNode) -> bool:
@@ -197,13 +198,13 @@ def compare_array(ctx: _Context, original: JsonNode, update: JsonNode, compare: 
         else:
             compare(ctx, original.additional_items_schema, update.additional_items_schema)
     _unevaluated(ctx, original.unevaluated_items, update.unevaluated_items, compare)
-    limit_change(ctx, "maxItems", "MAX_ITEMS", original.max_items, update.max_items)
-    limit_change(ctx, "minItems", "MIN_ITEMS", original.min_items, update.min_items)
+    keyword_change(ctx, "maxItems", "MAX_ITEMS", original.max_items, update.max_items)
+    keyword_change(ctx, "minItems", "MIN_ITEMS", original.min_items, update.min_items)
     if original.unique_items != update.unique_items:
         ctx.add("UNIQUE_ITEMS_REMOVED" if original.unique_items else "UNIQUE_ITEMS_ADDED",
                 "uniqueItems")
-    limit_change(ctx, "maxContains", "MAX_CONTAINS", original.max_contains, update.max_contains)
-    limit_change(ctx, "minContains", "MIN_CONTAINS", original.min_contains, update.min_contains)
+    keyword_change(ctx, "maxContains", "MAX_CONTAINS", original.max_contains, update.max_contains)
+    keyword_change(ctx, "minContains", "MIN_CONTAINS", original.min_contains, update.min_contains)
 
 
 def _item_removed(ctx: _Context, before: JsonNode, update: JsonNode, compare: Compare) -> None:

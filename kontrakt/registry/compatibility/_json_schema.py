@@ -33,7 +33,7 @@ from kontrakt.registry.compatibility._json_model import (
 from kontrakt.registry.compatibility._json_object import (
     compare_array,
     compare_object,
-    limit_change,
+    keyword_change,
 )
 from kontrakt.registry.compatibility._result import JsonSchemaPolicy, UnsupportedSchemaError
 
@@ -183,10 +183,10 @@ def _compare_same_kind(ctx: _Context, original: JsonNode, update: JsonNode) -> N
     _check_unmodelled(ctx, original, update)
     kind = original.kind
     if kind == "string":
-        limit_change(ctx, "maxLength", "MAX_LENGTH", original.max_length, update.max_length)
-        limit_change(ctx, "minLength", "MIN_LENGTH", original.min_length, update.min_length)
-        _changed(ctx, "pattern", "PATTERN", original.pattern, update.pattern)
-        _changed(ctx, "format", "FORMAT", original.format, update.format)
+        keyword_change(ctx, "maxLength", "MAX_LENGTH", original.max_length, update.max_length)
+        keyword_change(ctx, "minLength", "MIN_LENGTH", original.min_length, update.min_length)
+        keyword_change(ctx, "pattern", "PATTERN", original.pattern, update.pattern)
+        keyword_change(ctx, "format", "FORMAT", original.format, update.format)
     elif kind == "number":
         _number(ctx, original, update)
     elif kind == "enum":
@@ -238,23 +238,14 @@ def _adopt(ctx: _Context, original: JsonNode, update: JsonNode, change: str = ""
     return True
 
 
-def _changed(ctx: _Context, leaf: str, name: str, before: Any, after: Any) -> None:
-    if before == after:
-        return
-    if before is None:
-        ctx.add(f"{name}_ADDED", leaf)
-    elif after is None:
-        ctx.add(f"{name}_REMOVED", leaf)
-    else:
-        ctx.add(f"{name}_CHANGED", leaf)
 
 
 def _number(ctx: _Context, original: JsonNode, update: JsonNode) -> None:
-    limit_change(ctx, "maximum", "MAXIMUM", original.maximum, update.maximum)
-    limit_change(ctx, "minimum", "MINIMUM", original.minimum, update.minimum)
-    limit_change(ctx, "exclusiveMaximum", "EXCLUSIVE_MAXIMUM", original.exclusive_maximum,
+    keyword_change(ctx, "maximum", "MAXIMUM", original.maximum, update.maximum)
+    keyword_change(ctx, "minimum", "MINIMUM", original.minimum, update.minimum)
+    keyword_change(ctx, "exclusiveMaximum", "EXCLUSIVE_MAXIMUM", original.exclusive_maximum,
             update.exclusive_maximum)
-    limit_change(ctx, "exclusiveMinimum", "EXCLUSIVE_MINIMUM", original.exclusive_minimum,
+    keyword_change(ctx, "exclusiveMinimum", "EXCLUSIVE_MINIMUM", original.exclusive_minimum,
             update.exclusive_minimum)
     before, after = original.multiple_of, update.multiple_of
     if before != after:

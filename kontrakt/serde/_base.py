@@ -520,6 +520,22 @@ class TextSchemaHooks:
         raise ConfigError(f"schema_str must be a str, a Schema or a dataclass, not "
                           f"{type(schema_str).__name__}")
 
+    def schema_and_converter(self, schema_str: Any, converter: Any, name: str,
+                             converter_for: Callable[[type, str], Any],
+                             owner: str) -> tuple[Any, Any]:
+        """The prepared schema, and ``converter`` (``to_dict`` / ``from_dict``) or, for a
+        dataclass ``schema_str`` without one, the dataclass's own (``converter_for``).
+
+        Raises:
+            ConfigError: ``converter`` is not callable, or :meth:`prepare` refuses.
+        """
+        if converter is not None and not callable(converter):
+            raise ConfigError(f"{owner}: {name} must be callable")
+        schema = self.prepare(schema_str)
+        if converter is None and isinstance(schema_str, type):
+            converter = converter_for(schema_str, self.dataclass_format)
+        return schema, converter
+
 
 class TextSchemaSerializerCore(SerializerCore, ReferenceParsing, TextSchemaHooks):
     """A serializer core whose schema is given as text, a ``Schema`` or a dataclass (Avro,
@@ -534,17 +550,13 @@ class TextSchemaSerializerCore(SerializerCore, ReferenceParsing, TextSchemaHooks
                  conf: Mapping[str, Any] | None, owner: str) -> None:
         SerializerCore.__init__(self, conf, owner)
         ReferenceParsing.__init__(self)
-        if to_dict is not None and not callable(to_dict):
-            raise ConfigError(f"{owner}: to_dict must be callable")
-        self.schema = self.prepare(schema_str)
+        from kontrakt.serde._dataclasses import to_dict_for
+
+        self.schema, self.to_dict = self.schema_and_converter(
+            schema_str, to_dict, "to_dict", to_dict_for, owner)
         if self.schema is None and not (self.use_latest or self.latest_metadata is not None):
             raise ConfigError(f"{owner}: schema_str is required unless use.latest.version "
                               "or use.latest.with.metadata is set")
-        if to_dict is None and isinstance(schema_str, type):
-            from kontrakt.serde._dataclasses import to_dict_for
-
-            to_dict = to_dict_for(schema_str, self.dataclass_format)
-        self.to_dict = to_dict
         self._local: Any = None
 
     def local_schema(self, ctx: SerializationContext | None) -> Steps:
@@ -570,14 +582,10 @@ class TextSchemaDeserializerCore(DeserializerCore, ReferenceParsing, TextSchemaH
                  conf: Mapping[str, Any] | None, owner: str) -> None:
         DeserializerCore.__init__(self, conf, owner)
         ReferenceParsing.__init__(self)
-        if from_dict is not None and not callable(from_dict):
-            raise ConfigError(f"{owner}: from_dict must be callable")
-        self.schema = self.prepare(schema_str)
-        if from_dict is None and isinstance(schema_str, type):
-            from kontrakt.serde._dataclasses import from_dict_for
+        from kontrakt.serde._dataclasses import from_dict_for
 
-            from_dict = from_dict_for(schema_str, self.dataclass_format)
-        self.from_dict = from_dict
+        self.schema, self.from_dict = self.schema_and_converter(
+            schema_str, from_dict, "from_dict", from_dict_for, owner)
 
     def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
         return (yield from self.parse_schema(schema))

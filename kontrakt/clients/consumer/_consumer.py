@@ -289,6 +289,12 @@ class AsyncConsumer:
         Raises:
             See :meth:`getmany`.
         """
+        if (self._started and self._coordinator is None and not self._closed
+                and self._fetcher.error is None):
+            # Fast path (a record is buffered): nothing else to check without a group.
+            rec = self._buffer.drain_one()
+            if rec is not None:
+                return rec
         if not self._started:
             await self.start()
         deadline: float | None = None

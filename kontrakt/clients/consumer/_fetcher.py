@@ -62,7 +62,6 @@ _INT32_MAX = 2**31 - 1
 #: keeps streaming the next response while this one is decoded (without the pass, its
 #: sending stalls once the socket buffers are full, until the whole response is decoded).
 _CHUNK_BYTES = 256 * 1024
-_new_tuple = tuple.__new__
 
 CommittedLookup = Callable[[list[TopicPartition]],
                            Awaitable[Mapping[TopicPartition, OffsetAndMetadata | None]]]
@@ -223,7 +222,11 @@ class FetchBuffer:
 
     def drain_one(self) -> ConsumerRecord[Any, Any] | None:
         """Take one record (the fast path of a per-record ``poll()``)."""
-        with self.lock:
+        # acquire/release rather than ``with``: this runs once per record, and the with
+        # statement's __exit__ call costs more than everything else here.
+        lock = self.lock
+        lock.acquire()
+        try:
             if self._errors:
                 self._raise_errors()
             queue = self._queue
@@ -233,12 +236,13 @@ class FetchBuffer:
                 i = cf.index
                 records = cf.records
                 if st.gen == cf.gen and not st.paused and i < len(records) - 1:
-                    rec = records[i]
                     cf.index = i + 1
-                    # Built as a tuple directly (the named tuple's own __new__ is a Python
-                    # call): (offset + 1, leader_epoch) of the record handed over.
-                    st.position = _new_tuple(FetchPosition, (rec[2] + 1, rec[8]))
-                    return rec
+                    # The position follows cf.index (see PartitionState.cursor); the last
+                    # record of a fetch goes through drain(), which sets it for good.
+                    st.cursor = cf
+                    return records[i]
+        finally:
+            lock.release()
         got = self.drain(1)
         for recs in got.values():
             return recs[0]

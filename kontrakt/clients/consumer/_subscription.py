@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.errors import IllegalStateError
@@ -37,7 +37,11 @@ class PartitionState:
     """Mutable per-partition consumption state.
 
     Attributes:
-        position: next record to hand to the application, None until resolved.
+        position: next record to hand to the application, None until resolved. While
+            ``cursor`` is set, it is derived from the last record handed out of it.
+        cursor: the buffered fetch (``CompletedFetch``) a per-record ``poll()`` is reading:
+            one record handed out then costs an index bump and this reference, instead of a
+            new position tuple. Cleared by any assignment to ``position``.
         fetch_offset: next offset to fetch (runs ahead of ``position`` by the prefetch).
         gen: bumped on every seek/reset; fetched data from an older gen is dropped.
         reset: a pending reset strategy ("earliest"/"latest"), or None.
@@ -52,13 +56,13 @@ class PartitionState:
             fetches again (and only a repeated answer resets the position).
     """
 
-    __slots__ = ("buffered_bytes", "failed", "fetch_offset", "gen", "highwater",
-                 "last_fetched_epoch", "last_stable_offset", "log_start_offset",
-                 "out_of_range_at", "paused", "position", "reset", "seen_leader_epoch",
-                 "validating")
+    __slots__ = ("_position", "buffered_bytes", "cursor", "failed", "fetch_offset", "gen",
+                 "highwater", "last_fetched_epoch", "last_stable_offset", "log_start_offset",
+                 "out_of_range_at", "paused", "reset", "seen_leader_epoch", "validating")
 
     def __init__(self) -> None:
-        self.position: FetchPosition | None = None
+        self._position: FetchPosition | None = None
+        self.cursor: Any = None
         self.fetch_offset = -1
         self.last_fetched_epoch = -1
         self.gen = 0
@@ -72,6 +76,21 @@ class PartitionState:
         self.validating = False
         self.failed = False
         self.out_of_range_at: int | None = None
+
+    @property
+    def position(self) -> FetchPosition | None:
+        """Next record to hand to the application, None until resolved."""
+        cf = self.cursor
+        if cf is not None:
+            # The fetch's index is read once: the record before it is the last handed out.
+            rec = cf.records[cf.index - 1]
+            return FetchPosition(rec.offset + 1, rec.leader_epoch)
+        return self._position
+
+    @position.setter
+    def position(self, value: FetchPosition | None) -> None:
+        self._position = value
+        self.cursor = None
 
     def seek(self, offset: int, leader_epoch: int = -1) -> None:
         """Move to ``offset``; drops prefetched data and any pending reset."""
@@ -246,5 +265,9 @@ class SubscriptionState:
 
     def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """What to commit: every assigned partition's position."""
-        return {tp: OffsetAndMetadata(st.position.offset, "", st.position.leader_epoch)
-                for tp, st in self.assignment.items() if st.position is not None}
+        out: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, st in self.assignment.items():
+            pos = st.position  # read once: a sync caller's poll() may move it meanwhile
+            if pos is not None:
+                out[tp] = OffsetAndMetadata(pos.offset, "", pos.leader_epoch)
+        return out

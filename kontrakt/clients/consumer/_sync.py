@@ -201,9 +201,12 @@ class Consumer:
         """
         buf = self._buffer
         if self._started and not self._callbacks:
-            # Fast path (a record is buffered): what _prepare() does, without its calls.
-            self._async._check()
-            self._async._polled()
+            # Fast path (a record is buffered): what _prepare() does, without its calls
+            # when there is nothing to check (no group, no fetcher error, not closed).
+            a = self._async
+            if a._coordinator is not None or a._closed or a._fetcher.error is not None:
+                a._check()
+                a._polled()
             rec = buf.drain_one()
             if rec is not None:
                 return rec

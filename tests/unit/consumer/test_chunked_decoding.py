@@ -199,3 +199,48 @@ def test_seek_while_a_response_is_decoded_drops_the_rest_of_it() -> None:
                 assert await c.position(TP0) == 400
 
     asyncio.run(main())
+
+
+def test_per_record_polls_move_the_position_through_the_cursor() -> None:
+    from kontrakt.clients.consumer._fetcher import CompletedFetch, FetchBuffer
+    from kontrakt.clients.consumer._subscription import FetchPosition, SubscriptionState
+
+    subs = SubscriptionState()
+    subs.assign([TP0])
+    subs.seek(TP0, 10)
+    st = subs.state(TP0)
+    recs, nxt, _ = parse_partition(TOPIC, 0, _batch(10, 5), 10, read_committed=False,
+                                   aborted=None, check_crcs=True)
+    buf = FetchBuffer(1 << 20)
+    cf = CompletedFetch(TP0, st, st.gen, recs, nxt + 1, 3, 100)  # 15: a control record
+    buf.add(cf)
+    for want in (10, 11, 12):
+        rec = buf.drain_one()
+        assert rec is not None and rec.offset == want
+        assert st.position == FetchPosition(want + 1, 3)
+    assert st.cursor is cf
+    assert subs.consumed_offsets()[TP0].offset == 13  # what a commit would send
+    got = buf.drain_one()
+    assert got is not None and got.offset == 13 and st.position == FetchPosition(14, 3)
+    last = buf.drain_one()  # the fetch's last record: the position jumps past the marker
+    assert last is not None and last.offset == 14
+    assert st.position == FetchPosition(16, 3) and st.cursor is None
+    assert buf.drain_one() is None and buf.total_bytes == 0
+    # A seek in the middle of a fetch wins over the cursor and drops the rest.
+    recs2, _, _ = parse_partition(TOPIC, 0, _batch(16, 4), 16, read_committed=False,
+                                  aborted=None, check_crcs=True)
+    buf.add(CompletedFetch(TP0, st, st.gen, recs2, 20, 3, 100))
+    first = buf.drain_one()
+    assert first is not None and first.offset == 16 and st.position == FetchPosition(17, 3)
+    subs.seek(TP0, 5)
+    assert st.cursor is None and st.position == FetchPosition(5, -1)
+    assert buf.drain_one() is None and st.position == FetchPosition(5, -1)
+    # drain() after per-record polls takes the rest and sets the position itself.
+    recs3, _, _ = parse_partition(TOPIC, 0, _batch(5, 4), 5, read_committed=False,
+                                  aborted=None, check_crcs=True)
+    buf.add(CompletedFetch(TP0, st, st.gen, recs3, 9, 3, 100))
+    one = buf.drain_one()
+    assert one is not None and one.offset == 5
+    rest = buf.drain(10)
+    assert [r.offset for r in rest[TP0]] == [6, 7, 8]
+    assert st.position == FetchPosition(9, 3) and st.cursor is None

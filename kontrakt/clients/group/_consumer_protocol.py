@@ -152,11 +152,7 @@ class ConsumerGroupMembership(GroupCoordinator):
         """
         now = time.monotonic()
         poll_deadline = self._last_poll + self.max_poll_interval
-        if now >= poll_deadline:
-            log.warning("max.poll.interval.ms (%s ms) exceeded without a poll: leaving group "
-                        "%s", int(self.max_poll_interval * 1000), self.group_id)
-            self._poll_timed_out = True
-            await self._give_up_membership("consumer poll timeout has expired", lost=True)
+        if await self._poll_timeout(now, poll_deadline):
             return True
         if self.auto_commit and self.member_epoch > 0 and now >= self._next_auto_commit:
             self._next_auto_commit = now + self.auto_commit_interval

@@ -806,15 +806,22 @@ class GroupCoordinator:
 
     # --- stable member ------------------------------------------------------------------
 
+    async def _poll_timeout(self, now: float, poll_deadline: float) -> bool:
+        """Leave the group (partitions lost) when the application stopped polling for
+        max.poll.interval.ms; it rejoins at its next poll."""
+        if now < poll_deadline:
+            return False
+        log.warning("max.poll.interval.ms (%s ms) exceeded without a poll: leaving group %s",
+                    int(self.max_poll_interval * 1000), self.group_id)
+        self._poll_timed_out = True
+        await self._give_up_membership("consumer poll timeout has expired", lost=True)
+        return True
+
     async def _heartbeat_step(self) -> None:
         assert self._changed is not None
         now = time.monotonic()
         poll_deadline = self._last_poll + self.max_poll_interval
-        if now >= poll_deadline:
-            log.warning("max.poll.interval.ms (%s ms) exceeded without a poll: leaving group "
-                        "%s", int(self.max_poll_interval * 1000), self.group_id)
-            self._poll_timed_out = True
-            await self._give_up_membership("consumer poll timeout has expired", lost=True)
+        if await self._poll_timeout(now, poll_deadline):
             return
         if self.auto_commit and now >= self._next_auto_commit:
             self._next_auto_commit = now + self.auto_commit_interval

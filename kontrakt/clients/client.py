@@ -120,7 +120,7 @@ class AsyncKafkaClient:
         self._coordinator_nodes: dict[int, _NodeState] = {}
         #: coordinator keys served over a dedicated connection -> their broker id
         self._dedicated: dict[tuple[int, str], int] = {}
-        self._closing: set[asyncio.Task[None]] = set()
+        self._closing_conns: set[asyncio.Task[None]] = set()
         self._topics: set[str] = set()
         self._all_topics = False
         #: (all topics?, topic names) of the last successful metadata request
@@ -176,7 +176,7 @@ class AsyncKafkaClient:
         self._nodes.clear()
         self._coordinator_nodes.clear()
         self._dedicated.clear()
-        for task in list(self._closing):
+        for task in list(self._closing_conns):
             with contextlib.suppress(BaseException):
                 await task
 
@@ -540,8 +540,8 @@ class AsyncKafkaClient:
         conn, state.conn = state.conn, None
         # Closing waits for the transport; nobody waits for that here.
         task = asyncio.get_running_loop().create_task(conn.close())
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+        self._closing_conns.add(task)
+        task.add_done_callback(self._closing_conns.discard)
 
 
 class KafkaClient:

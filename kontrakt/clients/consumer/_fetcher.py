@@ -58,10 +58,13 @@ _OFFSET_OUT_OF_RANGE = 1
 _SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 _INT32_MAX = 2**31 - 1
 #: Decoded records are handed to the buffer after about this many bytes of batches, and the
-#: loop then runs once: asyncio reads up to 256 KiB per socket per loop pass, so the broker
-#: keeps streaming the next response while this one is decoded (without the pass, its
-#: sending stalls once the socket buffers are full, until the whole response is decoded).
-_CHUNK_BYTES = 256 * 1024
+#: loop then runs once per _LOOP_READ bytes decoded: asyncio reads up to 256 KiB per socket
+#: per loop pass, so the broker keeps streaming the next response while this one is decoded
+#: (without the passes, its sending stalls once the socket buffers are full, until the whole
+#: response is decoded). Chunks are not smaller because the garbage collector is paused per
+#: chunk: every chunk costs a young-generation pass, and every tenth an older one.
+_CHUNK_BYTES = 512 * 1024
+_LOOP_READ = 128 * 1024
 
 CommittedLookup = Callable[[list[TopicPartition]],
                            Awaitable[Mapping[TopicPartition, OffsetAndMetadata | None]]]
@@ -131,18 +134,6 @@ class FetchBuffer:
             self.version += 1
             self.cond.notify_all()
         self.on_data()
-
-    def reserve(self, held: list[tuple[PartitionState, int]], sign: int = 1) -> None:
-        """Count (``sign`` 1) or stop counting (-1) bytes not yet decoded against the
-        partitions' and the buffer's limits (loop thread)."""
-        freed = False
-        with self.lock:
-            for st, n in held:
-                self.total_bytes += sign * n
-                st.buffered_bytes += sign * n
-                freed = freed or sign < 0
-        if freed:
-            self.on_space()
 
     def has_data(self) -> bool:
         """True when records or errors are waiting (may include stale ones)."""
@@ -553,14 +544,18 @@ class Fetcher:
             return
         now = time.monotonic()
         by_node: dict[int, list[TopicPartition]] = {}
+        held: set[int] = set()  # nodes with partitions waiting for buffer space
         need_metadata = False
+        pmax = self.partition_max_bytes
         for tp, st in subs.assignment.items():
-            if (not st.fetchable or st.buffered_bytes >= self.partition_max_bytes
-                    or tp in self._inflight_tps):
+            if not st.fetchable or tp in self._inflight_tps:
                 continue
             node = cluster.leader_for(tp.topic, tp.partition)
             if node < 0:
                 need_metadata = True
+                continue
+            if st.buffered_bytes >= pmax:
+                held.add(node)
                 continue
             if node in self._inflight:
                 continue
@@ -574,8 +569,21 @@ class Fetcher:
             self.client.request_metadata_refresh()
             self._wake_later(self._retry[0] * 2)
         for node, tps in by_node.items():
+            if node in held and all(self._caught_up(subs.assignment[tp]) for tp in tps):
+                # Only partitions with nothing new would go: the broker would hold that
+                # fetch for fetch.max.wait.ms, and the node's partitions whose buffered
+                # records are being consumed could not be fetched meanwhile. Wait for the
+                # buffer to make room instead (it wakes the planner).
+                continue
             self._inflight_tps.update(tps)
             self._inflight[node] = self._spawn(self._fetch(node, tps))
+
+    def _caught_up(self, st: PartitionState) -> bool:
+        """True when the last fetch response said there is nothing past the fetch offset."""
+        end = st.highwater
+        if self.read_committed and st.last_stable_offset is not None:
+            end = st.last_stable_offset
+        return end is not None and st.fetch_offset >= end
 
     def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
         assert self._loop is not None
@@ -842,27 +850,14 @@ class Fetcher:
             if refresh:
                 self.client.request_metadata_refresh()
                 self._backoff_node(node)
-            waiting = prev is not None and not prev.done()
-            held: list[tuple[PartitionState, int]] = []
-            if waiting:
-                # While this response waits for the one before it, its bytes count against
-                # the prefetch limits, so no more is fetched for these partitions until it
-                # is being decoded (at most one response per partition waits).
-                held = [(st, len(pd.records)) for _, st, _, _, pd in decode]
-                self.buffer.reserve(held)
-            try:
-                self._release_node(node, tps, released)
-                self._plan()
-                if waiting:
-                    assert prev is not None
-                    await asyncio.shield(prev)
-                else:
-                    await asyncio.sleep(0)  # let the next fetch go out before decoding
-            finally:
-                if held:
-                    self.buffer.reserve(held, -1)
-            if waiting:
-                self._plan()
+            if prev is not None and not prev.done():
+                # The response before this one is still being decoded. The node stays busy
+                # meanwhile (no further fetch to it), so at most one response per node
+                # waits here besides the one decoded and the prefetch stays bounded.
+                await asyncio.shield(prev)
+            self._release_node(node, tps, released)
+            self._plan()
+            await asyncio.sleep(0)  # let the next fetch go out before decoding
             for tp, st, gen, offset, pd in decode:
                 if st.gen == gen:
                     await self._decode_partition(tp, st, gen, offset, pd)
@@ -941,7 +936,8 @@ class Fetcher:
             if epoch >= 0:
                 st.last_fetched_epoch = epoch
             buffer.add(CompletedFetch(tp, st, gen, records, next_offset, epoch, size))
-            await asyncio.sleep(0)
+            for _ in range(max(1, size // _LOOP_READ)):
+                await asyncio.sleep(0)
 
     def _partition_error(self, tp: TopicPartition, st: PartitionState, offset: int,
                          code: int) -> bool:

@@ -244,3 +244,55 @@ def test_per_record_polls_move_the_position_through_the_cursor() -> None:
     rest = buf.drain(10)
     assert [r.offset for r in rest[TP0]] == [6, 7, 8]
     assert st.position == FetchPosition(9, 3) and st.cursor is None
+
+
+def test_no_fetch_of_only_caught_up_partitions_while_others_wait_for_buffer_space() -> None:
+    # p0 has data in many responses, p1 none. Each response puts p0 over
+    # max.partition.fetch.bytes until consumed; a fetch listing only p1 would be held by
+    # the broker for fetch.max.wait.ms and keep p0 from being fetched meanwhile.
+    log = _log(12, 10)
+    requests: list[tuple[list[int], int]] = []
+
+    async def handle(version: int, req: Any) -> Any:
+        R = FetchResponse.FetchableTopicResponse
+        P = R.PartitionData
+        parts = []
+        asked = sorted(p.partition for t in req.topics for p in t.partitions)
+        offsets = {p.partition: p.fetch_offset for t in req.topics for p in t.partitions}
+        requests.append((asked, offsets.get(0, -1)))
+        for part, offset in offsets.items():
+            blobs = ([b for base, b in log if base + 10 > offset][:3] if part == 0 else [])
+            parts.append(P(partition_index=part, error_code=0,
+                           high_watermark=120 if part == 0 else 0, last_stable_offset=-1,
+                           log_start_offset=0, records=b"".join(blobs)))
+        if not any(p.records for p in parts):
+            await asyncio.sleep(req.max_wait_ms / 1000)
+        return FetchResponse(session_id=0, responses=[R(topic=TOPIC, partitions=parts)])
+
+    async def main() -> None:
+        async with FakeBroker({TOPIC: 2}, {1: handle}) as broker:  # noqa: SIM117
+            async with AsyncConsumer(bootstrap_servers=broker.bootstrap,
+                                     max_partition_fetch_bytes=100,
+                                     fetch_max_wait_ms=3000) as c:
+                tp1 = TopicPartition(TOPIC, 1)
+                c.assign([TP0, tp1])
+                c.seek(TP0, 0)
+                c.seek(tp1, 0)
+                offsets: list[int] = []
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                for _ in range(500):
+                    for recs in (await c.getmany(timeout=5.0, max_records=4)).values():
+                        offsets.extend(r.offset for r in recs)
+                    if len(offsets) >= 120:
+                        break
+                    await asyncio.sleep(0.003)  # a slow application: p0's buffer stays full
+                took = loop.time() - started
+        assert offsets == list(range(120))
+        # Every fetch made before p0's last one listed p0; none waited out
+        # fetch.max.wait.ms.
+        last_p0 = max(i for i, (_, p0_offset) in enumerate(requests) if 0 <= p0_offset < 120)
+        assert all(0 in asked for asked, _ in requests[:last_p0]), requests
+        assert took < 2.5, requests
+
+    asyncio.run(main())

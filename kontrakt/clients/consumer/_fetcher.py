@@ -1,11 +1,14 @@
 """Fetching: one fetch in flight per broker, a bounded prefetch buffer, fetch sessions.
 
 How data flows: the :class:`Fetcher` (event loop) sends a Fetch to each leader that has
-fetchable partitions, decodes each partition's record set into whole lists of
-:class:`~kontrakt.ConsumerRecord` and appends them to the :class:`FetchBuffer` as one
-:class:`CompletedFetch` per partition. The application drains the buffer — from the loop
-(async consumer) or from its own thread (sync consumer) — taking many records per lock
-acquisition; no record crosses threads on its own.
+fetchable partitions. When the response arrives, the next Fetch goes out at once (its
+offsets come from the batch headers), then each partition's record set is decoded in
+chunks of whole batches into lists of :class:`~kontrakt.ConsumerRecord`, each appended to
+the :class:`FetchBuffer` as one :class:`CompletedFetch`; the loop runs between chunks, so
+the next response streams in meanwhile. Responses are decoded in arrival order. The
+application drains the buffer — from the loop (async consumer) or from its own thread
+(sync consumer) — taking many records per lock acquisition; no record crosses threads on
+its own.
 
 Positions: ``PartitionState.fetch_offset`` runs ahead (prefetch), ``position`` only moves
 when records are handed to the application, so commits never cover unseen records. Every
@@ -46,7 +49,8 @@ from kontrakt.protocol.messages import (
 )
 from kontrakt.protocol.records import ControlRecordType, RecordBatch, iter_batches
 
-__all__ = ["CompletedFetch", "FetchBuffer", "FetchSession", "Fetcher", "parse_partition"]
+__all__ = ["CompletedFetch", "FetchBuffer", "FetchSession", "Fetcher", "iter_partition_chunks",
+           "parse_partition"]
 
 log = logging.getLogger("kontrakt.consumer.fetcher")
 
@@ -213,8 +217,8 @@ class FetchBuffer:
 
     def drain_one(self) -> ConsumerRecord[Any, Any] | None:
         """Take one record (the fast path of a per-record ``poll()``)."""
-        # acquire/release rather than ``with``: this runs once per record, and the with
-        # statement's __exit__ call costs more than everything else here.
+        # acquire/release rather than ``with``: this runs once per record, and a bare
+        # ``with lock:`` measured about a third of the old per-record cost.
         lock = self.lock
         lock.acquire()
         try:
@@ -308,8 +312,16 @@ def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_
     A chunk is yielded once it spans at least ``chunk_bytes`` bytes of batches (0: every
     batch), and a last one for the rest, so a caller can hand records out (and let the
     event loop read the socket) while later batches wait. Chunks cover consecutive batches,
-    so each chunk's next offset is where the following chunk starts. The garbage collector
-    is paused while each batch is decoded (see :func:`_gc_paused`), never across a yield.
+    so each chunk's next offset is where the following chunk starts.
+
+    CPython's cyclic garbage collector is paused while a chunk is decoded, never across a
+    yield (so an async application never runs with it paused; a sync application's thread
+    may, as it always could while the loop thread decodes).
+    Decoding builds thousands of container objects (records and their header lists) that
+    all survive, so young-generation passes every few hundred allocations would scan them
+    again and again (measured: about 40% of the decoding time); paused, each chunk costs
+    one pass. Records hold no reference cycles, so nothing waits for the collector. It is
+    left alone when the application has disabled it.
 
     Yields:
         (records, next fetch offset after the chunk, leader epoch of the chunk's last batch

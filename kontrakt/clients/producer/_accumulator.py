@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import threading
 import time
 from collections import deque
@@ -22,16 +21,15 @@ from collections.abc import Callable, Generator, Sequence
 from operator import itemgetter
 from typing import Any
 
-import crc32c
-
 from kontrakt._types import RecordMetadata
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError
 from kontrakt.protocol.records import (
     BATCH_HEADER_SIZE,
     CompressionType,
     RecordBatchBuilder,
-    compress,
 )
+from kontrakt.protocol.records._batch import TRANSACTIONAL_MASK
+from kontrakt.protocol.records._builder import encode_headers, frame_batch
 from kontrakt.protocol.records._model import SMALL_LIMIT, VARINT_BYTES, encode_varint
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "RecordFuture"]
@@ -43,11 +41,6 @@ DeliveryCallback = Callable[[BaseException | None, RecordMetadata], None]
 
 _SMALL = SMALL_LIMIT
 _new_tuple = tuple.__new__
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC = struct.Struct(">I")
-_CRC_OFFSET = 17
-_ATTRIBUTES_OFFSET = 21
-_TRANSACTIONAL = 0x10
 
 #: returned by :meth:`RecordAccumulator.append` when ``abort_on_new_batch`` stops it
 ABORTED: Any = object()
@@ -120,10 +113,12 @@ class ProducerBatch:
                     producer_id=producer_id, producer_epoch=producer_epoch,
                     base_sequence=self.base_sequence, is_transactional=transactional)
             else:
-                self.blob = encode_batch(
+                self.blob = frame_batch(
                     b"".join(self.parts), self.count, self.base_timestamp, self.max_timestamp,
-                    producer_id, producer_epoch, self.base_sequence, transactional,
-                    self.acc.compression, self.acc.compression_level)
+                    producer_id=producer_id, producer_epoch=producer_epoch,
+                    base_sequence=self.base_sequence,
+                    attributes=TRANSACTIONAL_MASK if transactional else 0,
+                    codec=self.acc.compression, level=self.acc.compression_level)
             self.blob_key = key
         return self.blob
 
@@ -559,46 +554,3 @@ def expired_error(batch: ProducerBatch, now: float) -> KafkaTimeoutError:
         f"expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
         f"{(now - batch.created) * 1000:.0f} ms has passed since batch creation "
         "(delivery.timeout.ms)")
-
-
-def encode_headers(headers: Sequence[Header]) -> bytes:
-    """A record's header section (count, then name/value pairs as varint-sized bytes).
-
-    Raises:
-        TypeError: a name is not str or a value not bytes/None.
-    """
-    parts = [encode_varint(len(headers))]
-    for name, hvalue in headers:
-        if type(name) is not str:
-            raise TypeError(f"header name must be str, not {type(name).__name__}")
-        raw = name.encode("utf-8")
-        parts.append(encode_varint(len(raw)))
-        parts.append(raw)
-        if hvalue is None:
-            parts.append(b"\x01")
-        elif isinstance(hvalue, (bytes, bytearray, memoryview)):
-            parts.append(encode_varint(len(hvalue)))
-            parts.append(bytes(hvalue))
-        else:
-            raise TypeError(f"header {name!r} value must be bytes or None, "
-                            f"not {type(hvalue).__name__}")
-    return b"".join(parts)
-
-
-def encode_batch(body: bytes, count: int, base_timestamp: int, max_timestamp: int,
-                 producer_id: int, producer_epoch: int, base_sequence: int,
-                 transactional: bool, codec: CompressionType, level: int | None) -> bytes:
-    """A v2 record batch around already encoded records (same layout
-    :class:`~kontrakt.protocol.records.RecordBatchBuilder` writes; base offset 0)."""
-    attributes = 0
-    if codec:
-        body = compress(codec, body, level)
-        attributes = int(codec)
-    if transactional:
-        attributes |= _TRANSACTIONAL
-    header = bytearray(_HEADER.pack(
-        0, BATCH_HEADER_SIZE - 12 + len(body), -1, 2, 0, attributes, count - 1,
-        base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count))
-    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(header)[_ATTRIBUTES_OFFSET:]))
-    _CRC.pack_into(header, _CRC_OFFSET, crc)
-    return bytes(header) + body

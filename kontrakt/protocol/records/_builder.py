@@ -34,7 +34,7 @@ from kontrakt.protocol.records._model import (
     encode_varint,
 )
 
-__all__ = ["RecordBatchBuilder"]
+__all__ = ["RecordBatchBuilder", "encode_headers", "frame_batch"]
 
 _crc32c = _crc32c_mod.crc32c
 
@@ -218,7 +218,7 @@ class RecordBatchBuilder:
         else:
             vlen = len(value)
             vb = small[vlen] if vlen < limit else encode_varint(vlen)
-        hb = _encode_headers(headers) if headers else b"\x00"
+        hb = encode_headers(headers) if headers else b"\x00"
         body_len = 1 + len(tsb) + len(odb) + len(kb) + klen + len(vb) + vlen + len(hb)
         lb = small[body_len] if body_len < limit else encode_varint(body_len)
         size = self._size + len(lb) + body_len
@@ -274,26 +274,64 @@ class RecordBatchBuilder:
         if partition_leader_epoch is not None:
             self.partition_leader_epoch = partition_leader_epoch
         attributes = 0
-        body = b"".join(self._parts)
-        codec = self._codec
-        if codec:
-            body = compress(codec, body, self._level, snappy_framing=self._snappy_framing)
-            attributes = int(codec)
         if self._log_append_time:
             attributes |= TIMESTAMP_TYPE_MASK
         if self.is_transactional:
             attributes |= TRANSACTIONAL_MASK
         if self._is_control:
             attributes |= CONTROL_MASK
-        header = bytearray(HEADER.pack(
-            self.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body),
-            self.partition_leader_epoch, 2, 0, attributes, self._last_offset_delta,
-            self._base_timestamp, self._max_timestamp, self.producer_id,
-            self.producer_epoch, self.base_sequence, self._count,
-        ))
-        crc = _crc32c(body, _crc32c(memoryview(header)[_ATTRIBUTES_OFFSET:]))
-        _CRC.pack_into(header, _CRC_OFFSET, crc)
-        return bytes(header) + body
+        return frame_batch(
+            b"".join(self._parts), self._count, self._base_timestamp, self._max_timestamp,
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence, attributes=attributes, codec=self._codec,
+            level=self._level, snappy_framing=self._snappy_framing,
+            base_offset=self.base_offset, last_offset_delta=self._last_offset_delta,
+            partition_leader_epoch=self.partition_leader_epoch)
+
+
+def frame_batch(
+    records: bytes,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    attributes: int = 0,
+    codec: CompressionType = CompressionType.NONE,
+    level: int | None = None,
+    snappy_framing: Literal["xerial", "raw"] = "xerial",
+    base_offset: int = 0,
+    last_offset_delta: int | None = None,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A v2 batch around ``count`` already encoded records: compression, header and CRC.
+
+    Shared by :meth:`RecordBatchBuilder.build` and the producer, which encodes its records
+    as they are appended and frames them only when a batch is sent.
+
+    Args:
+        records: the records' bytes, concatenated.
+        count: how many records ``records`` holds.
+        base_timestamp, max_timestamp: milliseconds (-1 for an empty batch).
+        attributes: flag bits other than the codec (transactional, control, timestamp type).
+        last_offset_delta: default ``count - 1`` (records numbered from 0 without gaps).
+
+    Raises:
+        ValueError: a compression level the codec rejects.
+    """
+    if codec:
+        records = compress(codec, records, level, snappy_framing=snappy_framing)
+        attributes |= int(codec)
+    header = bytearray(HEADER.pack(
+        base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records), partition_leader_epoch,
+        2, 0, attributes, count - 1 if last_offset_delta is None else last_offset_delta,
+        base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count,
+    ))
+    _CRC.pack_into(header, _CRC_OFFSET,
+                   _crc32c(records, _crc32c(memoryview(header)[_ATTRIBUTES_OFFSET:])))
+    return bytes(header) + records
 
 
 def _as_bytes(data: object, what: str) -> bytes:
@@ -302,19 +340,27 @@ def _as_bytes(data: object, what: str) -> bytes:
     raise TypeError(f"record {what} must be bytes-like or None, not {type(data).__name__}")
 
 
-def _encode_headers(headers: Sequence[Header]) -> bytes:
+def encode_headers(headers: Sequence[Header]) -> bytes:
+    """A record's header section: the count, then each name and value as varint-sized bytes
+    (a None value as length -1).
+
+    Raises:
+        TypeError: a name is not str, or a value not bytes-like or None (the message names
+            the header).
+    """
     parts = [encode_varint(len(headers))]
     for name, hvalue in headers:
-        if not isinstance(name, str):
+        if type(name) is not str:
             raise TypeError(f"header name must be str, not {type(name).__name__}")
         raw = name.encode("utf-8")
         parts.append(encode_varint(len(raw)))
         parts.append(raw)
         if hvalue is None:
             parts.append(b"\x01")
+        elif isinstance(hvalue, (bytes, bytearray, memoryview)):
+            parts.append(encode_varint(len(hvalue)))
+            parts.append(bytes(hvalue))
         else:
-            hv = _as_bytes(hvalue, "header value")
-            parts.append(encode_varint(len(hv)))
-            parts.append(hv)
+            raise TypeError(f"header {name!r} value must be bytes or None, "
+                            f"not {type(hvalue).__name__}")
     return b"".join(parts)
-

@@ -18,6 +18,7 @@ from kontrakt._config import COMMON_OPTIONS, SECURITY_OPTIONS, ClientConfig, Opt
 from kontrakt.clients._net.connection import BrokerConnection, ConnectionSettings
 from kontrakt.clients._net.security import build_sasl, build_ssl_context
 from kontrakt.clients._sync import LoopThread
+from kontrakt.clients._wait import wait_event
 from kontrakt.clients.cluster import BrokerInfo, ClusterMetadata, parse_bootstrap
 from kontrakt.errors import (
     IllegalStateError,
@@ -415,8 +416,7 @@ class AsyncKafkaClient:
         try:
             while True:
                 age = time.monotonic() - self.cluster.updated_at
-                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                    await asyncio.wait_for(self._refresh_wanted.wait(), max(0.0, max_age - age))
+                await wait_event(self._refresh_wanted, max(0.0, max_age - age))
                 # Coalesce bursts of refresh requests (e.g. many partitions losing their
                 # leader at once) into one request per retry.backoff.ms. A refresh for topics
                 # the last one did not ask about is not a repeat: it goes at once (a consumer

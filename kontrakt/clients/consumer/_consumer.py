@@ -12,6 +12,7 @@ from typing import Any
 
 from kontrakt._config import ClientConfig
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import CLIENT_OPTIONS, AsyncKafkaClient
 from kontrakt.clients.consumer._config import CONSUMER_OPTIONS, reset_strategy
 from kontrakt.clients.consumer._fetcher import FetchBuffer, Fetcher
@@ -235,11 +236,7 @@ class AsyncConsumer:
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             return False
-        try:
-            await asyncio.wait_for(self._data.wait(), remaining)
-        except (asyncio.TimeoutError, TimeoutError):
-            return False
-        return True
+        return await wait_event(self._data, remaining)
 
     def _polled(self) -> None:
         if self._coordinator is not None:

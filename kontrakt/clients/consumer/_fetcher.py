@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TimestampType, TopicPartition
+from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
 from kontrakt.clients.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kontrakt.clients.consumer._subscription import (
@@ -617,8 +618,7 @@ class Fetcher:
         """Wait until a background step (fetch, reset, lookup) finishes, or ``timeout``."""
         assert self._progress is not None
         self._progress.clear()
-        with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-            await asyncio.wait_for(self._progress.wait(), timeout)
+        await wait_event(self._progress, timeout)
 
     def _backoff_node(self, node: int) -> None:
         entry = self._node_backoff.get(node)

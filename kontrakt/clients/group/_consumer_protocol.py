@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
+from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
 from kontrakt.clients.group._coordinator import (
     _COORDINATOR_ERRORS,
@@ -140,8 +141,7 @@ class ConsumerGroupMembership(GroupCoordinator):
         assert self._changed is not None
         delay = when - time.monotonic()
         if delay > 0:
-            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), delay)
+            await wait_event(self._changed, delay)
         self._changed.clear()
 
     async def _step(self) -> bool:
@@ -403,9 +403,7 @@ class ConsumerGroupMembership(GroupCoordinator):
                 self._heartbeat_answered = asyncio.Event()
             answered = self._heartbeat_answered
             self._request_rejoin()  # a heartbeat now (KIP-848 has no rejoin)
-            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                await asyncio.wait_for(answered.wait(),
-                                       max(0.0, deadline - time.monotonic()))
+            await wait_event(answered, max(0.0, deadline - time.monotonic()))
         # Still a member, still owning them (a commit on revocation runs before the
         # partitions are given up).
         if self.member_epoch > 0 and partitions <= set(self.subs.assignment):

@@ -24,6 +24,7 @@ from typing import Any
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients._net.connection import BrokerConnection
+from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
 from kontrakt.clients.group._assignors import (
     Assignor,
@@ -837,8 +838,7 @@ class GroupCoordinator:
         wait = min(self.heartbeat_interval, max(0.0, poll_deadline - time.monotonic()))
         if self.auto_commit:
             wait = min(wait, max(0.0, self._next_auto_commit - time.monotonic()))
-        with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), wait)
+        await wait_event(self._changed, wait)
 
     def _metadata_changed(self) -> bool:
         if self._topics_to_join() != self.joined_topics:

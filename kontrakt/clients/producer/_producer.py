@@ -11,6 +11,7 @@ from time import time_ns as _time_ns
 from typing import Any
 
 from kontrakt._types import OffsetAndMetadata, RecordMetadata, TopicPartition
+from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.producer._accumulator import (
     ABORTED,
@@ -563,12 +564,10 @@ class AsyncProducer(_ProducerCore):
         ev = self._memory_event
         ev.clear()
         self._wakeup(True)
-        try:
-            await asyncio.wait_for(ev.wait(), remaining)
-        except (asyncio.TimeoutError, TimeoutError):
+        if not await wait_event(ev, remaining):
             raise KafkaTimeoutError(
                 f"the producer's buffer (buffer.memory={self._settings.buffer_memory} bytes) "
-                "stayed full for max.block.ms") from None
+                "stayed full for max.block.ms")
 
     async def send_and_wait(self, topic: str, value: bytes | None = None,
                             key: bytes | None = None, *, partition: int | None = None,

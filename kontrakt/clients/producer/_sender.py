@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kontrakt.clients._net.connection import BrokerConnection
+from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.producer._accumulator import ProducerBatch, RecordAccumulator, expired_error
 from kontrakt.clients.producer._config import ProducerSettings
@@ -165,10 +166,7 @@ class Sender:
                     continue
                 self._sleep_until = wake_at
                 try:
-                    await asyncio.wait_for(self._wake.wait(),
-                                           None if timeout == _INF else timeout)
-                except (asyncio.TimeoutError, TimeoutError):
-                    pass
+                    await wait_event(self._wake, None if timeout == _INF else timeout)
                 finally:
                     self._sleep_until = _INF
         except asyncio.CancelledError:

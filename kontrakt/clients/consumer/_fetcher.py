@@ -650,9 +650,16 @@ class Fetcher:
                 continue
             c = committed.get(tp)
             if c is not None and c.offset >= 0:
-                st.seek(c.offset, c.leader_epoch)
+                self._seek(st, c.offset, c.leader_epoch)
             else:
                 st.reset = self.subs.default_reset
+
+    def _seek(self, st: PartitionState, offset: int, leader_epoch: int) -> None:
+        # Under the buffer's lock, as the application's seek(): a sync consumer's poll() on
+        # another thread moves positions under it, and must not move this one back to the
+        # end of a fetch that the seek made stale.
+        with self.buffer.lock:
+            st.seek(offset, leader_epoch)
 
     async def _reset_positions(self) -> None:
         pending = self.subs.pending_resets()
@@ -660,10 +667,11 @@ class Fetcher:
         for tp, strategy in pending.items():
             st = self.subs.assignment[tp]
             if strategy == "none":
-                st.reset = None
-                st.position = None
-                st.failed = True
-                st.gen += 1
+                with self.buffer.lock:
+                    st.reset = None
+                    st.position = None
+                    st.failed = True
+                    st.gen += 1
                 self.buffer.add_error(tp, st, OffsetOutOfRangeResetError(
                     f"partition {tp} has no valid position and auto.offset.reset is 'none'; "
                     "seek() to choose one"))
@@ -683,7 +691,7 @@ class Fetcher:
             cur = self.subs.assignment.get(tp)
             if cur is None or cur.gen != gens[tp] or cur.reset is None or res is None:
                 continue
-            cur.seek(res.offset, res.leader_epoch if res.leader_epoch >= 0 else -1)
+            self._seek(cur, res.offset, res.leader_epoch if res.leader_epoch >= 0 else -1)
 
     def _check_leader_epochs(self) -> None:
         """Validate positions after a leader change (KIP-320) where the broker allows."""
@@ -754,7 +762,7 @@ class Fetcher:
                     log.warning("log truncation detected on %s: position %s is past the end "
                                 "offset %s of epoch; seeking there", tp, gens[tp][1],
                                 p.end_offset)
-                    st.seek(p.end_offset, p.leader_epoch)
+                    self._seek(st, p.end_offset, p.leader_epoch)
 
     # --- fetching ----------------------------------------------------------------------
 
@@ -924,7 +932,7 @@ class Fetcher:
             target = min(div.end_offset, offset)
             log.warning("log truncation detected on %s at offset %s; resuming at %s",
                         tp, offset, target)
-            st.seek(target, div.epoch)
+            self._seek(st, target, div.epoch)
             return False
         return bool(pd.records)
 
@@ -968,10 +976,11 @@ class Fetcher:
                 return False
             strategy = self.subs.default_reset
             log.info("offset %s out of range on %s; reset %s", offset, tp, strategy)
-            st.position = None
-            st.reset = strategy
-            st.out_of_range_at = None
-            st.gen += 1
+            with self.buffer.lock:
+                st.position = None
+                st.reset = strategy
+                st.out_of_range_at = None
+                st.gen += 1
             return False
         if err.retriable or err.invalid_metadata:
             log.debug("fetch %s: %s", tp, err.__name__)

@@ -105,6 +105,9 @@ class _KafkaProtocol(asyncio.Protocol):
         pos = 0
         end = len(buf)
         limit = self.conn.settings.max_frame_bytes
+        # Frames are copied out through a view: slicing the bytearray itself would copy each
+        # frame twice (a bytearray slice, then bytes), which shows for multi-MB fetches.
+        view = memoryview(buf)
         try:
             while end - pos >= 4:
                 (size,) = _SIZE.unpack_from(buf, pos)
@@ -114,7 +117,7 @@ class _KafkaProtocol(asyncio.Protocol):
                         f"(limit {limit}, receive.message.max.bytes)")
                 if end - pos - 4 < size:
                     break
-                frame = bytes(buf[pos + 4:pos + 4 + size])
+                frame = view[pos + 4:pos + 4 + size].tobytes()
                 pos += 4 + size
                 self.conn._dispatch(frame)
         except (ProtocolError, CorruptMessageError) as exc:
@@ -124,6 +127,8 @@ class _KafkaProtocol(asyncio.Protocol):
             log.exception("failed to handle a response from %s", self.conn.address)
             self.conn._shutdown(ProtocolError(f"failed to handle a response: {exc!r}"))
             return
+        finally:
+            view.release()  # the bytearray cannot be resized while a view exists
         if pos:
             del buf[:pos]
 

@@ -186,6 +186,10 @@ class SerializerCore(_CoreConfig):
         self.topic_strategy = self.strategy is topic_subject_name_strategy
         self.by_value_topic: dict[str, Resolved] = {}
         self.by_key_topic: dict[str, Resolved] = {}
+        #: the warmest path, read by the shells before anything else: topic -> the
+        #: ``write`` of its value (key) subject, for the default strategy and framing
+        self.value_writes: dict[str, Callable[[Any, Any], bytes]] = {}
+        self.key_writes: dict[str, Callable[[Any, Any], bytes]] = {}
         self.id_serializer: Callable[..., bytes] = c["schema.id.serializer"]
         self.fast_prefix = self.id_serializer is prefix_schema_id_serializer
         self.resolved: dict[str | None, Resolved] = {}
@@ -230,8 +234,11 @@ class SerializerCore(_CoreConfig):
         resolved = Resolved(sid, prefix, parsed, write)
         self.resolved[subject] = resolved
         if self.topic_strategy and ctx is not None and ctx.field is not MessageField.NONE:
-            by_topic = self.by_value_topic if ctx.field is _VALUE else self.by_key_topic
+            value = ctx.field is _VALUE
+            by_topic = self.by_value_topic if value else self.by_key_topic
             by_topic[ctx.topic] = resolved  # the same subject, keyed for the warm path
+            if write is not None:
+                (self.value_writes if value else self.key_writes)[ctx.topic] = write
         return resolved
 
     def serialize_cached(self, obj: Any, ctx: SerializationContext | None) -> Any:
@@ -258,14 +265,20 @@ class SerializerCore(_CoreConfig):
             if r.write is not None:
                 return r.write(obj, ctx)
             payload = self.encode(obj, ctx, r.parsed)
-        except SerializationError as e:
-            if type(e) is SerializationError:
-                raise serialization_error(str(e), ctx, e) from e
-            raise
         except Exception as e:
-            raise serialization_error(f"{self.owner}: cannot encode {type(obj).__name__}: {e}",
-                                      ctx, e) from e
+            err = self.encode_error(e, obj, ctx)
+            if err is e:
+                raise
+            raise err from e
         return self.id_serializer(payload, ctx, r.schema_id)
+
+    def encode_error(self, e: Exception, obj: Any, ctx: SerializationContext | None) -> Exception:
+        """The error to raise for an encoder's failure ``e``: key/value serialization errors
+        pass through; anything else is wrapped into one naming the record."""
+        if isinstance(e, SerializationError):
+            return serialization_error(str(e), ctx, e) if type(e) is SerializationError else e
+        return serialization_error(f"{self.owner}: cannot encode {type(obj).__name__}: {e}",
+                                   ctx, e)
 
     # -- format hooks ----------------------------------------------------------------------
     def local_schema(self, ctx: SerializationContext | None) -> Steps:
@@ -312,39 +325,47 @@ class DeserializerCore(_CoreConfig):
         self.readers: dict[Any, Any] = {}
         self.fast = (self.id_deserializer is dual_schema_id_deserializer
                      and not self.per_subject)
+        #: bytes of the framing head on the warm path (magic byte, id, Protobuf's [0] index)
+        self.head_size = 6 if self.protobuf else 5
 
     def _fast_key(self, data: bytes, ctx: SerializationContext | None) -> tuple[Any, int] | None:
         # The common case, decided from bytes alone: prefix framing, no schema-id header,
-        # and (Protobuf) the one-byte [0] index path. The raw id bytes are the cache key.
+        # and (Protobuf) the one-byte [0] index path. The whole head (magic byte, id and,
+        # for Protobuf, the index byte) is the cache key, so that decode_cached finds a
+        # reader with one slice and one lookup: only heads that passed these checks are
+        # ever stored, and no other key is bytes.
         if self.fast and data[:1] == b"\x00" and (
                 ctx is None or not ctx.headers or not has_schema_id_header(ctx)):
             if not self.protobuf:
-                return data[1:5], 5
+                return data[:5], 5
             if data[5:6] == b"\x00":
-                return data[1:6], 6
+                return data[:6], 6
         return None
 
     def decode_cached(self, data: bytes, ctx: SerializationContext | None) -> Any:
         """Decode ``data`` if its writer schema is loaded already, else return :data:`MISS`.
 
-        The warm path: framing decided from the bytes, one dict lookup, the format's reader.
+        The warm path: one lookup of the framing head, the format's reader.
         """
-        if self.fast and data[:1] == b"\x00" and (
-                ctx is None or not ctx.headers or not has_schema_id_header(ctx)):
-            if not self.protobuf:
-                read = self.readers.get(data[1:5])
-                offset = 5
-            elif data[5:6] == b"\x00":
-                read = self.readers.get(data[1:6])
-                offset = 6
-            else:
-                return MISS
+        if self.fast and (ctx is None or not ctx.headers or not has_schema_id_header(ctx)):
+            offset = self.head_size
+            read = self.readers.get(data[:offset])
         else:
+            read = None
+        if read is None:
+            # Other framings, message indexes other than [0], and bytes the warm path does not
+            # know yet (including malformed ones, which locate() reports).
             key, _, offset = self.locate(data, ctx)
             read = self.readers.get(key)
-        if read is None:
-            return MISS
-        return self.deserialize(data, offset, read, ctx)
+            if read is None:
+                return MISS
+        try:
+            return read(data, offset, ctx)
+        except Exception as e:
+            err = self.decode_error(e, data, ctx)
+            if err is e:
+                raise
+            raise err from e
 
     def locate(self, data: bytes, ctx: SerializationContext | None) -> tuple[Any, SchemaId, int]:
         """Read the schema id: returns the cache key, the id and where the payload starts.
@@ -417,13 +438,20 @@ class DeserializerCore(_CoreConfig):
         """Decode the payload; any failure becomes a key/value deserialization error."""
         try:
             return reader(data, offset, ctx)
-        except SerializationError as e:
-            if type(e) is SerializationError:
-                raise deserialization_error(str(e), ctx, data, e) from e
-            raise
         except Exception as e:
-            raise deserialization_error(f"{self.owner}: cannot decode payload: {e!r}", ctx, data,
-                                        e) from e
+            err = self.decode_error(e, data, ctx)
+            if err is e:
+                raise
+            raise err from e
+
+    def decode_error(self, e: Exception, data: bytes,
+                     ctx: SerializationContext | None) -> Exception:
+        """The error to raise for a reader's failure ``e``: key/value deserialization errors
+        pass through; anything else is wrapped into one naming the record."""
+        if isinstance(e, SerializationError):
+            return deserialization_error(str(e), ctx, data, e) if type(e) is SerializationError \
+                else e
+        return deserialization_error(f"{self.owner}: cannot decode payload: {e!r}", ctx, data, e)
 
     # -- format hooks ----------------------------------------------------------------------
     def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
@@ -625,6 +653,18 @@ class SyncSerializer:
         if obj is None:
             return None
         core = self._core
+        if ctx is not None:
+            field = ctx.field
+            write = (core.value_writes.get(ctx.topic) if field is _VALUE else
+                     core.key_writes.get(ctx.topic) if field is _KEY else None)
+            if write is not None:
+                try:
+                    return write(obj, ctx)
+                except Exception as e:
+                    err = core.encode_error(e, obj, ctx)
+                    if err is e:
+                        raise
+                    raise err from e
         out = core.serialize_cached(obj, ctx)
         if out is MISS:
             run_sync(core.resolve(core.subject(ctx), ctx), self._registry)

@@ -180,3 +180,33 @@ def test_custom_reference_strategy(pb: dict[str, Any]) -> None:
     assert "orders-kontrakt_test/common.proto" in reg.subjects
     with pytest.raises(ConfigError):
         ProtobufSerializer(pb["order"].Order, reg, conf={"reference.subject.name.strategy": 1})
+
+
+def test_warm_paths_cache_every_framing(pb: dict[str, Any]) -> None:
+    # The warm path keys readers by the framing head; messages with other indexes than [0]
+    # must still be decoded from a cached reader, not loaded again per record.
+    Order = pb["order"].Order
+    reg = FakeRegistry()
+    msgs = [_order(pb), Order.Line(sku="x"), pb["order"].Header(source="s")]
+    for msg in msgs:
+        ser = ProtobufSerializer(type(msg), reg)
+        de = ProtobufDeserializer(None, {"use.deprecated.format": False}, reg)
+        loads: list[Any] = []
+        load = de._core.load
+
+        def counting(*args: Any, _load: Any = load, _loads: list[Any] = loads) -> Any:
+            _loads.append(args[0])
+            return _load(*args)
+
+        de._core.load = counting  # type: ignore[method-assign]
+        data = ser(msg, CTX)
+        assert data is not None
+        for _ in range(3):
+            assert de(data, CTX).SerializeToString() == msg.SerializeToString()
+        assert len(loads) == 1, loads
+        # A warm serializer still refuses another type with a typed error, and a warm
+        # deserializer still reports bytes that do not decode.
+        with pytest.raises(ValueSerializationError, match="writes"):
+            ser(object(), CTX)
+        with pytest.raises(ValueDeserializationError):
+            de(data[:-1] + b"\xff\xff", CTX)

@@ -186,10 +186,9 @@ class SerializerCore(_CoreConfig):
         self.topic_strategy = self.strategy is topic_subject_name_strategy
         self.by_value_topic: dict[str, Resolved] = {}
         self.by_key_topic: dict[str, Resolved] = {}
-        #: the warmest path, read by the shells before anything else: topic -> the
-        #: ``write`` of its value (key) subject, for the default strategy and framing
+        #: the warmest path, read by the sync shell before anything else: topic -> the
+        #: ``write`` of its value subject, for the default strategy and framing
         self.value_writes: dict[str, Callable[[Any, Any], bytes]] = {}
-        self.key_writes: dict[str, Callable[[Any, Any], bytes]] = {}
         self.id_serializer: Callable[..., bytes] = c["schema.id.serializer"]
         self.fast_prefix = self.id_serializer is prefix_schema_id_serializer
         self.resolved: dict[str | None, Resolved] = {}
@@ -237,8 +236,8 @@ class SerializerCore(_CoreConfig):
             value = ctx.field is _VALUE
             by_topic = self.by_value_topic if value else self.by_key_topic
             by_topic[ctx.topic] = resolved  # the same subject, keyed for the warm path
-            if write is not None:
-                (self.value_writes if value else self.key_writes)[ctx.topic] = write
+            if write is not None and value:
+                self.value_writes[ctx.topic] = write
         return resolved
 
     def serialize_cached(self, obj: Any, ctx: SerializationContext | None) -> Any:
@@ -653,10 +652,8 @@ class SyncSerializer:
         if obj is None:
             return None
         core = self._core
-        if ctx is not None:
-            field = ctx.field
-            write = (core.value_writes.get(ctx.topic) if field is _VALUE else
-                     core.key_writes.get(ctx.topic) if field is _KEY else None)
+        if ctx is not None and ctx.field is _VALUE:  # values first: the most common call
+            write = core.value_writes.get(ctx.topic)
             if write is not None:
                 try:
                     return write(obj, ctx)

@@ -112,12 +112,25 @@ def _specialized(length: int, positive: bool = False) -> Callable[[bytes], int]:
     return fn
 
 
+def _built_on_first_use(table: list[Callable[[bytes], int]], length: int,
+                        positive: bool) -> Callable[[bytes], int]:
+    # Compiling all 128 functions at import cost ~20 ms of every program's start; a table
+    # slot holds this stub until a key of its length is hashed, then the real function.
+    # Two threads racing here build equal functions, so the lost write is harmless.
+    def first_call(key: bytes) -> int:
+        fn = table[length] = _specialized(length, positive)
+        return fn(key)
+    return first_call
+
+
 #: unsigned murmur2 by key length, for keys shorter than 64 bytes
-HASH_BY_LENGTH: list[Callable[[bytes], int]] = [_specialized(n) for n in range(64)]
+HASH_BY_LENGTH: list[Callable[[bytes], int]] = []
+HASH_BY_LENGTH.extend(_built_on_first_use(HASH_BY_LENGTH, n, False) for n in range(64))
 #: ``murmur2(key) & 0x7fffffff`` (what the default partitioner takes modulo the partition
 #: count) by key length, for keys shorter than 64 bytes
-PARTITION_HASH_BY_LENGTH: list[Callable[[bytes], int]] = [
-    _specialized(n, positive=True) for n in range(64)]
+PARTITION_HASH_BY_LENGTH: list[Callable[[bytes], int]] = []
+PARTITION_HASH_BY_LENGTH.extend(
+    _built_on_first_use(PARTITION_HASH_BY_LENGTH, n, True) for n in range(64))
 
 
 def key_hash(key: bytes) -> int:

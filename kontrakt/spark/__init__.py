@@ -1,0 +1,41 @@
+"""Kafka with Schema Registry decoding as a PySpark data source (format ``kontrakt``).
+
+Needs the ``spark`` extra (``pip install 'kontrakt[spark]'``: PySpark 4 and PyArrow)::
+
+    from kontrakt.spark import register
+
+    register(spark)
+    df = (spark.read.format("kontrakt")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "orders")
+          .option("schema.registry.url", "http://127.0.0.1:8081")
+          .option("value.format", "avro")
+          .load())
+
+See :class:`KontraktDataSource` for the options and columns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    import pyspark.sql.datasource  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised without pyspark installed
+    raise ImportError(
+        "kontrakt.spark needs PySpark 4 and PyArrow: pip install 'kontrakt[spark]'"
+    ) from exc
+
+from kontrakt.spark._source import KontraktDataSource
+from kontrakt.spark._types import UnsupportedSchemaError, avro_to_spark_type
+
+__all__ = ["KontraktDataSource", "UnsupportedSchemaError", "avro_to_spark_type", "register"]
+
+
+def register(spark: Any) -> None:
+    """Register the ``kontrakt`` format with a SparkSession (``spark.dataSource.register``).
+
+    Args:
+        spark: the ``pyspark.sql.SparkSession``.
+    """
+    spark.dataSource.register(KontraktDataSource)

@@ -1,0 +1,355 @@
+"""Reading offset ranges: the plan made on the driver and the task run on an executor.
+
+The driver resolves each Kafka partition's offset range (``plan_ranges``) and the registry
+schemas (``resolve_field``); both are plain, picklable values. An executor task reads one
+range with a sync :class:`~kontrakt.clients.consumer.Consumer` (manual assignment, no group,
+no commits) and decodes each record with Kontrakt's registry deserializers (``read_range``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from kontrakt._types import ConsumerRecord, TopicPartition
+from kontrakt.clients.consumer import Consumer
+from kontrakt.errors import (
+    ConfigError,
+    KafkaTimeoutError,
+    KeyDeserializationError,
+    SchemaRegistryError,
+    ValueDeserializationError,
+)
+from kontrakt.registry import Schema, SchemaRegistryClient
+from kontrakt.serde import MessageField, SerializationContext
+from kontrakt.spark._options import EARLIEST, LATEST, Format, OffsetSpec, SourceOptions
+from kontrakt.spark._types import avro_mapping
+
+__all__ = [
+    "FieldPlan",
+    "OffsetRange",
+    "output_schema",
+    "plan_ranges",
+    "read_range",
+    "registry_client",
+    "resolve_field",
+]
+
+_METADATA_TIMEOUT_S = 30.0
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_HEADERS = ArrayType(StructType([StructField("key", StringType(), True),
+                                 StructField("value", BinaryType(), True)]), False)
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """The records ``start <= offset < end`` of one Kafka partition: one Spark task."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class FieldPlan:
+    """How a key or value column is decoded (resolved on the driver, used on executors).
+
+    Attributes:
+        fmt: the format option.
+        schema: for avro, the registered schema records are read as (the subject's latest
+            version, so records written with older versions are resolved to it).
+        deps: for avro, the texts of the schemas it references, dependencies first.
+    """
+
+    fmt: Format
+    schema: Schema | None = None
+    deps: tuple[str, ...] = ()
+
+    def spark_type(self) -> DataType:
+        """The column's Spark type.
+
+        Raises:
+            UnsupportedSchemaError: an Avro construct without a Spark type.
+        """
+        if self.fmt == "string":
+            return StringType()
+        if self.fmt == "binary":
+            return BinaryType()
+        if self.fmt == "avro" and self.schema is not None:
+            return avro_mapping(self.schema.schema_str, _named(self.deps)).data_type
+        raise ConfigError(f"format {self.fmt!r} is not supported for reading yet")
+
+
+def _named(deps: tuple[str, ...]) -> dict[str, Any]:
+    from fastavro import parse_schema
+
+    named: dict[str, Any] = {}
+    for text in deps:
+        parse_schema(json.loads(text), named_schemas=named)
+    return named
+
+
+def registry_client(opts: SourceOptions) -> SchemaRegistryClient:
+    """A registry client from the ``schema.registry.*`` options."""
+    return SchemaRegistryClient(dict(opts.registry))
+
+
+def resolve_field(opts: SourceOptions, client: SchemaRegistryClient | None,
+                  is_key: bool) -> FieldPlan:
+    """Look up the schema a key or value column is decoded with.
+
+    For avro that is the latest version of ``<first topic>-key`` / ``-value`` (or the
+    ``key.subject`` / ``value.subject`` option).
+
+    Raises:
+        ConfigError: the subject does not exist or holds no Avro schema (or another format
+            is asked for).
+        SchemaRegistryError: the registry failed otherwise.
+    """
+    fmt = opts.key_format if is_key else opts.value_format
+    if fmt in ("string", "binary"):
+        return FieldPlan(fmt)
+    if fmt != "avro":
+        raise ConfigError(f"{'key' if is_key else 'value'}.format={fmt} is not supported "
+                          f"for reading yet; use avro, string or binary")
+    assert client is not None
+    subject = opts.subject(is_key, opts.topics[0])
+    try:
+        latest = client.get_latest_version(subject)
+    except SchemaRegistryError as exc:
+        if exc.http_status_code != 404:
+            raise
+        raise ConfigError(
+            f"{'key' if is_key else 'value'}.format=avro needs a schema under subject "
+            f"{subject!r}, and the registry has none ({exc}); register one or set "
+            f"{'key' if is_key else 'value'}.subject") from exc
+    if latest.schema.schema_type != "AVRO":
+        raise ConfigError(f"subject {subject!r} holds a {latest.schema.schema_type} schema, "
+                          f"not Avro; set the matching {'key' if is_key else 'value'}.format")
+    deps: list[str] = []
+    _collect_deps(client, latest.schema, deps, set())
+    return FieldPlan("avro", latest.schema, tuple(deps))
+
+
+def _collect_deps(client: SchemaRegistryClient, schema: Schema, out: list[str],
+                  seen: set[tuple[str, int]]) -> None:
+    for ref in schema.references:
+        key = (ref.subject, ref.version)
+        if key in seen:
+            continue
+        seen.add(key)
+        dep = client.get_version(ref.subject, ref.version).schema
+        _collect_deps(client, dep, out, seen)
+        out.append(dep.schema_str)
+
+
+def output_schema(key: FieldPlan, value: FieldPlan) -> StructType:
+    """The DataFrame schema: Spark's Kafka source columns with decoded key and value."""
+    return StructType([
+        StructField("key", key.spark_type(), True),
+        StructField("value", value.spark_type(), True),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("offset", LongType(), False),
+        StructField("timestamp", TimestampType(), True),
+        StructField("timestampType", IntegerType(), False),
+        StructField("headers", _HEADERS, False),
+    ])
+
+
+def list_partitions(consumer: Consumer, topics: tuple[str, ...]) -> list[TopicPartition]:
+    """Every partition of ``topics``.
+
+    Raises:
+        ConfigError: a topic does not exist.
+    """
+    known = consumer.list_topics()
+    missing = [t for t in topics if t not in known]
+    if missing:
+        raise ConfigError(f"topic(s) {', '.join(missing)} do not exist")
+    return [TopicPartition(t, p) for t in topics for p in known[t]]
+
+
+def edge_offsets(consumer: Consumer, tps: list[TopicPartition]
+                 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """The earliest and the end offset of each partition."""
+    return (consumer.beginning_offsets(tps, _METADATA_TIMEOUT_S),
+            consumer.end_offsets(tps, _METADATA_TIMEOUT_S))
+
+
+def offset_for(spec: OffsetSpec, tp: TopicPartition, default: int, begin: int, end: int,
+               name: str) -> int:
+    """Resolve ``spec`` for one partition to an offset within ``[begin, end]``.
+
+    Raises:
+        ConfigError: an explicit offset outside what the partition holds.
+    """
+    if spec == "earliest":
+        wanted = EARLIEST
+    elif spec == "latest":
+        wanted = LATEST
+    else:
+        assert isinstance(spec, dict)
+        wanted = spec.get(tp.topic, {}).get(tp.partition, default)
+    if wanted == EARLIEST:
+        return begin
+    if wanted == LATEST:
+        return end
+    if not begin <= wanted <= end:
+        raise ConfigError(f"{name}: offset {wanted} for {tp.topic}/{tp.partition} is outside "
+                          f"the partition's offsets {begin}..{end}")
+    return wanted
+
+
+def plan_ranges(opts: SourceOptions) -> list[OffsetRange]:
+    """One range per partition of the subscribed topics, from startingOffsets to
+    endingOffsets (resolved now, on the driver).
+
+    Raises:
+        ConfigError: a missing topic, or offsets outside a partition / start after end.
+        KafkaError: the cluster could not be asked (timeout 30 s per request).
+    """
+    with Consumer(opts.consumer_config()) as consumer:
+        tps = list_partitions(consumer, opts.topics)
+        begin, end = edge_offsets(consumer, tps)
+    ranges = []
+    for tp in tps:
+        b, e = begin[tp], end[tp]
+        start = offset_for(opts.starting, tp, EARLIEST, b, e, "startingOffsets")
+        stop = offset_for(opts.ending, tp, LATEST, b, e, "endingOffsets")
+        if start > stop:
+            raise ConfigError(f"{tp.topic}/{tp.partition}: startingOffsets {start} is after "
+                              f"endingOffsets {stop}")
+        ranges.append(OffsetRange(tp.topic, tp.partition, start, stop))
+    return ranges
+
+
+Decoder = Callable[[Any, SerializationContext], Any]
+
+
+def _decoder(plan: FieldPlan, client: SchemaRegistryClient | None) -> Decoder:
+    if plan.fmt == "binary":
+        return lambda data, ctx: data
+    if plan.fmt == "string":
+        from kontrakt.serde import StringDeserializer
+
+        return StringDeserializer()
+    from kontrakt.serde import AvroDeserializer
+
+    assert plan.schema is not None
+    # The latest schema is the reader schema: records written with older versions come out
+    # in the shape of the DataFrame's columns (Avro schema resolution).
+    deserialize = AvroDeserializer(client, plan.schema, return_record_name=True)
+    convert = avro_mapping(plan.schema.schema_str, _named(plan.deps)).convert
+
+    def decode(data: Any, ctx: SerializationContext) -> Any:
+        value = deserialize(data, ctx)
+        return value if value is None or convert is None else convert(value)
+    return decode
+
+
+def read_range(opts: SourceOptions, key: FieldPlan, value: FieldPlan,
+               rng: OffsetRange) -> Iterator[tuple[Any, ...]]:
+    """Yield the rows of one offset range (runs in an executor's Python worker).
+
+    Raises:
+        KeyDeserializationError, ValueDeserializationError: a record could not be decoded;
+            the message names its topic, partition and offset.
+        KafkaTimeoutError: nothing arrived for ``kafkaConsumer.pollTimeoutMs``.
+        OffsetOutOfRangeResetError: the range's records were deleted (retention) meanwhile.
+    """
+    if rng.start >= rng.end:
+        return
+    needs_registry = "avro" in (key.fmt, value.fmt)
+    client = registry_client(opts) if needs_registry else None
+    try:
+        decode_key = _decoder(key, client)
+        decode_value = _decoder(value, client)
+        config = {**opts.consumer_config(), "auto.offset.reset": "none"}
+        tp = TopicPartition(rng.topic, rng.partition)
+        with Consumer(config) as consumer:
+            consumer.assign([tp])
+            consumer.seek(tp, rng.start)
+            yield from _read(consumer, tp, rng, opts.poll_timeout_s, decode_key, decode_value)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _read(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: float,
+          decode_key: Decoder, decode_value: Decoder) -> Iterator[tuple[Any, ...]]:
+    next_offset = rng.start
+    deadline = time.monotonic() + timeout
+    while next_offset < rng.end:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise KafkaTimeoutError(
+                f"{tp.topic}/{tp.partition}: no record after offset {next_offset} within "
+                f"{timeout:g}s (reading offsets {rng.start}..{rng.end}); raise "
+                f"kafkaConsumer.pollTimeoutMs if the cluster is slow")
+        batch = consumer.getmany(min(1.0, remaining), rng.end - next_offset).get(tp, [])
+        for record in batch:
+            if record.offset >= rng.end:
+                return
+            yield _row(record, decode_key, decode_value)
+            next_offset = record.offset + 1
+        if batch:
+            deadline = time.monotonic() + timeout
+        elif consumer.position(tp) >= rng.end:
+            # The range ends in offsets that hold no records (transaction markers,
+            # compacted-away records): the position has moved past them.
+            return
+
+
+def _row(record: ConsumerRecord[Any, Any], decode_key: Decoder,
+         decode_value: Decoder) -> tuple[Any, ...]:
+    headers = record.headers
+    try:
+        key = decode_key(record.key, SerializationContext(
+            record.topic, MessageField.KEY, headers, record.partition, record.offset))
+    except Exception as exc:
+        raise KeyDeserializationError(
+            f"{record.topic}/{record.partition} offset {record.offset}: the key could not be "
+            f"decoded: {exc}", record=record) from exc
+    try:
+        value = decode_value(record.value, SerializationContext(
+            record.topic, MessageField.VALUE, headers, record.partition, record.offset))
+    except Exception as exc:
+        raise ValueDeserializationError(
+            f"{record.topic}/{record.partition} offset {record.offset}: the value could not "
+            f"be decoded: {exc}", record=record) from exc
+    ts = record.timestamp
+    return (key, value, record.topic, record.partition, record.offset,
+            None if ts < 0 else _EPOCH + datetime.timedelta(milliseconds=ts),
+            int(record.timestamp_type), [(k, v) for k, v in headers])
+
+
+def check_schema(given: StructType, expected: StructType) -> None:
+    """Refuse a schema that is not the one the options and registry give (a user-specified
+    schema, or a subject that changed since the query was analysed).
+
+    Raises:
+        ConfigError: the schemas differ.
+    """
+    if given.jsonValue() != expected.jsonValue():
+        raise ConfigError(
+            "the DataFrame schema does not match the registry's latest schema (a new "
+            "version was registered since the query was analysed, or .schema() was given): "
+            f"expected {expected.simpleString()}, got {given.simpleString()}")

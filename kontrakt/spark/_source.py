@@ -1,0 +1,103 @@
+"""The ``kontrakt`` data source: Spark's entry point that hands out readers and writers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from kontrakt.spark._options import SourceOptions, parse_options
+from kontrakt.spark._reader import (
+    FieldPlan,
+    OffsetRange,
+    check_schema,
+    output_schema,
+    plan_ranges,
+    read_range,
+    registry_client,
+    resolve_field,
+)
+
+__all__ = ["KontraktBatchReader", "KontraktDataSource", "resolve_plans"]
+
+
+def resolve_plans(opts: SourceOptions) -> tuple[FieldPlan, FieldPlan]:
+    """The key and value decoding plans (registry look-ups happen here, on the driver)."""
+    if "avro" not in (opts.key_format, opts.value_format):
+        return resolve_field(opts, None, True), resolve_field(opts, None, False)
+    with registry_client(opts) as client:
+        return resolve_field(opts, client, True), resolve_field(opts, client, False)
+
+
+class KontraktDataSource(DataSource):
+    """Kafka topics with Schema Registry decoding, as a Spark data source named ``kontrakt``.
+
+    Register it with :func:`kontrakt.spark.register`, then read with
+    ``spark.read.format("kontrakt")`` (batch) or ``spark.readStream.format("kontrakt")``.
+
+    Options (names as in Spark's Kafka source where it has one):
+        kafka.bootstrap.servers: required. Any other ``kafka.<property>`` is passed to
+            Kontrakt's consumer/producer (``kafka.isolation.level``, ``kafka.client.id``,
+            SASL/TLS properties, ...); ``group.id``, ``auto.offset.reset``,
+            ``enable.auto.commit`` and (de)serializers are refused.
+        subscribe: comma-separated topics to read.
+        startingOffsets: ``earliest`` (default), ``latest`` or JSON
+            ``{"topic": {"0": 12, "1": -2}}`` (-2 earliest, -1 latest; partitions left out
+            start at the earliest offset).
+        endingOffsets: batch only: ``latest`` (default) or JSON as above (left out: latest).
+        key.format, value.format: ``avro``, ``string`` or ``binary`` (default binary).
+        key.subject, value.subject: the registry subject; default ``<first topic>-key`` /
+            ``<first topic>-value`` (TopicNameStrategy).
+        schema.registry.url: required for avro; ``schema.registry.<property>`` is passed to
+            the registry client (``schema.registry.basic.auth.user.info``, ...).
+        kafkaConsumer.pollTimeoutMs: a task fails when its partition yields nothing for
+            this long (default 120000).
+
+    Columns: ``key``, ``value`` (decoded; an Avro record is a struct), ``topic`` (string),
+    ``partition`` (int), ``offset`` (long), ``timestamp`` (timestamp), ``timestampType``
+    (int), ``headers`` (array<struct<key:string, value:binary>>).
+
+    Errors: bad options raise :class:`~kontrakt.errors.ConfigError` (a schema construct
+    without a Spark type: :class:`~kontrakt.spark.UnsupportedSchemaError`) while the query is
+    analysed, before any record is read; Spark reports them wrapped in its own exception,
+    with the Kontrakt class name and message in the text.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name: ``kontrakt``."""
+        return "kontrakt"
+
+    def schema(self) -> StructType:
+        """The columns, with the value's type derived from the registry's latest schema."""
+        opts = parse_options(self.options)
+        return output_schema(*resolve_plans(opts))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """A batch reader over the offsets resolved now (startingOffsets..endingOffsets)."""
+        opts = parse_options(self.options)
+        key, value = resolve_plans(opts)
+        check_schema(schema, output_schema(key, value))
+        return KontraktBatchReader(opts, key, value)
+
+
+class KontraktBatchReader(DataSourceReader):
+    """Reads each Kafka partition's offset range as one Spark task."""
+
+    def __init__(self, opts: SourceOptions, key: FieldPlan, value: FieldPlan) -> None:
+        self.opts = opts
+        self.key = key
+        self.value = value
+
+    def partitions(self) -> list[InputPartition]:
+        """One partition per Kafka partition with records in range (offsets resolved now)."""
+        ranges = [r for r in plan_ranges(self.opts) if r.end > r.start]
+        return [InputPartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Any:
+        """The rows of one partition's range (runs on an executor)."""
+        rng: OffsetRange | None = partition.value
+        if rng is None:  # Spark reads one empty partition when partitions() returned none
+            return iter(())
+        return read_range(self.opts, self.key, self.value, rng)

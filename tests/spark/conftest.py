@@ -1,0 +1,49 @@
+"""One local SparkSession and one registry for every Spark test (the JVM costs seconds)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kontrakt.registry.server import RegistryServer
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A ``local[2]`` SparkSession bound to 127.0.0.1, with ``kontrakt`` registered."""
+    pytest.importorskip("pyspark", reason="needs the spark extra")
+    from pyspark.sql import SparkSession
+
+    from kontrakt.spark import register
+
+    # Python workers must import kontrakt from this interpreter's environment.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    session = (SparkSession.builder.master("local[2]")
+               .appName("kontrakt-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.pyspark.python", sys.executable)
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.memory", "1g")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def registry_url() -> Iterator[str]:
+    """One embedded Schema Registry for the Spark tests (subjects are per topic, so unique)."""
+    with RegistryServer() as srv:
+        yield srv.url

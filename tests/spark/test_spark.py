@@ -1,0 +1,231 @@
+"""The ``kontrakt`` Spark data source against a real broker (Tansu) and the embedded
+registry: Confluent-framed records produced by Kontrakt's SerializingProducer are read into
+DataFrames and checked field by field; bad options fail before any record is read.
+
+Every test here shares one local SparkSession (conftest), so they live in one file.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark", reason="needs the spark extra")
+
+from kontrakt.clients.producer import Producer
+from kontrakt.clients.serializing import SerializingProducer
+from kontrakt.registry import SchemaRegistryClient
+from kontrakt.serde import AvroSerializer, StringSerializer
+from kontrakt.testing import TansuBroker
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+ORDER = {
+    "type": "record", "name": "Order", "namespace": "shop", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "customer", "type": {
+            "type": "record", "name": "Customer", "fields": [
+                {"name": "name", "type": "string"},
+                {"name": "email", "type": ["null", "string"], "default": None}]}},
+        {"name": "status", "type": {"type": "enum", "name": "Status",
+                                    "symbols": ["NEW", "PAID"]}},
+        {"name": "items", "type": {"type": "array", "items": "string"}},
+        {"name": "attrs", "type": {"type": "map", "values": "int"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal",
+                                    "precision": 9, "scale": 2}},
+        {"name": "ref", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "blob", "type": "bytes"},
+        {"name": "choice", "type": ["null", "string", "int"], "default": None},
+        {"name": "ratio", "type": ["null", "double"], "default": None},
+    ]}
+
+ORDER_SPARK = (
+    "struct<id:bigint,customer:struct<name:string,email:string>,status:string,"
+    "items:array<string>,attrs:map<string,int>,day:date,at:timestamp,amount:decimal(9,2),"
+    "ref:string,blob:binary,choice:struct<member0:string,member1:int>,ratio:double>")
+
+N = 12
+# Tansu answers ListOffsets(LATEST) with the last batch's base offset + 1, which is the end
+# offset only when that batch holds one record; so every test produces one record per batch
+# (flush after each send). Kafka itself answers with the high watermark.
+_TANSU_LATEST = None
+PARTITIONS = 3
+T0 = 1_700_000_000_123
+
+
+def _order(i: int) -> dict[str, Any]:
+    return {
+        "id": i,
+        "customer": {"name": f"c{i}", "email": None if i % 2 else f"c{i}@x.org"},
+        "status": "PAID" if i % 3 == 0 else "NEW",
+        "items": [f"sku{j}" for j in range(i % 3)],
+        "attrs": {"n": i} if i % 2 else {},
+        "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=i),
+        "at": datetime.datetime.fromtimestamp((T0 + i) / 1000, tz=datetime.timezone.utc),
+        "amount": decimal.Decimal(f"{i}.{i:02d}"),
+        "ref": str(uuid.UUID(int=i)),
+        "blob": bytes([i, 0, 255]),
+        "choice": None if i % 3 == 0 else (f"s{i}" if i % 3 == 1 else i),
+        "ratio": None if i % 4 == 0 else i / 4,
+    }
+
+
+@pytest.fixture
+def client(registry_url: str) -> Iterator[SchemaRegistryClient]:
+    with SchemaRegistryClient({"url": registry_url}) as c:
+        yield c
+
+
+@pytest.fixture
+def orders(tansu_broker: TansuBroker, client: SchemaRegistryClient,
+           topic_name: str) -> str:
+    """A 3-partition topic with N Avro orders (order i in partition i % 3, key "k<i>",
+    header ``n`` on even ids) and one tombstone at the end of partition 0."""
+    tansu_broker.create_topic(topic_name, PARTITIONS)
+    with SerializingProducer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                              "key.serializer": StringSerializer(),
+                              "value.serializer": AvroSerializer(client, json.dumps(ORDER))},
+                             ) as producer:
+        for i in range(N):
+            producer.send(topic_name, _order(i), key=f"k{i}", partition=i % PARTITIONS,
+                          timestamp_ms=T0 + i,
+                          headers=[("n", str(i).encode())] if i % 2 == 0 else None)
+            producer.flush(10)  # one record per batch: see _TANSU_LATEST
+        producer.send(topic_name, None, key="gone", partition=0, timestamp_ms=T0 + N)
+        producer.flush(10)
+    return topic_name
+
+
+def _reader(spark: Any, broker: TansuBroker, registry_url: str, topic: str,
+            **options: str) -> Any:
+    r = (spark.read.format("kontrakt")
+         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+         .option("subscribe", topic)
+         .option("schema.registry.url", registry_url)
+         .option("kafkaConsumer.pollTimeoutMs", "20000"))
+    for k, v in options.items():
+        r = r.option(k.replace("_", "."), v)
+    return r
+
+
+def test_batch_read_avro_rows_field_by_field(spark: Any, tansu_broker: TansuBroker,
+                                             registry_url: str, orders: str) -> None:
+    df = _reader(spark, tansu_broker, registry_url, orders, value_format="avro",
+                 key_format="string").load()
+    assert df.schema.simpleString() == (
+        f"struct<key:string,value:{ORDER_SPARK},topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,value:binary>>>")
+    assert df.rdd.getNumPartitions() == PARTITIONS
+    rows = df.selectExpr("*", "unix_millis(timestamp) AS ts_ms").collect()
+    assert len(rows) == N + 1
+    by_key = {r.key: r for r in rows}
+    tomb = by_key.pop("gone")
+    assert tomb.value is None and tomb.partition == 0 and tomb.offset == N // PARTITIONS
+    for i in range(N):
+        r = by_key[f"k{i}"]
+        want = _order(i)
+        assert (r.topic, r.partition, r.offset) == (orders, i % PARTITIONS, i // PARTITIONS)
+        assert r.ts_ms == T0 + i and r.timestampType == 0
+        assert [(h.key, h.value) for h in r.headers] == (
+            [("n", str(i).encode())] if i % 2 == 0 else [])
+        v = r.value
+        assert v.id == i
+        assert (v.customer.name, v.customer.email) == ("c" + str(i), want["customer"]["email"])
+        assert v.status == want["status"]
+        assert v.items == want["items"]
+        assert v.attrs == want["attrs"]
+        assert v.day == want["day"]
+        assert v.at == want["at"].replace(tzinfo=None)  # session time zone is UTC
+        assert v.amount == want["amount"]
+        assert v.ref == want["ref"]
+        assert v.blob == want["blob"]
+        choice = None if want["choice"] is None else (
+            (want["choice"], None) if isinstance(want["choice"], str) else (None, i))
+        assert (None if v.choice is None else tuple(v.choice)) == choice
+        assert v.ratio == want["ratio"]
+
+
+def test_offset_ranges_from_json(spark: Any, tansu_broker: TansuBroker, registry_url: str,
+                                 orders: str) -> None:
+    starting = json.dumps({orders: {"0": 2, "1": -2, "2": -1}})
+    ending = json.dumps({orders: {"0": 5, "1": 2}})
+    df = _reader(spark, tansu_broker, registry_url, orders, value_format="avro",
+                 startingOffsets=starting, endingOffsets=ending).load()
+    got = sorted((r.partition, r.offset, None if r.value is None else r.value.id)
+                 for r in df.select("partition", "offset", "value").collect())
+    # partition 0: offsets 2..4 (4 is the tombstone); 1: 0, 1; 2: latest..latest = nothing
+    assert got == [(0, 2, 6), (0, 3, 9), (0, 4, None), (1, 0, 1), (1, 1, 4)]
+    latest = _reader(spark, tansu_broker, registry_url, orders, startingOffsets="latest")
+    assert latest.load().count() == 0
+
+
+def test_binary_columns_without_registry(spark: Any, tansu_broker: TansuBroker,
+                                         topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 1)
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers) as producer:
+        producer.send(topic_name, b"v\x00", key=b"k", headers=[("h", None)])
+        producer.flush(10)  # one record per batch: see _TANSU_LATEST
+        producer.send(topic_name, "héllo".encode(), key=None)
+        producer.flush(10)
+    df = (spark.read.format("kontrakt")
+          .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+          .option("subscribe", topic_name).load())
+    assert df.schema["key"].dataType.simpleString() == "binary"
+    rows = df.orderBy("offset").collect()
+    assert [(r.key, r.value) for r in rows] == [(b"k", b"v\x00"), (None, "héllo".encode())]
+    assert [(h.key, h.value) for h in rows[0].headers] == [("h", None)]
+    as_text = (spark.read.format("kontrakt")
+               .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+               .option("subscribe", topic_name).option("value.format", "string").load())
+    assert [r.value for r in as_text.orderBy("offset").collect()] == ["v\x00", "héllo"]
+
+
+def test_undecodable_record_names_its_offset(spark: Any, tansu_broker: TansuBroker,
+                                             registry_url: str, orders: str) -> None:
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers) as producer:
+        producer.send(orders, b"not framed", partition=1)
+        producer.flush(10)
+    df = _reader(spark, tansu_broker, registry_url, orders, value_format="avro").load()
+    with pytest.raises(Exception, match=rf"ValueDeserializationError: {orders}/1 offset 4"):
+        df.collect()
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"value.format": "xml"}, "ConfigError: option 'value.format' must be one of"),
+    ({"kafka.bootstrap.servers": ""}, "ConfigError: option 'kafka.bootstrap.servers' is"),
+    ({"startingOffset": "earliest"}, "unknown option 'startingoffset'.*startingoffsets"),
+    ({"kafka.group.id": "g"}, "ConfigError: option 'kafka.group.id' is not supported"),
+    ({"value.format": "avro", "value.subject": "no-such-subject"},
+     "ConfigError: value.format=avro needs a schema under subject 'no-such-subject'"),
+    ({"subscribe": "no-such-topic-kontrakt"}, "ConfigError: topic.*do not exist"),
+])
+def test_bad_options_fail_before_reading(spark: Any, tansu_broker: TansuBroker,
+                                         registry_url: str, orders: str,
+                                         options: dict[str, str], message: str) -> None:
+    r = _reader(spark, tansu_broker, registry_url, orders)
+    for k, v in options.items():
+        r = r.option(k, v)
+    with pytest.raises(Exception, match=message):
+        r.load().collect()
+
+
+def test_recursive_avro_schema_is_refused(spark: Any, tansu_broker: TansuBroker,
+                                          client: SchemaRegistryClient,
+                                          registry_url: str, topic_name: str) -> None:
+    from kontrakt.registry import Schema
+
+    tansu_broker.create_topic(topic_name, 1)
+    node = {"type": "record", "name": "Node", "fields": [
+        {"name": "next", "type": ["null", "Node"], "default": None}]}
+    client.register_schema(f"{topic_name}-value", Schema(json.dumps(node)))
+    r = _reader(spark, tansu_broker, registry_url, topic_name, value_format="avro")
+    with pytest.raises(Exception, match=r"UnsupportedSchemaError: .*refers to itself"):
+        r.load()

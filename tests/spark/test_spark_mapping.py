@@ -1,0 +1,166 @@
+"""The pure parts of the Spark data source, without a JVM: the Avro -> Spark type mapping,
+the value converters, and option parsing with its typed errors."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import io
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark", reason="needs the spark extra")
+
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
+
+from kontrakt.errors import ConfigError
+from kontrakt.spark import UnsupportedSchemaError, avro_to_spark_type
+from kontrakt.spark._options import parse_options
+from kontrakt.spark._types import avro_mapping
+
+
+def _spark(schema: Any) -> str:
+    return avro_to_spark_type(json.dumps(schema)).simpleString()
+
+
+@pytest.mark.parametrize(("schema", "spark"), [
+    ("string", "string"),
+    ({"type": "int"}, "int"),
+    ("long", "bigint"), ("float", "float"), ("double", "double"), ("boolean", "boolean"),
+    ("bytes", "binary"), ("null", "void"),
+    ({"type": "fixed", "name": "F", "size": 4}, "binary"),
+    ({"type": "enum", "name": "E", "symbols": ["A"]}, "string"),
+    ({"type": "array", "items": ["null", "long"]}, "array<bigint>"),
+    ({"type": "map", "values": {"type": "array", "items": "int"}}, "map<string,array<int>>"),
+    (["null", "string"], "string"),
+    (["int", "long"], "bigint"), (["null", "float", "double"], "double"),
+    (["string", "int", {"type": "record", "name": "R", "fields": []}],
+     "struct<member0:string,member1:int,member2:struct<>>"),
+    ({"type": "int", "logicalType": "date"}, "date"),
+    ({"type": "long", "logicalType": "timestamp-micros"}, "timestamp"),
+    ({"type": "long", "logicalType": "local-timestamp-millis"}, "timestamp_ntz"),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 10},
+     "decimal(38,10)"),
+    ({"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal", "precision": 10,
+      "scale": 2}, "decimal(10,2)"),
+    ({"type": "string", "logicalType": "uuid"}, "string"),
+    ({"type": "int", "logicalType": "time-millis"}, "int"),
+    ({"type": "string", "logicalType": "no-such-logical-type"}, "string"),
+])
+def test_avro_types_map_like_spark_from_avro(schema: Any, spark: str) -> None:
+    assert _spark(schema) == spark
+
+
+def test_record_nullability_and_named_type_reuse() -> None:
+    schema = {"type": "record", "name": "A", "namespace": "n", "fields": [
+        {"name": "b", "type": {"type": "record", "name": "B", "fields": [
+            {"name": "x", "type": "int"}]}},
+        {"name": "again", "type": ["null", "n.B"]},
+        {"name": "same_ns", "type": "B"},
+    ]}
+    t = avro_to_spark_type(schema)
+    assert t.simpleString() == ("struct<b:struct<x:int>,again:struct<x:int>,"
+                                "same_ns:struct<x:int>>")
+    assert [f.nullable for f in t.fields] == [False, True, False]
+
+
+@pytest.mark.parametrize(("schema", "match"), [
+    ({"type": "record", "name": "L", "fields": [{"name": "next", "type": ["null", "L"]}]},
+     r"refers to itself.*at value\.next"),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 39, "scale": 0},
+     r"decimal\(39, 0\) has no Spark type"),
+    ({"type": "record", "name": "R", "fields": [{"name": "x", "type": "Nope"}]},
+     "not a valid Avro schema"),
+])
+def test_unsupported_schemas_raise_typed_errors(schema: Any, match: str) -> None:
+    with pytest.raises(UnsupportedSchemaError, match=match) as info:
+        avro_to_spark_type(schema)
+    assert isinstance(info.value, ConfigError)
+
+
+def _round_trip(schema: Any, value: Any) -> Any:
+    parsed = parse_schema(schema)
+    buf = io.BytesIO()
+    schemaless_writer(buf, parsed, value)
+    buf.seek(0)
+    decoded = schemaless_reader(buf, parsed, None, True)
+    convert = avro_mapping(schema).convert
+    return decoded if convert is None else convert(decoded)
+
+
+def test_converters_turn_decoded_values_into_spark_values() -> None:
+    rec = {"type": "record", "name": "R", "fields": [{"name": "x", "type": "int"}]}
+    schema = {"type": "record", "name": "Top", "fields": [
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "t", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "opt", "type": ["null", rec]},
+        {"name": "multi", "type": ["null", "string", "R", "boolean", "long"]},
+        {"name": "arr", "type": {"type": "array", "items": ["null", "R"]}},
+        {"name": "m", "type": {"type": "map", "values": ["float", "double"]}},
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 5,
+                               "scale": 2}},
+    ]}
+    ref = uuid.UUID(int=7)
+    base = {"u": str(ref), "t": datetime.time(1, 2, 3, 4000), "opt": {"x": 1},
+            "arr": [None, {"x": 2}], "m": {"a": 1.5}, "d": decimal.Decimal("1.25")}
+    out = [_round_trip(schema, {**base, "multi": m})
+           for m in (None, "s", {"x": 3}, True, 9)]
+    assert out[0] == (str(ref), 3_723_004, (1,), None, [None, (2,)], {"a": 1.5},
+                      decimal.Decimal("1.25"))
+    assert [o[3] for o in out] == [None, ("s", None, None, None),
+                                   (None, (3,), None, None), (None, None, True, None),
+                                   (None, None, None, 9)]
+
+
+def _options(**extra: str) -> dict[str, str]:
+    return {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a, b", **extra}
+
+
+def test_options_parse_into_typed_values() -> None:
+    opts = parse_options({**_options(), "startingOffsets": '{"a": {"0": 5, "1": -2}}',
+                          "kafka.client.id": "me", "value.format": "AVRO",
+                          "schema.registry.url": "http://127.0.0.1:1",
+                          "schema.registry.basic.auth.user.info": "u:p",
+                          "maxOffsetsPerTrigger": "10"})
+    assert opts.topics == ("a", "b")
+    assert opts.starting == {"a": {0: 5, 1: -2}} and opts.ending == "latest"
+    assert opts.kafka == {"bootstrap.servers": "127.0.0.1:9092", "client.id": "me"}
+    assert opts.registry == {"url": "http://127.0.0.1:1", "basic.auth.user.info": "u:p"}
+    assert (opts.key_format, opts.value_format) == ("binary", "avro")
+    assert opts.max_offsets_per_trigger == 10
+    assert opts.subject(False, "a") == "a-value" and opts.subject(True, "b") == "b-key"
+    assert opts.consumer_config()["enable.auto.commit"] is False
+
+
+@pytest.mark.parametrize(("options", "match"), [
+    ({"kafka.bootstrap.servers": " "}, "'kafka.bootstrap.servers' is required"),
+    ({"subscribe": ""}, "'subscribe' is required"),
+    ({"key.format": "xml"}, "'key.format' must be one of avro, json, protobuf"),
+    ({"value.format": "avro"}, "'schema.registry.url' is required"),
+    ({"startingOffsets": "first"}, "startingOffsets must be earliest, latest or JSON"),
+    ({"startingOffsets": '{"c": {"0": 1}}'}, "names topic 'c', which is not subscribed"),
+    ({"startingOffsets": '{"a": {"x": 1}}'}, "partition 'x' of 'a' is not a number"),
+    ({"startingOffsets": '{"a": {"0": -3}}'}, "must be an integer >= 0"),
+    ({"endingOffsets": "earliest"}, "endingOffsets cannot be earliest"),
+    ({"endingOffsets": '{"a": {"0": -2}}'}, "endingOffsets cannot be earliest"),
+    ({"maxOffsetsPerTrigger": "0"}, "must be a positive integer"),
+    ({"kafka.enable.auto.commit": "true"}, "manages enable.auto.commit itself"),
+    ({"subscrib": "x"}, "unknown option 'subscrib'.*did you mean subscribe"),
+    ({"includeHeaders": "false"}, "headers column is always there"),
+])
+def test_bad_options_raise_config_error(options: dict[str, str], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        parse_options(_options(**options))
+
+
+def test_streaming_and_write_specific_options() -> None:
+    with pytest.raises(ConfigError, match="endingOffsets' is for batch"):
+        parse_options(_options(endingOffsets="latest"), streaming=True)
+    with pytest.raises(ConfigError, match="'topic' is required"):
+        parse_options(_options(), write=True)
+    with pytest.raises(ConfigError, match="one topic"):
+        parse_options(_options(topic="x,y"), write=True)
+    assert parse_options(_options(topic="x"), write=True).topics == ("x",)

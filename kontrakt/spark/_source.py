@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from kontrakt.spark._options import SourceOptions, parse_options
@@ -71,6 +76,7 @@ class KontraktDataSource(DataSource):
 
     def schema(self) -> StructType:
         """The columns, with the value's type derived from the registry's latest schema."""
+        # Shared by batch and streaming reads; streamReader() refuses endingOffsets.
         opts = parse_options(self.options)
         return output_schema(*resolve_plans(opts))
 
@@ -80,6 +86,15 @@ class KontraktDataSource(DataSource):
         key, value = resolve_plans(opts)
         check_schema(schema, output_schema(key, value))
         return KontraktBatchReader(opts, key, value)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """A micro-batch reader (PySpark 4.2+); offsets are checkpointed by Spark."""
+        from kontrakt.spark._stream import KontraktStreamReader
+
+        opts = parse_options(self.options, streaming=True)
+        key, value = resolve_plans(opts)
+        check_schema(schema, output_schema(key, value))
+        return KontraktStreamReader(opts, key, value)
 
 
 class KontraktBatchReader(DataSourceReader):

@@ -229,3 +229,77 @@ def test_recursive_avro_schema_is_refused(spark: Any, tansu_broker: TansuBroker,
     r = _reader(spark, tansu_broker, registry_url, topic_name, value_format="avro")
     with pytest.raises(Exception, match=r"UnsupportedSchemaError: .*refers to itself"):
         r.load()
+
+
+def _stream(spark: Any, broker: TansuBroker, registry_url: str, topic: str,
+            **options: str) -> Any:
+    r = (spark.readStream.format("kontrakt")
+         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+         .option("subscribe", topic)
+         .option("schema.registry.url", registry_url)
+         .option("value.format", "avro")
+         .option("key.format", "string")
+         .option("kafkaConsumer.pollTimeoutMs", "20000"))
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def _run_available_now(df: Any, checkpoint: str) -> list[tuple[int, list[Any]]]:
+    """Run the query to the end offsets seen at its start; return (batch id, rows) pairs."""
+    batches: list[tuple[int, list[Any]]] = []
+
+    def collect(batch: Any, batch_id: int) -> None:
+        batches.append((batch_id, batch.select("key", "partition", "offset",
+                                               "value.id").collect()))
+
+    query = (df.writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(60), "the availableNow query did not finish in 60 s"
+    finally:
+        query.stop()
+    assert query.exception() is None
+    return batches
+
+
+def test_streaming_available_now_resumes_from_checkpoint(
+        spark: Any, tansu_broker: TansuBroker, registry_url: str, client: SchemaRegistryClient,
+        orders: str, tmp_path: Any) -> None:
+    checkpoint = str(tmp_path / "cp")
+    df = _stream(spark, tansu_broker, registry_url, orders)
+    assert df.isStreaming and df.schema["value"].dataType.simpleString() == ORDER_SPARK
+    first = [row for _, rows in _run_available_now(df, checkpoint) for row in rows]
+    assert sorted(r.key for r in first) == sorted([f"k{i}" for i in range(N)] + ["gone"])
+
+    with SerializingProducer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                              "key.serializer": StringSerializer(),
+                              "value.serializer": AvroSerializer(client, json.dumps(ORDER))},
+                             ) as producer:
+        for i in (N, N + 1):
+            producer.send(orders, _order(i), key=f"k{i}", partition=2)
+            producer.flush(10)
+    again = [row for _, rows in _run_available_now(df, checkpoint) for row in rows]
+    assert [(r.key, r.partition, r.offset, r.id) for r in again] == [
+        (f"k{N}", 2, N // PARTITIONS, N), (f"k{N + 1}", 2, N // PARTITIONS + 1, N + 1)]
+
+
+def test_streaming_max_offsets_per_trigger_and_starting_offsets(
+        spark: Any, tansu_broker: TansuBroker, registry_url: str, orders: str,
+        tmp_path: Any) -> None:
+    df = _stream(spark, tansu_broker, registry_url, orders, maxOffsetsPerTrigger="5",
+                 startingOffsets=json.dumps({orders: {"0": 1}}))
+    batches = _run_available_now(df, str(tmp_path / "cp"))
+    sizes = [len(rows) for _, rows in batches]
+    # N + 1 records, less partition 0's first: 12 in batches of at most 5
+    assert sizes == [5, 5, 2]
+    keys = sorted(r.key for _, rows in batches for r in rows)
+    assert keys == sorted([f"k{i}" for i in range(1, N)] + ["gone"])
+
+
+def test_streaming_refuses_ending_offsets(spark: Any, tansu_broker: TansuBroker,
+                                          registry_url: str, orders: str,
+                                          tmp_path: Any) -> None:
+    df = _stream(spark, tansu_broker, registry_url, orders, endingOffsets="latest")
+    with pytest.raises(Exception, match="endingOffsets' is for batch queries only"):
+        _run_available_now(df, str(tmp_path / "cp"))

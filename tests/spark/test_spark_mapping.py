@@ -164,3 +164,15 @@ def test_streaming_and_write_specific_options() -> None:
     with pytest.raises(ConfigError, match="one topic"):
         parse_options(_options(topic="x,y"), write=True)
     assert parse_options(_options(topic="x"), write=True).topics == ("x",)
+
+
+def test_cap_offsets_shares_the_budget_by_backlog() -> None:
+    from kontrakt import TopicPartition as TP
+    from kontrakt.spark._stream import cap_offsets
+
+    a, b, c = TP("t", 0), TP("t", 1), TP("t", 2)
+    start = {a: 0, b: 10, c: 5}
+    end = {a: 6, b: 13, c: 5}
+    assert cap_offsets(start, end, 100) == end
+    assert cap_offsets(start, end, 3) == {a: 2, b: 11, c: 5}
+    assert cap_offsets(start, end, 1) == {a: 1, b: 10, c: 5}  # progress even when 1 < share

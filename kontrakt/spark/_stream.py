@@ -1,0 +1,137 @@
+"""Streaming reads: micro-batches over offset ranges, with offsets kept by Spark.
+
+A stream offset is JSON of the form ``{"topic": {"partition": offset}}`` (partition ids are
+strings, as JSON requires) — the next offset to read in every partition. Spark checkpoints
+it; the source keeps no state and commits nothing to Kafka. Needs PySpark 4.2 or later (read
+limits and ``Trigger.AvailableNow``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from kontrakt._types import TopicPartition
+from kontrakt.clients.consumer import Consumer
+from kontrakt.spark._options import EARLIEST, SourceOptions
+from kontrakt.spark._reader import (
+    FieldPlan,
+    OffsetRange,
+    edge_offsets,
+    list_partitions,
+    offset_for,
+    read_range,
+)
+
+__all__ = ["KontraktStreamReader", "cap_offsets"]
+
+Offsets = dict[TopicPartition, int]
+
+
+def _to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for tp, offset in sorted(offsets.items()):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = offset
+    return out
+
+
+def _from_json(doc: dict[str, Any]) -> Offsets:
+    return {TopicPartition(topic, int(p)): int(o)
+            for topic, parts in doc.items() for p, o in parts.items()}
+
+
+def cap_offsets(start: Offsets, end: Offsets, max_rows: int) -> Offsets:
+    """Move each partition from ``start`` toward ``end`` by at most ``max_rows`` offsets in
+    total, shared in proportion to each partition's backlog (remainders go one by one to
+    the partitions in order, so every call makes progress while there is a backlog)."""
+    lag = {tp: max(0, e - start.get(tp, e)) for tp, e in end.items()}
+    total = sum(lag.values())
+    if total <= max_rows:
+        return dict(end)
+    take = {tp: lag[tp] * max_rows // total for tp in lag}
+    left = max_rows - sum(take.values())
+    for tp in sorted(lag):
+        if left <= 0:
+            break
+        if take[tp] < lag[tp]:
+            take[tp] += 1
+            left -= 1
+    return {tp: start.get(tp, end[tp]) + take[tp] for tp in end}
+
+
+class KontraktStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads new records of the subscribed topics in micro-batches.
+
+    ``startingOffsets`` applies to a new query only (a restarted one resumes from its
+    checkpoint); partitions that appear later are read from their earliest offset.
+    ``maxOffsetsPerTrigger`` bounds each micro-batch (also under ``availableNow``, which
+    reads up to the end offsets seen when the query started).
+    """
+
+    def __init__(self, opts: SourceOptions, key: FieldPlan, value: FieldPlan) -> None:
+        self.opts = opts
+        self.key = key
+        self.value = value
+        self._available_now: Offsets | None = None
+
+    def _edges(self) -> tuple[Offsets, Offsets]:
+        with Consumer(self.opts.consumer_config()) as consumer:
+            tps = list_partitions(consumer, self.opts.topics)
+            return edge_offsets(consumer, tps)
+
+    def initialOffset(self) -> dict[str, Any]:
+        """Where a new query starts: ``startingOffsets`` resolved now."""
+        begin, end = self._edges()
+        return _to_json({tp: offset_for(self.opts.starting, tp, EARLIEST, begin[tp], end[tp],
+                                        "startingOffsets") for tp in begin})
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxOffsetsPerTrigger`` as a row limit (none: read all available)."""
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Fix the end offsets now: an ``availableNow`` query stops there."""
+        self._available_now = self._edges()[1]
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """The end of the next micro-batch: the partitions' end offsets, capped by the
+        read limit and (``availableNow``) by the end offsets when the query started."""
+        begin, end = self._edges()
+        if self._available_now is not None:
+            end = {tp: min(o, self._available_now[tp])
+                   for tp, o in end.items() if tp in self._available_now}
+        current = _from_json(start)
+        # A partition the start does not know yet (new) is read from its earliest offset.
+        current = {tp: current.get(tp, begin.get(tp, 0)) for tp in end}
+        end = {tp: max(o, current[tp]) for tp, o in end.items()}
+        if isinstance(limit, ReadMaxRows):
+            end = cap_offsets(current, end, limit.max_rows)
+        return _to_json(end)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        """One task per partition with offsets between ``start`` and ``end``."""
+        first = _from_json(start)
+        last = _from_json(end)
+        missing = [tp for tp in last if tp not in first]
+        if missing:
+            with Consumer(self.opts.consumer_config()) as consumer:
+                first.update(edge_offsets(consumer, missing)[0])
+        return [InputPartition(OffsetRange(tp.topic, tp.partition, first[tp], stop))
+                for tp, stop in sorted(last.items()) if stop > first[tp]]
+
+    def read(self, partition: InputPartition) -> Any:
+        """The rows of one partition's range (runs on an executor)."""
+        rng: OffsetRange = partition.value
+        return read_range(self.opts, self.key, self.value, rng)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: Spark's checkpoint holds the offsets; no group commits to Kafka."""

@@ -44,6 +44,7 @@ from kontrakt.spark._types import avro_mapping
 __all__ = [
     "FieldPlan",
     "OffsetRange",
+    "named_types",
     "output_schema",
     "plan_ranges",
     "read_range",
@@ -93,11 +94,12 @@ class FieldPlan:
         if self.fmt == "binary":
             return BinaryType()
         if self.fmt == "avro" and self.schema is not None:
-            return avro_mapping(self.schema.schema_str, _named(self.deps)).data_type
+            return avro_mapping(self.schema.schema_str, named_types(self.deps)).data_type
         raise ConfigError(f"format {self.fmt!r} is not supported for reading yet")
 
 
-def _named(deps: tuple[str, ...]) -> dict[str, Any]:
+def named_types(deps: tuple[str, ...]) -> dict[str, Any]:
+    """The named Avro types that referenced schemas (``deps``, dependencies first) define."""
     from fastavro import parse_schema
 
     named: dict[str, Any] = {}
@@ -257,7 +259,7 @@ def _decoder(plan: FieldPlan, client: SchemaRegistryClient | None) -> Decoder:
     # The latest schema is the reader schema: records written with older versions come out
     # in the shape of the DataFrame's columns (Avro schema resolution).
     deserialize = AvroDeserializer(client, plan.schema, return_record_name=True)
-    convert = avro_mapping(plan.schema.schema_str, _named(plan.deps)).convert
+    convert = avro_mapping(plan.schema.schema_str, named_types(plan.deps)).convert
 
     def decode(data: Any, ctx: SerializationContext) -> Any:
         value = deserialize(data, ctx)

@@ -8,10 +8,12 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.types import StructType
 
+from kontrakt.errors import ConfigError
 from kontrakt.spark._options import SourceOptions, parse_options
 from kontrakt.spark._reader import (
     FieldPlan,
@@ -86,6 +88,27 @@ class KontraktDataSource(DataSource):
         key, value = resolve_plans(opts)
         check_schema(schema, output_schema(key, value))
         return KontraktBatchReader(opts, key, value)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """A batch writer to the ``topic`` option's topic (append only).
+
+        Options: ``kafka.bootstrap.servers``, ``topic``, ``key.format`` / ``value.format``
+        (avro, string, binary), ``schema.registry.url``, ``key.subject`` /
+        ``value.subject``, ``auto.register.schemas`` (false) and ``use.latest.version``
+        (true) for the Avro serializer, and ``kafka.<property>`` for the producer.
+
+        Raises:
+            ConfigError: bad options, mode overwrite, or columns that do not fit (see
+                :func:`~kontrakt.spark._writer.plan_write`).
+        """
+        from kontrakt.spark._writer import KontraktWriter, plan_write
+
+        if overwrite:
+            raise ConfigError("mode overwrite is not supported: a Kafka topic is append-only;"
+                              " use mode append")
+        opts = parse_options(self.options, write=True)
+        key, value = plan_write(opts, schema)
+        return KontraktWriter(opts, key, value, tuple(schema.fieldNames()))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A micro-batch reader (PySpark 4.2+); offsets are checkpointed by Spark."""

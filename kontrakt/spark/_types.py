@@ -60,7 +60,13 @@ from pyspark.sql.types import (
 
 from kontrakt.errors import ConfigError, SerializationError
 
-__all__ = ["AvroMapping", "UnsupportedSchemaError", "avro_mapping", "avro_to_spark_type"]
+__all__ = [
+    "AvroMapping",
+    "UnsupportedSchemaError",
+    "avro_mapping",
+    "avro_to_spark_type",
+    "avro_writer",
+]
 
 _MAX_DECIMAL_PRECISION = 38  # Spark's DecimalType limit
 
@@ -349,3 +355,89 @@ def _matcher(node: Any) -> Callable[[Any], bool]:
     if base in ("map", "record", "error"):
         return lambda v: isinstance(v, dict)
     return lambda v: False
+
+
+def avro_writer(schema: Any, named: Mapping[str, Any] | None = None,
+                path: str = "value") -> Convert:
+    """The converter from Spark row values (``Row``, ``bytearray``, naive timestamps, union
+    structs) to values fastavro writes with ``schema``: the inverse of :func:`avro_mapping`.
+
+    A record field missing from the Row is left out, so fastavro writes its default.
+
+    Raises:
+        UnsupportedSchemaError: as :func:`avro_mapping`.
+    """
+    from fastavro import parse_schema
+
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError:
+            schema = schema.strip()
+    avro_mapping(schema, named, path)  # refuses what has no Spark type, with its path
+    expanded = parse_schema(schema, named_schemas=dict(named or {}), expand=True)
+    return _writer(expanded)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _writer(node: Any) -> Convert:
+    if isinstance(node, list):
+        members = [b for b in node if b != "null"]
+        if len(members) == 1:
+            inner = _writer(members[0])
+            return lambda v: None if v is None else inner(v)
+        kinds = {_kind(m) for m in members}
+        if kinds <= {"int", "long"} or kinds <= {"float", "double"}:
+            return _identity
+        convs = [_writer(m) for m in members]
+        names = [_full_name(m) if _kind(m) in ("record", "error") else None for m in members]
+
+        def union(value: Any) -> Any:
+            if value is None:
+                return None
+            for i, member in enumerate(value):
+                if member is not None:
+                    out = convs[i](member)
+                    # fastavro's tuple notation names the record branch to write
+                    return out if names[i] is None else (names[i], out)
+            return None
+        return union
+    if isinstance(node, str):
+        return _to_bytes if node == "bytes" else _identity
+    kind = node.get("type")
+    logical = node.get("logicalType")
+    if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
+        return _aware
+    if isinstance(kind, (dict, list)):
+        return _writer(kind)
+    if kind in ("bytes", "fixed") and logical not in ("decimal", "uuid"):
+        return _to_bytes
+    if kind in ("record", "error"):
+        fields = [(f["name"], _writer(f["type"])) for f in node.get("fields", [])]
+
+        def record(value: Any) -> Any:
+            data = value.asDict() if hasattr(value, "asDict") else value
+            return {name: conv(data[name]) for name, conv in fields if name in data}
+        return record
+    if kind == "array":
+        item = _writer(node["items"])
+        return lambda v: [item(x) for x in v]
+    if kind == "map":
+        val = _writer(node["values"])
+        return lambda v: {k: val(x) for k, x in v.items()}
+    return _identity
+
+
+def _to_bytes(value: Any) -> Any:
+    return bytes(value) if isinstance(value, (bytearray, memoryview)) else value
+
+
+def _aware(value: Any) -> Any:
+    # PySpark hands TimestampType values to Python as naive datetimes in the worker's local
+    # time zone; astimezone() reads a naive datetime the same way.
+    if isinstance(value, datetime.datetime) and value.tzinfo is None:
+        return value.astimezone(datetime.timezone.utc)
+    return value

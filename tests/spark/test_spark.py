@@ -303,3 +303,106 @@ def test_streaming_refuses_ending_offsets(spark: Any, tansu_broker: TansuBroker,
     df = _stream(spark, tansu_broker, registry_url, orders, endingOffsets="latest")
     with pytest.raises(Exception, match="endingOffsets' is for batch queries only"):
         _run_available_now(df, str(tmp_path / "cp"))
+
+
+def _read_back(broker: TansuBroker, client: SchemaRegistryClient, topic: str, n: int,
+               partitions: int = 1) -> list[Any]:
+    from kontrakt import TopicPartition
+    from kontrakt.clients.serializing import DeserializingConsumer
+    from kontrakt.serde import AvroDeserializer, StringDeserializer
+
+    out: list[Any] = []
+    with DeserializingConsumer({"bootstrap.servers": broker.bootstrap_servers,
+                                "enable.auto.commit": False,
+                                "key.deserializer": StringDeserializer(),
+                                "value.deserializer": AvroDeserializer(client)}) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        for p in range(partitions):
+            consumer.seek(TopicPartition(topic, p), 0)
+        for _ in range(100):
+            out.extend(consumer.consume(n - len(out), 0.5))
+            if len(out) >= n:
+                break
+    assert len(out) == n
+    return out
+
+
+def test_write_avro_round_trip(spark: Any, tansu_broker: TansuBroker, registry_url: str,
+                               client: SchemaRegistryClient, orders: str) -> None:
+    from kontrakt.registry import Schema
+
+    target = f"{orders}-copy"
+    tansu_broker.create_topic(target, 1)
+    client.register_schema(f"{target}-value", Schema(json.dumps(ORDER)))
+    source = _reader(spark, tansu_broker, registry_url, orders, value_format="avro",
+                     key_format="string").load()
+    (source.select("key", "value", "headers").coalesce(1).write.format("kontrakt")
+     .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+     .option("topic", target)
+     .option("schema.registry.url", registry_url)
+     .option("value.format", "avro").option("key.format", "string")
+     .mode("append").save())
+    records = {r.key: r for r in _read_back(tansu_broker, client, target, N + 1)}
+    assert records["gone"].value is None
+    for i in range(N):
+        r = records[f"k{i}"]
+        assert r.value == {**_order(i), "ref": uuid.UUID(_order(i)["ref"])}
+        assert r.headers == ([("n", str(i).encode())] if i % 2 == 0 else [])
+
+
+def test_write_strings_to_chosen_partitions(spark: Any, tansu_broker: TansuBroker,
+                                            topic_name: str) -> None:
+    from kontrakt import TopicPartition
+    from kontrakt.clients.consumer import Consumer
+
+    tansu_broker.create_topic(topic_name, 2)
+    df = spark.createDataFrame([("a", "x", 1), (None, "y", 0), ("c", None, 1)],
+                               "key string, value string, partition int")
+    (df.write.format("kontrakt")
+     .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+     .option("topic", topic_name).option("value.format", "string")
+     .option("key.format", "string").mode("append").save())
+    got: list[Any] = []
+    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers) as consumer:
+        consumer.assign([TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)])
+        consumer.seek_to_beginning()
+        for _ in range(100):
+            got.extend(consumer.consume(3 - len(got), 0.5))
+            if len(got) >= 3:
+                break
+    assert sorted((r.partition, r.key, r.value) for r in got) == [
+        (0, None, b"y"), (1, b"a", b"x"), (1, b"c", None)]
+
+
+@pytest.mark.parametrize(("ddl", "options", "message"), [
+    ("value string, extra int", {}, "unexpected column.*extra"),
+    ("key string", {}, "needs a 'value' column"),
+    ("value int", {"value.format": "string"}, "column 'value' is int, but value.format=string"),
+    ("value struct<id:int>", {"value.format": "avro"},
+     "column 'value' is struct<id:int>, but value.format=avro needs struct<id:bigint"),
+    ("value string", {"value.format": "json"}, "writing supports the formats avro, string"),
+    ("value string", {"value.format": "avro", "value.subject": "nope"},
+     "needs a schema under subject 'nope'"),
+])
+def test_bad_writes_fail_before_producing(spark: Any, tansu_broker: TansuBroker,
+                                          registry_url: str, orders: str, ddl: str,
+                                          options: dict[str, str], message: str) -> None:
+    df = spark.createDataFrame([], ddl)
+    w = (df.write.format("kontrakt")
+         .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+         .option("topic", orders).option("schema.registry.url", registry_url)
+         .mode("append"))
+    if "value.subject" not in options:
+        w = w.option("value.subject", f"{orders}-value")
+    for k, v in options.items():
+        w = w.option(k, v)
+    with pytest.raises(Exception, match=message):
+        w.save()
+
+
+def test_overwrite_is_refused(spark: Any, tansu_broker: TansuBroker, topic_name: str) -> None:
+    overwrite = (spark.createDataFrame([], "value binary").write.format("kontrakt")
+                 .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+                 .option("topic", topic_name).mode("overwrite"))
+    with pytest.raises(Exception, match="ConfigError: mode overwrite is not supported"):
+        overwrite.save()

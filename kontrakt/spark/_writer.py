@@ -1,0 +1,216 @@
+"""Batch writes: each Spark task produces its rows with a sync Kontrakt ``Producer``.
+
+Delivery is at least once: a task flushes and checks every record before it reports
+success, but records of a task that failed (or of a job Spark aborts) may already be in the
+topic — Kafka has no way to take them back outside a transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Row
+from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from kontrakt.clients.producer import Producer
+from kontrakt.errors import (
+    ConfigError,
+    KeySerializationError,
+    ValueSerializationError,
+)
+from kontrakt.registry import SchemaRegistryClient
+from kontrakt.serde import MessageField, SerializationContext
+from kontrakt.spark._options import SourceOptions
+from kontrakt.spark._reader import FieldPlan, named_types, registry_client, resolve_field
+from kontrakt.spark._types import avro_mapping, avro_writer
+
+__all__ = ["KontraktCommitMessage", "KontraktWriter", "plan_write"]
+
+_COLUMNS = ("key", "value", "headers", "partition")
+_FLUSH_EVERY = 10_000  # records in flight per task before the task waits for them
+
+
+@dataclass
+class KontraktCommitMessage(WriterCommitMessage):
+    """What one task wrote: ``records`` produced and acknowledged."""
+
+    records: int
+
+
+def _shape(data_type: DataType) -> Any:
+    """The type as JSON without nullability and metadata (compared when writing)."""
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items()
+                    if k not in ("nullable", "containsNull", "valueContainsNull", "metadata")}
+        if isinstance(node, list):
+            return [strip(x) for x in node]
+        return node
+    return strip(data_type.jsonValue())
+
+
+def _check_column(schema: StructType, name: str, plan: FieldPlan) -> None:
+    given = schema[name].dataType
+    if plan.fmt == "avro":
+        assert plan.schema is not None
+        wanted = avro_mapping(plan.schema.schema_str, named_types(plan.deps), name).data_type
+        ok = _shape(given) == _shape(wanted)
+        hint = wanted.simpleString()
+    elif plan.fmt == "string":
+        ok, hint = isinstance(given, StringType), "string"
+    else:
+        ok, hint = isinstance(given, (BinaryType, StringType)), "binary or string"
+    if not ok:
+        raise ConfigError(f"column {name!r} is {given.simpleString()}, but {name}.format="
+                          f"{plan.fmt} needs {hint} (cast or select it to that type)")
+
+
+def plan_write(opts: SourceOptions, schema: StructType) -> tuple[FieldPlan, FieldPlan]:
+    """Check the DataFrame against the options and the registry (on the driver).
+
+    Columns: ``value`` (required), ``key``, ``headers``
+    (``array<struct<key:string,value:binary>>``) and ``partition`` (int) are optional; any
+    other column is refused. For avro the column's type must be the Spark type of the
+    subject's latest schema (nullability aside).
+
+    Raises:
+        ConfigError: a missing, unknown or mistyped column, or a missing subject.
+    """
+    names = schema.fieldNames()
+    extra = [n for n in names if n not in _COLUMNS]
+    if extra:
+        raise ConfigError(f"unexpected column(s) {', '.join(extra)}: the kontrakt sink "
+                          f"writes key, value, headers and partition")
+    if "value" not in names:
+        raise ConfigError("the DataFrame needs a 'value' column")
+    if "headers" in names:
+        headers = schema["headers"].dataType
+        if not (isinstance(headers, ArrayType) and isinstance(headers.elementType, StructType)
+                and headers.elementType.fieldNames() == ["key", "value"]):
+            raise ConfigError("column 'headers' must be array<struct<key:string,"
+                              "value:binary>>")
+    if "partition" in names and not isinstance(schema["partition"].dataType, IntegerType):
+        raise ConfigError("column 'partition' must be int")
+    client = registry_client(opts) if "avro" in (opts.key_format, opts.value_format) else None
+    try:
+        key = resolve_field(opts, client, True) if "key" in names else FieldPlan("binary")
+        value = resolve_field(opts, client, False)
+    finally:
+        if client is not None:
+            client.close()
+    if "key" in names:
+        _check_column(schema, "key", key)
+    _check_column(schema, "value", value)
+    return key, value
+
+
+Encode = Callable[[Any, SerializationContext], "bytes | None"]
+
+
+def _encoder(plan: FieldPlan, client: SchemaRegistryClient | None,
+             conf: dict[str, bool]) -> Encode:
+    if plan.fmt in ("binary", "string"):
+        def raw(value: Any, ctx: SerializationContext) -> bytes | None:
+            if value is None:
+                return None
+            return value.encode() if isinstance(value, str) else bytes(value)
+        return raw
+    from kontrakt.serde import AvroSerializer
+
+    assert plan.schema is not None
+    # The subject's latest schema by default: that is the one the column was checked
+    # against on the driver.
+    serialize = AvroSerializer(client, plan.schema, conf={
+        "auto.register.schemas": False, "use.latest.version": True, **conf})
+    convert = avro_writer(plan.schema.schema_str, named_types(plan.deps))
+
+    def encode(value: Any, ctx: SerializationContext) -> bytes | None:
+        return None if value is None else serialize(convert(value), ctx)
+    return encode
+
+
+class KontraktWriter(DataSourceWriter):
+    """Produces each task's rows to the ``topic`` option's topic."""
+
+    def __init__(self, opts: SourceOptions, key: FieldPlan, value: FieldPlan,
+                 columns: tuple[str, ...]) -> None:
+        self.opts = opts
+        self.key = key
+        self.value = value
+        self.columns = columns
+
+    def write(self, iterator: Iterator[Row]) -> KontraktCommitMessage:
+        """Produce the rows, flush, and check every record's delivery (on an executor).
+
+        Raises:
+            KeySerializationError, ValueSerializationError: a row could not be encoded.
+            KafkaError: a record was not acknowledged (after the producer's retries), or the
+                flush took longer than ``kafkaConsumer.pollTimeoutMs``.
+        """
+        opts = self.opts
+        topic = opts.topics[0]
+        conf = {k: v.strip().lower() == "true" for k, v in opts.serializer.items()}
+        client = registry_client(opts) if "avro" in (self.key.fmt, self.value.fmt) else None
+        has_key = "key" in self.columns
+        has_headers = "headers" in self.columns
+        has_partition = "partition" in self.columns
+        count = 0
+        try:
+            encode_key = _encoder(self.key, client, conf)
+            encode_value = _encoder(self.value, client, conf)
+            with Producer(dict(opts.kafka)) as producer:
+                pending: list[Any] = []
+                for row in iterator:
+                    headers = [(h["key"], None if h["value"] is None else bytes(h["value"]))
+                               for h in (row["headers"] or ())] if has_headers else []
+                    try:
+                        value = encode_value(row["value"], SerializationContext(
+                            topic, MessageField.VALUE, headers))
+                    except Exception as exc:
+                        raise ValueSerializationError(
+                            f"row {count} of this task: the value could not be encoded for "
+                            f"{topic}: {exc}") from exc
+                    key = None
+                    if has_key:
+                        try:
+                            key = encode_key(row["key"], SerializationContext(
+                                topic, MessageField.KEY, headers))
+                        except Exception as exc:
+                            raise KeySerializationError(
+                                f"row {count} of this task: the key could not be encoded "
+                                f"for {topic}: {exc}") from exc
+                    pending.append(producer.send(
+                        topic, value, key, headers=headers or None,
+                        partition=row["partition"] if has_partition else None))
+                    count += 1
+                    if len(pending) >= _FLUSH_EVERY:
+                        _settle(producer, pending, opts.poll_timeout_s)
+                _settle(producer, pending, opts.poll_timeout_s)
+        finally:
+            if client is not None:
+                client.close()
+        return KontraktCommitMessage(count)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing to finish: each task's records were acknowledged before it reported."""
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing to undo: records already acknowledged stay in the topic (at least once)."""
+
+
+def _settle(producer: Producer, pending: list[Any], timeout: float) -> None:
+    producer.flush(timeout)
+    for future in pending:
+        future.result(0)  # raises the record's delivery error
+    pending.clear()
+

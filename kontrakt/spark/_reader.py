@@ -39,7 +39,7 @@ from kontrakt.errors import (
 from kontrakt.registry import Schema, SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
 from kontrakt.spark._options import EARLIEST, LATEST, Format, OffsetSpec, SourceOptions
-from kontrakt.spark._types import avro_mapping
+from kontrakt.spark._types import AvroMapping, UnsupportedSchemaError, avro_mapping
 
 __all__ = [
     "FieldPlan",
@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 _METADATA_TIMEOUT_S = 30.0
+# The formats decoded with a registry schema, and the schema type their subject must hold.
+_SCHEMA_TYPES = {"avro": "AVRO", "json": "JSON"}
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _HEADERS = ArrayType(StructType([StructField("key", StringType(), True),
                                  StructField("value", BinaryType(), True)]), False)
@@ -83,19 +85,30 @@ class FieldPlan:
     schema: Schema | None = None
     deps: tuple[str, ...] = ()
 
+    def mapping(self) -> AvroMapping:
+        """The registry schema's Spark type and value converter (avro and json only).
+
+        Raises:
+            UnsupportedSchemaError: a construct without a Spark type.
+        """
+        assert self.schema is not None
+        if self.fmt == "json":
+            from kontrakt.spark._json_types import json_mapping
+
+            return json_mapping(self.schema.schema_str)
+        return avro_mapping(self.schema.schema_str, named_types(self.deps))
+
     def spark_type(self) -> DataType:
         """The column's Spark type.
 
         Raises:
-            UnsupportedSchemaError: an Avro construct without a Spark type.
+            UnsupportedSchemaError: a schema construct without a Spark type.
         """
         if self.fmt == "string":
             return StringType()
         if self.fmt == "binary":
             return BinaryType()
-        if self.fmt == "avro" and self.schema is not None:
-            return avro_mapping(self.schema.schema_str, named_types(self.deps)).data_type
-        raise ConfigError(f"format {self.fmt!r} is not supported for reading yet")
+        return self.mapping().data_type
 
 
 def named_types(deps: tuple[str, ...]) -> dict[str, Any]:
@@ -128,9 +141,9 @@ def resolve_field(opts: SourceOptions, client: SchemaRegistryClient | None,
     fmt = opts.key_format if is_key else opts.value_format
     if fmt in ("string", "binary"):
         return FieldPlan(fmt)
-    if fmt != "avro":
+    if fmt not in _SCHEMA_TYPES:
         raise ConfigError(f"{'key' if is_key else 'value'}.format={fmt} is not supported "
-                          f"for reading yet; use avro, string or binary")
+                          f"for reading yet; use avro, json, string or binary")
     assert client is not None
     subject = opts.subject(is_key, opts.topics[0])
     try:
@@ -139,15 +152,20 @@ def resolve_field(opts: SourceOptions, client: SchemaRegistryClient | None,
         if exc.http_status_code != 404:
             raise
         raise ConfigError(
-            f"{'key' if is_key else 'value'}.format=avro needs a schema under subject "
+            f"{'key' if is_key else 'value'}.format={fmt} needs a schema under subject "
             f"{subject!r}, and the registry has none ({exc}); register one or set "
             f"{'key' if is_key else 'value'}.subject") from exc
-    if latest.schema.schema_type != "AVRO":
+    if latest.schema.schema_type != _SCHEMA_TYPES[fmt]:
         raise ConfigError(f"subject {subject!r} holds a {latest.schema.schema_type} schema, "
-                          f"not Avro; set the matching {'key' if is_key else 'value'}.format")
+                          f"not {_SCHEMA_TYPES[fmt]}; set the matching "
+                          f"{'key' if is_key else 'value'}.format")
     deps: list[str] = []
-    _collect_deps(client, latest.schema, deps, set())
-    return FieldPlan("avro", latest.schema, tuple(deps))
+    if fmt == "avro":
+        _collect_deps(client, latest.schema, deps, set())
+    elif latest.schema.references:
+        raise UnsupportedSchemaError(f"subject {subject!r}: JSON Schemas with references "
+                                     f"are not supported by the Spark source")
+    return FieldPlan(fmt, latest.schema, tuple(deps))
 
 
 def _collect_deps(client: SchemaRegistryClient, schema: Schema, out: list[str],
@@ -253,13 +271,20 @@ def _decoder(plan: FieldPlan, client: SchemaRegistryClient | None) -> Decoder:
         from kontrakt.serde import StringDeserializer
 
         return StringDeserializer()
-    from kontrakt.serde import AvroDeserializer
-
     assert plan.schema is not None
-    # The latest schema is the reader schema: records written with older versions come out
-    # in the shape of the DataFrame's columns (Avro schema resolution).
-    deserialize = AvroDeserializer(client, plan.schema, return_record_name=True)
-    convert = avro_mapping(plan.schema.schema_str, named_types(plan.deps)).convert
+    deserialize: Callable[[Any, SerializationContext], Any]
+    if plan.fmt == "json":
+        from kontrakt.serde import JSONDeserializer
+
+        # Documents are validated against the schema they were written with.
+        deserialize = JSONDeserializer(None, schema_registry_client=client)
+    else:
+        from kontrakt.serde import AvroDeserializer
+
+        # The latest schema is the reader schema: records written with older versions come
+        # out in the shape of the DataFrame's columns (Avro schema resolution).
+        deserialize = AvroDeserializer(client, plan.schema, return_record_name=True)
+    convert = plan.mapping().convert
 
     def decode(data: Any, ctx: SerializationContext) -> Any:
         value = deserialize(data, ctx)
@@ -279,7 +304,7 @@ def read_range(opts: SourceOptions, key: FieldPlan, value: FieldPlan,
     """
     if rng.start >= rng.end:
         return
-    needs_registry = "avro" in (key.fmt, value.fmt)
+    needs_registry = bool({key.fmt, value.fmt} & set(_SCHEMA_TYPES))
     client = registry_client(opts) if needs_registry else None
     try:
         decode_key = _decoder(key, client)

@@ -31,7 +31,7 @@ __all__ = ["KontraktBatchReader", "KontraktDataSource", "resolve_plans"]
 
 def resolve_plans(opts: SourceOptions) -> tuple[FieldPlan, FieldPlan]:
     """The key and value decoding plans (registry look-ups happen here, on the driver)."""
-    if "avro" not in (opts.key_format, opts.value_format):
+    if not {opts.key_format, opts.value_format} & {"avro", "json", "protobuf"}:
         return resolve_field(opts, None, True), resolve_field(opts, None, False)
     with registry_client(opts) as client:
         return resolve_field(opts, client, True), resolve_field(opts, client, False)
@@ -53,10 +53,11 @@ class KontraktDataSource(DataSource):
             ``{"topic": {"0": 12, "1": -2}}`` (-2 earliest, -1 latest; partitions left out
             start at the earliest offset).
         endingOffsets: batch only: ``latest`` (default) or JSON as above (left out: latest).
-        key.format, value.format: ``avro``, ``string`` or ``binary`` (default binary).
+        key.format, value.format: ``avro``, ``json`` (JSON Schema), ``string`` or
+            ``binary`` (default binary); writes take avro, string or binary.
         key.subject, value.subject: the registry subject; default ``<first topic>-key`` /
             ``<first topic>-value`` (TopicNameStrategy).
-        schema.registry.url: required for avro; ``schema.registry.<property>`` is passed to
+        schema.registry.url: required for avro and json; ``schema.registry.<property>`` is passed to
             the registry client (``schema.registry.basic.auth.user.info``, ...).
         kafkaConsumer.pollTimeoutMs: a task fails when its partition yields nothing for
             this long (default 120000).

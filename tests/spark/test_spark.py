@@ -406,3 +406,32 @@ def test_overwrite_is_refused(spark: Any, tansu_broker: TansuBroker, topic_name:
                  .option("topic", topic_name).mode("overwrite"))
     with pytest.raises(Exception, match="ConfigError: mode overwrite is not supported"):
         overwrite.save()
+
+
+def test_batch_read_json_schema_values(spark: Any, tansu_broker: TansuBroker,
+                                       registry_url: str, client: SchemaRegistryClient,
+                                       topic_name: str) -> None:
+    from kontrakt.serde import JSONSerializer
+
+    schema = {"type": "object", "title": "Event", "properties": {
+        "id": {"type": "integer"}, "name": {"type": ["null", "string"]},
+        "score": {"type": "number"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "where": {"type": "object", "properties": {"city": {"type": "string"}}}},
+        "required": ["id"]}
+    tansu_broker.create_topic(topic_name, 1)
+    docs = [{"id": 1, "name": "a", "score": 1.5, "tags": ["x"], "where": {"city": "Oslo"}},
+            {"id": 2, "score": 3, "tags": []}]
+    with SerializingProducer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                              "value.serializer": JSONSerializer(json.dumps(schema), client)},
+                             ) as producer:
+        for doc in docs:
+            producer.send(topic_name, doc)
+            producer.flush(10)  # one record per batch: see _TANSU_LATEST
+    df = _reader(spark, tansu_broker, registry_url, topic_name, value_format="json").load()
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,name:string,score:double,tags:array<string>,"
+        "where:struct<city:string>>")
+    rows = [r.value for r in df.orderBy("offset").collect()]
+    assert [tuple(r) for r in rows] == [(1, "a", 1.5, ["x"], ("Oslo",)),
+                                        (2, None, 3.0, [], None)]

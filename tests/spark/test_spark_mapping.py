@@ -176,3 +176,50 @@ def test_cap_offsets_shares_the_budget_by_backlog() -> None:
     assert cap_offsets(start, end, 100) == end
     assert cap_offsets(start, end, 3) == {a: 2, b: 11, c: 5}
     assert cap_offsets(start, end, 1) == {a: 1, b: 10, c: 5}  # progress even when 1 < share
+
+
+PERSON = {
+    "type": "object", "title": "Person",
+    "definitions": {"Addr": {"type": "object", "properties": {
+        "city": {"type": "string"}, "zip": {"type": ["null", "string"]}}}},
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "score": {"type": "number"},
+        "ok": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "extra": {"type": "object", "additionalProperties": {"type": "number"}},
+        "home": {"$ref": "#/definitions/Addr"},
+        "work": {"oneOf": [{"type": "null"}, {"$ref": "#/definitions/Addr"}]},
+        "plan": {"enum": ["FREE", "PRO"]},
+    },
+}
+
+
+def test_json_schema_maps_to_spark_struct_and_converts_documents() -> None:
+    from kontrakt.spark._json_types import json_mapping
+
+    m = json_mapping(json.dumps(PERSON))
+    assert m.data_type.simpleString() == (
+        "struct<name:string,age:bigint,score:double,ok:boolean,tags:array<string>,"
+        "extra:map<string,double>,home:struct<city:string,zip:string>,"
+        "work:struct<city:string,zip:string>,plan:string>")
+    assert m.convert is not None
+    doc = {"name": "a", "age": 3, "score": 2, "tags": ["x"], "extra": {"k": 1},
+           "home": {"city": "c"}, "plan": "PRO"}
+    assert m.convert(doc) == ("a", 3, 2.0, None, ["x"], {"k": 1.0}, ("c", None), None, "PRO")
+
+
+@pytest.mark.parametrize(("schema", "match"), [
+    ({"type": ["string", "integer"]}, "several non-null types"),
+    ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, "several non-null schemas"),
+    ({"type": "object", "properties": {"next": {"$ref": "#"}}}, "refers to itself"),
+    ({"$ref": "other.json#/x"}, "points outside the schema"),
+    ({"type": "object"}, "needs 'properties' or an 'additionalProperties'"),
+    ({}, "type None has no Spark type"),
+])
+def test_unsupported_json_schemas(schema: Any, match: str) -> None:
+    from kontrakt.spark._json_types import json_mapping
+
+    with pytest.raises(UnsupportedSchemaError, match=match):
+        json_mapping(schema)

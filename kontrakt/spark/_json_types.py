@@ -1,0 +1,161 @@
+"""JSON Schemas as Spark types, and decoded JSON documents as Spark row values.
+
+==========================================  ==============================================
+JSON Schema                                 Spark
+==========================================  ==============================================
+object with ``properties``                  StructType, in property order; every field
+                                            nullable (JSON may leave a property out)
+object with only ``additionalProperties``   MapType(StringType, ...)
+array with ``items``                        ArrayType
+string, ``enum`` / ``const`` of strings     StringType (formats such as date stay text)
+integer / number / boolean / null           LongType / DoubleType / BooleanType / NullType
+``[T, "null"]``, ``oneOf/anyOf [T, null]``  T
+``$ref`` to ``#/definitions/..``            the referenced type
+``#/$defs/..``
+==========================================  ==============================================
+
+Anything else (no ``type``, several non-null types, recursive ``$ref``, references to
+other documents) raises :class:`~kontrakt.spark.UnsupportedSchemaError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    LongType,
+    MapType,
+    NullType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from kontrakt.spark._types import AvroMapping, Convert, UnsupportedSchemaError
+
+__all__ = ["json_mapping"]
+
+_SCALARS: dict[str, tuple[DataType, Convert | None]] = {
+    "string": (StringType(), None),
+    "integer": (LongType(), None),
+    "number": (DoubleType(), lambda v: None if v is None else float(v)),
+    "boolean": (BooleanType(), None),
+    "null": (NullType(), None),
+}
+
+
+def json_mapping(schema: Any, path: str = "value") -> AvroMapping:
+    """The Spark type of a JSON Schema and the converter for documents decoded with it.
+
+    Args:
+        schema: the schema as JSON text or parsed JSON.
+        path: where the schema sits, for error messages.
+
+    Raises:
+        UnsupportedSchemaError: a construct without a Spark type (see the module table).
+    """
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError as exc:
+            raise UnsupportedSchemaError(f"not valid JSON: {exc}", path=path) from exc
+    return _Builder(schema).build(schema, path, ("#",))
+
+
+class _Builder:
+    def __init__(self, root: Any) -> None:
+        self.root = root
+
+    def resolve(self, ref: str, path: str) -> Any:
+        if ref == "#":
+            return self.root
+        if not ref.startswith("#/"):
+            raise UnsupportedSchemaError(f"$ref {ref!r} points outside the schema", path=path)
+        node = self.root
+        for part in ref[2:].split("/"):
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(node, dict) or part not in node:
+                raise UnsupportedSchemaError(f"$ref {ref!r} does not resolve", path=path)
+            node = node[part]
+        return node
+
+    def build(self, node: Any, path: str, refs: tuple[str, ...]) -> AvroMapping:
+        if not isinstance(node, dict):
+            raise UnsupportedSchemaError("a schema without a type has no Spark type",
+                                         path=path)
+        if "$ref" in node:
+            ref = str(node["$ref"])
+            if ref in refs:
+                raise UnsupportedSchemaError(
+                    f"$ref {ref!r} refers to itself; recursive types have no Spark type",
+                    path=path)
+            return self.build(self.resolve(ref, path), path, (*refs, ref))
+        for key in ("oneOf", "anyOf"):
+            if key in node:
+                options = [o for o in node[key] if not (isinstance(o, dict)
+                                                        and o.get("type") == "null")]
+                if len(options) != 1:
+                    raise UnsupportedSchemaError(
+                        f"{key} with several non-null schemas has no Spark type", path=path)
+                inner = self.build(options[0], path, refs)
+                return AvroMapping(inner.data_type, True, inner.convert)
+        kind = node.get("type")
+        if kind is None and ("enum" in node or "const" in node):
+            values = node.get("enum", [node.get("const")])
+            if all(isinstance(v, str) for v in values):
+                return AvroMapping(StringType(), True, None)
+        if isinstance(kind, list):
+            kinds = [k for k in kind if k != "null"]
+            if len(kinds) != 1:
+                raise UnsupportedSchemaError(
+                    f"type {kind!r} (several non-null types) has no Spark type", path=path)
+            kind = kinds[0]
+        if kind in _SCALARS:
+            data_type, conv = _SCALARS[kind]
+            return AvroMapping(data_type, True, conv)
+        if kind == "array":
+            items = node.get("items")
+            if not isinstance(items, dict):
+                raise UnsupportedSchemaError("an array needs one 'items' schema", path=path)
+            item = self.build(items, path + "[]", refs)
+            iconv = item.convert
+            return AvroMapping(ArrayType(item.data_type, True), True,
+                               None if iconv is None
+                               else (lambda v: None if v is None else [iconv(x) for x in v]))
+        if kind == "object":
+            return self.object(node, path, refs)
+        raise UnsupportedSchemaError(f"type {kind!r} has no Spark type", path=path)
+
+    def object(self, node: dict[str, Any], path: str, refs: tuple[str, ...]) -> AvroMapping:
+        props = node.get("properties")
+        if not props:
+            extra = node.get("additionalProperties")
+            if not isinstance(extra, dict):
+                raise UnsupportedSchemaError(
+                    "an object needs 'properties' or an 'additionalProperties' schema",
+                    path=path)
+            val = self.build(extra, path + "{}", refs)
+            vconv = val.convert
+            return AvroMapping(MapType(StringType(), val.data_type, True), True,
+                               None if vconv is None else
+                               (lambda v: None if v is None
+                                else {k: vconv(x) for k, x in v.items()}))
+        names = list(props)
+        mapped = [self.build(props[n], f"{path}.{n}", refs) for n in names]
+        pairs: list[tuple[str, Callable[[Any], Any] | None]] = [
+            (n, m.convert) for n, m in zip(names, mapped, strict=True)]
+
+        def convert(value: Any) -> Any:
+            if value is None:
+                return None
+            get = value.get
+            return tuple([get(n) if c is None else c(get(n)) for n, c in pairs])
+        return AvroMapping(StructType([StructField(n, m.data_type, True)
+                                       for n, m in zip(names, mapped, strict=True)]),
+                           True, convert)

@@ -54,7 +54,7 @@ __all__ = [
 
 _METADATA_TIMEOUT_S = 30.0
 # The formats decoded with a registry schema, and the schema type their subject must hold.
-_SCHEMA_TYPES = {"avro": "AVRO", "json": "JSON"}
+_SCHEMA_TYPES = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _HEADERS = ArrayType(StructType([StructField("key", StringType(), True),
                                  StructField("value", BinaryType(), True)]), False)
@@ -78,12 +78,12 @@ class FieldPlan:
         fmt: the format option.
         schema: for avro, the registered schema records are read as (the subject's latest
             version, so records written with older versions are resolved to it).
-        deps: for avro, the texts of the schemas it references, dependencies first.
+        deps: the schemas it references as (import name, text), dependencies first.
     """
 
     fmt: Format
     schema: Schema | None = None
-    deps: tuple[str, ...] = ()
+    deps: tuple[tuple[str, str], ...] = ()
 
     def mapping(self) -> AvroMapping:
         """The registry schema's Spark type and value converter (avro and json only).
@@ -96,6 +96,14 @@ class FieldPlan:
             from kontrakt.spark._json_types import json_mapping
 
             return json_mapping(self.schema.schema_str)
+        if self.fmt == "protobuf":
+            from kontrakt.serde._proto_schema import message_by_indexes
+            from kontrakt.serde.protobuf import _ProtobufDeserializerCore
+            from kontrakt.spark._proto_types import proto_mapping
+
+            # The file's first message, as Confluent's serializers register it.
+            file = _ProtobufDeserializerCore.build(self.schema.schema_str, list(self.deps))
+            return proto_mapping(message_by_indexes(file, (0,)))
         return avro_mapping(self.schema.schema_str, named_types(self.deps))
 
     def spark_type(self) -> DataType:
@@ -111,12 +119,12 @@ class FieldPlan:
         return self.mapping().data_type
 
 
-def named_types(deps: tuple[str, ...]) -> dict[str, Any]:
+def named_types(deps: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     """The named Avro types that referenced schemas (``deps``, dependencies first) define."""
     from fastavro import parse_schema
 
     named: dict[str, Any] = {}
-    for text in deps:
+    for _, text in deps:
         parse_schema(json.loads(text), named_schemas=named)
     return named
 
@@ -143,7 +151,7 @@ def resolve_field(opts: SourceOptions, client: SchemaRegistryClient | None,
         return FieldPlan(fmt)
     if fmt not in _SCHEMA_TYPES:
         raise ConfigError(f"{'key' if is_key else 'value'}.format={fmt} is not supported "
-                          f"for reading yet; use avro, json, string or binary")
+                          f"for reading; use avro, json, protobuf, string or binary")
     assert client is not None
     subject = opts.subject(is_key, opts.topics[0])
     try:
@@ -159,8 +167,8 @@ def resolve_field(opts: SourceOptions, client: SchemaRegistryClient | None,
         raise ConfigError(f"subject {subject!r} holds a {latest.schema.schema_type} schema, "
                           f"not {_SCHEMA_TYPES[fmt]}; set the matching "
                           f"{'key' if is_key else 'value'}.format")
-    deps: list[str] = []
-    if fmt == "avro":
+    deps: list[tuple[str, str]] = []
+    if fmt != "json":
         _collect_deps(client, latest.schema, deps, set())
     elif latest.schema.references:
         raise UnsupportedSchemaError(f"subject {subject!r}: JSON Schemas with references "
@@ -168,7 +176,7 @@ def resolve_field(opts: SourceOptions, client: SchemaRegistryClient | None,
     return FieldPlan(fmt, latest.schema, tuple(deps))
 
 
-def _collect_deps(client: SchemaRegistryClient, schema: Schema, out: list[str],
+def _collect_deps(client: SchemaRegistryClient, schema: Schema, out: list[tuple[str, str]],
                   seen: set[tuple[str, int]]) -> None:
     for ref in schema.references:
         key = (ref.subject, ref.version)
@@ -177,7 +185,7 @@ def _collect_deps(client: SchemaRegistryClient, schema: Schema, out: list[str],
         seen.add(key)
         dep = client.get_version(ref.subject, ref.version).schema
         _collect_deps(client, dep, out, seen)
-        out.append(dep.schema_str)
+        out.append((ref.name, dep.schema_str))
 
 
 def output_schema(key: FieldPlan, value: FieldPlan) -> StructType:
@@ -278,6 +286,11 @@ def _decoder(plan: FieldPlan, client: SchemaRegistryClient | None) -> Decoder:
 
         # Documents are validated against the schema they were written with.
         deserialize = JSONDeserializer(None, schema_registry_client=client)
+    elif plan.fmt == "protobuf":
+        from kontrakt.serde import ProtobufDeserializer
+
+        # Dynamic messages from the writer's schema; fields are matched by name.
+        deserialize = ProtobufDeserializer(None, schema_registry_client=client)
     else:
         from kontrakt.serde import AvroDeserializer
 

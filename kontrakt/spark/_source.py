@@ -53,12 +53,14 @@ class KontraktDataSource(DataSource):
             ``{"topic": {"0": 12, "1": -2}}`` (-2 earliest, -1 latest; partitions left out
             start at the earliest offset).
         endingOffsets: batch only: ``latest`` (default) or JSON as above (left out: latest).
-        key.format, value.format: ``avro``, ``json`` (JSON Schema), ``string`` or
-            ``binary`` (default binary); writes take avro, string or binary.
+        key.format, value.format: ``avro``, ``json`` (JSON Schema), ``protobuf`` (the
+            schema's first message), ``string`` or ``binary`` (default binary); writes take
+            avro, string or binary.
         key.subject, value.subject: the registry subject; default ``<first topic>-key`` /
             ``<first topic>-value`` (TopicNameStrategy).
-        schema.registry.url: required for avro and json; ``schema.registry.<property>`` is passed to
-            the registry client (``schema.registry.basic.auth.user.info``, ...).
+        schema.registry.url: required for avro, json and protobuf;
+            ``schema.registry.<property>`` is passed to the registry client
+            (``schema.registry.basic.auth.user.info``, ...).
         kafkaConsumer.pollTimeoutMs: a task fails when its partition yields nothing for
             this long (default 120000).
 

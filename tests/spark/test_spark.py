@@ -7,8 +7,10 @@ Every test here shares one local SparkSession (conftest), so they live in one fi
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
+import enum
 import json
 import uuid
 from collections.abc import Iterator
@@ -59,6 +61,22 @@ N = 12
 _TANSU_LATEST = None
 PARTITIONS = 3
 T0 = 1_700_000_000_123
+
+
+class Plan(enum.Enum):
+    FREE = "FREE"
+    PRO = "PRO"
+
+
+@dataclasses.dataclass
+class SignedUp:
+    """Written with ProtobufSerializer (a .proto generated from the dataclass)."""
+
+    user_id: str
+    age: int
+    plan: Plan
+    tags: list[str]
+    referrer: str | None = None
 
 
 def _order(i: int) -> dict[str, Any]:
@@ -435,3 +453,27 @@ def test_batch_read_json_schema_values(spark: Any, tansu_broker: TansuBroker,
     rows = [r.value for r in df.orderBy("offset").collect()]
     assert [tuple(r) for r in rows] == [(1, "a", 1.5, ["x"], ("Oslo",)),
                                         (2, None, 3.0, [], None)]
+
+
+def test_batch_read_protobuf_values(spark: Any, tansu_broker: TansuBroker,
+                                    registry_url: str, client: SchemaRegistryClient,
+                                    topic_name: str) -> None:
+    from kontrakt.serde import ProtobufSerializer
+
+    tansu_broker.create_topic(topic_name, 1)
+    events = [SignedUp("u1", 30, Plan.PRO, ["a", "b"], "r"), SignedUp("u2", 41, Plan.FREE, [])]
+    with SerializingProducer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                              "value.serializer": ProtobufSerializer(SignedUp, client)},
+                             ) as producer:
+        for e in events:
+            producer.send(topic_name, e)
+            producer.flush(10)  # one record per batch: see _TANSU_LATEST
+    df = _reader(spark, tansu_broker, registry_url, topic_name,
+                 value_format="protobuf").load()
+    value_type = df.schema["value"].dataType.simpleString()
+    assert value_type.startswith("struct<user_id:string,age:bigint,plan:string,"
+                                 "tags:array<string>,referrer:string"), value_type
+    rows = [r.value for r in df.orderBy("offset").collect()]
+    assert [(r.user_id, r.age, r.plan, r.tags, r.referrer) for r in rows] == [
+        # the enum's name in the .proto generated from the dataclass
+        ("u1", 30, "PLAN_PRO", ["a", "b"], "r"), ("u2", 41, "PLAN_FREE", [], None)]

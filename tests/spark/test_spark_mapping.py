@@ -223,3 +223,64 @@ def test_unsupported_json_schemas(schema: Any, match: str) -> None:
 
     with pytest.raises(UnsupportedSchemaError, match=match):
         json_mapping(schema)
+
+
+PROTO = """
+syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+message Order {
+  enum Kind { UNKNOWN = 0; RUSH = 1; }
+  message Line { string sku = 1; uint32 qty = 2; }
+  int64 id = 1;
+  string name = 2;
+  Kind kind = 3;
+  repeated Line lines = 4;
+  map<string, int32> attrs = 5;
+  optional double ratio = 6;
+  uint64 big = 7;
+  bytes blob = 8;
+  google.protobuf.Timestamp at = 9;
+  oneof pick { string text = 10; sint32 num = 11; }
+  repeated string tags = 12;
+}
+"""
+
+
+def _proto_descriptor(text: str) -> Any:
+    from kontrakt.serde._proto_schema import message_by_indexes
+    from kontrakt.serde.protobuf import _ProtobufDeserializerCore
+
+    return message_by_indexes(_ProtobufDeserializerCore.build(text, []), (0,))
+
+
+def test_protobuf_message_maps_to_spark_struct_and_converts_messages() -> None:
+    from google.protobuf.message_factory import GetMessageClass
+
+    from kontrakt.spark._proto_types import proto_mapping
+
+    desc = _proto_descriptor(PROTO)
+    m = proto_mapping(desc)
+    assert m.data_type.simpleString() == (
+        "struct<id:bigint,name:string,kind:string,lines:array<struct<sku:string,qty:bigint>>,"
+        "attrs:map<string,int>,ratio:double,big:decimal(20,0),blob:binary,"
+        "at:struct<seconds:bigint,nanos:int>,text:string,num:int,tags:array<string>>")
+    cls = GetMessageClass(desc)
+    msg = cls(id=7, name="n", kind=1, attrs={"a": 1}, big=2**64 - 1, blob=b"\x00",
+              num=-3, tags=["x"])
+    msg.lines.add(sku="s", qty=2)
+    assert m.convert is not None
+    assert m.convert(cls.FromString(msg.SerializeToString())) == (
+        7, "n", "RUSH", [("s", 2)], {"a": 1}, None, decimal.Decimal(2**64 - 1), b"\x00",
+        None, None, -3, ["x"])
+    empty = m.convert(cls())
+    assert empty == (0, "", "UNKNOWN", [], {}, None, decimal.Decimal(0), b"", None, None,
+                     None, [])
+
+
+def test_recursive_protobuf_message_is_refused() -> None:
+    from kontrakt.spark._proto_types import proto_mapping
+
+    desc = _proto_descriptor('syntax = "proto3"; message Node { Node next = 1; }')
+    with pytest.raises(UnsupportedSchemaError, match=r"contains itself.*at value\.next"):
+        proto_mapping(desc)

@@ -118,7 +118,7 @@ Encode = Callable[[Any, SerializationContext], "bytes | None"]
 
 
 def _encoder(plan: FieldPlan, client: SchemaRegistryClient | None,
-             conf: dict[str, bool]) -> Encode:
+             conf: dict[str, bool], subject: str) -> Encode:
     if plan.fmt in ("binary", "string"):
         def raw(value: Any, ctx: SerializationContext) -> bytes | None:
             if value is None:
@@ -130,8 +130,12 @@ def _encoder(plan: FieldPlan, client: SchemaRegistryClient | None,
     assert plan.schema is not None
     # The subject's latest schema by default: that is the one the column was checked
     # against on the driver.
+    def strategy(ctx: Any, record_name: Any) -> str:
+        return subject  # key.subject / value.subject, or the topic's default
+
     serialize = AvroSerializer(client, plan.schema, conf={
-        "auto.register.schemas": False, "use.latest.version": True, **conf})
+        "auto.register.schemas": False, "use.latest.version": True,
+        "subject.name.strategy": strategy, **conf})
     convert = avro_writer(plan.schema.schema_str, named_types(plan.deps))
 
     def encode(value: Any, ctx: SerializationContext) -> bytes | None:
@@ -166,8 +170,8 @@ class KontraktWriter(DataSourceWriter):
         has_partition = "partition" in self.columns
         count = 0
         try:
-            encode_key = _encoder(self.key, client, conf)
-            encode_value = _encoder(self.value, client, conf)
+            encode_key = _encoder(self.key, client, conf, opts.subject(True, topic))
+            encode_value = _encoder(self.value, client, conf, opts.subject(False, topic))
             with Producer(dict(opts.kafka)) as producer:
                 pending: list[Any] = []
                 for row in iterator:

@@ -345,21 +345,27 @@ def _read_back(broker: TansuBroker, client: SchemaRegistryClient, topic: str, n:
     return out
 
 
+@pytest.mark.parametrize("subject", ["own", "value.subject"])
 def test_write_avro_round_trip(spark: Any, tansu_broker: TansuBroker, registry_url: str,
-                               client: SchemaRegistryClient, orders: str) -> None:
+                               client: SchemaRegistryClient, orders: str,
+                               subject: str) -> None:
     from kontrakt.registry import Schema
 
     target = f"{orders}-copy"
     tansu_broker.create_topic(target, 1)
-    client.register_schema(f"{target}-value", Schema(json.dumps(ORDER)))
     source = _reader(spark, tansu_broker, registry_url, orders, value_format="avro",
                      key_format="string").load()
-    (source.select("key", "value", "headers").coalesce(1).write.format("kontrakt")
-     .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
-     .option("topic", target)
-     .option("schema.registry.url", registry_url)
-     .option("value.format", "avro").option("key.format", "string")
-     .mode("append").save())
+    writer = (source.select("key", "value", "headers").coalesce(1).write.format("kontrakt")
+              .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+              .option("topic", target)
+              .option("schema.registry.url", registry_url)
+              .option("value.format", "avro").option("key.format", "string")
+              .mode("append"))
+    if subject == "own":
+        client.register_schema(f"{target}-value", Schema(json.dumps(ORDER)))
+    else:  # the source topic's subject, by name
+        writer = writer.option("value.subject", f"{orders}-value")
+    writer.save()
     records = {r.key: r for r in _read_back(tansu_broker, client, target, N + 1)}
     assert records["gone"].value is None
     for i in range(N):

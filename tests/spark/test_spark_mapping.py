@@ -284,3 +284,21 @@ def test_recursive_protobuf_message_is_refused() -> None:
     desc = _proto_descriptor('syntax = "proto3"; message Node { Node next = 1; }')
     with pytest.raises(UnsupportedSchemaError, match=r"contains itself.*at value\.next"):
         proto_mapping(desc)
+
+
+def test_kontrakt_imports_without_pyspark_and_spark_names_the_extra() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules['pyspark'] = None  # as if PySpark were not installed\n"
+        "import kontrakt, kontrakt.serde, kontrakt.clients\n"
+        "try:\n"
+        "    import kontrakt.spark\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert "pip install 'kontrakt[spark]'" in out.stdout, out.stdout + out.stderr

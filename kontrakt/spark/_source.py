@@ -57,13 +57,21 @@ class KontraktDataSource(DataSource):
             schema's first message), ``string`` or ``binary`` (default binary); writes take
             avro, string or binary.
         key.subject, value.subject: the registry subject; default ``<first topic>-key`` /
-            ``<first topic>-value`` (TopicNameStrategy).
+            ``<first topic>-value`` (TopicNameStrategy). Its latest version fixes the
+            column's type when the query is analysed; every subscribed topic is read with it.
         schema.registry.url: required for avro, json and protobuf;
             ``schema.registry.<property>`` is passed to the registry client
             (``schema.registry.basic.auth.user.info``, ...).
         kafkaConsumer.pollTimeoutMs: a task fails when its partition yields nothing for
-            this long (default 120000).
+            this long (default 120000); a write task's flush is bounded by it too.
+        maxOffsetsPerTrigger: streaming only: at most this many offsets per micro-batch,
+            shared among partitions by backlog.
+        includeHeaders: accepted for compatibility; only ``true`` (headers are always read).
+        topic: writes only: the topic to produce to (see :meth:`writer`).
 
+    A record that cannot be decoded fails its task with ``KeyDeserializationError`` /
+    ``ValueDeserializationError`` naming its topic, partition and offset; records deleted by
+    retention while a task reads them fail it with ``OffsetOutOfRangeResetError``.
     Columns: ``key``, ``value`` (decoded; an Avro record is a struct), ``topic`` (string),
     ``partition`` (int), ``offset`` (long), ``timestamp`` (timestamp), ``timestampType``
     (int), ``headers`` (array<struct<key:string, value:binary>>).

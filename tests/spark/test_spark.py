@@ -58,7 +58,6 @@ N = 12
 # Tansu answers ListOffsets(LATEST) with the last batch's base offset + 1, which is the end
 # offset only when that batch holds one record; so every test produces one record per batch
 # (flush after each send). Kafka itself answers with the high watermark.
-_TANSU_LATEST = None
 PARTITIONS = 3
 T0 = 1_700_000_000_123
 
@@ -116,7 +115,7 @@ def orders(tansu_broker: TansuBroker, client: SchemaRegistryClient,
             producer.send(topic_name, _order(i), key=f"k{i}", partition=i % PARTITIONS,
                           timestamp_ms=T0 + i,
                           headers=[("n", str(i).encode())] if i % 2 == 0 else None)
-            producer.flush(10)  # one record per batch: see _TANSU_LATEST
+            producer.flush(10)  # one record per batch: see the Tansu note at the top
         producer.send(topic_name, None, key="gone", partition=0, timestamp_ms=T0 + N)
         producer.flush(10)
     return topic_name
@@ -185,12 +184,29 @@ def test_offset_ranges_from_json(spark: Any, tansu_broker: TansuBroker, registry
     assert latest.load().count() == 0
 
 
+def test_several_topics_share_the_first_topics_schema(
+        spark: Any, tansu_broker: TansuBroker, registry_url: str,
+        client: SchemaRegistryClient, orders: str) -> None:
+    other = f"{orders}-b"
+    tansu_broker.create_topic(other, 1)
+    with SerializingProducer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                              "value.serializer": AvroSerializer(client, json.dumps(ORDER))},
+                             ) as producer:
+        producer.send(other, {**_order(5), "id": 100})
+        producer.flush(10)
+    df = _reader(spark, tansu_broker, registry_url, f"{orders}, {other}",
+                 value_format="avro").load()
+    got = df.groupBy("topic").count().collect()
+    assert {(r.topic, r["count"]) for r in got} == {(orders, N + 1), (other, 1)}
+    assert df.where(df.topic == other).select("value.id").first().id == 100
+
+
 def test_binary_columns_without_registry(spark: Any, tansu_broker: TansuBroker,
                                          topic_name: str) -> None:
     tansu_broker.create_topic(topic_name, 1)
     with Producer(bootstrap_servers=tansu_broker.bootstrap_servers) as producer:
         producer.send(topic_name, b"v\x00", key=b"k", headers=[("h", None)])
-        producer.flush(10)  # one record per batch: see _TANSU_LATEST
+        producer.flush(10)  # one record per batch: see the Tansu note at the top
         producer.send(topic_name, "héllo".encode(), key=None)
         producer.flush(10)
     df = (spark.read.format("kontrakt")
@@ -451,7 +467,7 @@ def test_batch_read_json_schema_values(spark: Any, tansu_broker: TansuBroker,
                              ) as producer:
         for doc in docs:
             producer.send(topic_name, doc)
-            producer.flush(10)  # one record per batch: see _TANSU_LATEST
+            producer.flush(10)  # one record per batch: see the Tansu note at the top
     df = _reader(spark, tansu_broker, registry_url, topic_name, value_format="json").load()
     assert df.schema["value"].dataType.simpleString() == (
         "struct<id:bigint,name:string,score:double,tags:array<string>,"
@@ -473,7 +489,7 @@ def test_batch_read_protobuf_values(spark: Any, tansu_broker: TansuBroker,
                              ) as producer:
         for e in events:
             producer.send(topic_name, e)
-            producer.flush(10)  # one record per batch: see _TANSU_LATEST
+            producer.flush(10)  # one record per batch: see the Tansu note at the top
     df = _reader(spark, tansu_broker, registry_url, topic_name,
                  value_format="protobuf").load()
     value_type = df.schema["value"].dataType.simpleString()

@@ -30,7 +30,9 @@ OffsetSpec = Literal["earliest", "latest"] | dict[str, dict[int, int]]
 _KNOWN = {
     "subscribe", "topic", "startingoffsets", "endingoffsets", "maxoffsetspertrigger",
     "kafkaconsumer.polltimeoutms", "key.format", "value.format", "key.subject",
-    "value.subject", "path", "includeheaders",
+    "value.subject", "includeheaders",
+    # Spark's own, handed to the source along with the user's options
+    "path", "checkpointlocation",
 }
 # Set by the source itself (Spark's Kafka source refuses them too): a group would commit
 # offsets the query does not own, and the decoding is the data source's job.

@@ -8,6 +8,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
 )
@@ -120,6 +121,22 @@ class KontraktDataSource(DataSource):
         opts = parse_options(self.options, write=True)
         key, value = plan_write(opts, schema)
         return KontraktWriter(opts, key, value, tuple(schema.fieldNames()))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """A streaming writer (``writeStream.format("kontrakt")``, output mode append); same
+        options and columns as :meth:`writer`. At least once.
+
+        Raises:
+            ConfigError: as :meth:`writer`.
+        """
+        from kontrakt.spark._writer import KontraktStreamWriter, plan_write
+
+        if overwrite:
+            raise ConfigError("output mode complete is not supported: a Kafka topic is "
+                              "append-only; use output mode append")
+        opts = parse_options(self.options, write=True)
+        key, value = plan_write(opts, schema)
+        return KontraktStreamWriter(opts, key, value, tuple(schema.fieldNames()))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A micro-batch reader (PySpark 4.2+); offsets are checkpointed by Spark."""

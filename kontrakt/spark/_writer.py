@@ -12,7 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Row
-from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -34,7 +38,7 @@ from kontrakt.spark._options import SourceOptions
 from kontrakt.spark._reader import FieldPlan, named_types, registry_client, resolve_field
 from kontrakt.spark._types import avro_mapping, avro_writer
 
-__all__ = ["KontraktCommitMessage", "KontraktWriter", "plan_write"]
+__all__ = ["KontraktCommitMessage", "KontraktStreamWriter", "KontraktWriter", "plan_write"]
 
 _COLUMNS = ("key", "value", "headers", "partition")
 _FLUSH_EVERY = 10_000  # records in flight per task before the task waits for them
@@ -143,8 +147,8 @@ def _encoder(plan: FieldPlan, client: SchemaRegistryClient | None,
     return encode
 
 
-class KontraktWriter(DataSourceWriter):
-    """Produces each task's rows to the ``topic`` option's topic."""
+class _ProduceTask:
+    """What batch and streaming writers share: one task producing its rows."""
 
     def __init__(self, opts: SourceOptions, key: FieldPlan, value: FieldPlan,
                  columns: tuple[str, ...]) -> None:
@@ -153,7 +157,7 @@ class KontraktWriter(DataSourceWriter):
         self.value = value
         self.columns = columns
 
-    def write(self, iterator: Iterator[Row]) -> KontraktCommitMessage:
+    def produce(self, iterator: Iterator[Row]) -> KontraktCommitMessage:
         """Produce the rows, flush, and check every record's delivery (on an executor).
 
         Raises:
@@ -205,11 +209,37 @@ class KontraktWriter(DataSourceWriter):
                 client.close()
         return KontraktCommitMessage(count)
 
+
+class KontraktWriter(_ProduceTask, DataSourceWriter):
+    """Produces each task's rows to the ``topic`` option's topic (batch)."""
+
+    def write(self, iterator: Iterator[Row]) -> KontraktCommitMessage:
+        """See :meth:`_ProduceTask.produce`."""
+        return self.produce(iterator)
+
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to finish: each task's records were acknowledged before it reported."""
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to undo: records already acknowledged stay in the topic (at least once)."""
+
+
+class KontraktStreamWriter(_ProduceTask, DataSourceStreamWriter):
+    """Produces each micro-batch's rows to the ``topic`` option's topic.
+
+    At least once: a micro-batch that is retried after a failure (or replayed after a
+    restart) produces its records again.
+    """
+
+    def write(self, iterator: Iterator[Row]) -> KontraktCommitMessage:
+        """See :meth:`_ProduceTask.produce`."""
+        return self.produce(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to finish: each task's records were acknowledged before it reported."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to undo: acknowledged records stay in the topic."""
 
 
 def _settle(producer: Producer, pending: list[Any], timeout: float) -> None:

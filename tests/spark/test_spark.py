@@ -499,3 +499,27 @@ def test_batch_read_protobuf_values(spark: Any, tansu_broker: TansuBroker,
     assert [(r.user_id, r.age, r.plan, r.tags, r.referrer) for r in rows] == [
         # the enum's name in the .proto generated from the dataclass
         ("u1", 30, "PLAN_PRO", ["a", "b"], "r"), ("u2", 41, "PLAN_FREE", [], None)]
+
+
+def test_streaming_write_copies_a_topic(spark: Any, tansu_broker: TansuBroker,
+                                        registry_url: str, client: SchemaRegistryClient,
+                                        orders: str, tmp_path: Any) -> None:
+    target = f"{orders}-stream"
+    tansu_broker.create_topic(target, 1)
+    df = _stream(spark, tansu_broker, registry_url, orders).select("key", "value", "headers")
+    query = (df.writeStream.format("kontrakt")
+             .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+             .option("topic", target).option("schema.registry.url", registry_url)
+             .option("value.format", "avro").option("key.format", "string")
+             .option("value.subject", f"{orders}-value")
+             .option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(60), "the availableNow query did not finish in 60 s"
+    finally:
+        query.stop()
+    assert query.exception() is None
+    records = {r.key: r for r in _read_back(tansu_broker, client, target, N + 1)}
+    assert records["gone"].value is None
+    assert records["k3"].value["customer"] == {"name": "c3", "email": None}
+    assert records["k4"].headers == [("n", b"4")]

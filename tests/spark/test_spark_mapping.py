@@ -302,3 +302,31 @@ def test_kontrakt_imports_without_pyspark_and_spark_names_the_extra() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
     assert "pip install 'kontrakt[spark]'" in out.stdout, out.stdout + out.stderr
+
+
+def test_writer_converter_inverts_the_reader_converter() -> None:
+    from pyspark.sql import Row
+
+    from kontrakt.spark._types import avro_writer
+
+    rec = {"type": "record", "name": "R", "fields": [{"name": "x", "type": "int"}]}
+    schema = {"type": "record", "name": "Top", "fields": [
+        {"name": "multi", "type": ["null", "string", rec]},
+        {"name": "opt", "type": ["null", "R"]},
+        {"name": "blob", "type": "bytes"},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "m", "type": {"type": "map", "values": {"type": "array", "items": "R"}}},
+        {"name": "defaulted", "type": "int", "default": 7},
+    ]}
+    at = datetime.datetime(2024, 5, 6, 7, 8, 9, 123000)  # naive, as PySpark hands it over
+    spark_value = Row(multi=Row(member0=None, member1=Row(x=1)), opt=None,
+                      blob=bytearray(b"\x01"), at=at, m={"k": [Row(x=2)]})
+    parsed = parse_schema(schema)
+    buf = io.BytesIO()
+    schemaless_writer(buf, parsed, avro_writer(schema)(spark_value))
+    buf.seek(0)
+    convert = avro_mapping(schema).convert
+    assert convert is not None
+    back = convert(schemaless_reader(buf, parsed, None, True))
+    assert back == ((None, (1,)), None, b"\x01", at.astimezone(datetime.timezone.utc),
+                    {"k": [(2,)]}, 7)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,11 @@ from kontrakt.registry.server import RegistryServer
 def spark() -> Iterator[Any]:
     """A ``local[2]`` SparkSession bound to 127.0.0.1, with ``kontrakt`` registered."""
     pytest.importorskip("pyspark", reason="needs the spark extra")
+    java_home = os.environ.get("JAVA_HOME")
+    if shutil.which("java") is None and not (
+            java_home and os.path.exists(os.path.join(java_home, "bin", "java"))):
+        # PySpark starts a JVM; the package registries cannot provide one.
+        pytest.skip("the Spark tests need a Java 17+ runtime (java on PATH or JAVA_HOME)")
     from pyspark.sql import SparkSession
 
     from kontrakt.spark import register

@@ -523,3 +523,45 @@ def test_streaming_write_copies_a_topic(spark: Any, tansu_broker: TansuBroker,
     assert records["gone"].value is None
     assert records["k3"].value["customer"] == {"name": "c3", "email": None}
     assert records["k4"].headers == [("n", b"4")]
+
+
+MONEY = {"type": "record", "name": "Money", "namespace": "acme", "fields": [
+    {"name": "units", "type": "long"},
+    {"name": "currency", "type": "string"}]}
+PAYMENT = {"type": "record", "name": "Payment", "namespace": "acme", "fields": [
+    {"name": "id", "type": "string"},
+    {"name": "amount", "type": "acme.Money"},
+    {"name": "refund", "type": ["null", "acme.Money"], "default": None}]}
+
+
+def test_batch_read_avro_with_schema_references(spark: Any, tansu_broker: TansuBroker,
+                                                client: SchemaRegistryClient,
+                                                registry_url: str, topic_name: str) -> None:
+    """A value schema naming a type registered under another subject (Confluent's
+    ``references``) is read as a nested struct."""
+    from kontrakt.registry import Schema, SchemaReference
+
+    money_subject = f"acme.Money-{topic_name}"
+    client.register_schema(money_subject, Schema(json.dumps(MONEY)))
+    version = client.get_latest_version(money_subject).version
+    payment = Schema(json.dumps(PAYMENT),
+                     references=[SchemaReference("acme.Money", money_subject, version)])
+    tansu_broker.create_topic(topic_name, 1)
+    with SerializingProducer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                              "value.serializer": AvroSerializer(client, payment)}
+                             ) as producer:
+        for i in range(3):
+            producer.send(topic_name, {
+                "id": f"p{i}", "amount": {"units": 100 * i, "currency": "EUR"},
+                "refund": {"units": i, "currency": "USD"} if i % 2 else None})
+            producer.flush(10)  # one record per batch: see the Tansu note at the top
+    df = _reader(spark, tansu_broker, registry_url, topic_name, value_format="avro").load()
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:string,amount:struct<units:bigint,currency:string>,"
+        "refund:struct<units:bigint,currency:string>>")
+    rows = [r.value for r in df.orderBy("offset").collect()]
+    assert [r.id for r in rows] == ["p0", "p1", "p2"]
+    assert [(r.amount.units, r.amount.currency) for r in rows] == [
+        (0, "EUR"), (100, "EUR"), (200, "EUR")]
+    assert rows[0].refund is None and rows[2].refund is None
+    assert (rows[1].refund.units, rows[1].refund.currency) == (1, "USD")

@@ -2,7 +2,8 @@
 
 Names follow Spark's built-in Kafka source where it has one (``kafka.bootstrap.servers``,
 ``subscribe``, ``startingOffsets``, ``endingOffsets``, ``maxOffsetsPerTrigger``,
-``kafkaConsumer.pollTimeoutMs``, ``topic``); the registry and format options are Kontrakt's.
+``kafkaConsumer.pollTimeoutMs``, ``failOnDataLoss``, ``topic``); the registry and format
+options are Kontrakt's.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ OffsetSpec = Literal["earliest", "latest"] | dict[str, dict[int, int]]
 _KNOWN = {
     "subscribe", "topic", "startingoffsets", "endingoffsets", "maxoffsetspertrigger",
     "kafkaconsumer.polltimeoutms", "key.format", "value.format", "key.subject",
-    "value.subject", "includeheaders",
+    "value.subject", "includeheaders", "failondataloss",
     # Spark's own, handed to the source along with the user's options
     "path", "checkpointlocation",
 }
@@ -59,6 +60,8 @@ class SourceOptions:
         max_offsets_per_trigger: streaming: at most this many offsets per micro-batch.
         serializer: options passed to the registry serializers when writing
             (``auto.register.schemas``, ``use.latest.version``, ``normalize.schemas``).
+        fail_on_data_loss: ``failOnDataLoss`` (default true): fail when offsets to read were
+            deleted (retention, DeleteRecords); false skips them with a logged warning.
     """
 
     kafka: dict[str, str]
@@ -73,6 +76,7 @@ class SourceOptions:
     poll_timeout_s: float = _DEFAULT_POLL_TIMEOUT_MS / 1000
     max_offsets_per_trigger: int | None = None
     serializer: dict[str, str] = field(default_factory=dict)
+    fail_on_data_loss: bool = True
 
     def subject(self, is_key: bool, topic: str) -> str:
         """The registry subject of a topic's keys or values (TopicNameStrategy default)."""
@@ -118,6 +122,13 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
     if opts.get("includeheaders", "true").strip().lower() != "true":
         raise ConfigError("option 'includeHeaders' can only be true: the headers column is "
                           "always there")
+    isolation = kafka.get("isolation.level")
+    if isolation is not None:
+        # Checked here so the error comes while the query is analysed, in Spark's words.
+        kafka["isolation.level"] = isolation.strip().lower()
+        if kafka["isolation.level"] not in ("read_committed", "read_uncommitted"):
+            raise ConfigError(f"option 'kafka.isolation.level' must be read_committed or "
+                              f"read_uncommitted; got {isolation!r}")
     if not kafka.get("bootstrap.servers", "").strip():
         raise ConfigError("option 'kafka.bootstrap.servers' is required "
                           "(host:port[,host:port...])")
@@ -153,7 +164,18 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
         max_offsets_per_trigger=(_positive_int(opts, "maxoffsetspertrigger", 0)
                                  if "maxoffsetspertrigger" in opts else None),
         serializer=serializer,
+        fail_on_data_loss=_bool(opts, "failondataloss", True),
     )
+
+
+def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"option {key!r} must be true or false; got {raw!r}")
+    return value == "true"
 
 
 def _format(opts: Mapping[str, str], key: str) -> Format:

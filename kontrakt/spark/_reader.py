@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from kontrakt.errors import (
     ConfigError,
     KafkaTimeoutError,
     KeyDeserializationError,
+    OffsetOutOfRangeResetError,
     SchemaRegistryError,
     ValueDeserializationError,
 )
@@ -51,6 +53,8 @@ __all__ = [
     "registry_client",
     "resolve_field",
 ]
+
+log = logging.getLogger("kontrakt.spark")
 
 _METADATA_TIMEOUT_S = 30.0
 # The formats decoded with a registry schema, and the schema type their subject must hold.
@@ -223,8 +227,12 @@ def edge_offsets(consumer: Consumer, tps: list[TopicPartition]
 
 
 def offset_for(spec: OffsetSpec, tp: TopicPartition, default: int, begin: int, end: int,
-               name: str) -> int:
+               name: str, *, fail_on_data_loss: bool = True) -> int:
     """Resolve ``spec`` for one partition to an offset within ``[begin, end]``.
+
+    Args:
+        fail_on_data_loss: false turns an explicit offset below ``begin`` (its records were
+            deleted) into ``begin``, with a logged warning.
 
     Raises:
         ConfigError: an explicit offset outside what the partition holds.
@@ -240,6 +248,11 @@ def offset_for(spec: OffsetSpec, tp: TopicPartition, default: int, begin: int, e
         return begin
     if wanted == LATEST:
         return end
+    if wanted < begin and not fail_on_data_loss:
+        log.warning("%s: offset %d for %s/%d was deleted (the partition starts at %d); "
+                    "starting there instead (failOnDataLoss=false)", name, wanted, tp.topic,
+                    tp.partition, begin)
+        return begin
     if not begin <= wanted <= end:
         raise ConfigError(f"{name}: offset {wanted} for {tp.topic}/{tp.partition} is outside "
                           f"the partition's offsets {begin}..{end}")
@@ -260,8 +273,10 @@ def plan_ranges(opts: SourceOptions) -> list[OffsetRange]:
     ranges = []
     for tp in tps:
         b, e = begin[tp], end[tp]
-        start = offset_for(opts.starting, tp, EARLIEST, b, e, "startingOffsets")
-        stop = offset_for(opts.ending, tp, LATEST, b, e, "endingOffsets")
+        start = offset_for(opts.starting, tp, EARLIEST, b, e, "startingOffsets",
+                           fail_on_data_loss=opts.fail_on_data_loss)
+        stop = offset_for(opts.ending, tp, LATEST, b, e, "endingOffsets",
+                          fail_on_data_loss=opts.fail_on_data_loss)
         if start > stop:
             raise ConfigError(f"{tp.topic}/{tp.partition}: startingOffsets {start} is after "
                               f"endingOffsets {stop}")
@@ -313,7 +328,9 @@ def read_range(opts: SourceOptions, key: FieldPlan, value: FieldPlan,
         KeyDeserializationError, ValueDeserializationError: a record could not be decoded;
             the message names its topic, partition and offset.
         KafkaTimeoutError: nothing arrived for ``kafkaConsumer.pollTimeoutMs``.
-        OffsetOutOfRangeResetError: the range's records were deleted (retention) meanwhile.
+        OffsetOutOfRangeResetError: the range's records were deleted (retention,
+            DeleteRecords) meanwhile and ``failOnDataLoss`` is true; when false, the deleted
+            offsets are skipped with a logged warning.
     """
     if rng.start >= rng.end:
         return
@@ -327,14 +344,16 @@ def read_range(opts: SourceOptions, key: FieldPlan, value: FieldPlan,
         with Consumer(config) as consumer:
             consumer.assign([tp])
             consumer.seek(tp, rng.start)
-            yield from _read(consumer, tp, rng, opts.poll_timeout_s, decode_key, decode_value)
+            yield from _read(consumer, tp, rng, opts.poll_timeout_s, decode_key, decode_value,
+                             fail_on_data_loss=opts.fail_on_data_loss)
     finally:
         if client is not None:
             client.close()
 
 
 def _read(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: float,
-          decode_key: Decoder, decode_value: Decoder) -> Iterator[tuple[Any, ...]]:
+          decode_key: Decoder, decode_value: Decoder, *,
+          fail_on_data_loss: bool = True) -> Iterator[tuple[Any, ...]]:
     next_offset = rng.start
     deadline = time.monotonic() + timeout
     while next_offset < rng.end:
@@ -344,7 +363,13 @@ def _read(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: flo
                 f"{tp.topic}/{tp.partition}: no record after offset {next_offset} within "
                 f"{timeout:g}s (reading offsets {rng.start}..{rng.end}); raise "
                 f"kafkaConsumer.pollTimeoutMs if the cluster is slow")
-        batch = consumer.getmany(min(1.0, remaining), rng.end - next_offset).get(tp, [])
+        try:
+            batch = consumer.getmany(min(1.0, remaining), rng.end - next_offset).get(tp, [])
+        except OffsetOutOfRangeResetError as exc:
+            next_offset = _skip_lost(consumer, tp, rng, next_offset, exc, fail_on_data_loss)
+            if next_offset >= rng.end:
+                return
+            continue
         for record in batch:
             if record.offset >= rng.end:
                 return
@@ -356,6 +381,28 @@ def _read(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: flo
             # The range ends in offsets that hold no records (transaction markers,
             # compacted-away records): the position has moved past them.
             return
+
+
+def _skip_lost(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, next_offset: int,
+               exc: OffsetOutOfRangeResetError, fail_on_data_loss: bool) -> int:
+    """Where to go on after ``next_offset`` turned out to be deleted: the partition's
+    earliest offset (the consumer is sought there), or the error when that is not allowed."""
+    if fail_on_data_loss:
+        raise OffsetOutOfRangeResetError(
+            f"{tp.topic}/{tp.partition}: offset {next_offset} is no longer in the log "
+            f"(reading offsets {rng.start}..{rng.end}; records were deleted by retention or "
+            f"DeleteRecords); set failOnDataLoss=false to skip lost records") from exc
+    begin = consumer.beginning_offsets([tp], _METADATA_TIMEOUT_S)[tp]
+    if begin <= next_offset:
+        # The log still starts at or before the position: not deleted records but
+        # something else (a truncated log end); skipping cannot help.
+        raise exc
+    log.warning("%s/%d: the records from offset %d up to %d were deleted before they were "
+                "read; skipping them (failOnDataLoss=false)", tp.topic, tp.partition,
+                next_offset, min(begin, rng.end))
+    if begin < rng.end:
+        consumer.seek(tp, begin)
+    return begin
 
 
 def _row(record: ConsumerRecord[Any, Any], decode_key: Decoder,

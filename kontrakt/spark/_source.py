@@ -49,6 +49,10 @@ class KontraktDataSource(DataSource):
             Kontrakt's consumer/producer (``kafka.isolation.level``, ``kafka.client.id``,
             SASL/TLS properties, ...); ``group.id``, ``auto.offset.reset``,
             ``enable.auto.commit`` and (de)serializers are refused.
+            ``kafka.isolation.level``: ``read_uncommitted`` (default) returns every record;
+            ``read_committed`` plans ranges up to the last stable offset (open transactions
+            are not read yet) and leaves out aborted transactions' records and the
+            transaction markers (their offsets are simply not rows).
         subscribe: comma-separated topics to read.
         startingOffsets: ``earliest`` (default), ``latest`` or JSON
             ``{"topic": {"0": 12, "1": -2}}`` (-2 earliest, -1 latest; partitions left out
@@ -67,12 +71,17 @@ class KontraktDataSource(DataSource):
             this long (default 120000); a write task's flush is bounded by it too.
         maxOffsetsPerTrigger: streaming only: at most this many offsets per micro-batch,
             shared among partitions by backlog.
+        failOnDataLoss: ``true`` (default) or ``false``. With false, offsets whose records
+            were deleted (retention, DeleteRecords) are skipped with a logged warning: a
+            ``startingOffsets`` offset below the log start begins at the log start, and a
+            task whose position was deleted meanwhile goes on from the earliest offset.
         includeHeaders: accepted for compatibility; only ``true`` (headers are always read).
         topic: writes only: the topic to produce to (see :meth:`writer`).
 
     A record that cannot be decoded fails its task with ``KeyDeserializationError`` /
     ``ValueDeserializationError`` naming its topic, partition and offset; records deleted by
-    retention while a task reads them fail it with ``OffsetOutOfRangeResetError``.
+    retention while a task reads them fail it with ``OffsetOutOfRangeResetError`` (unless
+    ``failOnDataLoss`` is false).
     Columns: ``key``, ``value`` (decoded; an Avro record is a struct), ``topic`` (string),
     ``partition`` (int), ``offset`` (long), ``timestamp`` (timestamp), ``timestampType``
     (int), ``headers`` (array<struct<key:string, value:binary>>).

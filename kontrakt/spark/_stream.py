@@ -90,7 +90,9 @@ class KontraktStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Where a new query starts: ``startingOffsets`` resolved now."""
         begin, end = self._edges()
         return _to_json({tp: offset_for(self.opts.starting, tp, EARLIEST, begin[tp], end[tp],
-                                        "startingOffsets") for tp in begin})
+                                        "startingOffsets",
+                                        fail_on_data_loss=self.opts.fail_on_data_loss)
+                         for tp in begin})
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``maxOffsetsPerTrigger`` as a row limit (none: read all available)."""

@@ -330,3 +330,10 @@ def test_writer_converter_inverts_the_reader_converter() -> None:
     back = convert(schemaless_reader(buf, parsed, None, True))
     assert back == ((None, (1,)), None, b"\x01", at.astimezone(datetime.timezone.utc),
                     {"k": [(2,)]}, 7)
+
+
+def test_isolation_level_is_checked_and_normalised() -> None:
+    opts = parse_options({**_options(), "kafka.isolation.level": " Read_Committed"})
+    assert opts.consumer_config()["isolation.level"] == "read_committed"
+    with pytest.raises(ConfigError, match="read_committed or read_uncommitted; got 'x'"):
+        parse_options({**_options(), "kafka.isolation.level": "x"})

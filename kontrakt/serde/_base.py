@@ -15,7 +15,7 @@ import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from kontrakt.errors import ConfigError, SchemaRegistryError, SerializationError
 from kontrakt.serde._context import (
@@ -265,19 +265,19 @@ class SerializerCore(_CoreConfig):
                 return r.write(obj, ctx)
             payload = self.encode(obj, ctx, r.parsed)
         except Exception as e:
-            err = self.encode_error(e, obj, ctx)
-            if err is e:
-                raise
-            raise err from e
+            self.encode_failed(e, obj, ctx)
         return self.id_serializer(payload, ctx, r.schema_id)
 
-    def encode_error(self, e: Exception, obj: Any, ctx: SerializationContext | None) -> Exception:
-        """The error to raise for an encoder's failure ``e``: key/value serialization errors
-        pass through; anything else is wrapped into one naming the record."""
+    def encode_failed(self, e: Exception, obj: Any, ctx: SerializationContext | None) -> NoReturn:
+        """Raise for an encoder's failure ``e`` (called in its ``except`` block): key/value
+        serialization errors pass through; anything else is wrapped into one naming the
+        record."""
         if isinstance(e, SerializationError):
-            return serialization_error(str(e), ctx, e) if type(e) is SerializationError else e
-        return serialization_error(f"{self.owner}: cannot encode {type(obj).__name__}: {e}",
-                                   ctx, e)
+            if type(e) is not SerializationError:
+                raise e
+            raise serialization_error(str(e), ctx, e) from e
+        raise serialization_error(f"{self.owner}: cannot encode {type(obj).__name__}: {e}",
+                                  ctx, e) from e
 
     # -- format hooks ----------------------------------------------------------------------
     def local_schema(self, ctx: SerializationContext | None) -> Steps:
@@ -358,13 +358,10 @@ class DeserializerCore(_CoreConfig):
             read = self.readers.get(key)
             if read is None:
                 return MISS
-        try:
+        try:  # deserialize(), inlined: this runs once per record
             return read(data, offset, ctx)
         except Exception as e:
-            err = self.decode_error(e, data, ctx)
-            if err is e:
-                raise
-            raise err from e
+            self.decode_failed(e, data, ctx)
 
     def locate(self, data: bytes, ctx: SerializationContext | None) -> tuple[Any, SchemaId, int]:
         """Read the schema id: returns the cache key, the id and where the payload starts.
@@ -438,19 +435,19 @@ class DeserializerCore(_CoreConfig):
         try:
             return reader(data, offset, ctx)
         except Exception as e:
-            err = self.decode_error(e, data, ctx)
-            if err is e:
-                raise
-            raise err from e
+            self.decode_failed(e, data, ctx)
 
-    def decode_error(self, e: Exception, data: bytes,
-                     ctx: SerializationContext | None) -> Exception:
-        """The error to raise for a reader's failure ``e``: key/value deserialization errors
-        pass through; anything else is wrapped into one naming the record."""
+    def decode_failed(self, e: Exception, data: bytes,
+                      ctx: SerializationContext | None) -> NoReturn:
+        """Raise for a reader's failure ``e`` (called in its ``except`` block): key/value
+        deserialization errors pass through; anything else is wrapped into one naming the
+        record."""
         if isinstance(e, SerializationError):
-            return deserialization_error(str(e), ctx, data, e) if type(e) is SerializationError \
-                else e
-        return deserialization_error(f"{self.owner}: cannot decode payload: {e!r}", ctx, data, e)
+            if type(e) is not SerializationError:
+                raise e
+            raise deserialization_error(str(e), ctx, data, e) from e
+        raise deserialization_error(f"{self.owner}: cannot decode payload: {e!r}", ctx, data,
+                                    e) from e
 
     # -- format hooks ----------------------------------------------------------------------
     def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
@@ -658,10 +655,7 @@ class SyncSerializer:
                 try:
                     return write(obj, ctx)
                 except Exception as e:
-                    err = core.encode_error(e, obj, ctx)
-                    if err is e:
-                        raise
-                    raise err from e
+                    core.encode_failed(e, obj, ctx)
         out = core.serialize_cached(obj, ctx)
         if out is MISS:
             run_sync(core.resolve(core.subject(ctx), ctx), self._registry)

@@ -977,10 +977,7 @@ class Fetcher:
             strategy = self.subs.default_reset
             log.info("offset %s out of range on %s; reset %s", offset, tp, strategy)
             with self.buffer.lock:
-                st.position = None
-                st.reset = strategy
-                st.out_of_range_at = None
-                st.gen += 1
+                st.request_reset(strategy)
             return False
         if err.retriable or err.invalid_metadata:
             log.debug("fetch %s: %s", tp, err.__name__)

@@ -102,6 +102,15 @@ class PartitionState:
         self.out_of_range_at = None
         self.gen += 1
 
+    def request_reset(self, strategy: str) -> None:
+        """Forget the position; the fetcher looks one up with ``strategy`` (earliest/latest)
+        and drops prefetched data."""
+        self.position = None
+        self.reset = strategy
+        self.failed = False
+        self.out_of_range_at = None
+        self.gen += 1
+
     @property
     def fetchable(self) -> bool:
         """True when a fetch may be sent for this partition now."""
@@ -232,12 +241,7 @@ class SubscriptionState:
 
     def request_reset(self, tp: TopicPartition, strategy: str | None = None) -> None:
         """Reset ``tp`` to earliest/latest at the next opportunity."""
-        st = self.state(tp)
-        st.position = None
-        st.reset = strategy or self.default_reset
-        st.failed = False
-        st.out_of_range_at = None
-        st.gen += 1
+        self.state(tp).request_reset(strategy or self.default_reset)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching and returning records of these assigned partitions."""

@@ -408,24 +408,24 @@ def _skip_lost(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, next_of
 def _row(record: ConsumerRecord[Any, Any], decode_key: Decoder,
          decode_value: Decoder) -> tuple[Any, ...]:
     headers = record.headers
-    try:
-        key = decode_key(record.key, SerializationContext(
-            record.topic, MessageField.KEY, headers, record.partition, record.offset))
-    except Exception as exc:
-        raise KeyDeserializationError(
-            f"{record.topic}/{record.partition} offset {record.offset}: the key could not be "
-            f"decoded: {exc}", record=record) from exc
-    try:
-        value = decode_value(record.value, SerializationContext(
-            record.topic, MessageField.VALUE, headers, record.partition, record.offset))
-    except Exception as exc:
-        raise ValueDeserializationError(
-            f"{record.topic}/{record.partition} offset {record.offset}: the value could not "
-            f"be decoded: {exc}", record=record) from exc
+    key = _decode(decode_key, record.key, record, MessageField.KEY)
+    value = _decode(decode_value, record.value, record, MessageField.VALUE)
     ts = record.timestamp
     return (key, value, record.topic, record.partition, record.offset,
             None if ts < 0 else _EPOCH + datetime.timedelta(milliseconds=ts),
             int(record.timestamp_type), [(k, v) for k, v in headers])
+
+
+def _decode(decode: Decoder, data: Any, record: ConsumerRecord[Any, Any],
+            field: MessageField) -> Any:
+    try:
+        return decode(data, SerializationContext(
+            record.topic, field, record.headers, record.partition, record.offset))
+    except Exception as exc:
+        error = KeyDeserializationError if field is MessageField.KEY else ValueDeserializationError
+        raise error(
+            f"{record.topic}/{record.partition} offset {record.offset}: the {field.value} could "
+            f"not be decoded: {exc}", record=record) from exc
 
 
 def check_schema(given: StructType, expected: StructType) -> None:

@@ -181,22 +181,10 @@ class _ProduceTask:
                 for row in iterator:
                     headers = [(h["key"], None if h["value"] is None else bytes(h["value"]))
                                for h in (row["headers"] or ())] if has_headers else []
-                    try:
-                        value = encode_value(row["value"], SerializationContext(
-                            topic, MessageField.VALUE, headers))
-                    except Exception as exc:
-                        raise ValueSerializationError(
-                            f"row {count} of this task: the value could not be encoded for "
-                            f"{topic}: {exc}") from exc
-                    key = None
-                    if has_key:
-                        try:
-                            key = encode_key(row["key"], SerializationContext(
-                                topic, MessageField.KEY, headers))
-                        except Exception as exc:
-                            raise KeySerializationError(
-                                f"row {count} of this task: the key could not be encoded "
-                                f"for {topic}: {exc}") from exc
+                    value = _encode(encode_value, row["value"], topic, MessageField.VALUE,
+                                    headers, count)
+                    key = (_encode(encode_key, row["key"], topic, MessageField.KEY, headers,
+                                   count) if has_key else None)
                     pending.append(producer.send(
                         topic, value, key, headers=headers or None,
                         partition=row["partition"] if has_partition else None))
@@ -208,6 +196,16 @@ class _ProduceTask:
             if client is not None:
                 client.close()
         return KontraktCommitMessage(count)
+
+
+def _encode(encode: Encode, data: Any, topic: str, field: MessageField,
+            headers: list[tuple[str, bytes | None]], row: int) -> bytes | None:
+    try:
+        return encode(data, SerializationContext(topic, field, headers))
+    except Exception as exc:
+        error = KeySerializationError if field is MessageField.KEY else ValueSerializationError
+        raise error(f"row {row} of this task: the {field.value} could not be encoded for "
+                    f"{topic}: {exc}") from exc
 
 
 class KontraktWriter(_ProduceTask, DataSourceWriter):

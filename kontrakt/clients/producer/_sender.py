@@ -2,10 +2,12 @@
 
 Each pass (woken by the accumulator once per batch, by responses, or by the earliest linger
 or retry deadline) takes at most one batch per partition whose leader has a free in-flight
-slot, groups them by leader into one request per broker, and sends each request in its own
-task so that up to ``max.in.flight.requests.per.connection`` are pipelined per broker. Requests
-to one broker are written in the order they were made (tasks start in creation order and
-do not suspend before writing on an open connection).
+slot and groups them by leader into one request per broker, written at once with its
+response handled in a done-callback, so that up to ``max.in.flight.requests.per.connection``
+are pipelined per broker in the order they were made. A batch is ready when it is full, its
+linger ran out, someone waits on it, or the producer flushes; a full batch whose broker
+already has a request in flight waits for that response (at most until its linger deadline),
+so that the batches filling meanwhile share one request instead of one request each.
 
 Retriable failures put the batch back at the front of its partition's queue (in sequence
 order) with backoff until ``retries`` or ``delivery.timeout.ms`` run out; invalid-metadata
@@ -205,7 +207,8 @@ class Sender:
                 if head.retry_at > now:
                     wake_at = min(wake_at, head.retry_at)
                     continue
-                if not (force or head.urgent or len(dq) > 1):
+                urgent = force or head.urgent
+                if not urgent and len(dq) == 1:
                     ready_at = head.created + linger
                     if ready_at > now:
                         wake_at = min(wake_at, ready_at)
@@ -214,8 +217,18 @@ class Sender:
                 if leader < 0 or leader not in brokers:
                     missing = True
                     continue
-                if in_flight[leader] >= max_in_flight:
+                busy = in_flight[leader]
+                if busy >= max_in_flight:
                     continue
+                if busy and not urgent:
+                    # A full batch, but a request to its broker is on its way: hold it until
+                    # that response (which wakes the sender) or its linger deadline, so that
+                    # the batches filling meanwhile go out together in one request. A
+                    # request per batch costs more than the batch itself in pure Python.
+                    ready_at = head.created + linger
+                    if ready_at > now:
+                        wake_at = min(wake_at, ready_at)
+                        continue
                 if order_by_mute and tp in self._muted:
                     continue
                 if idem is not None and not idem.can_send(head):

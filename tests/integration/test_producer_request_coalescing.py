@@ -1,0 +1,97 @@
+"""Full batches wait for the broker's in-flight request, at most until their linger deadline.
+
+A pure-Python request costs more than the batch inside it, so the sender does not write a
+request per filled batch while one to the same broker is on its way: the batches filling
+meanwhile go out together when its response arrives. ``linger.ms`` still bounds how long a
+batch waits. Both are shown on librdkafka's mock cluster with a slow broker (injected RTT),
+counting and timing the Produce requests it receives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from kontrakt.clients.producer import AsyncProducer
+from kontrakt.testing import MockCluster
+
+pytestmark = pytest.mark.integration
+
+PRODUCE = 0
+VALUE = b"v" * 100
+
+
+def _produce_requests(mc: MockCluster) -> list[int]:
+    return [r.timestamp_us for r in mc.get_requests() if r.api_key == PRODUCE]
+
+
+def _single_broker(factory: Callable[..., MockCluster], topic: str,
+                   partitions: int) -> MockCluster:
+    mc = factory(1)
+    mc.create_topic(topic, partitions)
+    return mc
+
+
+def _slow_down(mc: MockCluster, rtt_ms: int) -> None:
+    # Only once the producer is connected and warm: start-up requests stay fast.
+    mc.set_rtt(1, rtt_ms)
+    mc.start_request_tracking()
+
+
+def test_full_batches_share_one_request_while_another_is_in_flight(
+        mock_cluster_factory: Callable[..., MockCluster], topic_name: str) -> None:
+    mc = _single_broker(mock_cluster_factory, topic_name, 8)
+
+    async def run() -> list[int]:
+        async with AsyncProducer(bootstrap_servers=mc.bootstrap_servers, linger_ms=5000,
+                                 batch_size=1024) as p:
+            await p.send_and_wait(topic_name, b"warm-up", partition=0)
+            _slow_down(mc, 300)
+            # 12 records of ~110 bytes per partition: a full 1 KB batch and an open one.
+            futs = [await p.send(topic_name, VALUE, partition=part)
+                    for part in range(8) for _ in range(12)]
+            await asyncio.sleep(0.15)
+            counts = [len(_produce_requests(mc))]  # the first full batch only
+            await asyncio.sleep(0.5)
+            counts.append(len(_produce_requests(mc)))  # + the other seven, together
+            await p.flush()
+            for f in futs:
+                await f
+            counts.append(len(_produce_requests(mc)))  # + the eight open batches
+            assert p.metrics()["batch-send-total"] == 1 + 8 + 8
+            return counts
+
+    counts = asyncio.run(run())
+    mc.stop_request_tracking()
+    # Without holding, each full batch would have had its own request at once.
+    assert counts == [1, 2, 3]
+
+
+def test_a_held_full_batch_goes_out_at_its_linger_deadline(
+        mock_cluster_factory: Callable[..., MockCluster], topic_name: str) -> None:
+    mc = _single_broker(mock_cluster_factory, topic_name, 2)
+
+    async def run() -> None:
+        async with AsyncProducer(bootstrap_servers=mc.bootstrap_servers, linger_ms=100,
+                                 batch_size=1024) as p:
+            await p.send_and_wait(topic_name, b"warm-up", partition=0)
+            _slow_down(mc, 1500)
+            # Fill a batch of partition 0 (sent at once: nothing in flight), then one of
+            # partition 1 (held: the first request waits out the RTT).
+            futs = [await p.send(topic_name, VALUE, partition=0) for _ in range(12)]
+            futs += [await p.send(topic_name, VALUE, partition=1) for _ in range(12)]
+            # Awaiting would make the batches urgent; give the sender time instead.
+            await asyncio.sleep(0.6)
+            await p.flush()
+            for f in futs:
+                await f
+
+    asyncio.run(run())
+    requests = _produce_requests(mc)
+    mc.stop_request_tracking()
+    assert len(requests) >= 2, requests
+    # The held batch left after its 100 ms linger, not after the 1.5 s response.
+    gap_ms = (requests[1] - requests[0]) / 1000
+    assert 50 <= gap_ms < 600, gap_ms

@@ -91,7 +91,9 @@ class ProducerBatch:
         self.error: BaseException | None = None
         self.callbacks: list[tuple[Callable[[RecordFuture], Any], RecordFuture]] | None = None
         self.deliveries: list[tuple[DeliveryCallback, RecordFuture]] | None = None
-        self.event: threading.Event | None = threading.Event() if acc.threaded else None
+        # Made by the first thread to block on the batch (see _blocking_event): most batches
+        # are never waited on one by one, and an Event costs more than the batch object.
+        self.event: threading.Event | None = None
         self._waiters: list[asyncio.Future[None]] | None = None
 
     @property
@@ -175,15 +177,28 @@ class ProducerBatch:
             KafkaTimeoutError: not done within ``timeout`` seconds.
             IllegalStateError: called on the event loop of an async producer.
         """
-        if self.event is None:
+        if not self.acc.threaded:
             raise IllegalStateError(
                 "RecordFuture.result() on an unresolved record of an AsyncProducer would "
                 "block its event loop; await the future instead")
+        event = self._blocking_event()
+        if event is None:
+            return
         if not self.sealed and not self.urgent:
             self.urgent = True
             self.acc.wakeup(True)
-        if not self.event.wait(timeout):
+        if not event.wait(timeout):
             raise KafkaTimeoutError(f"record not delivered within {timeout}s")
+
+    def _blocking_event(self) -> threading.Event | None:
+        """The event :meth:`complete` sets, made on first use; None if already complete."""
+        # Under the lock complete() takes to set ``done``: it then sees the event.
+        with self.acc.lock:
+            if self.done:
+                return None
+            if self.event is None:
+                self.event = threading.Event()
+            return self.event
 
     async def wait_async(self) -> None:
         """Wait on the running loop until the batch completes."""
@@ -194,9 +209,11 @@ class ProducerBatch:
             # (An urgent batch already had the sender woken for it.)
             self.urgent = True
             self.acc.wakeup(True)
-        if self.event is not None:
+        if self.acc.threaded:
             # A sync producer's batch, awaited from some other loop: wait off-thread.
-            await asyncio.get_running_loop().run_in_executor(None, self.event.wait)
+            event = self._blocking_event()
+            if event is not None:
+                await asyncio.get_running_loop().run_in_executor(None, event.wait)
             return
         # One future per waiter (not one shared and shielded): cancelling one waiter leaves
         # the others alone, and resolution reaches each in one loop turn.

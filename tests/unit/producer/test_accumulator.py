@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -168,6 +170,44 @@ def test_result_on_async_loop_refuses_to_block() -> None:
     fut = p._append("t", b"v", None, 0, 1, None, None)
     with pytest.raises(IllegalStateError, match="await"):
         fut.result(0.01)
+
+
+def test_threads_blocked_on_a_batch_all_wake_when_it_completes() -> None:
+    # A sync producer's batch makes its Event only when a thread first blocks on it; every
+    # waiter, whether it came before, during or after completion, must return.
+    p = AsyncProducer(bootstrap_servers=BS, _threaded=True)
+    p._topics["t"] = _TopicParts([0], [0], p._cluster.version, p._acc.queues_for("t", 1))
+    p._ok = True
+    p._acc.wakeup = lambda urgent: None  # no sender: the test completes the batch itself
+    fut = p._append("t", b"v", None, 0, 1, None, None)
+    batch = fut._batch
+    assert batch.event is None
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            results.append(fut.result(5))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    early = [threading.Thread(target=wait) for _ in range(4)]
+    for t in early:
+        t.start()
+    deadline = time.monotonic() + 5
+    while batch.event is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert batch.event is not None
+    batch.sealed = True  # as the sender does when it takes the batch
+    batch.complete(7, -1)
+    late = threading.Thread(target=wait)
+    late.start()
+    for t in [*early, late]:
+        t.join(5)
+    assert not errors and len(results) == 5
+    assert {md.offset for md in results} == {7}
+    with pytest.raises(KafkaTimeoutError):
+        p._append("t", b"v", None, 0, 1, None, None).result(0.01)
 
 
 def test_log_append_time_and_acks0_metadata() -> None:

@@ -184,6 +184,58 @@ def test_pipelined_requests_share_one_connection() -> None:
     asyncio.run(main())
 
 
+def test_send_nowait_callback_runs_once_where_the_future_resolves() -> None:
+    # The producer's response path: the callback runs inside the connection's own handling
+    # of the response (before the future's done-callbacks, which wait a loop turn), exactly
+    # once, for answers and for failures alike; one that raises does not break the
+    # connection.
+    async def answer(api: int, ver: int, corr: int, w: asyncio.StreamWriter) -> None:
+        w.write(encode_response(MetadataResponse(controller_id=corr), ver, corr))
+        await w.drain()
+
+    async def main() -> None:
+        async with CraftedBroker(answer) as broker:
+            conn = await _connect(broker.port)
+            seen: list[tuple[str, object]] = []
+
+            def callback(fut: asyncio.Future[object]) -> None:
+                # Done-callbacks of the future have not run yet: the hook came first.
+                seen.append(("callback", fut.result().controller_id))  # type: ignore[attr-defined]
+
+            def raising(fut: asyncio.Future[object]) -> None:
+                seen.append(("raising", None))
+                raise RuntimeError("a bug in the caller")
+
+            try:
+                version = conn.negotiate(MetadataRequest)
+                first = conn.send_nowait(MetadataRequest(topics=[]), version=version,
+                                         callback=callback)
+                assert first is not None
+                first.add_done_callback(lambda f: seen.append(("done-callback", None)))
+                await first
+                await asyncio.sleep(0)
+                assert [k for k, _ in seen] == ["callback", "done-callback"]
+                assert seen[0][1] == first.result().controller_id
+                second = conn.send_nowait(MetadataRequest(topics=[]), version=version,
+                                          callback=raising)
+                assert second is not None
+                await second
+                assert conn.connected and seen[-1] == ("raising", None)
+                # A request the connection fails when it closes gets its callback too.
+                failed: list[BaseException | None] = []
+                async with CraftedBroker(_silent) as quiet:
+                    conn2 = await _connect(quiet.port)
+                    third = conn2.send_nowait(MetadataRequest(topics=[]), version=version,
+                                              callback=lambda f: failed.append(f.exception()))
+                    await conn2.close()
+                    assert third is not None and third.done()
+                assert len(failed) == 1 and isinstance(failed[0], KafkaConnectionError)
+            finally:
+                await conn.close()
+
+    asyncio.run(main())
+
+
 def test_negotiation_picks_highest_common_version() -> None:
     async def main() -> None:
         async with CraftedBroker(_silent) as broker:

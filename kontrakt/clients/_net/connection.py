@@ -58,14 +58,26 @@ class ConnectionSettings:
 
 
 class _Pending:
-    __slots__ = ("future", "response_type", "sent_at", "version")
+    __slots__ = ("callback", "future", "response_type", "sent_at", "version")
 
     def __init__(self, future: asyncio.Future[Response], response_type: type[Response],
-                 version: int) -> None:
+                 version: int, callback: Callable[[asyncio.Future[Any]], None] | None) -> None:
         self.future = future
         self.response_type = response_type
         self.version = version
         self.sent_at = time.monotonic()
+        self.callback = callback
+
+    def resolved(self) -> None:
+        # Run right where the future is resolved rather than from the future's own
+        # callbacks, which cost a turn of the event loop: the producer's response path.
+        callback = self.callback
+        if callback is not None:
+            self.callback = None
+            try:
+                callback(self.future)
+            except Exception:  # the caller's bug must not break the connection
+                log.exception("a response callback raised")
 
 
 def _decode(pending: _Pending, frame: bytes) -> Response:
@@ -312,8 +324,9 @@ class BrokerConnection:
         return KafkaConnectionError(f"connection is closed: {self._closed_error}",
                                     broker=self.address)
 
-    def _write(self, request: Request, version: int,
-               expect_response: bool) -> asyncio.Future[Any] | None:
+    def _write(self, request: Request, version: int, expect_response: bool,
+               callback: Callable[[asyncio.Future[Any]], None] | None = None,
+               ) -> asyncio.Future[Any] | None:
         transport = self._transport
         if self._closed_error is not None or transport is None:
             raise self._closed()
@@ -322,7 +335,7 @@ class BrokerConnection:
         fut: asyncio.Future[Any] | None = None
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
-            self._pending[corr] = _Pending(fut, type(request).RESPONSE_TYPE, version)
+            self._pending[corr] = _Pending(fut, type(request).RESPONSE_TYPE, version, callback)
         self.last_used = time.monotonic()
         transport.write(frame)
         return fut
@@ -373,8 +386,9 @@ class BrokerConnection:
         self._shutdown(KafkaConnectionError(
             f"connection closed after a {api} request timed out", broker=self.address))
 
-    def send_nowait(self, request: Request, *, version: int,
-                    expect_response: bool = True) -> asyncio.Future[Any] | None:
+    def send_nowait(self, request: Request, *, version: int, expect_response: bool = True,
+                    callback: Callable[[asyncio.Future[Any]], None] | None = None,
+                    ) -> asyncio.Future[Any] | None:
         """Write ``request`` now and return the future of its response, without waiting.
 
         For callers that pipeline requests and bound their own in-flight count (the
@@ -385,6 +399,10 @@ class BrokerConnection:
         Args:
             version: the API version (see :meth:`negotiate`).
             expect_response: False for Produce with acks=0; returns None.
+            callback: ``callback(future)`` runs once the future is resolved (with the
+                response, or failed), called directly by the connection in the same loop
+                turn instead of as a done-callback one turn later. It must not raise
+                (what it raises is logged) and must not block.
 
         Returns:
             The response future (failed with KafkaConnectionError if the connection breaks).
@@ -392,7 +410,7 @@ class BrokerConnection:
         Raises:
             KafkaConnectionError: the connection is closed.
         """
-        return self._write(request, version, expect_response)
+        return self._write(request, version, expect_response, callback)
 
     def _dispatch(self, frame: bytes) -> None:
         """Complete the request ``frame`` answers (called from ``data_received``)."""
@@ -401,14 +419,17 @@ class BrokerConnection:
         if pending is None:
             raise ProtocolError(f"broker {self.address} answered unknown correlation id {corr}")
         fut = pending.future
-        if fut.done():
+        if fut.done():  # cancelled, or failed by a timeout
+            pending.resolved()
             return
         try:
             resp = _decode(pending, frame)
         except CorruptMessageError as exc:
             fut.set_exception(CorruptMessageError(f"{exc} (from broker {self.address})"))
+            pending.resolved()
             raise
         fut.set_result(resp)
+        pending.resolved()
 
     def _shutdown(self, error: BaseException) -> None:
         """Fail every outstanding request with ``error`` and close the transport; runs
@@ -427,6 +448,7 @@ class BrokerConnection:
                     )
                 # Retrieve to avoid "exception never retrieved" for abandoned futures.
                 p.future.exception()
+            p.resolved()
         if self._transport is not None:
             self._transport.close()
         callbacks, self._on_close = self._on_close, []

@@ -287,10 +287,12 @@ class Sender:
         # task and no timeout wrapper per request (each costs event-loop turns, i.e.
         # latency). The timeout is a timer that closes the connection, as conn.send() does.
         acks = self.settings.acks
+        pending = _InFlight(self, conn, node, batches) if acks != 0 else None
         try:
             version = conn.negotiate(ProduceRequest)
             request = self._request(batches, version)
-            fut = conn.send_nowait(request, version=version, expect_response=acks != 0)
+            fut = conn.send_nowait(request, version=version, expect_response=pending is not None,
+                                   callback=pending.done if pending is not None else None)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             self._finish(node)
             self._request_failed(batches, exc)
@@ -302,14 +304,14 @@ class Sender:
                                            f"{exc}", exc))
             return
         self.metrics.requests += 1
-        if fut is None:  # acks=0: nothing comes back; the records count as sent
+        if fut is None or pending is None:  # acks=0: nothing comes back; the records count as sent
             self._finish(node)
             for b in batches:
                 self._succeed(b, -1, -1)
             return
-        pending = _InFlight(self, conn, node, batches, fut)
-        self._outstanding.add(pending)
-        fut.add_done_callback(pending.done)
+        if not fut.done():  # (a response cannot come back within send_nowait, but still)
+            pending.start(fut)
+            self._outstanding.add(pending)
 
     def _finish(self, node: int) -> None:
         self._in_flight[node] -= 1
@@ -319,6 +321,7 @@ class Sender:
         self._outstanding.discard(pending)
         self._finish(pending.node)
         fut = pending.future
+        assert fut is not None
         if fut.cancelled():
             self._request_failed(pending.batches, KafkaConnectionError("request cancelled"))
             return
@@ -533,7 +536,8 @@ class Sender:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         for pending in list(self._outstanding):
-            pending.timer.cancel()
+            if pending.timer is not None:
+                pending.timer.cancel()
         self._outstanding.clear()
         self.fail_everything(error or IllegalStateError(
             "the producer was closed before the record was delivered"))
@@ -545,21 +549,30 @@ class _InFlight:
     __slots__ = ("batches", "conn", "future", "node", "sender", "started", "timer")
 
     def __init__(self, sender: Sender, conn: BrokerConnection, node: int,
-                 batches: list[ProducerBatch], future: asyncio.Future[Any]) -> None:
+                 batches: list[ProducerBatch]) -> None:
         self.sender = sender
         self.conn = conn
         self.node = node
         self.batches = batches
-        self.future = future
+        self.future: asyncio.Future[Any] | None = None
         self.started = time.monotonic()
-        self.timer = sender.loop.call_later(sender.settings.request_timeout, self.expired)
+        self.timer: asyncio.TimerHandle | None = None
+
+    def start(self, future: asyncio.Future[Any]) -> None:
+        """The request is written: time it out after ``request.timeout.ms``."""
+        self.future = future
+        self.timer = self.sender.loop.call_later(self.sender.settings.request_timeout,
+                                                 self.expired)
 
     def done(self, fut: asyncio.Future[Any]) -> None:
-        self.timer.cancel()
+        """The connection resolved the request's future (called directly by it)."""
+        self.future = fut
+        if self.timer is not None:
+            self.timer.cancel()
         self.sender._on_response(self)
 
     def expired(self) -> None:
-        if self.future.done():
+        if self.future is None or self.future.done():
             return
         err = KafkaTimeoutError(
             f"Produce to {self.conn.address} got no response within "

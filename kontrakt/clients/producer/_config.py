@@ -23,7 +23,9 @@ PRODUCER_OPTIONS: dict[str, Option] = {
         Option("batch.size", "int", 16384, minimum=1,
                doc="largest uncompressed batch per partition, in bytes"),
         Option("linger.ms", "int", 5, minimum=0,
-               doc="how long a partition's batch waits for more records before it is sent"),
+               doc="how long a partition's batch waits for more records before it is sent; "
+                   "also how long a full batch may wait for a request in flight to its "
+                   "broker, to share the next request (0: send full batches at once)"),
         Option("buffer.memory", "int", 32 * 1024 * 1024, minimum=1024,
                doc="bytes of records waiting to be sent before send() blocks"),
         Option("max.block.ms", "int", 60000, minimum=0,

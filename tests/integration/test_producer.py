@@ -171,6 +171,50 @@ def test_close_with_zero_timeout_fails_pending_records_once(tansu_broker: TansuB
     assert len(calls) == 10 and all(isinstance(c, IllegalStateError) for c in calls)
 
 
+def test_staged_keyed_records_go_out_after_linger_without_flush(tansu_broker: TansuBroker,
+                                                               topic_name: str) -> None:
+    # Keyed records wait in their topic's stage until something settles it; nothing here
+    # does but the sender's linger deadline (done() only looks), then close().
+    tansu_broker.create_topic(topic_name, 3)
+    keys = [b"key-%d" % i for i in range(40)]
+
+    async def main() -> list[Any]:
+        async with AsyncProducer(bootstrap_servers=tansu_broker.bootstrap_servers,
+                                 linger_ms=30) as p:
+            futs = [await p.send(topic_name, b"v", k) for k in keys]
+            for _ in range(250):
+                if all(f.done() for f in futs):
+                    break
+                await asyncio.sleep(0.02)
+            assert all(f.done() for f in futs)
+            closing = [await p.send(topic_name, b"at close", k) for k in keys[:5]]
+        assert all(f.done() for f in closing)
+        return [await f for f in futs + closing]
+
+    mds = asyncio.run(main())
+    assert sorted((m.partition, m.offset) for m in mds) == sorted(
+        (p, o) for p in range(3) for o in range(Counter(m.partition for m in mds)[p]))
+
+    def sync_sends() -> list[RecordFuture]:
+        with Producer(bootstrap_servers=tansu_broker.bootstrap_servers, linger_ms=30) as p:
+            futs = [p.send(topic_name, b"sync", k) for k in keys]
+            for _ in range(250):
+                if all(f.done() for f in futs):
+                    break
+                threading.Event().wait(0.02)
+            assert all(f.done() for f in futs)
+            return futs + [p.send(topic_name, b"sync at close", k) for k in keys[:5]]
+
+    futs = sync_sends()
+    assert all(f.done() and f.exception() is None for f in futs)
+    by_partition = Counter(f.metadata().partition for f in futs) + Counter(
+        m.partition for m in mds)
+    for part in range(3):
+        records = asyncio.run(read_all(tansu_broker.bootstrap_servers, topic_name, part,
+                                       by_partition[part]))
+        assert len(records) == by_partition[part]
+
+
 def test_sync_producer_produce_poll_callbacks_in_caller_thread(tansu_broker: TansuBroker,
                                                               topic_name: str) -> None:
     tansu_broker.create_topic(topic_name, 3)

@@ -8,6 +8,15 @@ out. Nothing crosses threads per record: the sender is woken once per batch at m
 Each batch carries its own completion state. A record's :class:`RecordFuture` is a small
 handle (batch, index, timestamp) whose :class:`~kontrakt.RecordMetadata` is computed on
 demand, so that sending a record costs no future, lock or event of its own.
+
+Keyed records for the default partitioner first wait in their topic's :class:`KeyedStage`
+(key, value and timestamp appended to lists), and are hashed and put into their partitions'
+batches together, in send order (:meth:`RecordAccumulator.settle`): murmur2 of hundreds of
+keys at once costs a fraction of hashing them one by one in Python. A stage settles when it
+holds a chunk's worth of records, when the sender finds it older than ``linger.ms``, before
+any other record of its topic is appended, and whenever one of its records' futures is
+looked at; so ordering, lingering and every future's behaviour stay as if each record had
+gone straight into its batch.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from operator import itemgetter
 from typing import Any
 
 from kontrakt._types import RecordMetadata
+from kontrakt.clients.producer._partitioner import murmur2_partitions
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError
 from kontrakt.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -32,7 +42,7 @@ from kontrakt.protocol.records._batch import TRANSACTIONAL_MASK
 from kontrakt.protocol.records._builder import encode_headers, frame_batch
 from kontrakt.protocol.records._model import SMALL_LIMIT, VARINT_BYTES, encode_varint
 
-__all__ = ["ProducerBatch", "RecordAccumulator", "RecordFuture"]
+__all__ = ["KeyedStage", "ProducerBatch", "RecordAccumulator", "RecordFuture", "StagedChunk"]
 
 log = logging.getLogger("kontrakt.producer")
 
@@ -41,6 +51,14 @@ DeliveryCallback = Callable[[BaseException | None, RecordMetadata], None]
 
 _SMALL = SMALL_LIMIT
 _new_tuple = tuple.__new__
+#: byte length of each small varint (a subscript is cheaper than a len() call)
+_VARINT_SIZES = [len(b) for b in VARINT_BYTES]
+#: upper bound of a record's varints, attributes and header count, charged to buffer.memory
+#: for a staged record until it is encoded
+STAGED_OVERHEAD = 21
+#: bytes of records a stage gathers before settling (its chunk)
+_STAGE_BYTES = 1 << 16
+_STAGE_RECORDS = 1024
 
 #: returned by :meth:`RecordAccumulator.append` when ``abort_on_new_batch`` stops it
 ABORTED: Any = object()
@@ -225,6 +243,64 @@ class ProducerBatch:
         await fut
 
 
+class StagedChunk:
+    """The records one settling of a :class:`KeyedStage` places: a staged record's future
+    is (chunk, index, timestamp) until then, and reads its batch and offset delta here."""
+
+    __slots__ = ("batches", "callbacks", "indexes", "stage")
+
+    def __init__(self, stage: KeyedStage) -> None:
+        self.stage = stage
+        self.batches: list[ProducerBatch] | None = None
+        self.indexes: list[int] | None = None
+        #: add_done_callback's callbacks of records not placed yet
+        self.callbacks: list[tuple[Callable[[RecordFuture], Any], RecordFuture]] | None = None
+
+    def placed(self, i: int) -> tuple[ProducerBatch, int]:
+        """Record ``i``'s batch and index there (settling the stage first if need be)."""
+        batches = self.batches
+        if batches is None:
+            self.stage.acc.settle(self.stage)
+            batches = self.batches
+            assert batches is not None and self.indexes is not None
+        return batches[i], self.indexes[i]  # type: ignore[index]
+
+
+class KeyedStage:
+    """One topic's keyed records waiting to be hashed to their partitions together.
+
+    Appended to by the send fast paths (under the accumulator's lock for sync producers):
+    ``keys``, ``values`` and ``stamps`` grow together; ``chunk`` is the handle their futures
+    hold. Settled by :meth:`RecordAccumulator.settle_locked`.
+    """
+
+    __slots__ = ("acc", "chunk", "count", "created", "keys", "limit", "queues", "stamps",
+                 "topic", "values")
+
+    def __init__(self, acc: RecordAccumulator, topic: str,
+                 queues: list[deque[ProducerBatch]]) -> None:
+        self.acc = acc
+        self.topic = topic
+        self.queues = queues
+        self.count = len(queues)
+        self.keys: list[bytes] = []
+        self.values: list[bytes] = []
+        self.stamps: list[int] = []
+        self.chunk = StagedChunk(self)
+        self.created = 0.0
+        #: records to gather before settling, set from the first record's size
+        self.limit = _STAGE_RECORDS
+
+    def started(self, size: int) -> None:
+        """The first record went in (``size``: its key + value + overhead bytes): note the
+        time (linger counts from it) and make sure the sender wakes by its deadline."""
+        acc = self.acc
+        self.created = now = time.monotonic()
+        self.limit = min(_STAGE_RECORDS, _STAGE_BYTES // size + 1)
+        if now + acc.linger < acc.sender_wake_at:
+            acc.wakeup(False)
+
+
 class RecordFuture(tuple[Any, ...]):
     """The future of one sent record: resolves to its :class:`~kontrakt.RecordMetadata`.
 
@@ -235,12 +311,22 @@ class RecordFuture(tuple[Any, ...]):
     """
 
     # A tuple (batch, index, timestamp): the cheapest object Python can make, since one is
-    # made per record.
+    # made per record. A staged record's is (chunk, index in the chunk, timestamp) until
+    # its stage settles.
     __slots__ = ()
 
-    _batch: ProducerBatch = property(itemgetter(0))  # type: ignore[assignment]
-    _index: int = property(itemgetter(1))  # type: ignore[assignment]
     _timestamp: int = property(itemgetter(2))  # type: ignore[assignment]
+
+    @property
+    def _batch(self) -> ProducerBatch:
+        b = self[0]
+        return b if type(b) is ProducerBatch else b.placed(self[1])[0]
+
+    @property
+    def _index(self) -> int:
+        b = self[0]
+        index: int = self[1] if type(b) is ProducerBatch else b.placed(self[1])[1]
+        return index
 
     def __new__(cls, batch: ProducerBatch, index: int, timestamp: int) -> RecordFuture:
         return _new_tuple(cls, (batch, index, timestamp))
@@ -258,6 +344,9 @@ class RecordFuture(tuple[Any, ...]):
         return True
 
     def __repr__(self) -> str:
+        head = self[0]
+        if type(head) is StagedChunk and head.batches is None:
+            return f"<RecordFuture {head.stage.topic} pending>"
         b = self._batch
         state = ("pending" if not b.done else
                  f"failed: {b.error!r}" if b.error else f"offset {self.metadata().offset}")
@@ -265,7 +354,12 @@ class RecordFuture(tuple[Any, ...]):
 
     def done(self) -> bool:
         """True once the record was acknowledged or failed."""
-        return self._batch.done
+        head = self[0]
+        if type(head) is StagedChunk:
+            if head.batches is None:
+                return False
+            return self._batch.done
+        return head.done  # type: ignore[no-any-return]
 
     def cancelled(self) -> bool:
         """Always False: records cannot be cancelled."""
@@ -278,8 +372,12 @@ class RecordFuture(tuple[Any, ...]):
     def metadata(self) -> RecordMetadata:
         """Where the record landed (offset -1 with acks=0); only valid when done without
         error."""
-        b = self._batch
-        offset = b.base_offset + self._index if b.base_offset >= 0 else -1
+        b = self[0]
+        if type(b) is ProducerBatch:
+            index = self[1]
+        else:
+            b, index = b.placed(self[1])
+        offset = b.base_offset + index if b.base_offset >= 0 else -1
         ts = b.log_append_time if b.log_append_time >= 0 else self._timestamp
         return RecordMetadata(b.topic, b.partition, offset, ts)
 
@@ -316,6 +414,16 @@ class RecordFuture(tuple[Any, ...]):
         must not block. A sync producer's ``produce(on_delivery=...)`` instead runs its
         callbacks on the caller's thread in ``poll()``/``flush()``.
         """
+        head = self[0]
+        if type(head) is StagedChunk:
+            with head.stage.acc.lock:
+                if head.batches is None:
+                    # Kept with the chunk until it settles: adding a callback to each record
+                    # as it is sent must not settle the stage record by record.
+                    if head.callbacks is None:
+                        head.callbacks = []
+                    head.callbacks.append((fn, self))
+                    return
         b = self._batch
         with b.acc.lock:
             if not b.done:
@@ -361,6 +469,8 @@ class RecordAccumulator:
         self.memory_freed = threading.Condition(self.lock)
         self.used = 0
         self.queues: dict[tuple[str, int], deque[ProducerBatch]] = {}
+        #: each topic's staged keyed records (see KeyedStage)
+        self.stages: dict[str, KeyedStage] = {}
         self.incomplete: set[ProducerBatch] = set()
         self.sender_wake_at = float("inf")
         #: set when an append found its partition's batch full (async senders then yield)
@@ -404,8 +514,8 @@ class RecordAccumulator:
             IllegalStateError: the producer is closed.
         """
         # The record is encoded right here, into the partition's open batch (v2 record
-        # layout; see kontrakt.protocol.records): one function, no per-record calls beyond
-        # the handle it returns. Offsets deltas are the record's index in the batch.
+        # layout; see kontrakt.protocol.records). Offsets deltas are the record's index in
+        # the batch.
         small = VARINT_BYTES
         if key is None:
             kb = b"\x01"
@@ -424,7 +534,6 @@ class RecordAccumulator:
         hb = encode_headers(headers) if headers else b"\x00"
         rest = len(kb) + klen + len(vb) + vlen + len(hb)
         tp = (topic, partition)
-        urgent_append = False
         with self.lock:
             if self.closed:
                 raise IllegalStateError("the producer is closed")
@@ -433,64 +542,201 @@ class RecordAccumulator:
             dq = self.queues.get(tp)
             if dq is None:
                 dq = self.queues[tp] = deque()
-            elif dq:
-                batch = dq[-1]
-                if not batch.sealed:
-                    count = batch.count
-                    ts_delta = timestamp - batch.base_timestamp
-                    tsb = small[ts_delta] if 0 <= ts_delta < _SMALL else encode_varint(ts_delta)
-                    odb = small[count] if count < _SMALL else encode_varint(count)
-                    body_len = 1 + len(tsb) + len(odb) + rest
-                    lb = small[body_len] if body_len < _SMALL else encode_varint(body_len)
-                    added = len(lb) + body_len
-                    new_size = batch.size + added
-                    if new_size <= self.batch_size:
-                        batch.parts += (lb, b"\x00", tsb, odb, kb, key, vb, value, hb)
-                        batch.size = new_size
-                        batch.count = count + 1
-                        if timestamp > batch.max_timestamp:
-                            batch.max_timestamp = timestamp
-                        self.used += added
-                        fut = _new_tuple(RecordFuture, (batch, count, timestamp))
-                        if delivery is not None:
-                            if batch.deliveries is None:
-                                batch.deliveries = []
-                            batch.deliveries.append((delivery, fut))
-                        if not urgent or batch.urgent:
-                            return fut
-                        # Someone will wait on it: wake the sender (after the lock).
-                        batch.urgent = True
-                        urgent_append = True
-            if not urgent_append:
-                if abort_on_new_batch:
-                    return ABORTED
-                now = time.monotonic()
-                batch = ProducerBatch(self, topic, partition, None, now)
-                body_len = 3 + rest  # attributes, ts delta 0, offset delta 0
-                lb = small[body_len] if body_len < _SMALL else encode_varint(body_len)
-                batch.parts += (lb, b"\x00\x00\x00", kb, key, vb, value, hb)
-                batch.size += len(lb) + body_len
-                batch.count = 1
-                batch.base_timestamp = batch.max_timestamp = timestamp
-                self.used += len(lb) + body_len
-                dq.append(batch)
-                self.incomplete.add(batch)
-                fut = _new_tuple(RecordFuture, (batch, 0, timestamp))
-                if delivery is not None:
-                    batch.deliveries = [(delivery, fut)]
+            placed = self._add_locked(topic, partition, dq, timestamp, kb, key, vb, value, hb,
+                                      rest, None, not abort_on_new_batch)
+            if placed is None:
+                return ABORTED
+            batch, index = placed
+            fut = _new_tuple(RecordFuture, (batch, index, timestamp))
+            if delivery is not None:
+                if batch.deliveries is None:
+                    batch.deliveries = []
+                batch.deliveries.append((delivery, fut))
+            if index:
+                if not urgent or batch.urgent:
+                    return fut
+                # Someone will wait on it: wake the sender (after the lock).
+                batch.urgent = True
+                wake = full = True
+            else:
                 full = len(dq) > 1
                 if full:
                     self.filled = True
                 if urgent:
                     batch.urgent = True
-                wake = urgent or full or now + self.linger < self.sender_wake_at
-            else:
-                wake = full = True
+                wake = urgent or full or batch.created + self.linger < self.sender_wake_at
         # Once per batch at most: a batch filled up, or the sender sleeps past this one's
         # linger deadline; or someone is about to wait on the record.
         if wake:
             self.wakeup(full or urgent)
         return fut
+
+    def _add_locked(self, topic: str, partition: int, dq: deque[ProducerBatch],
+                    timestamp: int, kb: bytes, key: bytes, vb: bytes, value: bytes,
+                    hb: bytes, rest: int, created: float | None,
+                    may_open: bool = True) -> tuple[ProducerBatch, int] | None:
+        """Encode a record (its length prefixes ``kb``/``vb``, headers ``hb``; ``rest`` their
+        and the data's total length) into ``dq``'s open batch, or into a new batch (made at
+        ``created``, default now) if there is none or it is full; the caller holds the lock.
+
+        Returns:
+            (batch, index in it); None when a new batch was needed and ``may_open`` is
+            False.
+        """
+        small = VARINT_BYTES
+        if dq:
+            batch = dq[-1]
+            if not batch.sealed:
+                count = batch.count
+                ts_delta = timestamp - batch.base_timestamp
+                tsb = small[ts_delta] if 0 <= ts_delta < _SMALL else encode_varint(ts_delta)
+                odb = small[count] if count < _SMALL else encode_varint(count)
+                body_len = 1 + len(tsb) + len(odb) + rest
+                lb = small[body_len] if body_len < _SMALL else encode_varint(body_len)
+                added = len(lb) + body_len
+                new_size = batch.size + added
+                if new_size <= self.batch_size:
+                    batch.parts += (lb, b"\x00", tsb, odb, kb, key, vb, value, hb)
+                    batch.size = new_size
+                    batch.count = count + 1
+                    if timestamp > batch.max_timestamp:
+                        batch.max_timestamp = timestamp
+                    self.used += added
+                    return batch, count
+        if not may_open:
+            return None
+        batch = ProducerBatch(self, topic, partition, None,
+                              time.monotonic() if created is None else created)
+        body_len = 3 + rest  # attributes, ts delta 0, offset delta 0
+        lb = small[body_len] if body_len < _SMALL else encode_varint(body_len)
+        batch.parts += (lb, b"\x00\x00\x00", kb, key, vb, value, hb)
+        batch.size += len(lb) + body_len
+        batch.count = 1
+        batch.base_timestamp = batch.max_timestamp = timestamp
+        self.used += len(lb) + body_len
+        dq.append(batch)
+        self.incomplete.add(batch)
+        return batch, 0
+
+    # --- staged keyed records ------------------------------------------------------------
+
+    def stage_for(self, topic: str, queues: list[deque[ProducerBatch]]) -> KeyedStage:
+        """``topic``'s stage, placing records over ``queues`` (partition p's queue at p).
+
+        Records staged while the topic had another partition count are placed first, by
+        that count (as if they had gone into their batches when they were sent).
+        """
+        wake = None
+        with self.lock:
+            stage = self.stages.get(topic)
+            if stage is None:
+                stage = self.stages[topic] = KeyedStage(self, topic, queues)
+            elif stage.count != len(queues):
+                wake = self.settle_locked(stage)
+                stage.queues = queues
+                stage.count = len(queues)
+        if wake is not None:
+            self.wakeup(wake)
+        return stage
+
+    def settle(self, stage: KeyedStage) -> None:
+        """Place ``stage``'s records into their batches now (takes the lock)."""
+        with self.lock:
+            wake = self.settle_locked(stage)
+        if wake is not None:
+            self.wakeup(wake)
+
+    def settle_all_locked(self) -> None:
+        """Place every stage's records (the caller holds the lock and wakes the sender)."""
+        for stage in self.stages.values():
+            if stage.keys:
+                self.settle_locked(stage)
+
+    def settle_locked(self, stage: KeyedStage) -> bool | None:
+        """Hash ``stage``'s records to their partitions in one go and encode them into
+        the partitions' batches, in send order; the caller holds the lock.
+
+        Returns:
+            None, or how to wake the sender once the lock is released: True when a batch
+            filled up, False when a new batch's linger ends before the sender's next pass.
+        """
+        keys = stage.keys
+        n = len(keys)
+        if not n:
+            return None
+        values, stamps, chunk = stage.values, stage.stamps, stage.chunk
+        stage.keys = []
+        stage.values = []
+        stage.stamps = []
+        stage.chunk = StagedChunk(stage)
+        # The records' reservations give way to their encoded sizes (added below).
+        self.used -= sum(map(len, keys)) + sum(map(len, values)) + STAGED_OVERHEAD * n
+        batches: list[ProducerBatch] = []
+        indexes: list[int] = []
+        add_batch = batches.append
+        add_index = indexes.append
+        queues = stage.queues
+        small = VARINT_BYTES
+        sizes = _VARINT_SIZES
+        batch_size = self.batch_size
+        used = 0
+        opened = full = False
+        # The same encoding as _add_locked, inlined since it runs per record. Staged keys
+        # and values are short enough (see AsyncProducer.send) that their lengths and the
+        # record's length are in the varint table.
+        for p, key, value, ts in zip(murmur2_partitions(keys, stage.count), keys, values,
+                                     stamps, strict=True):
+            dq = queues[p]
+            if dq:
+                batch = dq[-1]
+                count = batch.count
+                delta = ts - batch.base_timestamp
+                if not batch.sealed and -1 < delta < _SMALL and count < _SMALL:
+                    klen = len(key)
+                    vlen = len(value)
+                    body = sizes[delta] + sizes[count] + sizes[klen] + sizes[vlen] + klen + \
+                        vlen + 2
+                    added = sizes[body] + body
+                    new_size = batch.size + added
+                    if new_size <= batch_size:
+                        batch.parts += (small[body], b"\x00", small[delta], small[count],
+                                        small[klen], key, small[vlen], value, b"\x00")
+                        batch.size = new_size
+                        batch.count = count + 1
+                        if ts > batch.max_timestamp:
+                            batch.max_timestamp = ts
+                        used += added
+                        add_batch(batch)
+                        add_index(count)
+                        continue
+            klen = len(key)
+            vlen = len(value)
+            placed = self._add_locked(stage.topic, p, dq, ts, small[klen], key, small[vlen],
+                                      value, b"\x00", sizes[klen] + klen + sizes[vlen] + vlen + 1,
+                                      stage.created)
+            assert placed is not None
+            add_batch(placed[0])
+            add_index(placed[1])
+            if not placed[1]:
+                opened = True
+                if len(dq) > 1:
+                    full = True
+        self.used += used
+        chunk.batches = batches
+        chunk.indexes = indexes
+        if chunk.callbacks is not None:
+            for fn, fut in chunk.callbacks:
+                batch = batches[fut[1]]
+                if batch.callbacks is None:
+                    batch.callbacks = []
+                batch.callbacks.append((fn, fut))
+            chunk.callbacks = None
+        if full:
+            self.filled = True
+            return True
+        if opened and stage.created + self.linger < self.sender_wake_at:
+            return False
+        return None
 
     def append_batch(self, topic: str, partition: int, builder: RecordBatchBuilder,
                      size: int) -> ProducerBatch | None:
@@ -555,8 +801,10 @@ class RecordAccumulator:
         return out
 
     def abort_all(self) -> list[ProducerBatch]:
-        """Take out every queued batch (closing without waiting)."""
+        """Take out every queued batch, staged records included (closing without
+        waiting)."""
         with self.lock:
+            self.settle_all_locked()
             out = [b for dq in self.queues.values() for b in dq]
             for dq in self.queues.values():
                 dq.clear()

@@ -15,7 +15,9 @@ from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.producer._accumulator import (
     ABORTED,
+    STAGED_OVERHEAD,
     DeliveryCallback,
+    KeyedStage,
     ProducerBatch,
     RecordAccumulator,
     RecordFuture,
@@ -51,25 +53,31 @@ HeadersLike = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | 
 
 #: ``_append`` could not go on without metadata for the topic
 NEED_METADATA: Any = object()
-_RECORD_OVERHEAD = 21  # upper bound of a record's varints and attributes byte
+_RECORD_OVERHEAD = STAGED_OVERHEAD  # upper bound of a record's varints and attributes byte
 _SMALL = SMALL_LIMIT
 _SMALL_VARINTS = VARINT_BYTES
-#: byte length of each of those varints (a subscript is cheaper than a len() call)
-_VARINT_SIZES = [len(b) for b in VARINT_BYTES]
 _new_tuple = tuple.__new__
 
 
 class _TopicParts:
-    __slots__ = ("all", "available", "count", "queues", "rr", "version")
+    __slots__ = ("all", "available", "count", "queues", "rr", "stage", "version")
 
     def __init__(self, all_: list[int], available: list[int], version: int,
-                 queues: list[deque[ProducerBatch]]) -> None:
+                 queues: list[deque[ProducerBatch]], stage: KeyedStage) -> None:
         self.all = all_
         self.queues = queues
+        self.stage = stage
         self.available = available
         self.count = len(all_)
         self.version = version
         self.rr = 0
+
+    @classmethod
+    def of(cls, acc: RecordAccumulator, topic: str, all_: list[int], available: list[int],
+           version: int) -> _TopicParts:
+        """The partitions of ``topic`` (ids 0..n-1) with their queues and stage in ``acc``."""
+        queues = acc.queues_for(topic, len(all_))
+        return cls(all_, available, version, queues, acc.stage_for(topic, queues))
 
 
 def _bytes_or_none(data: Any, what: str) -> bytes | None:
@@ -119,8 +127,8 @@ class _ProducerCore:
         self._cluster = self._client.cluster
         # Smallest estimated record size that needs the exact size check.
         self._size_limit = min(s.message_max_bytes - BATCH_HEADER_SIZE, s.buffer_memory)
-        # Largest key + value length the send fast path takes: every varint of the record is
-        # then in the table and no size check beyond the batch's is needed.
+        # Largest key + value length the send fast path (staging) takes: every varint of the
+        # record is then in the table and no size check beyond the batch's is needed.
         self._fast_limit = min(_SMALL - 32, self._size_limit - _RECORD_OVERHEAD - 8)
         self._started = False
         self._closed = False
@@ -151,8 +159,8 @@ class _ProducerCore:
         if not parts:
             return None
         # Partition ids are 0..n-1; queues[p] is the accumulator's queue of partition p.
-        info = _TopicParts(parts, cluster.available_partitions_for(topic), cluster.version,
-                           self._acc.queues_for(topic, len(parts)))
+        info = _TopicParts.of(self._acc, topic, parts, cluster.available_partitions_for(topic),
+                              cluster.version)
         old = self._topics.get(topic)
         if old is not None:
             info.rr = old.rr
@@ -184,6 +192,9 @@ class _ProducerCore:
             info = self._topic_parts(topic)
             if info is None:
                 return NEED_METADATA
+        if info.stage.keys:
+            # Records of the topic sent before this one go into their batches first.
+            self._acc.settle(info.stage)
         abort = False
         if partition is None:
             if self._simple_keys and key is not None:
@@ -417,6 +428,7 @@ class AsyncProducer(_ProducerCore):
         sender = self._sender
         acc = self._acc
         with acc.lock:
+            acc.settle_all_locked()
             acc.closed = True
         try:
             if sender is not None and sender.error is None and timeout != 0:
@@ -458,42 +470,38 @@ class AsyncProducer(_ProducerCore):
             IllegalStateError: the producer is closed or not started.
         """
         # The fast path, for the common record (bytes key and value, default partitioner, no
-        # explicit partition, timestamp or headers) going into its partition's open batch:
-        # the same encoding as RecordAccumulator.append, inlined because it runs per record.
+        # explicit partition, timestamp or headers): the record joins its topic's stage, and
+        # is hashed and encoded with the rest of the stage's chunk (see KeyedStage).
         # No lock: an AsyncProducer's accumulator is only touched on its loop's thread.
         if type(key) is bytes and type(value) is bytes and partition is None \
                 and timestamp_ms is None and headers is None and self._ok \
                 and self._simple_keys:
             info = self._topics.get(topic)
             if info is not None and info.version == self._cluster.version:
-                klen = len(key)
-                vlen = len(value)
-                partition = (_HASHERS[klen](key) if klen < 64 else _hash(key) & 0x7FFFFFFF) \
-                    % info.count
-                dq = info.queues[partition]
-                if dq and klen + vlen < self._fast_limit:
-                    batch = dq[-1]
-                    count = batch.count
+                size = len(key) + len(value)
+                acc = self._acc
+                if size < self._fast_limit and \
+                        acc.used + size + STAGED_OVERHEAD <= acc.buffer_memory:
+                    stage = info.stage
+                    keys = stage.keys
+                    i = len(keys)
                     ts = _time_ns() // 1_000_000
-                    delta = ts - batch.base_timestamp
-                    if not batch.sealed and -1 < delta < _SMALL and count < _SMALL:
-                        sizes = _VARINT_SIZES
-                        body = sizes[delta] + sizes[count] + sizes[klen] + sizes[vlen] + \
-                            klen + vlen + 2
-                        added = sizes[body] + body
-                        new_size = batch.size + added
-                        acc = self._acc
-                        if new_size <= acc.batch_size and \
-                                acc.used + added <= acc.buffer_memory:
-                            v = _SMALL_VARINTS
-                            batch.parts += (v[body], b"\x00", v[delta], v[count], v[klen], key,
-                                            v[vlen], value, b"\x00")
-                            batch.size = new_size
-                            batch.count = count + 1
-                            if ts > batch.max_timestamp:
-                                batch.max_timestamp = ts
-                            acc.used += added
-                            return _new_tuple(RecordFuture, (batch, count, ts))
+                    keys.append(key)
+                    stage.values.append(value)
+                    stage.stamps.append(ts)
+                    acc.used += size + STAGED_OVERHEAD
+                    fut = _new_tuple(RecordFuture, (stage.chunk, i, ts))
+                    if i == 0:
+                        stage.started(size + STAGED_OVERHEAD)
+                    elif i >= stage.limit:
+                        acc.settle(stage)
+                        if acc.filled:
+                            # Batches filled up (and were handed to the sender): give
+                            # responses and connections a loop turn, or a tight send loop
+                            # would starve them.
+                            acc.filled = False
+                            await asyncio.sleep(0)
+                    return fut
         res = self._append(topic, value, key, partition, timestamp_ms, headers, None)
         if type(res) is RecordFuture:
             acc = self._acc
@@ -604,6 +612,7 @@ class AsyncProducer(_ProducerCore):
         self._check(sending=False)
         acc = self._acc
         with acc.lock:
+            acc.settle_all_locked()
             acc.flushing += 1
             pending = list(acc.incomplete)
         try:

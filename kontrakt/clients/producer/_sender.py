@@ -8,6 +8,8 @@ are pipelined per broker in the order they were made. A batch is ready when it i
 linger ran out, someone waits on it, or the producer flushes; a full batch whose broker
 already has a request in flight waits for that response (at most until its linger deadline),
 so that the batches filling meanwhile share one request instead of one request each.
+Staged keyed records (see ``KeyedStage``) are placed into their batches by the first pass
+after their stage's linger runs out, or at once when the producer flushes or closes.
 
 Retriable failures put the batch back at the front of its partition's queue (in sequence
 order) with backoff until ``retries`` or ``delivery.timeout.ms`` run out; invalid-metadata
@@ -200,6 +202,13 @@ class Sender:
         wake_at = _INF
         missing = False
         with acc.lock:
+            for stage in acc.stages.values():
+                if stage.keys:
+                    ready_at = stage.created + linger
+                    if force or ready_at <= now:
+                        acc.settle_locked(stage)
+                    else:
+                        wake_at = min(wake_at, ready_at)
             for tp, dq in acc.queues.items():
                 if not dq:
                     continue

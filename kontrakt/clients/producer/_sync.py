@@ -18,22 +18,18 @@ from typing import Any
 from kontrakt._types import RecordMetadata
 from kontrakt.clients._sync import LoopThread
 from kontrakt.clients.producer._accumulator import (
+    STAGED_OVERHEAD,
     DeliveryCallback,
     ProducerBatch,
     RecordFuture,
 )
-from kontrakt.clients.producer._partitioner import PARTITION_HASH_BY_LENGTH as _HASHERS
-from kontrakt.clients.producer._partitioner import _hash
 from kontrakt.clients.producer._producer import (
-    _VARINT_SIZES,
     NEED_METADATA,
     AsyncProducer,
     HeadersLike,
 )
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError
 from kontrakt.protocol.records import RecordBatchBuilder
-from kontrakt.protocol.records._model import SMALL_LIMIT as _SMALL
-from kontrakt.protocol.records._model import VARINT_BYTES as _SMALL_VARINTS
 
 _new_tuple = tuple.__new__
 
@@ -123,48 +119,42 @@ class Producer:
             A :class:`RecordFuture`: ``result(timeout)`` blocks for the
             :class:`~kontrakt.RecordMetadata`.
         """
-        # The fast path (see AsyncProducer.send), under the accumulator's lock since the I/O
-        # thread seals and takes batches.
+        # The fast path (see AsyncProducer.send): the record joins its topic's stage, under
+        # the accumulator's lock since the I/O thread settles stages.
         a = self._async
         if type(key) is bytes and type(value) is bytes and partition is None \
                 and timestamp_ms is None and headers is None and a._ok and a._simple_keys:
             info = a._topics.get(topic)
             if info is not None and info.version == a._cluster.version:
-                klen = len(key)
-                vlen = len(value)
-                partition = (_HASHERS[klen](key) if klen < 64 else _hash(key) & 0x7FFFFFFF) \
-                    % info.count
-                dq = info.queues[partition]
-                if klen + vlen < a._fast_limit:
+                size = len(key) + len(value)
+                if size < a._fast_limit:
                     acc = a._acc
+                    size += STAGED_OVERHEAD
                     ts = _time_ns() // 1_000_000
-                    sizes = _VARINT_SIZES
-                    rest = sizes[klen] + sizes[vlen] + klen + vlen + 2
+                    stage = info.stage
+                    fut = wake = None
                     lock = acc.lock
                     lock.acquire()
                     try:
-                        if dq:
-                            batch = dq[-1]
-                            count = batch.count
-                            delta = ts - batch.base_timestamp
-                            if not batch.sealed and -1 < delta < _SMALL and count < _SMALL:
-                                body = sizes[delta] + sizes[count] + rest
-                                added = sizes[body] + body
-                                new_size = batch.size + added
-                                if new_size <= acc.batch_size and \
-                                        acc.used + added <= acc.buffer_memory:
-                                    v = _SMALL_VARINTS
-                                    batch.parts += (v[body], b"\x00", v[delta], v[count],
-                                                    v[klen], key, v[vlen], value, b"\x00")
-                                    batch.size = new_size
-                                    batch.count = count + 1
-                                    if ts > batch.max_timestamp:
-                                        batch.max_timestamp = ts
-                                    acc.used += added
-                                    return _new_tuple(RecordFuture,
-                                                      (batch, count, ts))
+                        # Not once the producer closes: its close settled the stages.
+                        if acc.used + size <= acc.buffer_memory and not acc.closed:
+                            keys = stage.keys
+                            i = len(keys)
+                            keys.append(key)
+                            stage.values.append(value)
+                            stage.stamps.append(ts)
+                            acc.used += size
+                            fut = _new_tuple(RecordFuture, (stage.chunk, i, ts))
+                            if i == 0:
+                                stage.started(size)
+                            elif i >= stage.limit:
+                                wake = acc.settle_locked(stage)
                     finally:
                         lock.release()
+                    if fut is not None:
+                        if wake is not None:
+                            acc.wakeup(wake)
+                        return fut
         return self._append(topic, value, key, partition, timestamp_ms, headers, None)
 
     def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
@@ -264,7 +254,8 @@ class Producer:
         """Records buffered or in flight (confluent-kafka's ``len(producer)``)."""
         acc = self._async._acc
         with acc.lock:
-            return sum(b.record_count for b in acc.incomplete)
+            return sum(b.record_count for b in acc.incomplete) + \
+                sum(len(stage.keys) for stage in acc.stages.values())
 
     # --- transactions -------------------------------------------------------------------
 

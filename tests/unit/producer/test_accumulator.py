@@ -27,7 +27,7 @@ BS = "127.0.0.1:9"
 
 def _producer(**kwargs: Any) -> AsyncProducer:
     p = AsyncProducer(bootstrap_servers=BS, **kwargs)
-    p._topics["t"] = _TopicParts([0, 1], [0, 1], p._cluster.version, p._acc.queues_for("t", 2))
+    p._topics["t"] = _TopicParts.of(p._acc, "t", [0, 1], [0, 1], p._cluster.version)
     p._ok = True  # drive the record path without a broker: batches just accumulate
     return p
 
@@ -176,7 +176,7 @@ def test_threads_blocked_on_a_batch_all_wake_when_it_completes() -> None:
     # A sync producer's batch makes its Event only when a thread first blocks on it; every
     # waiter, whether it came before, during or after completion, must return.
     p = AsyncProducer(bootstrap_servers=BS, _threaded=True)
-    p._topics["t"] = _TopicParts([0], [0], p._cluster.version, p._acc.queues_for("t", 1))
+    p._topics["t"] = _TopicParts.of(p._acc, "t", [0], [0], p._cluster.version)
     p._ok = True
     p._acc.wakeup = lambda urgent: None  # no sender: the test completes the batch itself
     fut = p._append("t", b"v", None, 0, 1, None, None)

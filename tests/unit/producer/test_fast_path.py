@@ -18,28 +18,15 @@ with warnings.catch_warnings():
 from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
 from kontrakt.clients.producer._accumulator import ProducerBatch
 from kontrakt.clients.producer._partitioner import PARTITION_HASH_BY_LENGTH, murmur2
-from kontrakt.clients.producer._producer import _TopicParts
 from kontrakt.errors import KafkaTimeoutError
 from kontrakt.protocol.records import RecordBatch, RecordBatchBuilder
+from tests.unit.producer.offline import offline_producer
 
-BS = "127.0.0.1:9"
 PARTITIONS = 6
 
 
-class _Sender:
-    error = None
-
-    def wake(self, urgent: bool = True) -> None:
-        pass
-
-
 def _async_producer(**kwargs: Any) -> AsyncProducer:
-    p = AsyncProducer(bootstrap_servers=BS, **kwargs)
-    p._topics["t"] = _TopicParts(list(range(PARTITIONS)), list(range(PARTITIONS)),
-                                 p._cluster.version, p._acc.queues_for("t", PARTITIONS))
-    p._sender = _Sender()  # type: ignore[assignment]
-    p._ok = True  # drive the record path without a broker: batches just accumulate
-    return p
+    return offline_producer(PARTITIONS, **kwargs)
 
 
 def _sync_producer(**kwargs: Any) -> Producer:

@@ -57,8 +57,8 @@ def _producer(partitioner: Any = "default") -> tuple[AsyncProducer, _TopicParts]
 
 
 def _fake_topic(p: AsyncProducer, n: int, available: list[int] | None = None) -> _TopicParts:
-    info = _TopicParts(list(range(n)), list(range(n)) if available is None else available,
-                       p._cluster.version, p._acc.queues_for("t", n))
+    info = _TopicParts.of(p._acc, "t", list(range(n)),
+                          list(range(n)) if available is None else available, p._cluster.version)
     p._topics["t"] = info
     # Drive the record path without a broker: no sender runs, batches just accumulate.
     p._ok = True

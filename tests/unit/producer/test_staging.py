@@ -1,0 +1,203 @@
+"""Staged keyed records (KeyedStage): hashed in bulk, placed in send order, and every way a
+stage settles -- without a broker. The sender's linger-driven settling and close() are
+covered against Tansu in tests/integration/test_producer.py."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import warnings
+from typing import Any
+
+import pytest
+
+with warnings.catch_warnings():
+    # kafka-python's package import loads its JSON schemas with a deprecated importlib API.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.partitioner.default import murmur2 as kafka_murmur2
+
+from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
+from kontrakt.clients.producer._accumulator import StagedChunk
+from kontrakt.clients.producer._partitioner import murmur2_partitions
+from kontrakt.clients.producer._producer import _TopicParts
+from kontrakt.errors import IllegalStateError
+from kontrakt.protocol.records import RecordBatch
+from tests.unit.producer.offline import offline_producer
+
+
+def _producer(partitions: int = 3, **kwargs: Any) -> AsyncProducer:
+    return offline_producer(partitions, **kwargs)
+
+
+def _expected(key: bytes, n: int) -> int:
+    return (kafka_murmur2(key) & 0x7FFFFFFF) % n
+
+
+def _sent_in(p: AsyncProducer, partition: int) -> list[tuple[bytes | None, bytes | None]]:
+    out = []
+    for b in p._acc.queues[("t", partition)]:
+        out += [(r.key, r.value) for r in RecordBatch.from_bytes(b.encode(1, 0, False)).records()]
+    return out
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 8, 9, 300, 2000])
+def test_bulk_partitions_equal_kafka_pythons_for_every_key_length(count: int) -> None:
+    rnd = random.Random(count)
+    mixed = [rnd.randbytes(rnd.choice([0, 1, 2, 3, 4, 5, 10, 36, 63, 64, 200]))
+             for _ in range(count)]
+    same = [rnd.randbytes(13) for _ in range(count)]
+    for keys in (mixed, same):
+        for n in (1, 2, 6, 7, 1000):
+            assert murmur2_partitions(keys, n) == [_expected(k, n) for k in keys]
+
+
+def test_staged_records_stay_in_send_order_with_the_topics_other_records() -> None:
+    p = _producer(batch_size=600)
+    stage = p._topics["t"].stage
+    sent: list[tuple[bytes, bytes]] = []
+
+    async def main() -> list[RecordFuture]:
+        futs = []
+        for i in range(62):
+            key, value = b"k%d" % (i % 4), b"v%d" % i
+            if i % 7 == 3:  # a record the fast path does not take: the stage settles first
+                futs.append(await p.send("t", value, key, headers=[("h", b"")]))
+                assert not stage.keys
+            elif i % 11 == 5:
+                futs.append(await p.send("t", value, key, timestamp_ms=1_700_000_000_000))
+            else:
+                futs.append(await p.send("t", value, key))
+            sent.append((key, value))
+        return futs
+
+    futs = asyncio.run(main())
+    assert stage.keys  # the last records are still staged
+    for (key, _), fut in zip(sent, futs, strict=True):
+        assert fut._batch.partition == _expected(key, 3)
+    assert not stage.keys
+    for part in range(3):
+        expected = [kv for kv in sent if _expected(kv[0], 3) == part]
+        assert _sent_in(p, part) == expected
+
+
+def test_done_leaves_the_stage_and_looking_at_a_record_settles_it() -> None:
+    p = _producer()
+    stage = p._topics["t"].stage
+
+    async def main() -> list[RecordFuture]:
+        return [await p.send("t", b"v%d" % i, b"key-%d" % i) for i in range(5)]
+
+    futs = asyncio.run(main())
+    assert all(type(f[0]) is StagedChunk for f in futs)
+    assert not any(f.done() for f in futs)
+    assert "pending" in repr(futs[0])
+    assert len(stage.keys) == 5
+    assert futs[2]._batch.partition == _expected(b"key-2", 3)  # settles the whole chunk
+    assert not stage.keys
+    assert [f._batch.partition for f in futs] == [_expected(b"key-%d" % i, 3) for i in range(5)]
+    for f in futs:
+        assert f._batch.record_count > f._index >= 0
+
+
+def test_callbacks_added_while_staged_run_once_when_their_batch_completes() -> None:
+    p = _producer()
+    stage = p._topics["t"].stage
+    calls: list[tuple[int, int]] = []
+
+    async def main() -> list[RecordFuture]:
+        futs = []
+        for i in range(20):
+            f = await p.send("t", b"v%d" % i, b"key-%d" % i)
+            f.add_done_callback(lambda fut, i=i: calls.append((i, fut.metadata().offset)))
+            futs.append(f)
+        return futs
+
+    futs = asyncio.run(main())
+    assert len(stage.keys) == 20  # adding callbacks did not settle the stage
+    p._acc.settle(stage)
+    batches = {id(f._batch): f._batch for f in futs}
+    assert len(batches) == 3
+    for b in batches.values():
+        b.complete(100 * b.partition)
+        b.complete(5)  # resolved once only
+    assert sorted(calls) == sorted((i, 100 * f._batch.partition + f._index)
+                                   for i, f in enumerate(futs))
+
+
+def test_stage_settles_at_its_chunk_size_and_wakes_the_sender_for_full_batches() -> None:
+    p = _producer(batch_size=1000)
+    stage = p._topics["t"].stage
+    sender = p._sender
+
+    async def main() -> None:
+        for i in range(2000):
+            await p.send("t", b"x" * 100, b"%06d" % i)
+
+    asyncio.run(main())
+    # Linger wake at the first record, then one urgent wake per settled chunk that filled
+    # a batch: 127 bytes reserved a record, 64 KiB a chunk.
+    assert sender.wakes[0] is False  # type: ignore[attr-defined]
+    assert stage.limit == 65536 // 127 + 1
+    settles = 2000 // (stage.limit + 1)
+    assert sender.wakes.count(True) == settles  # type: ignore[attr-defined]
+    assert len(stage.keys) == 2000 - settles * (stage.limit + 1)
+
+
+def test_a_partition_count_change_places_staged_records_by_the_old_count() -> None:
+    p = _producer(partitions=2)
+    keys = [b"key-%d" % i for i in range(50)]
+
+    async def main() -> list[RecordFuture]:
+        return [await p.send("t", b"v", k) for k in keys]
+
+    futs = asyncio.run(main())
+    stage = p._topics["t"].stage
+    assert len(stage.keys) == 50
+    info = _TopicParts.of(p._acc, "t", [0, 1, 2, 3], [0, 1, 2, 3], p._cluster.version)
+    assert info.stage is stage and stage.count == 4 and not stage.keys
+    assert [f._batch.partition for f in futs] == [_expected(k, 2) for k in keys]
+
+
+def test_buffer_memory_counts_staged_records_until_they_are_encoded() -> None:
+    p = _producer(batch_size=100_000)
+    acc = p._acc
+
+    async def main() -> None:
+        for i in range(100):
+            await p.send("t", b"v" * 50, b"k%03d" % i)
+
+    asyncio.run(main())
+    assert acc.used == 100 * (4 + 50 + 21)  # reserved: key + value + STAGED_OVERHEAD
+    acc.settle(p._topics["t"].stage)
+    assert acc.used == sum(b.size_in_bytes - 61 for q in acc.queues.values() for b in q)
+    assert acc.used < 100 * (4 + 50 + 21)
+
+
+def test_abort_all_takes_staged_records_too() -> None:
+    p = _producer()
+
+    async def main() -> list[RecordFuture]:
+        return [await p.send("t", b"v", b"k%d" % i) for i in range(10)]
+
+    futs = asyncio.run(main())
+    aborted = p._acc.abort_all()
+    assert sum(b.record_count for b in aborted) == 10
+    for b in aborted:
+        b.complete(-1, -1, IllegalStateError("closed"))
+    assert all(f.done() and isinstance(f.exception(), IllegalStateError) for f in futs)
+
+
+def test_sync_send_counts_staged_records_and_stops_staging_once_closed() -> None:
+    p = object.__new__(Producer)
+    p._async = _producer(_threaded=True, batch_size=200)
+    for i in range(7):
+        p.send("t", b"v", b"k%d" % i)
+    assert len(p) == 7
+    acc = p._async._acc
+    with acc.lock:
+        acc.settle_all_locked()
+        acc.closed = True  # what close() does, as another thread may be sending
+    with pytest.raises(IllegalStateError, match="closed"):
+        for i in range(50):  # until a record needs a new batch
+            p.send("t", b"v", b"late-%d" % i)
+    assert not p._async._topics["t"].stage.keys

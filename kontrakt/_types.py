@@ -48,61 +48,21 @@ class OffsetAndMetadata:
     leader_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    """Where a produced record landed.
-
-    Attributes:
-        offset: the record's offset (-1 when produced with acks=0).
-        timestamp: the record's timestamp in ms (the broker's time for LogAppendTime topics).
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    serialized_key_size: int = -1
-    serialized_value_size: int = -1
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
-
-_CONSUMER_RECORD_FIELDS = (
-    "topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers",
-    "leader_epoch")
-
-
-class ConsumerRecord(Generic[K, V], tuple):  # type: ignore[type-arg]
-    """A record read from Kafka: immutable, slotted, read by attribute.
-
-    Attributes:
-        topic, partition, offset: where the record is.
-        timestamp: milliseconds since the epoch (-1 when unknown).
-        timestamp_type: what the timestamp means.
-        key, value: the record's key and value (bytes, or what a deserializer made of them).
-        headers: ``[(name, value or None), ...]``.
-        leader_epoch: leader epoch of the batch the record came in (-1 when unknown).
-
-    Consumers build millions of these, so the class is a tuple with named read-only
-    attributes (like a named tuple; written by hand so that it stays generic over the key and
-    value types on Python 3.10) instead of a dataclass, whose frozen ``__init__`` costs a
-    ``object.__setattr__`` call per field. Equality compares records, never a record with a
-    plain tuple.
-    """
+class _TupleRecord(tuple):  # type: ignore[type-arg]
+    """A tuple with named read-only fields (``_fields``, the first four ``topic``,
+    ``partition``, ``offset``, ``timestamp``), for value types made per record:
+    building one is a single ``tuple.__new__``, where a frozen dataclass's ``__init__``
+    costs an ``object.__setattr__`` call per field. Equality compares values of the same
+    class, never one with a plain tuple."""
 
     __slots__ = ()
-    __match_args__ = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key",
-                      "value", "headers", "leader_epoch")
+    _fields: tuple[str, ...] = ()
 
-    def __new__(cls, topic: str, partition: int, offset: int, timestamp: int,
-                timestamp_type: TimestampType, key: K, value: V,
-                headers: list[tuple[str, bytes | None]] | None = None,
-                leader_epoch: int = -1) -> ConsumerRecord[K, V]:
-        """Build a record; ``headers`` defaults to a new empty list."""
-        return tuple.__new__(cls, (topic, partition, offset, timestamp, timestamp_type, key,
-                                   value, [] if headers is None else headers, leader_epoch))
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # itemgetter properties: attribute reads run in C, as fast as slot reads.
+        for i, name in enumerate(cls.__dict__.get("_fields", ())):
+            setattr(cls, name, property(itemgetter(i)))
 
     if TYPE_CHECKING:
         @property
@@ -113,45 +73,24 @@ class ConsumerRecord(Generic[K, V], tuple):  # type: ignore[type-arg]
         def offset(self) -> int: ...
         @property
         def timestamp(self) -> int: ...
-        @property
-        def timestamp_type(self) -> TimestampType: ...
-        @property
-        def key(self) -> K: ...
-        @property
-        def value(self) -> V: ...
-        @property
-        def headers(self) -> list[tuple[str, bytes | None]]: ...
-        @property
-        def leader_epoch(self) -> int: ...
-    else:
-        # itemgetter properties: attribute reads run in C, as fast as slot reads.
-        topic = property(itemgetter(0), doc="The record's topic.")
-        partition = property(itemgetter(1), doc="The record's partition.")
-        offset = property(itemgetter(2), doc="The record's offset.")
-        timestamp = property(itemgetter(3), doc="Milliseconds since the epoch (-1 unknown).")
-        timestamp_type = property(itemgetter(4), doc="What the timestamp means.")
-        key = property(itemgetter(5), doc="The key (bytes or deserialized).")
-        value = property(itemgetter(6), doc="The value (bytes or deserialized).")
-        headers = property(itemgetter(7), doc="``[(name, value or None), ...]``.")
-        leader_epoch = property(itemgetter(8), doc="Leader epoch of the record's batch.")
 
     @property
     def topic_partition(self) -> TopicPartition:
         """The record's :class:`TopicPartition`."""
         return TopicPartition(self[0], self[1])
 
-    def replace(self, **changes: Any) -> ConsumerRecord[Any, Any]:
+    def replace(self, **changes: Any) -> Any:
         """A copy with some fields changed (like :func:`dataclasses.replace`).
 
         Raises:
             TypeError: an unknown field name.
         """
-        values = dict(zip(_CONSUMER_RECORD_FIELDS, self, strict=True))
+        values = dict(zip(self._fields, self, strict=True))
         for name in changes:
             if name not in values:
-                raise TypeError(f"ConsumerRecord has no field {name!r}")
+                raise TypeError(f"{type(self).__name__} has no field {name!r}")
         values.update(changes)
-        return ConsumerRecord(**values)
+        return type(self)(**values)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -166,8 +105,79 @@ class ConsumerRecord(Generic[K, V], tuple):  # type: ignore[type-arg]
     __hash__ = tuple.__hash__
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{n}={v!r}" for n, v in zip(_CONSUMER_RECORD_FIELDS, self, strict=True))
-        return f"ConsumerRecord({inner})"
+        inner = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, self, strict=True))
+        return f"{type(self).__name__}({inner})"
 
     def __getnewargs__(self) -> tuple[Any, ...]:
         return tuple(self)
+
+
+class RecordMetadata(_TupleRecord):
+    """Where a produced record landed.
+
+    Attributes:
+        topic, partition: where the record went.
+        offset: the record's offset (-1 when produced with acks=0).
+        timestamp: the record's timestamp in ms (the broker's time for LogAppendTime topics).
+        serialized_key_size, serialized_value_size: -1 (not tracked).
+    """
+
+    __slots__ = ()
+    __match_args__ = ("topic", "partition", "offset", "timestamp", "serialized_key_size",
+                      "serialized_value_size")
+    _fields = __match_args__
+
+    def __new__(cls, topic: str, partition: int, offset: int, timestamp: int,
+                serialized_key_size: int = -1,
+                serialized_value_size: int = -1) -> RecordMetadata:
+        return tuple.__new__(cls, (topic, partition, offset, timestamp, serialized_key_size,
+                                   serialized_value_size))
+
+    if TYPE_CHECKING:
+        @property
+        def serialized_key_size(self) -> int: ...
+        @property
+        def serialized_value_size(self) -> int: ...
+
+
+class ConsumerRecord(Generic[K, V], _TupleRecord):
+    """A record read from Kafka: immutable, slotted, read by attribute.
+
+    Attributes:
+        topic, partition, offset: where the record is.
+        timestamp: milliseconds since the epoch (-1 when unknown).
+        timestamp_type: what the timestamp means.
+        key, value: the record's key and value (bytes, or what a deserializer made of them).
+        headers: ``[(name, value or None), ...]``.
+        leader_epoch: leader epoch of the batch the record came in (-1 when unknown).
+
+    Consumers build millions of these, so the class is a tuple with named read-only
+    attributes (like a named tuple; written by hand so that it stays generic over the key and
+    value types on Python 3.10), see ``_TupleRecord``.
+    """
+
+    __slots__ = ()
+    __match_args__ = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key",
+                      "value", "headers", "leader_epoch")
+    _fields = __match_args__
+
+    def __new__(cls, topic: str, partition: int, offset: int, timestamp: int,
+                timestamp_type: TimestampType, key: K, value: V,
+                headers: list[tuple[str, bytes | None]] | None = None,
+                leader_epoch: int = -1) -> ConsumerRecord[K, V]:
+        """Build a record; ``headers`` defaults to a new empty list."""
+        return tuple.__new__(cls, (topic, partition, offset, timestamp, timestamp_type, key,
+                                   value, [] if headers is None else headers, leader_epoch))
+
+    if TYPE_CHECKING:
+        @property
+        def timestamp_type(self) -> TimestampType: ...
+        @property
+        def key(self) -> K: ...
+        @property
+        def value(self) -> V: ...
+        @property
+        def headers(self) -> list[tuple[str, bytes | None]]: ...
+        @property
+        def leader_epoch(self) -> int: ...
+

@@ -42,7 +42,8 @@ from kontrakt.protocol.records._batch import TRANSACTIONAL_MASK
 from kontrakt.protocol.records._builder import encode_headers, frame_batch
 from kontrakt.protocol.records._model import SMALL_LIMIT, VARINT_BYTES, encode_varint
 
-__all__ = ["KeyedStage", "ProducerBatch", "RecordAccumulator", "RecordFuture", "StagedChunk"]
+__all__ = ["KeyedStage", "ProducerBatch", "RecordAccumulator", "RecordFuture", "StagedChunk",
+           "keep_hook"]
 
 log = logging.getLogger("kontrakt.producer")
 
@@ -247,7 +248,7 @@ class StagedChunk:
     """The records one settling of a :class:`KeyedStage` places: a staged record's future
     is (chunk, index, timestamp) until then, and reads its batch and offset delta here."""
 
-    __slots__ = ("batches", "callbacks", "indexes", "stage")
+    __slots__ = ("batches", "callbacks", "deliveries", "indexes", "stage")
 
     def __init__(self, stage: KeyedStage) -> None:
         self.stage = stage
@@ -255,6 +256,8 @@ class StagedChunk:
         self.indexes: list[int] | None = None
         #: add_done_callback's callbacks of records not placed yet
         self.callbacks: list[tuple[Callable[[RecordFuture], Any], RecordFuture]] | None = None
+        #: confluent-style delivery callbacks (a sync produce()) of the chunk's records
+        self.deliveries: list[tuple[DeliveryCallback, RecordFuture]] | None = None
 
     def placed(self, i: int) -> tuple[ProducerBatch, int]:
         """Record ``i``'s batch and index there (settling the stage first if need be)."""
@@ -299,6 +302,21 @@ class KeyedStage:
         self.limit = min(_STAGE_RECORDS, _STAGE_BYTES // size + 1)
         if now + acc.linger < acc.sender_wake_at:
             acc.wakeup(False)
+
+
+def keep_hook(holder: ProducerBatch | StagedChunk, fn: Any, fut: RecordFuture,
+              delivery: bool) -> None:
+    """Keep ``fn`` to run for ``fut``'s record with ``holder`` (its batch, or its staged
+    chunk until that settles): a confluent-style delivery callback when ``delivery``, else
+    an ``add_done_callback`` callback. The caller holds the accumulator's lock."""
+    if delivery:
+        if holder.deliveries is None:
+            holder.deliveries = []
+        holder.deliveries.append((fn, fut))
+    else:
+        if holder.callbacks is None:
+            holder.callbacks = []
+        holder.callbacks.append((fn, fut))
 
 
 class RecordFuture(tuple[Any, ...]):
@@ -378,8 +396,8 @@ class RecordFuture(tuple[Any, ...]):
         else:
             b, index = b.placed(self[1])
         offset = b.base_offset + index if b.base_offset >= 0 else -1
-        ts = b.log_append_time if b.log_append_time >= 0 else self._timestamp
-        return RecordMetadata(b.topic, b.partition, offset, ts)
+        ts = b.log_append_time if b.log_append_time >= 0 else self[2]
+        return _new_tuple(RecordMetadata, (b.topic, b.partition, offset, ts, -1, -1))
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """The record's metadata, blocking (sync producers) until it is resolved.
@@ -420,16 +438,12 @@ class RecordFuture(tuple[Any, ...]):
                 if head.batches is None:
                     # Kept with the chunk until it settles: adding a callback to each record
                     # as it is sent must not settle the stage record by record.
-                    if head.callbacks is None:
-                        head.callbacks = []
-                    head.callbacks.append((fn, self))
+                    keep_hook(head, fn, self, False)
                     return
         b = self._batch
         with b.acc.lock:
             if not b.done:
-                if b.callbacks is None:
-                    b.callbacks = []
-                b.callbacks.append((fn, self))
+                keep_hook(b, fn, self, False)
                 return
         fn(self)
 
@@ -549,9 +563,7 @@ class RecordAccumulator:
             batch, index = placed
             fut = _new_tuple(RecordFuture, (batch, index, timestamp))
             if delivery is not None:
-                if batch.deliveries is None:
-                    batch.deliveries = []
-                batch.deliveries.append((delivery, fut))
+                keep_hook(batch, delivery, fut, True)
             if index:
                 if not urgent or batch.urgent:
                     return fut
@@ -724,13 +736,12 @@ class RecordAccumulator:
         self.used += used
         chunk.batches = batches
         chunk.indexes = indexes
-        if chunk.callbacks is not None:
-            for fn, fut in chunk.callbacks:
-                batch = batches[fut[1]]
-                if batch.callbacks is None:
-                    batch.callbacks = []
-                batch.callbacks.append((fn, fut))
-            chunk.callbacks = None
+        # Hooks kept while the records were staged move to the records' batches.
+        for fn, fut in chunk.callbacks or ():
+            keep_hook(batches[fut[1]], fn, fut, False)
+        for cb, fut in chunk.deliveries or ():
+            keep_hook(batches[fut[1]], cb, fut, True)
+        chunk.callbacks = chunk.deliveries = None
         if full:
             self.filled = True
             return True

@@ -21,6 +21,7 @@ from kontrakt.clients.producer._accumulator import (
     ProducerBatch,
     RecordAccumulator,
     RecordFuture,
+    keep_hook,
 )
 from kontrakt.clients.producer._config import client_config, parse_producer_config
 from kontrakt.clients.producer._idempotence import IdempotenceState
@@ -192,6 +193,13 @@ class _ProducerCore:
             info = self._topic_parts(topic)
             if info is None:
                 return NEED_METADATA
+        if partition is None and key is not None and value is not None and \
+                timestamp_ms is None and headers is None and not urgent and \
+                self._simple_keys and len(key) + len(value) < self._fast_limit:
+            # Keyed (e.g. a sync produce() with a delivery callback): staged like send()'s.
+            fut = self._stage(info.stage, key, value, delivery)
+            if fut is not None:
+                return fut
         if info.stage.keys:
             # Records of the topic sent before this one go into their batches first.
             self._acc.settle(info.stage)
@@ -275,6 +283,46 @@ class _ProducerCore:
             res = self._acc.append(topic, partition, timestamp_ms, key, value, headers, size,
                                    False, delivery, urgent)
         return res
+
+    def _stage(self, stage: KeyedStage, key: bytes, value: bytes,
+               delivery: DeliveryCallback | None) -> RecordFuture | None:
+        """Add a keyed record to its topic's stage (see KeyedStage), under the lock.
+
+        The record's key and value are bytes, their lengths together under ``_fast_limit``.
+
+        Returns:
+            Its future; None when the buffer is full or the producer closed (nothing was
+            staged: take the general path).
+        """
+        acc = self._acc
+        size = len(key) + len(value) + STAGED_OVERHEAD
+        ts = _time_ns() // 1_000_000
+        wake = None
+        lock = acc.lock
+        lock.acquire()
+        try:
+            # Not once the producer closes: its close settled the stages.
+            if acc.used + size > acc.buffer_memory or acc.closed:
+                return None
+            keys = stage.keys
+            i = len(keys)
+            keys.append(key)
+            stage.values.append(value)
+            stage.stamps.append(ts)
+            acc.used += size
+            chunk = stage.chunk
+            fut: RecordFuture = _new_tuple(RecordFuture, (chunk, i, ts))
+            if delivery is not None:
+                keep_hook(chunk, delivery, fut, True)
+            if i == 0:
+                stage.started(size)
+            elif i >= stage.limit:
+                wake = acc.settle_locked(stage)
+        finally:
+            lock.release()
+        if wake is not None:
+            acc.wakeup(wake)
+        return fut
 
     def _choose(self, topic: str, key: bytes | None, info: _TopicParts) -> tuple[int, bool]:
         """The partition for a record without an explicit one: (partition, sticky)."""

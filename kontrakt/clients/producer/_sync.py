@@ -12,13 +12,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
-from time import time_ns as _time_ns
 from typing import Any
 
 from kontrakt._types import RecordMetadata
 from kontrakt.clients._sync import LoopThread
 from kontrakt.clients.producer._accumulator import (
-    STAGED_OVERHEAD,
     DeliveryCallback,
     ProducerBatch,
     RecordFuture,
@@ -125,36 +123,11 @@ class Producer:
         if type(key) is bytes and type(value) is bytes and partition is None \
                 and timestamp_ms is None and headers is None and a._ok and a._simple_keys:
             info = a._topics.get(topic)
-            if info is not None and info.version == a._cluster.version:
-                size = len(key) + len(value)
-                if size < a._fast_limit:
-                    acc = a._acc
-                    size += STAGED_OVERHEAD
-                    ts = _time_ns() // 1_000_000
-                    stage = info.stage
-                    fut = wake = None
-                    lock = acc.lock
-                    lock.acquire()
-                    try:
-                        # Not once the producer closes: its close settled the stages.
-                        if acc.used + size <= acc.buffer_memory and not acc.closed:
-                            keys = stage.keys
-                            i = len(keys)
-                            keys.append(key)
-                            stage.values.append(value)
-                            stage.stamps.append(ts)
-                            acc.used += size
-                            fut = _new_tuple(RecordFuture, (stage.chunk, i, ts))
-                            if i == 0:
-                                stage.started(size)
-                            elif i >= stage.limit:
-                                wake = acc.settle_locked(stage)
-                    finally:
-                        lock.release()
-                    if fut is not None:
-                        if wake is not None:
-                            acc.wakeup(wake)
-                        return fut
+            if info is not None and info.version == a._cluster.version and \
+                    len(key) + len(value) < a._fast_limit:
+                fut = a._stage(info.stage, key, value, None)
+                if fut is not None:
+                    return fut
         return self._append(topic, value, key, partition, timestamp_ms, headers, None)
 
     def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
@@ -201,6 +174,9 @@ class Producer:
 
         Returns:
             How many callbacks ran.
+
+        Raises:
+            Whatever a callback raises; the callbacks after it run on the next call.
         """
         if not self._deliveries and timeout != 0:
             self._delivery_ready.wait(timeout)
@@ -210,12 +186,33 @@ class Producer:
         while q:
             batch = q.popleft()
             deliveries, batch.deliveries = batch.deliveries, None
+            if not deliveries:
+                continue
             err = batch.error
-            for cb, fut in deliveries or ():
-                md = fut.metadata() if err is None else RecordMetadata(
-                    batch.topic, batch.partition, -1, fut._timestamp)
-                cb(err, md)
-                ran += 1
+            # Each record's metadata made here rather than by fut.metadata(): this runs
+            # once per produced record.
+            topic, partition = batch.topic, batch.partition
+            base = batch.base_offset if err is None else -1
+            append_time = batch.log_append_time if err is None else -1
+            done = 0
+            try:
+                for cb, fut in deliveries:
+                    done += 1
+                    index = fut[1]
+                    head = fut[0]
+                    if head is not batch:  # staged: (chunk, index in the chunk, timestamp)
+                        index = head.indexes[index]
+                    cb(err, _new_tuple(RecordMetadata, (
+                        topic, partition, base + index if base >= 0 else -1,
+                        append_time if append_time >= 0 else fut[2], -1, -1)))
+            except BaseException:
+                # The callback's error goes to the caller; the batch's other records are
+                # still delivered, by the next poll().
+                if done < len(deliveries):
+                    batch.deliveries = deliveries[done:]
+                    q.appendleft(batch)
+                raise
+            ran += done
         return ran
 
     def flush(self, timeout: float | None = None) -> int:

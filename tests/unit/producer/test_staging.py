@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import warnings
+from collections import deque
 from typing import Any
 
 import pytest
@@ -201,3 +203,45 @@ def test_sync_send_counts_staged_records_and_stops_staging_once_closed() -> None
         for i in range(50):  # until a record needs a new batch
             p.send("t", b"v", b"late-%d" % i)
     assert not p._async._topics["t"].stage.keys
+
+
+def test_sync_produce_callbacks_wait_with_the_stage_and_survive_a_raising_one() -> None:
+    p = object.__new__(Producer)
+    p._async = _producer(_threaded=True)
+    p._deliveries = deque()
+    p._delivery_ready = threading.Event()
+    acc = p._async._acc
+    acc.deliver = p._queue_delivery
+    got: list[tuple[int, Any, Any]] = []
+
+    def callback(i: int) -> Any:
+        def cb(err: Any, md: Any) -> None:
+            got.append((i, err, md))
+            if i == 10:
+                raise ValueError("a callback failed")
+        return cb
+
+    keys = [b"key-%d" % i for i in range(30)]
+    for i, key in enumerate(keys):
+        p.produce("t", b"v%d" % i, key, on_delivery=callback(i))
+    stage = p._async._topics["t"].stage
+    assert len(stage.keys) == 30  # the callbacks did not settle anything
+    acc.settle(stage)
+    for q in acc.queues.values():
+        for b in list(q):
+            b.complete(100 * b.partition)
+    with pytest.raises(ValueError, match="a callback failed"):
+        p.poll(0)
+    p.poll(0)
+    assert sorted(i for i, _, _ in got) == list(range(30))  # each exactly once
+    offsets: dict[int, list[int]] = {}
+    for i, err, md in got:
+        assert err is None
+        assert md.partition == _expected(keys[i], 3)
+        offsets.setdefault(md.partition, []).append(md.offset)
+    for part, offs in offsets.items():  # in send order within each partition
+        assert sorted(offs) == list(range(100 * part, 100 * part + len(offs)))
+    by_key = {i: md for i, _, md in got}
+    for part in offsets:
+        sent = [i for i in range(30) if _expected(keys[i], 3) == part]
+        assert [by_key[i].offset for i in sent] == sorted(offsets[part])

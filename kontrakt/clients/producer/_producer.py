@@ -813,6 +813,9 @@ class AsyncProducer(_ProducerCore):
             if info is None or partition >= info.count:
                 await self._wait_metadata(topic, partition, deadline - time.monotonic())
                 continue
+            if info.stage.keys:
+                # Records of the topic sent before this batch go into their batches first.
+                self._acc.settle(info.stage)
             queued = self._acc.append_batch(topic, partition, batch, batch.size_in_bytes)
             if queued is not None:
                 return RecordFuture(queued, 0, max(batch.max_timestamp, -1))

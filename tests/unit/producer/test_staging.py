@@ -245,3 +245,17 @@ def test_sync_produce_callbacks_wait_with_the_stage_and_survive_a_raising_one() 
     for part in offsets:
         sent = [i for i in range(30) if _expected(keys[i], 3) == part]
         assert [by_key[i].offset for i in sent] == sorted(offsets[part])
+
+
+def test_send_batch_goes_after_the_topics_staged_records() -> None:
+    p = _producer(partitions=1)
+
+    async def main() -> None:
+        for i in range(5):
+            await p.send("t", b"staged-%d" % i, b"k%d" % i)
+        batch = p.create_batch()
+        batch.append(1_700_000_000_000, b"k", b"direct", None)
+        await p.send_batch(batch, "t", partition=0)
+
+    asyncio.run(main())
+    assert [v for _, v in _sent_in(p, 0)] == [b"staged-%d" % i for i in range(5)] + [b"direct"]

@@ -284,3 +284,28 @@ def test_send_before_start_and_after_close() -> None:
 
 def test_timeout_error_is_a_timeout() -> None:
     assert issubclass(KafkaTimeoutError, TimeoutError)
+
+
+def test_record_metadata_is_an_immutable_value() -> None:
+    import copy
+    import pickle
+
+    from kontrakt import RecordMetadata, TopicPartition
+
+    md = RecordMetadata("t", 1, 5, 100)
+    assert (md.topic, md.partition, md.offset, md.timestamp, md.serialized_key_size,
+            md.serialized_value_size) == ("t", 1, 5, 100, -1, -1)
+    assert md.topic_partition == TopicPartition("t", 1)
+    assert not hasattr(md, "__dict__")
+    with pytest.raises(AttributeError):
+        md.offset = 6  # type: ignore[misc]
+    assert md == RecordMetadata("t", 1, 5, 100) and hash(md) == hash(RecordMetadata("t", 1, 5, 100))
+    assert md != tuple(md) and md.replace(offset=6) == RecordMetadata("t", 1, 6, 100)
+    assert pickle.loads(pickle.dumps(md)) == md == copy.deepcopy(md)
+    assert repr(md) == ("RecordMetadata(topic='t', partition=1, offset=5, timestamp=100, "
+                        "serialized_key_size=-1, serialized_value_size=-1)")
+    with pytest.raises(TypeError, match="RecordMetadata has no field 'nope'"):
+        md.replace(nope=1)
+    match md:
+        case RecordMetadata(topic, partition, offset):
+            assert (topic, partition, offset) == ("t", 1, 5)

@@ -39,7 +39,7 @@ from pyspark.sql.types import (
 
 from kontrakt.spark._types import AvroMapping, Convert, UnsupportedSchemaError
 
-__all__ = ["json_mapping"]
+__all__ = ["json_mapping", "json_writer"]
 
 _SCALARS: dict[str, tuple[DataType, Convert | None]] = {
     "string": (StringType(), None),
@@ -60,15 +60,41 @@ def json_mapping(schema: Any, path: str = "value") -> AvroMapping:
     Raises:
         UnsupportedSchemaError: a construct without a Spark type (see the module table).
     """
-    if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except ValueError as exc:
-            raise UnsupportedSchemaError(f"not valid JSON: {exc}", path=path) from exc
+    schema = _parsed(schema, path)
     return _Builder(schema).build(schema, path, ("#",))
 
 
+def json_writer(schema: Any, path: str = "value") -> Convert:
+    """The converter from Spark values of :func:`json_mapping`'s type (``Row``, lists,
+    dicts, scalars) to the JSON document to write: the inverse of its converter.
+
+    A struct field that is null is left out of the object (it reads back as null); a null
+    map value stays null; arrays become lists.
+
+    Args:
+        schema: the schema as JSON text or parsed JSON.
+        path: where the schema sits, for error messages.
+
+    Raises:
+        UnsupportedSchemaError: as :func:`json_mapping`.
+    """
+    schema = _parsed(schema, path)
+    return _Builder(schema).writer(schema, path, ("#",))
+
+
+def _parsed(schema: Any, path: str) -> Any:
+    if not isinstance(schema, str):
+        return schema
+    try:
+        return json.loads(schema)
+    except ValueError as exc:
+        raise UnsupportedSchemaError(f"not valid JSON: {exc}", path=path) from exc
+
+
 class _Builder:
+    """Walks a schema for both directions, so that the Spark type read and the document
+    written agree on every construct."""
+
     def __init__(self, root: Any) -> None:
         self.root = root
 
@@ -85,7 +111,11 @@ class _Builder:
             node = node[part]
         return node
 
-    def build(self, node: Any, path: str, refs: tuple[str, ...]) -> AvroMapping:
+    def unwrap(self, node: Any, path: str, refs: tuple[str, ...]
+               ) -> tuple[dict[str, Any], str, tuple[str, ...]]:
+        """The schema that fixes the Spark type (``$ref`` followed, a null alternative
+        dropped), its kind (a key of ``_SCALARS``, ``array`` or ``object``) and the refs
+        followed so far."""
         if not isinstance(node, dict):
             raise UnsupportedSchemaError("a schema without a type has no Spark type",
                                          path=path)
@@ -95,7 +125,7 @@ class _Builder:
                 raise UnsupportedSchemaError(
                     f"$ref {ref!r} refers to itself; recursive types have no Spark type",
                     path=path)
-            return self.build(self.resolve(ref, path), path, (*refs, ref))
+            return self.unwrap(self.resolve(ref, path), path, (*refs, ref))
         for key in ("oneOf", "anyOf"):
             if key in node:
                 options = [o for o in node[key] if not (isinstance(o, dict)
@@ -103,44 +133,55 @@ class _Builder:
                 if len(options) != 1:
                     raise UnsupportedSchemaError(
                         f"{key} with several non-null schemas has no Spark type", path=path)
-                inner = self.build(options[0], path, refs)
-                return AvroMapping(inner.data_type, True, inner.convert)
+                return self.unwrap(options[0], path, refs)
         kind = node.get("type")
         if kind is None and ("enum" in node or "const" in node):
             values = node.get("enum", [node.get("const")])
             if all(isinstance(v, str) for v in values):
-                return AvroMapping(StringType(), True, None)
+                return node, "string", refs
         if isinstance(kind, list):
             kinds = [k for k in kind if k != "null"]
             if len(kinds) != 1:
                 raise UnsupportedSchemaError(
                     f"type {kind!r} (several non-null types) has no Spark type", path=path)
             kind = kinds[0]
+        if kind in _SCALARS or kind in ("array", "object"):
+            return node, str(kind), refs
+        raise UnsupportedSchemaError(f"type {kind!r} has no Spark type", path=path)
+
+    @staticmethod
+    def items(node: dict[str, Any], path: str) -> dict[str, Any]:
+        items = node.get("items")
+        if not isinstance(items, dict):
+            raise UnsupportedSchemaError("an array needs one 'items' schema", path=path)
+        return items
+
+    @staticmethod
+    def values(node: dict[str, Any], path: str) -> dict[str, Any]:
+        """The map's value schema, for an object without ``properties``."""
+        extra = node.get("additionalProperties")
+        if not isinstance(extra, dict):
+            raise UnsupportedSchemaError(
+                "an object needs 'properties' or an 'additionalProperties' schema", path=path)
+        return extra
+
+    def build(self, node: Any, path: str, refs: tuple[str, ...]) -> AvroMapping:
+        node, kind, refs = self.unwrap(node, path, refs)
         if kind in _SCALARS:
             data_type, conv = _SCALARS[kind]
             return AvroMapping(data_type, True, conv)
         if kind == "array":
-            items = node.get("items")
-            if not isinstance(items, dict):
-                raise UnsupportedSchemaError("an array needs one 'items' schema", path=path)
-            item = self.build(items, path + "[]", refs)
+            item = self.build(self.items(node, path), path + "[]", refs)
             iconv = item.convert
             return AvroMapping(ArrayType(item.data_type, True), True,
                                None if iconv is None
                                else (lambda v: None if v is None else [iconv(x) for x in v]))
-        if kind == "object":
-            return self.object(node, path, refs)
-        raise UnsupportedSchemaError(f"type {kind!r} has no Spark type", path=path)
+        return self.object(node, path, refs)
 
     def object(self, node: dict[str, Any], path: str, refs: tuple[str, ...]) -> AvroMapping:
         props = node.get("properties")
         if not props:
-            extra = node.get("additionalProperties")
-            if not isinstance(extra, dict):
-                raise UnsupportedSchemaError(
-                    "an object needs 'properties' or an 'additionalProperties' schema",
-                    path=path)
-            val = self.build(extra, path + "{}", refs)
+            val = self.build(self.values(node, path), path + "{}", refs)
             vconv = val.convert
             return AvroMapping(MapType(StringType(), val.data_type, True), True,
                                None if vconv is None else
@@ -159,3 +200,32 @@ class _Builder:
         return AvroMapping(StructType([StructField(n, m.data_type, True)
                                        for n, m in zip(names, mapped, strict=True)]),
                            True, convert)
+
+    def writer(self, node: Any, path: str, refs: tuple[str, ...]) -> Convert:
+        node, kind, refs = self.unwrap(node, path, refs)
+        if kind in _SCALARS:
+            return _identity
+        if kind == "array":
+            item = self.writer(self.items(node, path), path + "[]", refs)
+            return lambda v: None if v is None else [item(x) for x in v]
+        props = node.get("properties")
+        if not props:
+            val = self.writer(self.values(node, path), path + "{}", refs)
+            # A map entry's null is data (the read side gives it back as null), so it stays.
+            return lambda v: None if v is None else {k: val(x) for k, x in v.items()}
+        fields = [(n, self.writer(props[n], f"{path}.{n}", refs)) for n in props]
+
+        def convert(value: Any) -> Any:
+            if value is None:
+                return None
+            data = value.asDict() if hasattr(value, "asDict") else value
+            # A null property is left out rather than written as null: the read side reads
+            # a missing property as null, and a property schema without "null" (most of
+            # them) would reject an explicit null.
+            return {n: conv(x) for n, conv in fields
+                    if (x := data.get(n)) is not None}
+        return convert
+
+
+def _identity(value: Any) -> Any:
+    return value

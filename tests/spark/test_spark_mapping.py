@@ -210,6 +210,33 @@ def test_json_schema_maps_to_spark_struct_and_converts_documents() -> None:
     assert m.convert(doc) == ("a", 3, 2.0, None, ["x"], {"k": 1.0}, ("c", None), None, "PRO")
 
 
+def test_json_writer_inverts_the_json_mapping() -> None:
+    from pyspark.sql import Row
+
+    from kontrakt.spark._json_types import json_mapping, json_writer
+
+    row = Row(name="a", age=3, score=2.0, ok=None, tags=["x", None],
+              extra={"k": 1.0, "gone": None}, home=Row(city="c", zip=None), work=None,
+              plan="PRO")
+    doc = json_writer(json.dumps(PERSON))(row)
+    # null properties are left out, null map values and array elements stay
+    assert doc == {"name": "a", "age": 3, "score": 2.0, "tags": ["x", None],
+                   "extra": {"k": 1.0, "gone": None}, "home": {"city": "c"}, "plan": "PRO"}
+    convert = json_mapping(PERSON).convert
+    assert convert is not None
+    assert convert(doc) == ("a", 3, 2.0, None, ["x", None], {"k": 1.0, "gone": None},
+                            ("c", None), None, "PRO")
+    assert json_writer({"type": "string"})("s") == "s"
+    assert json_writer(PERSON)(None) is None
+
+
+def test_json_writer_refuses_what_json_mapping_refuses() -> None:
+    from kontrakt.spark._json_types import json_writer
+
+    with pytest.raises(UnsupportedSchemaError, match="refers to itself"):
+        json_writer({"type": "object", "properties": {"next": {"$ref": "#"}}})
+
+
 @pytest.mark.parametrize(("schema", "match"), [
     ({"type": ["string", "integer"]}, "several non-null types"),
     ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, "several non-null schemas"),

@@ -46,7 +46,7 @@ from pyspark.sql.types import (
 
 from kontrakt.spark._types import AvroMapping, Convert, UnsupportedSchemaError
 
-__all__ = ["proto_mapping"]
+__all__ = ["proto_mapping", "proto_writer"]
 
 # FieldDescriptor.TYPE_* numbers (descriptor.proto), kept here so that mapping a type does
 # not need the runtime's constants.
@@ -156,3 +156,166 @@ def _map_reader(kconv: Convert | None, vconv: Convert | None) -> Callable[[Any],
         return {(k if kconv is None else kconv(k)): (v if vconv is None else vconv(v))
                 for k, v in value.items()}
     return read
+
+
+def proto_writer(descriptor: Any, path: str = "value") -> Convert:
+    """The converter from Spark values of :func:`proto_mapping`'s type to messages of the
+    descriptor's class (``message_factory.GetMessageClass(descriptor)``): the inverse of
+    its converter.
+
+    A null field is left unset (so a message, ``oneof`` member or ``optional`` field reads
+    back as null, and another scalar as its default); enums are given by value name (or by
+    number, as a read gives an unknown one); ``uint64`` / ``fixed64`` come as Decimals.
+    A value that does not fit its field (an unknown enum name, a null element of an array
+    or value of a map, two members of one ``oneof``) raises ``ValueError`` naming the
+    field.
+
+    Raises:
+        UnsupportedSchemaError: as :func:`proto_mapping`.
+    """
+    from google.protobuf.message_factory import GetMessageClass
+
+    proto_mapping(descriptor, path)  # refuses what has no Spark type, with its path
+    cls = GetMessageClass(descriptor)
+    fill = _filler(descriptor, path)
+
+    def convert(value: Any) -> Any:
+        if value is None:
+            return None
+        msg = cls()
+        fill(msg, value)
+        return msg
+    return convert
+
+
+class _FieldError(ValueError):
+    """A value that does not fit its field; the message starts with the field's path."""
+
+
+Fill = Callable[[Any, Any], None]
+
+
+def _filler(desc: Any, path: str) -> Fill:
+    """Sets a message's fields from a Row (or a dict) of :func:`proto_mapping`'s type."""
+    setters: list[tuple[str, str, str | None, Fill]] = []  # name, path, oneof, setter
+    for f in desc.fields:
+        where = f"{path}.{f.name}"
+        entry = f.message_type if f.type == _MESSAGE else None
+        oneof = f.containing_oneof
+        if _repeated(f) and entry is not None and entry.GetOptions().map_entry:
+            setter = _map_setter(f.name, entry, where)
+        elif _repeated(f):
+            setter = _list_setter(f, where)
+        elif f.type in (_MESSAGE, _GROUP):
+            setter = _message_setter(f.name, _filler(f.message_type, where))
+        else:
+            setter = _scalar_setter(f.name, _scalar_writer(f, where))
+        setters.append((f.name, where, None if oneof is None else oneof.name, setter))
+
+    def fill(msg: Any, value: Any) -> None:
+        data = value.asDict() if hasattr(value, "asDict") else value
+        chosen: dict[str, str] = {}
+        for name, where, oneof, setter in setters:
+            item = data.get(name)
+            if item is None:
+                continue
+            if oneof is not None:
+                # Protobuf would keep the last member set and drop the others silently.
+                if oneof in chosen:
+                    raise _FieldError(f"{where}: oneof {oneof!r} has {chosen[oneof]!r} set "
+                                      f"already; set at most one of its fields")
+                chosen[oneof] = name
+            try:
+                setter(msg, item)
+            except _FieldError:
+                raise
+            except (TypeError, ValueError) as exc:
+                raise _FieldError(f"{where}: {exc}") from exc
+    return fill
+
+
+def _scalar_writer(field: Any, path: str) -> Convert:
+    if field.type == _ENUM:
+        numbers = {v.name: v.number for v in field.enum_type.values}
+
+        def enum(value: Any) -> Any:
+            number = numbers.get(value)
+            if number is not None:
+                return number
+            try:
+                return int(value)  # a number a read could not name
+            except ValueError:
+                raise _FieldError(f"{path}: {value!r} is not a value of enum "
+                                  f"{field.enum_type.full_name}") from None
+        return enum
+    if _SCALARS[field.type][1] is decimal.Decimal:
+        return int  # uint64 / fixed64: a Decimal of scale 0
+    if field.type == 12:  # bytes: PySpark hands binary over as bytearray
+        return bytes
+    return _identity
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _scalar_setter(name: str, conv: Convert) -> Fill:
+    def put(msg: Any, value: Any) -> None:
+        setattr(msg, name, conv(value))
+    return put
+
+
+def _message_setter(name: str, fill: Fill) -> Fill:
+    def put(msg: Any, value: Any) -> None:
+        sub = getattr(msg, name)
+        sub.SetInParent()  # an empty struct still sets the field
+        fill(sub, value)
+    return put
+
+
+def _list_setter(field: Any, path: str) -> Fill:
+    name = field.name
+    if field.type in (_MESSAGE, _GROUP):
+        fill = _filler(field.message_type, path + "[]")
+
+        def put_messages(msg: Any, value: Any) -> None:
+            container = getattr(msg, name)
+            for item in value:
+                _not_null(item, path, "an array element")
+                fill(container.add(), item)
+        return put_messages
+    conv = _scalar_writer(field, path + "[]")
+
+    def put(msg: Any, value: Any) -> None:
+        container = getattr(msg, name)
+        for item in value:
+            _not_null(item, path, "an array element")
+            container.append(conv(item))
+    return put
+
+
+def _map_setter(name: str, entry: Any, path: str) -> Fill:
+    kconv = _scalar_writer(entry.fields_by_name["key"], path)
+    value_field = entry.fields_by_name["value"]
+    if value_field.type in (_MESSAGE, _GROUP):
+        fill = _filler(value_field.message_type, path + "{}")
+
+        def put_messages(msg: Any, value: Any) -> None:
+            container = getattr(msg, name)
+            for k, v in value.items():
+                _not_null(v, path, f"the map value for key {k!r}")
+                fill(container[kconv(k)], v)
+        return put_messages
+    vconv = _scalar_writer(value_field, path + "{}")
+
+    def put(msg: Any, value: Any) -> None:
+        container = getattr(msg, name)
+        for k, v in value.items():
+            _not_null(v, path, f"the map value for key {k!r}")
+            container[kconv(k)] = vconv(v)
+    return put
+
+
+def _not_null(value: Any, path: str, what: str) -> None:
+    if value is None:
+        raise _FieldError(f"{path}: {what} is null, which protobuf cannot hold")

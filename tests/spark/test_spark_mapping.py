@@ -305,6 +305,42 @@ def test_protobuf_message_maps_to_spark_struct_and_converts_messages() -> None:
                      None, [])
 
 
+def test_proto_writer_inverts_the_proto_mapping() -> None:
+    from pyspark.sql import Row
+
+    from kontrakt.spark._proto_types import proto_mapping, proto_writer
+
+    desc = _proto_descriptor(PROTO)
+    row = Row(id=7, name="n", kind="RUSH", lines=[Row(sku="s", qty=2), Row(sku=None, qty=None)],
+              attrs={"a": 1}, ratio=None, big=decimal.Decimal(2**64 - 1),
+              blob=bytearray(b"\x00"), at=Row(seconds=5, nanos=None), text=None, num=-3,
+              tags=["x"])
+    msg = proto_writer(desc)(row)
+    assert not msg.HasField("ratio") and msg.WhichOneof("pick") == "num"
+    convert = proto_mapping(desc).convert
+    assert convert is not None
+    assert convert(type(msg).FromString(msg.SerializeToString())) == (
+        7, "n", "RUSH", [("s", 2), ("", 0)], {"a": 1}, None, decimal.Decimal(2**64 - 1),
+        b"\x00", (5, 0), None, -3, ["x"])
+    assert proto_writer(desc)(None) is None
+    assert convert(proto_writer(desc)(Row(ratio=0.0))).count(None) == 3  # at, text, num
+
+
+@pytest.mark.parametrize(("fields", "match"), [
+    ({"kind": "NOPE"}, r"value\.kind: 'NOPE' is not a value of enum shop\.Order\.Kind"),
+    ({"text": "a", "num": 1}, r"value\.num: oneof 'pick' has 'text' set already"),
+    ({"tags": ["a", None]}, r"value\.tags: an array element is null"),
+    ({"attrs": {"k": None}}, r"value\.attrs: the map value for key 'k' is null"),
+    ({"lines": [{"sku": 1}]}, r"value\.lines\[\]\.sku: "),
+])
+def test_proto_writer_names_the_field_that_does_not_fit(fields: dict[str, Any],
+                                                        match: str) -> None:
+    from kontrakt.spark._proto_types import proto_writer
+
+    with pytest.raises(ValueError, match=match):
+        proto_writer(_proto_descriptor(PROTO))(fields)
+
+
 def test_recursive_protobuf_message_is_refused() -> None:
     from kontrakt.spark._proto_types import proto_mapping
 

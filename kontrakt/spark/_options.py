@@ -16,7 +16,10 @@ from typing import Literal
 
 from kontrakt.errors import ConfigError
 
-__all__ = ["EARLIEST", "FORMATS", "LATEST", "OffsetSpec", "SourceOptions", "parse_options"]
+__all__ = [
+    "EARLIEST", "FORMATS", "LATEST", "REGISTRY_FORMATS", "OffsetSpec", "SourceOptions",
+    "parse_options",
+]
 
 EARLIEST = -2
 """In an offsets JSON, the partition's earliest offset (as in Spark's Kafka source)."""
@@ -25,6 +28,8 @@ LATEST = -1
 
 Format = Literal["avro", "json", "protobuf", "string", "binary"]
 FORMATS: tuple[Format, ...] = ("avro", "json", "protobuf", "string", "binary")
+REGISTRY_FORMATS: frozenset[str] = frozenset({"avro", "json", "protobuf"})
+"""The formats encoded and decoded with a registry schema."""
 OffsetSpec = Literal["earliest", "latest"] | dict[str, dict[int, int]]
 """``"earliest"``, ``"latest"``, or per topic and partition an offset (or -2 / -1)."""
 
@@ -142,9 +147,9 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
     key_format = _format(opts, "key.format")
     value_format = _format(opts, "value.format")
     formats = {key_format, value_format}
-    if write and formats & {"json", "protobuf"}:
-        raise ConfigError("writing supports the formats avro, string and binary")
-    if formats & {"avro", "json", "protobuf"} and not registry.get("url"):
+    if write and "protobuf" in formats:
+        raise ConfigError("writing supports the formats avro, json, string and binary")
+    if formats & REGISTRY_FORMATS and not registry.get("url"):
         raise ConfigError("option 'schema.registry.url' is required for the avro, json "
                           "and protobuf formats")
     if streaming and "endingoffsets" in opts:

@@ -89,8 +89,11 @@ class FieldPlan:
     schema: Schema | None = None
     deps: tuple[tuple[str, str], ...] = ()
 
-    def mapping(self) -> AvroMapping:
-        """The registry schema's Spark type and value converter (avro and json only).
+    def mapping(self, path: str = "value") -> AvroMapping:
+        """The registry schema's Spark type and value converter (avro, json and protobuf).
+
+        Args:
+            path: the column, for error messages.
 
         Raises:
             UnsupportedSchemaError: a construct without a Spark type.
@@ -99,16 +102,22 @@ class FieldPlan:
         if self.fmt == "json":
             from kontrakt.spark._json_types import json_mapping
 
-            return json_mapping(self.schema.schema_str)
+            return json_mapping(self.schema.schema_str, path)
         if self.fmt == "protobuf":
-            from kontrakt.serde._proto_schema import message_by_indexes
-            from kontrakt.serde.protobuf import _ProtobufDeserializerCore
             from kontrakt.spark._proto_types import proto_mapping
 
-            # The file's first message, as Confluent's serializers register it.
-            file = _ProtobufDeserializerCore.build(self.schema.schema_str, list(self.deps))
-            return proto_mapping(message_by_indexes(file, (0,)))
-        return avro_mapping(self.schema.schema_str, named_types(self.deps))
+            return proto_mapping(self.message_descriptor(), path)
+        return avro_mapping(self.schema.schema_str, named_types(self.deps), path)
+
+    def message_descriptor(self) -> Any:
+        """For protobuf, the descriptor of the schema's first message (in a fresh pool)."""
+        from kontrakt.serde._proto_schema import message_by_indexes
+        from kontrakt.serde.protobuf import _ProtobufDeserializerCore
+
+        assert self.schema is not None
+        # The file's first message, as Confluent's serializers register it.
+        file = _ProtobufDeserializerCore.build(self.schema.schema_str, list(self.deps))
+        return message_by_indexes(file, (0,))
 
     def spark_type(self) -> DataType:
         """The column's Spark type.

@@ -1,4 +1,6 @@
-"""Batch writes: each Spark task produces its rows with a sync Kontrakt ``Producer``.
+"""Batch and streaming writes: each Spark task produces its rows with a sync Kontrakt
+``Producer``, encoding keys and values as avro, json (JSON Schema), string or binary;
+the registry formats are written with the subject's latest schema.
 
 Delivery is at least once: a task flushes and checks every record before it reports
 success, but records of a task that failed (or of a job Spark aborts) may already be in the
@@ -34,9 +36,9 @@ from kontrakt.errors import (
 )
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
-from kontrakt.spark._options import SourceOptions
+from kontrakt.spark._options import REGISTRY_FORMATS, SourceOptions
 from kontrakt.spark._reader import FieldPlan, named_types, registry_client, resolve_field
-from kontrakt.spark._types import avro_mapping, avro_writer
+from kontrakt.spark._types import avro_writer
 
 __all__ = ["KontraktCommitMessage", "KontraktStreamWriter", "KontraktWriter", "plan_write"]
 
@@ -65,9 +67,8 @@ def _shape(data_type: DataType) -> Any:
 
 def _check_column(schema: StructType, name: str, plan: FieldPlan) -> None:
     given = schema[name].dataType
-    if plan.fmt == "avro":
-        assert plan.schema is not None
-        wanted = avro_mapping(plan.schema.schema_str, named_types(plan.deps), name).data_type
+    if plan.fmt in REGISTRY_FORMATS:
+        wanted = plan.mapping(name).data_type
         ok = _shape(given) == _shape(wanted)
         hint = wanted.simpleString()
     elif plan.fmt == "string":
@@ -84,8 +85,9 @@ def plan_write(opts: SourceOptions, schema: StructType) -> tuple[FieldPlan, Fiel
 
     Columns: ``value`` (required), ``key``, ``headers``
     (``array<struct<key:string,value:binary>>``) and ``partition`` (int) are optional; any
-    other column is refused. For avro the column's type must be the Spark type of the
-    subject's latest schema (nullability aside).
+    other column is refused. For avro, json and protobuf the column's type must be the
+    Spark type a read derives from the subject's latest schema (nullability aside), so
+    what a read gives can be written back as it is.
 
     Raises:
         ConfigError: a missing, unknown or mistyped column, or a missing subject.
@@ -105,7 +107,8 @@ def plan_write(opts: SourceOptions, schema: StructType) -> tuple[FieldPlan, Fiel
                               "value:binary>>")
     if "partition" in names and not isinstance(schema["partition"].dataType, IntegerType):
         raise ConfigError("column 'partition' must be int")
-    client = registry_client(opts) if "avro" in (opts.key_format, opts.value_format) else None
+    client = (registry_client(opts)
+              if {opts.key_format, opts.value_format} & REGISTRY_FORMATS else None)
     try:
         key = resolve_field(opts, client, True) if "key" in names else FieldPlan("binary")
         value = resolve_field(opts, client, False)
@@ -129,18 +132,27 @@ def _encoder(plan: FieldPlan, client: SchemaRegistryClient | None,
                 return None
             return value.encode() if isinstance(value, str) else bytes(value)
         return raw
-    from kontrakt.serde import AvroSerializer
-
     assert plan.schema is not None
     # The subject's latest schema by default: that is the one the column was checked
-    # against on the driver.
+    # against on the driver, and its id is the one the records carry.
     def strategy(ctx: Any, record_name: Any) -> str:
         return subject  # key.subject / value.subject, or the topic's default
 
-    serialize = AvroSerializer(client, plan.schema, conf={
-        "auto.register.schemas": False, "use.latest.version": True,
-        "subject.name.strategy": strategy, **conf})
-    convert = avro_writer(plan.schema.schema_str, named_types(plan.deps))
+    settings: dict[str, Any] = {"auto.register.schemas": False, "use.latest.version": True,
+                                "subject.name.strategy": strategy, **conf}
+    serialize: Callable[[Any, SerializationContext], bytes | None]
+    if plan.fmt == "json":
+        from kontrakt.serde import JSONSerializer
+        from kontrakt.spark._json_types import json_writer
+
+        # The serializer validates each document against the latest schema.
+        serialize = JSONSerializer(plan.schema, client, conf=settings)
+        convert = json_writer(plan.schema.schema_str)
+    else:
+        from kontrakt.serde import AvroSerializer
+
+        serialize = AvroSerializer(client, plan.schema, conf=settings)
+        convert = avro_writer(plan.schema.schema_str, named_types(plan.deps))
 
     def encode(value: Any, ctx: SerializationContext) -> bytes | None:
         return None if value is None else serialize(convert(value), ctx)
@@ -168,7 +180,8 @@ class _ProduceTask:
         opts = self.opts
         topic = opts.topics[0]
         conf = {k: v.strip().lower() == "true" for k, v in opts.serializer.items()}
-        client = registry_client(opts) if "avro" in (self.key.fmt, self.value.fmt) else None
+        client = (registry_client(opts)
+                  if {self.key.fmt, self.value.fmt} & REGISTRY_FORMATS else None)
         has_key = "key" in self.columns
         has_headers = "headers" in self.columns
         has_partition = "partition" in self.columns

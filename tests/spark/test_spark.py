@@ -420,7 +420,8 @@ def test_write_strings_to_chosen_partitions(spark: Any, tansu_broker: TansuBroke
     ("value int", {"value.format": "string"}, "column 'value' is int, but value.format=string"),
     ("value struct<id:int>", {"value.format": "avro"},
      "column 'value' is struct<id:int>, but value.format=avro needs struct<id:bigint"),
-    ("value string", {"value.format": "json"}, "writing supports the formats avro, string"),
+    ("value string", {"value.format": "json"},
+     "subject '.*-value' holds a AVRO schema, not JSON"),
     ("value string", {"value.format": "avro", "value.subject": "nope"},
      "needs a schema under subject 'nope'"),
 ])
@@ -596,3 +597,113 @@ def test_isolation_level_read_committed(spark: Any, tansu_broker: TansuBroker,
     rows = df.orderBy("offset").collect()
     assert [(r.offset, r.value) for r in rows] == [
         (0, "plain"), (1, "c0"), (2, "c1"), (3, "c2")]
+
+
+def _confluent_read(registry_url: str, topic: str, values: list[bytes],
+                    message_type: Any = None) -> list[Any]:
+    """The values decoded by confluent-kafka's JSON Schema deserializer (or, given a
+    message class, its Protobuf deserializer): the peer the written bytes are checked with.
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        # authlib, which confluent's registry client loads, warns about its httpx support,
+        # and on import puts an "always" filter for its warnings first: import it, then
+        # put "ignore" in front of that.
+        import authlib.deprecate  # noqa: F401
+
+        warnings.simplefilter("ignore")
+        from confluent_kafka.schema_registry import SchemaRegistryClient as CClient
+        from confluent_kafka.schema_registry.json_schema import JSONDeserializer as CJson
+        from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer as CProto
+        from confluent_kafka.serialization import MessageField as CField
+        from confluent_kafka.serialization import SerializationContext as CContext
+
+        ctx = CContext(topic, CField.VALUE)
+        if message_type is not None:
+            proto = CProto(message_type, {"use.deprecated.format": False})
+            return [proto(v, ctx) for v in values]
+        with CClient({"url": registry_url}) as client:
+            doc = CJson(None, schema_registry_client=client)
+            return [doc(v, ctx) for v in values]
+
+
+def _consume_raw(broker: TansuBroker, topic: str, n: int) -> list[Any]:
+    from kontrakt import TopicPartition
+    from kontrakt.clients.consumer import Consumer
+
+    got: list[Any] = []
+    with Consumer(bootstrap_servers=broker.bootstrap_servers) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        for _ in range(100):
+            got.extend(consumer.consume(n - len(got), 0.5))
+            if len(got) >= n:
+                break
+    assert len(got) == n
+    return got
+
+
+def _write(df: Any, broker: TansuBroker, registry_url: str, topic: str,
+           **options: str) -> None:
+    w = (df.write.format("kontrakt")
+         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+         .option("topic", topic).option("schema.registry.url", registry_url)
+         .option("key.format", "string").mode("append"))
+    for k, v in options.items():
+        w = w.option(k.replace("_", "."), v)
+    w.save()
+
+
+EVENT_JSON = {"type": "object", "title": "Event", "properties": {
+    "id": {"type": "integer"},
+    "name": {"type": "string", "maxLength": 8},
+    "score": {"type": "number"},
+    "ok": {"type": "boolean"},
+    "where": {"type": "object", "properties": {"city": {"type": "string"},
+                                              "zip": {"type": ["null", "string"]}}},
+    "tags": {"type": "array", "items": {"type": "string"}},
+    "attrs": {"type": "object", "additionalProperties": {"type": ["integer", "null"]}},
+    "note": {"oneOf": [{"type": "null"}, {"type": "string"}]}},
+    "required": ["id", "name"]}
+EVENT_SPARK = ("struct<id:bigint,name:string,score:double,ok:boolean,"
+               "where:struct<city:string,zip:string>,tags:array<string>,"
+               "attrs:map<string,bigint>,note:string>")
+
+
+def test_write_json_schema_round_trip(spark: Any, tansu_broker: TansuBroker,
+                                      registry_url: str, client: SchemaRegistryClient,
+                                      topic_name: str) -> None:
+    from kontrakt.registry import Schema
+
+    tansu_broker.create_topic(topic_name, 1)
+    subject = f"{topic_name}-value"
+    client.register_schema(subject, Schema(json.dumps(EVENT_JSON), "JSON"))
+    schema_id = client.get_latest_version(subject).schema_id
+    rows = [("k0", (0, "a", 1.5, True, ("Oslo", None), ["x", "y"], {"n": 1, "z": None}, None)),
+            ("k1", (1, "b", None, None, None, [], {}, "hi"))]
+    df = spark.createDataFrame(rows, f"key string, value {EVENT_SPARK}").coalesce(1)
+    _write(df, tansu_broker, registry_url, topic_name, value_format="json")
+
+    # null properties are left out; a null map value is written as null
+    docs = [{"id": 0, "name": "a", "score": 1.5, "ok": True, "where": {"city": "Oslo"},
+             "tags": ["x", "y"], "attrs": {"n": 1, "z": None}},
+            {"id": 1, "name": "b", "tags": [], "attrs": {}, "note": "hi"}]
+    records = _consume_raw(tansu_broker, topic_name, 2)
+    assert [r.key for r in records] == [b"k0", b"k1"]
+    for r, doc in zip(records, docs, strict=True):
+        assert r.value[:5] == b"\x00" + schema_id.to_bytes(4, "big")
+        assert json.loads(r.value[5:]) == doc
+    assert _confluent_read(registry_url, topic_name, [r.value for r in records]) == docs
+
+    too_long = spark.createDataFrame(
+        [("k2", (2, "much-too-long", None, None, None, [], {}, None))],
+        f"key string, value {EVENT_SPARK}").coalesce(1)
+    with pytest.raises(Exception, match=r"ValueSerializationError: row 0 of this task: the "
+                                        r"value could not be encoded.*name"):
+        _write(too_long, tansu_broker, registry_url, topic_name, value_format="json")
+    mistyped = spark.createDataFrame([], "value struct<id:int,name:string>")
+    with pytest.raises(Exception, match=r"ConfigError: column 'value' is "
+                                        r"struct<id:int,name:string>, but value.format=json "
+                                        r"needs struct<id:bigint,name:string,score:double"):
+        _write(mistyped, tansu_broker, registry_url, topic_name, value_format="json")

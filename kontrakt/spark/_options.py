@@ -147,8 +147,6 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
     key_format = _format(opts, "key.format")
     value_format = _format(opts, "value.format")
     formats = {key_format, value_format}
-    if write and "protobuf" in formats:
-        raise ConfigError("writing supports the formats avro, json, string and binary")
     if formats & REGISTRY_FORMATS and not registry.get("url"):
         raise ConfigError("option 'schema.registry.url' is required for the avro, json "
                           "and protobuf formats")

@@ -1,6 +1,6 @@
 """Batch and streaming writes: each Spark task produces its rows with a sync Kontrakt
-``Producer``, encoding keys and values as avro, json (JSON Schema), string or binary;
-the registry formats are written with the subject's latest schema.
+``Producer``, encoding keys and values as avro, json (JSON Schema), protobuf, string or
+binary; the registry formats are written with the subject's latest schema.
 
 Delivery is at least once: a task flushes and checks every record before it reports
 success, but records of a task that failed (or of a job Spark aborts) may already be in the
@@ -148,6 +148,15 @@ def _encoder(plan: FieldPlan, client: SchemaRegistryClient | None,
         # The serializer validates each document against the latest schema.
         serialize = JSONSerializer(plan.schema, client, conf=settings)
         convert = json_writer(plan.schema.schema_str)
+    elif plan.fmt == "protobuf":
+        from google.protobuf.message_factory import GetMessageClass
+
+        from kontrakt.serde import ProtobufSerializer
+        from kontrakt.spark._proto_types import proto_writer
+
+        descriptor = plan.message_descriptor()
+        serialize = ProtobufSerializer(GetMessageClass(descriptor), client, conf=settings)
+        convert = proto_writer(descriptor)
     else:
         from kontrakt.serde import AvroSerializer
 

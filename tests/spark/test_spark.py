@@ -644,15 +644,34 @@ def _consume_raw(broker: TansuBroker, topic: str, n: int) -> list[Any]:
     return got
 
 
-def _write(df: Any, broker: TansuBroker, registry_url: str, topic: str,
-           **options: str) -> None:
-    w = (df.write.format("kontrakt")
-         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-         .option("topic", topic).option("schema.registry.url", registry_url)
-         .option("key.format", "string").mode("append"))
-    for k, v in options.items():
-        w = w.option(k.replace("_", "."), v)
-    w.save()
+def _write(spark: Any, broker: TansuBroker, registry_url: str, topic: str, fmt: str,
+           rows: list[Any], ddl: str) -> None:
+    """Write ``rows`` (key, value) in one task with key.format=string, value.format=fmt."""
+    df = spark.createDataFrame(rows, ddl).coalesce(1)
+    (df.write.format("kontrakt")
+     .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+     .option("topic", topic).option("schema.registry.url", registry_url)
+     .option("key.format", "string").option("value.format", fmt)
+     .mode("append").save())
+
+
+def _write_registered(spark: Any, broker: TansuBroker, client: SchemaRegistryClient,
+                      registry_url: str, topic: str, schema: Any, rows: list[Any],
+                      value_type: str) -> int:
+    """Register ``schema`` as the topic's value schema, write ``rows`` with it, and return
+    its id."""
+    broker.create_topic(topic, 1)
+    subject = f"{topic}-value"
+    client.register_schema(subject, schema)
+    fmt = {"JSON": "json", "PROTOBUF": "protobuf"}[schema.schema_type]
+    _write(spark, broker, registry_url, topic, fmt, rows, f"key string, value {value_type}")
+    return client.get_latest_version(subject).schema_id
+
+
+def _refused(spark: Any, broker: TansuBroker, registry_url: str, topic: str, fmt: str,
+             match: str, rows: list[Any], ddl: str) -> None:
+    with pytest.raises(Exception, match=match):
+        _write(spark, broker, registry_url, topic, fmt, rows, ddl)
 
 
 EVENT_JSON = {"type": "object", "title": "Event", "properties": {
@@ -676,14 +695,10 @@ def test_write_json_schema_round_trip(spark: Any, tansu_broker: TansuBroker,
                                       topic_name: str) -> None:
     from kontrakt.registry import Schema
 
-    tansu_broker.create_topic(topic_name, 1)
-    subject = f"{topic_name}-value"
-    client.register_schema(subject, Schema(json.dumps(EVENT_JSON), "JSON"))
-    schema_id = client.get_latest_version(subject).schema_id
     rows = [("k0", (0, "a", 1.5, True, ("Oslo", None), ["x", "y"], {"n": 1, "z": None}, None)),
             ("k1", (1, "b", None, None, None, [], {}, "hi"))]
-    df = spark.createDataFrame(rows, f"key string, value {EVENT_SPARK}").coalesce(1)
-    _write(df, tansu_broker, registry_url, topic_name, value_format="json")
+    schema_id = _write_registered(spark, tansu_broker, client, registry_url, topic_name,
+                                  Schema(json.dumps(EVENT_JSON), "JSON"), rows, EVENT_SPARK)
 
     # null properties are left out; a null map value is written as null
     docs = [{"id": 0, "name": "a", "score": 1.5, "ok": True, "where": {"city": "Oslo"},
@@ -696,14 +711,65 @@ def test_write_json_schema_round_trip(spark: Any, tansu_broker: TansuBroker,
         assert json.loads(r.value[5:]) == doc
     assert _confluent_read(registry_url, topic_name, [r.value for r in records]) == docs
 
-    too_long = spark.createDataFrame(
-        [("k2", (2, "much-too-long", None, None, None, [], {}, None))],
-        f"key string, value {EVENT_SPARK}").coalesce(1)
-    with pytest.raises(Exception, match=r"ValueSerializationError: row 0 of this task: the "
-                                        r"value could not be encoded.*name"):
-        _write(too_long, tansu_broker, registry_url, topic_name, value_format="json")
-    mistyped = spark.createDataFrame([], "value struct<id:int,name:string>")
-    with pytest.raises(Exception, match=r"ConfigError: column 'value' is "
-                                        r"struct<id:int,name:string>, but value.format=json "
-                                        r"needs struct<id:bigint,name:string,score:double"):
-        _write(mistyped, tansu_broker, registry_url, topic_name, value_format="json")
+    _refused(spark, tansu_broker, registry_url, topic_name, "json",
+             r"ValueSerializationError: row 0 of this task: the value could not be "
+             r"encoded.*name",  # longer than maxLength
+             [("k2", (2, "much-too-long", None, None, None, [], {}, None))],
+             f"key string, value {EVENT_SPARK}")
+    _refused(spark, tansu_broker, registry_url, topic_name, "json",
+             r"ConfigError: column 'value' is struct<id:int,name:string>, but "
+             r"value.format=json needs struct<id:bigint,name:string,score:double",
+             [], "value struct<id:int,name:string>")
+
+
+# PROTO's Order, as proto_mapping maps it
+ORDER_PROTO_SPARK = (
+    "struct<id:bigint,name:string,kind:string,lines:array<struct<sku:string,qty:bigint>>,"
+    "attrs:map<string,int>,ratio:double,big:decimal(20,0),blob:binary,"
+    "at:struct<seconds:bigint,nanos:int>,text:string,num:int,tags:array<string>>")
+
+
+def test_write_protobuf_round_trip(spark: Any, tansu_broker: TansuBroker,
+                                   registry_url: str, client: SchemaRegistryClient,
+                                   topic_name: str) -> None:
+    from google.protobuf.message_factory import GetMessageClass
+
+    from kontrakt.registry import Schema
+    from tests.spark.test_spark_mapping import PROTO, _proto_descriptor
+
+    big = decimal.Decimal(2**64 - 2)
+    rows = [("k0", (7, "n", "RUSH", [("a", 2), ("b", 3)], {"x": -1}, 0.5, big, b"\x00\x01",
+                    (1_700_000_000, 5), None, -3, ["t"])),
+            ("k1", (8, "", "UNKNOWN", [], {}, None, decimal.Decimal(0), b"", None, "txt", None,
+                    []))]
+    schema_id = _write_registered(spark, tansu_broker, client, registry_url, topic_name,
+                                  Schema(PROTO, "PROTOBUF"), rows, ORDER_PROTO_SPARK)
+
+    records = _consume_raw(tansu_broker, topic_name, 2)
+    assert [r.key for r in records] == [b"k0", b"k1"]
+    for r in records:  # magic byte, schema id, message indexes [0] as one zero byte
+        assert r.value[:6] == b"\x00" + schema_id.to_bytes(4, "big") + b"\x00"
+    # The class confluent's deserializer decodes into, built from the same .proto.
+    order = GetMessageClass(_proto_descriptor(PROTO))
+    first, second = _confluent_read(registry_url, topic_name, [r.value for r in records],
+                                    order)
+    assert (first.id, first.name, order.Kind.Name(first.kind)) == (7, "n", "RUSH")
+    assert [(x.sku, x.qty) for x in first.lines] == [("a", 2), ("b", 3)]
+    assert (dict(first.attrs), first.ratio, first.big, first.blob) == (
+        {"x": -1}, 0.5, 2**64 - 2, b"\x00\x01")
+    assert (first.at.seconds, first.at.nanos, first.WhichOneof("pick"), first.num) == (
+        1_700_000_000, 5, "num", -3)
+    assert list(first.tags) == ["t"]
+    # null fields are not set: the optional field, the message and the other oneof member
+    assert not second.HasField("ratio") and not second.HasField("at")
+    assert (second.WhichOneof("pick"), second.text, second.kind) == ("text", "txt", 0)
+
+    _refused(spark, tansu_broker, registry_url, topic_name, "protobuf",
+             r"ValueSerializationError: row 0 of this task: the value could not be "
+             r"encoded.*value\.kind: 'SLOW' is not a value of enum shop\.Order\.Kind",
+             [("k2", (9, "", "SLOW", [], {}, None, big, b"", None, None, None, []))],
+             f"key string, value {ORDER_PROTO_SPARK}")
+    _refused(spark, tansu_broker, registry_url, topic_name, "protobuf",
+             r"ConfigError: column 'value' is struct<id:bigint,name:binary>, but "
+             r"value.format=protobuf needs struct<id:bigint,name:string,kind:string",
+             [], "value struct<id:bigint,name:binary>")

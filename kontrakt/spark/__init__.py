@@ -11,8 +11,16 @@ Needs the ``spark`` extra (``pip install 'kontrakt[spark]'``: PySpark 4 and PyAr
           .option("schema.registry.url", "http://127.0.0.1:8081")
           .option("value.format", "avro")
           .load())
+    (df.select("key", "value").write.format("kontrakt")
+       .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+       .option("topic", "orders-copy")
+       .option("schema.registry.url", "http://127.0.0.1:8081")
+       .option("value.format", "avro").option("value.subject", "orders-value")
+       .mode("append").save())
 
-See :class:`KontraktDataSource` for the options and columns.
+Reads and writes take the same formats (``avro``, ``json`` for JSON Schema, ``protobuf``,
+``string``, ``binary``); a written column has the type a read of the subject's latest
+schema gives. See :class:`KontraktDataSource` for the options and columns.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""JSON Schemas as Spark types, and decoded JSON documents as Spark row values.
+"""JSON Schemas as Spark types, decoded JSON documents as Spark row values
+(:func:`json_mapping`), and Spark row values as documents to write (:func:`json_writer`).
 
 ==========================================  ==============================================
 JSON Schema                                 Spark

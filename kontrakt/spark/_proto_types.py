@@ -1,4 +1,5 @@
-"""Protobuf messages as Spark types, and decoded (dynamic) messages as Spark row values.
+"""Protobuf messages as Spark types, decoded (dynamic) messages as Spark row values
+(:func:`proto_mapping`), and Spark row values as messages to write (:func:`proto_writer`).
 
 ====================================  =================================================
 Protobuf                              Spark

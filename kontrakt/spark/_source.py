@@ -59,8 +59,8 @@ class KontraktDataSource(DataSource):
             start at the earliest offset).
         endingOffsets: batch only: ``latest`` (default) or JSON as above (left out: latest).
         key.format, value.format: ``avro``, ``json`` (JSON Schema), ``protobuf`` (the
-            schema's first message), ``string`` or ``binary`` (default binary); writes take
-            avro, string or binary.
+            schema's first message), ``string`` or ``binary`` (default binary); the same
+            for reads and writes.
         key.subject, value.subject: the registry subject; default ``<first topic>-key`` /
             ``<first topic>-value`` (TopicNameStrategy). Its latest version fixes the
             column's type when the query is analysed; every subscribed topic is read with it.
@@ -114,9 +114,11 @@ class KontraktDataSource(DataSource):
         """A batch writer to the ``topic`` option's topic (append only).
 
         Options: ``kafka.bootstrap.servers``, ``topic``, ``key.format`` / ``value.format``
-        (avro, string, binary), ``schema.registry.url``, ``key.subject`` /
+        (avro, json, protobuf, string, binary), ``schema.registry.url``, ``key.subject`` /
         ``value.subject``, ``auto.register.schemas`` (false) and ``use.latest.version``
-        (true) for the Avro serializer, and ``kafka.<property>`` for the producer.
+        (true) for the registry serializers, and ``kafka.<property>`` for the producer.
+        A registry-format column must have the type a read of the subject's latest schema
+        gives (nullability aside); records carry that schema's id.
 
         Raises:
             ConfigError: bad options, mode overwrite, or columns that do not fit (see

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -17,8 +18,8 @@ from typing import Literal
 from kontrakt.errors import ConfigError
 
 __all__ = [
-    "EARLIEST", "FORMATS", "LATEST", "REGISTRY_FORMATS", "OffsetSpec", "SourceOptions",
-    "parse_options",
+    "AVRO_NAME", "DEFAULT_RECORD_NAME", "EARLIEST", "FORMATS", "LATEST", "REGISTRY_FORMATS",
+    "OffsetSpec", "SourceOptions", "parse_options",
 ]
 
 EARLIEST = -2
@@ -36,7 +37,9 @@ OffsetSpec = Literal["earliest", "latest"] | dict[str, dict[int, int]]
 _KNOWN = {
     "subscribe", "topic", "startingoffsets", "endingoffsets", "maxoffsetspertrigger",
     "kafkaconsumer.polltimeoutms", "key.format", "value.format", "key.subject",
-    "value.subject", "includeheaders", "failondataloss",
+    "value.subject", "includeheaders", "failondataloss", "auto.register.schemas",
+    "key.avro.recordname", "key.avro.namespace", "value.avro.recordname",
+    "value.avro.namespace",
     # Spark's own, handed to the source along with the user's options
     "path", "checkpointlocation",
 }
@@ -47,6 +50,11 @@ _FORBIDDEN_KAFKA = {
     "value.deserializer", "key.serializer", "value.serializer",
 }
 _DEFAULT_POLL_TIMEOUT_MS = 120_000
+# Spark's own defaults for the record it derives (its Avro options recordName and
+# recordNamespace), so that a schema registered here looks like one to_avro would write.
+DEFAULT_RECORD_NAME = "topLevelRecord"
+AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""What the Avro specification allows as a record or field name (and a namespace part)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,12 @@ class SourceOptions:
         poll_timeout_s: a task fails when a partition yields nothing for this long.
         max_offsets_per_trigger: streaming: at most this many offsets per micro-batch.
         serializer: options passed to the registry serializers when writing
-            (``auto.register.schemas``, ``use.latest.version``, ``normalize.schemas``).
+            (``use.latest.version``, ``normalize.schemas``).
+        auto_register: ``auto.register.schemas`` (default true): a write to an avro
+            subject that has no schema registers one derived from the column's type.
+        key_record, value_record: the (name, namespace) of a derived schema's top record:
+            ``key.avro.recordName`` / ``key.avro.namespace`` (and ``value.``); default
+            ``topLevelRecord`` and no namespace, as Spark's ``to_avro``.
         fail_on_data_loss: ``failOnDataLoss`` (default true): fail when offsets to read were
             deleted (retention, DeleteRecords); false skips them with a logged warning.
     """
@@ -82,6 +95,9 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     serializer: dict[str, str] = field(default_factory=dict)
     fail_on_data_loss: bool = True
+    auto_register: bool = True
+    key_record: tuple[str, str] = (DEFAULT_RECORD_NAME, "")
+    value_record: tuple[str, str] = (DEFAULT_RECORD_NAME, "")
 
     def subject(self, is_key: bool, topic: str) -> str:
         """The registry subject of a topic's keys or values (TopicNameStrategy default)."""
@@ -118,7 +134,7 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
             kafka[name] = value
         elif key.startswith("schema.registry."):
             registry[key[len("schema.registry."):]] = value
-        elif key in ("auto.register.schemas", "use.latest.version", "normalize.schemas"):
+        elif key in ("use.latest.version", "normalize.schemas"):
             serializer[key] = value
         elif key not in _KNOWN:
             close = difflib.get_close_matches(key, sorted(_KNOWN), n=2)
@@ -168,7 +184,27 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
                                  if "maxoffsetspertrigger" in opts else None),
         serializer=serializer,
         fail_on_data_loss=_bool(opts, "failondataloss", True),
+        auto_register=_bool(opts, "auto.register.schemas", True),
+        key_record=_record_names(opts, "key", key_format),
+        value_record=_record_names(opts, "value", value_format),
     )
+
+
+def _record_names(opts: Mapping[str, str], field: str, fmt: Format) -> tuple[str, str]:
+    name = opts.get(f"{field}.avro.recordname")
+    namespace = opts.get(f"{field}.avro.namespace")
+    if (name is not None or namespace is not None) and fmt != "avro":
+        raise ConfigError(f"options {field}.avro.recordName / {field}.avro.namespace are for "
+                          f"{field}.format=avro, not {fmt}")
+    name = DEFAULT_RECORD_NAME if name is None else name.strip()
+    namespace = "" if namespace is None else namespace.strip()
+    if not AVRO_NAME.fullmatch(name):
+        raise ConfigError(f"option {field}.avro.recordName must be an Avro name "
+                          f"([A-Za-z_][A-Za-z0-9_]*); got {name!r}")
+    if namespace and not all(AVRO_NAME.fullmatch(p) for p in namespace.split(".")):
+        raise ConfigError(f"option {field}.avro.namespace must be Avro names joined by "
+                          f"dots; got {namespace!r}")
+    return name, namespace
 
 
 def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:

@@ -24,7 +24,7 @@ Where this differs from Spark's: a nullable field is ``["null", T]`` with defaul
 (Spark puts null last and gives no default; null first lets the field have a default, so
 later schema versions can drop or add such fields compatibly), and a decimal is ``bytes``
 rather than ``fixed`` (no extra named type). tinyint and smallint, which Spark writes as
-``int``, are refused: they would read back as int.
+``int``, are refused: they would read back as int; so is a string with a collation.
 
 Records are named as Spark names them: the top record from ``<field>.avro.recordName`` /
 ``<field>.avro.namespace`` (default ``topLevelRecord``, no namespace); a nested struct is
@@ -68,8 +68,7 @@ __all__ = ["derive_avro_schema", "register_derived"]
 
 log = logging.getLogger("kontrakt.spark")
 
-# By exact class. A string with a collation (Spark 4) maps to string too, and reads back
-# without it: the writer's column check refuses such a column, as any that does not read back.
+# By exact class: subclasses of these (if any) are not assumed to read back the same.
 _PRIMITIVES: dict[type[DataType], str] = {
     NullType: "null", BooleanType: "boolean", IntegerType: "int", LongType: "long",
     FloatType: "float", DoubleType: "double", BinaryType: "bytes", StringType: "string",
@@ -96,6 +95,10 @@ def derive_avro_schema(data_type: DataType, path: str = "value", *,
 
 
 def _derive(data_type: DataType, path: str, name: str, namespace: str) -> Any:
+    if isinstance(data_type, StringType) and data_type.collation != "UTF8_BINARY":
+        # Avro strings carry no collation: it would read back as a plain string.
+        raise ConfigError(f"{path}: {data_type.simpleString()} would read back as string; "
+                          f"cast it to string")
     primitive = _PRIMITIVES.get(type(data_type))
     if primitive is not None:
         return primitive

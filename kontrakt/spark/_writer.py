@@ -1,6 +1,7 @@
 """Batch and streaming writes: each Spark task produces its rows with a sync Kontrakt
 ``Producer``, encoding keys and values as avro, json (JSON Schema), protobuf, string or
-binary; the registry formats are written with the subject's latest schema.
+binary; the registry formats are written with the subject's latest schema (for avro, one
+derived from the column's type is registered first when the subject has none).
 
 Delivery is at least once: a task flushes and checks every record before it reports
 success, but records of a task that failed (or of a job Spark aborts) may already be in the
@@ -32,10 +33,12 @@ from kontrakt.clients.producer import Producer
 from kontrakt.errors import (
     ConfigError,
     KeySerializationError,
+    SchemaRegistryError,
     ValueSerializationError,
 )
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
+from kontrakt.spark._avro_derive import register_derived
 from kontrakt.spark._options import REGISTRY_FORMATS, SourceOptions
 from kontrakt.spark._reader import FieldPlan, named_types, registry_client, resolve_field
 from kontrakt.spark._types import avro_writer
@@ -89,8 +92,15 @@ def plan_write(opts: SourceOptions, schema: StructType) -> tuple[FieldPlan, Fiel
     Spark type a read derives from the subject's latest schema (nullability aside), so
     what a read gives can be written back as it is.
 
+    With ``format=avro`` and a subject that has no schema, a schema derived from the
+    column's type (:func:`~kontrakt.spark._avro_derive.derive_avro_schema`) is registered
+    first, here on the driver, unless ``auto.register.schemas`` is false.
+
     Raises:
-        ConfigError: a missing, unknown or mistyped column, or a missing subject.
+        ConfigError: a missing, unknown or mistyped column, a missing json or protobuf
+            subject (or avro without auto-registration), a column type without an Avro
+            equivalent, or a derived schema the registry refused.
+        SchemaRegistryError: the registry failed otherwise.
     """
     names = schema.fieldNames()
     extra = [n for n in names if n not in _COLUMNS]
@@ -110,8 +120,9 @@ def plan_write(opts: SourceOptions, schema: StructType) -> tuple[FieldPlan, Fiel
     client = (registry_client(opts)
               if {opts.key_format, opts.value_format} & REGISTRY_FORMATS else None)
     try:
-        key = resolve_field(opts, client, True) if "key" in names else FieldPlan("binary")
-        value = resolve_field(opts, client, False)
+        key = (_resolve(opts, client, True, schema["key"].dataType) if "key" in names
+               else FieldPlan("binary"))
+        value = _resolve(opts, client, False, schema["value"].dataType)
     finally:
         if client is not None:
             client.close()
@@ -119,6 +130,35 @@ def plan_write(opts: SourceOptions, schema: StructType) -> tuple[FieldPlan, Fiel
         _check_column(schema, "key", key)
     _check_column(schema, "value", value)
     return key, value
+
+
+def _resolve(opts: SourceOptions, client: SchemaRegistryClient | None, is_key: bool,
+             column: DataType) -> FieldPlan:
+    """resolve_field, after registering a schema derived from the column when an avro
+    subject has none."""
+    if (opts.key_format if is_key else opts.value_format) == "avro":
+        assert client is not None
+        path = "key" if is_key else "value"
+        subject = opts.subject(is_key, opts.topics[0])
+        try:
+            # The client caches the answer, so resolve_field does not ask again.
+            client.get_latest_version(subject)
+        except SchemaRegistryError as exc:
+            if exc.http_status_code != 404:
+                raise
+            if not opts.auto_register:
+                raise ConfigError(
+                    f"{path}.format=avro needs a schema under subject {subject!r}, and the "
+                    f"registry has none; auto.register.schemas is false, so none is derived "
+                    f"from the column: register one, set {path}.subject, or leave "
+                    f"auto.register.schemas on") from exc
+            register_derived(client, subject, column, path,
+                             opts.key_record if is_key else opts.value_record,
+                             normalize=opts.serializer.get("normalize.schemas", "")
+                             .strip().lower() == "true")
+    # The column is then checked against what the registry holds now, as for any existing
+    # subject (a concurrent writer may have registered a different schema first).
+    return resolve_field(opts, client, is_key)
 
 
 Encode = Callable[[Any, SerializationContext], "bytes | None"]

@@ -422,7 +422,8 @@ def test_write_strings_to_chosen_partitions(spark: Any, tansu_broker: TansuBroke
      "column 'value' is struct<id:int>, but value.format=avro needs struct<id:bigint"),
     ("value string", {"value.format": "json"},
      "subject '.*-value' holds a AVRO schema, not JSON"),
-    ("value string", {"value.format": "avro", "value.subject": "nope"},
+    ("value string", {"value.format": "avro", "value.subject": "nope",
+                      "auto.register.schemas": "false"},
      "needs a schema under subject 'nope'"),
 ])
 def test_bad_writes_fail_before_producing(spark: Any, tansu_broker: TansuBroker,

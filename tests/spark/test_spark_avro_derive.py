@@ -5,7 +5,10 @@ the embedded registry, the records checked with confluent-kafka's AvroDeserializ
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -39,9 +42,11 @@ from pyspark.sql.types import (
 )
 
 from kontrakt.errors import ConfigError
+from kontrakt.registry import SchemaRegistryClient
 from kontrakt.spark._avro_derive import derive_avro_schema
 from kontrakt.spark._options import parse_options
 from kontrakt.spark._types import avro_mapping
+from kontrakt.testing import TansuBroker
 
 
 def _struct(*fields: tuple[str, DataType, bool]) -> StructType:
@@ -123,6 +128,8 @@ def test_record_names_follow_spark() -> None:
     (CalendarIntervalType(), r"^value: Spark type interval has no Avro"),
     (_struct(("b", ByteType(), True)), r"^value\.b: tinyint .* cast it to int"),
     (ShortType(), r"^value: smallint"),
+    (_struct(("s", StringType("UTF8_LCASE"), True)),
+     r"^value\.s: string collate UTF8_LCASE would read back as string"),
     (_struct(("x-y", IntegerType(), True)), r"^value\.x-y: 'x-y' is not an Avro field name"),
     (_struct(("s", _struct(), True), ("s", IntegerType(), True)),
      r"^value\.s: the struct has two fields"),
@@ -149,3 +156,149 @@ def test_record_name_options() -> None:
                          ({"auto.register.schemas": "yes"}, "must be true or false")]:
         with pytest.raises(ConfigError, match=message):
             parse_options({**base, **bad}, write=True)
+
+
+@pytest.fixture
+def client(registry_url: str) -> Iterator[SchemaRegistryClient]:
+    with SchemaRegistryClient({"url": registry_url}) as c:
+        yield c
+
+
+def test_registry_refusal_and_failure_are_reported(registry_url: str,
+                                                   client: SchemaRegistryClient,
+                                                   topic_name: str) -> None:
+    from kontrakt.errors import SchemaRegistryError
+    from kontrakt.spark._avro_derive import register_derived
+
+    subject = f"{topic_name}-value"
+    client.update_mode(subject, "READONLY")
+    with pytest.raises(ConfigError, match=r"the registry refused registering the Avro "
+                       r"schema derived from column 'value' \(struct<id:bigint>\) under "
+                       rf"subject '{subject}'.*42205"):
+        register_derived(client, subject, _struct(("id", LongType(), False)), "value",
+                         ("topLevelRecord", ""))
+
+    # a port nothing listens on: no HTTP status, and not a configuration problem
+    with (SchemaRegistryClient({"url": "http://127.0.0.1:9", "max.retries": 0}) as down,
+          pytest.raises(SchemaRegistryError, match="registering the Avro schema") as exc):
+        register_derived(down, subject, StringType(), "key", ("topLevelRecord", ""))
+    assert not isinstance(exc.value, ConfigError)
+
+
+# --- through Spark -------------------------------------------------------------------
+
+ROWS: list[tuple[Any, ...]] = [
+    ("k0", (1, "first", decimal.Decimal("12.34"), datetime.date(2024, 2, 29),
+            datetime.datetime(2024, 2, 29, 12, 30, 0, 123456, tzinfo=datetime.timezone.utc),
+            datetime.datetime(2024, 2, 29, 1, 2, 3, 4), b"\x00\xff", True, 0.5, -7,
+            [("a", 2), ("b", None)], {"x": 1, "y": None}, ("Oslo", (59.9, None)))),
+    ("k1", (2, None, None, None, None, None, None, None, None, None, [], None, None)),
+    ("k2", None),  # a tombstone: a null value is a null record value, not Avro null
+]
+
+
+def _expected(value: Any) -> Any:
+    """What confluent's AvroDeserializer gives for a row's value."""
+    if value is None:
+        return None
+    doc = dict(zip(ORDER.fieldNames(), value, strict=True))
+    doc["lines"] = [{"sku": s, "qty": q} for s, q in doc["lines"]]
+    if doc["where"] is not None:
+        city, geo = doc["where"]
+        doc["where"] = {"city": city,
+                        "geo": None if geo is None else {"lat": geo[0], "lon": geo[1]}}
+    return doc
+
+
+def _save(spark: Any, broker: TansuBroker, registry_url: str, topic: str,
+          value_type: DataType, rows: list[Any], **options: str) -> None:
+    schema = StructType([StructField("key", StringType(), True),
+                         StructField("value", value_type, True)])
+    w = (spark.createDataFrame(rows, schema).coalesce(1).write.format("kontrakt")
+         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+         .option("topic", topic).option("schema.registry.url", registry_url)
+         .option("key.format", "string").option("value.format", "avro").mode("append"))
+    for k, v in options.items():
+        w = w.option(k, v)
+    w.save()
+
+
+def _confluent_avro(registry_url: str, topic: str, values: list[bytes | None]) -> list[Any]:
+    import warnings
+
+    with warnings.catch_warnings():
+        # authlib, loaded by confluent's registry client, warns about its httpx support
+        # on import (see tests/spark/test_spark.py)
+        import authlib.deprecate  # noqa: F401
+
+        warnings.simplefilter("ignore")
+        from confluent_kafka.schema_registry import SchemaRegistryClient as CClient
+        from confluent_kafka.schema_registry.avro import AvroDeserializer as CAvro
+        from confluent_kafka.serialization import MessageField as CField
+        from confluent_kafka.serialization import SerializationContext as CContext
+
+        with CClient({"url": registry_url}) as c:
+            deserialize = CAvro(c)
+            ctx = CContext(topic, CField.VALUE)
+            return [None if v is None else deserialize(v, ctx) for v in values]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_write_registers_the_derived_schema_once(spark: Any, tansu_broker: TansuBroker,
+                                                 registry_url: str,
+                                                 client: SchemaRegistryClient,
+                                                 topic_name: str) -> None:
+    from tests.spark.test_spark import _consume_raw
+
+    tansu_broker.create_topic(topic_name, 1)
+    subject = f"{topic_name}-value"
+    names = {"value.avro.recordName": "Order", "value.avro.namespace": "shop"}
+    _save(spark, tansu_broker, registry_url, topic_name, ORDER, ROWS, **names)
+
+    latest = client.get_latest_version(subject)
+    assert json.loads(latest.schema.schema_str) == derive_avro_schema(
+        ORDER, record_name="Order", namespace="shop")
+    records = _consume_raw(tansu_broker, topic_name, len(ROWS))
+    assert [r.key for r in records] == [b"k0", b"k1", b"k2"]
+    for r in records[:2]:
+        assert r.value[:5] == b"\x00" + latest.schema_id.to_bytes(4, "big")
+    assert _confluent_avro(registry_url, topic_name, [r.value for r in records]) == [
+        _expected(v) for _, v in ROWS]
+
+    # The subject exists now: the second write checks the column against it and reuses it.
+    _save(spark, tansu_broker, registry_url, topic_name, ORDER, ROWS[:1], **names)
+    again = _consume_raw(tansu_broker, topic_name, len(ROWS) + 1)[-1]
+    assert again.value[:5] == b"\x00" + latest.schema_id.to_bytes(4, "big")
+    assert client.get_versions(subject) == [latest.version]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("value_type", "options", "message"), [
+    (ORDER, {"auto.register.schemas": "false"},
+     r"ConfigError: value.format=avro needs a schema under subject '.*-value'.*"
+     r"auto.register.schemas is false"),
+    (_struct(("ids", MapType(IntegerType(), StringType()), True)), {},
+     r"ConfigError: value\.ids: map<int,string> has no Avro type"),
+])
+def test_no_schema_is_derived_and_nothing_produced(spark: Any, tansu_broker: TansuBroker,
+                                                   registry_url: str,
+                                                   client: SchemaRegistryClient,
+                                                   topic_name: str, value_type: DataType,
+                                                   options: dict[str, str],
+                                                   message: str) -> None:
+    from kontrakt import TopicPartition
+    from kontrakt.clients.consumer import Consumer
+    from kontrakt.errors import SchemaRegistryError
+
+    tansu_broker.create_topic(topic_name, 1)
+    with pytest.raises(Exception, match=message):
+        _save(spark, tansu_broker, registry_url, topic_name, value_type,
+              [("k", None)], **options)
+    with pytest.raises(SchemaRegistryError) as missing:
+        client.get_latest_version(f"{topic_name}-value")
+    assert missing.value.http_status_code == 404
+    tp = TopicPartition(topic_name, 0)
+    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers) as consumer:
+        assert consumer.end_offsets([tp], 10) == {tp: 0}

@@ -20,7 +20,11 @@ Needs the ``spark`` extra (``pip install 'kontrakt[spark]'``: PySpark 4 and PyAr
 
 Reads and writes take the same formats (``avro``, ``json`` for JSON Schema, ``protobuf``,
 ``string``, ``binary``); a written column has the type a read of the subject's latest
-schema gives. See :class:`KontraktDataSource` for the options and columns.
+schema gives. An avro write to a subject that has no schema yet registers one derived from
+the column's Spark type (Spark's ``to_avro`` mapping; top record ``topLevelRecord`` unless
+``value.avro.recordName`` / ``value.avro.namespace`` name it) unless
+``auto.register.schemas`` is false. See :class:`KontraktDataSource` for the options and
+columns.
 """
 
 from __future__ import annotations

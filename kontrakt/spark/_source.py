@@ -77,6 +77,22 @@ class KontraktDataSource(DataSource):
             task whose position was deleted meanwhile goes on from the earliest offset.
         includeHeaders: accepted for compatibility; only ``true`` (headers are always read).
         topic: writes only: the topic to produce to (see :meth:`writer`).
+        auto.register.schemas: writes only: ``true`` (default) or ``false``. With true, an
+            avro key or value written to a subject that has no schema yet registers one
+            derived from the column's Spark type, once, on the driver, before any record is
+            produced: Spark's ``to_avro`` mapping (string, binary, boolean, int, bigint,
+            float, double, date as ``int``/``date``, timestamp as
+            ``long``/``timestamp-micros``, timestamp_ntz as
+            ``long``/``local-timestamp-micros``, decimal as ``bytes``/``decimal``, array,
+            map with string keys, struct as record), nullable fields as ``["null", T]``
+            with default null; other types (tinyint, smallint, intervals, maps with other
+            keys) are refused with their path. A subject that exists is used as it is.
+            With false, a missing subject is an error (json and protobuf subjects are never
+            derived).
+        key.avro.recordName, key.avro.namespace, value.avro.recordName,
+            value.avro.namespace: writes only: the derived schema's top record (default
+            ``topLevelRecord``, no namespace, as Spark's ``to_avro``); a nested struct is a
+            record named after its field, in its parent record's full name as namespace.
 
     A record that cannot be decoded fails its task with ``KeyDeserializationError`` /
     ``ValueDeserializationError`` naming its topic, partition and offset; records deleted by
@@ -115,14 +131,18 @@ class KontraktDataSource(DataSource):
 
         Options: ``kafka.bootstrap.servers``, ``topic``, ``key.format`` / ``value.format``
         (avro, json, protobuf, string, binary), ``schema.registry.url``, ``key.subject`` /
-        ``value.subject``, ``auto.register.schemas`` (false) and ``use.latest.version``
-        (true) for the registry serializers, and ``kafka.<property>`` for the producer.
+        ``value.subject``, ``auto.register.schemas`` (true: derive and register an avro
+        subject's missing schema, see above), ``key.avro.recordName`` / ``namespace`` (and
+        ``value.``), ``use.latest.version`` (true) and ``normalize.schemas`` for the
+        registry serializers, and ``kafka.<property>`` for the producer.
         A registry-format column must have the type a read of the subject's latest schema
         gives (nullability aside); records carry that schema's id.
 
         Raises:
-            ConfigError: bad options, mode overwrite, or columns that do not fit (see
+            ConfigError: bad options, mode overwrite, columns that do not fit, or a schema
+                that cannot be derived or that the registry refused (see
                 :func:`~kontrakt.spark._writer.plan_write`).
+            SchemaRegistryError: the registry failed otherwise.
         """
         from kontrakt.spark._writer import KontraktWriter, plan_write
 

@@ -20,7 +20,9 @@ Needs the ``spark`` extra (``pip install 'kontrakt[spark]'``: PySpark 4 and PyAr
 
 Reads and writes take the same formats (``avro``, ``json`` for JSON Schema, ``protobuf``,
 ``string``, ``binary``); a written column has the type a read of the subject's latest
-schema gives. See :class:`KontraktDataSource` for the options and columns.
+schema gives. Protobuf's ``google.protobuf.Timestamp`` and ``Duration`` are ``timestamp``
+and ``interval day to second`` columns, as Spark's own ``from_protobuf`` has them (to the
+microsecond). See :class:`KontraktDataSource` for the options and columns.
 """
 
 from __future__ import annotations

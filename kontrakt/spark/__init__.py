@@ -23,8 +23,10 @@ Reads and writes take the same formats (``avro``, ``json`` for JSON Schema, ``pr
 schema gives. An avro write to a subject that has no schema yet registers one derived from
 the column's Spark type (Spark's ``to_avro`` mapping; top record ``topLevelRecord`` unless
 ``value.avro.recordName`` / ``value.avro.namespace`` name it) unless
-``auto.register.schemas`` is false. See :class:`KontraktDataSource` for the options and
-columns.
+``auto.register.schemas`` is false. Protobuf's ``google.protobuf.Timestamp`` and
+``Duration`` are ``timestamp`` and ``interval day to second`` columns, as Spark's own
+``from_protobuf`` has them (to the microsecond). See :class:`KontraktDataSource` for the
+options and columns.
 """
 
 from __future__ import annotations

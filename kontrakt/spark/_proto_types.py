@@ -12,19 +12,26 @@ uint64, fixed64                       DecimalType(20, 0) (exact above 2**63)
 float / double / bool                 FloatType / DoubleType / BooleanType
 string / bytes                        StringType / BinaryType
 enum                                  StringType (the value's name)
+google.protobuf.Timestamp             TimestampType (a UTC ``datetime``; microseconds)
+google.protobuf.Duration              DayTimeIntervalType(DAY, SECOND) (a ``timedelta``;
+                                      microseconds)
 repeated T                            ArrayType
 map<K, V>                             MapType
 ====================================  =================================================
 
 Every field is nullable: a message field, a ``oneof`` member or a proto3 ``optional``
 field that is not set reads as null; other scalars read as their value (proto3 defaults
-included). Well-known types are messages like any other (``Timestamp`` is
-``struct<seconds:bigint,nanos:int>``). Recursive messages raise
+included). ``Timestamp`` and ``Duration`` are recognised by their full names and map as
+Spark's own ``from_protobuf`` maps them; Spark holds microseconds, so the nanoseconds below
+a microsecond are dropped (towards the past for a ``Timestamp``, towards zero for a
+``Duration``). Other well-known types are messages like any other. Recursive messages raise
 :class:`~kontrakt.spark.UnsupportedSchemaError`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import decimal
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +41,7 @@ from pyspark.sql.types import (
     BinaryType,
     BooleanType,
     DataType,
+    DayTimeIntervalType,
     DecimalType,
     DoubleType,
     FloatType,
@@ -43,9 +51,10 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampType,
 )
 
-from kontrakt.spark._types import AvroMapping, Convert, UnsupportedSchemaError
+from kontrakt.spark._types import AvroMapping, Convert, UnsupportedSchemaError, _aware
 
 __all__ = ["proto_mapping", "proto_writer"]
 
@@ -62,6 +71,8 @@ _SCALARS: dict[int, tuple[DataType, Convert | None]] = {
 }
 _MESSAGE, _GROUP, _ENUM = 11, 10, 14
 _REPEATED = 3
+
+Fill = Callable[[Any, Any], None]  # (message, Spark value): sets the message's fields
 
 
 def proto_mapping(descriptor: Any, path: str = "value") -> AvroMapping:
@@ -101,6 +112,9 @@ def _single(field: Any, path: str, stack: tuple[str, ...]) -> tuple[DataType, Co
 
 
 def _message(desc: Any, path: str, stack: tuple[str, ...]) -> AvroMapping:
+    known = _WELL_KNOWN.get(desc.full_name)
+    if known is not None:
+        return AvroMapping(known.data_type, True, known.reader(path))
     if desc.full_name in stack:
         raise UnsupportedSchemaError(
             f"message {desc.full_name!r} contains itself; recursive messages have no Spark "
@@ -167,9 +181,14 @@ def proto_writer(descriptor: Any, path: str = "value") -> Convert:
     A null field is left unset (so a message, ``oneof`` member or ``optional`` field reads
     back as null, and another scalar as its default); enums are given by value name (or by
     number, as a read gives an unknown one); ``uint64`` / ``fixed64`` come as Decimals.
+    A ``Timestamp`` comes as a ``datetime``: an aware one is exact, and a naive one is read
+    in the local time zone of the Python worker, which is how PySpark hands a
+    ``TimestampType`` value to a data source (so UTC when the worker runs in UTC). A
+    ``Duration`` comes as a ``timedelta``.
     A value that does not fit its field (an unknown enum name, a null element of an array
-    or value of a map, two members of one ``oneof``) raises ``ValueError`` naming the
-    field.
+    or value of a map, two members of one ``oneof``, a value of the wrong Python type, a
+    time outside the range ``Timestamp`` or ``Duration`` allows) raises ``ValueError``
+    naming the field.
 
     Raises:
         UnsupportedSchemaError: as :func:`proto_mapping`.
@@ -193,11 +212,11 @@ class _FieldError(ValueError):
     """A value that does not fit its field; the message starts with the field's path."""
 
 
-Fill = Callable[[Any, Any], None]
-
-
 def _filler(desc: Any, path: str) -> Fill:
     """Sets a message's fields from a Row (or a dict) of :func:`proto_mapping`'s type."""
+    known = _WELL_KNOWN.get(desc.full_name)
+    if known is not None:
+        return known.filler(path)
     setters: list[tuple[str, str, str | None, Fill]] = []  # name, path, oneof, setter
     for f in desc.fields:
         where = f"{path}.{f.name}"
@@ -320,3 +339,91 @@ def _map_setter(name: str, entry: Any, path: str) -> Fill:
 def _not_null(value: Any, path: str, what: str) -> None:
     if value is None:
         raise _FieldError(f"{path}: {what} is null, which protobuf cannot hold")
+
+
+# --- google.protobuf.Timestamp and Duration --------------------------------------------
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MICROSECOND = datetime.timedelta(microseconds=1)
+# The seconds timestamp.proto and duration.proto allow: 0001-01-01T00:00:00Z up to the end
+# of 9999-12-31 (Python's datetime range too), and about 10,000 years either way.
+_TIMESTAMP_SECONDS = range(-62_135_596_800, 253_402_300_800)
+_DURATION_SECONDS = range(-315_576_000_000, 315_576_000_001)
+
+
+def _check_seconds(seconds: int, allowed: range, what: str, path: str) -> None:
+    if seconds not in allowed:
+        raise _FieldError(f"{path}: {seconds} seconds is outside the range of a "
+                          f"google.protobuf.{what} ({allowed.start} to {allowed.stop - 1})")
+
+
+def _timestamp_reader(path: str) -> Convert:
+    def read(msg: Any) -> datetime.datetime:
+        _check_seconds(msg.seconds, _TIMESTAMP_SECONDS, "Timestamp", path)
+        # nanos is in [0, 10**9) in a valid Timestamp: flooring moves towards the past.
+        return _EPOCH + datetime.timedelta(seconds=msg.seconds, microseconds=msg.nanos // 1000)
+    return read
+
+
+def _duration_reader(path: str) -> Convert:
+    def read(msg: Any) -> datetime.timedelta:
+        _check_seconds(msg.seconds, _DURATION_SECONDS, "Duration", path)
+        # seconds and nanos share their sign in a valid Duration: truncate towards zero, so
+        # that -1.5000009 s reads as -1.500000 s and not -1.500001 s.
+        micros = abs(msg.nanos) // 1000
+        return datetime.timedelta(seconds=msg.seconds,
+                                  microseconds=micros if msg.nanos >= 0 else -micros)
+    return read
+
+
+def _expect(value: Any, kind: type, what: str, path: str) -> None:
+    if not isinstance(value, kind):
+        raise _FieldError(f"{path}: a google.protobuf.{what} needs a {kind.__module__}."
+                          f"{kind.__qualname__}, got {type(value).__name__} {value!r}")
+
+
+def _timestamp_filler(path: str) -> Fill:
+    def fill(msg: Any, value: Any) -> None:
+        _expect(value, datetime.datetime, "Timestamp", path)
+        try:
+            micros = (_aware(value) - _EPOCH) // _MICROSECOND
+        except OverflowError:  # a naive datetime near year 1 or 9999 in the local zone
+            raise _FieldError(f"{path}: {value!r} is outside the range of a "
+                              f"google.protobuf.Timestamp") from None
+        seconds, micros = divmod(micros, 1_000_000)  # nanos >= 0, also before 1970
+        _check_seconds(seconds, _TIMESTAMP_SECONDS, "Timestamp", path)
+        msg.seconds, msg.nanos = seconds, micros * 1000
+    return fill
+
+
+def _duration_filler(path: str) -> Fill:
+    def fill(msg: Any, value: Any) -> None:
+        _expect(value, datetime.timedelta, "Duration", path)
+        micros = value // _MICROSECOND
+        # seconds and nanos must share their sign: split the magnitude.
+        seconds, rest = divmod(abs(micros), 1_000_000)
+        if micros < 0:
+            seconds, rest = -seconds, -rest
+        _check_seconds(seconds, _DURATION_SECONDS, "Duration", path)
+        msg.seconds, msg.nanos = seconds, rest * 1000
+    return fill
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _WellKnown:
+    """A well-known message type with a Spark type of its own; reader and filler are made
+    for a field path."""
+
+    data_type: DataType
+    reader: Callable[[str], Convert]
+    filler: Callable[[str], Fill]
+
+
+# By full name, not by shape: a message of one's own with seconds and nanos stays a struct.
+_WELL_KNOWN = {
+    "google.protobuf.Timestamp": _WellKnown(TimestampType(), _timestamp_reader,
+                                            _timestamp_filler),
+    "google.protobuf.Duration": _WellKnown(
+        DayTimeIntervalType(DayTimeIntervalType.DAY, DayTimeIntervalType.SECOND),
+        _duration_reader, _duration_filler),
+}

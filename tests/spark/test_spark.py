@@ -727,7 +727,7 @@ def test_write_json_schema_round_trip(spark: Any, tansu_broker: TansuBroker,
 ORDER_PROTO_SPARK = (
     "struct<id:bigint,name:string,kind:string,lines:array<struct<sku:string,qty:bigint>>,"
     "attrs:map<string,int>,ratio:double,big:decimal(20,0),blob:binary,"
-    "at:struct<seconds:bigint,nanos:int>,text:string,num:int,tags:array<string>>")
+    "at:timestamp,text:string,num:int,tags:array<string>>")
 
 
 def test_write_protobuf_round_trip(spark: Any, tansu_broker: TansuBroker,
@@ -740,7 +740,8 @@ def test_write_protobuf_round_trip(spark: Any, tansu_broker: TansuBroker,
 
     big = decimal.Decimal(2**64 - 2)
     rows = [("k0", (7, "n", "RUSH", [("a", 2), ("b", 3)], {"x": -1}, 0.5, big, b"\x00\x01",
-                    (1_700_000_000, 5), None, -3, ["t"])),
+                    datetime.datetime(2023, 11, 14, 22, 13, 20, 5, tzinfo=datetime.timezone.utc),
+                    None, -3, ["t"])),
             ("k1", (8, "", "UNKNOWN", [], {}, None, decimal.Decimal(0), b"", None, "txt", None,
                     []))]
     schema_id = _write_registered(spark, tansu_broker, client, registry_url, topic_name,
@@ -759,7 +760,7 @@ def test_write_protobuf_round_trip(spark: Any, tansu_broker: TansuBroker,
     assert (dict(first.attrs), first.ratio, first.big, first.blob) == (
         {"x": -1}, 0.5, 2**64 - 2, b"\x00\x01")
     assert (first.at.seconds, first.at.nanos, first.WhichOneof("pick"), first.num) == (
-        1_700_000_000, 5, "num", -3)
+        1_700_000_000, 5_000, "num", -3)
     assert list(first.tags) == ["t"]
     # null fields are not set: the optional field, the message and the other oneof member
     assert not second.HasField("ratio") and not second.HasField("at")

@@ -8,6 +8,7 @@ import decimal
 import io
 import json
 import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -291,7 +292,7 @@ def test_protobuf_message_maps_to_spark_struct_and_converts_messages() -> None:
     assert m.data_type.simpleString() == (
         "struct<id:bigint,name:string,kind:string,lines:array<struct<sku:string,qty:bigint>>,"
         "attrs:map<string,int>,ratio:double,big:decimal(20,0),blob:binary,"
-        "at:struct<seconds:bigint,nanos:int>,text:string,num:int,tags:array<string>>")
+        "at:timestamp,text:string,num:int,tags:array<string>>")
     cls = GetMessageClass(desc)
     msg = cls(id=7, name="n", kind=1, attrs={"a": 1}, big=2**64 - 1, blob=b"\x00",
               num=-3, tags=["x"])
@@ -313,7 +314,7 @@ def test_proto_writer_inverts_the_proto_mapping() -> None:
     desc = _proto_descriptor(PROTO)
     row = Row(id=7, name="n", kind="RUSH", lines=[Row(sku="s", qty=2), Row(sku=None, qty=None)],
               attrs={"a": 1}, ratio=None, big=decimal.Decimal(2**64 - 1),
-              blob=bytearray(b"\x00"), at=Row(seconds=5, nanos=None), text=None, num=-3,
+              blob=bytearray(b"\x00"), at=_utc(1970, 1, 1, 0, 0, 5), text=None, num=-3,
               tags=["x"])
     msg = proto_writer(desc)(row)
     assert not msg.HasField("ratio") and msg.WhichOneof("pick") == "num"
@@ -321,7 +322,7 @@ def test_proto_writer_inverts_the_proto_mapping() -> None:
     assert convert is not None
     assert convert(type(msg).FromString(msg.SerializeToString())) == (
         7, "n", "RUSH", [("s", 2), ("", 0)], {"a": 1}, None, decimal.Decimal(2**64 - 1),
-        b"\x00", (5, 0), None, -3, ["x"])
+        b"\x00", _utc(1970, 1, 1, 0, 0, 5), None, -3, ["x"])
     assert proto_writer(desc)(None) is None
     assert convert(proto_writer(desc)(Row(ratio=0.0))).count(None) == 3  # at, text, num
 
@@ -339,6 +340,187 @@ def test_proto_writer_names_the_field_that_does_not_fit(fields: dict[str, Any],
 
     with pytest.raises(ValueError, match=match):
         proto_writer(_proto_descriptor(PROTO))(fields)
+
+
+def _utc(*args: int) -> datetime.datetime:
+    return datetime.datetime(*args, tzinfo=datetime.timezone.utc)
+
+
+CLOCK = """
+syntax = "proto3";
+package clock;
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/duration.proto";
+message Span {
+  message Stamp { int64 seconds = 1; int32 nanos = 2; }
+  message Inner { google.protobuf.Timestamp at = 1; google.protobuf.Duration took = 2; }
+  google.protobuf.Timestamp start = 1;
+  google.protobuf.Duration took = 2;
+  repeated google.protobuf.Timestamp marks = 3;
+  map<string, google.protobuf.Duration> laps = 4;
+  Inner inner = 5;
+  repeated Inner inners = 6;
+  map<int32, google.protobuf.Timestamp> stamps = 7;
+  Stamp own = 8;
+}
+"""
+CLOCK_SPARK = (
+    "struct<start:timestamp,took:interval day to second,marks:array<timestamp>,"
+    "laps:map<string,interval day to second>,"
+    "inner:struct<at:timestamp,took:interval day to second>,"
+    "inners:array<struct<at:timestamp,took:interval day to second>>,"
+    "stamps:map<int,timestamp>,own:struct<seconds:bigint,nanos:int>>")
+
+
+def test_timestamp_and_duration_map_to_spark_time_types_by_full_name() -> None:
+    from kontrakt.spark._proto_types import proto_mapping
+
+    # Span.Stamp has Timestamp's shape but not its name: it stays a struct.
+    assert proto_mapping(_proto_descriptor(CLOCK)).data_type.simpleString() == CLOCK_SPARK
+
+
+def test_timestamps_and_durations_read_as_datetimes_and_timedeltas() -> None:
+    from google.protobuf.message_factory import GetMessageClass
+
+    from kontrakt.spark._proto_types import proto_mapping
+
+    desc = _proto_descriptor(CLOCK)
+    cls = GetMessageClass(desc)
+    msg = cls()
+    msg.start.seconds, msg.start.nanos = 1_700_000_000, 123_456_789  # nanos truncated
+    msg.took.seconds, msg.took.nanos = -1, -500_000_999  # towards zero: -1.500000 s
+    for seconds, nanos in ((-1, 999_999_999), (-62_135_596_800, 0), (253_402_300_799, 0)):
+        mark = msg.marks.add()  # just before 1970, and the first and last second allowed
+        mark.seconds, mark.nanos = seconds, nanos
+    msg.laps["a"].seconds = 90
+    msg.laps["zero"].SetInParent()
+    msg.inner.took.nanos = 1_999  # inner.at unset
+    msg.inners.add().at.seconds = 86_400
+    msg.stamps[3].nanos = 1_000
+    msg.own.seconds = 5
+    convert = proto_mapping(desc).convert
+    assert convert is not None
+    assert convert(cls.FromString(msg.SerializeToString())) == (
+        _utc(2023, 11, 14, 22, 13, 20, 123_456),
+        -datetime.timedelta(seconds=1, microseconds=500_000),
+        [_utc(1969, 12, 31, 23, 59, 59, 999_999), _utc(1, 1, 1),
+         _utc(9999, 12, 31, 23, 59, 59)],
+        {"a": datetime.timedelta(minutes=1, seconds=30), "zero": datetime.timedelta(0)},
+        (None, datetime.timedelta(microseconds=1)),
+        [(_utc(1970, 1, 2), None)],
+        {3: _utc(1970, 1, 1, 0, 0, 0, 1)},
+        (5, 0))
+    # protobuf's own conversions agree (it truncates towards zero too)
+    assert convert(msg)[0] == msg.start.ToDatetime(datetime.timezone.utc)
+    assert convert(msg)[1] == msg.took.ToTimedelta()
+    assert convert(cls()) == (None, None, [], {}, None, [], {}, None)
+
+
+def test_a_timestamp_outside_its_range_names_its_field_on_read() -> None:
+    from google.protobuf.message_factory import GetMessageClass
+
+    from kontrakt.spark._proto_types import proto_mapping
+
+    desc = _proto_descriptor(CLOCK)
+    msg = GetMessageClass(desc)()
+    msg.inners.add().at.seconds = 253_402_300_800  # year 10000
+    convert = proto_mapping(desc).convert
+    assert convert is not None
+    with pytest.raises(ValueError, match=r"value\.inners\[\]\.at: 253402300800 seconds is "
+                                         r"outside the range of a google\.protobuf\.Timestamp"):
+        convert(msg)
+
+
+@pytest.fixture
+def local_zone(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """Sets this process's local time zone (TZ), as a Spark worker's would be."""
+    import time
+
+    def use(zone: str) -> None:
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+    yield use
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_proto_writer_sets_timestamps_and_durations(
+        local_zone: Callable[[str], None]) -> None:
+    from google.protobuf.message_factory import GetMessageClass
+
+    from kontrakt.spark._proto_types import proto_mapping, proto_writer
+
+    desc = _proto_descriptor(CLOCK)
+    cls = GetMessageClass(desc)
+    local_zone("UTC")
+    plus_two = datetime.timezone(datetime.timedelta(hours=2))
+    value = {
+        "start": datetime.datetime(1969, 7, 20, 20, 17, 40, 5),  # naive: the worker's UTC
+        "took": datetime.timedelta(days=-2, microseconds=1),  # -1 day 23:59:59.999999
+        "marks": [datetime.datetime(2024, 1, 1, 2, tzinfo=plus_two), _utc(1, 1, 1)],
+        "laps": {"a": datetime.timedelta(hours=1), "b": datetime.timedelta(0)},
+        "inner": {"at": None, "took": datetime.timedelta(microseconds=-7)},
+        "inners": [{"at": _utc(2000, 2, 29), "took": None}],
+        "stamps": {1: _utc(9999, 12, 31, 23, 59, 59, 999_999)},
+        "own": None,
+    }
+    msg = proto_writer(desc)(value)
+    assert (msg.start.seconds, msg.start.nanos) == (-14_182_940, 5_000)
+    # a negative Duration has seconds and nanos of the same sign
+    assert (msg.took.seconds, msg.took.nanos) == (-172_799, -999_999_000)
+    assert [(m.seconds, m.nanos) for m in msg.marks] == [(1_704_067_200, 0),
+                                                         (-62_135_596_800, 0)]
+    assert (msg.laps["a"].seconds, msg.laps["b"].seconds) == (3600, 0)
+    assert not msg.inner.HasField("at") and msg.inner.took.nanos == -7_000
+    assert not msg.inners[0].HasField("took") and not msg.HasField("own")
+    assert (msg.stamps[1].seconds, msg.stamps[1].nanos) == (253_402_300_799, 999_999_000)
+    # protobuf's own conversions read back what was given
+    assert msg.start.ToDatetime() == value["start"]
+    assert msg.took.ToTimedelta() == value["took"]
+    assert msg.marks[0].ToDatetime(plus_two) == value["marks"][0]
+
+    # and so does proto_mapping, after the wire, as aware UTC datetimes
+    convert = proto_mapping(desc).convert
+    assert convert is not None
+    back = convert(cls.FromString(msg.SerializeToString()))
+    assert back[0] == value["start"].replace(tzinfo=datetime.timezone.utc)
+    assert back[1:7] == (value["took"], value["marks"], value["laps"],
+                         (None, value["inner"]["took"]), [(_utc(2000, 2, 29), None)],
+                         value["stamps"])
+    assert proto_writer(desc)({"start": None, "took": None}) == cls()
+
+    # PySpark hands a TimestampType value over as a naive datetime in the worker's local
+    # time zone, whatever spark.sql.session.timeZone says.
+    local_zone("IST-05:30")  # POSIX for UTC+05:30, which needs no tz database
+    msg = proto_writer(desc)({"start": datetime.datetime(1970, 1, 1, 5, 30)})
+    assert (msg.start.seconds, msg.start.nanos) == (0, 0)
+
+
+@pytest.mark.parametrize(("fields", "match"), [
+    ({"start": "2024-01-01T00:00:00Z"},
+     r"value\.start: a google\.protobuf\.Timestamp needs a datetime\.datetime, got str"),
+    ({"start": datetime.date(2024, 1, 1)},
+     r"value\.start: a google\.protobuf\.Timestamp needs a datetime\.datetime, got date"),
+    ({"took": 1.5},
+     r"value\.took: a google\.protobuf\.Duration needs a datetime\.timedelta, got float"),
+    ({"marks": [_utc(2024, 1, 1), 0]}, r"value\.marks\[\]: a google\.protobuf\.Timestamp "),
+    ({"laps": {"a": _utc(2024, 1, 1)}}, r"value\.laps\{\}: a google\.protobuf\.Duration "),
+    ({"inners": [{"took": "1s"}]}, r"value\.inners\[\]\.took: a google\.protobuf\.Duration "),
+    ({"inner": {"at": {"seconds": 1, "nanos": 0}}},
+     r"value\.inner\.at: a google\.protobuf\.Timestamp needs a datetime\.datetime, got dict"),
+    ({"took": -datetime.timedelta(days=3_652_501)},
+     r"value\.took: -315576086400 seconds is outside the range of a google\.protobuf\.Duration"),
+    ({"start": datetime.datetime(1, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))},
+     r"value\.start: -62135600400 seconds is outside the range of a "
+     r"google\.protobuf\.Timestamp \(-62135596800 to 253402300799\)"),
+    ({"marks": [None]}, r"value\.marks: an array element is null"),
+])
+def test_proto_writer_names_the_time_field_that_does_not_fit(fields: dict[str, Any],
+                                                             match: str) -> None:
+    from kontrakt.spark._proto_types import proto_writer
+
+    with pytest.raises(ValueError, match=match):
+        proto_writer(_proto_descriptor(CLOCK))(fields)
 
 
 def test_recursive_protobuf_message_is_refused() -> None:

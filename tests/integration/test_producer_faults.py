@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from kontrakt.clients import AsyncKafkaClient
-from kontrakt.clients.producer import AsyncProducer, Producer
+from kontrakt.clients.producer import AsyncProducer, Producer, murmur2_partition
 from kontrakt.errors import KafkaTimeoutError, ProduceError
 from kontrakt.testing import MockCluster
 from tests.integration.raw_ops import fetch
@@ -57,18 +57,26 @@ async def log_of(bootstrap: str, topic: str, partition: int,
 
 
 async def produce_with(mc: MockCluster, topic: str, partitions: int, n: int,
-                       fault: Callable[[int], None], **config: Any) -> dict[int, list[bytes]]:
+                       fault: Callable[[int], None], keyed: bool = False,
+                       **config: Any) -> dict[int, list[bytes]]:
     """Send ``n`` records round the partitions, calling ``fault(i)`` before each; returns the
-    acknowledged values per partition in send order."""
+    acknowledged values per partition in send order. ``keyed``: records carry keys and no
+    partition, so they take the staged path (hashed in bulk) and land where murmur2 says."""
     acked: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     async with AsyncProducer(bootstrap_servers=mc.bootstrap_servers,
                              **{**FAST, **config}) as p:
         futs = []
         for i in range(n):
             fault(i)
-            part = i % partitions
-            value = b"p%d-%05d" % (part, i)
-            futs.append((part, value, await p.send(topic, value, partition=part)))
+            if keyed:
+                part = murmur2_partition(b"key-%d" % (i % 40), partitions)
+                value = b"p%d-%05d" % (part, i)
+                fut = await p.send(topic, value, b"key-%d" % (i % 40))
+            else:
+                part = i % partitions
+                value = b"p%d-%05d" % (part, i)
+                fut = await p.send(topic, value, partition=part)
+            futs.append((part, value, fut))
             if i % 50 == 0:
                 await asyncio.sleep(0.005)  # let requests interleave with the faults
         for part, value, fut in futs:
@@ -160,6 +168,30 @@ def test_leader_moves_mid_stream(mock_cluster: MockCluster, topic_name: str) -> 
 
     async def main() -> None:
         acked = await produce_with(mock_cluster, topic_name, 2, 600, fault, **ORDERED)
+        await check_logs(mock_cluster, topic_name, acked)
+
+    asyncio.run(main())
+
+
+def test_staged_keyed_records_through_leader_moves_and_errors(mock_cluster: MockCluster,
+                                                              topic_name: str) -> None:
+    # Keyed records wait in their topic's stage and are hashed in bulk; through leader
+    # moves and injected errors each is still in its key's partition once, in send order.
+    mock_cluster.create_topic(topic_name, 3)
+
+    def fault(i: int) -> None:
+        if i == 150:
+            mock_cluster.set_partition_leader(topic_name, 0, 2)
+        if i == 300:
+            mock_cluster.push_request_errors(PRODUCE, [NOT_LEADER_OR_FOLLOWER,
+                                                       REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS])
+        if i == 450:
+            mock_cluster.set_partition_leader(topic_name, 1, 3)
+
+    async def main() -> None:
+        acked = await produce_with(mock_cluster, topic_name, 3, 600, fault, keyed=True,
+                                   **ORDERED)
+        assert all(acked.values())
         await check_logs(mock_cluster, topic_name, acked)
 
     asyncio.run(main())

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kontrakt.clients import AsyncKafkaClient
-from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
+from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture, murmur2_partition
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError, RecordTooLargeError
 from kontrakt.protocol.records import Record
 from kontrakt.testing import TansuBroker
@@ -320,3 +320,46 @@ def test_new_epoch_after_lost_sequence_state(tansu_broker: TansuBroker,
     asyncio.run(main())
     records = asyncio.run(read_all(tansu_broker.bootstrap_servers, topic_name, 0, 3))
     assert [r.value for r in records] == [b"a", b"b", b"c"]
+
+
+def test_sync_threads_sending_keyed_records_keep_each_keys_order(tansu_broker: TansuBroker,
+                                                                 topic_name: str) -> None:
+    # Four threads stage keyed records into one topic while the I/O thread settles stages
+    # (linger) and sends: every record lands once, in its key's partition, and each key's
+    # records in the order its thread sent them.
+    tansu_broker.create_topic(topic_name, 3)
+    per_thread = 1500
+    errors: list[BaseException] = []
+
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers, linger_ms=1,
+                  batch_size=4096) as p:
+        def sender(t: int) -> None:
+            try:
+                for i in range(per_thread):
+                    p.send(topic_name, b"%d:%05d" % (t, i), b"t%d-k%d" % (t, i % 7))
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=sender, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+        p.flush(30)
+        assert len(p) == 0
+    assert not errors
+
+    seen: dict[bytes, list[int]] = {}
+    total = 0
+    for part in range(3):
+        records = asyncio.run(read_all(tansu_broker.bootstrap_servers, topic_name, part,
+                                       4 * per_thread))
+        total += len(records)
+        for r in records:
+            assert r.key is not None and r.value is not None
+            assert murmur2_partition(r.key, 3) == part
+            seen.setdefault(r.key, []).append(int(r.value.split(b":")[1]))
+    assert total == 4 * per_thread and len(seen) == 4 * 7
+    for key, seq in seen.items():
+        k = key.decode().split("-k")[1]
+        assert seq == list(range(int(k), per_thread, 7)), key

@@ -1,7 +1,8 @@
 """Reading offset ranges: the plan made on the driver and the task run on an executor.
 
-The driver resolves each Kafka partition's offset range (``plan_ranges``) and the registry
-schemas (``resolve_field``); both are plain, picklable values. An executor task reads one
+The driver resolves each Kafka partition's offset range (``plan_ranges``) and, for every
+subscribed topic, the registry schema its keys and values are decoded with
+(``resolve_column``); both are plain, picklable values. An executor task reads one
 range with a sync :class:`~kontrakt.clients.consumer.Consumer` (manual assignment, no group,
 no commits) and decodes each record with Kontrakt's registry deserializers (``read_range``).
 """
@@ -22,6 +23,7 @@ from pyspark.sql.types import (
     DataType,
     IntegerType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -44,6 +46,7 @@ from kontrakt.spark._options import EARLIEST, LATEST, Format, OffsetSpec, Source
 from kontrakt.spark._types import AvroMapping, UnsupportedSchemaError, avro_mapping
 
 __all__ = [
+    "ColumnPlan",
     "FieldPlan",
     "OffsetRange",
     "named_types",
@@ -51,7 +54,9 @@ __all__ = [
     "plan_ranges",
     "read_range",
     "registry_client",
+    "resolve_column",
     "resolve_field",
+    "type_shape",
 ]
 
 log = logging.getLogger("kontrakt.spark")
@@ -148,38 +153,43 @@ def registry_client(opts: SourceOptions) -> SchemaRegistryClient:
 
 
 def resolve_field(opts: SourceOptions, client: SchemaRegistryClient | None,
-                  is_key: bool) -> FieldPlan:
-    """Look up the schema a key or value column is decoded with.
+                  is_key: bool, topic: str | None = None) -> FieldPlan:
+    """Look up the schema one topic's keys or values are decoded with.
 
-    For avro that is the latest version of ``<first topic>-key`` / ``-value`` (or the
-    ``key.subject`` / ``value.subject`` option).
+    For avro, json and protobuf that is the latest version of ``<topic>-key`` /
+    ``-value`` (or the ``key.subject`` / ``value.subject`` option).
+
+    Args:
+        topic: the topic; default the first of ``opts.topics``.
 
     Raises:
-        ConfigError: the subject does not exist or holds no Avro schema (or another format
-            is asked for).
+        ConfigError: the subject does not exist or holds a schema of another type (the
+            message names the topic and the subject).
         SchemaRegistryError: the registry failed otherwise.
     """
     fmt = opts.key_format if is_key else opts.value_format
+    path = "key" if is_key else "value"
     if fmt in ("string", "binary"):
         return FieldPlan(fmt)
     if fmt not in _SCHEMA_TYPES:
-        raise ConfigError(f"{'key' if is_key else 'value'}.format={fmt} is not supported "
-                          f"for reading; use avro, json, protobuf, string or binary")
+        raise ConfigError(f"{path}.format={fmt} is not supported for reading; use avro, "
+                          f"json, protobuf, string or binary")
     assert client is not None
-    subject = opts.subject(is_key, opts.topics[0])
+    topic = opts.topics[0] if topic is None else topic
+    subject = opts.subject(is_key, topic)
     try:
         latest = client.get_latest_version(subject)
     except SchemaRegistryError as exc:
         if exc.http_status_code != 404:
             raise
         raise ConfigError(
-            f"{'key' if is_key else 'value'}.format={fmt} needs a schema under subject "
-            f"{subject!r}, and the registry has none ({exc}); register one or set "
-            f"{'key' if is_key else 'value'}.subject") from exc
+            f"{path}.format={fmt} needs a schema under subject {subject!r} (topic "
+            f"{topic!r}), and the registry has none ({exc}); register one or set "
+            f"{path}.subject") from exc
     if latest.schema.schema_type != _SCHEMA_TYPES[fmt]:
         raise ConfigError(f"subject {subject!r} holds a {latest.schema.schema_type} schema, "
-                          f"not {_SCHEMA_TYPES[fmt]}; set the matching "
-                          f"{'key' if is_key else 'value'}.format")
+                          f"not {_SCHEMA_TYPES[fmt]} (topic {topic!r}); set the matching "
+                          f"{path}.format")
     deps: list[tuple[str, str]] = []
     if fmt != "json":
         _collect_deps(client, latest.schema, deps, set())
@@ -187,6 +197,103 @@ def resolve_field(opts: SourceOptions, client: SchemaRegistryClient | None,
         raise UnsupportedSchemaError(f"subject {subject!r}: JSON Schemas with references "
                                      f"are not supported by the Spark source")
     return FieldPlan(fmt, latest.schema, tuple(deps))
+
+
+@dataclass(frozen=True)
+class ColumnPlan:
+    """How a key or value column is decoded, topic by topic (resolved on the driver).
+
+    Attributes:
+        data_type: the column's Spark type: every topic's schema maps to it (a field is
+            nullable when it is in any topic's schema).
+        by_topic: (topic, plan) for every subscribed topic, in subscription order. Topics
+            with the same subject share one plan object, which pickle sends once.
+    """
+
+    data_type: DataType
+    by_topic: tuple[tuple[str, FieldPlan], ...]
+
+    def plan(self, topic: str) -> FieldPlan:
+        """The plan ``topic``'s records are decoded with.
+
+        Raises:
+            KeyError: a topic the plan was not resolved for.
+        """
+        for name, plan in self.by_topic:
+            if name == topic:
+                return plan
+        raise KeyError(topic)
+
+
+def resolve_column(opts: SourceOptions, client: SchemaRegistryClient | None,
+                   is_key: bool) -> ColumnPlan:
+    """Resolve every subscribed topic's schema for the key or value column
+    (:func:`resolve_field`), each subject once, and check that they agree on the column's
+    type.
+
+    Raises:
+        ConfigError: as :func:`resolve_field`, or two topics' schemas map to different
+            Spark types (nullability aside); the message names both topics, their subjects
+            and types.
+        UnsupportedSchemaError: a schema construct without a Spark type.
+        SchemaRegistryError: the registry failed otherwise.
+    """
+    path = "key" if is_key else "value"
+    by_subject: dict[str, FieldPlan] = {}
+    by_topic: list[tuple[str, FieldPlan]] = []
+    for topic in opts.topics:
+        subject = opts.subject(is_key, topic)
+        if subject not in by_subject:
+            by_subject[subject] = resolve_field(opts, client, is_key, topic)
+        by_topic.append((topic, by_subject[subject]))
+    first_topic, first_plan = by_topic[0]
+    if first_plan.fmt not in _SCHEMA_TYPES:
+        return ColumnPlan(first_plan.spark_type(), tuple(by_topic))
+    data_type = first_plan.mapping(path).data_type
+    typed = {id(first_plan): data_type}
+    for topic, plan in by_topic[1:]:
+        if id(plan) in typed:
+            continue
+        typed[id(plan)] = other = plan.mapping(path).data_type
+        if type_shape(other) != type_shape(data_type):
+            raise ConfigError(
+                f"{path}.format={plan.fmt}: topics {first_topic!r} and {topic!r} cannot share "
+                f"the {path} column: subject {opts.subject(is_key, first_topic)!r} maps to "
+                f"{data_type.simpleString()}, subject {opts.subject(is_key, topic)!r} to "
+                f"{other.simpleString()}; read them separately or set {path}.subject")
+        data_type = _either_nullable(data_type, other)
+    return ColumnPlan(data_type, tuple(by_topic))
+
+
+def type_shape(data_type: DataType) -> Any:
+    """The type as JSON without nullability and metadata: equal for two types that hold
+    the same values apart from nulls."""
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items()
+                    if k not in ("nullable", "containsNull", "valueContainsNull", "metadata")}
+        if isinstance(node, list):
+            return [strip(x) for x in node]
+        return node
+    return strip(data_type.jsonValue())
+
+
+def _either_nullable(a: DataType, b: DataType) -> DataType:
+    """``a`` (same shape as ``b``) with null allowed wherever either allows it: rows of
+    every topic must fit the one column type."""
+    if isinstance(a, StructType) and isinstance(b, StructType):
+        return StructType([
+            StructField(fa.name, _either_nullable(fa.dataType, fb.dataType),
+                        fa.nullable or fb.nullable, fa.metadata)
+            for fa, fb in zip(a.fields, b.fields, strict=True)])
+    if isinstance(a, ArrayType) and isinstance(b, ArrayType):
+        return ArrayType(_either_nullable(a.elementType, b.elementType),
+                         a.containsNull or b.containsNull)
+    if isinstance(a, MapType) and isinstance(b, MapType):
+        return MapType(_either_nullable(a.keyType, b.keyType),
+                       _either_nullable(a.valueType, b.valueType),
+                       a.valueContainsNull or b.valueContainsNull)
+    return a
 
 
 def _collect_deps(client: SchemaRegistryClient, schema: Schema, out: list[tuple[str, str]],
@@ -201,11 +308,11 @@ def _collect_deps(client: SchemaRegistryClient, schema: Schema, out: list[tuple[
         out.append((ref.name, dep.schema_str))
 
 
-def output_schema(key: FieldPlan, value: FieldPlan) -> StructType:
+def output_schema(key: ColumnPlan, value: ColumnPlan) -> StructType:
     """The DataFrame schema: Spark's Kafka source columns with decoded key and value."""
     return StructType([
-        StructField("key", key.spark_type(), True),
-        StructField("value", value.spark_type(), True),
+        StructField("key", key.data_type, True),
+        StructField("value", value.data_type, True),
         StructField("topic", StringType(), False),
         StructField("partition", IntegerType(), False),
         StructField("offset", LongType(), False),
@@ -321,6 +428,9 @@ def _decoder(plan: FieldPlan, client: SchemaRegistryClient | None) -> Decoder:
         # The latest schema is the reader schema: records written with older versions come
         # out in the shape of the DataFrame's columns (Avro schema resolution).
         deserialize = AvroDeserializer(client, plan.schema, return_record_name=True)
+    # Built from this topic's latest schema even where the writer's schema decodes the
+    # record (json, protobuf): it picks the fields by that schema's names and, for
+    # protobuf, names enum numbers with that schema's enum values.
     convert = plan.mapping().convert
 
     def decode(data: Any, ctx: SerializationContext) -> Any:
@@ -329,9 +439,10 @@ def _decoder(plan: FieldPlan, client: SchemaRegistryClient | None) -> Decoder:
     return decode
 
 
-def read_range(opts: SourceOptions, key: FieldPlan, value: FieldPlan,
+def read_range(opts: SourceOptions, key: ColumnPlan, value: ColumnPlan,
                rng: OffsetRange) -> Iterator[tuple[Any, ...]]:
-    """Yield the rows of one offset range (runs in an executor's Python worker).
+    """Yield the rows of one offset range (runs in an executor's Python worker), decoded
+    with the plans of the range's topic.
 
     Raises:
         KeyDeserializationError, ValueDeserializationError: a record could not be decoded;
@@ -343,11 +454,14 @@ def read_range(opts: SourceOptions, key: FieldPlan, value: FieldPlan,
     """
     if rng.start >= rng.end:
         return
-    needs_registry = bool({key.fmt, value.fmt} & set(_SCHEMA_TYPES))
+    # A range is one partition, so one topic: its records are all decoded with that
+    # topic's plans (for avro its subject's latest schema as the reader schema).
+    key_plan, value_plan = key.plan(rng.topic), value.plan(rng.topic)
+    needs_registry = bool({key_plan.fmt, value_plan.fmt} & set(_SCHEMA_TYPES))
     client = registry_client(opts) if needs_registry else None
     try:
-        decode_key = _decoder(key, client)
-        decode_value = _decoder(value, client)
+        decode_key = _decoder(key_plan, client)
+        decode_value = _decoder(value_plan, client)
         config = {**opts.consumer_config(), "auto.offset.reset": "none"}
         tp = TopicPartition(rng.topic, rng.partition)
         with Consumer(config) as consumer:

@@ -17,25 +17,32 @@ from pyspark.sql.types import StructType
 from kontrakt.errors import ConfigError
 from kontrakt.spark._options import SourceOptions, parse_options
 from kontrakt.spark._reader import (
-    FieldPlan,
+    ColumnPlan,
     OffsetRange,
     check_schema,
     output_schema,
     plan_ranges,
     read_range,
     registry_client,
-    resolve_field,
+    resolve_column,
 )
 
 __all__ = ["KontraktBatchReader", "KontraktDataSource", "resolve_plans"]
 
 
-def resolve_plans(opts: SourceOptions) -> tuple[FieldPlan, FieldPlan]:
-    """The key and value decoding plans (registry look-ups happen here, on the driver)."""
+def resolve_plans(opts: SourceOptions) -> tuple[ColumnPlan, ColumnPlan]:
+    """The key and value decoding plans of every subscribed topic (registry look-ups
+    happen here, on the driver).
+
+    Raises:
+        ConfigError: a topic's subject is missing or of another type, or two topics'
+            schemas map to different column types (see
+            :func:`~kontrakt.spark._reader.resolve_column`).
+    """
     if not {opts.key_format, opts.value_format} & {"avro", "json", "protobuf"}:
-        return resolve_field(opts, None, True), resolve_field(opts, None, False)
+        return resolve_column(opts, None, True), resolve_column(opts, None, False)
     with registry_client(opts) as client:
-        return resolve_field(opts, client, True), resolve_field(opts, client, False)
+        return resolve_column(opts, client, True), resolve_column(opts, client, False)
 
 
 class KontraktDataSource(DataSource):
@@ -61,9 +68,14 @@ class KontraktDataSource(DataSource):
         key.format, value.format: ``avro``, ``json`` (JSON Schema), ``protobuf`` (the
             schema's first message), ``string`` or ``binary`` (default binary); the same
             for reads and writes.
-        key.subject, value.subject: the registry subject; default ``<first topic>-key`` /
-            ``<first topic>-value`` (TopicNameStrategy). Its latest version fixes the
-            column's type when the query is analysed; every subscribed topic is read with it.
+        key.subject, value.subject: the registry subject of every subscribed topic;
+            default each topic's own ``<topic>-key`` / ``<topic>-value``
+            (TopicNameStrategy). Each topic's records are decoded with its subject's latest
+            version (for avro, the reader schema that older versions resolve to). Those
+            latest versions fix the column's type when the query is analysed, so they must
+            all map to the same Spark type (nullability aside: a field is nullable if it
+            is in any of them); if two differ, the query fails then with a ``ConfigError``
+            naming both topics, subjects and types.
         schema.registry.url: required for avro, json and protobuf;
             ``schema.registry.<property>`` is passed to the registry client
             (``schema.registry.basic.auth.user.info``, ...).
@@ -182,7 +194,7 @@ class KontraktDataSource(DataSource):
 class KontraktBatchReader(DataSourceReader):
     """Reads each Kafka partition's offset range as one Spark task."""
 
-    def __init__(self, opts: SourceOptions, key: FieldPlan, value: FieldPlan) -> None:
+    def __init__(self, opts: SourceOptions, key: ColumnPlan, value: ColumnPlan) -> None:
         self.opts = opts
         self.key = key
         self.value = value

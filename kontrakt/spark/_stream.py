@@ -22,7 +22,7 @@ from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import Consumer
 from kontrakt.spark._options import EARLIEST, SourceOptions
 from kontrakt.spark._reader import (
-    FieldPlan,
+    ColumnPlan,
     OffsetRange,
     edge_offsets,
     list_partitions,
@@ -75,7 +75,7 @@ class KontraktStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     reads up to the end offsets seen when the query started).
     """
 
-    def __init__(self, opts: SourceOptions, key: FieldPlan, value: FieldPlan) -> None:
+    def __init__(self, opts: SourceOptions, key: ColumnPlan, value: ColumnPlan) -> None:
         self.opts = opts
         self.key = key
         self.value = value

@@ -40,7 +40,13 @@ from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
 from kontrakt.spark._avro_derive import register_derived
 from kontrakt.spark._options import REGISTRY_FORMATS, SourceOptions
-from kontrakt.spark._reader import FieldPlan, named_types, registry_client, resolve_field
+from kontrakt.spark._reader import (
+    FieldPlan,
+    named_types,
+    registry_client,
+    resolve_field,
+    type_shape,
+)
 from kontrakt.spark._types import avro_writer
 
 __all__ = ["KontraktCommitMessage", "KontraktStreamWriter", "KontraktWriter", "plan_write"]
@@ -56,23 +62,11 @@ class KontraktCommitMessage(WriterCommitMessage):
     records: int
 
 
-def _shape(data_type: DataType) -> Any:
-    """The type as JSON without nullability and metadata (compared when writing)."""
-    def strip(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items()
-                    if k not in ("nullable", "containsNull", "valueContainsNull", "metadata")}
-        if isinstance(node, list):
-            return [strip(x) for x in node]
-        return node
-    return strip(data_type.jsonValue())
-
-
 def _check_column(schema: StructType, name: str, plan: FieldPlan) -> None:
     given = schema[name].dataType
     if plan.fmt in REGISTRY_FORMATS:
         wanted = plan.mapping(name).data_type
-        ok = _shape(given) == _shape(wanted)
+        ok = type_shape(given) == type_shape(wanted)
         hint = wanted.simpleString()
     elif plan.fmt == "string":
         ok, hint = isinstance(given, StringType), "string"

@@ -12,6 +12,7 @@ import datetime
 import decimal
 import enum
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -184,21 +185,117 @@ def test_offset_ranges_from_json(spark: Any, tansu_broker: TansuBroker, registry
     assert latest.load().count() == 0
 
 
-def test_several_topics_share_the_first_topics_schema(
+# Two subjects whose latest schemas map to the same Spark type: other record names, and a
+# field that is nullable in one only. Each topic's records must be read with its own
+# subject's schema: us.Order's older version resolves to its own default for note (null),
+# which eu.Order's schema would have made "eu" (or refused: the record names differ).
+EU_ORDER = {"type": "record", "name": "Order", "namespace": "eu", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "note", "type": "string", "default": "eu"}]}
+US_ORDER_V1 = {"type": "record", "name": "Order", "namespace": "us", "fields": [
+    {"name": "id", "type": "long"}]}
+US_ORDER = {**US_ORDER_V1, "fields": [
+    *US_ORDER_V1["fields"], {"name": "note", "type": ["null", "string"], "default": None}]}
+
+
+def _produce(broker: TansuBroker, topic: str, serializer: Any, values: list[Any]) -> None:
+    with SerializingProducer({"bootstrap.servers": broker.bootstrap_servers,
+                              "value.serializer": serializer}) as producer:
+        for value in values:
+            producer.send(topic, value)
+            producer.flush(10)  # one record per batch: see the Tansu note at the top
+
+
+def test_several_topics_are_each_decoded_with_their_own_subject(
+        spark: Any, tansu_broker: TansuBroker, registry_url: str,
+        client: SchemaRegistryClient, topic_name: str, tmp_path: Any) -> None:
+    from kontrakt.registry import Schema
+
+    eu, us = f"{topic_name}-eu", f"{topic_name}-us"
+    for topic in (eu, us):
+        tansu_broker.create_topic(topic, 1)
+    _produce(tansu_broker, eu, AvroSerializer(client, json.dumps(EU_ORDER)),
+             [{"id": 1, "note": "a"}, {"id": 2, "note": "b"}])
+    _produce(tansu_broker, us, AvroSerializer(client, json.dumps(US_ORDER_V1)), [{"id": 3}])
+    client.register_schema(f"{us}-value", Schema(json.dumps(US_ORDER)))
+    _produce(tansu_broker, us, AvroSerializer(client, json.dumps(US_ORDER)),
+             [{"id": 4, "note": "d"}])
+    want = [(eu, 1, "a"), (eu, 2, "b"), (us, 3, None), (us, 4, "d")]
+
+    df = _reader(spark, tansu_broker, registry_url, f"{eu},{us}", value_format="avro").load()
+    value_type = df.schema["value"].dataType
+    assert value_type.simpleString() == "struct<id:bigint,note:string>"
+    assert value_type["note"].nullable  # nullable in us's schema, so in the column
+    assert sorted((r.topic, r.value.id, r.value.note) for r in df.collect()) == want
+
+    stream = _stream(spark, tansu_broker, registry_url, f"{eu},{us}")
+    rows = [r for _, batch in _run_available_now(stream, str(tmp_path / "cp"),
+                                                 ("topic", "value.id", "value.note"))
+            for r in batch]
+    assert sorted((r.topic, r.id, r.note) for r in rows) == want
+
+
+class Tier(enum.Enum):
+    BASIC = "BASIC"
+    GOLD = "GOLD"
+
+
+@dataclasses.dataclass
+class Upgraded:
+    """SignedUp's Spark type under another message name, with another enum: its numbers
+    must be named with Tier's values, not Plan's."""
+
+    user_id: str
+    age: int
+    plan: Tier
+    tags: list[str]
+    referrer: str | None = None
+
+
+def test_several_protobuf_topics_name_enums_with_their_own_schema(
+        spark: Any, tansu_broker: TansuBroker, registry_url: str,
+        client: SchemaRegistryClient, topic_name: str) -> None:
+    from kontrakt.serde import ProtobufSerializer
+
+    signed, upgraded = f"{topic_name}-signed", f"{topic_name}-upgraded"
+    for topic in (signed, upgraded):
+        tansu_broker.create_topic(topic, 1)
+    _produce(tansu_broker, signed, ProtobufSerializer(SignedUp, client),
+             [SignedUp("u1", 30, Plan.PRO, ["a"])])
+    _produce(tansu_broker, upgraded, ProtobufSerializer(Upgraded, client),
+             [Upgraded("u1", 30, Tier.GOLD, ["a"]), Upgraded("u2", 41, Tier.BASIC, [])])
+    df = _reader(spark, tansu_broker, registry_url, f"{signed},{upgraded}",
+                 value_format="protobuf").load()
+    got = sorted((r.topic, r.value.user_id, r.value.plan) for r in df.collect())
+    assert got == [(signed, "u1", "PLAN_PRO"), (upgraded, "u1", "TIER_GOLD"),
+                   (upgraded, "u2", "TIER_BASIC")]
+
+
+def test_several_topics_with_different_types_fail_before_reading(
         spark: Any, tansu_broker: TansuBroker, registry_url: str,
         client: SchemaRegistryClient, orders: str) -> None:
-    other = f"{orders}-b"
-    tansu_broker.create_topic(other, 1)
-    with SerializingProducer({"bootstrap.servers": tansu_broker.bootstrap_servers,
-                              "value.serializer": AvroSerializer(client, json.dumps(ORDER))},
-                             ) as producer:
-        producer.send(other, {**_order(5), "id": 100})
-        producer.flush(10)
-    df = _reader(spark, tansu_broker, registry_url, f"{orders}, {other}",
-                 value_format="avro").load()
-    got = df.groupBy("topic").count().collect()
-    assert {(r.topic, r["count"]) for r in got} == {(orders, N + 1), (other, 1)}
-    assert df.where(df.topic == other).select("value.id").first().id == 100
+    from kontrakt.registry import Schema
+
+    eu = f"{orders}-eu"
+    tansu_broker.create_topic(eu, 1)
+    client.register_schema(f"{eu}-value", Schema(json.dumps(EU_ORDER)))
+    r = _reader(spark, tansu_broker, registry_url, f"{eu},{orders}", value_format="avro")
+    with pytest.raises(Exception, match=(
+            rf"ConfigError: value.format=avro: topics '{eu}' and '{orders}' cannot share the "
+            rf"value column: subject '{eu}-value' maps to struct<id:bigint,note:string>, "
+            rf"subject '{orders}-value' to {re.escape(ORDER_SPARK)}")):
+        r.load()
+
+
+def test_a_topic_without_a_schema_is_named(spark: Any, tansu_broker: TansuBroker,
+                                           registry_url: str, orders: str) -> None:
+    bare = f"{orders}-bare"
+    tansu_broker.create_topic(bare, 1)
+    r = _reader(spark, tansu_broker, registry_url, f"{orders},{bare}", value_format="avro")
+    with pytest.raises(Exception, match=(
+            rf"ConfigError: value.format=avro needs a schema under subject '{bare}-value' "
+            rf"\(topic '{bare}'\), and the registry has none")):
+        r.load()
 
 
 def test_binary_columns_without_registry(spark: Any, tansu_broker: TansuBroker,
@@ -279,13 +376,14 @@ def _stream(spark: Any, broker: TansuBroker, registry_url: str, topic: str,
     return r.load()
 
 
-def _run_available_now(df: Any, checkpoint: str) -> list[tuple[int, list[Any]]]:
+def _run_available_now(df: Any, checkpoint: str,
+                       columns: tuple[str, ...] = ("key", "partition", "offset", "value.id"),
+                       ) -> list[tuple[int, list[Any]]]:
     """Run the query to the end offsets seen at its start; return (batch id, rows) pairs."""
     batches: list[tuple[int, list[Any]]] = []
 
     def collect(batch: Any, batch_id: int) -> None:
-        batches.append((batch_id, batch.select("key", "partition", "offset",
-                                               "value.id").collect()))
+        batches.append((batch_id, batch.select(*columns).collect()))
 
     query = (df.writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())

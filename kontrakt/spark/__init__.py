@@ -25,8 +25,11 @@ the column's Spark type (Spark's ``to_avro`` mapping; top record ``topLevelRecor
 ``value.avro.recordName`` / ``value.avro.namespace`` name it) unless
 ``auto.register.schemas`` is false. Protobuf's ``google.protobuf.Timestamp`` and
 ``Duration`` are ``timestamp`` and ``interval day to second`` columns, as Spark's own
-``from_protobuf`` has them (to the microsecond). See :class:`KontraktDataSource` for the
-options and columns.
+``from_protobuf`` has them (to the microsecond). A read of several topics
+(``subscribe`` = ``orders-eu,orders-us``) decodes each topic's records with its own
+subject's latest schema (``orders-eu-value``, ``orders-us-value``); those schemas must map
+to the same Spark type, or the query fails before reading. See :class:`KontraktDataSource`
+for the options and columns.
 """
 
 from __future__ import annotations

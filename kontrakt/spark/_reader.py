@@ -205,7 +205,7 @@ class ColumnPlan:
 
     Attributes:
         data_type: the column's Spark type: every topic's schema maps to it (a field is
-            nullable when it is in any topic's schema).
+            nullable when any topic's schema has it nullable).
         by_topic: (topic, plan) for every subscribed topic, in subscription order. Topics
             with the same subject share one plan object, which pickle sends once.
     """

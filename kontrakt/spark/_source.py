@@ -73,8 +73,8 @@ class KontraktDataSource(DataSource):
             (TopicNameStrategy). Each topic's records are decoded with its subject's latest
             version (for avro, the reader schema that older versions resolve to). Those
             latest versions fix the column's type when the query is analysed, so they must
-            all map to the same Spark type (nullability aside: a field is nullable if it
-            is in any of them); if two differ, the query fails then with a ``ConfigError``
+            all map to the same Spark type (nullability aside: a field is nullable if any
+            of them has it nullable); if two differ, the query fails then with a ``ConfigError``
             naming both topics, subjects and types.
         schema.registry.url: required for avro, json and protobuf;
             ``schema.registry.<property>`` is passed to the registry client

@@ -54,9 +54,9 @@ _SMALL = SMALL_LIMIT
 _new_tuple = tuple.__new__
 #: byte length of each small varint (a subscript is cheaper than a len() call)
 _VARINT_SIZES = [len(b) for b in VARINT_BYTES]
-#: upper bound of a record's varints, attributes and header count, charged to buffer.memory
-#: for a staged record until it is encoded
-STAGED_OVERHEAD = 21
+#: upper bound of a record's varints, attributes byte and header count: added to its key and
+#: value lengths for size checks, and charged to buffer.memory while a record is staged
+RECORD_OVERHEAD = 21
 #: bytes of records a stage gathers before settling (its chunk)
 _STAGE_BYTES = 1 << 16
 _STAGE_RECORDS = 1024
@@ -277,15 +277,14 @@ class KeyedStage:
     hold. Settled by :meth:`RecordAccumulator.settle_locked`.
     """
 
-    __slots__ = ("acc", "chunk", "count", "created", "keys", "limit", "queues", "stamps",
-                 "topic", "values")
+    __slots__ = ("acc", "chunk", "created", "keys", "limit", "queues", "stamps", "topic",
+                 "values")
 
     def __init__(self, acc: RecordAccumulator, topic: str,
                  queues: list[deque[ProducerBatch]]) -> None:
         self.acc = acc
         self.topic = topic
         self.queues = queues
-        self.count = len(queues)
         self.keys: list[bytes] = []
         self.values: list[bytes] = []
         self.stamps: list[int] = []
@@ -293,6 +292,11 @@ class KeyedStage:
         self.created = 0.0
         #: records to gather before settling, set from the first record's size
         self.limit = _STAGE_RECORDS
+
+    @property
+    def count(self) -> int:
+        """The topic's partition count the stage places records by."""
+        return len(self.queues)
 
     def started(self, size: int) -> None:
         """The first record went in (``size``: its key + value + overhead bytes): note the
@@ -646,7 +650,6 @@ class RecordAccumulator:
             elif stage.count != len(queues):
                 wake = self.settle_locked(stage)
                 stage.queues = queues
-                stage.count = len(queues)
         if wake is not None:
             self.wakeup(wake)
         return stage
@@ -682,7 +685,7 @@ class RecordAccumulator:
         stage.stamps = []
         stage.chunk = StagedChunk(stage)
         # The records' reservations give way to their encoded sizes (added below).
-        self.used -= sum(map(len, keys)) + sum(map(len, values)) + STAGED_OVERHEAD * n
+        self.used -= sum(map(len, keys)) + sum(map(len, values)) + RECORD_OVERHEAD * n
         batches: list[ProducerBatch] = []
         indexes: list[int] = []
         add_batch = batches.append

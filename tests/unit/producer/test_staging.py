@@ -169,7 +169,7 @@ def test_buffer_memory_counts_staged_records_until_they_are_encoded() -> None:
             await p.send("t", b"v" * 50, b"k%03d" % i)
 
     asyncio.run(main())
-    assert acc.used == 100 * (4 + 50 + 21)  # reserved: key + value + STAGED_OVERHEAD
+    assert acc.used == 100 * (4 + 50 + 21)  # reserved: key + value + RECORD_OVERHEAD
     acc.settle(p._topics["t"].stage)
     assert acc.used == sum(b.size_in_bytes - 61 for q in acc.queues.values() for b in q)
     assert acc.used < 100 * (4 + 50 + 21)

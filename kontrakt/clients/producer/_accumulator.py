@@ -334,7 +334,8 @@ class RecordFuture(tuple[Any, ...]):
 
     # A tuple (batch, index, timestamp): the cheapest object Python can make, since one is
     # made per record. A staged record's is (chunk, index in the chunk, timestamp) until
-    # its stage settles.
+    # its stage settles. Made as RecordFuture((batch, index, timestamp)): a __new__ taking
+    # three arguments would cost a Python call per record.
     __slots__ = ()
 
     _timestamp: int = property(itemgetter(2))  # type: ignore[assignment]
@@ -349,9 +350,6 @@ class RecordFuture(tuple[Any, ...]):
         b = self[0]
         index: int = self[1] if type(b) is ProducerBatch else b.placed(self[1])[1]
         return index
-
-    def __new__(cls, batch: ProducerBatch, index: int, timestamp: int) -> RecordFuture:
-        return _new_tuple(cls, (batch, index, timestamp))
 
     def __eq__(self, other: object) -> bool:
         return self is other
@@ -565,7 +563,7 @@ class RecordAccumulator:
             if placed is None:
                 return ABORTED
             batch, index = placed
-            fut = _new_tuple(RecordFuture, (batch, index, timestamp))
+            fut = RecordFuture((batch, index, timestamp))
             if delivery is not None:
                 keep_hook(batch, delivery, fut, True)
             if index:

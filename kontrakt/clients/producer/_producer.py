@@ -56,7 +56,6 @@ HeadersLike = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | 
 NEED_METADATA: Any = object()
 _SMALL = SMALL_LIMIT
 _SMALL_VARINTS = VARINT_BYTES
-_new_tuple = tuple.__new__
 
 
 class _TopicParts:
@@ -262,7 +261,7 @@ class _ProducerCore:
                                 if timestamp_ms > batch.max_timestamp:
                                     batch.max_timestamp = timestamp_ms
                                 acc.used += added
-                                return _new_tuple(RecordFuture, (batch, count, timestamp_ms))
+                                return RecordFuture((batch, count, timestamp_ms))
         size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (
             len(value) if value is not None else 0)
         if headers is not None:
@@ -310,7 +309,7 @@ class _ProducerCore:
             stage.stamps.append(ts)
             acc.used += size
             chunk = stage.chunk
-            fut: RecordFuture = _new_tuple(RecordFuture, (chunk, i, ts))
+            fut = RecordFuture((chunk, i, ts))
             if delivery is not None:
                 keep_hook(chunk, delivery, fut, True)
             if i == 0:
@@ -542,7 +541,7 @@ class AsyncProducer(_ProducerCore):
                     stage.values.append(value)
                     stage.stamps.append(ts)
                     acc.used += size + RECORD_OVERHEAD
-                    fut = _new_tuple(RecordFuture, (stage.chunk, i, ts))
+                    fut = RecordFuture((stage.chunk, i, ts))
                     if i == 0:
                         stage.started(size + RECORD_OVERHEAD)
                     elif i >= stage.limit:
@@ -822,7 +821,7 @@ class AsyncProducer(_ProducerCore):
                 self._acc.settle(info.stage)
             queued = self._acc.append_batch(topic, partition, batch, batch.size_in_bytes)
             if queued is not None:
-                return RecordFuture(queued, 0, max(batch.max_timestamp, -1))
+                return RecordFuture((queued, 0, max(batch.max_timestamp, -1)))
             await self._wait_memory(deadline - time.monotonic())
 
     async def partitions_for(self, topic: str) -> list[int]:

@@ -218,7 +218,9 @@ class SchemaRegistryClient(ClientShell):
         Args:
             schema_id: the id.
             subject_name: selects the context of a qualified subject.
-            fmt: output format (type dependent).
+            fmt: output format, by schema type: ``"serialized"`` (Protobuf as a base64
+                ``FileDescriptorProto``), ``"resolved"`` (Avro with the named types of its
+                references written in); None for the stored text.
 
         Returns:
             The schema.

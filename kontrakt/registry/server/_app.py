@@ -147,7 +147,8 @@ class RegistryApp:
         return int(raw)
 
     def _fmt(self, r: _Req, out: Any, subject: str | None) -> Any:
-        # ?format=serialized turns a Protobuf schema into a base64 FileDescriptorProto.
+        # ?format=serialized: a Protobuf schema as a base64 FileDescriptorProto;
+        # ?format=resolved: an Avro schema with its references written into it.
         return self.state.formatted(out, subject, r.q("format"))
 
     def _schema_by_id(self, r: _Req) -> Any:

@@ -39,6 +39,7 @@ from kontrakt.registry.server._validate import (
     identity_key,
     normalized_text,
     protobuf_text,
+    resolved_avro,
     serialized_protobuf,
     validate_schema,
 )
@@ -625,18 +626,23 @@ class RegistryState:
                   ) -> dict[str, Any]:
         """Apply a ``format`` query parameter to a schema answer.
 
-        Only Protobuf's ``serialized`` changes anything (the schema compiled to a base64
-        ``FileDescriptorProto``, references resolved in ``subject``'s context); like
-        Confluent, other or unknown formats give the stored text.
+        Protobuf's ``serialized`` gives the schema compiled to a base64
+        ``FileDescriptorProto``; Avro's ``resolved`` gives the schema with the named types of
+        its references written into it (see :func:`resolved_avro`). References resolve in
+        ``subject``'s context. Like Confluent, other or unknown formats give the stored text.
 
         Raises:
-            SchemaRegistryError: the serialized form cannot be produced (see
-                :func:`serialized_protobuf`).
+            SchemaRegistryError: the form cannot be produced (see :func:`serialized_protobuf`
+                and :func:`resolved_avro`).
         """
-        if (fmt or "").strip().lower() != "serialized" or out.get("schemaType") != "PROTOBUF":
+        kind = (fmt or "").strip().lower()
+        stype = out.get("schemaType") or "AVRO"
+        if (kind, stype) not in (("serialized", "PROTOBUF"), ("resolved", "AVRO")):
             return out
         refs = [SchemaReference.from_dict(r) for r in out.get("references") or []]
         resolved = self._resolve_refs(subject or "", refs, set())
+        if stype == "AVRO":
+            return {**out, "schema": resolved_avro(out["schema"], resolved)}
         return {**out, "schema": serialized_protobuf(out["schema"], resolved)}
 
     def schema_by_guid(self, guid: str) -> dict[str, Any]:

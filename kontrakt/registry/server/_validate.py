@@ -4,7 +4,8 @@ Every failure is an :class:`InvalidSchemaError` (HTTP 422, code 42201) like Conf
 Protobuf schemas come as .proto text or, from Confluent's serializers, as a base64 serialized
 ``FileDescriptorProto``; the registry keeps text (:func:`protobuf_text`), compares it by its
 compiled form (:func:`canonical_protobuf`) and compiles it back for ``format=serialized``
-(:func:`serialized_protobuf`).
+(:func:`serialized_protobuf`). Avro schemas with references are inlined for
+``format=resolved`` (:func:`resolved_avro`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "canonical_protobuf",
     "identity_key",
     "protobuf_text",
+    "resolved_avro",
     "serialized_protobuf",
     "validate_schema",
 ]
@@ -183,6 +185,42 @@ def serialized_protobuf(schema: str, refs: list[tuple[str, str, str]]) -> str:
             "(pip install grpcio-tools); ask without format=serialized for the .proto text")
     fdp.name = SERIALIZED_FILE_NAME
     return base64.standard_b64encode(fdp.SerializeToString()).decode("ascii")
+
+
+def resolved_avro(schema: str, refs: list[tuple[str, str, str]]) -> str:
+    """``format=resolved``: the Avro schema standing alone, as Confluent's server gives it.
+
+    Named types that the schema takes from its references are written out where they are
+    first used (and by full name after that), so that any Avro library can parse the result
+    without the references. The text is Kontrakt's canonical Avro form: full names, no
+    whitespace.
+
+    Args:
+        schema: stored Avro text.
+        refs: ``(name, schema_type, text)`` of the referenced schemas, dependencies first.
+
+    Raises:
+        SchemaRegistryError: (500, 50001) the stored schema or a reference no longer parses.
+    """
+    from kontrakt.registry.compatibility._avro_model import parse_avro_json
+    from kontrakt.registry.compatibility._normalize import canonical_avro
+    from kontrakt.registry.compatibility._result import SchemaParseError
+
+    try:
+        referenced = [json.loads(text) for _name, ref_type, text in refs if ref_type == "AVRO"]
+        root = parse_avro_json(_avro_json(schema), referenced)
+    except (ValueError, SchemaParseError) as exc:
+        raise SchemaRegistryError(
+            500, 50001, f"Stored Avro schema does not parse: {exc}") from None
+    return canonical_avro(root)
+
+
+def _avro_json(schema: str) -> Any:
+    # A primitive may be stored bare (``string``) as well as quoted (``"string"``).
+    try:
+        return json.loads(schema)
+    except ValueError:
+        return schema.strip()
 
 
 def _validate_avro(schema: str, refs: list[tuple[str, str, str]]) -> None:

@@ -336,3 +336,83 @@ def test_normalize_gives_equivalent_schemas_one_id(http: httpx.Client) -> None:
     # Without normalize the two spellings are different schemas.
     other = register(http, "m", a).json()["id"]
     assert register(http, "m2", b).json()["id"] != other
+
+
+def _named_definitions(node: Any, out: list[str]) -> list[str]:
+    """Full names of the named types a decoded (canonical) Avro schema defines, in order."""
+    if isinstance(node, list):
+        for branch in node:
+            _named_definitions(branch, out)
+    elif isinstance(node, dict):
+        if node.get("type") in ("record", "enum", "fixed"):
+            out.append(node["name"])
+        for field in node.get("fields", ()):
+            _named_definitions(field["type"], out)
+        for key in ("items", "values"):
+            if key in node:
+                _named_definitions(node[key], out)
+    return out
+
+
+def test_resolved_format_writes_avro_references_into_the_schema(http: httpx.Client) -> None:
+    import io
+
+    import fastavro
+
+    money = json.dumps({"type": "record", "name": "Money", "namespace": "shop.common",
+                        "fields": [{"name": "amount", "type": "long"},
+                                   {"name": "currency", "type": {
+                                       "type": "enum", "name": "Currency",
+                                       "symbols": ["EUR", "USD"]}}]})
+    item = json.dumps({"type": "record", "name": "Item", "namespace": "shop.catalog",
+                       "fields": [{"name": "price", "type": "shop.common.Money"},
+                                  {"name": "tags", "type": {"type": "array",
+                                                            "items": "string"}}]})
+    order = json.dumps({"type": "record", "name": "Order", "namespace": "shop",
+                        "fields": [{"name": "items", "type": {"type": "array",
+                                                              "items": "shop.catalog.Item"}},
+                                   {"name": "total", "type": "shop.common.Money"},
+                                   {"name": "fallback",
+                                    "type": ["null", "shop.common.Currency"]}]})
+    money_ref = {"name": "shop.common.Money", "subject": "money", "version": 1}
+    item_ref = {"name": "shop.catalog.Item", "subject": "item", "version": 1}
+    register(http, "money", money)
+    register(http, "item", item, references=[money_ref])
+    oid = register(http, "order", order, references=[item_ref, money_ref]).json()["id"]
+
+    answer = http.get("/subjects/order/versions/1", params={"format": "resolved"}).json()
+    assert answer["id"] == oid and answer["references"] == [item_ref, money_ref]
+    resolved = json.loads(answer["schema"])
+    # Each named type is written once, where it is first used, and by name after that.
+    assert _named_definitions(resolved, []) == [
+        "shop.Order", "shop.catalog.Item", "shop.common.Money", "shop.common.Currency"]
+    # It stands alone: an Avro library needs no references to read it, and it writes the
+    # same bytes as the stored schema with its references.
+    standalone = fastavro.parse_schema(resolved)
+    named: dict[str, Any] = {}
+    fastavro.parse_schema(json.loads(money), named_schemas=named)
+    fastavro.parse_schema(json.loads(item), named_schemas=named)
+    with_refs = fastavro.parse_schema(json.loads(order), named_schemas=named)
+    record = {"items": [{"price": {"amount": 5, "currency": "USD"}, "tags": ["a", "b"]}],
+              "total": {"amount": 5, "currency": "USD"}, "fallback": "EUR"}
+    outputs = []
+    for parsed in (standalone, with_refs):
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, record)
+        outputs.append(buf.getvalue())
+    assert outputs[0] == outputs[1]
+
+    # The same answer by id; without the format (or with another one) the stored text.
+    by_id = http.get(f"/schemas/ids/{oid}", params={"format": "RESOLVED"}).json()
+    assert json.loads(by_id["schema"]) == resolved
+    assert http.get(f"/schemas/ids/{oid}").json()["schema"] == order
+    assert http.get("/subjects/order/versions/1",
+                    params={"format": "default"}).json()["schema"] == order
+    # A schema without references comes back whole too; other schema types ignore it.
+    plain = http.get("/subjects/money/versions/latest", params={"format": "resolved"}).json()
+    assert _named_definitions(json.loads(plain["schema"]), []) == [
+        "shop.common.Money", "shop.common.Currency"]
+    js = json.dumps({"type": "object"})
+    register(http, "j", js, schemaType="JSON")
+    assert http.get("/subjects/j/versions/1",
+                    params={"format": "resolved"}).json()["schema"] == js

@@ -101,21 +101,24 @@ def test_done_leaves_the_stage_and_looking_at_a_record_settles_it() -> None:
         assert f._batch.record_count > f._index >= 0
 
 
-def test_callbacks_added_while_staged_run_once_when_their_batch_completes() -> None:
-    p = _producer()
+# 20 records of mixed sizes settle record by record; 100 of one size in bulk.
+@pytest.mark.parametrize(("count", "key"), [(20, b"key-%d"), (100, b"key-%03d")])
+def test_callbacks_added_while_staged_run_once_when_their_batch_completes(
+        count: int, key: bytes) -> None:
+    p = _producer(batch_size=100_000)
     stage = p._topics["t"].stage
     calls: list[tuple[int, int]] = []
 
     async def main() -> list[RecordFuture]:
         futs = []
-        for i in range(20):
-            f = await p.send("t", b"v%d" % i, b"key-%d" % i)
+        for i in range(count):
+            f = await p.send("t", b"v%03d" % i, key % i)
             f.add_done_callback(lambda fut, i=i: calls.append((i, fut.metadata().offset)))
             futs.append(f)
         return futs
 
     futs = asyncio.run(main())
-    assert len(stage.keys) == 20  # adding callbacks did not settle the stage
+    assert len(stage.keys) == count  # adding callbacks did not settle the stage
     p._acc.settle(stage)
     batches = {id(f._batch): f._batch for f in futs}
     assert len(batches) == 3
@@ -205,7 +208,9 @@ def test_sync_send_counts_staged_records_and_stops_staging_once_closed() -> None
     assert not p._async._topics["t"].stage.keys
 
 
-def test_sync_produce_callbacks_wait_with_the_stage_and_survive_a_raising_one() -> None:
+@pytest.mark.parametrize(("count", "key"), [(30, b"key-%d"), (100, b"key-%03d")])
+def test_sync_produce_callbacks_wait_with_the_stage_and_survive_a_raising_one(
+        count: int, key: bytes) -> None:
     p = object.__new__(Producer)
     p._async = _producer(_threaded=True)
     p._deliveries = deque()
@@ -221,11 +226,11 @@ def test_sync_produce_callbacks_wait_with_the_stage_and_survive_a_raising_one() 
                 raise ValueError("a callback failed")
         return cb
 
-    keys = [b"key-%d" % i for i in range(30)]
-    for i, key in enumerate(keys):
-        p.produce("t", b"v%d" % i, key, on_delivery=callback(i))
+    keys = [key % i for i in range(count)]
+    for i, k in enumerate(keys):
+        p.produce("t", b"v%03d" % i, k, on_delivery=callback(i))
     stage = p._async._topics["t"].stage
-    assert len(stage.keys) == 30  # the callbacks did not settle anything
+    assert len(stage.keys) == count  # the callbacks did not settle anything
     acc.settle(stage)
     for q in acc.queues.values():
         for b in list(q):
@@ -233,7 +238,7 @@ def test_sync_produce_callbacks_wait_with_the_stage_and_survive_a_raising_one() 
     with pytest.raises(ValueError, match="a callback failed"):
         p.poll(0)
     p.poll(0)
-    assert sorted(i for i, _, _ in got) == list(range(30))  # each exactly once
+    assert sorted(i for i, _, _ in got) == list(range(count))  # each exactly once
     offsets: dict[int, list[int]] = {}
     for i, err, md in got:
         assert err is None
@@ -243,7 +248,7 @@ def test_sync_produce_callbacks_wait_with_the_stage_and_survive_a_raising_one() 
         assert sorted(offs) == list(range(100 * part, 100 * part + len(offs)))
     by_key = {i: md for i, _, md in got}
     for part in offsets:
-        sent = [i for i in range(30) if _expected(keys[i], 3) == part]
+        sent = [i for i in range(count) if _expected(keys[i], 3) == part]
         assert [by_key[i].offset for i in sent] == sorted(offsets[part])
 
 
@@ -259,3 +264,85 @@ def test_send_batch_goes_after_the_topics_staged_records() -> None:
 
     asyncio.run(main())
     assert [v for _, v in _sent_in(p, 0)] == [b"staged-%d" % i for i in range(5)] + [b"direct"]
+
+
+def _batches_of(p: AsyncProducer, partitions: int) -> list[list[tuple[Any, ...]]]:
+    return [[(b"".join(b.parts), b.count, b.size, b.base_timestamp, b.max_timestamp, b.sealed)
+             for b in p._acc.queues[("t", part)]] for part in range(partitions)]
+
+
+@pytest.mark.parametrize(("partitions", "batch_size", "key_len", "value_len"), [
+    (1, 1000, 10, 100), (6, 16384, 10, 100), (7, 300, 0, 0), (3, 1_000_000, 4, 3),
+    (5, 2000, 40, 70), (2, 100_000, 1, 1)])
+def test_bulk_settling_writes_what_settling_record_by_record_writes(
+        monkeypatch: pytest.MonkeyPatch, partitions: int, batch_size: int, key_len: int,
+        value_len: int) -> None:
+    # A chunk whose keys share a length and whose values share one is settled in bulk
+    # (_settle_uniform); other chunks record by record (_settle_each). Both must give the
+    # same batches, byte for byte, the same placements and the same buffer accounting,
+    # through the cases the bulk path hands back to the record-by-record one: batch
+    # boundaries, sealed batches, timestamp jumps past one varint byte, a clock stepping
+    # back, offset deltas past the prefix table.
+    from kontrakt.clients.producer import _accumulator
+    from kontrakt.clients.producer import _producer as producer_module
+
+    rnd = random.Random(partitions * 7919 + batch_size)
+    n = 5000
+    keys = [rnd.randbytes(key_len) for _ in range(n)]
+    values = [rnd.randbytes(value_len) for _ in range(n)]
+    stamps = []
+    now = 1_700_000_000_000
+    for _ in range(n):
+        r = rnd.random()
+        if r < 0.01:
+            now += rnd.randrange(64, 400)
+        elif r < 0.015:
+            now -= rnd.randrange(1, 40)
+        elif r < 0.2:
+            now += 1
+        stamps.append(now)
+    seals = {rnd.randrange(n) for _ in range(30)}
+
+    def run(bulk: bool) -> tuple[Any, ...]:
+        monkeypatch.setattr(_accumulator, "_BULK_MIN", 32 if bulk else 1 << 30)
+        clock = iter(stamps)
+        monkeypatch.setattr(producer_module, "_time_ns", lambda: next(clock) * 1_000_000)
+        p = _producer(partitions, batch_size=batch_size)
+        stage = p._topics["t"].stage
+
+        async def main() -> list[RecordFuture]:
+            # An open batch in partition 0 before anything is staged.
+            await p.send("t", b"x", b"y", partition=0, timestamp_ms=stamps[0])
+            futs = []
+            for i in range(n):
+                futs.append(await p.send("t", values[i], keys[i]))
+                if i in seals:  # as the sender would: settle, take a partition's batch
+                    p._acc.settle(stage)
+                    dq = p._acc.queues[("t", i % partitions)]
+                    if dq:
+                        dq[-1].sealed = True
+            p._acc.settle(stage)
+            return futs
+
+        futs = asyncio.run(main())
+        placements = [(f._batch.partition, f._index) for f in futs]
+        return _batches_of(p, partitions), placements, p._acc.used
+
+    bulk, each = run(True), run(False)
+    assert bulk[0] == each[0]
+    assert bulk[1] == each[1]
+    assert bulk[2] == each[2]
+    # And the batches hold what was sent: a peer's decoder reads every record back, in send
+    # order in its key's partition, with its timestamp.
+    from kafka.record.default_records import DefaultRecordBatch
+
+    got: list[list[tuple[bytes | None, bytes | None, int]]] = []
+    for part, batches in enumerate(bulk[0]):
+        records = []
+        for body, count, _, base, high, _ in batches:
+            blob = _accumulator.frame_batch(body, count, base, high)
+            records += [(r.key, r.value, r.timestamp) for r in DefaultRecordBatch(blob)]
+        got.append(records[1:] if part == 0 else records)
+    for part in range(partitions):
+        assert got[part] == [(keys[i], values[i], stamps[i]) for i in range(n)
+                             if _expected(keys[i], partitions) == part]

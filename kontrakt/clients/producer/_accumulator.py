@@ -65,9 +65,11 @@ _STAGE_RECORDS = 1024
 #: one length, is encoded in bulk (see RecordAccumulator._settle_uniform)
 _BULK_MIN = 32
 #: record prefixes are kept for offset deltas below this (records past it go one by one)
-_PREFIX_COUNTS = 1024
+_PREFIX_COUNTS = 4096
 #: (key length, value length) pairs whose prefixes are kept
 _PREFIX_SHAPES = 8
+#: prefixes kept in all (~70 bytes each); past this the tables start over
+_PREFIX_BUDGET = 1 << 16
 #: timestamp deltas whose varint is one byte (the prefixes kept are for these)
 _DELTAS = 64
 
@@ -547,6 +549,7 @@ class RecordAccumulator:
         #: record prefixes for bulk settling, by (key length, value length) (see
         #: _prefix_table)
         self.prefixes: dict[tuple[int, int], list[tuple[list[bytes], list[int]]]] = {}
+        self.prefix_entries = 0
         self.sender_wake_at = float("inf")
         #: set when an append found its partition's batch full (async senders then yield)
         self.filled = False
@@ -895,6 +898,7 @@ class RecordAccumulator:
                         prefixes, sizes = table[delta]
                         upto = count + k
                         if len(prefixes) < upto:
+                            self.prefix_entries += upto - len(prefixes)
                             _grow_prefixes(prefixes, sizes, delta, upto, kb, rest)
                         added = sizes[upto] - sizes[count] + tail * k
                         parts: list[bytes] = [b""] * (5 * k)
@@ -932,11 +936,18 @@ class RecordAccumulator:
         """The prefixes of records with ``klen``-byte keys and ``vlen``-byte values: for
         each timestamp delta, the prefixes by offset delta and their running total sizes;
         made on first use, grown as offset deltas are reached (see _grow_prefixes)."""
-        table = self.prefixes.get((klen, vlen))
+        prefixes = self.prefixes
+        if self.prefix_entries > _PREFIX_BUDGET:
+            # Bounded memory: rows only grow to the deltas batches reach, but many shapes or
+            # timestamp deltas could add up.
+            prefixes.clear()
+        table = prefixes.get((klen, vlen))
         if table is None:
-            if len(self.prefixes) >= _PREFIX_SHAPES:
-                self.prefixes.clear()
-            table = self.prefixes[(klen, vlen)] = [([], [0]) for _ in range(_DELTAS)]
+            if len(prefixes) >= _PREFIX_SHAPES:
+                prefixes.clear()
+            if not prefixes:
+                self.prefix_entries = 0
+            table = prefixes[(klen, vlen)] = [([], [0]) for _ in range(_DELTAS)]
         return table
 
     def append_batch(self, topic: str, partition: int, builder: RecordBatchBuilder,

@@ -346,3 +346,31 @@ def test_bulk_settling_writes_what_settling_record_by_record_writes(
     for part in range(partitions):
         assert got[part] == [(keys[i], values[i], stamps[i]) for i in range(n)
                              if _expected(keys[i], partitions) == part]
+
+
+def test_prefix_tables_start_over_past_their_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Bulk settling keeps record prefixes per (key length, value length); a small budget
+    # makes the tables start over often, and the bytes stay those of record-by-record
+    # settling.
+    from kontrakt.clients.producer import _accumulator
+    from kontrakt.clients.producer import _producer as producer_module
+
+    monkeypatch.setattr(_accumulator, "_PREFIX_BUDGET", 40)
+    monkeypatch.setattr(producer_module, "_time_ns", lambda: 1_700_000_000_000_000_000)
+
+    def run(bulk: bool) -> tuple[Any, int]:
+        monkeypatch.setattr(_accumulator, "_BULK_MIN", 32 if bulk else 1 << 30)
+        p = _producer(4, batch_size=20_000)
+
+        async def main() -> None:
+            for shape in range(12):  # more shapes than the tables keep, too
+                for i in range(200):
+                    await p.send("t", b"v" * (10 + shape), b"%08d" % i)
+                p._acc.settle(p._topics["t"].stage)
+
+        asyncio.run(main())
+        return _batches_of(p, 4), len(p._acc.prefixes)
+
+    (bulk, shapes), (each, _) = run(True), run(False)
+    assert bulk == each
+    assert shapes == 1  # the last settle found the budget spent and started over

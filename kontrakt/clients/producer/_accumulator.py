@@ -747,13 +747,14 @@ class RecordAccumulator:
         stage.values = []
         stage.stamps = []
         stage.chunk = StagedChunk(stage)
+        key_lengths = [*map(len, keys)]
+        value_lengths = [*map(len, values)]
         # The records' reservations give way to their encoded sizes (added below).
-        self.used -= sum(map(len, keys)) + sum(map(len, values)) + RECORD_OVERHEAD * n
-        partitions = murmur2_partitions(keys, stage.count)
-        klen = len(keys[0])
-        vlen = len(values[0])
-        if n >= _BULK_MIN and [*map(len, keys)].count(klen) == n and \
-                [*map(len, values)].count(vlen) == n:
+        self.used -= sum(key_lengths) + sum(value_lengths) + RECORD_OVERHEAD * n
+        klen = key_lengths[0]
+        vlen = value_lengths[0]
+        partitions = murmur2_partitions(keys, stage.count, key_lengths)
+        if n >= _BULK_MIN and key_lengths.count(klen) == n and value_lengths.count(vlen) == n:
             opened, full = self._settle_uniform(stage, chunk, partitions, keys, values, stamps,
                                                 klen, vlen)
         else:

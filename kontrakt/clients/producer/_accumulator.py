@@ -527,13 +527,14 @@ class RecordAccumulator:
         buffer_memory: bytes of queued and in-flight records before appends are refused.
         threaded: callers may be on other threads than the loop (sync producer): batches
             then carry a ``threading.Event`` to block on.
-        wakeup: ``wakeup(urgent)`` tells the sender there is work.
+        wakeup: ``wakeup(urgent, filled=False)`` tells the sender there is work;
+            ``filled``: the caller's records filled a batch (see Sender.hand_over).
     """
 
     def __init__(self, *, batch_size: int, linger: float, buffer_memory: int,
                  compression: CompressionType, compression_level: int | None,
                  delivery_timeout: float, threaded: bool,
-                 wakeup: Callable[[bool], None]) -> None:
+                 wakeup: Callable[..., None]) -> None:
         self.batch_size = batch_size
         self.linger = linger
         self.buffer_memory = buffer_memory
@@ -636,7 +637,8 @@ class RecordAccumulator:
                     return fut
                 # Someone will wait on it: wake the sender (after the lock).
                 batch.urgent = True
-                wake = full = True
+                wake = True
+                full = False
             else:
                 full = len(dq) > 1
                 if full:
@@ -647,7 +649,7 @@ class RecordAccumulator:
         # Once per batch at most: a batch filled up, or the sender sleeps past this one's
         # linger deadline; or someone is about to wait on the record.
         if wake:
-            self.wakeup(full or urgent)
+            self.wakeup(full or urgent, full)
         return fut
 
     def _add_locked(self, topic: str, partition: int, dq: deque[ProducerBatch],
@@ -714,7 +716,7 @@ class RecordAccumulator:
                 wake = self.settle_locked(stage)
                 stage.queues = queues
         if wake is not None:
-            self.wakeup(wake)
+            self.wakeup(wake, wake)
         return stage
 
     def settle(self, stage: KeyedStage) -> None:
@@ -722,7 +724,7 @@ class RecordAccumulator:
         with self.lock:
             wake = self.settle_locked(stage)
         if wake is not None:
-            self.wakeup(wake)
+            self.wakeup(wake, wake)
 
     def settle_all_locked(self) -> None:
         """Place every stage's records (the caller holds the lock and wakes the sender)."""

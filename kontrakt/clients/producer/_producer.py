@@ -49,6 +49,8 @@ from kontrakt.protocol.records._model import SMALL_LIMIT, VARINT_BYTES, encode_v
 __all__ = ["AsyncProducer", "HeadersLike"]
 
 log = logging.getLogger("kontrakt.producer")
+#: the longest a sync producer's caller waits for the sender's pass (Sender.hand_over)
+_HAND_OVER_WAIT = 0.002
 
 HeadersLike = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None
 
@@ -133,10 +135,14 @@ class _ProducerCore:
         self._closed = False
         self._ok = False
 
-    def _wakeup(self, urgent: bool) -> None:
+    def _wakeup(self, urgent: bool, filled: bool = False) -> None:
         sender = self._sender
         if sender is not None:
-            sender.wake(urgent)
+            if filled and self._acc.threaded:
+                # A sync producer's caller filled a batch: let the sender's pass run now.
+                sender.hand_over(_HAND_OVER_WAIT)
+            else:
+                sender.wake(urgent)
 
     def _check(self, sending: bool = True) -> None:
         if self._closed:
@@ -319,7 +325,7 @@ class _ProducerCore:
         finally:
             lock.release()
         if wake is not None:
-            acc.wakeup(wake)
+            acc.wakeup(wake, wake)
         return fut
 
     def _choose(self, topic: str, key: bytes | None, info: _TopicParts) -> tuple[int, bool]:

@@ -91,8 +91,37 @@ class Sender:
         #: the transaction manager of a transactional producer
         self.txn: TransactionManager | None = None
         self.task: asyncio.Task[None] | None = None
+        #: set after each send pass run for hand_over()
+        self._passed = threading.Event()
 
     # --- waking ------------------------------------------------------------------------
+
+    def hand_over(self, timeout: float) -> None:
+        """Wake the sender for a pass and wait, at most ``timeout`` seconds, until it ran:
+        for the caller threads of a sync producer whose records filled a batch.
+
+        A thread busy sending records keeps the GIL, and the loop thread would get it
+        back only at the interpreter's switch interval (5 ms), one step of a pass at a time:
+        requests would go out late, mostly during flush(), and the broker would idle
+        meanwhile. Waiting here lets the pass run at once, while the broker works in
+        parallel. On the loop thread this is wake().
+        """
+        if threading.get_ident() == self._loop_thread:
+            self.wake(True)
+            return
+        passed = self._passed
+        passed.clear()
+        try:
+            self.loop.call_soon_threadsafe(self._kick_and_tell)
+        except RuntimeError:  # the loop is closed: nothing left to wake
+            return
+        passed.wait(timeout)
+
+    def _kick_and_tell(self) -> None:
+        try:
+            self.kick()
+        finally:
+            self._passed.set()
 
     def wake(self, urgent: bool = True) -> None:
         """Wake the sender; callable from any thread.

@@ -19,6 +19,10 @@ class RecordingSender:
     def wake(self, urgent: bool = True) -> None:
         self.wakes.append(urgent)
 
+    def hand_over(self, timeout: float) -> None:
+        # A sync producer's caller filled a batch: an urgent wake-up, as far as tests see.
+        self.wakes.append(True)
+
 
 def offline_producer(partitions: int, **kwargs: Any) -> AsyncProducer:
     """A started-looking producer whose topic "t" has ``partitions`` partitions: records

@@ -178,7 +178,8 @@ def test_threads_blocked_on_a_batch_all_wake_when_it_completes() -> None:
     p = AsyncProducer(bootstrap_servers=BS, _threaded=True)
     p._topics["t"] = _TopicParts.of(p._acc, "t", [0], [0], p._cluster.version)
     p._ok = True
-    p._acc.wakeup = lambda urgent: None  # no sender: the test completes the batch itself
+    # No sender: the test completes the batch itself.
+    p._acc.wakeup = lambda urgent, filled=False: None
     fut = p._append("t", b"v", None, 0, 1, None, None)
     batch = fut._batch
     assert batch.event is None

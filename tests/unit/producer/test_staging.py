@@ -273,12 +273,15 @@ def _batches_of(p: AsyncProducer, partitions: int) -> list[list[tuple[Any, ...]]
 
 @pytest.mark.parametrize(("partitions", "batch_size", "key_len", "value_len"), [
     (1, 1000, 10, 100), (6, 16384, 10, 100), (7, 300, 0, 0), (3, 1_000_000, 4, 3),
-    (5, 2000, 40, 70), (2, 100_000, 1, 1)])
+    (5, 2000, 40, 70), (2, 100_000, 1, 1),
+    # mixed sizes (record by record either way): lengths drawn from these ranges
+    (6, 16384, (10, 11), (40, 200)), (1, 1000, (0, 70), (0, 70))])
 def test_bulk_settling_writes_what_settling_record_by_record_writes(
-        monkeypatch: pytest.MonkeyPatch, partitions: int, batch_size: int, key_len: int,
-        value_len: int) -> None:
-    # A chunk whose keys share a length and whose values share one is settled in bulk
-    # (_settle_uniform); other chunks record by record (_settle_each). Both must give the
+        monkeypatch: pytest.MonkeyPatch, partitions: int, batch_size: int,
+        key_len: int | tuple[int, int], value_len: int | tuple[int, int]) -> None:
+    # A chunk of 32 records or more whose keys share a length and whose values share one
+    # settles in bulk (_settle_uniform); other chunks record by record (_settle_each),
+    # which the mixed-size cases check against a peer's decoder. Both must give the
     # same batches, byte for byte, the same placements and the same buffer accounting,
     # through the cases the bulk path hands back to the record-by-record one: batch
     # boundaries, sealed batches, timestamp jumps past one varint byte, a clock stepping
@@ -288,8 +291,12 @@ def test_bulk_settling_writes_what_settling_record_by_record_writes(
 
     rnd = random.Random(partitions * 7919 + batch_size)
     n = 5000
-    keys = [rnd.randbytes(key_len) for _ in range(n)]
-    values = [rnd.randbytes(value_len) for _ in range(n)]
+
+    def length(spec: int | tuple[int, int]) -> int:
+        return spec if isinstance(spec, int) else rnd.randrange(*spec)
+
+    keys = [rnd.randbytes(length(key_len)) for _ in range(n)]
+    values = [rnd.randbytes(length(value_len)) for _ in range(n)]
     stamps = []
     now = 1_700_000_000_000
     for _ in range(n):

@@ -35,8 +35,6 @@ null. The top level names the draft (``$schema``) and nothing else.
 
 from __future__ import annotations
 
-import json
-import logging
 from typing import Any
 
 from pyspark.sql.types import (
@@ -60,14 +58,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kontrakt.errors import ConfigError, SchemaRegistryError
-from kontrakt.registry import Schema, SchemaRegistryClient
+from kontrakt.errors import ConfigError
 
-__all__ = ["DRAFT_07", "derive_json_schema", "register_derived_json"]
+__all__ = ["DRAFT_07", "derive_json_schema"]
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
-
-log = logging.getLogger("kontrakt.spark")
 
 # By exact class: subclasses of these (if any) are not assumed to read back the same.
 _PRIMITIVES: dict[type[DataType], str] = {
@@ -171,44 +166,3 @@ def _nullable(schema: dict[str, Any], nullable: bool) -> dict[str, Any]:
         return schema
     return {**schema, "type": [schema["type"], "null"]}
 
-
-def register_derived_json(client: SchemaRegistryClient, subject: str, data_type: DataType,
-                          path: str, normalize: bool = False) -> int:
-    """Derive the JSON Schema of a column and register it under ``subject`` (on the driver,
-    once per write).
-
-    The subject has no version yet, so the registry's compatibility check has nothing to
-    compare with; it can still refuse the schema (a subject in read-only mode, or a
-    concurrent writer that registered an incompatible schema first).
-
-    Args:
-        client: the registry client.
-        subject: the subject the column is written under.
-        data_type: the column's Spark type.
-        path: the column (``key`` or ``value``), for messages.
-        normalize: ask the registry to normalize the schema (``normalize.schemas``).
-
-    Returns:
-        The schema id.
-
-    Raises:
-        ConfigError: the type has no JSON Schema equivalent (see
-            :func:`derive_json_schema`), or the registry refused the schema (HTTP 409
-            incompatible, 422 invalid).
-        SchemaRegistryError: the registry failed otherwise (unreachable, unauthorized, ...).
-    """
-    derived = derive_json_schema(data_type, path)
-    try:
-        schema_id = client.register_schema(subject, Schema(json.dumps(derived), "JSON"),
-                                           normalize_schemas=normalize)
-    except SchemaRegistryError as exc:
-        what = (f"registering the JSON Schema derived from column {path!r} "
-                f"({data_type.simpleString()}) under subject {subject!r}")
-        if exc.http_status_code in (409, 422):
-            raise ConfigError(f"the registry refused {what}: {exc}; register a schema "
-                              f"yourself, or set {path}.subject") from exc
-        raise SchemaRegistryError(exc.http_status_code, exc.error_code,
-                                  f"{what} failed: {exc.error_message}") from exc
-    log.info("registered the JSON Schema derived from column %r under subject %r (id %d)",
-             path, subject, schema_id)
-    return schema_id

@@ -38,8 +38,9 @@ from kontrakt.errors import (
 )
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
-from kontrakt.spark._avro_derive import register_derived
-from kontrakt.spark._json_derive import register_derived_json
+from kontrakt.spark._avro_derive import derive_avro_schema
+from kontrakt.spark._derive import register_derived
+from kontrakt.spark._json_derive import derive_json_schema
 from kontrakt.spark._options import REGISTRY_FORMATS, SourceOptions
 from kontrakt.spark._reader import (
     FieldPlan,
@@ -152,11 +153,13 @@ def _resolve(opts: SourceOptions, client: SchemaRegistryClient | None, is_key: b
             normalize = (opts.serializer.get("normalize.schemas", "").strip().lower()
                          == "true")
             if fmt == "avro":
-                register_derived(client, subject, column, path,
-                                 opts.key_record if is_key else opts.value_record,
-                                 normalize=normalize)
+                name, namespace = opts.key_record if is_key else opts.value_record
+                derived = derive_avro_schema(column, path, record_name=name,
+                                             namespace=namespace)
             else:
-                register_derived_json(client, subject, column, path, normalize=normalize)
+                derived = derive_json_schema(column, path)
+            register_derived(client, subject, derived, fmt.upper(), column, path,
+                             normalize=normalize)
     # The column is then checked against what the registry holds now, as for any existing
     # subject (a concurrent writer may have registered a different schema first).
     return resolve_field(opts, client, is_key)

@@ -7,7 +7,6 @@ registry, the records checked with confluent-kafka's JSONDeserializer."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -192,31 +191,6 @@ def test_types_without_json_equivalent_name_their_path(data_type: DataType,
                                                        message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         derive_json_schema(data_type)
-
-
-@pytest.fixture
-def client(registry_url: str) -> Iterator[SchemaRegistryClient]:
-    with SchemaRegistryClient({"url": registry_url}) as c:
-        yield c
-
-
-def test_registry_refusal_and_failure_are_reported(client: SchemaRegistryClient,
-                                                   topic_name: str) -> None:
-    from kontrakt.errors import SchemaRegistryError
-    from kontrakt.spark._json_derive import register_derived_json
-
-    subject = f"{topic_name}-value"
-    client.update_mode(subject, "READONLY")
-    with pytest.raises(ConfigError, match=r"the registry refused registering the JSON "
-                       r"Schema derived from column 'value' \(struct<id:bigint>\) under "
-                       rf"subject '{subject}'.*42205"):
-        register_derived_json(client, subject, _struct(("id", LongType(), False)), "value")
-
-    # a port nothing listens on: no HTTP status, and not a configuration problem
-    with (SchemaRegistryClient({"url": "http://127.0.0.1:9", "max.retries": 0}) as down,
-          pytest.raises(SchemaRegistryError, match="registering the JSON Schema") as exc):
-        register_derived_json(down, subject, StringType(), "key")
-    assert not isinstance(exc.value, ConfigError)
 
 
 # --- through Spark -------------------------------------------------------------------

@@ -23,9 +23,12 @@ Reads and writes take the same formats (``avro``, ``json`` for JSON Schema, ``pr
 schema gives. An avro write to a subject that has no schema yet registers one derived from
 the column's Spark type (Spark's ``to_avro`` mapping; top record ``topLevelRecord`` unless
 ``value.avro.recordName`` / ``value.avro.namespace`` name it) unless
-``auto.register.schemas`` is false. Protobuf's ``google.protobuf.Timestamp`` and
-``Duration`` are ``timestamp`` and ``interval day to second`` columns, as Spark's own
-``from_protobuf`` has them (to the microsecond). A read of several topics
+``auto.register.schemas`` is false; a json write likewise registers a draft-07 JSON Schema
+derived from the column's type (the inverse of the read mapping: string, bigint, double,
+boolean, arrays, maps with string keys and structs; other types are refused with their
+column path). Protobuf's ``google.protobuf.Timestamp`` and ``Duration`` are
+``timestamp`` and ``interval day to second`` columns, as Spark's own ``from_protobuf``
+has them (to the microsecond). A read of several topics
 (``subscribe`` = ``orders-eu,orders-us``) decodes each topic's records with its own
 subject's latest schema (``orders-eu-value``, ``orders-us-value``); those schemas must map
 to the same Spark type, or the query fails before reading. See :class:`KontraktDataSource`

@@ -35,8 +35,6 @@ they never collide.
 
 from __future__ import annotations
 
-import json
-import logging
 from typing import Any
 
 from pyspark.sql.types import (
@@ -60,13 +58,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kontrakt.errors import ConfigError, SchemaRegistryError
-from kontrakt.registry import Schema, SchemaRegistryClient
+from kontrakt.errors import ConfigError
 from kontrakt.spark._options import AVRO_NAME, DEFAULT_RECORD_NAME
 
-__all__ = ["derive_avro_schema", "register_derived"]
-
-log = logging.getLogger("kontrakt.spark")
+__all__ = ["derive_avro_schema"]
 
 # By exact class: subclasses of these (if any) are not assumed to read back the same.
 _PRIMITIVES: dict[type[DataType], str] = {
@@ -161,45 +156,3 @@ def _record(struct: StructType, path: str, name: str, namespace: str) -> Any:
 def _nullable(avro: Any, nullable: bool) -> Any:
     return ["null", avro] if nullable and avro != "null" else avro
 
-
-def register_derived(client: SchemaRegistryClient, subject: str, data_type: DataType,
-                     path: str, record: tuple[str, str], *, normalize: bool = False) -> int:
-    """Derive the Avro schema of a column and register it under ``subject`` (on the driver,
-    once per write).
-
-    The subject has no version yet, so the registry's compatibility check has nothing to
-    compare with; it can still refuse the schema (a subject in read-only mode, or a
-    concurrent writer that registered an incompatible schema first).
-
-    Args:
-        client: the registry client.
-        subject: the subject the column is written under.
-        data_type: the column's Spark type.
-        path: the column (``key`` or ``value``), for messages.
-        record: the top record's (name, namespace).
-        normalize: ask the registry to normalize the schema (``normalize.schemas``).
-
-    Returns:
-        The schema id.
-
-    Raises:
-        ConfigError: the type has no Avro equivalent (see :func:`derive_avro_schema`), or
-            the registry refused the schema (HTTP 409 incompatible, 422 invalid).
-        SchemaRegistryError: the registry failed otherwise (unreachable, unauthorized, ...).
-    """
-    name, namespace = record
-    derived = derive_avro_schema(data_type, path, record_name=name, namespace=namespace)
-    try:
-        schema_id = client.register_schema(subject, Schema(json.dumps(derived), "AVRO"),
-                                           normalize_schemas=normalize)
-    except SchemaRegistryError as exc:
-        what = (f"registering the Avro schema derived from column {path!r} "
-                f"({data_type.simpleString()}) under subject {subject!r}")
-        if exc.http_status_code in (409, 422):
-            raise ConfigError(f"the registry refused {what}: {exc}; register a schema "
-                              f"yourself, or set {path}.subject") from exc
-        raise SchemaRegistryError(exc.http_status_code, exc.error_code,
-                                  f"{what} failed: {exc.error_message}") from exc
-    log.info("registered the Avro schema derived from column %r under subject %r (id %d)",
-             path, subject, schema_id)
-    return schema_id

@@ -74,7 +74,8 @@ class SourceOptions:
         serializer: options passed to the registry serializers when writing
             (``use.latest.version``, ``normalize.schemas``).
         auto_register: ``auto.register.schemas`` (default true): a write to an avro
-            subject that has no schema registers one derived from the column's type.
+            or json subject that has no schema registers one derived from the column's
+            type.
         key_record, value_record: the (name, namespace) of a derived schema's top record:
             ``key.avro.recordName`` / ``key.avro.namespace`` (and ``value.``); default
             ``topLevelRecord`` and no namespace, as Spark's ``to_avro``.

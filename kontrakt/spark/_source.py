@@ -98,9 +98,15 @@ class KontraktDataSource(DataSource):
             ``long``/``local-timestamp-micros``, decimal as ``bytes``/``decimal``, array,
             map with string keys, struct as record), nullable fields as ``["null", T]``
             with default null; other types (tinyint, smallint, intervals, maps with other
-            keys) are refused with their path. A subject that exists is used as it is.
-            With false, a missing subject is an error (json and protobuf subjects are never
-            derived).
+            keys) are refused with their path. A json key or value gets a draft-07 JSON
+            Schema the same way, the inverse of the read mapping (string, bigint as
+            ``integer``, double as ``number``, boolean, void as ``null``, array, map with
+            string keys as an object with ``additionalProperties``, struct as an object
+            with ``properties``, nullable parts as ``[T, "null"]``, non-nullable fields
+            ``required``); types a read would give back as another type (int, float,
+            decimal, date, timestamps, binary, ...) are refused with their path. A subject
+            that exists is used as it is. With false, a missing subject is an error
+            (protobuf subjects are never derived).
         key.avro.recordName, key.avro.namespace, value.avro.recordName,
             value.avro.namespace: writes only: the derived schema's top record (default
             ``topLevelRecord``, no namespace, as Spark's ``to_avro``); a nested struct is a
@@ -144,7 +150,7 @@ class KontraktDataSource(DataSource):
         Options: ``kafka.bootstrap.servers``, ``topic``, ``key.format`` / ``value.format``
         (avro, json, protobuf, string, binary), ``schema.registry.url``, ``key.subject`` /
         ``value.subject``, ``auto.register.schemas`` (true: derive and register an avro
-        subject's missing schema, see above), ``key.avro.recordName`` / ``namespace`` (and
+        or json subject's missing schema, see above), ``key.avro.recordName`` / ``namespace`` (and
         ``value.``), ``use.latest.version`` (true) and ``normalize.schemas`` for the
         registry serializers, and ``kafka.<property>`` for the producer.
         A registry-format column must have the type a read of the subject's latest schema

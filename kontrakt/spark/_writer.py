@@ -1,7 +1,7 @@
 """Batch and streaming writes: each Spark task produces its rows with a sync Kontrakt
 ``Producer``, encoding keys and values as avro, json (JSON Schema), protobuf, string or
-binary; the registry formats are written with the subject's latest schema (for avro, one
-derived from the column's type is registered first when the subject has none).
+binary; the registry formats are written with the subject's latest schema (for avro and
+json, one derived from the column's type is registered first when the subject has none).
 
 Delivery is at least once: a task flushes and checks every record before it reports
 success, but records of a task that failed (or of a job Spark aborts) may already be in the
@@ -38,7 +38,9 @@ from kontrakt.errors import (
 )
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
-from kontrakt.spark._avro_derive import register_derived
+from kontrakt.spark._avro_derive import derive_avro_schema
+from kontrakt.spark._derive import register_derived
+from kontrakt.spark._json_derive import derive_json_schema
 from kontrakt.spark._options import REGISTRY_FORMATS, SourceOptions
 from kontrakt.spark._reader import (
     FieldPlan,
@@ -86,14 +88,15 @@ def plan_write(opts: SourceOptions, schema: StructType) -> tuple[FieldPlan, Fiel
     Spark type a read derives from the subject's latest schema (nullability aside), so
     what a read gives can be written back as it is.
 
-    With ``format=avro`` and a subject that has no schema, a schema derived from the
-    column's type (:func:`~kontrakt.spark._avro_derive.derive_avro_schema`) is registered
-    first, here on the driver, unless ``auto.register.schemas`` is false.
+    With ``format=avro`` or ``format=json`` and a subject that has no schema, a schema
+    derived from the column's type (:func:`~kontrakt.spark._avro_derive.derive_avro_schema`,
+    :func:`~kontrakt.spark._json_derive.derive_json_schema`) is registered first, here on
+    the driver, unless ``auto.register.schemas`` is false.
 
     Raises:
-        ConfigError: a missing, unknown or mistyped column, a missing json or protobuf
-            subject (or avro without auto-registration), a column type without an Avro
-            equivalent, or a derived schema the registry refused.
+        ConfigError: a missing, unknown or mistyped column, a missing protobuf subject (or
+            avro or json without auto-registration), a column type without an Avro or JSON
+            Schema equivalent, or a derived schema the registry refused.
         SchemaRegistryError: the registry failed otherwise.
     """
     names = schema.fieldNames()
@@ -128,9 +131,10 @@ def plan_write(opts: SourceOptions, schema: StructType) -> tuple[FieldPlan, Fiel
 
 def _resolve(opts: SourceOptions, client: SchemaRegistryClient | None, is_key: bool,
              column: DataType) -> FieldPlan:
-    """resolve_field, after registering a schema derived from the column when an avro
-    subject has none."""
-    if (opts.key_format if is_key else opts.value_format) == "avro":
+    """resolve_field, after registering a schema derived from the column when an avro or
+    json subject has none."""
+    fmt = opts.key_format if is_key else opts.value_format
+    if fmt in ("avro", "json"):
         assert client is not None
         path = "key" if is_key else "value"
         subject = opts.subject(is_key, opts.topics[0])
@@ -142,14 +146,20 @@ def _resolve(opts: SourceOptions, client: SchemaRegistryClient | None, is_key: b
                 raise
             if not opts.auto_register:
                 raise ConfigError(
-                    f"{path}.format=avro needs a schema under subject {subject!r}, and the "
+                    f"{path}.format={fmt} needs a schema under subject {subject!r}, and the "
                     f"registry has none; auto.register.schemas is false, so none is derived "
                     f"from the column: register one, set {path}.subject, or leave "
                     f"auto.register.schemas on") from exc
-            register_derived(client, subject, column, path,
-                             opts.key_record if is_key else opts.value_record,
-                             normalize=opts.serializer.get("normalize.schemas", "")
-                             .strip().lower() == "true")
+            normalize = (opts.serializer.get("normalize.schemas", "").strip().lower()
+                         == "true")
+            if fmt == "avro":
+                name, namespace = opts.key_record if is_key else opts.value_record
+                derived = derive_avro_schema(column, path, record_name=name,
+                                             namespace=namespace)
+            else:
+                derived = derive_json_schema(column, path)
+            register_derived(client, subject, derived, fmt.upper(), column, path,
+                             normalize=normalize)
     # The column is then checked against what the registry holds now, as for any existing
     # subject (a concurrent writer may have registered a different schema first).
     return resolve_field(opts, client, is_key)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kontrakt.registry import SchemaRegistryClient
 from kontrakt.registry.server import RegistryServer
 
 
@@ -53,3 +54,9 @@ def registry_url() -> Iterator[str]:
     """One embedded Schema Registry for the Spark tests (subjects are per topic, so unique)."""
     with RegistryServer() as srv:
         yield srv.url
+
+
+@pytest.fixture
+def client(registry_url: str) -> Iterator[SchemaRegistryClient]:
+    with SchemaRegistryClient({"url": registry_url}) as c:
+        yield c

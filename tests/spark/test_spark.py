@@ -14,7 +14,6 @@ import enum
 import json
 import re
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -94,12 +93,6 @@ def _order(i: int) -> dict[str, Any]:
         "choice": None if i % 3 == 0 else (f"s{i}" if i % 3 == 1 else i),
         "ratio": None if i % 4 == 0 else i / 4,
     }
-
-
-@pytest.fixture
-def client(registry_url: str) -> Iterator[SchemaRegistryClient]:
-    with SchemaRegistryClient({"url": registry_url}) as c:
-        yield c
 
 
 @pytest.fixture

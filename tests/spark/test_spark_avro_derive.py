@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -158,30 +157,30 @@ def test_record_name_options() -> None:
             parse_options({**base, **bad}, write=True)
 
 
-@pytest.fixture
-def client(registry_url: str) -> Iterator[SchemaRegistryClient]:
-    with SchemaRegistryClient({"url": registry_url}) as c:
-        yield c
-
-
-def test_registry_refusal_and_failure_are_reported(registry_url: str,
-                                                   client: SchemaRegistryClient,
-                                                   topic_name: str) -> None:
+@pytest.mark.parametrize("kind", ["AVRO", "JSON"])
+def test_registry_refusal_and_failure_are_reported(client: SchemaRegistryClient,
+                                                   topic_name: str, kind: str) -> None:
     from kontrakt.errors import SchemaRegistryError
-    from kontrakt.spark._avro_derive import register_derived
+    from kontrakt.spark._derive import register_derived
+    from kontrakt.spark._json_derive import derive_json_schema
+
+    derive = derive_avro_schema if kind == "AVRO" else derive_json_schema
+    name = "Avro schema" if kind == "AVRO" else "JSON Schema"
+
+    def register(c: SchemaRegistryClient, t: DataType, path: str) -> int:
+        return register_derived(c, subject, derive(t, path), kind, t, path)
 
     subject = f"{topic_name}-value"
     client.update_mode(subject, "READONLY")
-    with pytest.raises(ConfigError, match=r"the registry refused registering the Avro "
-                       r"schema derived from column 'value' \(struct<id:bigint>\) under "
+    with pytest.raises(ConfigError, match=rf"the registry refused registering the {name} "
+                       r"derived from column 'value' \(struct<id:bigint>\) under "
                        rf"subject '{subject}'.*42205"):
-        register_derived(client, subject, _struct(("id", LongType(), False)), "value",
-                         ("topLevelRecord", ""))
+        register(client, _struct(("id", LongType(), False)), "value")
 
     # a port nothing listens on: no HTTP status, and not a configuration problem
     with (SchemaRegistryClient({"url": "http://127.0.0.1:9", "max.retries": 0}) as down,
-          pytest.raises(SchemaRegistryError, match="registering the Avro schema") as exc):
-        register_derived(down, subject, StringType(), "key", ("topLevelRecord", ""))
+          pytest.raises(SchemaRegistryError, match=f"registering the {name}") as exc):
+        register(down, StringType(), "key")
     assert not isinstance(exc.value, ConfigError)
 
 

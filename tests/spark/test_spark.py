@@ -25,6 +25,7 @@ from kontrakt.clients.serializing import SerializingProducer
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import AvroSerializer, StringSerializer
 from kontrakt.testing import TansuBroker
+from tests.spark.helpers import confluent_read, consume_raw, write
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -691,62 +692,6 @@ def test_isolation_level_read_committed(spark: Any, tansu_broker: TansuBroker,
         (0, "plain"), (1, "c0"), (2, "c1"), (3, "c2")]
 
 
-def _confluent_read(registry_url: str, topic: str, values: list[bytes],
-                    message_type: Any = None) -> list[Any]:
-    """The values decoded by confluent-kafka's JSON Schema deserializer (or, given a
-    message class, its Protobuf deserializer): the peer the written bytes are checked with.
-    """
-    import warnings
-
-    with warnings.catch_warnings():
-        # authlib, which confluent's registry client loads, warns about its httpx support,
-        # and on import puts an "always" filter for its warnings first: import it, then
-        # put "ignore" in front of that.
-        import authlib.deprecate  # noqa: F401
-
-        warnings.simplefilter("ignore")
-        from confluent_kafka.schema_registry import SchemaRegistryClient as CClient
-        from confluent_kafka.schema_registry.json_schema import JSONDeserializer as CJson
-        from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer as CProto
-        from confluent_kafka.serialization import MessageField as CField
-        from confluent_kafka.serialization import SerializationContext as CContext
-
-        ctx = CContext(topic, CField.VALUE)
-        if message_type is not None:
-            proto = CProto(message_type, {"use.deprecated.format": False})
-            return [proto(v, ctx) for v in values]
-        with CClient({"url": registry_url}) as client:
-            doc = CJson(None, schema_registry_client=client)
-            return [doc(v, ctx) for v in values]
-
-
-def _consume_raw(broker: TansuBroker, topic: str, n: int) -> list[Any]:
-    from kontrakt import TopicPartition
-    from kontrakt.clients.consumer import Consumer
-
-    got: list[Any] = []
-    with Consumer(bootstrap_servers=broker.bootstrap_servers) as consumer:
-        consumer.assign([TopicPartition(topic, 0)])
-        consumer.seek_to_beginning()
-        for _ in range(100):
-            got.extend(consumer.consume(n - len(got), 0.5))
-            if len(got) >= n:
-                break
-    assert len(got) == n
-    return got
-
-
-def _write(spark: Any, broker: TansuBroker, registry_url: str, topic: str, fmt: str,
-           rows: list[Any], ddl: str) -> None:
-    """Write ``rows`` (key, value) in one task with key.format=string, value.format=fmt."""
-    df = spark.createDataFrame(rows, ddl).coalesce(1)
-    (df.write.format("kontrakt")
-     .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-     .option("topic", topic).option("schema.registry.url", registry_url)
-     .option("key.format", "string").option("value.format", fmt)
-     .mode("append").save())
-
-
 def _write_registered(spark: Any, broker: TansuBroker, client: SchemaRegistryClient,
                       registry_url: str, topic: str, schema: Any, rows: list[Any],
                       value_type: str) -> int:
@@ -756,14 +701,14 @@ def _write_registered(spark: Any, broker: TansuBroker, client: SchemaRegistryCli
     subject = f"{topic}-value"
     client.register_schema(subject, schema)
     fmt = {"JSON": "json", "PROTOBUF": "protobuf"}[schema.schema_type]
-    _write(spark, broker, registry_url, topic, fmt, rows, f"key string, value {value_type}")
+    write(spark, broker, registry_url, topic, fmt, rows, f"key string, value {value_type}")
     return client.get_latest_version(subject).schema_id
 
 
 def _refused(spark: Any, broker: TansuBroker, registry_url: str, topic: str, fmt: str,
              match: str, rows: list[Any], ddl: str) -> None:
     with pytest.raises(Exception, match=match):
-        _write(spark, broker, registry_url, topic, fmt, rows, ddl)
+        write(spark, broker, registry_url, topic, fmt, rows, ddl)
 
 
 EVENT_JSON = {"type": "object", "title": "Event", "properties": {
@@ -796,12 +741,12 @@ def test_write_json_schema_round_trip(spark: Any, tansu_broker: TansuBroker,
     docs = [{"id": 0, "name": "a", "score": 1.5, "ok": True, "where": {"city": "Oslo"},
              "tags": ["x", "y"], "attrs": {"n": 1, "z": None}},
             {"id": 1, "name": "b", "tags": [], "attrs": {}, "note": "hi"}]
-    records = _consume_raw(tansu_broker, topic_name, 2)
+    records = consume_raw(tansu_broker, topic_name, 2)
     assert [r.key for r in records] == [b"k0", b"k1"]
     for r, doc in zip(records, docs, strict=True):
         assert r.value[:5] == b"\x00" + schema_id.to_bytes(4, "big")
         assert json.loads(r.value[5:]) == doc
-    assert _confluent_read(registry_url, topic_name, [r.value for r in records]) == docs
+    assert confluent_read(registry_url, topic_name, [r.value for r in records]) == docs
 
     _refused(spark, tansu_broker, registry_url, topic_name, "json",
              r"ValueSerializationError: row 0 of this task: the value could not be "
@@ -838,14 +783,14 @@ def test_write_protobuf_round_trip(spark: Any, tansu_broker: TansuBroker,
     schema_id = _write_registered(spark, tansu_broker, client, registry_url, topic_name,
                                   Schema(PROTO, "PROTOBUF"), rows, ORDER_PROTO_SPARK)
 
-    records = _consume_raw(tansu_broker, topic_name, 2)
+    records = consume_raw(tansu_broker, topic_name, 2)
     assert [r.key for r in records] == [b"k0", b"k1"]
     for r in records:  # magic byte, schema id, message indexes [0] as one zero byte
         assert r.value[:6] == b"\x00" + schema_id.to_bytes(4, "big") + b"\x00"
     # The class confluent's deserializer decodes into, built from the same .proto.
     order = GetMessageClass(_proto_descriptor(PROTO))
-    first, second = _confluent_read(registry_url, topic_name, [r.value for r in records],
-                                    order)
+    first, second = confluent_read(registry_url, topic_name, [r.value for r in records],
+                                   "protobuf", order)
     assert (first.id, first.name, order.Kind.Name(first.kind)) == (7, "n", "RUSH")
     assert [(x.sku, x.qty) for x in first.lines] == [("a", 2), ("b", 3)]
     assert (dict(first.attrs), first.ratio, first.big, first.blob) == (

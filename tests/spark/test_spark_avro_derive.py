@@ -33,8 +33,6 @@ from pyspark.sql.types import (
     NullType,
     ShortType,
     StringType,
-    StructField,
-    StructType,
     TimestampNTZType,
     TimestampType,
     YearMonthIntervalType,
@@ -46,16 +44,18 @@ from kontrakt.spark._avro_derive import derive_avro_schema
 from kontrakt.spark._options import parse_options
 from kontrakt.spark._types import avro_mapping
 from kontrakt.testing import TansuBroker
+from tests.spark.helpers import (
+    assert_nothing_written,
+    confluent_read,
+    consume_raw,
+    struct_of,
+    write,
+)
 
-
-def _struct(*fields: tuple[str, DataType, bool]) -> StructType:
-    return StructType([StructField(n, t, nullable) for n, t, nullable in fields])
-
-
-POINT = _struct(("lat", DoubleType(), False), ("lon", DoubleType(), True))
-LINE = _struct(("sku", StringType(), False), ("qty", IntegerType(), True))
+POINT = struct_of(("lat", DoubleType(), False), ("lon", DoubleType(), True))
+LINE = struct_of(("sku", StringType(), False), ("qty", IntegerType(), True))
 # The written column of the Spark-level tests: every supported kind, nullable or not.
-ORDER = _struct(
+ORDER = struct_of(
     ("id", LongType(), False),
     ("name", StringType(), True),
     ("price", DecimalType(9, 2), True),
@@ -68,7 +68,7 @@ ORDER = _struct(
     ("n", IntegerType(), True),
     ("lines", ArrayType(LINE, False), False),
     ("attrs", MapType(StringType(), LongType(), True), True),
-    ("where", _struct(("city", StringType(), True), ("geo", POINT, True)), True),
+    ("where", struct_of(("city", StringType(), True), ("geo", POINT, True)), True),
 )
 
 
@@ -82,11 +82,11 @@ ORDER = _struct(
     MapType(StringType(), DecimalType(5, 1), False),
     MapType(StringType(), MapType(StringType(), LINE, True), True),
     ORDER,
-    _struct(),
-    _struct(("void", NullType(), True)),  # a void field is nullable: Avro null is
+    struct_of(),
+    struct_of(("void", NullType(), True)),  # a void field is nullable: Avro null is
     # the same field name at several depths: each nested record gets its own full name
-    _struct(("a", _struct(("a", _struct(("a", IntegerType(), True)), True)), False),
-            ("b", ArrayType(_struct(("a", _struct(("x", LongType(), False)), False)), True),
+    struct_of(("a", struct_of(("a", struct_of(("a", IntegerType(), True)), True)), False),
+            ("b", ArrayType(struct_of(("a", struct_of(("x", LongType(), False)), False)), True),
              True)),
 ], ids=lambda t: t.simpleString())
 def test_derived_schema_reads_back_as_the_same_type(data_type: DataType) -> None:
@@ -119,18 +119,18 @@ def test_record_names_follow_spark() -> None:
 
 @pytest.mark.parametrize(("data_type", "message"), [
     (MapType(IntegerType(), StringType()), r"^value: map<int,string> has no Avro type"),
-    (_struct(("a", ArrayType(_struct(("m", MapType(LongType(), LongType()), True))), True)),
+    (struct_of(("a", ArrayType(struct_of(("m", MapType(LongType(), LongType()), True))), True)),
      r"^value\.a\[\]\.m: map<bigint,bigint>"),
-    (_struct(("m", MapType(StringType(), DayTimeIntervalType()), True)),
+    (struct_of(("m", MapType(StringType(), DayTimeIntervalType()), True)),
      r"^value\.m\{\}: Spark type interval day to second has no Avro equivalent"),
-    (_struct(("i", YearMonthIntervalType(), True)), r"^value\.i: Spark type interval"),
+    (struct_of(("i", YearMonthIntervalType(), True)), r"^value\.i: Spark type interval"),
     (CalendarIntervalType(), r"^value: Spark type interval has no Avro"),
-    (_struct(("b", ByteType(), True)), r"^value\.b: tinyint .* cast it to int"),
+    (struct_of(("b", ByteType(), True)), r"^value\.b: tinyint .* cast it to int"),
     (ShortType(), r"^value: smallint"),
-    (_struct(("s", StringType("UTF8_LCASE"), True)),
+    (struct_of(("s", StringType("UTF8_LCASE"), True)),
      r"^value\.s: string collate UTF8_LCASE would read back as string"),
-    (_struct(("x-y", IntegerType(), True)), r"^value\.x-y: 'x-y' is not an Avro field name"),
-    (_struct(("s", _struct(), True), ("s", IntegerType(), True)),
+    (struct_of(("x-y", IntegerType(), True)), r"^value\.x-y: 'x-y' is not an Avro field name"),
+    (struct_of(("s", struct_of(), True), ("s", IntegerType(), True)),
      r"^value\.s: the struct has two fields"),
 ])
 def test_types_without_avro_equivalent_name_their_path(data_type: DataType,
@@ -175,7 +175,7 @@ def test_registry_refusal_and_failure_are_reported(client: SchemaRegistryClient,
     with pytest.raises(ConfigError, match=rf"the registry refused registering the {name} "
                        r"derived from column 'value' \(struct<id:bigint>\) under "
                        rf"subject '{subject}'.*42205"):
-        register(client, _struct(("id", LongType(), False)), "value")
+        register(client, struct_of(("id", LongType(), False)), "value")
 
     # a port nothing listens on: no HTTP status, and not a configuration problem
     with (SchemaRegistryClient({"url": "http://127.0.0.1:9", "max.retries": 0}) as down,
@@ -209,65 +209,31 @@ def _expected(value: Any) -> Any:
     return doc
 
 
-def _save(spark: Any, broker: TansuBroker, registry_url: str, topic: str,
-          value_type: DataType, rows: list[Any], **options: str) -> None:
-    schema = StructType([StructField("key", StringType(), True),
-                         StructField("value", value_type, True)])
-    w = (spark.createDataFrame(rows, schema).coalesce(1).write.format("kontrakt")
-         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-         .option("topic", topic).option("schema.registry.url", registry_url)
-         .option("key.format", "string").option("value.format", "avro").mode("append"))
-    for k, v in options.items():
-        w = w.option(k, v)
-    w.save()
-
-
-def _confluent_avro(registry_url: str, topic: str, values: list[bytes | None]) -> list[Any]:
-    import warnings
-
-    with warnings.catch_warnings():
-        # authlib, loaded by confluent's registry client, warns about its httpx support
-        # on import (see tests/spark/test_spark.py)
-        import authlib.deprecate  # noqa: F401
-
-        warnings.simplefilter("ignore")
-        from confluent_kafka.schema_registry import SchemaRegistryClient as CClient
-        from confluent_kafka.schema_registry.avro import AvroDeserializer as CAvro
-        from confluent_kafka.serialization import MessageField as CField
-        from confluent_kafka.serialization import SerializationContext as CContext
-
-        with CClient({"url": registry_url}) as c:
-            deserialize = CAvro(c)
-            ctx = CContext(topic, CField.VALUE)
-            return [None if v is None else deserialize(v, ctx) for v in values]
-
-
 @pytest.mark.integration
 @pytest.mark.timeout(120)
 def test_write_registers_the_derived_schema_once(spark: Any, tansu_broker: TansuBroker,
                                                  registry_url: str,
                                                  client: SchemaRegistryClient,
                                                  topic_name: str) -> None:
-    from tests.spark.test_spark import _consume_raw
-
     tansu_broker.create_topic(topic_name, 1)
     subject = f"{topic_name}-value"
     names = {"value.avro.recordName": "Order", "value.avro.namespace": "shop"}
-    _save(spark, tansu_broker, registry_url, topic_name, ORDER, ROWS, **names)
+    write(spark, tansu_broker, registry_url, topic_name, "avro", ROWS, ORDER, **names)
 
     latest = client.get_latest_version(subject)
     assert json.loads(latest.schema.schema_str) == derive_avro_schema(
         ORDER, record_name="Order", namespace="shop")
-    records = _consume_raw(tansu_broker, topic_name, len(ROWS))
+    records = consume_raw(tansu_broker, topic_name, len(ROWS))
     assert [r.key for r in records] == [b"k0", b"k1", b"k2"]
     for r in records[:2]:
         assert r.value[:5] == b"\x00" + latest.schema_id.to_bytes(4, "big")
-    assert _confluent_avro(registry_url, topic_name, [r.value for r in records]) == [
+    assert confluent_read(registry_url, topic_name, [r.value for r in records],
+                          "avro") == [
         _expected(v) for _, v in ROWS]
 
     # The subject exists now: the second write checks the column against it and reuses it.
-    _save(spark, tansu_broker, registry_url, topic_name, ORDER, ROWS[:1], **names)
-    again = _consume_raw(tansu_broker, topic_name, len(ROWS) + 1)[-1]
+    write(spark, tansu_broker, registry_url, topic_name, "avro", ROWS[:1], ORDER, **names)
+    again = consume_raw(tansu_broker, topic_name, len(ROWS) + 1)[-1]
     assert again.value[:5] == b"\x00" + latest.schema_id.to_bytes(4, "big")
     assert client.get_versions(subject) == [latest.version]
 
@@ -278,7 +244,7 @@ def test_write_registers_the_derived_schema_once(spark: Any, tansu_broker: Tansu
     (ORDER, {"auto.register.schemas": "false"},
      r"ConfigError: value.format=avro needs a schema under subject '.*-value'.*"
      r"auto.register.schemas is false"),
-    (_struct(("ids", MapType(IntegerType(), StringType()), True)), {},
+    (struct_of(("ids", MapType(IntegerType(), StringType()), True)), {},
      r"ConfigError: value\.ids: map<int,string> has no Avro type"),
 ])
 def test_no_schema_is_derived_and_nothing_produced(spark: Any, tansu_broker: TansuBroker,
@@ -287,17 +253,8 @@ def test_no_schema_is_derived_and_nothing_produced(spark: Any, tansu_broker: Tan
                                                    topic_name: str, value_type: DataType,
                                                    options: dict[str, str],
                                                    message: str) -> None:
-    from kontrakt import TopicPartition
-    from kontrakt.clients.consumer import Consumer
-    from kontrakt.errors import SchemaRegistryError
-
     tansu_broker.create_topic(topic_name, 1)
     with pytest.raises(Exception, match=message):
-        _save(spark, tansu_broker, registry_url, topic_name, value_type,
-              [("k", None)], **options)
-    with pytest.raises(SchemaRegistryError) as missing:
-        client.get_latest_version(f"{topic_name}-value")
-    assert missing.value.http_status_code == 404
-    tp = TopicPartition(topic_name, 0)
-    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers) as consumer:
-        assert consumer.end_offsets([tp], 10) == {tp: 0}
+        write(spark, tansu_broker, registry_url, topic_name, "avro", [("k", None)],
+              value_type, **options)
+    assert_nothing_written(client, tansu_broker, topic_name)

@@ -33,7 +33,6 @@ from pyspark.sql.types import (
     NullType,
     ShortType,
     StringType,
-    StructField,
     StructType,
     TimestampNTZType,
     TimestampType,
@@ -45,16 +44,18 @@ from kontrakt.spark._json_derive import DRAFT_07, derive_json_schema
 from kontrakt.spark._json_types import json_mapping, json_writer
 from kontrakt.spark._reader import type_shape
 from kontrakt.testing import TansuBroker
+from tests.spark.helpers import (
+    assert_nothing_written,
+    confluent_read,
+    consume_raw,
+    struct_of,
+    write,
+)
 
-
-def _struct(*fields: tuple[str, DataType, bool]) -> StructType:
-    return StructType([StructField(n, t, nullable) for n, t, nullable in fields])
-
-
-POINT = _struct(("lat", DoubleType(), False), ("lon", DoubleType(), True))
-LINE = _struct(("sku", StringType(), False), ("qty", LongType(), True))
+POINT = struct_of(("lat", DoubleType(), False), ("lon", DoubleType(), True))
+LINE = struct_of(("sku", StringType(), False), ("qty", LongType(), True))
 # The written column of the Spark-level tests: every supported kind, nullable or not.
-ORDER = _struct(
+ORDER = struct_of(
     ("id", LongType(), False),
     ("name", StringType(), True),
     ("ok", BooleanType(), True),
@@ -62,7 +63,7 @@ ORDER = _struct(
     ("lines", ArrayType(LINE, False), False),
     ("tags", ArrayType(StringType(), True), True),
     ("attrs", MapType(StringType(), LongType(), True), True),
-    ("where", _struct(("city", StringType(), True), ("geo", POINT, True)), True),
+    ("where", struct_of(("city", StringType(), True), ("geo", POINT, True)), True),
 )
 
 SUPPORTED = [
@@ -75,10 +76,10 @@ SUPPORTED = [
     MapType(StringType(), ArrayType(BooleanType(), True), False),
     POINT,
     ORDER,
-    _struct(("void", NullType(), False)),  # always null, so never required
+    struct_of(("void", NullType(), False)),  # always null, so never required
     # JSON property names are any strings; the same name at several depths
-    _struct(("x-y", StringType(), False), ("with space", LongType(), True),
-            ("a", _struct(("a", _struct(("a", LongType(), False)), True)), False)),
+    struct_of(("x-y", StringType(), False), ("with space", LongType(), True),
+            ("a", struct_of(("a", struct_of(("a", LongType(), False)), True)), False)),
 ]
 
 
@@ -163,28 +164,28 @@ def test_required_and_null_are_enforced() -> None:
 @pytest.mark.parametrize(("data_type", "message"), [
     (IntegerType(), r"^value: int would be written as JSON integer and read back as "
                     r"bigint; cast it to bigint"),
-    (_struct(("s", ShortType(), True)), r"^value\.s: smallint .* cast it to bigint"),
+    (struct_of(("s", ShortType(), True)), r"^value\.s: smallint .* cast it to bigint"),
     (ArrayType(ByteType()), r"^value\[\]: tinyint"),
-    (_struct(("f", FloatType(), False)), r"^value\.f: float .* read back as double"),
-    (_struct(("p", DecimalType(9, 2), True)), r"^value\.p: decimal\(9,2\) has no JSON "
+    (struct_of(("f", FloatType(), False)), r"^value\.f: float .* read back as double"),
+    (struct_of(("p", DecimalType(9, 2), True)), r"^value\.p: decimal\(9,2\) has no JSON "
                                               r"Schema type"),
     (MapType(StringType(), DateType()), r"^value\{\}: date has no JSON Schema type"),
-    (_struct(("at", TimestampType(), True)), r"^value\.at: timestamp has no JSON"),
-    (_struct(("at", TimestampNTZType(), True)), r"^value\.at: timestamp_ntz has no JSON"),
-    (_struct(("b", BinaryType(), True)), r"^value\.b: binary .* base64"),
+    (struct_of(("at", TimestampType(), True)), r"^value\.at: timestamp has no JSON"),
+    (struct_of(("at", TimestampNTZType(), True)), r"^value\.at: timestamp_ntz has no JSON"),
+    (struct_of(("b", BinaryType(), True)), r"^value\.b: binary .* base64"),
     (MapType(IntegerType(), StringType()), r"^value: map<int,string> has no JSON Schema "
                                            r"type \(JSON object keys are strings\)"),
-    (_struct(("a", ArrayType(_struct(("m", MapType(LongType(), LongType()), True))), True)),
+    (struct_of(("a", ArrayType(struct_of(("m", MapType(LongType(), LongType()), True))), True)),
      r"^value\.a\[\]\.m: map<bigint,bigint>"),
-    (_struct(("i", DayTimeIntervalType(), True)),
+    (struct_of(("i", DayTimeIntervalType(), True)),
      r"^value\.i: Spark type interval day to second has no JSON Schema equivalent"),
     (CalendarIntervalType(), r"^value: Spark type interval has no JSON Schema"),
-    (_struct(("s", StringType("UTF8_LCASE"), True)),
+    (struct_of(("s", StringType("UTF8_LCASE"), True)),
      r"^value\.s: string collate UTF8_LCASE would read back as string"),
     (MapType(StringType("UTF8_LCASE"), LongType()), r"^value: map<string collate UTF8_LCASE"
                                                    r",bigint> would read back"),
-    (_struct(("e", _struct(), True)), r"^value\.e: struct<> .* would read back as a map"),
-    (_struct(("s", LongType(), True), ("s", StringType(), True)),
+    (struct_of(("e", struct_of(), True)), r"^value\.e: struct<> .* would read back as a map"),
+    (struct_of(("s", LongType(), True), ("s", StringType(), True)),
      r"^value\.s: the struct has two fields"),
 ])
 def test_types_without_json_equivalent_name_their_path(data_type: DataType,
@@ -218,61 +219,25 @@ def _document(data_type: DataType, value: Any) -> Any:
     return value
 
 
-def _save(spark: Any, broker: TansuBroker, registry_url: str, topic: str,
-          value_type: DataType, rows: list[Any], **options: str) -> None:
-    schema = StructType([StructField("key", StringType(), True),
-                         StructField("value", value_type, True)])
-    w = (spark.createDataFrame(rows, schema).coalesce(1).write.format("kontrakt")
-         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-         .option("topic", topic).option("schema.registry.url", registry_url)
-         .option("key.format", "string").option("value.format", "json").mode("append"))
-    for k, v in options.items():
-        w = w.option(k, v)
-    w.save()
-
-
-def _confluent_json(registry_url: str, topic: str, values: list[bytes | None]) -> list[Any]:
-    import warnings
-
-    with warnings.catch_warnings():
-        # authlib, loaded by confluent's registry client, warns about its httpx support
-        # on import (see tests/spark/test_spark.py)
-        import authlib.deprecate  # noqa: F401
-
-        warnings.simplefilter("ignore")
-        from confluent_kafka.schema_registry import SchemaRegistryClient as CClient
-        from confluent_kafka.schema_registry.json_schema import JSONDeserializer as CJson
-        from confluent_kafka.serialization import MessageField as CField
-        from confluent_kafka.serialization import SerializationContext as CContext
-
-        with CClient({"url": registry_url}) as c:
-            # no schema of its own: it validates with the writer's, fetched by id
-            deserialize = CJson(None, schema_registry_client=c)
-            ctx = CContext(topic, CField.VALUE)
-            return [None if v is None else deserialize(v, ctx) for v in values]
-
-
 @pytest.mark.integration
 @pytest.mark.timeout(120)
 def test_write_registers_the_derived_schema_once(spark: Any, tansu_broker: TansuBroker,
                                                  registry_url: str,
                                                  client: SchemaRegistryClient,
                                                  topic_name: str) -> None:
-    from tests.spark.test_spark import _consume_raw
-
     tansu_broker.create_topic(topic_name, 1)
     subject = f"{topic_name}-value"
-    _save(spark, tansu_broker, registry_url, topic_name, ORDER, ROWS)
+    write(spark, tansu_broker, registry_url, topic_name, "json", ROWS, ORDER)
 
     assert len(client.get_versions(subject)) == 1
     latest = client.get_latest_version(subject)
     assert latest.schema.schema_type == "JSON"
     assert json.loads(latest.schema.schema_str) == derive_json_schema(ORDER)
-    records = _consume_raw(tansu_broker, topic_name, len(ROWS))
+    records = consume_raw(tansu_broker, topic_name, len(ROWS))
     assert [r.key for r in records] == [b"k0", b"k1", b"k2"]
     for r in records[:2]:
         assert r.value[:5] == b"\x00" + latest.schema_id.to_bytes(4, "big")
-    docs = _confluent_json(registry_url, topic_name, [r.value for r in records])
+    docs = confluent_read(registry_url, topic_name, [r.value for r in records])
     assert docs == [_document(ORDER, v) for _, v in ROWS]
     # and a read of the subject gives the rows back as they were written
     convert = json_mapping(latest.schema.schema_str).convert
@@ -280,8 +245,8 @@ def test_write_registers_the_derived_schema_once(spark: Any, tansu_broker: Tansu
     assert [convert(d) for d in docs] == [v for _, v in ROWS]
 
     # The subject exists now: the second write checks the column against it and reuses it.
-    _save(spark, tansu_broker, registry_url, topic_name, ORDER, ROWS[:1])
-    again = _consume_raw(tansu_broker, topic_name, len(ROWS) + 1)[-1]
+    write(spark, tansu_broker, registry_url, topic_name, "json", ROWS[:1], ORDER)
+    again = consume_raw(tansu_broker, topic_name, len(ROWS) + 1)[-1]
     assert again.value[:5] == b"\x00" + latest.schema_id.to_bytes(4, "big")
     assert client.get_versions(subject) == [latest.version]
 
@@ -292,7 +257,7 @@ def test_write_registers_the_derived_schema_once(spark: Any, tansu_broker: Tansu
     (ORDER, {"auto.register.schemas": "false"},
      r"ConfigError: value.format=json needs a schema under subject '.*-value'.*"
      r"auto.register.schemas is false"),
-    (_struct(("n", IntegerType(), True)), {},
+    (struct_of(("n", IntegerType(), True)), {},
      r"ConfigError: value\.n: int would be written as JSON integer"),
 ])
 def test_no_schema_is_derived_and_nothing_produced(spark: Any, tansu_broker: TansuBroker,
@@ -301,17 +266,8 @@ def test_no_schema_is_derived_and_nothing_produced(spark: Any, tansu_broker: Tan
                                                    topic_name: str, value_type: DataType,
                                                    options: dict[str, str],
                                                    message: str) -> None:
-    from kontrakt import TopicPartition
-    from kontrakt.clients.consumer import Consumer
-    from kontrakt.errors import SchemaRegistryError
-
     tansu_broker.create_topic(topic_name, 1)
     with pytest.raises(Exception, match=message):
-        _save(spark, tansu_broker, registry_url, topic_name, value_type,
-              [("k", None)], **options)
-    with pytest.raises(SchemaRegistryError) as missing:
-        client.get_latest_version(f"{topic_name}-value")
-    assert missing.value.http_status_code == 404
-    tp = TopicPartition(topic_name, 0)
-    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers) as consumer:
-        assert consumer.end_offsets([tp], 10) == {tp: 0}
+        write(spark, tansu_broker, registry_url, topic_name, "json", [("k", None)],
+              value_type, **options)
+    assert_nothing_written(client, tansu_broker, topic_name)

@@ -16,7 +16,8 @@ pytest.importorskip("pyspark", reason="needs the spark extra")
 from kontrakt.clients.producer import Producer
 from kontrakt.registry import Schema, SchemaRegistryClient
 from kontrakt.testing import TansuBroker
-from tests.spark.test_spark import _confluent_read, _consume_raw, _reader, _write_registered
+from tests.spark.helpers import confluent_read, consume_raw
+from tests.spark.test_spark import _reader, _write_registered
 from tests.spark.test_spark_mapping import _proto_descriptor
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -50,10 +51,10 @@ def test_write_timestamp_and_interval_columns_as_protobuf(
                           Schema(LAP, "PROTOBUF"), rows, LAP_SPARK)
 
     # (test_spark.py checks the Confluent framing; confluent's deserializer relies on it)
-    records = _consume_raw(tansu_broker, topic_name, 2)
+    records = consume_raw(tansu_broker, topic_name, 2)
     assert [r.key for r in records] == [b"k0", b"k1"]
-    first, second = _confluent_read(registry_url, topic_name, [r.value for r in records],
-                                    GetMessageClass(_proto_descriptor(LAP)))
+    first, second = confluent_read(registry_url, topic_name, [r.value for r in records],
+                                   "protobuf", GetMessageClass(_proto_descriptor(LAP)))
     assert (first.at.seconds, first.at.nanos) == (1_709_209_801, 123_456_000)
     # a negative Duration: seconds and nanos share the sign
     assert (first.took.seconds, first.took.nanos) == (-86_405, -7_000)
@@ -72,7 +73,7 @@ def test_read_confluent_protobuf_timestamps_as_timestamp_columns(
 
     with warnings.catch_warnings():
         # authlib, which confluent's registry client loads, warns about its httpx support
-        # (see _confluent_read in test_spark.py).
+        # (see confluent_read in tests/spark/helpers.py).
         import authlib.deprecate  # noqa: F401
 
         warnings.simplefilter("ignore")

@@ -716,7 +716,7 @@ class RecordAccumulator:
                 wake = self.settle_locked(stage)
                 stage.queues = queues
         if wake is not None:
-            self.wakeup(wake, wake)
+            self.wakeup(wake, filled=wake)
         return stage
 
     def settle(self, stage: KeyedStage) -> None:
@@ -724,7 +724,7 @@ class RecordAccumulator:
         with self.lock:
             wake = self.settle_locked(stage)
         if wake is not None:
-            self.wakeup(wake, wake)
+            self.wakeup(wake, filled=wake)
 
     def settle_all_locked(self) -> None:
         """Place every stage's records (the caller holds the lock and wakes the sender)."""
@@ -864,7 +864,7 @@ class RecordAccumulator:
         stamps = [*map(stamps.__getitem__, order)]
         kb = VARINT_BYTES[klen]
         vb = VARINT_BYTES[vlen]
-        value_lengths = [vb] * n
+        length_bytes = [vb] * n  # each value's length varint
         header_counts = [b"\x00"] * n
         # A record's bytes after its prefix, and after its two deltas (see _add_locked).
         tail = klen + len(vb) + vlen + 1
@@ -910,7 +910,7 @@ class RecordAccumulator:
                         parts: list[bytes] = [b""] * (5 * k)
                         parts[0::5] = prefixes[count:upto]
                         parts[1::5] = keys[pos:pos + k]
-                        parts[2::5] = value_lengths[:k]
+                        parts[2::5] = length_bytes[:k]
                         parts[3::5] = values[pos:pos + k]
                         parts[4::5] = header_counts[:k]
                         batch.parts += parts

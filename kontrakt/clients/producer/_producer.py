@@ -325,7 +325,7 @@ class _ProducerCore:
         finally:
             lock.release()
         if wake is not None:
-            acc.wakeup(wake, wake)
+            acc.wakeup(wake, filled=wake)
         return fut
 
     def _choose(self, topic: str, key: bytes | None, info: _TopicParts) -> tuple[int, bool]:

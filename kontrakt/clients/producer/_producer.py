@@ -22,6 +22,7 @@ from kontrakt.clients.producer._accumulator import (
     RecordAccumulator,
     RecordFuture,
     keep_hook,
+    new_future,
 )
 from kontrakt.clients.producer._config import client_config, parse_producer_config
 from kontrakt.clients.producer._idempotence import IdempotenceState
@@ -267,7 +268,7 @@ class _ProducerCore:
                                 if timestamp_ms > batch.max_timestamp:
                                     batch.max_timestamp = timestamp_ms
                                 acc.used += added
-                                return RecordFuture((batch, count, timestamp_ms))
+                                return new_future(batch, count, timestamp_ms)
         size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (
             len(value) if value is not None else 0)
         if headers is not None:
@@ -315,7 +316,10 @@ class _ProducerCore:
             stage.stamps.append(ts)
             acc.used += size
             chunk = stage.chunk
-            fut = RecordFuture((chunk, i, ts))
+            fut = RecordFuture()
+            fut._head = chunk
+            fut._at = i
+            fut._timestamp = ts
             if delivery is not None:
                 keep_hook(chunk, delivery, fut, True)
             if i == 0:
@@ -547,7 +551,10 @@ class AsyncProducer(_ProducerCore):
                     stage.values.append(value)
                     stage.stamps.append(ts)
                     acc.used += size + RECORD_OVERHEAD
-                    fut = RecordFuture((stage.chunk, i, ts))
+                    fut = RecordFuture()
+                    fut._head = stage.chunk
+                    fut._at = i
+                    fut._timestamp = ts
                     if i == 0:
                         stage.started(size + RECORD_OVERHEAD)
                     elif i >= stage.limit:
@@ -827,7 +834,7 @@ class AsyncProducer(_ProducerCore):
                 self._acc.settle(info.stage)
             queued = self._acc.append_batch(topic, partition, batch, batch.size_in_bytes)
             if queued is not None:
-                return RecordFuture((queued, 0, max(batch.max_timestamp, -1)))
+                return new_future(queued, 0, max(batch.max_timestamp, -1))
             await self._wait_memory(deadline - time.monotonic())
 
     async def partitions_for(self, topic: str) -> list[int]:

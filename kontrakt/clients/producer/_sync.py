@@ -198,13 +198,13 @@ class Producer:
             try:
                 for cb, fut in deliveries:
                     done += 1
-                    index = fut[1]
-                    head = fut[0]
+                    index = fut._at
+                    head = fut._head
                     if head is not batch:  # staged: (chunk, index in the chunk, timestamp)
                         index = head.indexes[index]
                     cb(err, _new_tuple(RecordMetadata, (
                         topic, partition, base + index if base >= 0 else -1,
-                        append_time if append_time >= 0 else fut[2], -1, -1)))
+                        append_time if append_time >= 0 else fut._timestamp, -1, -1)))
             except BaseException:
                 # The callback's error goes to the caller; the batch's other records are
                 # still delivered, by the next poll().

@@ -90,7 +90,7 @@ def test_done_leaves_the_stage_and_looking_at_a_record_settles_it() -> None:
         return [await p.send("t", b"v%d" % i, b"key-%d" % i) for i in range(5)]
 
     futs = asyncio.run(main())
-    assert all(type(f[0]) is StagedChunk for f in futs)
+    assert all(type(f._head) is StagedChunk for f in futs)
     assert not any(f.done() for f in futs)
     assert "pending" in repr(futs[0])
     assert len(stage.keys) == 5

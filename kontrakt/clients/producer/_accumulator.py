@@ -27,9 +27,10 @@ import asyncio
 import logging
 import threading
 import time
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
+from itertools import chain as _chain
+from operator import itemgetter
 from typing import Any
 
 from kontrakt._types import RecordMetadata
@@ -54,6 +55,9 @@ DeliveryCallback = Callable[[BaseException | None, RecordMetadata], None]
 
 _SMALL = SMALL_LIMIT
 _new_tuple = tuple.__new__
+_list_append = list.append
+#: runs an iterator to its end, keeping nothing
+_exhaust: Callable[[Any], None] = deque(maxlen=0).extend
 #: byte length of each small varint (a subscript is cheaper than a len() call)
 _VARINT_SIZES = [len(b) for b in VARINT_BYTES]
 #: upper bound of a record's varints, attributes byte and header count: added to its key and
@@ -844,24 +848,23 @@ class RecordAccumulator:
         a run of records at a time (settle_locked's common case).
 
         The same bytes as :meth:`_settle_each`, with a fraction of its per-record Python:
-        the records are put in partition order (a stable sort keeps each partition's send
-        order), and each run of a partition's records with one timestamp that fits its open
-        batch is written with slice operations. Such records' bytes before their keys
-        depend only on the timestamp and offset deltas, so they and their sizes are looked
-        up (``prefixes``). What does not fit the pattern -- a batch's last records, a new
-        batch's first, a timestamp delta past one varint byte, an offset delta past
-        _PREFIX_COUNTS -- goes one record at a time through _add_locked. Where each record
-        went is kept as runs and listed only when someone asks (StagedChunk.placed).
+        the records are gathered by partition (each partition's in send order), and each
+        run of a partition's records with one timestamp that fits its open batch is written
+        with slice operations. Such records' bytes before their keys depend only on the
+        timestamp and offset deltas, so they and their sizes are looked up (``prefixes``).
+        What does not fit the pattern -- a batch's last records, a new batch's first, a
+        timestamp delta past one varint byte, an offset delta past _PREFIX_COUNTS -- goes
+        one record at a time through _add_locked. Where each record went is kept as runs
+        and listed only when someone asks (StagedChunk.placed).
 
         Returns:
             (a batch was opened, a batch filled up).
         """
         n = len(partitions)
-        order = sorted(range(n), key=partitions.__getitem__)
-        in_order = sorted(partitions)
-        keys = [*map(keys.__getitem__, order)]
-        values = [*map(values.__getitem__, order)]
-        stamps = [*map(stamps.__getitem__, order)]
+        # Each partition's records' indexes, in send order: list.append mapped over
+        # (bucket of the record's partition, index) runs the bucketing loop in C.
+        buckets: list[list[int]] = [[] for _ in stage.queues]
+        _exhaust(map(_list_append, map(buckets.__getitem__, partitions), range(n)))
         kb = VARINT_BYTES[klen]
         vb = VARINT_BYTES[vlen]
         length_bytes = [vb] * n  # each value's length varint
@@ -882,24 +885,33 @@ class RecordAccumulator:
         used = 0
         opened = full = False
         start = 0
-        while start < n:
-            p = in_order[start]
-            end = bisect_right(in_order, p, start)
+        for p, idx in enumerate(buckets):
+            m = len(idx)
+            if not m:
+                continue
+            if m > 1:
+                pick = itemgetter(*idx)
+                p_keys = pick(keys)
+                p_values = pick(values)
+                p_stamps = pick(stamps)
+            else:  # itemgetter of one index gives the item, not a tuple
+                i = idx[0]
+                p_keys, p_values, p_stamps = (keys[i],), (values[i],), (stamps[i],)
             dq = queues[p]
-            pos = start
-            while pos < end:
+            pos = 0
+            while pos < m:
                 if dq:
                     batch = dq[-1]
                     count = batch.count
-                    ts = stamps[pos]
+                    ts = p_stamps[pos]
                     delta = ts - batch.base_timestamp
-                    k = min(end - pos, (batch_size - batch.size) // largest,
+                    k = min(m - pos, (batch_size - batch.size) // largest,
                             _PREFIX_COUNTS - count)
                     if k > 0 and -1 < delta < _DELTAS and not batch.sealed:
                         # The run: this record and the ones after it with its timestamp (in
                         # send order within a partition, unless the clock stepped back).
-                        k = stamps[pos:pos + k].count(ts)
-                        if k > 1 and stamps[pos:pos + k].count(ts) != k:
+                        k = p_stamps[pos:pos + k].count(ts)
+                        if k > 1 and p_stamps[pos:pos + k].count(ts) != k:
                             k = 1
                         prefixes, sizes = table[delta]
                         upto = count + k
@@ -909,9 +921,9 @@ class RecordAccumulator:
                         added = sizes[upto] - sizes[count] + tail * k
                         parts: list[bytes] = [b""] * (5 * k)
                         parts[0::5] = prefixes[count:upto]
-                        parts[1::5] = keys[pos:pos + k]
+                        parts[1::5] = p_keys[pos:pos + k]
                         parts[2::5] = length_bytes[:k]
-                        parts[3::5] = values[pos:pos + k]
+                        parts[3::5] = p_values[pos:pos + k]
                         parts[4::5] = header_counts[:k]
                         batch.parts += parts
                         batch.size += added
@@ -919,20 +931,21 @@ class RecordAccumulator:
                         if ts > batch.max_timestamp:
                             batch.max_timestamp = ts
                         used += added
-                        runs.append((pos, pos + k, batch, count))
+                        runs.append((start + pos, start + pos + k, batch, count))
                         pos += k
                         continue
-                placed = self._add_locked(topic, p, dq, stamps[pos], kb, keys[pos], vb,
-                                          values[pos], b"\x00", rest, created)
+                placed = self._add_locked(topic, p, dq, p_stamps[pos], kb, p_keys[pos], vb,
+                                          p_values[pos], b"\x00", rest, created)
                 assert placed is not None
                 batch, index = placed
-                runs.append((pos, pos + 1, batch, index))
+                runs.append((start + pos, start + pos + 1, batch, index))
                 if not index:
                     opened = True
                     if len(dq) > 1:
                         full = True
                 pos += 1
-            start = end
+            start += m
+        order = [*_chain(*buckets)]
         self.used += used
         chunk.runs = (order, runs)
         chunk.batches = _UNLISTED

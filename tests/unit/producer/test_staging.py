@@ -274,6 +274,8 @@ def _batches_of(p: AsyncProducer, partitions: int) -> list[list[tuple[Any, ...]]
 @pytest.mark.parametrize(("partitions", "batch_size", "key_len", "value_len"), [
     (1, 1000, 10, 100), (6, 16384, 10, 100), (7, 300, 0, 0), (3, 1_000_000, 4, 3),
     (5, 2000, 40, 70), (2, 100_000, 1, 1),
+    # more partitions than a chunk has records for: empty and one-record partitions
+    (300, 16384, 10, 100),
     # mixed sizes (record by record either way): lengths drawn from these ranges
     (6, 16384, (10, 11), (40, 200)), (1, 1000, (0, 70), (0, 70))])
 def test_bulk_settling_writes_what_settling_record_by_record_writes(

@@ -172,13 +172,42 @@ def _lane_masks(n: int) -> tuple[int, int, int]:
     return masks
 
 
-def _hash_lanes(keys: Sequence[bytes], length: int) -> tuple[int, ...]:
-    # murmur2(key) & 0x7fffffff of many keys of one length at once. Each key gets a 64-bit
-    # lane of one big int, its 32-bit state in the lane's low half: a lane times a 32-bit
-    # constant stays inside the lane, so one big-int operation (a C loop over the digits)
-    # does a step of the hash for every key, where hashing key by key costs ~25 interpreted
-    # int operations per key. Shifts spill bits into the upper half of the lane below;
-    # masking before the next multiplication drops them.
+def _divider(n: int, divisor: int) -> tuple[int, int, int]:
+    # Division of n 31-bit lanes by ``divisor`` as a multiplication and a shift
+    # (Granlund-Montgomery): with l = ceil(log2(divisor)) and magic = ceil(2**(31 + l) /
+    # divisor), x // divisor == x * magic >> (31 + l) for every x < 2**31. magic has at most
+    # 32 bits, so a lane's product stays inside its 64 bits; after the shift, the bits the
+    # lane above spilled into the top of a lane are masked off.
+    key = (n, divisor)
+    found = _DIVIDERS.get(key)
+    if found is None:
+        if len(_DIVIDERS) > 64:
+            _DIVIDERS.clear()
+        shift = 31 + (divisor - 1).bit_length()
+        magic = -(-(1 << shift) // divisor)
+        lane = ((1 << (64 - shift)) - 1).to_bytes(8, "little")
+        found = _DIVIDERS[key] = (shift, magic, int.from_bytes(lane * n, "little"))
+    return found
+
+
+_DIVIDERS: dict[tuple[int, int], tuple[int, int, int]] = {}
+
+
+def _lane_remainders(lanes: int, n: int, divisor: int) -> int:
+    # Each of n 64-bit lanes (values below 2**31) modulo ``divisor``: a lane's quotient
+    # times the divisor is at most the lane's value, so the subtraction borrows nothing
+    # from the lane above.
+    shift, magic, quotient = _divider(n, divisor)
+    return lanes - (lanes * magic >> shift & quotient) * divisor
+
+
+def _hash_lanes(keys: Sequence[bytes], length: int, divisor: int) -> tuple[int, ...]:
+    # (murmur2(key) & 0x7fffffff) % divisor of many keys of one length at once. Each key
+    # gets a 64-bit lane of one big int, its 32-bit state in the lane's low half: a lane
+    # times a 32-bit constant stays inside the lane, so one big-int operation (a C loop
+    # over the digits) does a step of the hash for every key, where hashing key by key costs
+    # ~25 interpreted int operations per key. Shifts spill bits into the upper half of the
+    # lane below; masking before the next multiplication drops them.
     n = len(keys)
     low, positive, ones = _lane_masks(n)
     m = _M
@@ -203,7 +232,7 @@ def _hash_lanes(keys: Sequence[bytes], length: int) -> tuple[int, ...]:
         h = (h ^ int.from_bytes(lanes, "little")) * m & low
     h = (h ^ h >> 13) & low
     h = h * m & low
-    h = (h ^ h >> 15) & positive
+    h = _lane_remainders((h ^ h >> 15) & positive, n, divisor)
     return struct.unpack(f"<{n}Q", h.to_bytes(8 * n, "little"))
 
 
@@ -227,7 +256,7 @@ def murmur2_partitions(keys: Sequence[bytes], num_partitions: int,
     if lengths is None:
         lengths = [*map(len, keys)]
     if lengths.count(length) == n:
-        return list(map(mod, _hash_lanes(keys, length)))
+        return [*_hash_lanes(keys, length, num_partitions)]
     # Mixed lengths: each length's keys together.
     groups: dict[int, list[int]] = {}
     for i, size in enumerate(lengths):
@@ -242,8 +271,9 @@ def murmur2_partitions(keys: Sequence[bytes], num_partitions: int,
             for i in idx:
                 out[i] = mod(_hash(keys[i]) & 0x7FFFFFFF)
         else:
-            for i, h in zip(idx, _hash_lanes([keys[i] for i in idx], size), strict=True):
-                out[i] = mod(h)
+            parts = _hash_lanes([keys[i] for i in idx], size, num_partitions)
+            for i, part in zip(idx, parts, strict=True):
+                out[i] = part
     return out
 
 

@@ -20,7 +20,7 @@ with warnings.catch_warnings():
 
 from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
 from kontrakt.clients.producer._accumulator import StagedChunk
-from kontrakt.clients.producer._partitioner import murmur2_partitions
+from kontrakt.clients.producer._partitioner import _lane_remainders, murmur2_partitions
 from kontrakt.clients.producer._producer import _TopicParts
 from kontrakt.errors import IllegalStateError
 from kontrakt.protocol.records import RecordBatch
@@ -51,6 +51,24 @@ def test_bulk_partitions_equal_kafka_pythons_for_every_key_length(count: int) ->
     for keys in (mixed, same):
         for n in (1, 2, 6, 7, 1000):
             assert murmur2_partitions(keys, n) == [_expected(k, n) for k in keys]
+
+
+def test_lane_remainders_divide_every_31_bit_value_exactly() -> None:
+    # The bulk partitioner takes hashes modulo the partition count 64-bit lane by lane with
+    # a multiplication and a shift; the edges of the range and of each divisor's multiples
+    # are where such a division is off by one if its constants are.
+    rnd = random.Random(5)
+    top = (1 << 31) - 1
+    for divisor in [*range(1, 1100), 4096, 65_537, (1 << 20) + 1, 999_983, top - 1, top]:
+        values = [0, 1, divisor - 1, divisor, divisor + 1, top, top - 1,
+                  top - top % divisor, top - top % divisor - 1,
+                  *(rnd.randrange(1 << 31) for _ in range(8))]
+        values = [v for v in values if 0 <= v <= top]
+        lanes = int.from_bytes(b"".join(v.to_bytes(8, "little") for v in values), "little")
+        got = _lane_remainders(lanes, len(values), divisor)
+        assert [int.from_bytes(got.to_bytes(8 * len(values), "little")[8 * i:8 * i + 8],
+                               "little") for i in range(len(values))] == \
+            [v % divisor for v in values], divisor
 
 
 def test_staged_records_stay_in_send_order_with_the_topics_other_records() -> None:

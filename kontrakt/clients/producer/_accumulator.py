@@ -27,6 +27,7 @@ import asyncio
 import logging
 import threading
 import time
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from itertools import chain as _chain
@@ -56,6 +57,8 @@ DeliveryCallback = Callable[[BaseException | None, RecordMetadata], None]
 _SMALL = SMALL_LIMIT
 _new_tuple = tuple.__new__
 _list_append = list.append
+#: t * 1000, for bisecting seconds by milliseconds
+_THOUSAND_TIMES: Callable[[float], float] = (1000.0).__mul__
 #: runs an iterator to its end, keeping nothing
 _exhaust: Callable[[Any], None] = deque(maxlen=0).extend
 #: byte length of each small varint (a subscript is cheaper than a len() call)
@@ -335,7 +338,9 @@ class KeyedStage:
         self.queues = queues
         self.keys: list[bytes] = []
         self.values: list[bytes] = []
-        self.stamps: list[int] = []
+        #: each record's time.time() when sent (seconds: a float is cheaper to get than an
+        #: int of milliseconds; settling takes the milliseconds)
+        self.stamps: list[float] = []
         self.chunk = StagedChunk(self)
         self.created = 0.0
         #: records to gather before settling, set from the first record's size
@@ -384,12 +389,13 @@ class RecordFuture:
     # without __init__, its three slots set by the maker (new_future, or inlined on the send
     # fast paths). A tuple subclass costs ~45 ns more to make, a __init__ ~60 ns more.
     # _head: the record's batch, or its StagedChunk until the chunk settles; _at: its index
-    # in the batch, or in the chunk; _timestamp: its timestamp.
+    # in the batch, or in the chunk; _timestamp: its timestamp, in milliseconds (an int),
+    # or a staged record's time.time() (a float, see KeyedStage.stamps).
     __slots__ = ("_at", "_head", "_timestamp")
 
     _head: Any  # ProducerBatch | StagedChunk, told apart by type() on the hot paths
     _at: int
-    _timestamp: int
+    _timestamp: int | float
 
     @property
     def _batch(self) -> ProducerBatch:
@@ -438,7 +444,7 @@ class RecordFuture:
         else:
             b, index = b.placed(self._at)
         offset = b.base_offset + index if b.base_offset >= 0 else -1
-        ts = b.log_append_time if b.log_append_time >= 0 else self._timestamp
+        ts = b.log_append_time if b.log_append_time >= 0 else millis(self._timestamp)
         return _new_tuple(RecordMetadata, (b.topic, b.partition, offset, ts, -1, -1))
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
@@ -505,6 +511,11 @@ def new_future(head: ProducerBatch | StagedChunk, at: int, timestamp: int) -> Re
     fut._at = at
     fut._timestamp = timestamp
     return fut
+
+
+def millis(timestamp: int | float) -> int:
+    """A RecordFuture's ``_timestamp`` in milliseconds."""
+    return int(timestamp * 1000) if type(timestamp) is float else int(timestamp)
 
 
 def _grow_prefixes(prefixes: list[bytes], sizes: list[int], delta: int, upto: int,
@@ -760,7 +771,10 @@ class RecordAccumulator:
         klen = key_lengths[0]
         vlen = value_lengths[0]
         partitions = murmur2_partitions(keys, stage.count, key_lengths)
-        if n >= _BULK_MIN and key_lengths.count(klen) == n and value_lengths.count(vlen) == n:
+        # Bulk when the sizes are uniform and the clock did not step back while the chunk was
+        # staged (sorted() of sorted floats is one pass; == compares the same objects).
+        if n >= _BULK_MIN and key_lengths.count(klen) == n and \
+                value_lengths.count(vlen) == n and sorted(stamps) == stamps:
             opened, full = self._settle_uniform(stage, chunk, partitions, keys, values, stamps,
                                                 klen, vlen)
         else:
@@ -783,7 +797,7 @@ class RecordAccumulator:
         return None
 
     def _settle_each(self, stage: KeyedStage, chunk: StagedChunk, partitions: list[int],
-                     keys: list[bytes], values: list[bytes], stamps: list[int]
+                     keys: list[bytes], values: list[bytes], stamps: list[float]
                      ) -> tuple[bool, bool]:
         """Encode a chunk's records one by one, in send order (settle_locked's general
         case). Returns (a batch was opened, a batch filled up)."""
@@ -800,7 +814,8 @@ class RecordAccumulator:
         # The same encoding as _add_locked, inlined since it runs per record. Staged keys
         # and values are short enough (see AsyncProducer.send) that their lengths and the
         # record's length are in the varint table.
-        for p, key, value, ts in zip(partitions, keys, values, stamps, strict=True):
+        for p, key, value, sent in zip(partitions, keys, values, stamps, strict=True):
+            ts = int(sent * 1000)
             dq = queues[p]
             if dq:
                 batch = dq[-1]
@@ -842,7 +857,7 @@ class RecordAccumulator:
         return opened, full
 
     def _settle_uniform(self, stage: KeyedStage, chunk: StagedChunk, partitions: list[int],
-                        keys: list[bytes], values: list[bytes], stamps: list[int],
+                        keys: list[bytes], values: list[bytes], stamps: list[float],
                         klen: int, vlen: int) -> tuple[bool, bool]:
         """Encode a chunk whose keys are all ``klen`` bytes long and values all ``vlen``,
         a run of records at a time (settle_locked's common case).
@@ -861,6 +876,19 @@ class RecordAccumulator:
             (a batch was opened, a batch filled up).
         """
         n = len(partitions)
+        # The chunk's milliseconds: ``stamps`` (seconds, non-decreasing) change millisecond
+        # at the indexes in ``bounds``; records before bounds[0] were sent in millis[0],
+        # and so on. int(t * 1000) >= ms exactly when t * 1000 >= ms, so bisecting on
+        # t * 1000 finds where each millisecond starts.
+        bounds: list[int] = []
+        millis = [int(stamps[0] * 1000)]
+        last = int(stamps[-1] * 1000)
+        while millis[-1] != last:
+            at = bisect_left(stamps, millis[-1] + 1, bounds[-1] if bounds else 0, n,
+                             key=_THOUSAND_TIMES)  # type: ignore[arg-type]
+            bounds.append(at)
+            millis.append(int(stamps[at] * 1000))
+        ts = millis[0]
         # Each partition's records' indexes, in send order: list.append mapped over
         # (bucket of the record's partition, index) runs the bucketing loop in C.
         buckets: list[list[int]] = [[] for _ in stage.queues]
@@ -893,26 +921,28 @@ class RecordAccumulator:
                 pick = itemgetter(*idx)
                 p_keys = pick(keys)
                 p_values = pick(values)
-                p_stamps = pick(stamps)
             else:  # itemgetter of one index gives the item, not a tuple
                 i = idx[0]
-                p_keys, p_values, p_stamps = (keys[i],), (values[i],), (stamps[i],)
+                p_keys, p_values = (keys[i],), (values[i],)
             dq = queues[p]
             pos = 0
             while pos < m:
+                end = m
+                if bounds:
+                    # This record's millisecond, and where in idx the next one starts.
+                    segment = bisect_right(bounds, idx[pos])
+                    ts = millis[segment]
+                    if segment < len(bounds):
+                        end = bisect_left(idx, bounds[segment], pos, m)
                 if dq:
                     batch = dq[-1]
                     count = batch.count
-                    ts = p_stamps[pos]
                     delta = ts - batch.base_timestamp
-                    k = min(m - pos, (batch_size - batch.size) // largest,
+                    # The run: this record and the ones after it in its millisecond, as many
+                    # as surely fit the batch.
+                    k = min(end - pos, (batch_size - batch.size) // largest,
                             _PREFIX_COUNTS - count)
                     if k > 0 and -1 < delta < _DELTAS and not batch.sealed:
-                        # The run: this record and the ones after it with its timestamp (in
-                        # send order within a partition, unless the clock stepped back).
-                        k = p_stamps[pos:pos + k].count(ts)
-                        if k > 1 and p_stamps[pos:pos + k].count(ts) != k:
-                            k = 1
                         prefixes, sizes = table[delta]
                         upto = count + k
                         if len(prefixes) < upto:
@@ -934,7 +964,7 @@ class RecordAccumulator:
                         runs.append((start + pos, start + pos + k, batch, count))
                         pos += k
                         continue
-                placed = self._add_locked(topic, p, dq, p_stamps[pos], kb, p_keys[pos], vb,
+                placed = self._add_locked(topic, p, dq, ts, kb, p_keys[pos], vb,
                                           p_values[pos], b"\x00", rest, created)
                 assert placed is not None
                 batch, index = placed

@@ -7,6 +7,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from time import time as _time
 from time import time_ns as _time_ns
 from typing import Any
 
@@ -301,7 +302,7 @@ class _ProducerCore:
         """
         acc = self._acc
         size = len(key) + len(value) + RECORD_OVERHEAD
-        ts = _time_ns() // 1_000_000
+        ts = _time()
         wake = None
         lock = acc.lock
         lock.acquire()
@@ -546,7 +547,7 @@ class AsyncProducer(_ProducerCore):
                     stage = info.stage
                     keys = stage.keys
                     i = len(keys)
-                    ts = _time_ns() // 1_000_000
+                    ts = _time()
                     keys.append(key)
                     stage.values.append(value)
                     stage.stamps.append(ts)

@@ -20,6 +20,7 @@ from kontrakt.clients.producer._accumulator import (
     DeliveryCallback,
     ProducerBatch,
     RecordFuture,
+    millis,
 )
 from kontrakt.clients.producer._producer import (
     NEED_METADATA,
@@ -204,7 +205,7 @@ class Producer:
                         index = head.indexes[index]
                     cb(err, _new_tuple(RecordMetadata, (
                         topic, partition, base + index if base >= 0 else -1,
-                        append_time if append_time >= 0 else fut._timestamp, -1, -1)))
+                        append_time if append_time >= 0 else millis(fut._timestamp), -1, -1)))
             except BaseException:
                 # The callback's error goes to the caller; the batch's other records are
                 # still delivered, by the next poll().

@@ -62,7 +62,7 @@ def _check(p: AsyncProducer, records: list[tuple[bytes, bytes]],
         assert len(idx) == 1 or b.size_in_bytes <= p._acc.batch_size
         ref = RecordBatchBuilder(max_batch_size=1 << 30)
         for i in idx:
-            ref.append(futs[i]._timestamp, records[i][0], records[i][1])
+            ref.append(futs[i].metadata().timestamp, records[i][0], records[i][1])
         assert b.size_in_bytes == ref.size_in_bytes
         blob = b.encode(5, 1, False)
         assert blob == ref.build(producer_id=5, producer_epoch=1)

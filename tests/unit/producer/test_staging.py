@@ -317,23 +317,45 @@ def test_bulk_settling_writes_what_settling_record_by_record_writes(
 
     keys = [rnd.randbytes(length(key_len)) for _ in range(n)]
     values = [rnd.randbytes(length(value_len)) for _ in range(n)]
+    # The clock as send() reads it (time.time(), seconds) and the milliseconds the records
+    # must carry: mostly a few records a millisecond, now and then a jump past what a
+    # one-byte timestamp delta holds, and a few steps back (a chunk with one settles record
+    # by record). Within a millisecond the seconds grow, from just past its start to just
+    # before its end.
     stamps = []
+    clock_values = []
     now = 1_700_000_000_000
+    within = 0.001
     for _ in range(n):
         r = rnd.random()
         if r < 0.01:
             now += rnd.randrange(64, 400)
-        elif r < 0.015:
+        elif r < 0.0115:
             now -= rnd.randrange(1, 40)
         elif r < 0.2:
             now += 1
+        else:
+            within = min(within + 0.05, 0.999)
+        if r < 0.2:
+            within = 0.001
         stamps.append(now)
+        clock_values.append((now + within) / 1000)
+    assert [int(t * 1000) for t in clock_values] == stamps
     seals = {rnd.randrange(n) for _ in range(30)}
+
+    in_bulk = []
+    uniform = _accumulator.RecordAccumulator._settle_uniform
+
+    def counted(self: Any, stage: Any, chunk: Any, partitions: list[int], *rest: Any) -> Any:
+        in_bulk.append(len(partitions))
+        return uniform(self, stage, chunk, partitions, *rest)
+
+    monkeypatch.setattr(_accumulator.RecordAccumulator, "_settle_uniform", counted)
 
     def run(bulk: bool) -> tuple[Any, ...]:
         monkeypatch.setattr(_accumulator, "_BULK_MIN", 32 if bulk else 1 << 30)
-        clock = iter(stamps)
-        monkeypatch.setattr(producer_module, "_time_ns", lambda: next(clock) * 1_000_000)
+        clock = iter(clock_values)
+        monkeypatch.setattr(producer_module, "_time", lambda: next(clock))
         p = _producer(partitions, batch_size=batch_size)
         stage = p._topics["t"].stage
 
@@ -353,9 +375,14 @@ def test_bulk_settling_writes_what_settling_record_by_record_writes(
 
         futs = asyncio.run(main())
         placements = [(f._batch.partition, f._index) for f in futs]
+        assert [f.metadata().timestamp for f in futs] == stamps
         return _batches_of(p, partitions), placements, p._acc.used
 
-    bulk, each = run(True), run(False)
+    bulk = run(True)
+    if isinstance(key_len, int) and isinstance(value_len, int):
+        # Most records went in bulk, some record by record (the clock's steps back).
+        assert n / 2 < sum(in_bulk) < n - 32, sum(in_bulk)
+    each = run(False)
     assert bulk[0] == each[0]
     assert bulk[1] == each[1]
     assert bulk[2] == each[2]
@@ -383,7 +410,7 @@ def test_prefix_tables_start_over_past_their_budget(monkeypatch: pytest.MonkeyPa
     from kontrakt.clients.producer import _producer as producer_module
 
     monkeypatch.setattr(_accumulator, "_PREFIX_BUDGET", 40)
-    monkeypatch.setattr(producer_module, "_time_ns", lambda: 1_700_000_000_000_000_000)
+    monkeypatch.setattr(producer_module, "_time", lambda: 1_700_000_000.0005)
 
     def run(bulk: bool) -> tuple[Any, int]:
         monkeypatch.setattr(_accumulator, "_BULK_MIN", 32 if bulk else 1 << 30)

@@ -67,8 +67,8 @@ _VARINT_SIZES = [len(b) for b in VARINT_BYTES]
 #: value lengths for size checks, and charged to buffer.memory while a record is staged
 RECORD_OVERHEAD = 21
 #: bytes of records a stage gathers before settling (its chunk)
-_STAGE_BYTES = 1 << 16
-_STAGE_RECORDS = 1024
+_STAGE_BYTES = 1 << 17
+_STAGE_RECORDS = 2048
 #: a settling chunk of at least this many records, all keys of one length and all values of
 #: one length, is encoded in bulk (see RecordAccumulator._settle_uniform); other chunks
 #: record by record (_settle_each, ~1.7x the time per record)

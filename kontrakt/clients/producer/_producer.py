@@ -393,7 +393,7 @@ class AsyncProducer(_ProducerCore):
     a background task, one Produce request per broker, up to
     ``max.in.flight.requests.per.connection`` at a time. Keyed records for the default
     partitioner are partitioned in bulk: they wait briefly in their topic's stage (up to
-    ~64 KiB of records, at most ``linger.ms``) and are hashed together, in send order;
+    ~128 KiB of records, at most ``linger.ms``) and are hashed together, in send order;
     awaiting a record's future, flushing, or sending any other record to the topic places
     them at once. Idempotence is on by default (Java
     client rules); failed sends are retried until ``delivery.timeout.ms``.

@@ -153,17 +153,18 @@ def test_stage_settles_at_its_chunk_size_and_wakes_the_sender_for_full_batches()
     sender = p._sender
 
     async def main() -> None:
-        for i in range(2000):
+        for i in range(4000):
             await p.send("t", b"x" * 100, b"%06d" % i)
 
     asyncio.run(main())
     # Linger wake at the first record, then one urgent wake per settled chunk that filled
-    # a batch: 127 bytes reserved a record, 64 KiB a chunk.
+    # a batch: 127 bytes reserved a record, 128 KiB a chunk.
     assert sender.wakes[0] is False  # type: ignore[attr-defined]
-    assert stage.limit == 65536 // 127 + 1
-    settles = 2000 // (stage.limit + 1)
+    assert stage.limit == 131072 // 127 + 1
+    settles = 4000 // (stage.limit + 1)
+    assert settles == 3
     assert sender.wakes.count(True) == settles  # type: ignore[attr-defined]
-    assert len(stage.keys) == 2000 - settles * (stage.limit + 1)
+    assert len(stage.keys) == 4000 - settles * (stage.limit + 1)
 
 
 def test_a_partition_count_change_places_staged_records_by_the_old_count() -> None:

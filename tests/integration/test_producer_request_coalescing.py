@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from kontrakt.clients.producer import AsyncProducer
+from kontrakt.clients._net.connection import BrokerConnection
+from kontrakt.clients.producer import AsyncProducer, Producer
+from kontrakt.protocol.messages import ProduceRequest
 from kontrakt.testing import MockCluster
 
 pytestmark = pytest.mark.integration
@@ -95,3 +98,41 @@ def test_a_held_full_batch_goes_out_at_its_linger_deadline(
     # The held batch left after its 100 ms linger, not after the 1.5 s response.
     gap_ms = (requests[1] - requests[0]) / 1000
     assert 50 <= gap_ms < 600, gap_ms
+
+
+def test_a_sync_hand_over_releases_its_caller_before_the_passs_last_write(
+        mock_cluster_factory: Callable[..., MockCluster], topic_name: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sync producer's caller whose records filled batches waits in Sender.hand_over for
+    # the sender's pass. It goes on once the pass's last request is made, so its Python
+    # overlaps that request's socket write (which does not hold the GIL); not sooner,
+    # or the pass's other requests would wait for the GIL the caller took back. Shown by
+    # spying on the Produce writes of passes that go to all three brokers at once.
+    mc = mock_cluster_factory(3)
+    mc.create_topic(topic_name, 6)
+    writes: list[tuple[bool, bool, int]] = []  # (caller waiting, caller released, left)
+    sender: Any = None
+    original = BrokerConnection.send_nowait
+
+    def spy(self: BrokerConnection, request: Any, **kwargs: Any) -> Any:
+        if type(request) is ProduceRequest and sender is not None:
+            writes.append((sender._handing, sender._passed.is_set(), sender._writes_left))
+        return original(self, request, **kwargs)
+
+    monkeypatch.setattr(BrokerConnection, "send_nowait", spy)
+    with Producer(bootstrap_servers=mc.bootstrap_servers, linger_ms=5000,
+                  batch_size=1024) as p:
+        p.send_and_wait(topic_name, b"warm-up")
+        sender = p._async._sender
+        futs = [p.send(topic_name, VALUE, b"key-%06d" % i) for i in range(20_000)]
+        p.flush()
+        assert all(f.exception() is None for f in futs)
+    # Never a write while the caller still waits with no request after it.
+    assert not [w for w in writes if w[0] and w[2] == 0], writes
+    # Passes writing to several brokers for a waiting caller: it waited through the first
+    # writes and was released at the last one.
+    waited = [i for i, w in enumerate(writes) if w[0] and w[2] > 0]
+    assert waited, writes
+    for i in waited:
+        last = next(j for j in range(i, len(writes)) if writes[j][2] == 0)
+        assert writes[last][:2] == (False, True), writes[i:last + 1]

@@ -93,24 +93,31 @@ class Sender:
         self.task: asyncio.Task[None] | None = None
         #: set after each send pass run for hand_over()
         self._passed = threading.Event()
+        #: a hand_over caller waits for this pass (see _write)
+        self._handing = False
+        #: requests the current round of the pass has still to write
+        self._writes_left = 0
 
     # --- waking ------------------------------------------------------------------------
 
     def hand_over(self, timeout: float) -> None:
-        """Wake the sender for a pass and wait, at most ``timeout`` seconds, until it ran:
-        for the caller threads of a sync producer whose records filled a batch.
+        """Wake the sender for a pass and wait, at most ``timeout`` seconds, until it made
+        its last request (or ended): for the caller threads of a sync producer whose records
+        filled a batch.
 
         A thread busy sending records keeps the GIL, and the loop thread would get it
         back only at the interpreter's switch interval (5 ms), one step of a pass at a time:
         requests would go out late, mostly during flush(), and the broker would idle
         meanwhile. Waiting here lets the pass run at once, while the broker works in
-        parallel. On the loop thread this is wake().
+        parallel; the last request's socket write overlaps the caller's next records. On the
+        loop thread this is wake().
         """
         if threading.get_ident() == self._loop_thread:
             self.wake(True)
             return
         passed = self._passed
         passed.clear()
+        self._handing = True
         try:
             self.loop.call_soon_threadsafe(self._kick_and_tell)
         except RuntimeError:  # the loop is closed: nothing left to wake
@@ -121,6 +128,7 @@ class Sender:
         try:
             self.kick()
         finally:
+            self._handing = False
             self._passed.set()
 
     def wake(self, urgent: bool = True) -> None:
@@ -179,6 +187,7 @@ class Sender:
                     wake_at = min(wake_at, now + self.settings.retry_backoff)
                 if not by_node:
                     return wake_at
+                self._writes_left = len(by_node)
                 for node, batches in by_node.items():
                     self._dispatch(node, batches)
         finally:
@@ -329,6 +338,13 @@ class Sender:
         try:
             version = conn.negotiate(ProduceRequest)
             request = self._request(batches, version)
+            self._writes_left -= 1
+            if self._handing and not self._writes_left:
+                # The pass's last request is made: a sync caller waiting in hand_over goes
+                # on now, its Python overlapping the socket write (a syscall without the
+                # GIL). Earlier would make the pass's remaining requests wait for the GIL.
+                self._handing = False
+                self._passed.set()
             fut = conn.send_nowait(request, version=version, expect_response=pending is not None,
                                    callback=pending.done if pending is not None else None)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:

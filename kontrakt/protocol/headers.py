@@ -70,15 +70,15 @@ def encode_request(msg: Request, version: int, correlation_id: int,
             f"{cls.__name__} has no version {version} (valid: {cls.VALID_VERSIONS})"
         )
     codec = codec_for(cls, version)
-    buf = bytearray(b"\0\0\0\0") if size_prefix else bytearray()
+    buf = P.Frame(b"\0\0\0\0" if size_prefix else b"")
     buf += _HDR.pack(cls.API_KEY, version, correlation_id)
     P.write_nullable_string(buf, client_id)
     if codec.flexible:
         buf.append(0)
     codec.encode(buf, msg)
     if size_prefix:
-        P.INT32.pack_into(buf, 0, len(buf) - 4)
-    return bytes(buf)
+        P.INT32.pack_into(buf, 0, buf.size() - 4)
+    return buf.joined()
 
 
 def decode_request(data: bytes | bytearray | memoryview) -> tuple[RequestHeader, Request]:
@@ -114,14 +114,14 @@ def encode_response(msg: Response, version: int, correlation_id: int,
     """Encode a whole response frame (used by test brokers and crafted-response tests)."""
     cls = type(msg)
     codec = codec_for(cls, version)
-    buf = bytearray(b"\0\0\0\0") if size_prefix else bytearray()
+    buf = P.Frame(b"\0\0\0\0" if size_prefix else b"")
     buf += P.INT32.pack(correlation_id)
     if response_header_version(cls, version) == 1:
         buf.append(0)
     codec.encode(buf, msg)
     if size_prefix:
-        P.INT32.pack_into(buf, 0, len(buf) - 4)
-    return bytes(buf)
+        P.INT32.pack_into(buf, 0, buf.size() - 4)
+    return buf.joined()
 
 
 def read_response_correlation_id(frame: bytes | bytearray | memoryview) -> int:

@@ -25,6 +25,7 @@ __all__ = [
     "UINT32",
     "ZERO_UUID",
     "CorruptMessageError",
+    "Frame",
     "read_compact_bytes",
     "read_compact_string",
     "read_nullable_bytes",
@@ -222,13 +223,61 @@ def write_compact_string(buf: bytearray, value: str | None) -> None:
     buf += raw
 
 
+#: bytes values at least this long are kept aside by a Frame rather than copied into it
+_ASIDE = 4096
+
+
+class Frame(bytearray):
+    """An encoding buffer that keeps large bytes values aside, by reference, instead of
+    copying them in; :meth:`joined` makes the frame's bytes with one copy of each.
+
+    Growing a bytearray by large values reallocates it again and again: a Produce request
+    of six 64 KiB record batches took ~350 us to encode that way, against ~10 us to join.
+    The bytes written directly are in the bytearray itself; ``aside`` holds (offset in
+    them, value) for the values to insert.
+    """
+
+    __slots__ = ("aside", "aside_size")
+
+    def __init__(self, initial: bytes = b"") -> None:
+        super().__init__(initial)
+        self.aside: list[tuple[int, Buffer]] = []
+        self.aside_size = 0
+
+    def size(self) -> int:
+        """The frame's length, values kept aside included."""
+        return len(self) + self.aside_size
+
+    def joined(self) -> bytes:
+        """The frame's bytes."""
+        if not self.aside:
+            return bytes(self)
+        view = memoryview(self)
+        pieces: list[Buffer] = []
+        start = 0
+        for at, value in self.aside:
+            pieces.append(view[start:at])
+            pieces.append(value)
+            start = at
+        pieces.append(view[start:])
+        return b"".join(pieces)
+
+
+def _write_bytes(buf: bytearray, value: Buffer) -> None:
+    if len(value) >= _ASIDE and type(buf) is Frame:
+        buf.aside.append((len(buf), value))
+        buf.aside_size += len(value)
+    else:
+        buf += value
+
+
 def write_nullable_bytes(buf: bytearray, value: bytes | bytearray | memoryview | None) -> None:
     """Append legacy (int32 length) bytes, -1 for None."""
     if value is None:
         buf += b"\xff\xff\xff\xff"
         return
     buf += INT32.pack(len(value))
-    buf += value
+    _write_bytes(buf, value)
 
 
 def write_compact_bytes(buf: bytearray, value: bytes | bytearray | memoryview | None) -> None:
@@ -237,7 +286,7 @@ def write_compact_bytes(buf: bytearray, value: bytes | bytearray | memoryview | 
         buf.append(0)
         return
     write_uvarint(buf, len(value) + 1)
-    buf += value
+    _write_bytes(buf, value)
 
 
 def read_uuid(data: Buffer, pos: int) -> tuple[uuid.UUID, int]:

@@ -26,6 +26,7 @@ from kontrakt.protocol.messages import (
     ApiVersionsResponse,
     MetadataRequest,
     MetadataResponse,
+    ProduceRequest,
 )
 from kontrakt.protocol.spec import (
     ArrayType,
@@ -197,6 +198,29 @@ def test_request_frame_round_trip_and_client_id_is_legacy_string() -> None:
     assert frame[12:16] == b"\x00\x02me"
     header, back = decode_request(frame[4:])
     assert (header.api_key, header.api_version, header.correlation_id) == (18, 3, 42)
+    assert back == req
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 11])
+def test_request_frames_with_large_values_match_the_interpreted_oracle(version: int) -> None:
+    # encode_request keeps bytes values of 4 KiB or more aside and joins the frame once
+    # (primitives.Frame); the bytes must be those of copying every value in, whatever the
+    # mix and order of small, large and empty values, legacy or compact lengths.
+    td = ProduceRequest.TopicProduceData
+    pd = td.PartitionProduceData
+    sizes = [[0, 70_000, 10, 4095, 4096], [200_000], [5, 4097, 4097, 1]]
+    req = ProduceRequest(transactional_id="txn", acks=-1, timeout_ms=1000, topic_data=[
+        td(name=f"t{i}", partition_data=[
+            pd(index=j, records=bytes([i * 16 + j]) * n) for j, n in enumerate(row)])
+        for i, row in enumerate(sizes)])
+    frame = encode_request(req, version, 9, "me")
+    header = encode_request(ApiVersionsRequest(), 0, 9, "me")[8:16]  # corr id + client id
+    body = interpreted_encode(req, version)
+    flexible = version >= 9
+    assert frame[4:] == b"\x00\x00" + version.to_bytes(2, "big") + header + \
+        (b"\x00" if flexible else b"") + body
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+    _, back = decode_request(frame[4:])
     assert back == req
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +90,8 @@ class ClusterMetadata:
         self.controller_id: int = -1
         self.updated_at: float = 0.0
         self.version = 0
+        #: called (without arguments) after each update, once ``version`` moved on
+        self.on_update: list[Callable[[], None]] = []
 
     def update(self, response: Any, *, all_topics: bool) -> None:
         """Apply a MetadataResponse.
@@ -125,6 +127,8 @@ class ClusterMetadata:
         self.topic_errors = errors
         self.updated_at = time.monotonic()
         self.version += 1
+        for listener in self.on_update:
+            listener()
 
     def leader_for(self, topic: str, partition: int) -> int:
         """The leader's node id, or -1 when unknown or leaderless."""

@@ -121,6 +121,10 @@ class _ProducerCore:
         self._txn: TransactionManager | None = None
         self._sender: Sender | None = None
         self._topics: dict[str, _TopicParts] = {}
+        # The send fast paths' view of _topics: current entries only (emptied whenever the
+        # metadata changes, refilled by _append), so they need no version check; only with
+        # the default partitioner.
+        self._fast_topics: dict[str, _TopicParts] = {}
         part = s.partitioner
         self._default = DefaultPartitioner()
         self._sticky = part == "default"
@@ -128,6 +132,7 @@ class _ProducerCore:
         self._user_partitioner: Callable[..., int] | None = part if callable(part) else None
         self._simple_keys = not callable(part) and part != "round_robin"
         self._cluster = self._client.cluster
+        self._cluster.on_update.append(self._fast_topics.clear)
         # Smallest estimated record size that needs the exact size check.
         self._size_limit = min(s.message_max_bytes - BATCH_HEADER_SIZE, s.buffer_memory)
         # Largest key + value length the send fast path (staging) takes: every varint of the
@@ -199,6 +204,13 @@ class _ProducerCore:
             info = self._topic_parts(topic)
             if info is None:
                 return NEED_METADATA
+        if self._simple_keys and topic not in self._fast_topics:
+            fast = self._fast_topics
+            fast[topic] = info
+            if info.version != self._cluster.version:
+                # The metadata changed meanwhile (a sync producer's caller runs beside the
+                # loop thread, which empties the dict after the version moves on).
+                fast.pop(topic, None)
         if partition is None and key is not None and value is not None and \
                 timestamp_ms is None and headers is None and not urgent and \
                 self._simple_keys and len(key) + len(value) < self._fast_limit:
@@ -536,10 +548,9 @@ class AsyncProducer(_ProducerCore):
         # No lock: an AsyncProducer's accumulator is only touched on its loop's thread. This is
         # _stage without the call and the lock, which cost ~8% of a record's time here.
         if type(key) is bytes and type(value) is bytes and partition is None \
-                and timestamp_ms is None and headers is None and self._ok \
-                and self._simple_keys:
-            info = self._topics.get(topic)
-            if info is not None and info.version == self._cluster.version:
+                and timestamp_ms is None and headers is None and self._ok:
+            info = self._fast_topics.get(topic)
+            if info is not None:
                 size = len(key) + len(value)
                 acc = self._acc
                 if size < self._fast_limit and \

@@ -122,10 +122,9 @@ class Producer:
         # the accumulator's lock since the I/O thread settles stages.
         a = self._async
         if type(key) is bytes and type(value) is bytes and partition is None \
-                and timestamp_ms is None and headers is None and a._ok and a._simple_keys:
-            info = a._topics.get(topic)
-            if info is not None and info.version == a._cluster.version and \
-                    len(key) + len(value) < a._fast_limit:
+                and timestamp_ms is None and headers is None and a._ok:
+            info = a._fast_topics.get(topic)
+            if info is not None and len(key) + len(value) < a._fast_limit:
                 fut = a._stage(info.stage, key, value, None)
                 if fut is not None:
                     return fut

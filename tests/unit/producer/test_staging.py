@@ -23,6 +23,7 @@ from kontrakt.clients.producer._accumulator import StagedChunk
 from kontrakt.clients.producer._partitioner import _lane_remainders, murmur2_partitions
 from kontrakt.clients.producer._producer import _TopicParts
 from kontrakt.errors import IllegalStateError
+from kontrakt.protocol.messages import MetadataResponse
 from kontrakt.protocol.records import RecordBatch
 from tests.unit.producer.offline import offline_producer
 
@@ -180,6 +181,39 @@ def test_a_partition_count_change_places_staged_records_by_the_old_count() -> No
     info = _TopicParts.of(p._acc, "t", [0, 1, 2, 3], [0, 1, 2, 3], p._cluster.version)
     assert info.stage is stage and stage.count == 4 and not stage.keys
     assert [f._batch.partition for f in futs] == [_expected(k, 2) for k in keys]
+
+
+def _metadata(partitions: int) -> MetadataResponse:
+    b = MetadataResponse.MetadataResponseBroker
+    t = MetadataResponse.MetadataResponseTopic
+    part = t.MetadataResponsePartition
+    return MetadataResponse(brokers=[b(node_id=1, host="127.0.0.1", port=9)], topics=[
+        t(error_code=0, name="t", partitions=[
+            part(error_code=0, partition_index=i, leader_id=1, replica_nodes=[1],
+                 isr_nodes=[1]) for i in range(partitions)])])
+
+
+def test_the_send_fast_path_sees_a_metadata_update_at_once() -> None:
+    # The fast path reads its topics from a dict the cluster empties on every metadata
+    # update (no version check per record): records sent after the topic grew go by the
+    # new partition count, through the fast path again.
+    p = offline_producer(1)
+    p._topics.clear()
+    p._cluster.update(_metadata(2), all_topics=True)
+
+    async def send(keys: list[bytes]) -> list[RecordFuture]:
+        return [await p.send("t", b"v", k) for k in keys]
+
+    first = [b"a-%d" % i for i in range(40)]
+    second = [b"b-%d" % i for i in range(40)]
+    futs = asyncio.run(send(first))
+    assert "t" in p._fast_topics
+    p._cluster.update(_metadata(3), all_topics=True)
+    assert "t" not in p._fast_topics
+    futs += asyncio.run(send(second))
+    assert "t" in p._fast_topics
+    assert [f._batch.partition for f in futs] == \
+        [_expected(k, 2) for k in first] + [_expected(k, 3) for k in second]
 
 
 def test_buffer_memory_counts_staged_records_until_they_are_encoded() -> None:

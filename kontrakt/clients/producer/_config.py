@@ -20,10 +20,11 @@ PRODUCER_OPTIONS: dict[str, Option] = {
     **options(
         Option("acks", "any", "all",
                doc="0: no acknowledgement, 1: the leader's, all/-1: every in-sync replica's"),
-        # Four times the Java client's 16384 (librdkafka's is 1000000): a batch costs a
-        # pure-Python client tens of microseconds to frame, send and complete, a fourth of
-        # the time per record at 16 KiB of 100-byte records (benchmarks/README.md).
-        Option("batch.size", "int", 65536, minimum=1,
+        # Eight times the Java client's 16384 (librdkafka's is 1000000): a batch costs a
+        # pure-Python client tens of microseconds to frame, compress, send and complete, a
+        # fourth of the time per record at 16 KiB of 100-byte records; 128 KiB measured
+        # faster than 64 KiB for every codec (benchmarks/README.md).
+        Option("batch.size", "int", 131072, minimum=1,
                doc="largest uncompressed batch per partition, in bytes"),
         Option("linger.ms", "int", 5, minimum=0,
                doc="how long a partition's batch waits for more records before it is sent; "

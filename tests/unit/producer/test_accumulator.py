@@ -223,7 +223,7 @@ def test_log_append_time_and_acks0_metadata() -> None:
 
 def test_config_defaults_and_acks() -> None:
     _, s = parse_producer_config({"bootstrap.servers": BS}, {})
-    assert (s.acks, s.idempotent, s.batch_size, s.linger, s.max_in_flight) == (-1, True, 65536,
+    assert (s.acks, s.idempotent, s.batch_size, s.linger, s.max_in_flight) == (-1, True, 131072,
                                                                               0.005, 5)
     for given, acks in (("all", -1), ("-1", -1), (-1, -1), (0, 0), ("1", 1)):
         assert parse_producer_config(None, {"bootstrap_servers": BS, "acks": given})[1].acks \

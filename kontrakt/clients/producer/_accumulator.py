@@ -30,7 +30,10 @@ import time
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
+from itertools import accumulate
 from itertools import chain as _chain
+from itertools import repeat as _repeat
+from operator import add as _add
 from operator import itemgetter
 from typing import Any
 
@@ -81,6 +84,8 @@ _PREFIX_SHAPES = 8
 _PREFIX_BUDGET = 1 << 16
 #: timestamp deltas whose varint is one byte (the prefixes kept are for these)
 _DELTAS = 64
+#: a record's attributes (none) and timestamp delta, by delta below _DELTAS
+_ATTRIBUTES_AND_DELTA = [b"\x00" + VARINT_BYTES[d] for d in range(_DELTAS)]
 
 #: returned by :meth:`RecordAccumulator.append` when ``abort_on_new_batch`` stops it
 ABORTED: Any = object()
@@ -518,6 +523,31 @@ def millis(timestamp: int | float) -> int:
     return int(timestamp * 1000) if type(timestamp) is float else int(timestamp)
 
 
+def _millisecond_segments(stamps: list[float]) -> tuple[list[int], list[int]]:
+    """Where the milliseconds of ``stamps`` (time.time() seconds, non-decreasing) change:
+    (bounds, millis), the records before bounds[0] sent in millis[0], and so on."""
+    # int(t * 1000) >= ms exactly when t * 1000 >= ms, so bisecting on t * 1000 finds where
+    # each millisecond starts.
+    n = len(stamps)
+    bounds: list[int] = []
+    millis = [int(stamps[0] * 1000)]
+    last = int(stamps[-1] * 1000)
+    while millis[-1] != last:
+        at = bisect_left(stamps, millis[-1] + 1, bounds[-1] if bounds else 0, n,
+                         key=_THOUSAND_TIMES)  # type: ignore[arg-type]
+        bounds.append(at)
+        millis.append(int(stamps[at] * 1000))
+    return bounds, millis
+
+
+def _by_partition(partitions: list[int], count: int) -> list[list[int]]:
+    """Each of ``count`` partitions' record indexes, in send order."""
+    buckets: list[list[int]] = [[] for _ in range(count)]
+    # list.append mapped over (the record's partition's bucket, index): the loop runs in C.
+    _exhaust(map(_list_append, map(buckets.__getitem__, partitions), range(len(partitions))))
+    return buckets
+
+
 def _grow_prefixes(prefixes: list[bytes], sizes: list[int], delta: int, upto: int,
                    kb: bytes, rest: int) -> None:
     """Extend ``prefixes`` (of timestamp delta ``delta``) to offset delta ``upto - 1``, and
@@ -771,14 +801,16 @@ class RecordAccumulator:
         klen = key_lengths[0]
         vlen = value_lengths[0]
         partitions = murmur2_partitions(keys, stage.count, key_lengths)
-        # Bulk when the sizes are uniform and the clock did not step back while the chunk was
-        # staged (sorted() of sorted floats is one pass; == compares the same objects).
-        if n >= _BULK_MIN and key_lengths.count(klen) == n and \
-                value_lengths.count(vlen) == n and sorted(stamps) == stamps:
+        # In bulk when the clock did not step back while the chunk was staged (sorted() of
+        # sorted floats is one pass; == compares the same objects).
+        if n < _BULK_MIN or sorted(stamps) != stamps:
+            opened, full = self._settle_each(stage, chunk, partitions, keys, values, stamps)
+        elif key_lengths.count(klen) == n and value_lengths.count(vlen) == n:
             opened, full = self._settle_uniform(stage, chunk, partitions, keys, values, stamps,
                                                 klen, vlen)
         else:
-            opened, full = self._settle_each(stage, chunk, partitions, keys, values, stamps)
+            opened, full = self._settle_mixed(stage, chunk, partitions, keys, values, stamps,
+                                              key_lengths, value_lengths)
         if chunk.batches is _UNLISTED and (chunk.callbacks or chunk.deliveries):
             chunk.list_placements()
         batches = chunk.batches
@@ -876,23 +908,9 @@ class RecordAccumulator:
             (a batch was opened, a batch filled up).
         """
         n = len(partitions)
-        # The chunk's milliseconds: ``stamps`` (seconds, non-decreasing) change millisecond
-        # at the indexes in ``bounds``; records before bounds[0] were sent in millis[0],
-        # and so on. int(t * 1000) >= ms exactly when t * 1000 >= ms, so bisecting on
-        # t * 1000 finds where each millisecond starts.
-        bounds: list[int] = []
-        millis = [int(stamps[0] * 1000)]
-        last = int(stamps[-1] * 1000)
-        while millis[-1] != last:
-            at = bisect_left(stamps, millis[-1] + 1, bounds[-1] if bounds else 0, n,
-                             key=_THOUSAND_TIMES)  # type: ignore[arg-type]
-            bounds.append(at)
-            millis.append(int(stamps[at] * 1000))
+        bounds, millis = _millisecond_segments(stamps)
         ts = millis[0]
-        # Each partition's records' indexes, in send order: list.append mapped over
-        # (bucket of the record's partition, index) runs the bucketing loop in C.
-        buckets: list[list[int]] = [[] for _ in stage.queues]
-        _exhaust(map(_list_append, map(buckets.__getitem__, partitions), range(n)))
+        buckets = _by_partition(partitions, stage.count)
         kb = VARINT_BYTES[klen]
         vb = VARINT_BYTES[vlen]
         length_bytes = [vb] * n  # each value's length varint
@@ -978,6 +996,126 @@ class RecordAccumulator:
         order = [*_chain(*buckets)]
         self.used += used
         chunk.runs = (order, runs)
+        chunk.batches = _UNLISTED
+        return opened, full
+
+    def _settle_mixed(self, stage: KeyedStage, chunk: StagedChunk, partitions: list[int],
+                      keys: list[bytes], values: list[bytes], stamps: list[float],
+                      key_lengths: list[int], value_lengths: list[int]) -> tuple[bool, bool]:
+        """Encode a chunk of records of different sizes a run at a time: the same bytes as
+        :meth:`_settle_each`, as :meth:`_settle_uniform` does for records of one size.
+
+        A run is records of one partition, sent in one millisecond, whose offset deltas
+        take varints of one length; their lengths, length varints and sizes are computed
+        for the whole run by maps, and as many as fit the open batch are written with
+        slice operations (eight parts a record). What does not fit goes one record at a
+        time through _add_locked.
+
+        Returns:
+            (a batch was opened, a batch filled up).
+        """
+        bounds, millis = _millisecond_segments(stamps)
+        ts = millis[0]
+        buckets = _by_partition(partitions, stage.count)
+        small = VARINT_BYTES
+        sizes = _VARINT_SIZES
+        varint = small.__getitem__
+        size_of = sizes.__getitem__
+        n = len(partitions)
+        header_counts = [b"\x00"] * n
+        # Keys often share a length (ids) where values do not: then their part is a constant.
+        klen = key_lengths[0]
+        one_key_length = key_lengths.count(klen) == n
+        key_varints = [small[klen]] * n
+        queues = stage.queues
+        batch_size = self.batch_size
+        topic = stage.topic
+        created = stage.created
+        runs: list[tuple[int, int, ProducerBatch, int]] = []
+        used = 0
+        opened = full = False
+        start = 0
+        for p, idx in enumerate(buckets):
+            m = len(idx)
+            if not m:
+                continue
+            if m > 1:
+                pick = itemgetter(*idx)
+                p_keys = pick(keys)
+                p_values = pick(values)
+                p_vlens = pick(value_lengths)
+            else:  # itemgetter of one index gives the item, not a tuple
+                i = idx[0]
+                p_keys, p_values, p_vlens = (keys[i],), (values[i],), (value_lengths[i],)
+            p_vb = [*map(varint, p_vlens)]
+            # Each record's key and value with their length varints (_add_locked's rest
+            # less the header count); its body is that plus attributes, the two deltas and
+            # the header count.
+            p_rest = [*map(_add, p_vlens, map(size_of, p_vlens))]
+            if one_key_length:
+                p_kb = key_varints
+                p_rest = [*map(_add, p_rest, _repeat(klen + sizes[klen]))]
+            else:
+                p_klens = pick(key_lengths) if m > 1 else (key_lengths[idx[0]],)
+                p_kb = [*map(varint, p_klens)]
+                p_rest = [*map(_add, p_rest, map(_add, p_klens, map(size_of, p_klens)))]
+            dq = queues[p]
+            pos = 0
+            while pos < m:
+                end = m
+                if bounds:
+                    segment = bisect_right(bounds, idx[pos])
+                    ts = millis[segment]
+                    if segment < len(bounds):
+                        end = bisect_left(idx, bounds[segment], pos, m)
+                if dq:
+                    batch = dq[-1]
+                    count = batch.count
+                    delta = ts - batch.base_timestamp
+                    # Offset deltas of one varint length: below 64, or below 8192.
+                    k = min(end, pos + (64 if count < 64 else SMALL_LIMIT) - count) - pos
+                    if k > 0 and -1 < delta < _DELTAS and not batch.sealed:
+                        bodies = [*map(_add, p_rest[pos:pos + k], _repeat(3 + sizes[count]))]
+                        lengths = [*map(varint, bodies)]
+                        added = sum(bodies) + sum(map(len, lengths))
+                        room = batch_size - batch.size
+                        if added > room:  # the batch fills up: the records that fit
+                            totals = [*accumulate(map(_add, bodies, map(len, lengths)))]
+                            k = bisect_right(totals, room)
+                            added = totals[k - 1] if k else 0
+                        if k:
+                            upto = count + k
+                            parts: list[bytes] = [b""] * (8 * k)
+                            parts[0::8] = lengths[:k]
+                            parts[1::8] = [_ATTRIBUTES_AND_DELTA[delta]] * k
+                            parts[2::8] = small[count:upto]
+                            parts[3::8] = p_kb[pos:pos + k]
+                            parts[4::8] = p_keys[pos:pos + k]
+                            parts[5::8] = p_vb[pos:pos + k]
+                            parts[6::8] = p_values[pos:pos + k]
+                            parts[7::8] = header_counts[:k]
+                            batch.parts += parts
+                            batch.size += added
+                            batch.count = upto
+                            if ts > batch.max_timestamp:
+                                batch.max_timestamp = ts
+                            used += added
+                            runs.append((start + pos, start + pos + k, batch, count))
+                            pos += k
+                            continue
+                placed = self._add_locked(topic, p, dq, ts, p_kb[pos], p_keys[pos], p_vb[pos],
+                                          p_values[pos], b"\x00", p_rest[pos] + 1, created)
+                assert placed is not None
+                batch, index = placed
+                runs.append((start + pos, start + pos + 1, batch, index))
+                if not index:
+                    opened = True
+                    if len(dq) > 1:
+                        full = True
+                pos += 1
+            start += m
+        self.used += used
+        chunk.runs = ([*_chain(*buckets)], runs)
         chunk.batches = _UNLISTED
         return opened, full
 

@@ -329,18 +329,20 @@ def _batches_of(p: AsyncProducer, partitions: int) -> list[list[tuple[Any, ...]]
     (5, 2000, 40, 70), (2, 100_000, 1, 1),
     # more partitions than a chunk has records for: empty and one-record partitions
     (300, 16384, 10, 100),
-    # mixed sizes (record by record either way): lengths drawn from these ranges
-    (6, 16384, (10, 11), (40, 200)), (1, 1000, (0, 70), (0, 70))])
+    # mixed sizes (_settle_mixed in bulk): lengths drawn from these ranges, across the
+    # one-byte / two-byte varint edges of lengths and offset deltas
+    (6, 16384, (10, 11), (40, 200)), (1, 1000, (0, 70), (0, 70)),
+    (2, 300_000, (60, 70), (0, 3000)), (4, 1_000_000, (1, 3), (5, 9))])
 def test_bulk_settling_writes_what_settling_record_by_record_writes(
         monkeypatch: pytest.MonkeyPatch, partitions: int, batch_size: int,
         key_len: int | tuple[int, int], value_len: int | tuple[int, int]) -> None:
-    # A chunk of 32 records or more whose keys share a length and whose values share one
-    # settles in bulk (_settle_uniform); other chunks record by record (_settle_each),
-    # which the mixed-size cases check against a peer's decoder. Both must give the
-    # same batches, byte for byte, the same placements and the same buffer accounting,
-    # through the cases the bulk path hands back to the record-by-record one: batch
-    # boundaries, sealed batches, timestamp jumps past one varint byte, a clock stepping
-    # back, offset deltas past the prefix table.
+    # A chunk of 32 records or more settles in bulk (_settle_uniform when its keys share a
+    # length and its values share one, else _settle_mixed); with _BULK_MIN out of reach,
+    # record by record (_settle_each). Both must give the same batches, byte for byte, the
+    # same placements and the same buffer accounting, through the cases the bulk paths
+    # hand back to the record-by-record one: batch boundaries, sealed batches, timestamp
+    # jumps past one varint byte, a clock stepping back, offset deltas past the prefix
+    # table; and a peer's decoder must read back what was sent.
     from kontrakt.clients.producer import _accumulator
     from kontrakt.clients.producer import _producer as producer_module
 
@@ -379,13 +381,13 @@ def test_bulk_settling_writes_what_settling_record_by_record_writes(
     seals = {rnd.randrange(n) for _ in range(30)}
 
     in_bulk = []
-    uniform = _accumulator.RecordAccumulator._settle_uniform
+    for name in ("_settle_uniform", "_settle_mixed"):
+        def counted(self: Any, stage: Any, chunk: Any, partitions: list[int], *rest: Any,
+                    _bulk: Any = getattr(_accumulator.RecordAccumulator, name)) -> Any:
+            in_bulk.append(len(partitions))
+            return _bulk(self, stage, chunk, partitions, *rest)
 
-    def counted(self: Any, stage: Any, chunk: Any, partitions: list[int], *rest: Any) -> Any:
-        in_bulk.append(len(partitions))
-        return uniform(self, stage, chunk, partitions, *rest)
-
-    monkeypatch.setattr(_accumulator.RecordAccumulator, "_settle_uniform", counted)
+        monkeypatch.setattr(_accumulator.RecordAccumulator, name, counted)
 
     def run(bulk: bool) -> tuple[Any, ...]:
         monkeypatch.setattr(_accumulator, "_BULK_MIN", 32 if bulk else 1 << 30)
@@ -414,9 +416,8 @@ def test_bulk_settling_writes_what_settling_record_by_record_writes(
         return _batches_of(p, partitions), placements, p._acc.used
 
     bulk = run(True)
-    if isinstance(key_len, int) and isinstance(value_len, int):
-        # Most records went in bulk, some record by record (the clock's steps back).
-        assert n / 2 < sum(in_bulk) < n - 32, sum(in_bulk)
+    # Most records went in bulk, some record by record (the clock's steps back).
+    assert n / 2 < sum(in_bulk) < n - 32, sum(in_bulk)
     each = run(False)
     assert bulk[0] == each[0]
     assert bulk[1] == each[1]

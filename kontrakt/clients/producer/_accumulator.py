@@ -72,12 +72,13 @@ RECORD_OVERHEAD = 21
 #: bytes of records a stage gathers before settling (its chunk)
 _STAGE_BYTES = 1 << 17
 _STAGE_RECORDS = 2048
-#: a settling chunk of at least this many records, all keys of one length and all values of
-#: one length, is encoded in bulk (see RecordAccumulator._settle_uniform); other chunks
-#: record by record (_settle_each, ~1.7x the time per record)
+#: a settling chunk of at least this many records is encoded in bulk, a run of records at a
+#: time (RecordAccumulator._settle_uniform when its keys share a length and its values
+#: share one, else _settle_mixed); smaller chunks record by record (_settle_each)
 _BULK_MIN = 32
-#: record prefixes are kept for offset deltas below this (records past it go one by one)
-_PREFIX_COUNTS = 4096
+#: record prefixes are kept for offset deltas below this, those whose varint takes at most
+#: two bytes (records past it go one by one)
+_PREFIX_COUNTS = SMALL_LIMIT
 #: (key length, value length) pairs whose prefixes are kept
 _PREFIX_SHAPES = 8
 #: prefixes kept in all (~70 bytes each); past this the tables start over

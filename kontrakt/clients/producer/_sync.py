@@ -200,7 +200,7 @@ class Producer:
                     done += 1
                     index = fut._at
                     head = fut._head
-                    if head is not batch:  # staged: (chunk, index in the chunk, timestamp)
+                    if head is not batch:  # staged: its index is in the chunk
                         index = head.indexes[index]
                     cb(err, _new_tuple(RecordMetadata, (
                         topic, partition, base + index if base >= 0 else -1,

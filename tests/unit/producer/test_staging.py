@@ -385,13 +385,16 @@ def test_bulk_settling_writes_what_settling_record_by_record_writes(
     seals = {rnd.randrange(n) for _ in range(30)}
 
     in_bulk = []
-    for name in ("_settle_uniform", "_settle_mixed"):
-        def counted(self: Any, stage: Any, chunk: Any, partitions: list[int], *rest: Any,
-                    _bulk: Any = getattr(_accumulator.RecordAccumulator, name)) -> Any:
+    def counting(bulk: Any) -> Any:
+        def counted(self: Any, stage: Any, chunk: Any, partitions: list[int],
+                    *rest: Any) -> Any:
             in_bulk.append(len(partitions))
-            return _bulk(self, stage, chunk, partitions, *rest)
+            return bulk(self, stage, chunk, partitions, *rest)
+        return counted
 
-        monkeypatch.setattr(_accumulator.RecordAccumulator, name, counted)
+    for name in ("_settle_uniform", "_settle_mixed"):
+        monkeypatch.setattr(_accumulator.RecordAccumulator, name,
+                            counting(getattr(_accumulator.RecordAccumulator, name)))
 
     def run(bulk: bool) -> tuple[Any, ...]:
         monkeypatch.setattr(_accumulator, "_BULK_MIN", 32 if bulk else 1 << 30)

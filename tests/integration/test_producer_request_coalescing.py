@@ -17,6 +17,7 @@ import pytest
 
 from kontrakt.clients._net.connection import BrokerConnection
 from kontrakt.clients.producer import AsyncProducer, Producer
+from kontrakt.clients.producer._sender import Sender
 from kontrakt.protocol.messages import ProduceRequest
 from kontrakt.testing import MockCluster
 
@@ -136,3 +137,57 @@ def test_a_sync_hand_over_releases_its_caller_before_the_passs_last_write(
     for i in waited:
         last = next(j for j in range(i, len(writes)) if writes[j][2] == 0)
         assert writes[last][:2] == (False, True), writes[i:last + 1]
+
+
+def test_a_response_with_nothing_left_to_send_runs_no_send_pass(
+        mock_cluster_factory: Callable[..., MockCluster], topic_name: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each awaited send kicks one pass that writes its request; its response wakes the
+    # sender only when a batch waits for it. An idle pass there would run before the
+    # awaiting caller resumes (and hold a sync caller's GIL), adding to every round trip.
+    mc = _single_broker(mock_cluster_factory, topic_name, 3)
+    passes = 0
+    original = Sender._pass
+
+    def counted(self: Sender) -> float:
+        nonlocal passes
+        passes += 1
+        return original(self)
+
+    async def run() -> None:
+        async with AsyncProducer(bootstrap_servers=mc.bootstrap_servers, linger_ms=5) as p:
+            await p.send_and_wait(topic_name, b"warm-up")
+            monkeypatch.setattr(Sender, "_pass", counted)
+            for i in range(40):
+                await p.send_and_wait(topic_name, VALUE, b"k%d" % i)
+
+    asyncio.run(run())
+    assert 40 <= passes <= 44, passes
+
+
+@pytest.mark.parametrize("in_flight", [1, 2])
+def test_batches_held_by_the_in_flight_limit_go_out_on_the_response(
+        mock_cluster_factory: Callable[..., MockCluster], topic_name: str,
+        in_flight: int) -> None:
+    # Full batches beyond max.in.flight.requests.per.connection wait for a response, which
+    # wakes the sender for them: they do not wait out their (here 30 s) linger.
+    mc = _single_broker(mock_cluster_factory, topic_name, 6)
+
+    async def run() -> None:
+        async with AsyncProducer(bootstrap_servers=mc.bootstrap_servers, linger_ms=30_000,
+                                 batch_size=1024,
+                                 max_in_flight_requests_per_connection=in_flight) as p:
+            await p.send_and_wait(topic_name, b"warm-up", partition=0)
+            _slow_down(mc, 50)
+            # Per partition: a full batch (sent or held) and an open one, lingering.
+            full = []
+            for part in range(6):
+                futs = [await p.send(topic_name, VALUE, partition=part) for _ in range(12)]
+                full += futs[:8]
+            done, pending = await asyncio.wait([asyncio.ensure_future(f) for f in full],
+                                               timeout=10)
+            assert not pending, f"{len(pending)} records of full batches still unsent"
+            assert all(f.exception() is None for f in done)
+
+    asyncio.run(run())
+    mc.stop_request_tracking()

@@ -85,6 +85,9 @@ class Sender:
         self._in_pass = False
         self._sleep_until = _INF
         self._muted: set[tuple[str, int]] = set()
+        #: the last drain left a batch that only a response can release (in-flight limit,
+        #: sequence or transaction order): a response then wakes the sender
+        self._held = False
         self.closing = False
         self.error: BaseException | None = None
         self.on_error: Callable[[], None] | None = None
@@ -239,6 +242,7 @@ class Sender:
         sizes: dict[int, int] = {}
         wake_at = _INF
         missing = False
+        held = False
         with acc.lock:
             for stage in acc.stages.values():
                 if stage.keys:
@@ -266,6 +270,7 @@ class Sender:
                     continue
                 busy = in_flight[leader]
                 if busy >= max_in_flight:
+                    held = True
                     continue
                 if busy and not urgent:
                     # A full batch, but a request to its broker is on its way: hold it until
@@ -275,12 +280,12 @@ class Sender:
                     ready_at = head.created + linger
                     if ready_at > now:
                         wake_at = min(wake_at, ready_at)
+                        held = True
                         continue
-                if order_by_mute and tp in self._muted:
-                    continue
-                if idem is not None and not idem.can_send(head):
-                    continue
-                if txn is not None and not txn.partition_ready(tp):
+                if (order_by_mute and tp in self._muted) or \
+                        (idem is not None and not idem.can_send(head)) or \
+                        (txn is not None and not txn.partition_ready(tp)):
+                    held = True
                     continue
                 size = head.size_in_bytes
                 used = sizes.get(leader, 0)
@@ -298,6 +303,7 @@ class Sender:
             # Appenders read this under the lock: a new batch that must go out sooner than
             # the sender's next wake-up wakes it.
             acc.sender_wake_at = now if by_node else wake_at
+        self._held = held
         if txn is not None and txn.pending:
             txn.add_pending()
         return by_node, wake_at, missing
@@ -369,7 +375,13 @@ class Sender:
 
     def _finish(self, node: int) -> None:
         self._in_flight[node] -= 1
-        self._wake.set()
+        # No pass when nothing waits for this response: an idle pass costs the next waiter
+        # (an awaited send) a loop turn, and a sync caller the GIL, before it can go on.
+        # Retries wake the sender themselves (_retry); new batches do through the
+        # accumulator (sender_wake_at).
+        idem = self.idem
+        if self._held or (idem is not None and idem.need_bump):
+            self._wake.set()
 
     def _on_response(self, pending: _InFlight) -> None:
         self._outstanding.discard(pending)
@@ -525,6 +537,7 @@ class Sender:
         # ``sealed`` stays set: a batch sent once takes no more records (a resend must carry
         # exactly the records, and sequence numbers, it had).
         self.acc.reenqueue(b)
+        self._wake.set()
 
     def _fail(self, b: ProducerBatch, error: BaseException) -> None:
         if b.done:

@@ -248,6 +248,36 @@ def test_staged_keyed_records_go_out_after_linger_without_flush(tansu_broker: Ta
         assert len(records) == by_partition[part]
 
 
+def test_sync_send_and_wait_wakes_the_sender_once_its_caller_is_about_to_block(
+        tansu_broker: TansuBroker, topic_name: str) -> None:
+    # The I/O thread is woken for a send_and_wait() record only once the caller's wait is
+    # set up (its batch's event made): woken sooner, it would find the GIL still held by
+    # the caller and sleep again until the caller blocks, a second wake-up per round trip.
+    # Records sent into an open batch and into a new one alike.
+    tansu_broker.create_topic(topic_name, 2)
+    seen: list[tuple[bool, bool]] = []  # (an event was waiting, the batch was sealed)
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers, linger_ms=5000) as p:
+        p.send_and_wait(topic_name, b"warm-up", partition=0)
+        acc = p._async._acc
+        original = acc.wakeup
+
+        def spy(urgent: bool, filled: bool = False) -> None:
+            batch = acc.queues[(topic_name, 1)][-1] if acc.queues.get((topic_name, 1)) \
+                else None
+            if urgent and batch is not None:
+                seen.append((batch.event is not None, batch.sealed))
+            original(urgent, filled)
+
+        acc.wakeup = spy
+        p.send(topic_name, b"lingering", partition=1)  # an open batch, 5 s of linger
+        first = p.send_and_wait(topic_name, b"joins it", partition=1, timeout=10)
+        second = p.send_and_wait(topic_name, b"new batch", partition=1, timeout=10)
+        acc.wakeup = original
+        assert (first.partition, second.partition) == (1, 1)
+        assert second.offset == first.offset + 1
+    assert seen and all(waiting and not sealed for waiting, sealed in seen), seen
+
+
 def test_sync_producer_produce_poll_callbacks_in_caller_thread(tansu_broker: TansuBroker,
                                                               topic_name: str) -> None:
     tansu_broker.create_topic(topic_name, 3)

@@ -18,6 +18,7 @@ import pytest
 from kontrakt.clients._net.connection import BrokerConnection
 from kontrakt.clients.producer import AsyncProducer, Producer
 from kontrakt.clients.producer._sender import Sender
+from kontrakt.errors import KafkaTimeoutError
 from kontrakt.protocol.messages import ProduceRequest
 from kontrakt.testing import MockCluster
 
@@ -190,4 +191,20 @@ def test_batches_held_by_the_in_flight_limit_go_out_on_the_response(
             assert all(f.exception() is None for f in done)
 
     asyncio.run(run())
+    mc.stop_request_tracking()
+
+
+def test_a_sync_send_and_wait_that_times_out_leaves_its_record_to_be_delivered(
+        mock_cluster_factory: Callable[..., MockCluster], topic_name: str) -> None:
+    mc = _single_broker(mock_cluster_factory, topic_name, 1)
+    with Producer(bootstrap_servers=mc.bootstrap_servers, linger_ms=5) as p:
+        p.send_and_wait(topic_name, b"warm-up")
+        _slow_down(mc, 800)
+        with pytest.raises(KafkaTimeoutError, match="not delivered within"):
+            p.send_and_wait(topic_name, b"slow", timeout=0.1)
+        assert p.flush(10) == 0
+        # The timed-out record went out once: the next record follows it.
+        mc.set_rtt(1, 0)
+        after = p.send_and_wait(topic_name, b"after", timeout=10)
+        assert after.offset == 2
     mc.stop_request_tracking()

@@ -90,6 +90,10 @@ _ATTRIBUTES_AND_DELTA = [b"\x00" + VARINT_BYTES[d] for d in range(_DELTAS)]
 
 #: returned by :meth:`RecordAccumulator.append` when ``abort_on_new_batch`` stops it
 ABORTED: Any = object()
+#: ``append(urgent=WAITER)``: urgent, and the caller blocks on the record next; it wakes the
+#: sender itself right before blocking (ProducerBatch.wait_woken), so that the I/O thread
+#: does not wake only to wait for the GIL the caller still holds.
+WAITER: Any = 2
 
 
 class ProducerBatch:
@@ -233,6 +237,16 @@ class ProducerBatch:
         if not self.sealed and not self.urgent:
             self.urgent = True
             self.acc.wakeup(True)
+        if not event.wait(timeout):
+            raise KafkaTimeoutError(f"record not delivered within {timeout}s")
+
+    def wait_woken(self, timeout: float | None) -> None:
+        """:meth:`wait` for a record appended with ``urgent=WAITER``: wakes the sender for
+        it right before blocking (see RecordAccumulator.append)."""
+        event = self._blocking_event()
+        if event is None:
+            return
+        self.acc.wakeup(True)
         if not event.wait(timeout):
             raise KafkaTimeoutError(f"record not delivered within {timeout}s")
 
@@ -694,7 +708,7 @@ class RecordAccumulator:
                 wake = urgent or full or batch.created + self.linger < self.sender_wake_at
         # Once per batch at most: a batch filled up, or the sender sleeps past this one's
         # linger deadline; or someone is about to wait on the record.
-        if wake:
+        if wake and urgent is not WAITER:
             self.wakeup(full or urgent, full)
         return fut
 

@@ -17,6 +17,7 @@ from typing import Any
 from kontrakt._types import RecordMetadata
 from kontrakt.clients._sync import LoopThread
 from kontrakt.clients.producer._accumulator import (
+    WAITER,
     DeliveryCallback,
     ProducerBatch,
     RecordFuture,
@@ -140,9 +141,9 @@ class Producer:
             Everything :meth:`send` raises, and the delivery error.
             KafkaTimeoutError: not resolved within ``timeout`` seconds.
         """
-        # Appended as urgent: one wake-up of the I/O thread, by the append itself.
-        return self._append(topic, value, key, partition, timestamp_ms, headers, None,
-                            True).result(timeout)
+        fut = self._append(topic, value, key, partition, timestamp_ms, headers, None, WAITER)
+        fut._head.wait_woken(timeout)
+        return fut.result()
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                 partition: int | None = None, on_delivery: DeliveryCallback | None = None,

@@ -563,6 +563,21 @@ def _by_partition(partitions: list[int], count: int) -> list[list[int]]:
     return buckets
 
 
+#: a bulk settle's run writer (see RecordAccumulator._settle_runs)
+_RunWriter = Callable[[Any, ProducerBatch, int, int, int, int], tuple[int, int]]
+#: one record's (key length varint, key, value length varint, value, rest) for _add_locked
+_OneRecord = Callable[[Any, int], tuple[bytes, bytes, bytes, bytes, int]]
+
+
+def _gather(idx: list[int], *columns: list[Any]) -> list[tuple[Any, ...]]:
+    """The items at ``idx`` of each column, as tuples."""
+    if len(idx) > 1:
+        pick = itemgetter(*idx)
+        return [pick(c) for c in columns]
+    i = idx[0]  # itemgetter of one index gives the item, not a tuple
+    return [(c[i],) for c in columns]
+
+
 def _grow_prefixes(prefixes: list[bytes], sizes: list[int], delta: int, upto: int,
                    kb: bytes, rest: int) -> None:
     """Extend ``prefixes`` (of timestamp delta ``delta``) to offset delta ``upto - 1``, and
@@ -907,25 +922,16 @@ class RecordAccumulator:
                         keys: list[bytes], values: list[bytes], stamps: list[float],
                         klen: int, vlen: int) -> tuple[bool, bool]:
         """Encode a chunk whose keys are all ``klen`` bytes long and values all ``vlen``,
-        a run of records at a time (settle_locked's common case).
+        a run of records at a time (settle_locked's common case; see :meth:`_settle_runs`).
 
-        The same bytes as :meth:`_settle_each`, with a fraction of its per-record Python:
-        the records are gathered by partition (each partition's in send order), and each
-        run of a partition's records with one timestamp that fits its open batch is written
-        with slice operations. Such records' bytes before their keys depend only on the
-        timestamp and offset deltas, so they and their sizes are looked up (``prefixes``).
-        What does not fit the pattern -- a batch's last records, a new batch's first, a
-        timestamp delta past one varint byte, an offset delta past _PREFIX_COUNTS -- goes
-        one record at a time through _add_locked. Where each record went is kept as runs
-        and listed only when someone asks (StagedChunk.placed).
+        Such records' bytes before their keys depend only on the timestamp and offset
+        deltas, so they and their sizes are looked up (``prefixes``), and a run is written
+        with five slice assignments. A run stops at offset delta _PREFIX_COUNTS.
 
         Returns:
             (a batch was opened, a batch filled up).
         """
         n = len(partitions)
-        bounds, millis = _millisecond_segments(stamps)
-        ts = millis[0]
-        buckets = _by_partition(partitions, stage.count)
         kb = VARINT_BYTES[klen]
         vb = VARINT_BYTES[vlen]
         length_bytes = [vb] * n  # each value's length varint
@@ -938,8 +944,137 @@ class RecordAccumulator:
         body = 1 + 1 + 2 + rest
         largest = len(encode_varint(body)) + body
         table = self._prefix_table(klen, vlen)
-        queues = stage.queues
         batch_size = self.batch_size
+
+        def gather(idx: list[int]) -> Any:
+            return _gather(idx, keys, values)
+
+        def write(picked: Any, batch: ProducerBatch, count: int, delta: int, pos: int,
+                  end: int) -> tuple[int, int]:
+            k = min(end - pos, (batch_size - batch.size) // largest, _PREFIX_COUNTS - count)
+            if k <= 0:
+                return 0, 0
+            p_keys, p_values = picked
+            prefixes, sizes = table[delta]
+            upto = count + k
+            if len(prefixes) < upto:
+                self.prefix_entries += upto - len(prefixes)
+                _grow_prefixes(prefixes, sizes, delta, upto, kb, rest)
+            parts: list[bytes] = [b""] * (5 * k)
+            parts[0::5] = prefixes[count:upto]
+            parts[1::5] = p_keys[pos:pos + k]
+            parts[2::5] = length_bytes[:k]
+            parts[3::5] = p_values[pos:pos + k]
+            parts[4::5] = header_counts[:k]
+            batch.parts += parts
+            return k, sizes[upto] - sizes[count] + tail * k
+
+        def one(picked: Any, pos: int) -> tuple[bytes, bytes, bytes, bytes, int]:
+            return kb, picked[0][pos], vb, picked[1][pos], rest
+
+        return self._settle_runs(stage, chunk, partitions, stamps, gather, write, one)
+
+    def _settle_mixed(self, stage: KeyedStage, chunk: StagedChunk, partitions: list[int],
+                      keys: list[bytes], values: list[bytes], stamps: list[float],
+                      key_lengths: list[int], value_lengths: list[int]) -> tuple[bool, bool]:
+        """Encode a chunk of records of different sizes a run at a time (see
+        :meth:`_settle_runs`).
+
+        A run's offset deltas take varints of one length; its records' lengths, length
+        varints and sizes are computed for the whole run by maps, and as many as fit the
+        open batch (bisecting their running sizes) are written with eight slice
+        assignments.
+
+        Returns:
+            (a batch was opened, a batch filled up).
+        """
+        small = VARINT_BYTES
+        sizes = _VARINT_SIZES
+        varint = small.__getitem__
+        size_of = sizes.__getitem__
+        n = len(partitions)
+        header_counts = [b"\x00"] * n
+        # Keys often share a length (ids) where values do not: then their part is a constant.
+        klen = key_lengths[0]
+        one_key_length = key_lengths.count(klen) == n
+        key_varints = [small[klen]] * n
+        batch_size = self.batch_size
+
+        def gather(idx: list[int]) -> Any:
+            p_keys, p_values, p_vlens = _gather(idx, keys, values, value_lengths)
+            p_vb = [*map(varint, p_vlens)]
+            # Each record's key and value with their length varints (_add_locked's rest
+            # less the header count); its body is that plus attributes, the two deltas and
+            # the header count.
+            p_rest = [*map(_add, p_vlens, map(size_of, p_vlens))]
+            if one_key_length:
+                p_kb = key_varints
+                p_rest = [*map(_add, p_rest, _repeat(klen + sizes[klen]))]
+            else:
+                (p_klens,) = _gather(idx, key_lengths)
+                p_kb = [*map(varint, p_klens)]
+                p_rest = [*map(_add, p_rest, map(_add, p_klens, map(size_of, p_klens)))]
+            return p_keys, p_values, p_kb, p_vb, p_rest
+
+        def write(picked: Any, batch: ProducerBatch, count: int, delta: int, pos: int,
+                  end: int) -> tuple[int, int]:
+            # Offset deltas of one varint length: below 64, or below 8192.
+            k = min(end, pos + (64 if count < 64 else SMALL_LIMIT) - count) - pos
+            if k <= 0:
+                return 0, 0
+            p_keys, p_values, p_kb, p_vb, p_rest = picked
+            bodies = [*map(_add, p_rest[pos:pos + k], _repeat(3 + sizes[count]))]
+            lengths = [*map(varint, bodies)]
+            added = sum(bodies) + sum(map(len, lengths))
+            room = batch_size - batch.size
+            if added > room:  # the batch fills up: the records that fit
+                totals = [*accumulate(map(_add, bodies, map(len, lengths)))]
+                k = bisect_right(totals, room)
+                if not k:
+                    return 0, 0
+                added = totals[k - 1]
+            upto = count + k
+            parts: list[bytes] = [b""] * (8 * k)
+            parts[0::8] = lengths[:k]
+            parts[1::8] = [_ATTRIBUTES_AND_DELTA[delta]] * k
+            parts[2::8] = small[count:upto]
+            parts[3::8] = p_kb[pos:pos + k]
+            parts[4::8] = p_keys[pos:pos + k]
+            parts[5::8] = p_vb[pos:pos + k]
+            parts[6::8] = p_values[pos:pos + k]
+            parts[7::8] = header_counts[:k]
+            batch.parts += parts
+            return k, added
+
+        def one(picked: Any, pos: int) -> tuple[bytes, bytes, bytes, bytes, int]:
+            p_keys, p_values, p_kb, p_vb, p_rest = picked
+            return p_kb[pos], p_keys[pos], p_vb[pos], p_values[pos], p_rest[pos] + 1
+
+        return self._settle_runs(stage, chunk, partitions, stamps, gather, write, one)
+
+    def _settle_runs(self, stage: KeyedStage, chunk: StagedChunk, partitions: list[int],
+                     stamps: list[float], gather: Callable[[list[int]], Any],
+                     write: _RunWriter, one: _OneRecord) -> tuple[bool, bool]:
+        """The bulk settles' common part: the same bytes as :meth:`_settle_each`, with a
+        fraction of its per-record Python.
+
+        The chunk's records are gathered by partition (each partition's in send order) and
+        cut where their millisecond changes; ``gather(indexes)`` picks what the other two
+        need of one partition's records. Each run of a partition's records with one
+        timestamp that its open batch takes is written by ``write(picked, batch, offset
+        delta, timestamp delta, start, end)``, which returns how many records it wrote and
+        their bytes; what it does not take -- a batch's last records, a new batch's first,
+        a timestamp delta past one varint byte -- goes one record at a time through
+        _add_locked, ``one(picked, position)`` giving its parts. Where each record went is
+        kept as runs and listed only when someone asks (StagedChunk.placed).
+
+        Returns:
+            (a batch was opened, a batch filled up).
+        """
+        bounds, millis = _millisecond_segments(stamps)
+        ts = millis[0]
+        buckets = _by_partition(partitions, stage.count)
+        queues = stage.queues
         topic = stage.topic
         created = stage.created
         runs: list[tuple[int, int, ProducerBatch, int]] = []
@@ -950,13 +1085,7 @@ class RecordAccumulator:
             m = len(idx)
             if not m:
                 continue
-            if m > 1:
-                pick = itemgetter(*idx)
-                p_keys = pick(keys)
-                p_values = pick(values)
-            else:  # itemgetter of one index gives the item, not a tuple
-                i = idx[0]
-                p_keys, p_values = (keys[i],), (values[i],)
+            picked = gather(idx)
             dq = queues[p]
             pos = 0
             while pos < m:
@@ -971,155 +1100,20 @@ class RecordAccumulator:
                     batch = dq[-1]
                     count = batch.count
                     delta = ts - batch.base_timestamp
-                    # The run: this record and the ones after it in its millisecond, as many
-                    # as surely fit the batch.
-                    k = min(end - pos, (batch_size - batch.size) // largest,
-                            _PREFIX_COUNTS - count)
-                    if k > 0 and -1 < delta < _DELTAS and not batch.sealed:
-                        prefixes, sizes = table[delta]
-                        upto = count + k
-                        if len(prefixes) < upto:
-                            self.prefix_entries += upto - len(prefixes)
-                            _grow_prefixes(prefixes, sizes, delta, upto, kb, rest)
-                        added = sizes[upto] - sizes[count] + tail * k
-                        parts: list[bytes] = [b""] * (5 * k)
-                        parts[0::5] = prefixes[count:upto]
-                        parts[1::5] = p_keys[pos:pos + k]
-                        parts[2::5] = length_bytes[:k]
-                        parts[3::5] = p_values[pos:pos + k]
-                        parts[4::5] = header_counts[:k]
-                        batch.parts += parts
-                        batch.size += added
-                        batch.count = upto
-                        if ts > batch.max_timestamp:
-                            batch.max_timestamp = ts
-                        used += added
-                        runs.append((start + pos, start + pos + k, batch, count))
-                        pos += k
-                        continue
-                placed = self._add_locked(topic, p, dq, ts, kb, p_keys[pos], vb,
-                                          p_values[pos], b"\x00", rest, created)
-                assert placed is not None
-                batch, index = placed
-                runs.append((start + pos, start + pos + 1, batch, index))
-                if not index:
-                    opened = True
-                    if len(dq) > 1:
-                        full = True
-                pos += 1
-            start += m
-        order = [*_chain(*buckets)]
-        self.used += used
-        chunk.runs = (order, runs)
-        chunk.batches = _UNLISTED
-        return opened, full
-
-    def _settle_mixed(self, stage: KeyedStage, chunk: StagedChunk, partitions: list[int],
-                      keys: list[bytes], values: list[bytes], stamps: list[float],
-                      key_lengths: list[int], value_lengths: list[int]) -> tuple[bool, bool]:
-        """Encode a chunk of records of different sizes a run at a time: the same bytes as
-        :meth:`_settle_each`, as :meth:`_settle_uniform` does for records of one size.
-
-        A run is records of one partition, sent in one millisecond, whose offset deltas
-        take varints of one length; their lengths, length varints and sizes are computed
-        for the whole run by maps, and as many as fit the open batch are written with
-        slice operations (eight parts a record). What does not fit goes one record at a
-        time through _add_locked.
-
-        Returns:
-            (a batch was opened, a batch filled up).
-        """
-        bounds, millis = _millisecond_segments(stamps)
-        ts = millis[0]
-        buckets = _by_partition(partitions, stage.count)
-        small = VARINT_BYTES
-        sizes = _VARINT_SIZES
-        varint = small.__getitem__
-        size_of = sizes.__getitem__
-        n = len(partitions)
-        header_counts = [b"\x00"] * n
-        # Keys often share a length (ids) where values do not: then their part is a constant.
-        klen = key_lengths[0]
-        one_key_length = key_lengths.count(klen) == n
-        key_varints = [small[klen]] * n
-        queues = stage.queues
-        batch_size = self.batch_size
-        topic = stage.topic
-        created = stage.created
-        runs: list[tuple[int, int, ProducerBatch, int]] = []
-        used = 0
-        opened = full = False
-        start = 0
-        for p, idx in enumerate(buckets):
-            m = len(idx)
-            if not m:
-                continue
-            if m > 1:
-                pick = itemgetter(*idx)
-                p_keys = pick(keys)
-                p_values = pick(values)
-                p_vlens = pick(value_lengths)
-            else:  # itemgetter of one index gives the item, not a tuple
-                i = idx[0]
-                p_keys, p_values, p_vlens = (keys[i],), (values[i],), (value_lengths[i],)
-            p_vb = [*map(varint, p_vlens)]
-            # Each record's key and value with their length varints (_add_locked's rest
-            # less the header count); its body is that plus attributes, the two deltas and
-            # the header count.
-            p_rest = [*map(_add, p_vlens, map(size_of, p_vlens))]
-            if one_key_length:
-                p_kb = key_varints
-                p_rest = [*map(_add, p_rest, _repeat(klen + sizes[klen]))]
-            else:
-                p_klens = pick(key_lengths) if m > 1 else (key_lengths[idx[0]],)
-                p_kb = [*map(varint, p_klens)]
-                p_rest = [*map(_add, p_rest, map(_add, p_klens, map(size_of, p_klens)))]
-            dq = queues[p]
-            pos = 0
-            while pos < m:
-                end = m
-                if bounds:
-                    segment = bisect_right(bounds, idx[pos])
-                    ts = millis[segment]
-                    if segment < len(bounds):
-                        end = bisect_left(idx, bounds[segment], pos, m)
-                if dq:
-                    batch = dq[-1]
-                    count = batch.count
-                    delta = ts - batch.base_timestamp
-                    # Offset deltas of one varint length: below 64, or below 8192.
-                    k = min(end, pos + (64 if count < 64 else SMALL_LIMIT) - count) - pos
-                    if k > 0 and -1 < delta < _DELTAS and not batch.sealed:
-                        bodies = [*map(_add, p_rest[pos:pos + k], _repeat(3 + sizes[count]))]
-                        lengths = [*map(varint, bodies)]
-                        added = sum(bodies) + sum(map(len, lengths))
-                        room = batch_size - batch.size
-                        if added > room:  # the batch fills up: the records that fit
-                            totals = [*accumulate(map(_add, bodies, map(len, lengths)))]
-                            k = bisect_right(totals, room)
-                            added = totals[k - 1] if k else 0
+                    if -1 < delta < _DELTAS and not batch.sealed:
+                        k, added = write(picked, batch, count, delta, pos, end)
                         if k:
-                            upto = count + k
-                            parts: list[bytes] = [b""] * (8 * k)
-                            parts[0::8] = lengths[:k]
-                            parts[1::8] = [_ATTRIBUTES_AND_DELTA[delta]] * k
-                            parts[2::8] = small[count:upto]
-                            parts[3::8] = p_kb[pos:pos + k]
-                            parts[4::8] = p_keys[pos:pos + k]
-                            parts[5::8] = p_vb[pos:pos + k]
-                            parts[6::8] = p_values[pos:pos + k]
-                            parts[7::8] = header_counts[:k]
-                            batch.parts += parts
                             batch.size += added
-                            batch.count = upto
+                            batch.count = count + k
                             if ts > batch.max_timestamp:
                                 batch.max_timestamp = ts
                             used += added
                             runs.append((start + pos, start + pos + k, batch, count))
                             pos += k
                             continue
-                placed = self._add_locked(topic, p, dq, ts, p_kb[pos], p_keys[pos], p_vb[pos],
-                                          p_values[pos], b"\x00", p_rest[pos] + 1, created)
+                kb, key, vb, value, rest = one(picked, pos)
+                placed = self._add_locked(topic, p, dq, ts, kb, key, vb, value, b"\x00", rest,
+                                          created)
                 assert placed is not None
                 batch, index = placed
                 runs.append((start + pos, start + pos + 1, batch, index))

@@ -88,6 +88,8 @@ class Sender:
         #: the last drain left a batch that only a response can release (in-flight limit,
         #: sequence or transaction order): a response then wakes the sender
         self._held = False
+        #: the last drain left batches that the pass's next round may send
+        self._more = False
         self.closing = False
         self.error: BaseException | None = None
         self.on_error: Callable[[], None] | None = None
@@ -193,6 +195,9 @@ class Sender:
                 self._writes_left = len(by_node)
                 for node, batches in by_node.items():
                     self._dispatch(node, batches)
+                if not self._more:
+                    # This round took every batch ready: no other round to look for.
+                    return wake_at
         finally:
             self._in_pass = False
 
@@ -243,6 +248,7 @@ class Sender:
         wake_at = _INF
         missing = False
         held = False
+        more = False
         with acc.lock:
             for stage in acc.stages.values():
                 if stage.keys:
@@ -290,9 +296,11 @@ class Sender:
                 size = head.size_in_bytes
                 used = sizes.get(leader, 0)
                 if used and used + size > max_bytes:
-                    wake_at = now
+                    more = True  # for the next request
                     continue
                 dq.popleft()
+                if dq:
+                    more = True  # the partition's next batch may go in the next round
                 head.sealed = True
                 sizes[leader] = used + size
                 if idem is not None:
@@ -302,8 +310,9 @@ class Sender:
                 by_node.setdefault(leader, []).append(head)
             # Appenders read this under the lock: a new batch that must go out sooner than
             # the sender's next wake-up wakes it.
-            acc.sender_wake_at = now if by_node else wake_at
+            acc.sender_wake_at = now if more else wake_at
         self._held = held
+        self._more = more
         if txn is not None and txn.pending:
             txn.add_pending()
         return by_node, wake_at, missing
@@ -435,11 +444,14 @@ class Sender:
                               topic_data=data)
 
     def _handle(self, resp: Any, batches: list[ProducerBatch]) -> None:
-        topics = self.client.cluster.topics
-        ids = {t.topic_id: name for name, t in topics.items()}
+        ids: dict[Any, str] | None = None
         answers: dict[tuple[str, int], Any] = {}
         for t in resp.responses:
-            name = t.name or ids.get(t.topic_id, "")
+            name = t.name
+            if not name:  # v13+: topics by id
+                if ids is None:
+                    ids = {t.topic_id: n for n, t in self.client.cluster.topics.items()}
+                name = ids.get(t.topic_id, "")
             for p in t.partition_responses:
                 answers[(name, p.index)] = p
         for b in batches:

@@ -27,8 +27,9 @@ Unknown tagged fields met while decoding are kept in ``unknown_tags`` and writte
 
 from __future__ import annotations
 
+import keyword
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -339,6 +340,53 @@ def registry() -> dict[int, ApiSpec]:
     return _REGISTRY
 
 
+def _no_fields(self: Struct, extra: dict[str, Any]) -> None:
+    names = ", ".join(sorted(extra))
+    raise TypeError(f"{type(self).__name__} has no field(s) {names}")
+
+
+def _fresh_default(f: Field) -> Callable[[], Any] | None:
+    """How to make ``f``'s default when each instance needs its own (a list, a nested
+    struct); None when one shared value serves."""
+    if f.default is not MISSING:
+        return f.default_value if isinstance(f.default, list) else None
+    if isinstance(f.type, ArrayType) or (isinstance(f.type, StructType) and f.nullable.empty):
+        return f.default_value
+    return None
+
+
+def _make_init(st: StructType) -> Callable[..., None] | None:
+    """Struct.__init__ written out for one class: keyword arguments with the fields'
+    defaults, no loop over FIELDS. Messages are built per request (a Produce request is
+    three), so the generic loop showed in every round trip. None when a field's name cannot
+    be a keyword argument (then the generic __init__ serves)."""
+    names = [f.name for f in st.fields]
+    reserved = {"self", "unknown_tags", "_extra"}
+    if any(not n.isidentifier() or keyword.iskeyword(n) or n in reserved or n.startswith("_d")
+           for n in names):
+        return None
+    env: dict[str, Any] = {"_M": MISSING, "_no_fields": _no_fields}
+    params = []
+    body = []
+    for i, f in enumerate(st.fields):
+        params.append(f"{f.name}=_M")
+        fresh = _fresh_default(f)
+        if fresh is not None:
+            env[f"_d{i}"] = fresh
+            default = f"_d{i}()"
+        else:
+            env[f"_d{i}"] = f.default_value()
+            default = f"_d{i}"
+        body.append(f"    self.{f.name} = {default} if {f.name} is _M else {f.name}")
+    params.append("unknown_tags=None")
+    body.append("    self.unknown_tags = unknown_tags")
+    body.append("    if _extra:\n        _no_fields(self, _extra)")
+    src = f"def __init__(self, *, {', '.join(params)}, **_extra):\n" + "\n".join(body) + "\n"
+    exec(compile(src, f"<kontrakt init {st.name}>", "exec"), env)
+    init: Callable[..., None] = env["__init__"]
+    return init
+
+
 def _make_class(st: StructType, base: type[Struct], owner: dict[str, type[Struct]]) -> type[Struct]:
     ns: dict[str, Any] = {
         "__slots__": tuple(f.name for f in st.fields),
@@ -346,6 +394,9 @@ def _make_class(st: StructType, base: type[Struct], owner: dict[str, type[Struct
         "STRUCT": st,
         "__module__": "kontrakt.protocol.messages",
     }
+    init = _make_init(st)
+    if init is not None:
+        ns["__init__"] = init
     cls = type(st.name, (base,), ns)
     for f in st.fields:
         inner: TypeSpec = f.type

@@ -162,6 +162,52 @@ def test_keyword_construction_rejects_unknown_fields() -> None:
         MetadataRequest(topicz=[])
 
 
+def _every_class() -> list[type[Struct]]:
+    seen: dict[int, type[Struct]] = {}
+    todo: list[type[Struct]] = []
+    for spec in registry().values():
+        todo += [spec.request_class, spec.response_class]
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen[id(cls)] = cls
+        for f in cls.FIELDS:
+            inner: TypeSpec = f.type
+            while isinstance(inner, ArrayType):
+                inner = inner.item
+            if isinstance(inner, StructType):
+                todo.append(getattr(cls, inner.name))
+    return list(seen.values())
+
+
+def test_each_class_s_own_init_builds_what_the_generic_one_does() -> None:
+    # Every message class gets an __init__ written for its fields (one per request is on
+    # the producer's hot path); it must fill defaults as Struct.__init__ does, give each
+    # instance its own lists and nested structs, and refuse unknown fields alike.
+    classes = _every_class()
+    assert len(classes) > 150
+    own = 0
+    for cls in classes:
+        own += "__init__" in vars(cls)
+        generic = object.__new__(cls)
+        Struct.__init__(generic)
+        made, other = cls(), cls()
+        assert made == generic, cls
+        for f in cls.FIELDS:
+            value = getattr(made, f.name)
+            if isinstance(value, (list, Struct)):
+                assert value is not getattr(other, f.name), (cls, f.name)
+        # Given values win over defaults, for every field at once.
+        given = {f.name: object() for f in cls.FIELDS}
+        built = cls(**given, unknown_tags={1: b"x"})
+        assert all(getattr(built, n) is v for n, v in given.items())
+        assert built.unknown_tags == {1: b"x"}
+        with pytest.raises(TypeError, match=f"{cls.__name__} has no field\\(s\\) a_, z_"):
+            cls(z_=1, a_=2)
+    assert own == len(classes)
+
+
 def test_truncated_and_trailing_bytes_are_corrupt() -> None:
     resp = MetadataResponse(brokers=[MetadataResponse.MetadataResponseBroker(
         node_id=1, host="h", port=1)])

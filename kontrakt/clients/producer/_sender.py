@@ -450,7 +450,7 @@ class Sender:
             name = t.name
             if not name:  # v13+: topics by id
                 if ids is None:
-                    ids = {t.topic_id: n for n, t in self.client.cluster.topics.items()}
+                    ids = {info.topic_id: n for n, info in self.client.cluster.topics.items()}
                 name = ids.get(t.topic_id, "")
             for p in t.partition_responses:
                 answers[(name, p.index)] = p

@@ -278,6 +278,38 @@ def test_sync_send_and_wait_wakes_the_sender_once_its_caller_is_about_to_block(
     assert seen and all(waiting and not sealed for waiting, sealed in seen), seen
 
 
+def test_sync_send_and_wait_from_several_threads_at_once(tansu_broker: TansuBroker,
+                                                        topic_name: str) -> None:
+    # Threads waiting on records of the same batch, or of a batch another thread opened or
+    # filled: each wakes the sender for its own record, none waits for someone else's.
+    tansu_broker.create_topic(topic_name, 1)
+    results: dict[int, list[int]] = {}
+    errors: list[BaseException] = []
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers, linger_ms=5000) as p:
+        p.send_and_wait(topic_name, b"warm-up")
+
+        def work(n: int) -> None:
+            try:
+                results[n] = [p.send_and_wait(topic_name, b"%d-%d" % (n, i), timeout=10).offset
+                              for i in range(40)]
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        elapsed = time.monotonic() - started
+    assert not errors, errors
+    offsets = sorted(o for r in results.values() for o in r)
+    assert offsets == list(range(1, 161))
+    assert all(r == sorted(r) for r in results.values())
+    # Each record went out at once, not after the 5 s linger.
+    assert elapsed < 5, elapsed
+
+
 def test_sync_producer_produce_poll_callbacks_in_caller_thread(tansu_broker: TansuBroker,
                                                               topic_name: str) -> None:
     tansu_broker.create_topic(topic_name, 3)

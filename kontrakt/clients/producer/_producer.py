@@ -415,7 +415,7 @@ class AsyncProducer(_ProducerCore):
         **kwargs: the same options in snake_case (``linger_ms=5``).
 
     Options (besides the network options of :class:`~kontrakt.AsyncKafkaClient`):
-    ``acks`` (0, 1, all/-1; default all), ``batch.size`` (65536), ``linger.ms`` (5),
+    ``acks`` (0, 1, all/-1; default all), ``batch.size`` (131072), ``linger.ms`` (5),
     ``buffer.memory`` (32 MiB), ``max.block.ms`` (60000), ``retries``,
     ``delivery.timeout.ms`` (120000), ``compression.type`` (none/gzip/snappy/lz4/zstd),
     ``compression.level``, ``message.max.bytes`` (1048576), ``enable.idempotence``

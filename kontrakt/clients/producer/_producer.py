@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from time import time as _time
 from time import time_ns as _time_ns
 from typing import Any
@@ -813,6 +814,39 @@ class AsyncProducer(_ProducerCore):
             pending = list(self._acc.incomplete)
         await self._wait_batches(pending, timeout)
         await txn.end(False)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """A transaction as an ``async with`` block (aiokafka's ``transaction()``)::
+
+            async with producer.transaction():
+                await producer.send("orders", b"...")
+                await producer.send_offsets_to_transaction(offsets, group_id)
+
+        Begins the transaction on entry and commits it when the block ends. When the block
+        raises, the transaction is aborted and the exception goes on (unless the producer
+        is fenced, when there is nothing to abort). When the commit fails with
+        TransactionAbortableError (a record of it failed), the transaction is aborted
+        before that error is raised, so the producer is ready for the next one.
+
+        Raises:
+            IllegalStateError: no ``transactional.id``, or a transaction is already open.
+            TransactionAbortableError / TransactionFatalError / KafkaTimeoutError: as
+                :meth:`commit_transaction` and :meth:`abort_transaction` raise them.
+        """
+        txn = self._transaction()
+        self.begin_transaction()
+        try:
+            yield
+        except BaseException:
+            if txn.state != "fatal":
+                await self.abort_transaction()
+            raise
+        try:
+            await self.commit_transaction()
+        except TransactionAbortableError:
+            await self.abort_transaction()
+            raise
 
     # --- direct batch control ------------------------------------------------------------
 

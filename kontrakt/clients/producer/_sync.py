@@ -8,10 +8,11 @@ flush, close) hop to the loop thread.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kontrakt._types import RecordMetadata
@@ -28,7 +29,7 @@ from kontrakt.clients.producer._producer import (
     AsyncProducer,
     HeadersLike,
 )
-from kontrakt.errors import IllegalStateError, KafkaTimeoutError
+from kontrakt.errors import IllegalStateError, KafkaTimeoutError, TransactionAbortableError
 from kontrakt.protocol.records import RecordBatchBuilder
 
 _new_tuple = tuple.__new__
@@ -285,6 +286,25 @@ class Producer:
             self._thread.run(self._async.abort_transaction(timeout))
         finally:
             self.poll(0)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A transaction as a ``with`` block: begins it, commits when the block ends, aborts
+        when it raises; see :meth:`AsyncProducer.transaction`. Delivery callbacks of its
+        ``produce()`` records run before the block's commit or abort returns."""
+        txn = self._async._transaction()
+        self.begin_transaction()
+        try:
+            yield
+        except BaseException:
+            if txn.state != "fatal":
+                self.abort_transaction()
+            raise
+        try:
+            self.commit_transaction()
+        except TransactionAbortableError:
+            self.abort_transaction()
+            raise
 
     # --- the rest -----------------------------------------------------------------------
 

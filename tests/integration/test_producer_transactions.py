@@ -248,3 +248,26 @@ def test_a_failed_commit_in_a_transaction_block_aborts_before_raising(
     _, seen = asyncio.run(read_log(bs, topic_name, 0))
     assert seen == [("data", [b"x"]), ("marker", ControlRecordType.ABORT),
                     ("data", [b"y"]), ("marker", ControlRecordType.COMMIT)]
+
+
+def test_a_purge_in_a_transaction_makes_it_abortable(tansu_broker: TansuBroker,
+                                                     topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 1)
+    bs = tansu_broker.bootstrap_servers
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=bs, linger_ms=30_000,
+                                 transactional_id=f"{topic_name}-tx") as p:
+            p.begin_transaction()
+            fut = await p.send(topic_name, b"purged", partition=0)
+            assert p.purge() == 1
+            assert "purged" in str(fut.exception())
+            with pytest.raises(TransactionAbortableError):
+                await p.commit_transaction()
+            await p.abort_transaction()
+            async with p.transaction():
+                await p.send(topic_name, b"next", partition=0)
+
+    asyncio.run(main())
+    _, seen = asyncio.run(read_log(bs, topic_name, 1))
+    assert seen == [("data", [b"next"]), ("marker", ControlRecordType.COMMIT)]

@@ -815,6 +815,25 @@ class AsyncProducer(_ProducerCore):
         await self._wait_batches(pending, timeout)
         await txn.end(False)
 
+    def purge(self, in_queue: bool = True, in_flight: bool = True) -> int:
+        """Fail buffered records at once instead of delivering them (confluent-kafka's
+        ``purge``): their futures and callbacks get a ProduceError saying they were purged.
+
+        Args:
+            in_queue: records not sent yet (still in batches or staged).
+            in_flight: records of requests on their way; the broker may still write them,
+                so only for records whose loss or duplication is acceptable. An idempotent
+                producer takes a new epoch before its next records.
+
+        Returns:
+            How many records were purged.
+
+        In a transaction, a purge makes the transaction abortable (abort it next).
+        """
+        if self._sender is None:
+            return 0
+        return self._sender.purge(in_queue, in_flight)
+
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
         """A transaction as an ``async with`` block (aiokafka's ``transaction()``)::

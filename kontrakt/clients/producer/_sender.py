@@ -597,6 +597,33 @@ class Sender:
 
     # --- shutdown ------------------------------------------------------------------------
 
+    def purge(self, in_queue: bool, in_flight: bool) -> int:
+        """Fail records locally without sending them or waiting for their answer
+        (confluent-kafka's ``purge``); on the loop thread. Returns how many were failed.
+
+        ``in_queue``: records not handed to a connection yet, staged ones included.
+        ``in_flight``: records of requests written or being connected for; the broker may
+        still write them. An idempotent producer then takes a new epoch before its next
+        records (their sequence numbers could no longer be trusted).
+        """
+        purged = 0
+        if in_flight:
+            with self.acc.lock:
+                queued = {id(b) for dq in self.acc.queues.values() for b in dq}
+                flying = [b for b in self.acc.incomplete if id(b) not in queued]
+            error = ProduceError("purged while in flight (purge(in_flight=True)); the broker "
+                                 "may still have written it")
+            for b in flying:
+                if not b.done:
+                    purged += self._count(b)
+                    self._fail(b, error)
+        if in_queue:
+            error = ProduceError("purged from the producer's queue (purge(in_queue=True))")
+            for b in self.acc.abort_all():
+                purged += self._count(b)
+                self._fail(b, error)
+        return purged
+
     def fail_everything(self, error: BaseException) -> None:
         """Fail every queued batch (closing without waiting, or after a fatal error)."""
         for b in self.acc.abort_all():

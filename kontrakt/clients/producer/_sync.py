@@ -287,6 +287,20 @@ class Producer:
         finally:
             self.poll(0)
 
+    def purge(self, in_queue: bool = True, in_flight: bool = True,
+              blocking: bool = True) -> None:
+        """Fail buffered records at once (confluent-kafka's ``purge``); see
+        :meth:`AsyncProducer.purge`. Their ``produce()`` callbacks run at the next
+        :meth:`poll` or :meth:`flush`, as confluent-kafka's do.
+
+        Args:
+            blocking: False returns at once, the purge then runs on the I/O thread next.
+        """
+        if blocking:
+            self._thread.run(_call(lambda: self._async.purge(in_queue, in_flight)))
+        else:
+            self._thread.loop.call_soon_threadsafe(self._async.purge, in_queue, in_flight)
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """A transaction as a ``with`` block: begins it, commits when the block ends, aborts

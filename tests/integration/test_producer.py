@@ -310,6 +310,32 @@ def test_sync_send_and_wait_from_several_threads_at_once(tansu_broker: TansuBrok
     assert elapsed < 5, elapsed
 
 
+def test_list_topics_gives_fresh_partition_metadata(tansu_broker: TansuBroker,
+                                                    topic_name: str) -> None:
+    other = f"{topic_name}-other"
+    tansu_broker.create_topic(topic_name, 3)
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers) as p:
+        p.send_and_wait(topic_name, b"warm-up")
+        # A topic created after the producer started: only a fresh request knows it.
+        tansu_broker.create_topic(other, 2)
+        topics = p.list_topics(timeout=10)
+        assert {topic_name, other} <= set(topics)
+        info = topics[topic_name]
+        assert sorted(info.partitions) == [0, 1, 2]
+        for part in info.partitions.values():
+            assert part.leader >= 0 and part.leader in part.replicas
+        assert list(p.list_topics(other)) == [other]
+        assert sorted(p.list_topics(other)[other].partitions) == [0, 1]
+
+        async def from_async() -> Any:
+            async with AsyncProducer(bootstrap_servers=tansu_broker.bootstrap_servers) as ap:
+                return await ap.list_topics(topic_name)
+
+        assert sorted(asyncio.run(from_async())[topic_name].partitions) == [0, 1, 2]
+    with pytest.raises(IllegalStateError):
+        p.list_topics()
+
+
 def test_sync_producer_produce_poll_callbacks_in_caller_thread(tansu_broker: TansuBroker,
                                                               topic_name: str) -> None:
     tansu_broker.create_topic(topic_name, 3)

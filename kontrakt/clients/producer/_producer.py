@@ -15,6 +15,7 @@ from typing import Any
 from kontrakt._types import OffsetAndMetadata, RecordMetadata, TopicPartition
 from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.producer._accumulator import (
     ABORTED,
     RECORD_OVERHEAD,
@@ -901,6 +902,35 @@ class AsyncProducer(_ProducerCore):
             if queued is not None:
                 return new_future(queued, 0, max(batch.max_timestamp, -1))
             await self._wait_memory(deadline - time.monotonic())
+
+    async def list_topics(self, topic: str | None = None) -> dict[str, TopicInfo]:
+        """Fresh metadata of the cluster's topics (confluent-kafka's ``list_topics``): each
+        topic's :class:`~kontrakt.clients.TopicInfo`, its partitions with their leader,
+        replicas and in-sync replicas.
+
+        Args:
+            topic: only this topic (an empty dict when the cluster does not have it; a
+                broker with ``auto.create.topics.enable`` creates it, as for any client).
+
+        Raises:
+            IllegalStateError: the producer is not started or closed.
+            NoBrokersAvailableError / KafkaTimeoutError: no broker answered in time.
+        """
+        self._check(sending=False)
+        client = self._client
+        if topic is None:
+            client.track_all_topics(True)
+            try:
+                meta = await client.refresh_metadata()
+            finally:
+                client.track_all_topics(False)
+        else:
+            meta = await client.refresh_metadata([topic])
+        # Each update replaces the dict and its frozen entries: this copy stays as it is.
+        topics = dict(meta.topics)
+        if topic is None:
+            return topics
+        return {topic: topics[topic]} if topic in topics else {}
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids (sorted), waiting up to ``max.block.ms`` for metadata.

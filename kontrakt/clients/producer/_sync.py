@@ -17,6 +17,7 @@ from typing import Any
 
 from kontrakt._types import RecordMetadata
 from kontrakt.clients._sync import LoopThread
+from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.producer._accumulator import (
     WAITER,
     DeliveryCallback,
@@ -325,6 +326,12 @@ class Producer:
     def metrics(self) -> dict[str, float]:
         """See :meth:`AsyncProducer.metrics`."""
         return self._async.metrics()
+
+    def list_topics(self, topic: str | None = None,
+                    timeout: float | None = None) -> dict[str, TopicInfo]:
+        """See :meth:`AsyncProducer.list_topics`; ``timeout`` bounds the wait (None: the
+        client's request timeout does)."""
+        return self._thread.run(self._async.list_topics(topic), timeout)
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids; see :meth:`AsyncProducer.partitions_for`."""

@@ -73,7 +73,11 @@ def test_three_members_then_one_leaves(tansu_broker: TansuBroker, topic_name: st
     async def main() -> None:
         await _fill(bs, topic_name, parts, per)
         own = Ownership()
-        cfg = dict(bootstrap_servers=bs, group_id=f"g-{topic_name}", session_timeout_ms=1000,
+        # Tansu holds a JoinGroup for about half the session timeout: a member that has not
+        # rejoined by then (a loaded machine stalling it) is left out of the generation and
+        # its partitions go to another member before it learns it lost them, which Kafka
+        # allows but this test counts as double ownership. 4 s gives a ~2 s window.
+        cfg = dict(bootstrap_servers=bs, group_id=f"g-{topic_name}", session_timeout_ms=4000,
                    heartbeat_interval_ms=100, auto_offset_reset="earliest",
                    auto_commit_interval_ms=60_000, partition_assignment_strategy=strategy,
                    max_poll_records=7)
@@ -104,7 +108,7 @@ def test_three_members_then_one_leaves(tansu_broker: TansuBroker, topic_name: st
         await asyncio.gather(*tasks[1:])
         for c in members[1:]:
             await c.close()
-        assert not own.violations
+        assert not own.violations, (own.violations, own.events)
         assert sorted(set(seen)) == [(p, i) for p in range(parts) for i in range(per)]
         assert len(seen) == len(set(seen)), "a record was consumed twice"
         assert set(own.owner.values()) == {"m1", "m2"} or not own.owner

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any
 
 from kontrakt._types import ConsumerRecord, RecordMetadata, TopicPartition
+from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.consumer import AsyncConsumer, Consumer
 from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
 from kontrakt.errors import (
@@ -207,9 +209,12 @@ class SerializingProducer:
     def send_and_wait(self, topic: str, value: Any = None, key: Any = None, *,
                       partition: int | None = None, timestamp_ms: int | None = None,
                       headers: Any = None, timeout: float | None = None) -> RecordMetadata:
-        """Serialize, send and wait for the acknowledgement."""
-        return self.send(topic, value, key, partition=partition, timestamp_ms=timestamp_ms,
-                         headers=headers).result(timeout)
+        """Serialize, send and wait for the acknowledgement (the record goes out at once,
+        as with :meth:`Producer.send_and_wait`)."""
+        k, v, hdrs = self._serialize(topic, key, value, headers)
+        return self._producer.send_and_wait(topic, v, k, partition=partition,
+                                            timestamp_ms=timestamp_ms, headers=hdrs or None,
+                                            timeout=timeout)
 
     def poll(self, timeout: float | None = 0.0) -> int:
         """Run delivery callbacks; see :meth:`Producer.poll`."""
@@ -227,6 +232,52 @@ class SerializingProducer:
     def producer(self) -> Producer:
         """The underlying byte-level producer."""
         return self._producer
+
+    # The producer's own methods, as confluent-kafka's SerializingProducer (a Producer)
+    # has them: transactions, purge, metadata, metrics.
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """See :meth:`Producer.init_transactions`."""
+        self._producer.init_transactions(timeout)
+
+    def begin_transaction(self) -> None:
+        """See :meth:`Producer.begin_transaction`."""
+        self._producer.begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_id: Any,
+                                    timeout: float | None = None) -> None:
+        """See :meth:`Producer.send_offsets_to_transaction`."""
+        self._producer.send_offsets_to_transaction(offsets, group_id, timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """See :meth:`Producer.commit_transaction`."""
+        self._producer.commit_transaction(timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """See :meth:`Producer.abort_transaction`."""
+        self._producer.abort_transaction(timeout)
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """See :meth:`Producer.transaction`."""
+        return self._producer.transaction()
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True,
+              blocking: bool = True) -> None:
+        """See :meth:`Producer.purge`."""
+        self._producer.purge(in_queue, in_flight, blocking)
+
+    def list_topics(self, topic: str | None = None,
+                    timeout: float | None = None) -> dict[str, TopicInfo]:
+        """See :meth:`Producer.list_topics`."""
+        return self._producer.list_topics(topic, timeout)
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """See :meth:`Producer.partitions_for`."""
+        return self._producer.partitions_for(topic)
+
+    def metrics(self) -> dict[str, float]:
+        """See :meth:`Producer.metrics`."""
+        return self._producer.metrics()
 
     def __enter__(self) -> SerializingProducer:
         return self
@@ -260,14 +311,8 @@ class AsyncSerializingProducer:
         """Connect; see :meth:`AsyncProducer.start`."""
         await self._producer.start()
 
-    async def send(self, topic: str, value: Any = None, key: Any = None, *,
-                   partition: int | None = None, timestamp_ms: int | None = None,
-                   headers: Any = None) -> RecordFuture:
-        """Serialize and queue a record; ``await`` the returned future for its metadata.
-
-        Raises:
-            KeySerializationError / ValueSerializationError: nothing was queued.
-        """
+    async def _serialize(self, topic: str, key: Any, value: Any,
+                         headers: Any) -> tuple[Any, Any, list[tuple[str, bytes | None]]]:
         hdrs = _headers(headers)
         if self._key_ser is not None:
             try:
@@ -282,17 +327,29 @@ class AsyncSerializingProducer:
                                                                 hdrs)))
             except Exception as exc:
                 raise _serialization_error(MessageField.VALUE, topic, exc) from exc
-        return await self._producer.send(topic, value, key, partition=partition,
+        return key, value, hdrs
+
+    async def send(self, topic: str, value: Any = None, key: Any = None, *,
+                   partition: int | None = None, timestamp_ms: int | None = None,
+                   headers: Any = None) -> RecordFuture:
+        """Serialize and queue a record; ``await`` the returned future for its metadata.
+
+        Raises:
+            KeySerializationError / ValueSerializationError: nothing was queued.
+        """
+        k, v, hdrs = await self._serialize(topic, key, value, headers)
+        return await self._producer.send(topic, v, k, partition=partition,
                                          timestamp_ms=timestamp_ms, headers=hdrs or None)
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, *,
                             partition: int | None = None, timestamp_ms: int | None = None,
                             headers: Any = None) -> RecordMetadata:
-        """Serialize, send and wait for the acknowledgement."""
-        fut = await self.send(topic, value, key, partition=partition,
-                              timestamp_ms=timestamp_ms, headers=headers)
-        result: RecordMetadata = await fut
-        return result
+        """Serialize, send and wait for the acknowledgement (the record goes out at once,
+        as with :meth:`AsyncProducer.send_and_wait`)."""
+        k, v, hdrs = await self._serialize(topic, key, value, headers)
+        return await self._producer.send_and_wait(topic, v, k, partition=partition,
+                                                  timestamp_ms=timestamp_ms,
+                                                  headers=hdrs or None)
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued and wait; see :meth:`AsyncProducer.flush`."""
@@ -301,6 +358,49 @@ class AsyncSerializingProducer:
     async def close(self, timeout: float | None = None) -> None:
         """Flush and close; see :meth:`AsyncProducer.close`."""
         await self._producer.close(timeout)
+
+    # As SerializingProducer's: the producer's transaction, purge and metadata methods.
+
+    async def init_transactions(self) -> None:
+        """See :meth:`AsyncProducer.init_transactions`."""
+        await self._producer.init_transactions()
+
+    def begin_transaction(self) -> None:
+        """See :meth:`AsyncProducer.begin_transaction`."""
+        self._producer.begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_id: Any, *,
+                                          timeout: float | None = None) -> None:
+        """See :meth:`AsyncProducer.send_offsets_to_transaction`."""
+        await self._producer.send_offsets_to_transaction(offsets, group_id, timeout=timeout)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """See :meth:`AsyncProducer.commit_transaction`."""
+        await self._producer.commit_transaction(timeout)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """See :meth:`AsyncProducer.abort_transaction`."""
+        await self._producer.abort_transaction(timeout)
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        """See :meth:`AsyncProducer.transaction`."""
+        return self._producer.transaction()
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True) -> int:
+        """See :meth:`AsyncProducer.purge`."""
+        return self._producer.purge(in_queue, in_flight)
+
+    async def list_topics(self, topic: str | None = None) -> dict[str, TopicInfo]:
+        """See :meth:`AsyncProducer.list_topics`."""
+        return await self._producer.list_topics(topic)
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """See :meth:`AsyncProducer.partitions_for`."""
+        return await self._producer.partitions_for(topic)
+
+    def metrics(self) -> dict[str, float]:
+        """See :meth:`AsyncProducer.metrics`."""
+        return self._producer.metrics()
 
     @property
     def producer(self) -> AsyncProducer:

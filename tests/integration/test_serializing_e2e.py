@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,7 +22,7 @@ from kontrakt.clients.serializing import (
     DeserializingConsumer,
     SerializingProducer,
 )
-from kontrakt.errors import KeySerializationError, ValueDeserializationError
+from kontrakt.errors import KeySerializationError, ProduceError, ValueDeserializationError
 from kontrakt.registry import AsyncSchemaRegistryClient, SchemaRegistryClient
 from kontrakt.registry.server import RegistryServer
 from kontrakt.serde import (
@@ -260,3 +261,53 @@ def test_serialization_failure_queues_nothing(tansu_broker: TansuBroker, registr
         with pytest.raises(KeySerializationError, match=topic_name):
             p.produce(topic_name, key=12345, value=b"v")  # type: ignore[arg-type]
         assert len(p) == 0
+
+
+def test_serializing_producers_offer_the_producers_own_methods(tansu_broker: TansuBroker,
+                                                               topic_name: str) -> None:
+    # confluent-kafka's SerializingProducer is a Producer: transactions, purge and metadata
+    # are there as they are; send_and_wait takes the producer's urgent path.
+    tansu_broker.create_topic(topic_name, 2)
+    bs = tansu_broker.bootstrap_servers
+    delivered: list[Any] = []
+    with SerializingProducer({"bootstrap.servers": bs, "linger.ms": 30_000,
+                              "transactional.id": f"{topic_name}-tx",
+                              "key.serializer": StringSerializer(),
+                              "value.serializer": StringSerializer()}) as p:
+        p.init_transactions()
+        with p.transaction():
+            started = time.monotonic()
+            md = p.send_and_wait(topic_name, "now", "k", partition=0)
+            assert time.monotonic() - started < 5  # not after the 30 s linger
+            p.produce(topic_name, key="k", value="later", partition=0,
+                      on_delivery=lambda e, m: delivered.append(e))
+        assert delivered == [None] and md.offset == 0
+        p.begin_transaction()
+        p.produce(topic_name, key="k", value="purged", partition=1,
+                  on_delivery=lambda e, m: delivered.append(e))
+        p.purge()
+        p.poll(0)
+        assert isinstance(delivered[-1], ProduceError)
+        p.abort_transaction()
+        assert sorted(p.list_topics(topic_name)[topic_name].partitions) == [0, 1]
+        assert p.partitions_for(topic_name) == [0, 1]
+        assert p.metrics()["record-send-total"] >= 2
+
+    async def main() -> None:
+        async with AsyncSerializingProducer(bootstrap_servers=bs, linger_ms=30_000,
+                                            transactional_id=f"{topic_name}-atx",
+                                            value_serializer=StringSerializer()) as ap:
+            await ap.init_transactions()
+            async with ap.transaction():
+                started = time.monotonic()
+                amd = await ap.send_and_wait(topic_name, "async", partition=1)
+                assert time.monotonic() - started < 5
+            assert amd.partition == 1
+            assert await ap.partitions_for(topic_name) == [0, 1]
+            assert topic_name in await ap.list_topics()
+            ap.begin_transaction()
+            fut = await ap.send(topic_name, "purged", partition=1)
+            assert ap.purge() == 1 and fut.exception() is not None
+            await ap.abort_transaction()
+
+    asyncio.run(main())

@@ -345,16 +345,6 @@ def _no_fields(self: Struct, extra: dict[str, Any]) -> None:
     raise TypeError(f"{type(self).__name__} has no field(s) {names}")
 
 
-def _fresh_default(f: Field) -> Callable[[], Any] | None:
-    """How to make ``f``'s default when each instance needs its own (a list, a nested
-    struct); None when one shared value serves."""
-    if f.default is not MISSING:
-        return f.default_value if isinstance(f.default, list) else None
-    if isinstance(f.type, ArrayType) or (isinstance(f.type, StructType) and f.nullable.empty):
-        return f.default_value
-    return None
-
-
 def _make_init(st: StructType) -> Callable[..., None] | None:
     """Struct.__init__ written out for one class: keyword arguments with the fields'
     defaults, no loop over FIELDS. Messages are built per request (a Produce request is
@@ -370,12 +360,13 @@ def _make_init(st: StructType) -> Callable[..., None] | None:
     body = []
     for i, f in enumerate(st.fields):
         params.append(f"{f.name}=_M")
-        fresh = _fresh_default(f)
-        if fresh is not None:
-            env[f"_d{i}"] = fresh
+        value = f.default_value()
+        if isinstance(value, (list, Struct)):
+            # Each instance needs its own (Field.default_value makes a new one a call).
+            env[f"_d{i}"] = f.default_value
             default = f"_d{i}()"
         else:
-            env[f"_d{i}"] = f.default_value()
+            env[f"_d{i}"] = value
             default = f"_d{i}"
         body.append(f"    self.{f.name} = {default} if {f.name} is _M else {f.name}")
     params.append("unknown_tags=None")

@@ -91,9 +91,9 @@ _ATTRIBUTES_AND_DELTA = [b"\x00" + VARINT_BYTES[d] for d in range(_DELTAS)]
 #: returned by :meth:`RecordAccumulator.append` when ``abort_on_new_batch`` stops it
 ABORTED: Any = object()
 #: ``append(urgent=WAITER)``: urgent, and the caller blocks on the record next; it wakes the
-#: sender itself right before blocking (ProducerBatch.wait_woken), so that the I/O thread
-#: does not wake only to wait for the GIL the caller still holds.
-WAITER: Any = 2
+#: sender itself right before blocking (``ProducerBatch.wait(timeout, wake=True)``), so that
+#: the I/O thread does not wake only to wait for the GIL the caller still holds.
+WAITER: Any = object()
 
 
 class ProducerBatch:
@@ -220,8 +220,11 @@ class ProducerBatch:
             acc.on_complete(self)
         return True
 
-    def wait(self, timeout: float | None) -> None:
+    def wait(self, timeout: float | None, wake: bool = False) -> None:
         """Block the calling thread until the batch completes.
+
+        ``wake``: wake the sender right before blocking, whatever the batch's state (for a
+        record appended with ``urgent=WAITER``, see RecordAccumulator.append).
 
         Raises:
             KafkaTimeoutError: not done within ``timeout`` seconds.
@@ -234,19 +237,9 @@ class ProducerBatch:
         event = self._blocking_event()
         if event is None:
             return
-        if not self.sealed and not self.urgent:
+        if wake or (not self.sealed and not self.urgent):
             self.urgent = True
             self.acc.wakeup(True)
-        if not event.wait(timeout):
-            raise KafkaTimeoutError(f"record not delivered within {timeout}s")
-
-    def wait_woken(self, timeout: float | None) -> None:
-        """:meth:`wait` for a record appended with ``urgent=WAITER``: wakes the sender for
-        it right before blocking (see RecordAccumulator.append)."""
-        event = self._blocking_event()
-        if event is None:
-            return
-        self.acc.wakeup(True)
         if not event.wait(timeout):
             raise KafkaTimeoutError(f"record not delivered within {timeout}s")
 

@@ -88,8 +88,6 @@ class Sender:
         #: the last drain left a batch that only a response can release (in-flight limit,
         #: sequence or transaction order): a response then wakes the sender
         self._held = False
-        #: the last drain left batches that the pass's next round may send
-        self._more = False
         self.closing = False
         self.error: BaseException | None = None
         self.on_error: Callable[[], None] | None = None
@@ -186,7 +184,7 @@ class Sender:
             now = time.monotonic()
             self._expire(now)
             while True:
-                by_node, wake_at, missing = self._drain(now)
+                by_node, wake_at, missing, more = self._drain(now)
                 if missing:
                     self.client.request_metadata_refresh()
                     wake_at = min(wake_at, now + self.settings.retry_backoff)
@@ -195,7 +193,7 @@ class Sender:
                 self._writes_left = len(by_node)
                 for node, batches in by_node.items():
                     self._dispatch(node, batches)
-                if not self._more:
+                if not more:
                     # This round took every batch ready: no other round to look for.
                     return wake_at
         finally:
@@ -231,7 +229,9 @@ class Sender:
             self.on_error()
         self.fail_everything(ProduceError(f"the producer's sender failed: {exc!r}", exc))
 
-    def _drain(self, now: float) -> tuple[dict[int, list[ProducerBatch]], float, bool]:
+    def _drain(self, now: float) -> tuple[dict[int, list[ProducerBatch]], float, bool, bool]:
+        """The batches to send now, by broker; when the next pass is due; whether a leader
+        is missing; whether batches are left that another round may send."""
         acc = self.acc
         cluster = self.client.cluster
         brokers = cluster.brokers
@@ -312,10 +312,9 @@ class Sender:
             # the sender's next wake-up wakes it.
             acc.sender_wake_at = now if more else wake_at
         self._held = held
-        self._more = more
         if txn is not None and txn.pending:
             txn.add_pending()
-        return by_node, wake_at, missing
+        return by_node, wake_at, missing, more
 
     def _expire(self, now: float) -> None:
         for batch in self.acc.expire(now):
@@ -597,40 +596,42 @@ class Sender:
 
     # --- shutdown ------------------------------------------------------------------------
 
-    def purge(self, in_queue: bool, in_flight: bool) -> int:
+    def purge(self, in_queue: bool, in_flight: bool, error: BaseException | None = None
+              ) -> int:
         """Fail records locally without sending them or waiting for their answer
         (confluent-kafka's ``purge``); on the loop thread. Returns how many were failed.
 
         ``in_queue``: records not handed to a connection yet, staged ones included.
-        ``in_flight``: records of requests written or being connected for; the broker may
-        still write them. An idempotent producer then takes a new epoch before its next
-        records (their sequence numbers could no longer be trusted).
+        ``in_flight``: records of batches a drain took out, whose request is written,
+        being connected for, or never finished; the broker may still write them. An
+        idempotent producer then takes a new epoch before its next records (their sequence
+        numbers could no longer be trusted).
+        ``error``: what the records fail with (default: a ProduceError saying which purge).
         """
         purged = 0
+        if in_queue:
+            queued_error = error or ProduceError(
+                "purged from the producer's queue (purge(in_queue=True))")
+            for b in self.acc.abort_all():
+                purged += self._count(b)
+                self._fail(b, queued_error)
         if in_flight:
             with self.acc.lock:
                 queued = {id(b) for dq in self.acc.queues.values() for b in dq}
                 flying = [b for b in self.acc.incomplete if id(b) not in queued]
-            error = ProduceError("purged while in flight (purge(in_flight=True)); the broker "
-                                 "may still have written it")
+            flying_error = error or ProduceError(
+                "purged while in flight (purge(in_flight=True)); the broker may still have "
+                "written it")
             for b in flying:
                 if not b.done:
                     purged += self._count(b)
-                    self._fail(b, error)
-        if in_queue:
-            error = ProduceError("purged from the producer's queue (purge(in_queue=True))")
-            for b in self.acc.abort_all():
-                purged += self._count(b)
-                self._fail(b, error)
+                    self._fail(b, flying_error)
         return purged
 
     def fail_everything(self, error: BaseException) -> None:
-        """Fail every queued batch (closing without waiting, or after a fatal error)."""
-        for b in self.acc.abort_all():
-            self._fail(b, error)
-        # Batches taken out by a drain but whose request never started or ended.
-        for b in list(self.acc.incomplete):
-            self._fail(b, error)
+        """Fail every queued and in-flight batch (closing without waiting, or after a fatal
+        error)."""
+        self.purge(True, True, error)
 
     async def stop(self, error: BaseException | None = None) -> None:
         """Stop sending: cancel connecting and in-flight requests, fail whatever is left."""

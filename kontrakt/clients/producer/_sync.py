@@ -144,7 +144,7 @@ class Producer:
             KafkaTimeoutError: not resolved within ``timeout`` seconds.
         """
         fut = self._append(topic, value, key, partition, timestamp_ms, headers, None, WAITER)
-        fut._head.wait_woken(timeout)
+        fut._head.wait(timeout, wake=True)
         return fut.result()
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,

@@ -258,7 +258,7 @@ def test_sync_send_and_wait_wakes_the_sender_once_its_caller_is_about_to_block(
     # the caller and sleep again until the caller blocks, a second wake-up per round trip.
     # Records sent into an open batch and into a new one alike.
     tansu_broker.create_topic(topic_name, 2)
-    seen: list[tuple[bool, bool]] = []  # (an event was waiting, the batch was sealed)
+    seen: list[tuple[bool, bool]] = []  # (a thread was waiting, the batch was sealed)
     with Producer(bootstrap_servers=tansu_broker.bootstrap_servers, linger_ms=5000) as p:
         p.send_and_wait(topic_name, b"warm-up", partition=0)
         acc = p._async._acc
@@ -268,7 +268,7 @@ def test_sync_send_and_wait_wakes_the_sender_once_its_caller_is_about_to_block(
             batch = acc.queues[(topic_name, 1)][-1] if acc.queues.get((topic_name, 1)) \
                 else None
             if urgent and batch is not None:
-                seen.append((batch.event is not None, batch.sealed))
+                seen.append((batch.sleepers is not None, batch.sealed))
             original(urgent, filled)
 
         acc.wakeup = spy

@@ -173,8 +173,9 @@ def test_result_on_async_loop_refuses_to_block() -> None:
 
 
 def test_threads_blocked_on_a_batch_all_wake_when_it_completes() -> None:
-    # A sync producer's batch makes its Event only when a thread first blocks on it; every
-    # waiter, whether it came before, during or after completion, must return.
+    # A sync producer's batch keeps a lock per thread blocked on it; every waiter, whether it
+    # came before, during or after completion, must return, and one that gave up is
+    # forgotten.
     p = AsyncProducer(bootstrap_servers=BS, _threaded=True)
     p._topics["t"] = _TopicParts.of(p._acc, "t", [0], [0], p._cluster.version)
     p._ok = True
@@ -182,7 +183,7 @@ def test_threads_blocked_on_a_batch_all_wake_when_it_completes() -> None:
     p._acc.wakeup = lambda urgent, filled=False: None
     fut = p._append("t", b"v", None, 0, 1, None, None)
     batch = fut._batch
-    assert batch.event is None
+    assert batch.sleepers is None
     results: list[Any] = []
     errors: list[BaseException] = []
 
@@ -196,9 +197,9 @@ def test_threads_blocked_on_a_batch_all_wake_when_it_completes() -> None:
     for t in early:
         t.start()
     deadline = time.monotonic() + 5
-    while batch.event is None and time.monotonic() < deadline:
+    while len(batch.sleepers or ()) < 4 and time.monotonic() < deadline:
         time.sleep(0.001)
-    assert batch.event is not None
+    assert batch.sleepers is not None and len(batch.sleepers) == 4
     batch.sealed = True  # as the sender does when it takes the batch
     batch.complete(7, -1)
     late = threading.Thread(target=wait)
@@ -207,8 +208,15 @@ def test_threads_blocked_on_a_batch_all_wake_when_it_completes() -> None:
         t.join(5)
     assert not errors and len(results) == 5
     assert {md.offset for md in results} == {7}
+    assert batch.sleepers is None
+    other = p._append("t", b"v", None, 0, 1, None, None)
     with pytest.raises(KafkaTimeoutError):
-        p._append("t", b"v", None, 0, 1, None, None).result(0.01)
+        other.result(0.01)
+    with pytest.raises(KafkaTimeoutError):
+        other.result(0)
+    assert other._batch.sleepers == []
+    other._batch.complete(8, -1)
+    assert other.result(0).offset == 8
 
 
 def test_log_append_time_and_acks0_metadata() -> None:

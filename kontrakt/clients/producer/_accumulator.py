@@ -168,8 +168,14 @@ class ProducerBatch:
                     producer_id=producer_id, producer_epoch=producer_epoch,
                     base_sequence=self.base_sequence, is_transactional=transactional)
             else:
+                parts = self.parts
+                if len(parts) != 1:
+                    # The records are joined once and kept so for resends; their parts go
+                    # now, while the join has them in cache: dropped only on completion, a
+                    # 128 KiB batch's parts cost ~60 us of cache misses on the I/O thread.
+                    parts = self.parts = [b"".join(parts)]
                 self.blob = frame_batch(
-                    b"".join(self.parts), self.count, self.base_timestamp, self.max_timestamp,
+                    parts[0], self.count, self.base_timestamp, self.max_timestamp,
                     producer_id=producer_id, producer_epoch=producer_epoch,
                     base_sequence=self.base_sequence,
                     attributes=TRANSACTIONAL_MASK if transactional else 0,

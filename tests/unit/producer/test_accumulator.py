@@ -68,6 +68,14 @@ def test_encoded_batch_decodes_to_what_was_sent(codec: str) -> None:
     if codec == "none":
         assert blob == ref.build(producer_id=7, producer_epoch=3)
     assert batch.size_in_bytes == ref.size_in_bytes
+    # Once encoded, the batch keeps its records as one joined body, not the callers' objects;
+    # a resend (a new epoch and sequence) frames the same records again.
+    assert len(batch.parts) == 1
+    batch.base_sequence = 40
+    again = RecordBatch.from_bytes(batch.encode(7, 4, False))
+    assert (again.producer_epoch, again.base_sequence) == (4, 40)
+    assert [(r.timestamp, r.key, r.value, r.headers) for r in again.records()] == \
+        [(r.timestamp, r.key, r.value, r.headers) for r in got]
 
 
 def test_batches_split_at_batch_size() -> None:

@@ -8,6 +8,7 @@ misbehaves in one specific way. Every case must end in a typed error, never a ha
 from __future__ import annotations
 
 import asyncio
+import random
 import struct
 from collections.abc import Awaitable, Callable
 
@@ -230,6 +231,62 @@ def test_send_nowait_callback_runs_once_where_the_future_resolves() -> None:
                     await conn2.close()
                     assert third is not None and third.done()
                 assert len(failed) == 1 and isinstance(failed[0], KafkaConnectionError)
+            finally:
+                await conn.close()
+
+    asyncio.run(main())
+
+
+def test_frames_of_any_size_in_any_pieces() -> None:
+    # The connection reads into a buffer of its own (64 KiB); a larger frame gets a buffer
+    # of its size, dropped once empty when over 1 MiB. Responses here come in pieces of odd
+    # sizes, several in one write, and larger than either limit, in turn.
+    sizes = [10, 70_000, 10, 2_500_000, 300, 65_530, 65_536, 10, 1_200_000, 10]
+    rng = random.Random(7)
+
+    async def answer_all(api: int, ver: int, corr: int, w: asyncio.StreamWriter) -> None:
+        # The requests' answers go out together once the last request is in, cut at
+        # random points (drained between pieces so that the client reads them apart).
+        pending.append(encode_response(
+            MetadataResponse(controller_id=corr, cluster_id="c" * sizes[corr % len(sizes)]),
+            ver, corr))
+        if len(pending) < batch:
+            return
+        data = b"".join(pending)
+        pending.clear()
+        pos = 0
+        while pos < len(data):
+            step = rng.choice([1, 3, 4, 5, 4096, 65_535, 65_536, 100_000, 1 << 20])
+            w.write(data[pos:pos + step])
+            await w.drain()
+            pos += step
+
+    pending: list[bytes] = []
+    batch = 1
+
+    async def main() -> None:
+        nonlocal batch
+        async with CraftedBroker(answer_all) as broker:
+            conn = await _connect(broker.port, max_in_flight=len(sizes))
+            try:
+                version = conn.negotiate(MetadataRequest)
+                for _ in range(2):
+                    got = [await conn.send(MetadataRequest(topics=[]), version=version)
+                           for _ in sizes]
+                    # (ten consecutive correlation ids: every size once)
+                    assert sorted(r.controller_id % len(sizes) for r in got) == \
+                        list(range(len(sizes)))
+                    assert all(len(r.cluster_id) == sizes[r.controller_id % len(sizes)]
+                               for r in got)
+                    # (buffers grown past 1 MiB are gone)
+                    assert conn._proto is not None and len(conn._proto._buf) <= 1 << 20
+                batch = len(sizes)  # now all at once, pipelined
+                got = await asyncio.gather(
+                    *(conn.send(MetadataRequest(topics=[]), version=version) for _ in sizes))
+                assert sorted(len(r.cluster_id) for r in got) == sorted(sizes)
+                assert all(len(r.cluster_id) == sizes[r.controller_id % len(sizes)]
+                           for r in got)
+                assert conn.connected
             finally:
                 await conn.close()
 

@@ -2,11 +2,11 @@
 
 A :class:`BrokerConnection` writes size-prefixed request frames and matches response frames
 to requests by correlation id. Up to ``max_in_flight`` requests may be outstanding; further
-callers wait for a slot. Responses are cut into frames and decoded in the transport's
-``data_received`` callback, which completes the caller's future directly: no reader task,
-so no extra event-loop turn per response. Any framing violation (oversized frame, unknown
-correlation id, truncated bytes) fails every outstanding request with a typed error and
-closes the connection, so nothing hangs on a confused peer.
+callers wait for a slot. The transport reads into the connection's buffer; responses are cut
+into frames and decoded in its ``buffer_updated`` callback, which completes the caller's
+future directly: no reader task, so no extra event-loop turn per response. Any framing
+violation (oversized frame, unknown correlation id, truncated bytes) fails every outstanding
+request with a typed error and closes the connection, so nothing hangs on a confused peer.
 """
 
 from __future__ import annotations
@@ -444,7 +444,7 @@ class BrokerConnection:
         return self._write(request, version, expect_response, callback)
 
     def _dispatch(self, frame: bytes) -> None:
-        """Complete the request ``frame`` answers (called from ``data_received``)."""
+        """Complete the request ``frame`` answers (called from ``buffer_updated``)."""
         (corr,) = _SIZE.unpack_from(frame, 0)
         pending = self._pending.pop(corr, None)
         if pending is None:

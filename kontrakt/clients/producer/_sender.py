@@ -58,6 +58,26 @@ __all__ = ["Sender"]
 log = logging.getLogger("kontrakt.producer")
 
 _INF = float("inf")
+_taught = False
+
+
+def _teach_allocator() -> None:
+    """Free one 4 MiB block, once per process.
+
+    glibc's malloc gives freed memory at the top of a heap back to the kernel once it
+    exceeds a threshold: twice the largest mmapped block the process has freed (from 128
+    KiB). A sender's request cycle frees ~1.5 MiB of batches and request frames at a time,
+    more than the request frames alone teach it; each cycle then gave its memory back and
+    faulted it in again: ~350 page faults a request on a sync producer's I/O thread, 71,000
+    per million records (~15% of its throughput), against ~2,000 with this. (bytes(n) is
+    calloc'd: the block's pages are never touched. Other allocators take it as a plain
+    allocation.)
+    """
+    global _taught
+    if not _taught:
+        _taught = True
+        block = bytes(4 << 20)
+        del block
 _MESSAGE_TOO_LARGE = 10
 _PRODUCER_FENCED = 90
 _TopicData = ProduceRequest.TopicProduceData
@@ -172,6 +192,7 @@ class Sender:
             self._wake.set()
 
     def start(self) -> None:
+        _teach_allocator()
         self.task = self.loop.create_task(self._run(), name="kontrakt-producer-sender")
 
     # --- the loop ------------------------------------------------------------------------

@@ -110,12 +110,19 @@ class Router:
 
     async def call(self, attempt: Callable[[], Awaitable[T]], deadline: float) -> T:
         """Run ``attempt`` until it succeeds, retrying retriable :class:`KafkaError` with
-        backoff (refreshing metadata on invalid-metadata errors) until ``deadline``."""
+        backoff (refreshing metadata on invalid-metadata errors) until ``deadline``; then the
+        last error is raised (the one retried, when the deadline cut the last attempt
+        short)."""
         backoff = self.backoff()
+        retried: KafkaError | None = None
         while True:
             try:
                 return await attempt()
             except KafkaError as exc:
+                if retried is not None and isinstance(exc, KafkaTimeoutError) and \
+                        time.monotonic() >= deadline:
+                    raise retried from None  # as in per_entity: why, rather than when
+                retried = exc
                 delay = backoff.next()
                 if not exc.retriable or time.monotonic() + delay >= deadline:
                     raise
@@ -154,6 +161,12 @@ class Router:
                 if isinstance(r, Fatal):
                     r = r.error
                 elif isinstance(r, KafkaError) and r.retriable:
+                    if isinstance(r, KafkaTimeoutError) and time.monotonic() >= deadline \
+                            and isinstance(results.get(e), KafkaError):
+                        # The deadline cut a retry short: the error it retried says why the
+                        # call failed, the timeout only when (as in a Java TimeoutException's
+                        # cause); it stays the outcome.
+                        r = results[e]
                     retry.append(e)
                     refresh |= r.invalid_metadata
                 results[e] = r

@@ -29,13 +29,14 @@ from kontrakt.clients.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from kontrakt.clients.admin._routing import Router
 from kontrakt.clients.group._protocol import (
     Assignment,
     Subscription,
     encode_assignment,
     encode_subscription,
 )
-from kontrakt.errors import PartialFailureError, UnsupportedVersionError
+from kontrakt.errors import KafkaTimeoutError, PartialFailureError, UnsupportedVersionError
 from kontrakt.protocol.errors import (
     CoordinatorLoadInProgressError,
     InvalidPartitionsError,
@@ -307,6 +308,47 @@ def test_a_retriable_error_that_persists_ends_at_the_call_timeout() -> None:
     assert isinstance(info.value.__cause__, CoordinatorLoadInProgressError)
     assert 0.4 < elapsed < 3
     assert len(broker.seen) >= 2
+
+
+def test_a_retry_the_deadline_cuts_short_keeps_the_error_it_retried() -> None:
+    # What the test above meets when the machine is slow: the backoff ends past the deadline
+    # (or the last attempt times out), and the round's outcome is the call's timeout. The
+    # retried error stays the outcome; an entity that only ever timed out keeps its timeout.
+    class _Client:
+        config = {"retry.backoff.ms": 1, "retry.backoff.max.ms": 1}
+
+    router = Router(_Client(), 1.0)  # type: ignore[arg-type]
+    rounds: list[list[str]] = []
+
+    async def round_(pending: list[str]) -> dict[str, Any]:
+        rounds.append(list(pending))
+        if len(rounds) == 1:
+            return {"loading": CoordinatorLoadInProgressError("grp"),
+                    "slow": KafkaTimeoutError("first attempt")}
+        await asyncio.sleep(max(0.0, deadline - time.monotonic()) + 0.01)
+        return {e: KafkaTimeoutError("DescribeGroups: the call's timeout expired")
+                for e in pending}
+
+    deadline = time.monotonic() + 0.1
+    out = asyncio.run(router.per_entity(["loading", "slow"], round_, deadline))
+    assert rounds == [["loading", "slow"], ["loading", "slow"]]
+    assert isinstance(out["loading"], CoordinatorLoadInProgressError)
+    assert isinstance(out["slow"], KafkaTimeoutError)
+
+    # The same for a single call.
+    attempts: list[float] = []
+
+    async def attempt() -> None:
+        attempts.append(time.monotonic())
+        if len(attempts) == 1:
+            raise CoordinatorLoadInProgressError("grp")
+        await asyncio.sleep(max(0.0, deadline - time.monotonic()) + 0.01)
+        raise KafkaTimeoutError("the call's timeout expired")
+
+    deadline = time.monotonic() + 0.1
+    with pytest.raises(CoordinatorLoadInProgressError):
+        asyncio.run(router.call(attempt, deadline))
+    assert len(attempts) == 2
 
 
 def test_sync_admin_client_bridges_the_async_one() -> None:

@@ -58,6 +58,11 @@ __all__ = ["Sender"]
 log = logging.getLogger("kontrakt.producer")
 
 _INF = float("inf")
+_MESSAGE_TOO_LARGE = 10
+_PRODUCER_FENCED = 90
+_TopicData = ProduceRequest.TopicProduceData
+_PartitionData = ProduceRequest.TopicProduceData.PartitionProduceData
+
 _taught = False
 
 
@@ -78,10 +83,6 @@ def _teach_allocator() -> None:
         _taught = True
         block = bytes(4 << 20)
         del block
-_MESSAGE_TOO_LARGE = 10
-_PRODUCER_FENCED = 90
-_TopicData = ProduceRequest.TopicProduceData
-_PartitionData = ProduceRequest.TopicProduceData.PartitionProduceData
 
 
 class Sender:

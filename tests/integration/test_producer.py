@@ -8,6 +8,9 @@ so these tests do not depend on the consumer.
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
+import sys
 import threading
 import time
 from collections import Counter
@@ -17,6 +20,7 @@ import pytest
 
 from kontrakt.clients import AsyncKafkaClient
 from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture, murmur2_partition
+from kontrakt.clients.producer._accumulator import WAITER
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError, RecordTooLargeError
 from kontrakt.protocol.records import Record
 from kontrakt.testing import TansuBroker
@@ -311,6 +315,59 @@ def test_sync_send_and_wait_from_several_threads_at_once(tansu_broker: TansuBrok
     assert all(r == sorted(r) for r in results.values())
     # Each record went out at once, not after the 5 s linger.
     assert elapsed < 5, elapsed
+
+
+def test_a_wake_up_during_the_senders_pass_gets_a_pass_of_its_own(tansu_broker: TansuBroker,
+                                                                 topic_name: str) -> None:
+    # Other threads wake a sync producer's sender through an eventfd, whose counter the
+    # loop reads after the pass it ran for the wake-up: one that came in during that pass
+    # (its record too late for the pass's drain) is in the count, and must get a pass too,
+    # or its record waits out linger.ms (a minute here).
+    tansu_broker.create_topic(topic_name, 2)
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers, linger_ms=60_000) as p:
+        p.send_and_wait(topic_name, b"warm-up", partition=0)
+        sender = p._async._sender
+        assert sender is not None
+        efd = sender._efd
+        if efd is None:
+            pytest.skip("no eventfd on this platform")
+        original = sender.kick
+        late: list[RecordFuture] = []
+        passes: list[int] = []
+
+        def kick() -> None:
+            passes.append(1)
+            original()
+            if not late:
+                # What a caller thread does, arriving right after this pass's drain: its
+                # record goes in urgent, then it wakes the sender (see ProducerBatch.wait).
+                late.append(p._async._append(topic_name, b"late", None, 1, None, None, None,
+                                             WAITER))
+                os.write(efd, (1).to_bytes(8, sys.byteorder))
+
+        sender.kick = kick  # type: ignore[method-assign]
+        first = p.send_and_wait(topic_name, b"first", partition=0, timeout=10)
+        assert late and late[0].result(timeout=10).partition == 1
+        sender.kick = original  # type: ignore[method-assign]
+        assert first.partition == 0 and len(passes) >= 2
+
+
+def test_the_senders_eventfd_is_closed_with_the_producer(tansu_broker: TansuBroker,
+                                                        topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 1)
+    p = Producer(bootstrap_servers=tansu_broker.bootstrap_servers)
+    p.send_and_wait(topic_name, b"x")
+    sender = p._async._sender
+    assert sender is not None
+    efd = sender._efd
+    if efd is None:
+        pytest.skip("no eventfd on this platform")
+    assert os.readlink(f"/proc/self/fd/{efd}") == "anon_inode:[eventfd]"
+    p.close()
+    del p, sender
+    gc.collect()
+    assert not os.path.exists(f"/proc/self/fd/{efd}") or \
+        os.readlink(f"/proc/self/fd/{efd}") != "anon_inode:[eventfd]"
 
 
 def test_list_topics_gives_fresh_partition_metadata(tansu_broker: TansuBroker,

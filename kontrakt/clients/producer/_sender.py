@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
+import weakref
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -105,6 +107,8 @@ class Sender:
         self._connecting: set[asyncio.Task[None]] = set()
         self._in_pass = False
         self._sleep_until = _INF
+        #: an eventfd other threads wake the sender for a pass with (see start)
+        self._efd: int | None = None
         self._muted: set[tuple[str, int]] = set()
         #: the last drain left a batch that only a response can release (in-flight limit,
         #: sequence or transaction order): a response then wakes the sender
@@ -166,11 +170,24 @@ class Sender:
                 self.kick()
             else:
                 self._wake.set()
+        elif urgent and self._efd is not None:
+            os.eventfd_write(self._efd, 1)
         else:
             try:
                 self.loop.call_soon_threadsafe(self.kick if urgent else self._wake.set)
             except RuntimeError:  # the loop is closed: nothing left to wake
                 pass
+
+    def _woken(self, efd: int) -> None:
+        # The waker waits for this pass: it runs before the counter is read. A wake-up that
+        # came in meanwhile shows in the count and gets a pass of its own.
+        self.kick()
+        try:
+            count = os.eventfd_read(efd)
+        except BlockingIOError:
+            return
+        if count > 1:
+            self.kick()
 
     def kick(self) -> None:
         """Run one send pass now (on the loop thread), unless one is running."""
@@ -195,6 +212,15 @@ class Sender:
     def start(self) -> None:
         _teach_allocator()
         self.task = self.loop.create_task(self._run(), name="kontrakt-producer-sender")
+        if self.acc.threaded and hasattr(os, "eventfd"):
+            # Callers on other threads wake the sender by an eventfd of its own rather than
+            # call_soon_threadsafe: no handle per wake-up, and after the pass the loop reads
+            # one counter instead of draining its self-pipe (two reads, ~13 us of the I/O
+            # thread's time after each write, competing with the broker for the CPUs).
+            # Closed once the sender is gone: a thread that can still write to it holds it.
+            efd = self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            weakref.finalize(self, os.close, efd)
+            self.loop.add_reader(efd, self._woken, efd)
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -660,6 +686,8 @@ class Sender:
         tasks = list(self._connecting)
         if self.task is not None:
             tasks.append(self.task)
+        if self._efd is not None:
+            self.loop.remove_reader(self._efd)
         for t in tasks:
             t.cancel()
         if tasks:

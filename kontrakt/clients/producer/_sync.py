@@ -127,7 +127,7 @@ class Producer:
         if type(key) is bytes and type(value) is bytes and partition is None \
                 and timestamp_ms is None and headers is None and a._ok:
             info = a._fast_topics.get(topic)
-            if info is not None and len(key) + len(value) < a._fast_limit:
+            if info is not None:
                 fut = a._stage(info.stage, key, value, None)
                 if fut is not None:
                     return fut

@@ -261,6 +261,32 @@ def test_sync_send_counts_staged_records_and_stops_staging_once_closed() -> None
     assert not p._async._topics["t"].stage.keys
 
 
+def test_records_at_the_stage_size_limit_take_the_general_path() -> None:
+    # A keyed record is staged only while key and value together stay under _fast_limit
+    # (their length varints then fit the settle's tables); _stage itself checks, for the
+    # sync send(), produce() and the async send() alike.
+    p = object.__new__(Producer)
+    p._async = a = _producer(_threaded=True, batch_size=1 << 20)
+    a._fast_topics["t"] = a._topics["t"]
+    limit = a._fast_limit
+    stage = a._topics["t"].stage
+    under = p.send("t", b"v" * (limit - 11), b"k" * 10)
+    assert type(under._head) is StagedChunk and len(stage.keys) == 1
+    at = p.send("t", b"v" * (limit - 10), b"k" * 10)  # (settles the stage first)
+    assert type(at._head) is not StagedChunk and not stage.keys
+    p.produce("t", b"v" * (limit - 10), b"k" * 10)
+    assert not stage.keys
+
+    async def main() -> tuple[RecordFuture, RecordFuture]:
+        b = _producer(batch_size=1 << 20)
+        b._fast_topics["t"] = b._topics["t"]
+        return (await b.send("t", b"v" * (limit - 11), b"k" * 10),
+                await b.send("t", b"v" * (limit - 10), b"k" * 10))
+
+    staged, general = asyncio.run(main())
+    assert type(staged._head) is StagedChunk and type(general._head) is not StagedChunk
+
+
 @pytest.mark.parametrize(("count", "key"), [(30, b"key-%d"), (100, b"key-%03d")])
 def test_sync_produce_callbacks_wait_with_the_stage_and_survive_a_raising_one(
         count: int, key: bytes) -> None:

@@ -166,8 +166,7 @@ class _KafkaProtocol(asyncio.BufferedProtocol):
         # The transport may still hold a view of ``buf`` (so it cannot be resized): a frame
         # larger than the buffer gets a new one; otherwise the partial frame moves to the
         # front (an assignment of the same length, which resizes nothing).
-        need = _SIZE.unpack_from(buf, pos)[0] + 4 if rest >= 4 else _READ_BUFFER
-        if need > len(buf):
+        if rest >= 4 and (need := _SIZE.unpack_from(buf, pos)[0] + 4) > len(buf):
             grown = bytearray(need)
             grown[:rest] = buf[pos:end]
             self._buf = grown

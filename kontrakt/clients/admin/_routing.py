@@ -119,9 +119,9 @@ class Router:
             try:
                 return await attempt()
             except KafkaError as exc:
-                if retried is not None and isinstance(exc, KafkaTimeoutError) and \
-                        time.monotonic() >= deadline:
-                    raise retried from None  # as in per_entity: why, rather than when
+                outcome = _why(exc, retried, deadline)
+                if outcome is not exc:
+                    raise outcome from None
                 retried = exc
                 delay = backoff.next()
                 if not exc.retriable or time.monotonic() + delay >= deadline:
@@ -161,12 +161,8 @@ class Router:
                 if isinstance(r, Fatal):
                     r = r.error
                 elif isinstance(r, KafkaError) and r.retriable:
-                    if isinstance(r, KafkaTimeoutError) and time.monotonic() >= deadline \
-                            and isinstance(results.get(e), KafkaError):
-                        # The deadline cut a retry short: the error it retried says why the
-                        # call failed, the timeout only when (as in a Java TimeoutException's
-                        # cause); it stays the outcome.
-                        r = results[e]
+                    before = results.get(e)
+                    r = _why(r, before if isinstance(before, KafkaError) else None, deadline)
                     retry.append(e)
                     refresh |= r.invalid_metadata
                 results[e] = r
@@ -288,6 +284,17 @@ class Router:
     def brokers(self) -> list[int]:
         """Every known broker id."""
         return sorted(self.client.cluster.brokers)
+
+
+def _why(error: KafkaError, retried: KafkaError | None, deadline: float) -> KafkaError:
+    """The outcome of a retry that failed with ``error``: the error it ``retried`` when the
+    call's deadline cut it short (a timeout at or past the deadline) -- that one says why
+    the call failed, the timeout only when (a Java TimeoutException carries it as its
+    cause); else ``error``."""
+    if retried is not None and isinstance(error, KafkaTimeoutError) and \
+            time.monotonic() >= deadline:
+        return retried
+    return error
 
 
 def _timeout(what: str) -> KafkaError:

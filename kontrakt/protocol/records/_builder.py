@@ -17,6 +17,7 @@ import crc32c as _crc32c_mod
 from kontrakt.protocol.records._batch import (
     _ATTRIBUTES_OFFSET,
     _CRC,
+    _CRC_KEEP_GIL,
     _CRC_OFFSET,
     BATCH_HEADER_SIZE,
     CONTROL_MASK,
@@ -330,7 +331,8 @@ def frame_batch(
         base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count,
     ))
     _CRC.pack_into(header, _CRC_OFFSET,
-                   _crc32c(records, _crc32c(memoryview(header)[_ATTRIBUTES_OFFSET:])))
+                   _crc32c(records, _crc32c(memoryview(header)[_ATTRIBUTES_OFFSET:]),
+                           _CRC_KEEP_GIL))
     return bytes(header) + records
 
 

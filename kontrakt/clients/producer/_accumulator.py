@@ -599,13 +599,15 @@ def _grow_prefixes(prefixes: list[bytes], sizes: list[int], delta: int, upto: in
     """Extend ``prefixes`` (of timestamp delta ``delta``) to offset delta ``upto - 1``, and
     ``sizes``, their running total length, with them. A prefix is a record's bytes before
     its key -- length, attributes, the two deltas and the key length ``kb`` -- for records
-    whose bytes after the two deltas number ``rest``."""
+    whose bytes after the two deltas number ``rest``; it is kept after a zero byte, the
+    header count of the record before it (see _settle_uniform), which ``sizes`` leaves
+    out."""
     tb = VARINT_BYTES[delta]
     total = sizes[-1]
     for count in range(len(prefixes), upto):
         ob = encode_varint(count)
         prefix = encode_varint(1 + len(tb) + len(ob) + rest) + b"\x00" + tb + ob + kb
-        prefixes.append(prefix)
+        prefixes.append(b"\x00" + prefix)
         total += len(prefix)
         sizes.append(total)
 
@@ -941,8 +943,10 @@ class RecordAccumulator:
         a run of records at a time (settle_locked's common case; see :meth:`_settle_runs`).
 
         Such records' bytes before their keys depend only on the timestamp and offset
-        deltas, so they and their sizes are looked up (``prefixes``), and a run is written
-        with five slice assignments. A run stops at offset delta _PREFIX_COUNTS.
+        deltas, so they and their sizes are looked up (``prefixes``, each after the header
+        count of the record before it: four parts a record to join, not five), and a run
+        is written with four slice assignments. A run stops at offset delta
+        _PREFIX_COUNTS.
 
         Returns:
             (a batch was opened, a batch filled up).
@@ -951,7 +955,6 @@ class RecordAccumulator:
         kb = VARINT_BYTES[klen]
         vb = VARINT_BYTES[vlen]
         length_bytes = [vb] * n  # each value's length varint
-        header_counts = [b"\x00"] * n
         # A record's bytes after its prefix, and after its two deltas (see _add_locked).
         tail = klen + len(vb) + vlen + 1
         rest = len(kb) + tail
@@ -976,12 +979,15 @@ class RecordAccumulator:
             if len(prefixes) < upto:
                 self.prefix_entries += upto - len(prefixes)
                 _grow_prefixes(prefixes, sizes, delta, upto, kb, rest)
-            parts: list[bytes] = [b""] * (5 * k)
-            parts[0::5] = prefixes[count:upto]
-            parts[1::5] = p_keys[pos:pos + k]
-            parts[2::5] = length_bytes[:k]
-            parts[3::5] = p_values[pos:pos + k]
-            parts[4::5] = header_counts[:k]
+            # prefix, key, value length, value; the next record's prefix begins with this
+            # one's header count, and the run's last count is a part of its own.
+            parts: list[bytes] = [b""] * (4 * k + 1)
+            parts[0] = prefixes[count][1:]
+            parts[4:4 * k:4] = prefixes[count + 1:upto]
+            parts[4 * k] = b"\x00"
+            parts[1::4] = p_keys[pos:pos + k]
+            parts[2::4] = length_bytes[:k]
+            parts[3::4] = p_values[pos:pos + k]
             # Joined now, while the run's keys are in cache (the settle just hashed them):
             # the I/O thread joining a batch's thousands of parts at its first encode
             # misses the cache on each, and holds the GIL meanwhile (~100 us a 128 KiB

@@ -67,6 +67,8 @@ _THOUSAND_TIMES: Callable[[float], float] = (1000.0).__mul__
 _exhaust: Callable[[Any], None] = deque(maxlen=0).extend
 #: byte length of each small varint (a subscript is cheaper than a len() call)
 _VARINT_SIZES = [len(b) for b in VARINT_BYTES]
+#: the first offset delta whose varint takes two bytes
+_TWO_BYTE_OFFSETS = _VARINT_SIZES.index(2)
 #: upper bound of a record's varints, attributes byte and header count: added to its key and
 #: value lengths for size checks, and charged to buffer.memory while a record is staged
 RECORD_OVERHEAD = 21
@@ -603,13 +605,21 @@ def _grow_prefixes(prefixes: list[bytes], sizes: list[int], delta: int, upto: in
     header count of the record before it (see _settle_uniform), which ``sizes`` leaves
     out."""
     tb = VARINT_BYTES[delta]
-    total = sizes[-1]
-    for count in range(len(prefixes), upto):
-        ob = encode_varint(count)
-        prefix = encode_varint(1 + len(tb) + len(ob) + rest) + b"\x00" + tb + ob + kb
-        prefixes.append(b"\x00" + prefix)
-        total += len(prefix)
-        sizes.append(total)
+    # The offset deltas of one varint length give entries of one length: each such range is
+    # built by a map and its sizes by a range (~80 ns an entry against ~340 one by one; a
+    # new producer grows ~10k entries in its first second). Offset deltas stay below
+    # _PREFIX_COUNTS and bodies below the stage limit, so every varint is in the table.
+    for lo, hi in ((len(prefixes), min(upto, _TWO_BYTE_OFFSETS)),
+                   (max(len(prefixes), _TWO_BYTE_OFFSETS), upto)):
+        if lo >= hi:
+            continue
+        offsets = VARINT_BYTES[lo:hi]
+        body = 1 + len(tb) + len(offsets[0]) + rest
+        head = b"\x00" + VARINT_BYTES[body] + b"\x00" + tb
+        prefixes += map(b"".join, zip(_repeat(head), offsets, _repeat(kb)))
+        size = len(head) - 1 + len(offsets[0]) + len(kb)  # less the leading header count
+        total = sizes[-1]
+        sizes += range(total + size, total + size * (hi - lo) + 1, size)
 
 
 class RecordAccumulator:

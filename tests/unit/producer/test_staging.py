@@ -497,3 +497,33 @@ def test_prefix_tables_start_over_past_their_budget(monkeypatch: pytest.MonkeyPa
     (bulk, shapes), (each, _) = run(True), run(False)
     assert bulk == each
     assert shapes == 1  # the last settle found the budget spent and started over
+
+
+def test_prefix_tables_grown_in_pieces_hold_each_records_own_prefix() -> None:
+    # The tables are grown a range of offset deltas at a time, by maps; each entry must be
+    # the record's bytes before its key, after the header count of the record before, and
+    # the running sizes must count the prefixes alone -- across the offset delta where the
+    # varint takes a second byte, and however the growth is cut into pieces.
+    from kontrakt.clients.producer._accumulator import _PREFIX_COUNTS, _grow_prefixes
+    from kontrakt.protocol.records._model import encode_varint
+
+    rng = random.Random(7)
+    for _ in range(60):
+        delta = rng.randrange(64)
+        kb = encode_varint(rng.randrange(300))
+        rest = rng.randrange(1, 5000)
+        cuts = rng.choice([[300], [63, 64, 65, 300], [64, 300], [65, 300],
+                           sorted({rng.randrange(1, 300) for _ in range(3)} | {300})])
+        prefixes: list[bytes] = []
+        sizes = [0]
+        for upto in cuts:
+            _grow_prefixes(prefixes, sizes, delta, upto, kb, rest)
+        total = 0
+        for count, entry in enumerate(prefixes):
+            ob = encode_varint(count)
+            body = 1 + len(encode_varint(delta)) + len(ob) + rest  # attributes .. headers
+            prefix = encode_varint(body) + b"\x00" + encode_varint(delta) + ob + kb
+            assert entry == b"\x00" + prefix, (delta, count)
+            total += len(prefix)
+            assert sizes[count + 1] == total, (delta, count)
+        assert len(prefixes) == cuts[-1] < _PREFIX_COUNTS

@@ -607,7 +607,7 @@ def _grow_prefixes(prefixes: list[bytes], sizes: list[int], delta: int, upto: in
     tb = VARINT_BYTES[delta]
     # The offset deltas of one varint length give entries of one length: each such range is
     # built by a map and its sizes by a range (~80 ns an entry against ~340 one by one; a
-    # new producer grows ~10k entries in its first second). Offset deltas stay below
+    # new producer grows ~8-10k entries in its first 200k records). Offset deltas stay below
     # _PREFIX_COUNTS and bodies below the stage limit, so every varint is in the table.
     for lo, hi in ((len(prefixes), min(upto, _TWO_BYTE_OFFSETS)),
                    (max(len(prefixes), _TWO_BYTE_OFFSETS), upto)):

@@ -44,7 +44,7 @@ _crc32c = _crc32c_mod.crc32c
 #: crc32c's gil_release_mode: keep the GIL. By default it gives the GIL up for inputs past
 #: 32 KiB, to checksum ~5 us per 128 KiB; a thread that gives it up while another thread
 #: runs Python gets it back at the interpreter's switch interval (5 ms) at worst, each time.
-#: A sync producer's or consumer's I/O thread beside a busy caller paid that per batch.
+#: A sync producer's I/O thread beside a busy sending thread paid that for every batch.
 _CRC_KEEP_GIL = 0
 
 HEADER: Final = struct.Struct(">qiibIhiqqqhii")

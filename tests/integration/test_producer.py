@@ -14,13 +14,14 @@ import sys
 import threading
 import time
 from collections import Counter
+from itertools import pairwise
 from typing import Any
 
 import pytest
 
 from kontrakt.clients import AsyncKafkaClient
 from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture, murmur2_partition
-from kontrakt.clients.producer._accumulator import WAITER
+from kontrakt.clients.producer._accumulator import WAITER, RecordAccumulator
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError, RecordTooLargeError
 from kontrakt.protocol.records import Record
 from kontrakt.testing import TansuBroker
@@ -544,3 +545,38 @@ def test_sync_threads_sending_keyed_records_keep_each_keys_order(tansu_broker: T
     for key, seq in seen.items():
         k = key.decode().split("-k")[1]
         assert seq == list(range(int(k), per_thread, 7)), key
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_sync_callers_help_compress_and_every_record_lands_once_in_order(
+        tansu_broker: TansuBroker, topic_name: str, codec: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sync caller whose records fill batches compresses some of them itself while the
+    # sender's pass compresses the others (RecordAccumulator.claim_closed): what lands is
+    # what was sent, once, each partition in send order.
+    tansu_broker.create_topic(topic_name, 3)
+    helped: list[Any] = []
+    real_help = RecordAccumulator.help
+
+    def help_and_count(self: RecordAccumulator, batches: list[Any]) -> None:
+        helped.extend(batches)
+        real_help(self, batches)
+
+    monkeypatch.setattr(RecordAccumulator, "help", help_and_count)
+    count = 30_000
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers, linger_ms=5,
+                  batch_size=16384, compression_type=codec) as p:
+        for i in range(count):
+            p.send(topic_name, b"%06d:" % i + b"x" * 80, b"%08d" % i)
+        p.flush(30)
+    assert helped, "no batch was compressed by a caller"
+    assert all(b.done and b.error is None for b in helped)
+    total = 0
+    for part in range(3):
+        records = asyncio.run(read_all(tansu_broker.bootstrap_servers, topic_name, part, count))
+        total += len(records)
+        sent = [int(r.value.split(b":")[0]) for r in records if r.value is not None]
+        assert all(a < b for a, b in pairwise(sent)), part  # send order, once
+        assert all(r.key is not None and murmur2_partition(r.key, 3) == part for r in records)
+        assert all(r.key == b"%08d" % i for r, i in zip(records, sent, strict=True))
+    assert total == count

@@ -45,6 +45,7 @@ from kontrakt.protocol.records import (
     BATCH_HEADER_SIZE,
     CompressionType,
     RecordBatchBuilder,
+    compress,
 )
 from kontrakt.protocol.records._batch import TRANSACTIONAL_MASK
 from kontrakt.protocol.records._builder import encode_headers, frame_batch
@@ -91,6 +92,14 @@ _DELTAS = 64
 #: a record's attributes (none) and timestamp delta, by delta below _DELTAS
 _ATTRIBUTES_AND_DELTA = [b"\x00" + VARINT_BYTES[d] for d in range(_DELTAS)]
 
+#: codecs whose batches a sync producer's handing-over caller helps compress (see
+#: RecordAccumulator.claim_closed): their compressors give the GIL up and cost tens of us
+#: or more a batch. Not lz4 (cramjam's frame compressor keeps the GIL, so nothing would run
+#: beside it) nor snappy (a few us a block; helping measured no gain).
+_HELPED_CODECS = frozenset({CompressionType.GZIP, CompressionType.ZSTD})
+#: the longest the I/O thread waits for a helper to compress a batch before doing it itself
+_HELP_WAIT = 1.0
+
 #: returned by :meth:`RecordAccumulator.append` when ``abort_on_new_batch`` stops it
 ABORTED: Any = object()
 #: ``append(urgent=WAITER)``: urgent, and the caller blocks on the record next; it wakes the
@@ -108,7 +117,8 @@ class ProducerBatch:
     __slots__ = (
         "_waiters", "acc", "attempts", "base_offset", "base_sequence", "base_timestamp", "blob",
         "blob_key", "builder", "callbacks", "count", "created", "deadline", "deliveries",
-        "done", "error", "log_append_time", "max_timestamp", "memory", "partition", "parts",
+        "done", "error", "helper", "log_append_time", "max_timestamp", "memory", "packed",
+        "partition", "parts",
         "producer_epoch", "producer_id", "retry_at", "sealed", "size", "sleepers", "topic",
         "urgent",
     )
@@ -135,6 +145,10 @@ class ProducerBatch:
         self.producer_epoch = -1
         self.blob: bytes | None = None
         self.blob_key: tuple[int, int, int] | None = None
+        # Compressed records from a caller thread that helped (RecordAccumulator.help);
+        # ``helper`` is held while it compresses them.
+        self.packed: bytes | None = None
+        self.helper: LockType | None = None
         # Sealed once the sender takes it (or built whole by the caller): no more appends.
         self.sealed = False
         self.urgent = False
@@ -170,6 +184,22 @@ class ProducerBatch:
                     producer_id=producer_id, producer_epoch=producer_epoch,
                     base_sequence=self.base_sequence, is_transactional=transactional)
             else:
+                helper = self.helper
+                if helper is not None:
+                    # A caller thread is compressing the records (see claim_closed); past
+                    # the wait (it cannot be expected to hang) they are compressed here.
+                    helper.acquire(timeout=_HELP_WAIT)
+                    self.helper = None
+                packed = self.packed
+                if packed is not None:
+                    self.blob = frame_batch(
+                        packed, self.count, self.base_timestamp, self.max_timestamp,
+                        producer_id=producer_id, producer_epoch=producer_epoch,
+                        base_sequence=self.base_sequence,
+                        attributes=self.acc.compression
+                        | (TRANSACTIONAL_MASK if transactional else 0))
+                    self.blob_key = key
+                    return self.blob
                 parts = self.parts
                 if len(parts) != 1:
                     # The records are joined once and kept so for resends; their parts go
@@ -645,6 +675,8 @@ class RecordAccumulator:
         self.compression_level = compression_level
         self.delivery_timeout = delivery_timeout
         self.threaded = threaded
+        #: caller threads handing over to the sender compress some batches (claim_closed)
+        self.helped = threaded and compression in _HELPED_CODECS
         self.wakeup = wakeup
         self.lock = threading.Lock()
         self.memory_freed = threading.Condition(self.lock)
@@ -671,6 +703,50 @@ class RecordAccumulator:
         return RecordBatchBuilder(compression=self.compression,
                                   compression_level=self.compression_level,
                                   max_batch_size=self.batch_size)
+
+    def claim_closed(self) -> list[ProducerBatch]:
+        """For a sync producer's caller about to wait for the sender's pass (Sender.hand_over):
+        the later half of the batches no more records go to (each behind another in its
+        queue) that the sender has not taken, claimed for the caller to compress meanwhile
+        (:meth:`help`); empty unless ``helped`` (a sync producer, a codec of
+        _HELPED_CODECS).
+
+        The pass compresses the others at the same time and waits for these before framing
+        them: the two threads compress in parallel, since these compressors give the GIL up,
+        where the caller would otherwise idle through the whole pass's compression.
+        """
+        if not self.helped:
+            return []
+        with self.lock:
+            closed = [b for dq in self.queues.values() if len(dq) > 1
+                      for b in [*dq][:-1]
+                      if not b.sealed and b.builder is None and b.packed is None
+                      and b.helper is None]
+            claimed = closed[len(closed) // 2:]
+            for b in claimed:
+                b.helper = allocate_lock()
+                b.helper.acquire()
+        return claimed
+
+    def help(self, batches: list[ProducerBatch]) -> None:
+        """Compress the records of ``batches``, claimed by :meth:`claim_closed`, for the
+        sender; each is released to it as soon as it is done. A failure is the sender's to
+        meet: it then compresses the batch itself, and fails it with the error."""
+        codec, level = self.compression, self.compression_level
+        for b in batches:
+            helper = b.helper
+            try:
+                joined = b"".join(b.parts)
+                packed = compress(codec, joined, level)
+                if not b.done:
+                    b.parts = [joined]
+                    b.packed = packed
+            except Exception:  # not the sending caller's error
+                log.debug("compressing a batch of %s-%s failed; the sender retries it",
+                          b.topic, b.partition, exc_info=True)
+            finally:
+                if helper is not None:
+                    helper.release()
 
     def queues_for(self, topic: str, count: int) -> list[deque[ProducerBatch]]:
         """The queues of partitions 0..count-1 of ``topic`` (created when missing)."""

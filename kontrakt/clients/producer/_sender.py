@@ -137,8 +137,9 @@ class Sender:
         back only at the interpreter's switch interval (5 ms), one step of a pass at a time:
         requests would go out late, mostly during flush(), and the broker would idle
         meanwhile. Waiting here lets the pass run at once, while the broker works in
-        parallel; the last request's socket write overlaps the caller's next records. On the
-        loop thread this is wake().
+        parallel; the last request's socket write overlaps the caller's next records. With
+        gzip or zstd the caller compresses some of the batches meanwhile, in parallel with
+        the pass (RecordAccumulator.claim_closed). On the loop thread this is wake().
         """
         if threading.get_ident() == self._loop_thread:
             self.wake(True)
@@ -150,6 +151,10 @@ class Sender:
             self.loop.call_soon_threadsafe(self._kick_and_tell)
         except RuntimeError:  # the loop is closed: nothing left to wake
             return
+        # Claimed after the wake-up: a batch the pass took meanwhile is sealed, not claimed.
+        claimed = self.acc.claim_closed()
+        if claimed:
+            self.acc.help(claimed)
         passed.wait(timeout)
 
     def _kick_and_tell(self) -> None:
@@ -471,8 +476,15 @@ class Sender:
         topics = self.client.cluster.topics
         by_topic: dict[str, list[Any]] = {}
         txn = self.txn
+        transactional = txn is not None
+        if self.acc.helped:
+            # Batches a caller compresses (RecordAccumulator.claim_closed) are framed last: the
+            # others are compressed here meanwhile.
+            for b in batches:
+                if b.helper is None:
+                    b.encode(pid, epoch, transactional)
         for b in batches:
-            blob = b.encode(pid, epoch, txn is not None)
+            blob = b.encode(pid, epoch, transactional)  # cached when encoded above
             self.metrics.bytes_sent += len(blob)
             by_topic.setdefault(b.topic, []).append(
                 _PartitionData(index=b.partition, records=blob))

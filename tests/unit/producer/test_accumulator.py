@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kontrakt.clients.producer import PRODUCER_OPTIONS, AsyncProducer, RecordFuture
-from kontrakt.clients.producer._accumulator import ProducerBatch
+from kontrakt.clients.producer._accumulator import ProducerBatch, RecordAccumulator
 from kontrakt.clients.producer._config import parse_producer_config
 from kontrakt.clients.producer._producer import NEED_METADATA, _TopicParts
 from kontrakt.errors import (
@@ -20,7 +20,7 @@ from kontrakt.errors import (
     ProduceError,
     RecordTooLargeError,
 )
-from kontrakt.protocol.records import RecordBatch, RecordBatchBuilder
+from kontrakt.protocol.records import CompressionType, RecordBatch, RecordBatchBuilder
 
 BS = "127.0.0.1:9"
 
@@ -89,6 +89,106 @@ def test_batches_split_at_batch_size() -> None:
     # A record bigger than batch.size still goes, alone in its batch.
     p._append("t", b"y" * 5000, None, 1, 1, None, None)
     assert _batches(p, 1)[-1].record_count == 1
+
+
+def _helped_batches(codec: str) -> tuple[AsyncProducer, list[ProducerBatch]]:
+    # A sync producer's accumulator, as far as helping goes: five batches of partition 0,
+    # the last still open.
+    p = _producer(compression_type=codec, batch_size=2000)
+    p._acc.helped = True
+    for i in range(5 * 2000 // 120):
+        p._append("t", b"v%05d" % i + b"x" * 90, b"k%05d" % i, 0, 1_700_000_000_000 + i, None,
+                  None)
+    return p, _batches(p)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_batches_a_helper_compressed_frame_as_the_sender_would(codec: str) -> None:
+    # A sync caller handing over compresses the later half of the batches no more records
+    # go to (Sender.hand_over); the sender frames them from its work: the same bytes.
+    p, batches = _helped_batches(codec)
+    _, reference = _helped_batches(codec)
+    assert len(batches) == 5
+    batches[0].sealed = True  # the sender took it: not the caller's to compress
+    claimed = p._acc.claim_closed()
+    assert claimed == batches[2:4]  # of 1-3; 4 is open
+    assert all(b.helper is not None and b.helper.locked() for b in claimed)
+    p._acc.help(claimed)
+    assert all(b.helper is not None and not b.helper.locked() for b in claimed)
+    for b, ref in zip(batches[2:4], reference[2:4], strict=True):
+        assert b.packed is not None
+        assert b.encode(7, 3, False) == ref.encode(7, 3, False)
+        assert b.helper is None
+        # A resend with a new epoch and sequence frames the same compressed records.
+        b.base_sequence = ref.base_sequence = 40
+        assert b.encode(7, 4, True) == ref.encode(7, 4, True)
+    # Left closed and unclaimed: batch 1 (0 is sealed, 2-3 compressed, 4 open).
+    assert p._acc.claim_closed() == [batches[1]]
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_only_sync_producers_with_gzip_or_zstd_are_helped(codec: CompressionType) -> None:
+    # lz4's compressor keeps the GIL (nothing would run beside it), snappy costs a few us.
+    for threaded in (False, True):
+        acc = RecordAccumulator(batch_size=2000, linger=0.005, buffer_memory=1 << 20,
+                                compression=codec, compression_level=None, delivery_timeout=1,
+                                threaded=threaded, wakeup=lambda *a, **k: None)
+        helped = threaded and codec in (CompressionType.GZIP, CompressionType.ZSTD)
+        assert acc.helped is helped
+        if not helped:
+            assert acc.claim_closed() == []
+
+
+def test_the_sender_waits_for_a_helper_then_frames_its_work() -> None:
+    p, _ = _helped_batches("zstd")
+    _, reference = _helped_batches("zstd")
+    claimed = p._acc.claim_closed()
+
+    def helper() -> None:
+        time.sleep(0.05)  # the sender gets to the batch first
+        p._acc.help(claimed)
+
+    th = threading.Thread(target=helper)
+    th.start()
+    blob = claimed[0].encode(7, 3, False)
+    # It waited for the helper (which sets packed before releasing the batch) instead of
+    # compressing the records itself.
+    assert claimed[0].packed is not None
+    th.join(5)
+    assert blob == reference[2].encode(7, 3, False)
+
+
+def test_a_helper_that_never_finishes_is_waited_for_a_bounded_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kontrakt.clients.producer import _accumulator
+
+    monkeypatch.setattr(_accumulator, "_HELP_WAIT", 0.05)
+    p, batches = _helped_batches("gzip")
+    _, reference = _helped_batches("gzip")
+    claimed = p._acc.claim_closed()
+    start = time.monotonic()
+    blob = claimed[0].encode(7, 3, False)  # no helper comes: compressed here after the wait
+    assert 0.04 < time.monotonic() - start < 1.0
+    assert blob == reference[batches.index(claimed[0])].encode(7, 3, False)
+
+
+def test_a_helper_that_fails_leaves_the_batch_to_the_sender(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kontrakt.clients.producer import _accumulator
+
+    p, batches = _helped_batches("zstd")
+    _, reference = _helped_batches("zstd")
+    claimed = p._acc.claim_closed()
+
+    def broken(*args: Any, **kwargs: Any) -> bytes:
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(_accumulator, "compress", broken)
+    p._acc.help(claimed)  # the sending caller does not see the helper's error
+    monkeypatch.undo()
+    assert all(b.packed is None and not b.helper.locked() for b in claimed if b.helper)
+    for b in claimed:
+        assert b.encode(7, 3, False) == reference[batches.index(b)].encode(7, 3, False)
 
 
 def test_type_errors() -> None:

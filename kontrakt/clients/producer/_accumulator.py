@@ -191,29 +191,25 @@ class ProducerBatch:
                     helper.acquire(timeout=_HELP_WAIT)
                     self.helper = None
                 packed = self.packed
-                if packed is not None:
-                    self.blob = frame_batch(
-                        packed, self.count, self.base_timestamp, self.max_timestamp,
-                        producer_id=producer_id, producer_epoch=producer_epoch,
-                        base_sequence=self.base_sequence,
-                        attributes=self.acc.compression
-                        | (TRANSACTIONAL_MASK if transactional else 0))
-                    self.blob_key = key
-                    return self.blob
-                parts = self.parts
-                if len(parts) != 1:
-                    # The records are joined once and kept so for resends; their parts go
-                    # now, while the join has them in cache: dropped only on completion, a
-                    # 128 KiB batch's parts cost ~60 us of cache misses on the I/O thread.
-                    parts = self.parts = [b"".join(parts)]
                 self.blob = frame_batch(
-                    parts[0], self.count, self.base_timestamp, self.max_timestamp,
+                    self.joined() if packed is None else packed, self.count,
+                    self.base_timestamp, self.max_timestamp,
                     producer_id=producer_id, producer_epoch=producer_epoch,
                     base_sequence=self.base_sequence,
                     attributes=TRANSACTIONAL_MASK if transactional else 0,
-                    codec=self.acc.compression, level=self.acc.compression_level)
+                    codec=self.acc.compression, level=self.acc.compression_level,
+                    compressed=packed is not None)
             self.blob_key = key
         return self.blob
+
+    def joined(self) -> bytes:
+        """The records' bytes, joined once and kept so for resends (appended records'
+        parts go at the first join, while it has them in cache: dropped only on completion,
+        a 128 KiB batch's parts cost ~60 us of cache misses on the I/O thread)."""
+        parts = self.parts
+        if len(parts) != 1:
+            parts = self.parts = [b"".join(parts)]
+        return parts[0]
 
     def complete(self, base_offset: int, log_append_time: int = -1,
                  error: BaseException | None = None) -> bool:
@@ -736,10 +732,8 @@ class RecordAccumulator:
         for b in batches:
             helper = b.helper
             try:
-                joined = b"".join(b.parts)
-                packed = compress(codec, joined, level)
+                packed = compress(codec, b.joined(), level)
                 if not b.done:
-                    b.parts = [joined]
                     b.packed = packed
             except Exception:  # not the sending caller's error
                 log.debug("compressing a batch of %s-%s failed; the sender retries it",

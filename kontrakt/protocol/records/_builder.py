@@ -306,6 +306,7 @@ def frame_batch(
     base_offset: int = 0,
     last_offset_delta: int | None = None,
     partition_leader_epoch: int = -1,
+    compressed: bool = False,
 ) -> bytes:
     """A v2 batch around ``count`` already encoded records: compression, header and CRC.
 
@@ -318,12 +319,14 @@ def frame_batch(
         base_timestamp, max_timestamp: milliseconds (-1 for an empty batch).
         attributes: flag bits other than the codec (transactional, control, timestamp type).
         last_offset_delta: default ``count - 1`` (records numbered from 0 without gaps).
+        compressed: ``records`` are already compressed with ``codec``.
 
     Raises:
         ValueError: a compression level the codec rejects.
     """
     if codec:
-        records = compress(codec, records, level, snappy_framing=snappy_framing)
+        if not compressed:
+            records = compress(codec, records, level, snappy_framing=snappy_framing)
         attributes |= int(codec)
     header = bytearray(HEADER.pack(
         base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records), partition_leader_epoch,

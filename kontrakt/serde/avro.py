@@ -15,6 +15,7 @@ from typing import Any
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from kontrakt.errors import ConfigError, SerializationError
+from kontrakt.serde._avro_bounds import LIMIT_DEFAULTS, AvroBounds, check_limits
 from kontrakt.serde._base import (
     AsyncDeserializer,
     AsyncSerializer,
@@ -123,9 +124,12 @@ class _AvroSerializerCore(_AvroFormat, TextSchemaSerializerCore):
 
 
 class _AvroDeserializerCore(_AvroFormat, TextSchemaDeserializerCore):
+    extra_defaults = LIMIT_DEFAULTS
+
     def __init__(self, schema_str: Any, from_dict: FromDict | None, return_record_name: bool,
                  conf: Mapping[str, Any] | None, owner: str) -> None:
         TextSchemaDeserializerCore.__init__(self, schema_str, from_dict, conf, owner)
+        self.limits = check_limits(self.conf, owner)
         self.return_record_name = bool(return_record_name)
         self.record_name = _full_name(self.schema.schema_str) if self.schema else None
 
@@ -151,8 +155,15 @@ class _AvroDeserializerCore(_AvroFormat, TextSchemaDeserializerCore):
             return read_bytes
         record_name = self.return_record_name
         BytesIO = io.BytesIO  # a local alias on the per-record path
+        # Untrusted bytes: longer payloads than the writer schema's safe length are walked
+        # for the limits first (see _avro_bounds); the rest cost one comparison.
+        bounds = AvroBounds(writer, *self.limits)
+        safe_len = float("inf") if bounds.safe_len is None else bounds.safe_len
+        check = bounds.check
 
         def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+            if len(data) - offset > safe_len:
+                check(data, offset)
             buf = BytesIO(data)
             buf.seek(offset)
             value = schemaless_reader(buf, writer, reader, record_name)
@@ -206,10 +217,19 @@ class AvroDeserializer(SyncDeserializer):
         from_dict: ``(dict, ctx) -> obj`` converting the decoded value.
         return_record_name: return union records as ``(name, value)`` tuples.
         conf: ``use.latest.version``, ``use.latest.with.metadata`` (read with the subject's
-            latest schema), ``subject.name.strategy``, ``schema.id.deserializer`` (dual).
+            latest schema), ``subject.name.strategy``, ``schema.id.deserializer`` (dual), and
+            the bounds on untrusted payloads: ``max.collection.items`` (10,000,000 items in
+            one array or map), ``max.decoded.values`` (10,000,000 values built from one
+            record: each record, array, map, map key and primitive counts one) and
+            ``max.nesting.depth`` (256 records, arrays and maps nested in one another).
+            A payload beyond them raises before fastavro builds it.
 
     Raises:
-        ConfigError: unknown config key or wrong type.
+        ConfigError: unknown config key, wrong type, or a limit that is not a positive int.
+
+    A payload that breaks a bound raises ``KeyDeserializationError`` /
+    ``ValueDeserializationError`` (with the bytes as ``.record``), as any undecodable payload
+    does.
     """
 
     def __init__(self, schema_registry_client: Any, schema_str: Any = None,

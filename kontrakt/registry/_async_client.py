@@ -10,7 +10,16 @@ from typing import Any, TypeVar
 import httpx
 
 from kontrakt.errors import SchemaRegistryError
-from kontrakt.registry._core import Call, ClientShell, HttpRequest, Op, Sleep, copy_error
+from kontrakt.registry._core import (
+    Call,
+    ClientShell,
+    HttpRequest,
+    Op,
+    Sleep,
+    copy_error,
+    http_timeout,
+    past_deadline,
+)
 from kontrakt.registry._models import (
     CompatibilityTestResult,
     RegisteredSchema,
@@ -29,7 +38,8 @@ class AsyncSchemaRegistryClient(ClientShell):
     arguments, as coroutines. Use it from one event loop.
 
     It takes the same configuration properties and behaves the same way on the wire
-    (retries, fail-over, per-attempt ``timeout``, error classes, coalescing of identical
+    (retries, fail-over, ``timeout``, ``connect.timeout.ms`` and ``total.timeout.ms``,
+    error classes, coalescing of identical
     reads); :class:`~kontrakt.registry.SchemaRegistryClient` documents them, and each
     coroutine carries the docstring of its synchronous twin. A coalesced request is not
     cancelled when one of the callers waiting on it is.
@@ -49,15 +59,21 @@ class AsyncSchemaRegistryClient(ClientShell):
 
     # ------------------------------------------------------------------ shell
     async def _send_http(self, request: HttpRequest) -> tuple[int, bytes]:
-        """Send one request (the mock client overrides this to skip HTTP)."""
-        response = await self._http.request(
+        """Send one request (the mock client overrides this to skip HTTP); see
+        :meth:`SchemaRegistryClient._send_http`."""
+        async with self._http.stream(
             request.method,
             request.url,
             params=request.params,
             headers=dict(request.headers),
             content=request.content,
-        )
-        return response.status_code, response.content
+            timeout=http_timeout(request),
+        ) as response:
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                past_deadline(request)
+            return response.status_code, bytes(body)
 
     async def _execute(self, call: Call) -> Any:
         exchange = self._core.exchange(call)

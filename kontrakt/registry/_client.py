@@ -11,7 +11,16 @@ from typing import Any, TypeVar
 import httpx
 
 from kontrakt.errors import SchemaRegistryError
-from kontrakt.registry._core import Call, ClientShell, HttpRequest, Op, Sleep, copy_error
+from kontrakt.registry._core import (
+    Call,
+    ClientShell,
+    HttpRequest,
+    Op,
+    Sleep,
+    copy_error,
+    http_timeout,
+    past_deadline,
+)
 from kontrakt.registry._errors import RegistryConnectionError
 from kontrakt.registry._models import (
     CompatibilityTestResult,
@@ -48,19 +57,27 @@ class SchemaRegistryClient(ClientShell):
     ``bearer.auth.client.secret``, ``bearer.auth.scope``, ``bearer.auth.issuer.endpoint.url``),
     ``bearer.auth.logical.cluster``, ``bearer.auth.identity.pool.id``, ``ssl.ca.location``,
     ``ssl.certificate.location``, ``ssl.key.location``, ``ssl.key.password``, ``proxy``,
-    ``timeout`` (seconds per HTTP attempt, default 30), ``max.retries`` (3),
+    ``timeout`` (seconds per read or write, default 30), ``connect.timeout.ms`` (10000),
+    ``total.timeout.ms`` (60000), ``max.retries`` (3),
     ``retries.wait.ms`` (1000), ``retries.max.wait.ms`` (20000), ``cache.capacity`` (1000),
     ``cache.latest.ttl.sec`` (unset: latest versions cached until cleared) and Kontrakt's
     ``cache.negative.ttl.sec`` (1: how long "not found" answers are remembered).
 
     Every operation below behaves the same way on the wire:
 
-    * **Retries and fail-over**: HTTP 408, 429, 5xx answers and connection errors are retried
-      ``max.retries`` times with jittered exponential backoff (from ``retries.wait.ms``,
-      doubling up to ``retries.max.wait.ms``), then the next ``url`` is tried. Other error
-      answers are raised at once.
-    * **Timeouts**: each HTTP attempt is bounded by ``timeout``; one operation makes at most
-      ``max.retries + 1`` attempts per URL, with the backoff sleeps between them.
+    * **Retries and fail-over**: an attempt that never reached a server (connection refused,
+      DNS, connect timeout) is retried for every call; one that may have reached it (no
+      answer in time, a dropped connection, HTTP 408, 429, 5xx) for every call but DELETEs,
+      whose repeat could hide an applied first try (registering is retried, as
+      confluent-kafka does: the registry answers a repeated registration with the same id).
+      Each URL gets ``max.retries`` retries with jittered exponential backoff (from
+      ``retries.wait.ms``, doubling up to ``retries.max.wait.ms``), then the next ``url``
+      is tried. Other error answers are raised at once.
+    * **Timeouts**: ``connect.timeout.ms`` (10000) bounds opening each connection,
+      ``timeout`` (seconds, 30) each read and write of an attempt, and ``total.timeout.ms``
+      (60000) one REST call in all: attempts, backoff sleeps and fail-over stop when it is
+      spent. An operation that needs several calls (a schema with references) makes them one
+      after the other.
     * **Errors**: every operation raises :class:`~kontrakt.errors.SchemaRegistryError` (with
       ``http_status_code``, ``error_code`` and ``error_message``), as the most specific
       subclass for the registry's error code; the ``Raises`` section of each operation lists
@@ -85,15 +102,25 @@ class SchemaRegistryClient(ClientShell):
 
     # ------------------------------------------------------------------ shell
     def _send_http(self, request: HttpRequest) -> tuple[int, bytes]:
-        """Send one request (the mock client overrides this to skip HTTP)."""
-        response = self._http.request(
+        """Send one request (the mock client overrides this to skip HTTP).
+
+        Raises:
+            httpx.TransportError: no answer; ``httpx.ReadTimeout`` also when the body is still
+                arriving at the call's deadline (a trickling server cannot stretch a call).
+        """
+        with self._http.stream(
             request.method,
             request.url,
             params=request.params,
             headers=dict(request.headers),
             content=request.content,
-        )
-        return response.status_code, response.content
+            timeout=http_timeout(request),
+        ) as response:
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                past_deadline(request)
+            return response.status_code, bytes(body)
 
     def _execute(self, call: Call) -> Any:
         exchange = self._core.exchange(call)
@@ -123,9 +150,8 @@ class SchemaRegistryClient(ClientShell):
             if flight is None:
                 flight = self._flights[call.key] = _Flight()
         if not leader:
-            cfg = self._core.config
-            bound = (cfg.timeout + cfg.retries_max_wait_ms / 1000.0) * (cfg.max_retries + 1)
-            bound *= len(cfg.urls)
+            # The leader's call ends within total.timeout.ms (plus an OAuth token fetch).
+            bound = 2 * self._core.config.total_timeout
             if not flight.done.wait(bound + 5.0):
                 raise RegistryConnectionError(-1, -1, "timed out waiting for a shared request")
             if isinstance(flight.error, SchemaRegistryError):

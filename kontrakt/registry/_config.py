@@ -19,7 +19,8 @@ _KEYS = (
     "bearer.auth.logical.cluster", "bearer.auth.identity.pool.id", "bearer.auth.client.id",
     "bearer.auth.client.secret", "bearer.auth.scope", "bearer.auth.issuer.endpoint.url",
     "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
-    "proxy", "timeout", "max.retries", "retries.wait.ms", "retries.max.wait.ms",
+    "proxy", "timeout", "connect.timeout.ms", "total.timeout.ms", "max.retries",
+    "retries.wait.ms", "retries.max.wait.ms",
     "cache.capacity", "cache.latest.ttl.sec", "cache.negative.ttl.sec",
 )
 
@@ -40,7 +41,13 @@ class RegistryClientConfig:
     oauth_endpoint: str | None = None
     verify: ssl.SSLContext | bool = True
     proxy: str | None = None
+    #: seconds to wait for each read or write of an attempt (``timeout``)
     timeout: float = 30.0
+    #: seconds to open a connection (TCP and TLS), per attempt (``connect.timeout.ms``)
+    connect_timeout: float = 10.0
+    #: seconds one REST call may take in all: attempts, backoff sleeps, fail-over
+    #: (``total.timeout.ms``)
+    total_timeout: float = 60.0
     max_retries: int = 3
     retries_wait_ms: int = 1000
     retries_max_wait_ms: int = 20000
@@ -158,8 +165,11 @@ def parse_config(config: Mapping[str, Any] | None, options: Mapping[str, Any]
     max_wait = _number(conf, "retries.max.wait.ms", 20000)
     capacity = _number(conf, "cache.capacity", 1000, minimum=1)
     timeout = _number(conf, "timeout", 30.0)
+    connect_ms = _number(conf, "connect.timeout.ms", 10_000, minimum=1)
+    total_ms = _number(conf, "total.timeout.ms", 60_000, minimum=1)
     assert max_retries is not None and wait is not None and max_wait is not None
     assert capacity is not None and timeout is not None
+    assert connect_ms is not None and total_ms is not None
     neg = _number(conf, "cache.negative.ttl.sec", 1.0)
 
     def opt(key: str) -> str | None:
@@ -174,6 +184,7 @@ def parse_config(config: Mapping[str, Any] | None, options: Mapping[str, Any]
         oauth_client_secret=opt("bearer.auth.client.secret"),
         oauth_scope=opt("bearer.auth.scope"), oauth_endpoint=opt("bearer.auth.issuer.endpoint.url"),
         verify=_ssl_context(conf), proxy=opt("proxy"), timeout=timeout,
+        connect_timeout=connect_ms / 1000.0, total_timeout=total_ms / 1000.0,
         max_retries=int(max_retries), retries_wait_ms=int(wait),
         retries_max_wait_ms=int(max_wait), cache_capacity=int(capacity),
         cache_latest_ttl_sec=_number(conf, "cache.latest.ttl.sec", None),

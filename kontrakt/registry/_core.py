@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+import httpx
 from cachetools import Cache, LRUCache, TTLCache
 
 from kontrakt.errors import SchemaRegistryError
@@ -34,7 +35,8 @@ from kontrakt.registry._models import (
     ServerConfig,
 )
 
-__all__ = ["Call", "ClientShell", "HttpRequest", "RegistryCore", "Sleep"]
+__all__ = ["Call", "ClientShell", "HttpRequest", "RegistryCore", "Sleep", "http_timeout",
+           "past_deadline"]
 
 T = TypeVar("T")
 ACCEPT = ("application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, "
@@ -63,13 +65,23 @@ class Call:
 @dataclass(frozen=True, slots=True)
 class HttpRequest:
     """One HTTP request for a shell to send; the shell answers ``(status, body bytes)`` or
-    the transport exception it got."""
+    the transport exception it got.
+
+    Attributes:
+        timeout: seconds for each read and write of this attempt (None: the client's).
+        connect_timeout: seconds to connect (None: the client's).
+        deadline: ``time.monotonic()`` by which the whole answer must have arrived (None:
+            no bound); a shell that passes it while reading raises ``httpx.ReadTimeout``.
+    """
 
     method: str
     url: str
     params: tuple[tuple[str, str], ...]
     headers: Mapping[str, str]
     content: bytes | None = None
+    timeout: float | None = None
+    connect_timeout: float | None = None
+    deadline: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +94,73 @@ class Sleep:
 Op = Generator[Call, Any, T]
 Reply = "tuple[int, bytes] | BaseException | None"
 Exchange = Generator["HttpRequest | Sleep", Any, Any]
+
+
+def http_timeout(request: HttpRequest) -> Any:
+    """The ``timeout=`` for httpx of one attempt (the client's own when the core set none)."""
+    if request.timeout is None:
+        return httpx.USE_CLIENT_DEFAULT
+    return httpx.Timeout(request.timeout, connect=request.connect_timeout)
+
+
+def past_deadline(request: HttpRequest) -> None:
+    """Raise ``httpx.ReadTimeout`` if the attempt's answer is still arriving at its deadline.
+
+    Raises:
+        httpx.ReadTimeout: the deadline has passed.
+    """
+    if request.deadline is not None and time.monotonic() > request.deadline:
+        raise httpx.ReadTimeout("the answer was still arriving at total.timeout.ms")
+
+
+def _not_sent(exc: BaseException) -> bool:
+    """Whether a failed attempt never reached a server (refused, DNS, connect timeout, no
+    free pooled connection): retrying it cannot apply an operation twice."""
+    return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
+
+
+def _describe(exc: BaseException | None, request: HttpRequest | None) -> str:
+    if isinstance(exc, httpx.ConnectTimeout) and request is not None:
+        return f"no connection within {request.connect_timeout:.3g} s"
+    if isinstance(exc, httpx.ReadTimeout) and request is not None:
+        return f"no answer within {request.timeout:.3g} s"
+    if isinstance(exc, httpx.ConnectError):
+        return f"cannot connect ({exc})"
+    return repr(exc)
+
+
+class _Budget:
+    """The time one REST call may still take (``total.timeout.ms``), and its attempts."""
+
+    __slots__ = ("attempts", "cfg", "deadline", "start")
+
+    def __init__(self, cfg: RegistryClientConfig) -> None:
+        self.cfg = cfg
+        self.start = time.monotonic()
+        self.deadline = self.start + cfg.total_timeout
+        self.attempts = 0
+
+    def request(self, method: str, url: str, params: tuple[tuple[str, str], ...],
+                headers: Mapping[str, str], content: bytes | None) -> HttpRequest | None:
+        """The next attempt with its timeouts cut to the time left; None when none is left."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return None
+        self.attempts += 1
+        return HttpRequest(method, url, params, headers, content,
+                           timeout=min(self.cfg.timeout or left, left),
+                           connect_timeout=min(self.cfg.connect_timeout, left),
+                           deadline=self.deadline)
+
+    def pause(self, seconds: float) -> Sleep | None:
+        """A backoff sleep, or None when the call would have no time left after it."""
+        if time.monotonic() + seconds >= self.deadline:
+            return None
+        return Sleep(seconds)
+
+    def spent(self) -> str:
+        return (f"{self.attempts} attempt{'s' if self.attempts != 1 else ''} in "
+                f"{time.monotonic() - self.start:.1f} s")
 
 
 def _q(value: str) -> str:
@@ -193,7 +272,7 @@ class RegistryCore:
         cap = min(self.config.retries_wait_ms * (2.0 ** attempt), self.config.retries_max_wait_ms)
         return random.random() * cap / 1000.0
 
-    def _token_exchange(self) -> Exchange:
+    def _token_exchange(self, budget: _Budget) -> Exchange:
         """Fetch an OAuth client-credentials token when the cached one is due to expire."""
         cfg = self.config
         assert cfg.oauth_endpoint and cfg.oauth_client_id and cfg.oauth_client_secret
@@ -207,7 +286,10 @@ class RegistryCore:
                    "Accept": "application/json", "Authorization": f"Basic {secret}"}
         last: BaseException | None = None
         for attempt in range(cfg.max_retries + 1):
-            reply = yield HttpRequest("POST", cfg.oauth_endpoint, (), headers, content)
+            request = budget.request("POST", cfg.oauth_endpoint, (), headers, content)
+            if request is None:
+                break
+            reply = yield request
             if isinstance(reply, tuple) and 200 <= reply[0] < 300:
                 data = _shape("token", json.loads, reply[1])
                 token = _shape("token", lambda d: str(d["access_token"]), data)
@@ -221,10 +303,15 @@ class RegistryCore:
                                           f"{reply[1][:300]!r}")
             last = reply if isinstance(reply, BaseException) else None
             if attempt < cfg.max_retries:
-                yield Sleep(self.backoff(attempt))
-        raise RegistryConnectionError(-1, -1, f"OAuth token endpoint unreachable: {last!r}")
+                pause = budget.pause(self.backoff(attempt))
+                if pause is None:
+                    break
+                yield pause
+        raise RegistryConnectionError(
+            -1, -1, f"OAuth token endpoint {cfg.oauth_endpoint} unreachable: {last!r} "
+            f"({budget.spent()})")
 
-    def _headers(self, with_body: bool) -> Exchange:
+    def _headers(self, with_body: bool, budget: _Budget) -> Exchange:
         cfg = self.config
         headers = {"Accept": ACCEPT}
         if with_body:
@@ -238,7 +325,7 @@ class RegistryCore:
             else:
                 token = self._token.value
                 if not token or time.monotonic() >= self._token.refresh_at:
-                    token = yield from self._token_exchange()
+                    token = yield from self._token_exchange(budget)
             headers["Authorization"] = f"Bearer {token}"
             if cfg.logical_cluster:
                 headers["target-sr-cluster"] = cfg.logical_cluster
@@ -247,32 +334,53 @@ class RegistryCore:
         return headers
 
     def exchange(self, call: Call) -> Exchange:
-        """Perform one call: retries with jittered exponential backoff on 408/429/5xx and
-        connection errors only, then fail-over to the next URL.
+        """Perform one call: attempts, backoff and fail-over, all within ``total.timeout.ms``.
+
+        An attempt that never reached a server (refused, DNS, connect timeout) is retried for
+        every call. One that may have reached it (no answer within ``timeout``, a dropped
+        connection, HTTP 408/429/5xx) is retried unless the call is a DELETE: a repeated
+        delete whose first try was applied would answer "not found" and hide it. Each URL
+        gets ``max.retries`` retries with jittered exponential backoff, then the next URL is
+        tried; no attempt or sleep goes past the call's total timeout.
 
         Returns (as the generator's value): the decoded JSON body, or None for an empty one.
 
         Raises:
             SchemaRegistryError: the registry's error (most specific subclass), or
-                :class:`RegistryConnectionError` when no URL answered.
+                :class:`RegistryConnectionError` when no URL answered in time (naming the
+                URLs, the last failure, the attempts made and the time spent).
         """
         if call.key is not None:
             cached = self._get(self._negative, call.key)
             if cached is not None:
                 raise copy_error(cached)
-        headers = yield from self._headers(call.body is not None)
+        budget = _Budget(self.config)
+        headers = yield from self._headers(call.body is not None, budget)
         content = json.dumps(call.body).encode() if call.body is not None else None
         urls = self.config.urls
+        repeatable = call.method != "DELETE"
         last: BaseException | None = None
+        last_request: HttpRequest | None = None
         start = self._good_url
+        out_of_time = False
         for i in range(len(urls)):
             index = (start + i) % len(urls)
             for attempt in range(self.config.max_retries + 1):
+                request = budget.request(call.method, urls[index] + call.path, call.params,
+                                         headers, content)
+                if request is None:
+                    out_of_time = True
+                    break
                 self.requests_sent += 1
-                reply = yield HttpRequest(call.method, urls[index] + call.path, call.params,
-                                          headers, content)
+                last_request = request
+                reply = yield request
                 if isinstance(reply, BaseException):
                     last = reply
+                    if not repeatable and not _not_sent(reply):
+                        raise RegistryConnectionError(
+                            -1, -1, f"no answer from the Schema Registry at {urls[index]} to "
+                            f"{call.method} {call.path}: {_describe(reply, request)}; not "
+                            "retried, as the registry may have applied it") from reply
                 else:
                     status, data = reply
                     if 200 <= status < 300:
@@ -285,20 +393,28 @@ class RegistryCore:
                     except ValueError:
                         body = data.decode("utf-8", "replace")
                     err = error_from_response(status, body)
-                    if status not in RETRIABLE_STATUS:
+                    if status not in RETRIABLE_STATUS or not repeatable:
                         if status == 404 and call.key is not None:
                             with self._lock:
                                 self._negative[call.key] = err
                         raise err
                     last = err
                 if attempt < self.config.max_retries:
-                    yield Sleep(self.backoff(attempt))
+                    pause = budget.pause(self.backoff(attempt))
+                    if pause is None:
+                        out_of_time = True
+                        break
+                    yield pause
+            if out_of_time:
+                break
         if isinstance(last, SchemaRegistryError):
             raise last
+        bound = (f"; total.timeout.ms ({self.config.total_timeout * 1000:.0f}) reached"
+                 if out_of_time else "")
         raise RegistryConnectionError(
-            -1, -1, f"Schema Registry unreachable at {', '.join(urls)}: {last!r}")
+            -1, -1, f"Schema Registry unreachable at {', '.join(urls)}: "
+            f"{_describe(last, last_request)} ({budget.spent()}{bound})") from last
 
-    # ------------------------------------------------------------------ schemas
     def register_schema_full_response(self, subject_name: str, schema: Schema,
                                       normalize_schemas: bool = False) -> Op[RegisteredSchema]:
         key = (subject_name, schema, normalize_schemas)
@@ -592,7 +708,8 @@ class ClientShell:
     def _http_options(self) -> dict[str, Any]:
         """Keyword arguments for ``httpx.Client`` / ``httpx.AsyncClient``."""
         cfg = self._core.config
-        return {"verify": cfg.verify, "proxy": cfg.proxy, "timeout": cfg.timeout}
+        timeout = httpx.Timeout(cfg.timeout or None, connect=cfg.connect_timeout)
+        return {"verify": cfg.verify, "proxy": cfg.proxy, "timeout": timeout}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(urls={list(self._core.config.urls)!r})"

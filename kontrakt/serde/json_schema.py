@@ -40,6 +40,15 @@ __all__ = [
 
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+#: how much of a validation message a deserialization error keeps: validators quote the
+#: offending value, which an untrusted payload can make megabytes long
+_MAX_DETAIL = 500
+
+
+def _clip(detail: str) -> str:
+    if len(detail) <= _MAX_DETAIL:
+        return detail
+    return f"{detail[:_MAX_DETAIL]}... ({len(detail) - _MAX_DETAIL} more characters)"
 
 
 def _general_validator(doc: Any, documents: Mapping[str, Any]) -> Check:
@@ -143,7 +152,8 @@ class _JsonDeserializerCore(_JsonFormat, TextSchemaDeserializerCore):
             if check is not None:
                 error = check(value)
                 if error is not None:
-                    raise SerializationError(f"value does not match the JSON schema: {error}")
+                    raise SerializationError(
+                        f"value does not match the JSON schema: {_clip(error)}")
             return value if from_dict is None else from_dict(value, ctx)
         return read
 

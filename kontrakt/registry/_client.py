@@ -58,7 +58,7 @@ class SchemaRegistryClient(ClientShell):
     ``bearer.auth.logical.cluster``, ``bearer.auth.identity.pool.id``, ``ssl.ca.location``,
     ``ssl.certificate.location``, ``ssl.key.location``, ``ssl.key.password``, ``proxy``,
     ``timeout`` (seconds per read or write, default 30), ``connect.timeout.ms`` (10000),
-    ``total.timeout.ms`` (60000), ``max.retries`` (3),
+    ``total.timeout.ms`` (30000), ``max.retries`` (3),
     ``retries.wait.ms`` (1000), ``retries.max.wait.ms`` (20000), ``cache.capacity`` (1000),
     ``cache.latest.ttl.sec`` (unset: latest versions cached until cleared) and Kontrakt's
     ``cache.negative.ttl.sec`` (1: how long "not found" answers are remembered).
@@ -75,9 +75,10 @@ class SchemaRegistryClient(ClientShell):
       is tried. Other error answers are raised at once.
     * **Timeouts**: ``connect.timeout.ms`` (10000) bounds opening each connection,
       ``timeout`` (seconds, 30) each read and write of an attempt, and ``total.timeout.ms``
-      (60000) one REST call in all: attempts, backoff sleeps and fail-over stop when it is
-      spent. An operation that needs several calls (a schema with references) makes them one
-      after the other.
+      (30000) one REST call in all: attempts, backoff sleeps and fail-over stop when it is
+      spent. So one slow answer gets its 30 s, while a URL that never answers (a wrong port
+      on a silent listener) fails after 30 s instead of 4 x 30 s. An operation that needs
+      several calls (a schema with references) makes them one after the other.
     * **Errors**: every operation raises :class:`~kontrakt.errors.SchemaRegistryError` (with
       ``http_status_code``, ``error_code`` and ``error_message``), as the most specific
       subclass for the registry's error code; the ``Raises`` section of each operation lists

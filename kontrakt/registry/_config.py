@@ -47,7 +47,7 @@ class RegistryClientConfig:
     connect_timeout: float = 10.0
     #: seconds one REST call may take in all: attempts, backoff sleeps, fail-over
     #: (``total.timeout.ms``)
-    total_timeout: float = 60.0
+    total_timeout: float = 30.0
     max_retries: int = 3
     retries_wait_ms: int = 1000
     retries_max_wait_ms: int = 20000
@@ -166,7 +166,7 @@ def parse_config(config: Mapping[str, Any] | None, options: Mapping[str, Any]
     capacity = _number(conf, "cache.capacity", 1000, minimum=1)
     timeout = _number(conf, "timeout", 30.0)
     connect_ms = _number(conf, "connect.timeout.ms", 10_000, minimum=1)
-    total_ms = _number(conf, "total.timeout.ms", 60_000, minimum=1)
+    total_ms = _number(conf, "total.timeout.ms", 30_000, minimum=1)
     assert max_retries is not None and wait is not None and max_wait is not None
     assert capacity is not None and timeout is not None
     assert connect_ms is not None and total_ms is not None

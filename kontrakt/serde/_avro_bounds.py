@@ -134,7 +134,7 @@ class AvroBounds:
             self.safe_len: float | None = self._safe_len(writer)
         except KeyError:
             # A name defined only in a referenced schema under a top-level union: fastavro
-            # keeps no table of it. Rare enough to decode such payloads unchecked.
+            # keeps no table of it, and fails on such payloads itself (UnknownType).
             self.safe_len = None
         except _Unbounded as e:
             raise SerializationError(

@@ -11,13 +11,14 @@ import logging
 import random
 import ssl
 import time
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kontrakt._config import COMMON_OPTIONS, SECURITY_OPTIONS, ClientConfig, Option
 from kontrakt.clients._net.connection import BrokerConnection, ConnectionSettings
 from kontrakt.clients._net.security import build_sasl, build_ssl_context
-from kontrakt.clients._sync import LoopThread
+from kontrakt.clients._sync import LoopThread, close_sync, ensure_started
 from kontrakt.clients._wait import wait_event
 from kontrakt.clients.cluster import BrokerInfo, ClusterMetadata, parse_bootstrap
 from kontrakt.errors import (
@@ -134,28 +135,47 @@ class AsyncKafkaClient:
         self._started = False
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: the public client this one serves, for the unclosed-client warning
+        self.owner = "AsyncKafkaClient"
 
     # --- lifecycle ------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, timeout: float | None = None, *,
+                    budget_name: str | None = None) -> None:
         """Connect to a bootstrap server and load cluster metadata.
 
+        Args:
+            timeout: seconds to keep trying (default ``request.timeout.ms``).
+            budget_name: what the error message calls that limit (default
+                ``request.timeout.ms=...``), e.g. ``max.block.ms=...`` for a producer.
+
         Raises:
-            NoBrokersAvailableError: no bootstrap server answered within the timeouts.
+            NoBrokersAvailableError: no broker answered within the timeout; the message
+                names each broker tried and why it failed.
         """
         if self._closed:
             raise IllegalStateError("client is closed")
         if self._started:
             return
         self._loop = asyncio.get_running_loop()
-        self._refresh_wanted = asyncio.Event()
-        await self._refresh_metadata_now()
+        if self._refresh_wanted is None:
+            self._refresh_wanted = asyncio.Event()
+        await self._refresh_metadata_now(timeout, budget_name)
+        if self._closed:
+            raise IllegalStateError("client is closed")
+        if self._started:  # another caller's start finished first
+            return
         self._started = True
         self._metadata_task = self._loop.create_task(self._metadata_loop(),
                                                      name="kontrakt-metadata")
 
-    async def close(self) -> None:
-        """Close every connection and stop background work. Idempotent."""
+    async def close(self, timeout: float | None = None) -> None:
+        """Close every connection and stop background work. Idempotent.
+
+        Args:
+            timeout: seconds to wait for connections to close cleanly (None: up to a
+                second); connections still closing then are aborted.
+        """
         if self._closed:
             return
         self._closed = True
@@ -167,19 +187,34 @@ class AsyncKafkaClient:
             if not fut.done():
                 fut.set_exception(IllegalStateError("client closed"))
                 fut.exception()
+        conns: list[BrokerConnection] = []
         for state in [*self._nodes.values(), *self._coordinator_nodes.values()]:
             if state.connecting is not None and not state.connecting.done():
                 state.connecting.cancel()
                 with contextlib.suppress(BaseException):
                     await state.connecting
             if state.conn is not None:
-                await state.conn.close()
+                conns.append(state.conn)
         self._nodes.clear()
         self._coordinator_nodes.clear()
         self._dedicated.clear()
-        for task in list(self._closing_conns):
-            with contextlib.suppress(BaseException):
-                await task
+        closing = [asyncio.ensure_future(c.close()) for c in conns]
+        closing.extend(self._closing_conns)
+        if closing:
+            # All at once: one after another, each could wait its second for a broker
+            # that is gone.
+            _, late = await asyncio.wait(closing, timeout=timeout)
+            if late:
+                for c in conns:
+                    c.abort()
+                await asyncio.wait(late, timeout=0.1)
+
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        # As asyncio's transports do: a client dropped unclosed is a leak the application
+        # should hear of (its close cannot run here: it is a coroutine).
+        if getattr(self, "_started", False) and not self._closed:
+            _warn(f"unclosed {self.owner} {self!r}: call close() (or use 'async with')",
+                  ResourceWarning, source=self)
 
     async def __aenter__(self) -> AsyncKafkaClient:
         await self.start()
@@ -372,11 +407,16 @@ class AsyncKafkaClient:
         await fut
         return self.cluster
 
-    async def _refresh_metadata_now(self) -> None:
+    async def _refresh_metadata_now(self, timeout: float | None = None,
+                                    budget_name: str | None = None) -> None:
         cfg = self.config
-        deadline = time.monotonic() + cfg["request.timeout.ms"] / 1000
+        if timeout is None:
+            timeout = cfg["request.timeout.ms"] / 1000
+            budget_name = budget_name or f"request.timeout.ms={cfg['request.timeout.ms']}"
+        deadline = time.monotonic() + timeout
         backoff = Backoff(cfg["retry.backoff.ms"] / 1000, cfg["retry.backoff.max.ms"] / 1000)
-        tried: list[str] = []
+        #: address -> why it failed last, in the order first tried
+        tried: dict[str, str] = {}
         while True:
             node = self.least_loaded_node()
             all_topics = self._all_topics
@@ -384,23 +424,34 @@ class AsyncKafkaClient:
             topics = None if all_topics else [
                 MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(asked)]
             req = MetadataRequest(topics=topics, allow_auto_topic_creation=False)
+            remaining = max(0.001, deadline - time.monotonic())
             try:
-                remaining = max(0.001, deadline - time.monotonic())
-                resp = await self._send(req, node=node, timeout=remaining)
+                # Bounded as a whole: connecting has a timeout of its own
+                # (socket.connection.setup.timeout.ms) that may be longer.
+                resp = await asyncio.wait_for(
+                    self._send(req, node=node, timeout=remaining), remaining)
                 if resp.error_code:
                     raise for_code(resp.error_code)("metadata request failed")
                 self.cluster.update(resp, all_topics=all_topics)
                 self._last_asked = (all_topics, asked)
                 return
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                tried.append(f"{node}: {exc}")
+            except (KafkaConnectionError, KafkaTimeoutError, asyncio.TimeoutError,
+                    TimeoutError) as exc:
+                tried[self._describe_node(node)] = _reason(exc, remaining)
                 delay = backoff.next()
                 if time.monotonic() + delay >= deadline:
                     raise NoBrokersAvailableError(
-                        "no broker answered a metadata request within request.timeout.ms; "
-                        f"tried {tried[-5:]}"
+                        f"no broker reachable within {budget_name or f'{timeout}s'}: "
+                        + ", ".join(f"{addr} ({why})" for addr, why in tried.items())
                     ) from exc
                 await asyncio.sleep(delay)
+
+    def _describe_node(self, node: int) -> str:
+        try:
+            host, port = self._address_of(node)
+        except KafkaConnectionError:
+            return f"node {node}"
+        return f"{host}:{port}"
 
     def _asks_new_topics(self) -> bool:
         all_topics, asked = self._last_asked
@@ -549,19 +600,25 @@ class KafkaClient:
 
     Same options and methods; every method blocks until done. Must not be called from
     inside one of its own callbacks (raises :class:`IllegalStateError`).
+
+    The constructor returns at once; the first call connects (waiting up to
+    ``request.timeout.ms``, then raising NoBrokersAvailableError naming each broker tried
+    and why). A client dropped without :meth:`close` is closed when garbage-collected.
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._thread = LoopThread("kontrakt-client")
         try:
             self._async: AsyncKafkaClient = self._thread.run(_build(config, kwargs))
-            self._thread.run(self._async.start())
         except BaseException:
             self._thread.stop()
             raise
+        self._async.owner = "KafkaClient"
+        self._thread.attach(self, self._async.close)
 
     @property
     def cluster(self) -> ClusterMetadata:
+        """The metadata cache (empty until the first call has connected)."""
         return self._async.cluster
 
     def request(self, message: Request, *, node: int | None = None,
@@ -577,21 +634,37 @@ class KafkaClient:
 
     def coordinator(self, key: str, key_type: str = "group") -> int:
         """Find the coordinator node for a group or transactional id."""
-        return self._thread.run(self._async.coordinator(key, key_type))
+        return self._thread.run(ensure_started(self._async, self._async.coordinator(key, key_type)))
 
-    def close(self) -> None:
-        """Close connections and stop the loop thread. Idempotent."""
-        if self._thread.running:
-            try:
-                self._thread.run(self._async.close())
-            finally:
-                self._thread.stop()
+    def close(self, timeout: float | None = None) -> None:
+        """Close connections and stop the loop thread. Idempotent.
+
+        Args:
+            timeout: seconds the close may take (None: about a second per broker at most,
+                all brokers at once); bounded even with every broker gone.
+        """
+        close_sync(self._thread, self._async.close, timeout)
 
     def __enter__(self) -> KafkaClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _reason(exc: BaseException, waited: float) -> str:
+    """Why a broker could not be used, in a few words (for NoBrokersAvailableError)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, OSError) and not isinstance(cause, TimeoutError) \
+                and cause.strerror:
+            return cause.strerror.lower()
+        cause = cause.__cause__
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return f"no answer within {waited:.3g}s"
+    return str(exc)
 
 
 async def _build(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncKafkaClient:

@@ -489,6 +489,13 @@ class BrokerConnection:
                 log.exception("close callback failed")
         log.debug("closed %r: %s", self, error)
 
+    def abort(self) -> None:
+        """Drop the connection at once, discarding unsent bytes (a close that waits on a
+        broker that is gone). Outstanding requests fail with KafkaConnectionError."""
+        self._shutdown(KafkaConnectionError("connection aborted", broker=self.address))
+        if self._transport is not None:
+            self._transport.abort()
+
     async def close(self, error: BaseException | None = None) -> None:
         """Close the connection; outstanding requests fail with ``error`` (or a
         KafkaConnectionError). Waits up to a second for the transport to finish closing."""

@@ -95,6 +95,7 @@ class AsyncAdminClient(GroupOperations, AclOperations):
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         client = AsyncKafkaClient(config, _options=ADMIN_OPTIONS, **kwargs)
         super().__init__(client, Router(client, client.config["default.api.timeout.ms"] / 1000))
+        client.owner = "AsyncAdminClient"
 
     @property
     def client(self) -> AsyncKafkaClient:
@@ -109,9 +110,14 @@ class AsyncAdminClient(GroupOperations, AclOperations):
         """
         await self._client.start()
 
-    async def close(self) -> None:
-        """Close every connection. Idempotent."""
-        await self._client.close()
+    async def close(self, timeout: float | None = None) -> None:
+        """Close every connection. Idempotent.
+
+        Args:
+            timeout: seconds to wait for connections to close cleanly (None: up to a
+                second); bounded even with every broker gone.
+        """
+        await self._client.close(timeout)
 
     async def __aenter__(self) -> AsyncAdminClient:
         await self.start()

@@ -11,7 +11,7 @@ from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
-from kontrakt.clients._sync import LoopThread
+from kontrakt.clients._sync import LoopThread, close_sync, ensure_started
 from kontrakt.clients.admin._admin import AsyncAdminClient
 from kontrakt.clients.admin._types import (
     AclBinding,
@@ -54,7 +54,11 @@ class AdminClient:
 
     Raises:
         ConfigError: unknown option or bad value.
-        NoBrokersAvailableError: no bootstrap server answered.
+
+    The constructor returns at once; the first call connects (waiting up to
+    ``request.timeout.ms``, then raising NoBrokersAvailableError naming each broker tried
+    and why). An admin client dropped without :meth:`close` is closed when it is
+    garbage-collected.
 
     Example::
 
@@ -66,21 +70,23 @@ class AdminClient:
         self._thread = LoopThread("kontrakt-admin")
         try:
             self._async: AsyncAdminClient = self._thread.run(_build(config, kwargs))
-            self._thread.run(self._async.start())
         except BaseException:
             self._thread.stop()
             raise
+        self._async.client.owner = "AdminClient"
+        self._thread.attach(self, self._async.close)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._thread.run(coro)
+        return self._thread.run(ensure_started(self._async.client, coro))
 
-    def close(self) -> None:
-        """Close connections and stop the loop thread. Idempotent."""
-        if self._thread.running:
-            try:
-                self._thread.run(self._async.close())
-            finally:
-                self._thread.stop()
+    def close(self, timeout: float | None = None) -> None:
+        """Close connections and stop the loop thread. Idempotent.
+
+        Args:
+            timeout: seconds the close may take (None: about a second at most); bounded
+                even with every broker gone.
+        """
+        close_sync(self._thread, self._async.close, timeout)
 
     def __enter__(self) -> AdminClient:
         return self

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import re
 import threading
 import time
@@ -19,8 +20,8 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
-from kontrakt.clients._sync import LoopThread
-from kontrakt.clients.consumer._consumer import AsyncConsumer
+from kontrakt.clients._sync import LoopThread, weak_method
+from kontrakt.clients.consumer._consumer import AsyncConsumer, run_listener_inline
 from kontrakt.clients.consumer._offsets import OffsetAndTimestamp
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError
 
@@ -58,10 +59,16 @@ class Consumer:
             raise
         self._buffer = self._async._buffer
         self._started = False
+        # Dropped without close(): the finalizer's close commits (auto commit) and leaves
+        # the group, so that the partitions move on at once (see kontrakt.clients._sync).
+        self._thread.attach(self, _closer(self._async))
 
     async def _build(self, config: Mapping[str, Any] | None, kwargs: dict[str, Any]
                      ) -> AsyncConsumer:
-        return AsyncConsumer(config, _listener_runner=self._run_on_caller, **kwargs)
+        # Weakly: the loop thread keeps the runner alive, and must not keep self alive.
+        # Once self is gone (its finalizer's close), listeners run on the loop thread.
+        return AsyncConsumer(config, _listener_runner=weak_method(
+            self._run_on_caller, run_listener_inline), **kwargs)
 
     async def _run_on_caller(self, fn: Callable[..., Any], partitions: set[TopicPartition]
                              ) -> None:
@@ -355,6 +362,16 @@ class Consumer:
     def config(self) -> Any:
         """The validated options."""
         return self._async.config
+
+
+def _closer(consumer: AsyncConsumer) -> Callable[[float], Coroutine[Any, Any, None]]:
+    """``close(timeout)`` for the finalizer of a Consumer nobody closed."""
+    async def close(timeout: float) -> None:
+        if "timeout" in inspect.signature(consumer.close).parameters:
+            await consumer.close(timeout=timeout)  # type: ignore[call-arg,unused-ignore]
+        else:  # bounded by the finalizer (LoopThread.close_soon)
+            await consumer.close()
+    return close
 
 
 def _settle(fut: asyncio.Future[None], err: BaseException | None) -> None:

@@ -304,8 +304,12 @@ class ProducerBatch:
                 self.sleepers.append(sleeper)
         return sleeper
 
-    async def wait_async(self) -> None:
-        """Wait on the running loop until the batch completes."""
+    async def wait_async(self, on_own_loop: bool = False) -> None:
+        """Wait on the running loop until the batch completes.
+
+        ``on_own_loop``: the caller runs on the loop that completes the batch (the
+        producer's own flush and close), so a loop future serves even for a sync producer's
+        batch (no executor thread, which interpreter exit no longer allows)."""
         if self.done:
             return
         if not self.sealed and not self.urgent:
@@ -313,7 +317,7 @@ class ProducerBatch:
             # (An urgent batch already had the sender woken for it.)
             self.urgent = True
             self.acc.wakeup(True)
-        if self.acc.threaded:
+        if self.acc.threaded and not on_own_loop:
             # A sync producer's batch, awaited from some other loop: wait off-thread.
             sleeper = self._sleeper()
             if sleeper is not None:

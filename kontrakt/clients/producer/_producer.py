@@ -450,28 +450,52 @@ class AsyncProducer(_ProducerCore):
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         threaded = bool(kwargs.pop("_threaded", False))
         super().__init__(config, kwargs, threaded)
+        self._client.owner = "Producer" if threaded else "AsyncProducer"
         self._memory_event: asyncio.Event | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
+    @property
+    def start_budget(self) -> float:
+        """Seconds :meth:`start` may take: ``max.block.ms`` (``request.timeout.ms`` when
+        that is 0)."""
+        s = self._settings
+        return s.max_block or s.request_timeout
+
     async def start(self) -> None:
-        """Connect, load metadata, get a producer id (idempotence) and start sending.
+        """Connect, load metadata, get a producer id (idempotence) and start sending, all
+        within ``max.block.ms``. A failed start may be retried.
 
         Raises:
-            NoBrokersAvailableError: no bootstrap server answered.
+            NoBrokersAvailableError: no broker reachable within ``max.block.ms``; the
+                message names each broker tried and why it failed.
             KafkaTimeoutError / BrokerResponseError: InitProducerId failed.
+            IllegalStateError: the producer is closed.
         """
         if self._closed:
             raise IllegalStateError("the producer is closed")
         if self._started:
             return
         self._started = True
+        try:
+            await self._start()
+        except BaseException:
+            self._started = False
+            raise
+
+    async def _start(self) -> None:
         s = self._settings
-        await self._client.start()
+        budget = self.start_budget
+        deadline = time.monotonic() + budget
+        await self._client.start(timeout=budget, budget_name=(
+            f"max.block.ms={budget * 1000:.0f}" if s.max_block else None))
         if self._idem is not None:
-            await self._idem.init(self._client, bump=False, timeout=s.max_block or 1.0,
+            await self._idem.init(self._client, bump=False,
+                                  timeout=max(deadline - time.monotonic(), 0.001),
                                   retry_backoff=s.retry_backoff,
                                   retry_backoff_max=s.retry_backoff_max)
+        if self._closed:  # closed while starting (the sync producer's background start)
+            raise IllegalStateError("the producer is closed")
         self._sender = Sender(self._client, self._acc, s, self._idem, self._metrics)
         self._sender.on_error = self._sender_failed
         if self._idem is not None and s.transactional_id is not None:
@@ -500,11 +524,16 @@ class AsyncProducer(_ProducerCore):
         """Send what is buffered (waiting up to ``timeout`` seconds, None = until every
         record is resolved, which ``delivery.timeout.ms`` bounds), then fail what is left
         with IllegalStateError and close the connections. Idempotent; every future and
-        callback is resolved exactly once by the time it returns."""
+        callback is resolved exactly once by the time it returns.
+
+        With a ``timeout``, the whole close takes about that long at most, even with every
+        broker gone. Records failed by the close are never dropped silently: a warning on
+        the ``kontrakt.producer`` logger says how many."""
         if self._closed:
             return
         self._closed = True
         self._ok = False
+        deadline = None if timeout is None else time.monotonic() + timeout
         sender = self._sender
         acc = self._acc
         with acc.lock:
@@ -514,15 +543,21 @@ class AsyncProducer(_ProducerCore):
             if sender is not None and sender.error is None and timeout != 0:
                 sender.closing = True
                 sender.wake()
-                try:
+                with contextlib.suppress(KafkaTimeoutError):
                     await self._wait_batches(list(acc.incomplete), timeout)
-                except KafkaTimeoutError:
-                    log.warning("closing the producer with %s batch(es) undelivered",
-                                len(acc.incomplete))
         finally:
+            with acc.lock:
+                left = [b for b in acc.incomplete if not b.done]
             if sender is not None:
                 await sender.stop()
-            await self._client.close()
+            if left:
+                log.warning(
+                    "closing the producer: %d record(s) in %d batch(es) not delivered%s; "
+                    "they fail with IllegalStateError",
+                    sum(b.record_count for b in left), len(left),
+                    "" if timeout is None else f" within close(timeout={timeout})")
+            await self._client.close(
+                None if deadline is None else max(deadline - time.monotonic(), 0.0))
 
     # --- sending ------------------------------------------------------------------------
 
@@ -706,16 +741,17 @@ class AsyncProducer(_ProducerCore):
                 acc.flushing -= 1
 
     async def _wait_batches(self, batches: list[ProducerBatch], timeout: float | None) -> None:
+        # Runs on the producer's own loop, the one its batches complete on.
         deadline = None if timeout is None else time.monotonic() + timeout
         for b in batches:
             if b.done:
                 continue
             if deadline is None:
-                await b.wait_async()
+                await b.wait_async(on_own_loop=True)
                 continue
             left = deadline - time.monotonic()
             try:
-                await asyncio.wait_for(b.wait_async(), max(left, 0.0))
+                await asyncio.wait_for(b.wait_async(on_own_loop=True), max(left, 0.0))
             except (asyncio.TimeoutError, TimeoutError):
                 remaining = sum(1 for x in batches if not x.done)
                 raise KafkaTimeoutError(

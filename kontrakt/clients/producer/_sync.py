@@ -8,6 +8,8 @@ flush, close) hop to the loop thread.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import threading
 import time
@@ -34,6 +36,8 @@ from kontrakt.errors import IllegalStateError, KafkaTimeoutError, TransactionAbo
 from kontrakt.protocol.records import RecordBatchBuilder
 
 _new_tuple = tuple.__new__
+#: what closing may take beyond its timeout: stopping the I/O thread
+_CLOSE_SLACK = 1.0
 
 __all__ = ["Producer"]
 
@@ -53,9 +57,19 @@ class Producer:
         config: Kafka property names to values.
         **kwargs: the same options in snake_case.
 
+    The constructor returns at once: connecting, loading metadata and (idempotence) getting
+    a producer id run in the background. The first call that needs them waits up to
+    ``max.block.ms`` and raises what kept the producer from starting (e.g.
+    NoBrokersAvailableError naming each broker tried and why); the next call tries again.
+
+    A producer dropped without :meth:`close` is closed when it is garbage-collected (its
+    buffered records get :data:`~kontrakt.clients._sync.UNCLOSED_CLOSE_TIMEOUT` seconds to
+    be delivered), and a producer still open at interpreter exit is closed then, so that
+    its records are delivered or, when they cannot be in that time, logged as lost (a
+    warning naming how many) rather than silently dropped.
+
     Raises:
         ConfigError: bad options.
-        NoBrokersAvailableError: no bootstrap server answered.
 
     Do not call it from inside a ``add_done_callback`` callback (that runs on the I/O
     thread): blocking calls there raise IllegalStateError.
@@ -63,21 +77,61 @@ class Producer:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._thread = LoopThread("kontrakt-producer")
-        self._deliveries: deque[ProducerBatch] = deque()
-        self._delivery_ready = threading.Event()
+        # Not bound to self: the loop thread keeps the accumulator's callback alive, and
+        # must not keep this object alive (see kontrakt.clients._sync).
+        self._deliveries = _DeliveryQueue()
         try:
             self._async: AsyncProducer = self._thread.run(_build(config, kwargs))
-            self._async._acc.deliver = self._queue_delivery
-            self._thread.run(self._async.start())
         except BaseException:
             self._thread.stop()
             raise
+        self._async._acc.deliver = self._deliveries.put
         self.config = self._async.config
+        self._started = False
+        self._start_lock = threading.Lock()
+        self._starting: concurrent.futures.Future[None] | None = None
+        self._thread.attach(self, self._async.close)
+        self._start_attempt()
 
-    def _queue_delivery(self, batch: ProducerBatch) -> None:
-        # Called on the loop thread when a batch with on_delivery callbacks completes.
-        self._deliveries.append(batch)
-        self._delivery_ready.set()
+    def _start_attempt(self) -> concurrent.futures.Future[None]:
+        """The start in progress, or a new one when there is none (or the last failed)."""
+        with self._start_lock:
+            fut = self._starting
+            if fut is None or (fut.done() and (fut.cancelled() or fut.exception())):
+                self._starting = fut = asyncio.run_coroutine_threadsafe(
+                    _start(self._async), self._thread.loop)
+            return fut
+
+    def _ensure_started(self) -> None:
+        """Wait for the background start (see the class docstring).
+
+        Raises:
+            NoBrokersAvailableError: no broker reachable within ``max.block.ms``.
+            KafkaTimeoutError: the start did not finish within ``max.block.ms``.
+            IllegalStateError: closed, or called from the producer's I/O thread.
+        """
+        if self._started:
+            return
+        if self._thread.in_loop_thread():
+            raise IllegalStateError(
+                "a blocking Producer call was made from the producer's own I/O thread "
+                "(e.g. inside a callback); use AsyncProducer there instead")
+        if self._async._closed:
+            raise IllegalStateError("the producer is closed")
+        fut = self._start_attempt()
+        budget = self._async.start_budget
+        try:
+            # The start bounds itself by max.block.ms from when it began; this wait is
+            # only a backstop.
+            fut.result(budget + 0.5)
+        except concurrent.futures.TimeoutError:
+            raise KafkaTimeoutError(
+                f"the producer did not start within max.block.ms={budget * 1000:.0f}") from None
+        except concurrent.futures.CancelledError:
+            raise IllegalStateError("the producer is closed") from None
+        if self._async._closed:
+            raise IllegalStateError("the producer is closed")
+        self._started = True
 
     # --- sending ------------------------------------------------------------------------
 
@@ -86,6 +140,8 @@ class Producer:
                 delivery: DeliveryCallback | None, urgent: bool = False) -> RecordFuture:
         a = self._async
         if not a._ok:
+            if not self._started:
+                self._ensure_started()
             a._check()
         res = a._append(topic, value, key, partition, timestamp_ms, headers, delivery, urgent)
         if type(res) is RecordFuture:
@@ -181,11 +237,12 @@ class Producer:
         Raises:
             Whatever a callback raises; the callbacks after it run on the next call.
         """
-        if not self._deliveries and timeout != 0:
-            self._delivery_ready.wait(timeout)
-        self._delivery_ready.clear()
+        dq = self._deliveries
+        if not dq.batches and timeout != 0:
+            dq.ready.wait(timeout)
+        dq.ready.clear()
         ran = 0
-        q = self._deliveries
+        q = dq.batches
         while q:
             batch = q.popleft()
             deliveries, batch.deliveries = batch.deliveries, None
@@ -227,6 +284,7 @@ class Producer:
         Raises:
             KafkaTimeoutError: records still unresolved after ``timeout`` seconds.
         """
+        self._ensure_started()
         try:
             self._thread.run(self._async.flush(timeout))
         finally:
@@ -235,13 +293,23 @@ class Producer:
 
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout``), fail what is left, run every pending delivery
-        callback, and stop the I/O thread. Idempotent."""
+        callback, and stop the I/O thread. Idempotent.
+
+        Args:
+            timeout: seconds the whole close may take, even with every broker gone (None:
+                until every record is resolved, which ``delivery.timeout.ms`` bounds).
+                Records still undelivered then fail, and a warning says how many.
+        """
         if not self._thread.running:
             return
+        starting = self._starting
+        if starting is not None:
+            starting.cancel()  # an unfinished background start; no-op when it is done
         try:
-            self._thread.run(self._async.close(timeout))
+            self._thread.run(self._async.close(timeout),
+                             None if timeout is None else timeout + _CLOSE_SLACK)
         finally:
-            self._thread.stop()
+            self._thread.stop(_CLOSE_SLACK if timeout is not None else 5.0)
             self.poll(0)
 
     def __enter__(self) -> Producer:
@@ -260,21 +328,25 @@ class Producer:
     # --- transactions -------------------------------------------------------------------
 
     def init_transactions(self, timeout: float | None = None) -> None:
-        """See :meth:`AsyncProducer.init_transactions` (the constructor already did it)."""
+        """See :meth:`AsyncProducer.init_transactions` (the background start does it)."""
+        self._ensure_started()
         self._thread.run(self._async.init_transactions(), timeout)
 
     def begin_transaction(self) -> None:
         """See :meth:`AsyncProducer.begin_transaction`."""
+        self._ensure_started()
         self._thread.run(_call(self._async.begin_transaction))
 
     def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_id: Any,
                                     timeout: float | None = None) -> None:
         """See :meth:`AsyncProducer.send_offsets_to_transaction`."""
+        self._ensure_started()
         self._thread.run(self._async.send_offsets_to_transaction(offsets, group_id))
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Flush, commit, and run pending delivery callbacks; see
         :meth:`AsyncProducer.commit_transaction`."""
+        self._ensure_started()
         try:
             self._thread.run(self._async.commit_transaction(timeout))
         finally:
@@ -283,6 +355,7 @@ class Producer:
     def abort_transaction(self, timeout: float | None = None) -> None:
         """See :meth:`AsyncProducer.abort_transaction`; delivery callbacks of the aborted
         records run before it returns."""
+        self._ensure_started()
         try:
             self._thread.run(self._async.abort_transaction(timeout))
         finally:
@@ -307,6 +380,7 @@ class Producer:
         """A transaction as a ``with`` block: begins it, commits when the block ends, aborts
         when it raises; see :meth:`AsyncProducer.transaction`. Delivery callbacks of its
         ``produce()`` records run before the block's commit or abort returns."""
+        self._ensure_started()
         txn = self._async._transaction()
         self.begin_transaction()
         try:
@@ -331,10 +405,12 @@ class Producer:
                     timeout: float | None = None) -> dict[str, TopicInfo]:
         """See :meth:`AsyncProducer.list_topics`; ``timeout`` bounds the wait (None: the
         client's request timeout does)."""
+        self._ensure_started()
         return self._thread.run(self._async.list_topics(topic), timeout)
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids; see :meth:`AsyncProducer.partitions_for`."""
+        self._ensure_started()
         return self._thread.run(self._async.partitions_for(topic))
 
     def create_batch(self) -> RecordBatchBuilder:
@@ -344,11 +420,38 @@ class Producer:
     def send_batch(self, batch: RecordBatchBuilder, topic: str, *,
                    partition: int) -> RecordFuture:
         """See :meth:`AsyncProducer.send_batch`."""
+        self._ensure_started()
         return self._thread.run(self._async.send_batch(batch, topic, partition=partition))
 
     @property
     def closed(self) -> bool:
         return self._async._closed
+
+
+class _DeliveryQueue:
+    """Batches whose ``produce()`` callbacks are due, handed from the I/O thread to
+    :meth:`Producer.poll`."""
+
+    __slots__ = ("batches", "ready")
+
+    def __init__(self) -> None:
+        self.batches: deque[ProducerBatch] = deque()
+        self.ready = threading.Event()
+
+    def put(self, batch: ProducerBatch) -> None:
+        # Called on the loop thread when a batch with on_delivery callbacks completes.
+        self.batches.append(batch)
+        self.ready.set()
+
+
+async def _start(producer: AsyncProducer) -> None:
+    try:
+        await producer.start()
+    except Exception:
+        if not producer._closed:
+            raise
+        # Abandoned by close() (the error is only what the closing did to it): whoever
+        # waits is told the producer is closed, and no error is left unretrieved.
 
 
 async def _build(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncProducer:

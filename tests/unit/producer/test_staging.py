@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-import threading
 import warnings
-from collections import deque
 from typing import Any
 
 import pytest
@@ -22,6 +20,7 @@ from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
 from kontrakt.clients.producer._accumulator import StagedChunk
 from kontrakt.clients.producer._partitioner import _lane_remainders, murmur2_partitions
 from kontrakt.clients.producer._producer import _TopicParts
+from kontrakt.clients.producer._sync import _DeliveryQueue
 from kontrakt.errors import IllegalStateError
 from kontrakt.protocol.messages import MetadataResponse
 from kontrakt.protocol.records import RecordBatch
@@ -292,10 +291,10 @@ def test_sync_produce_callbacks_wait_with_the_stage_and_survive_a_raising_one(
         count: int, key: bytes) -> None:
     p = object.__new__(Producer)
     p._async = _producer(_threaded=True)
-    p._deliveries = deque()
-    p._delivery_ready = threading.Event()
+    p._deliveries = _DeliveryQueue()
+    p._started = True
     acc = p._async._acc
-    acc.deliver = p._queue_delivery
+    acc.deliver = p._deliveries.put
     got: list[tuple[int, Any, Any]] = []
 
     def callback(i: int) -> Any:

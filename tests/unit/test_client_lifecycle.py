@@ -1,0 +1,169 @@
+"""Client constructors and close() with no broker to talk to (issue 20, items 6 and 8).
+
+No broker is needed: "nothing listens" is a port just released (connection refused), and
+"a broker that is gone without a word" is a socket that listens but never accepts (the
+kernel completes the TCP handshake; no request is ever answered).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kontrakt.clients import AsyncKafkaClient, KafkaClient
+from kontrakt.clients.admin import AdminClient, AsyncAdminClient
+from kontrakt.clients.producer import AsyncProducer, Producer
+from kontrakt.errors import IllegalStateError, KafkaError, NoBrokersAvailableError
+from kontrakt.protocol.messages import MetadataRequest
+
+SLACK = 1.0
+
+
+def _refused_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port: int = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture
+def silent() -> Iterator[str]:
+    """host:port of a socket that listens and never answers."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    try:
+        yield f"127.0.0.1:{s.getsockname()[1]}"
+    finally:
+        s.close()
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.monotonic()
+    out = fn()
+    return out, time.monotonic() - start
+
+
+def test_producer_constructor_returns_at_once_and_send_fails_within_max_block() -> None:
+    a, b = _refused_port(), _refused_port()
+    p, took = _timed(lambda: Producer(bootstrap_servers=f"127.0.0.1:{a},127.0.0.1:{b}",
+                                      max_block_ms=1500, reconnect_backoff_ms=10))
+    try:
+        assert took < 1.0, f"Producer() blocked {took:.2f}s with nothing listening"
+        start = time.monotonic()
+        with pytest.raises(NoBrokersAvailableError) as info:
+            p.send("t", b"v")
+        assert time.monotonic() - start < 1.5 + SLACK
+        msg = str(info.value)
+        assert "max.block.ms=1500" in msg
+        assert f"127.0.0.1:{a} (connection refused)" in msg
+        assert f"127.0.0.1:{b} (connection refused)" in msg
+        # A failed start is tried again by the next call, bounded the same way.
+        start = time.monotonic()
+        with pytest.raises(NoBrokersAvailableError, match="connection refused"):
+            p.flush()
+        assert time.monotonic() - start < 1.5 + SLACK
+    finally:
+        _, took = _timed(lambda: p.close(timeout=1))
+    assert took < 1 + SLACK
+
+
+def test_admin_and_raw_client_constructors_return_at_once() -> None:
+    port = _refused_port()
+    for cls in (AdminClient, KafkaClient):
+        c, took = _timed(lambda cls=cls: cls(bootstrap_servers=f"127.0.0.1:{port}",
+                                             request_timeout_ms=1000))
+        try:
+            assert took < 1.0, f"{cls.__name__}() blocked {took:.2f}s"
+            start = time.monotonic()
+            with pytest.raises(NoBrokersAvailableError,
+                               match=rf"request\.timeout\.ms=1000: 127\.0\.0\.1:{port} "
+                                     r"\(connection refused\)"):
+                if isinstance(c, AdminClient):
+                    c.list_topics()
+                else:
+                    c.request(MetadataRequest(topics=[]))
+            assert time.monotonic() - start < 1 + SLACK
+        finally:
+            c.close(timeout=1)
+
+
+def test_producer_close_with_timeout_is_bounded_when_the_broker_never_answers(
+        silent: str) -> None:
+    p = Producer(bootstrap_servers=silent, max_block_ms=20_000)
+    errors: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            p.send("t", b"v")
+        except BaseException as exc:
+            errors.append(exc)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        assert p._starting is not None and not p._starting.done()  # the handshake hangs
+        _, took = _timed(lambda: p.close(timeout=1))
+        assert took < 1 + SLACK, f"close(timeout=1) took {took:.2f}s"
+        sender.join(2)
+        assert not sender.is_alive(), "the blocked send did not end with the close"
+        assert len(errors) == 1 and isinstance(errors[0], (IllegalStateError, KafkaError))
+    finally:
+        sender.join(5)
+
+
+def test_raw_client_close_with_timeout_is_bounded_during_a_request(silent: str) -> None:
+    client = KafkaClient(bootstrap_servers=silent, request_timeout_ms=20_000)
+    errors: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            client.request(MetadataRequest(topics=[]))
+        except BaseException as exc:
+            errors.append(exc)
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not client._async._nodes and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the request is connecting
+        assert client._async._nodes
+        _, took = _timed(lambda: client.close(timeout=1))
+        assert took < 1 + SLACK, f"close(timeout=1) took {took:.2f}s"
+        asker.join(2)
+        assert not asker.is_alive() and len(errors) == 1
+    finally:
+        asker.join(5)
+
+
+@pytest.mark.parametrize("cls", [AsyncKafkaClient, AsyncAdminClient, AsyncProducer])
+def test_async_client_dropped_unclosed_warns(cls: Any) -> None:
+    """A started async client that is never closed is reported as asyncio reports an unclosed
+    transport: a ResourceWarning naming the client, once the loop it ran on is gone. (The
+    crafted start below marks it started; what matters is what its collection says.)"""
+
+    async def main() -> None:
+        c = cls(bootstrap_servers="127.0.0.1:1")
+        inner = c if isinstance(c, AsyncKafkaClient) else c._client
+        inner._started = True
+        # A closed one says nothing.
+        d = cls(bootstrap_servers="127.0.0.1:1")
+        await d.close()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(main())
+        gc.collect()
+    messages = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert len(messages) == 1, messages
+    assert messages[0].startswith(f"unclosed {cls.__name__} "), messages

@@ -311,7 +311,11 @@ class AsyncKafkaClient:
         if self.cluster.brokers:
             return min(self.cluster.brokers,
                        key=lambda n: self._nodes[n].next_attempt if n in self._nodes else 0)
-        return -1 - random.randrange(len(self._bootstrap))
+        # A bootstrap server not tried yet, else the one whose reconnect backoff ends
+        # first: a dead one is not retried while another has not been tried at all.
+        ids = [-1 - i for i in range(len(self._bootstrap))]
+        random.shuffle(ids)
+        return min(ids, key=lambda n: self._nodes[n].next_attempt if n in self._nodes else 0)
 
     # --- requests -------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import pytest
 
 from kontrakt.clients import AsyncKafkaClient, KafkaClient
 from kontrakt.clients.admin import AdminClient, AsyncAdminClient
+from kontrakt.clients.consumer import Consumer
 from kontrakt.clients.producer import AsyncProducer, Producer
 from kontrakt.errors import IllegalStateError, KafkaError, NoBrokersAvailableError
 from kontrakt.protocol.messages import MetadataRequest
@@ -144,6 +145,23 @@ def test_raw_client_close_with_timeout_is_bounded_during_a_request(silent: str) 
         assert not asker.is_alive() and len(errors) == 1
     finally:
         asker.join(5)
+
+
+@pytest.mark.parametrize("cls", [Producer, Consumer, AdminClient, KafkaClient])
+def test_dropped_sync_client_ends_its_loop_thread(cls: Any) -> None:
+    """Nothing the loop thread runs keeps the client alive, and its finalizer ends the
+    thread (here with the first connection still being retried)."""
+    gc.collect()
+    before = set(threading.enumerate())
+    kwargs = {"group_id": "g"} if cls is Consumer else {}
+    c = cls(bootstrap_servers=f"127.0.0.1:{_refused_port()}", **kwargs)
+    assert set(threading.enumerate()) - before
+    del c
+    deadline = time.monotonic() + 10
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.02)
+    assert not set(threading.enumerate()) - before, "the loop thread outlived its client"
 
 
 @pytest.mark.parametrize("cls", [AsyncKafkaClient, AsyncAdminClient, AsyncProducer])

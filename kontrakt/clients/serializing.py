@@ -528,15 +528,16 @@ class DeserializingConsumer:
             if record is not None:
                 yield record
 
-    def close(self, autocommit: bool = True) -> None:
-        """Close the consumer; see :meth:`Consumer.close`."""
-        self._consumer.close(autocommit)
+    def close(self, autocommit: bool = True, timeout: float | None = None) -> None:
+        """Close the consumer (waiting at most ``timeout`` seconds, default 30, for the
+        brokers); see :meth:`Consumer.close`."""
+        self._consumer.close(autocommit, timeout)
 
     def __enter__(self) -> DeserializingConsumer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, *exc: Any) -> None:
+        self._consumer.__exit__(*exc)  # commits less when leaving on an error
 
 
 class AsyncDeserializingConsumer:
@@ -602,13 +603,14 @@ class AsyncDeserializingConsumer:
         """Connect; see :meth:`AsyncConsumer.start`."""
         await self._consumer.start()
 
-    async def close(self, autocommit: bool = True) -> None:
-        """Close the consumer; see :meth:`AsyncConsumer.close`."""
-        await self._consumer.close(autocommit)
+    async def close(self, autocommit: bool = True, timeout: float | None = None) -> None:
+        """Close the consumer (waiting at most ``timeout`` seconds, default 30, for the
+        brokers); see :meth:`AsyncConsumer.close`."""
+        await self._consumer.close(autocommit, timeout)
 
     async def __aenter__(self) -> AsyncDeserializingConsumer:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._consumer.__aexit__(*exc)  # commits less when leaving on an error

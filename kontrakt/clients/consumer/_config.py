@@ -54,7 +54,10 @@ _GROUP = options(
            doc="assignors: names ('range', 'roundrobin', 'sticky', 'cooperative-sticky'), "
                "a comma-separated string, a list, or Assignor objects"),
     Option("enable.auto.commit", "bool", True,
-           doc="commit consumed positions every auto.commit.interval.ms and on revoke"),
+           doc="commit every auto.commit.interval.ms, on revocation and on close; at least "
+               "once: the timed and revocation commits cover only records the application "
+               "moved past by polling again (a revocation waits up to session.timeout.ms/2 "
+               "for that poll), close() covers every record handed out"),
     Option("auto.commit.interval.ms", "int", 5_000, minimum=1,
            doc="how often positions are committed when enable.auto.commit is on"),
     Option("exclude.internal.topics", "bool", True,

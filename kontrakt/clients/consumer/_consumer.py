@@ -23,9 +23,18 @@ from kontrakt.clients.consumer._offsets import (
     list_offsets,
 )
 from kontrakt.clients.consumer._subscription import SubscriptionState
-from kontrakt.errors import ConfigError, IllegalStateError, KafkaTimeoutError
+from kontrakt.errors import (
+    ConfigError,
+    IllegalStateError,
+    InvalidArgumentError,
+    KafkaTimeoutError,
+)
 
-__all__ = ["AsyncConsumer", "ListenerRunner"]
+__all__ = ["DEFAULT_CLOSE_TIMEOUT", "AsyncConsumer", "ListenerRunner"]
+
+#: Seconds :meth:`AsyncConsumer.close` waits for the brokers by default (the Java client's
+#: default too): for the final commit, commits made by the revoke listener, leaving the group.
+DEFAULT_CLOSE_TIMEOUT = 30.0
 
 #: How listener callbacks are run: ``await runner(callback, partitions)``.
 ListenerRunner = Callable[[Callable[..., Any], "set[TopicPartition]"], Awaitable[None]]
@@ -53,6 +62,11 @@ class AsyncConsumer:
     ``fetch.min.bytes``, ``fetch.max.wait.ms``, ``fetch.max.bytes``,
     ``max.partition.fetch.bytes``, ``queued.max.messages.kbytes`` (prefetch memory cap),
     ``max.poll.records``, ``check.crcs``, ``isolation.level``, ``client.rack``.
+
+    Delivery guarantee with ``enable.auto.commit`` (the default): at least once for an
+    application that is done with the records a poll returned when it polls again — auto
+    commit (timed, on revocation) covers only records handed out by earlier polls (as the
+    Java client's), and :meth:`close` commits every record handed out.
 
     Raises:
         ConfigError: unknown option or bad value.
@@ -86,6 +100,7 @@ class AsyncConsumer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._closed = False
+        self._closing = False
         self._start_lock: asyncio.Lock | None = None
 
     # --- lifecycle -------------------------------------------------------------------
@@ -131,20 +146,40 @@ class AsyncConsumer:
         else:
             loop.call_soon_threadsafe(ev.set)
 
-    async def close(self, autocommit: bool = True) -> None:
-        """Commit (when ``enable.auto.commit`` and ``autocommit``), leave the group, stop
-        fetching and close connections. Idempotent.
+    async def close(self, autocommit: bool = True, timeout: float | None = None) -> None:
+        """Commit (when ``enable.auto.commit`` and ``autocommit``), call the listener's
+        ``on_partitions_revoked``, leave the group, stop fetching and close connections.
+        Idempotent.
+
+        The consumer keeps working until the listener returns, so the listener can commit
+        its final offsets. Waiting for the brokers — the auto commit, the listener's commits
+        (which raise KafkaTimeoutError to it when out of time), leaving the group — stops
+        after ``timeout``; the consumer is closed then regardless. A failed commit here is
+        logged, not raised.
 
         Args:
-            autocommit: commit consumed positions first when auto commit is enabled.
+            autocommit: commit every record handed out first, when auto commit is enabled.
+            timeout: seconds to wait for the brokers (default 30, DEFAULT_CLOSE_TIMEOUT).
+
+        Raises:
+            InvalidArgumentError: a negative timeout.
         """
-        if self._closed:
+        await self._close(autocommit, timeout, processed=True)
+
+    async def _close(self, autocommit: bool, timeout: float | None, *, processed: bool
+                     ) -> None:
+        if timeout is not None and not timeout >= 0:
+            raise InvalidArgumentError(f"close timeout must be >= 0 seconds, got {timeout!r}")
+        if self._closed or self._closing:
             return
-        self._closed = True
+        self._closing = True
+        deadline = time.monotonic() + (DEFAULT_CLOSE_TIMEOUT if timeout is None else timeout)
         try:
             if self._started and self._coordinator is not None:
-                await self._coordinator.close(autocommit=autocommit)
+                await self._coordinator.close(autocommit=autocommit, deadline=deadline,
+                                              processed=processed)
         finally:
+            self._closed = True
             await self._fetcher.close()
             await self._client.close()
             self._buffer.clear()
@@ -155,8 +190,10 @@ class AsyncConsumer:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    async def __aexit__(self, exc_type: object, *exc: object) -> None:
+        # Leaving on an error, perhaps in the middle of a batch: commit only what the
+        # application moved past by polling again.
+        await self._close(True, None, processed=exc_type is None)
 
     def _check(self) -> None:
         if self._closed:
@@ -239,6 +276,9 @@ class AsyncConsumer:
         return await wait_event(self._data, remaining)
 
     def _polled(self) -> None:
+        # A poll: the records handed out before count as processed (auto commit may cover
+        # them). Bumped before the coordinator hears of it: see GroupCoordinator._await_poll.
+        self._buffer.poll_seq += 1
         if self._coordinator is not None:
             self._coordinator.polled()
 

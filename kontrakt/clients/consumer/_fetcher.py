@@ -121,6 +121,10 @@ class FetchBuffer:
         self.on_space: Callable[[], None] = lambda: None
         self.on_data: Callable[[], None] = lambda: None
         self.version = 0
+        #: Bumped by the consumer when the application polls: the records handed out before
+        #: count as processed. A partition's first record handed out since is
+        #: ``PartitionState.first_unacked`` (when its ``poll_seq`` equals this).
+        self.poll_seq = 0
 
     def add(self, cf: CompletedFetch) -> None:
         """Queue a completed fetch (loop thread)."""
@@ -196,6 +200,9 @@ class FetchBuffer:
                 start = cf.index
                 end = min(len(recs), start + max_records - n)
                 if end > start:
+                    if st.poll_seq != self.poll_seq:
+                        st.poll_seq = self.poll_seq
+                        st.first_unacked = recs[start]
                     take = recs[start:end] if start or end < len(recs) else recs
                     lst = out.get(cf.tp)
                     if lst is None:
@@ -233,6 +240,9 @@ class FetchBuffer:
                 records = cf.records
                 if st.gen == cf.gen and not st.paused and i < len(records) - 1:
                     cf.index = i + 1
+                    if st.poll_seq != self.poll_seq:
+                        st.poll_seq = self.poll_seq
+                        st.first_unacked = records[i]
                     # The position follows cf.index (see PartitionState.cursor); the last
                     # record of a fetch goes through drain(), which sets it for good.
                     st.cursor = cf

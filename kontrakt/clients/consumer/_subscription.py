@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from kontrakt._types import OffsetAndMetadata, TopicPartition
+from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from kontrakt.errors import IllegalStateError
 
 __all__ = ["FetchPosition", "PartitionState", "SubscriptionState"]
@@ -54,11 +54,15 @@ class PartitionState:
         out_of_range_at: a fetch at this offset got OFFSET_OUT_OF_RANGE while records before
             it were still buffered; fetching waits until the position gets there, then
             fetches again (and only a repeated answer resets the position).
+        first_unacked, poll_seq: the first record handed to the application during the
+            poll numbered ``poll_seq`` (``FetchBuffer.poll_seq``); while that is the latest
+            poll, the application may still be processing it, and auto commit stops there.
     """
 
-    __slots__ = ("_position", "buffered_bytes", "cursor", "failed", "fetch_offset", "gen",
-                 "highwater", "last_fetched_epoch", "last_stable_offset", "log_start_offset",
-                 "out_of_range_at", "paused", "reset", "seen_leader_epoch", "validating")
+    __slots__ = ("_position", "buffered_bytes", "cursor", "failed", "fetch_offset",
+                 "first_unacked", "gen", "highwater", "last_fetched_epoch",
+                 "last_stable_offset", "log_start_offset", "out_of_range_at", "paused",
+                 "poll_seq", "reset", "seen_leader_epoch", "validating")
 
     def __init__(self) -> None:
         self._position: FetchPosition | None = None
@@ -76,6 +80,8 @@ class PartitionState:
         self.validating = False
         self.failed = False
         self.out_of_range_at: int | None = None
+        self.first_unacked: ConsumerRecord[Any, Any] | None = None
+        self.poll_seq = -1
 
     @property
     def position(self) -> FetchPosition | None:
@@ -267,10 +273,21 @@ class SubscriptionState:
         return {tp: st.reset for tp, st in self.assignment.items()
                 if st.reset is not None and st.position is None}
 
-    def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        """What to commit: every assigned partition's position."""
+    def consumed_offsets(self, poll_seq: int | None = None
+                         ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What to commit: every assigned partition's position.
+
+        Args:
+            poll_seq: the application's latest poll (``FetchBuffer.poll_seq``): a partition
+                that handed it records is committed up to the first of them, not past
+                records the application may still be processing. None: positions.
+        """
         out: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, st in self.assignment.items():
+            first = st.first_unacked if st.poll_seq == poll_seq else None
+            if first is not None:
+                out[tp] = OffsetAndMetadata(first.offset, "", first.leader_epoch)
+                continue
             pos = st.position  # read once: a sync caller's poll() may move it meanwhile
             if pos is not None:
                 out[tp] = OffsetAndMetadata(pos.offset, "", pos.leader_epoch)

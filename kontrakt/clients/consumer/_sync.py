@@ -23,7 +23,7 @@ from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from kontrakt.clients._sync import LoopThread, weak_method
 from kontrakt.clients.consumer._consumer import AsyncConsumer, run_listener_inline
 from kontrakt.clients.consumer._offsets import OffsetAndTimestamp
-from kontrakt.errors import IllegalStateError, KafkaTimeoutError
+from kontrakt.errors import IllegalStateError, InvalidArgumentError, KafkaTimeoutError
 
 __all__ = ["Consumer"]
 
@@ -35,6 +35,10 @@ class Consumer:
 
     Rebalance listener callbacks are plain functions run on the thread that is calling the
     consumer. Must not be used from several threads at once.
+
+    Delivery guarantee with ``enable.auto.commit`` (the default): at least once for an
+    application that is done with the records a poll returned when it polls again (see
+    :class:`AsyncConsumer`).
 
     Raises:
         ConfigError: unknown option or bad value.
@@ -133,23 +137,39 @@ class Consumer:
 
     # --- lifecycle -----------------------------------------------------------------------
 
-    def close(self, autocommit: bool = True) -> None:
-        """Commit (auto commit), leave the group and stop; see :meth:`AsyncConsumer.close`.
-        Idempotent."""
+    def close(self, autocommit: bool = True, timeout: float | None = None) -> None:
+        """Commit (auto commit), call the revoke listener (here, on this thread: it may
+        commit), leave the group and stop. Idempotent.
+
+        Args:
+            autocommit: commit every record handed out first, when auto commit is enabled.
+            timeout: seconds to wait for the brokers (default 30); see
+                :meth:`AsyncConsumer.close`. Listener code itself is not interrupted.
+
+        Raises:
+            InvalidArgumentError: a negative timeout.
+        """
+        self._close(autocommit, timeout, processed=True)
+
+    def _close(self, autocommit: bool, timeout: float | None, *, processed: bool) -> None:
+        if timeout is not None and not timeout >= 0:
+            raise InvalidArgumentError(f"close timeout must be >= 0 seconds, got {timeout!r}")
         if self._closed:
             return
         self._closed = True
         try:
             if self._thread.running:
-                self._call(self._async.close(autocommit=autocommit))
+                self._call(self._async._close(autocommit, timeout, processed=processed))
         finally:
             self._thread.stop()
 
     def __enter__(self) -> Consumer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        # Leaving on an error, perhaps in the middle of a batch: commit only what the
+        # application moved past by polling again.
+        self._close(True, None, processed=exc_type is None)
 
     # --- subscription --------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients._net.connection import BrokerConnection
@@ -62,6 +62,8 @@ from kontrakt.protocol.messages import (
 )
 
 __all__ = ["GroupCoordinator", "make_coordinator", "parse_strategies"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("kontrakt.consumer.group")
 
@@ -174,7 +176,11 @@ class GroupCoordinator:
         self._poll_timed_out = False
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         self._closing = False
+        #: While closing: when close() gives up on the network (commits, LeaveGroup).
+        self._close_deadline: float | None = None
         self._leaving = False
+        #: Set by a revocation waiting for the application to poll (see _await_poll).
+        self._poll_waiter: asyncio.Future[None] | None = None
         self.rebalances = 0
         #: partition -> the lowest leader epoch the coordinator accepts in a commit
         self._epoch_floors: dict[TopicPartition, int] = {}
@@ -196,8 +202,13 @@ class GroupCoordinator:
             raise err
 
     def polled(self) -> None:
-        """The application polled: resets the max.poll.interval.ms clock (any thread)."""
+        """The application polled (any thread): resets the max.poll.interval.ms clock, and
+        the records it was handed before count as processed (the consumer has just bumped
+        ``buffer.poll_seq``), which a revocation may be waiting for."""
         self._last_poll = time.monotonic()
+        waiter = self._poll_waiter
+        if waiter is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(_settle, waiter)
         if self._poll_timed_out and self._loop is not None:
             self._loop.call_soon_threadsafe(self._resume_after_poll_timeout)
 
@@ -225,13 +236,26 @@ class GroupCoordinator:
         if self._changed is not None:
             self._changed.set()
 
-    async def close(self, autocommit: bool = True) -> None:
+    async def close(self, autocommit: bool = True, *, deadline: float,
+                    processed: bool = True) -> None:
         """Commit (auto commit), revoke, leave the group and stop.
+
+        Every network step — the auto commit, commits the revoke listener makes, leaving
+        the group — gives up at ``deadline`` (time.monotonic()); a commit that does not make
+        it is logged (the listener's own commits raise KafkaTimeoutError to it).
+
+        Args:
+            autocommit: commit first when ``enable.auto.commit`` is on.
+            deadline: when to stop waiting for the brokers.
+            processed: the application is done with every record handed out (a plain
+                close); False commits only what it moved past by polling again (it is
+                closing on an error, possibly in the middle of a batch).
 
         Classic: dynamic members send LeaveGroup, static ones do not. KIP-848: a heartbeat
         with epoch -1 (static members: -2).
         """
         self._closing = True
+        self._close_deadline = deadline
         for task in self._background_tasks():
             task.cancel()
             with contextlib.suppress(BaseException):
@@ -239,14 +263,32 @@ class GroupCoordinator:
         try:
             if self.subs.assignment and self._is_member():
                 parts = set(self.subs.assignment)
+                with self.buffer.lock:
+                    for st in self.subs.assignment.values():
+                        st.paused = True  # what the commit covers is all that is handed out
                 if autocommit and self.auto_commit:
-                    await self._commit_quietly(parts)
+                    await self._commit_quietly(parts, processed=processed)
                 await self._call_listener("on_partitions_revoked", parts)
         finally:
             if self._leaves_group():
-                with contextlib.suppress(KafkaError, asyncio.TimeoutError, TimeoutError):
-                    await asyncio.wait_for(self._leave_group("consumer closed"), 5)
+                with contextlib.suppress(KafkaError):
+                    await self._within(self._leave_group("consumer closed"),
+                                       min(deadline, time.monotonic() + 5), "LeaveGroup")
             self.subs.set_assignment(())
+
+    async def _within(self, step: Awaitable[T], deadline: float, what: str) -> T:
+        """``await step``, given up at ``deadline``.
+
+        Raises:
+            KafkaTimeoutError: the deadline passed first.
+        """
+        try:
+            return await asyncio.wait_for(step, max(0.0, deadline - time.monotonic()))
+        except KafkaTimeoutError:
+            raise
+        except (asyncio.TimeoutError, TimeoutError):
+            raise KafkaTimeoutError(f"{what} for group {self.group_id!r} did not finish "
+                                    "before the consumer's close timeout") from None
 
     def _background_tasks(self) -> list[asyncio.Task[None]]:
         return [] if self._task is None else [self._task]
@@ -371,6 +413,16 @@ class GroupCoordinator:
         if not offsets:
             return
         deadline = time.monotonic() + (timeout or self.request_timeout)
+        if self._close_deadline is not None:
+            # While closing (the auto commit, or the revoke listener's own commit): no
+            # longer than close(timeout) allows, finding the coordinator included.
+            deadline = min(deadline, self._close_deadline)
+            await self._within(self._commit(offsets, deadline), deadline, "OffsetCommit")
+            return
+        await self._commit(offsets, deadline)
+
+    async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                      deadline: float) -> None:
         backoff = Backoff(*self._retry)
         pending = dict(offsets)
         while True:
@@ -506,10 +558,19 @@ class GroupCoordinator:
                 learnt = True
         return learnt
 
-    async def _commit_quietly(self, partitions: Iterable[TopicPartition]) -> None:
+    async def _commit_quietly(self, partitions: Iterable[TopicPartition], *,
+                              processed: bool = False) -> None:
+        """The auto commit of ``partitions``: failures are logged, not raised.
+
+        Args:
+            processed: commit every record handed out (on close); by default only those
+                the application has moved past by polling again (it may still be processing
+                the last ones it got).
+        """
+        wanted = set(partitions)
         with self.buffer.lock:
-            offsets = {tp: om for tp, om in self.subs.consumed_offsets().items()
-                       if tp in set(partitions)}
+            consumed = self.subs.consumed_offsets(None if processed else self.buffer.poll_seq)
+        offsets = {tp: om for tp, om in consumed.items() if tp in wanted}
         try:
             await self.commit(offsets)
         except KafkaError as exc:
@@ -622,8 +683,33 @@ class GroupCoordinator:
                     st.paused = True  # nothing more is handed out from here on
                     st.gen += 1
         if commit and self.auto_commit:
+            await self._await_poll(partitions)
             await self._commit_quietly(partitions)
         await self._call_listener("on_partitions_revoked", partitions)
+
+    async def _await_poll(self, partitions: set[TopicPartition]) -> None:
+        """Before committing revoked partitions: wait until the application has polled
+        again when it may still be processing records of them (as the Java client, whose
+        rebalances run inside poll(), commits only what earlier polls returned), at most
+        session.timeout.ms / 2 so that the member is not dropped meanwhile. If it does not
+        poll in time, the commit covers only what it moved past: its last records of these
+        partitions may be consumed again by their next owner, but none is lost.
+        """
+        waiter = self._loop.create_future() if self._loop is not None else None
+        if waiter is None:
+            return
+        # Published before looking: a poll that bumps ``poll_seq`` after the look below
+        # reads the waiter afterwards (the application thread bumps, then reads it).
+        self._poll_waiter = waiter
+        try:
+            with self.buffer.lock:
+                seq = self.buffer.poll_seq
+                busy = any(st.poll_seq == seq for tp, st in self.subs.assignment.items()
+                           if tp in partitions)
+            if busy:
+                await wait_future(waiter, self.session_timeout_ms / 2000)
+        finally:
+            self._poll_waiter = None
 
     async def _join(self) -> None:
         assert self._changed is not None
@@ -897,3 +983,14 @@ def make_coordinator(client: AsyncKafkaClient, subscription: Any, config: Mappin
                                        listener_runner=listener_runner)
     return GroupCoordinator(client, subscription, config, buffer=buffer, wake=wake,
                             listener_runner=listener_runner)
+
+
+def _settle(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def wait_future(fut: asyncio.Future[None], timeout: float) -> None:
+    """Wait for ``fut`` at most ``timeout`` seconds (without cancelling it)."""
+    with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+        await asyncio.wait_for(asyncio.shield(fut), timeout)

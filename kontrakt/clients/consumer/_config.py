@@ -58,6 +58,10 @@ _GROUP = options(
                "once: the timed and revocation commits cover only records the application "
                "moved past by polling again (a revocation waits up to session.timeout.ms/2 "
                "for that poll), close() covers every record handed out"),
+    Option("enable.auto.offset.store", "bool", True,
+           doc="false: auto commit and commit() without offsets commit only the offsets "
+               "given to store_offsets() (librdkafka's model); true: records count as "
+               "processed at the next poll, or earlier through store_offsets()"),
     Option("auto.commit.interval.ms", "int", 5_000, minimum=1,
            doc="how often positions are committed when enable.auto.commit is on"),
     Option("exclude.internal.topics", "bool", True,

@@ -20,7 +20,9 @@ from kontrakt.clients.consumer._offsets import (
     EARLIEST,
     LATEST,
     OffsetAndTimestamp,
+    given_offsets,
     list_offsets,
+    offsets_after,
 )
 from kontrakt.clients.consumer._subscription import SubscriptionState
 from kontrakt.errors import (
@@ -90,6 +92,7 @@ class AsyncConsumer:
         self._group_id: str | None = cfg["group.id"]
         self._listener_runner = _listener_runner or run_listener_inline
         self._max_poll_records = int(cfg["max.poll.records"])
+        self._auto_store = bool(cfg["enable.auto.offset.store"])
         self._coordinator: Any = None
         if self._group_id:
             self._coordinator = _make_coordinator(self)
@@ -536,22 +539,44 @@ class AsyncConsumer:
                            | None) -> dict[TopicPartition, OffsetAndMetadata]:
         if offsets is None:
             with self._buffer.lock:
-                return self._subs.consumed_offsets()
-        out: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, o in offsets.items():
-            if isinstance(o, OffsetAndMetadata):
-                out[tp] = o
-            elif isinstance(o, int) and not isinstance(o, bool):
-                out[tp] = OffsetAndMetadata(o)
-            else:
-                raise TypeError(f"offset for {tp} must be an int or OffsetAndMetadata")
-            if out[tp].offset < 0:
-                raise ValueError(f"offset for {tp} must be >= 0")
-        return out
+                return self._subs.consumed_offsets(stored_only=not self._auto_store)
+        return given_offsets(offsets)
+
+    def store_offsets(self, records: ConsumerRecord[Any, Any]
+                      | Iterable[ConsumerRecord[Any, Any]] | None = None, *,
+                      offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
+                      | None = None) -> None:
+        """Mark records as processed (confluent-kafka's ``store_offsets``): auto commit
+        then covers them without waiting for the next poll. With
+        ``enable.auto.offset.store=false``, auto commit (timed, on revocation and on close)
+        and :meth:`commit` without offsets commit only what was stored here.
+
+        Args:
+            records: a record or records: each partition's offset becomes the one after its
+                highest record.
+            offsets: or partition -> the next offset to read (an int or
+                :class:`OffsetAndMetadata`).
+
+        Raises:
+            IllegalStateError: a partition is not assigned to this consumer.
+            InvalidArgumentError: neither or both of records and offsets, or a negative
+                offset.
+            TypeError: records that are not ConsumerRecord, offsets of another type.
+        """
+        self._check()
+        if (records is None) == (offsets is None):
+            raise InvalidArgumentError("store_offsets() takes records or offsets")
+        wanted = offsets_after(records) if records is not None else given_offsets(
+            offsets or {})
+        with self._buffer.lock:
+            states = [(self._subs.state(tp), om) for tp, om in wanted.items()]
+            for st, om in states:
+                st.stored = om
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
                      | None = None, timeout: float | None = None) -> None:
-        """Commit offsets (default: the positions of every assigned partition).
+        """Commit offsets (default: the positions of every assigned partition; with
+        ``enable.auto.offset.store=false``, the offsets given to :meth:`store_offsets`).
 
         An offset is the next record to read (last processed + 1).
 

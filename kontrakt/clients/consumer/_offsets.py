@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from kontrakt._types import TopicPartition
+from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
-from kontrakt.errors import KafkaConnectionError, KafkaTimeoutError
+from kontrakt.errors import InvalidArgumentError, KafkaConnectionError, KafkaTimeoutError
 from kontrakt.protocol.errors import for_code
 from kontrakt.protocol.messages import ListOffsetsRequest
 
-__all__ = ["EARLIEST", "LATEST", "OffsetAndTimestamp", "list_offsets"]
+__all__ = ["EARLIEST", "LATEST", "OffsetAndTimestamp", "given_offsets", "list_offsets",
+           "offsets_after"]
 
 LATEST = -1
 EARLIEST = -2
@@ -27,6 +29,48 @@ class OffsetAndTimestamp:
     offset: int
     timestamp: int
     leader_epoch: int = -1
+
+
+def given_offsets(offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
+                  ) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Offsets an application gives to commit or store, as :class:`OffsetAndMetadata`.
+
+    Raises:
+        TypeError: an offset is neither an int nor an OffsetAndMetadata.
+        InvalidArgumentError: a negative offset.
+    """
+    out: dict[TopicPartition, OffsetAndMetadata] = {}
+    for tp, o in offsets.items():
+        if isinstance(o, OffsetAndMetadata):
+            out[tp] = o
+        elif isinstance(o, int) and not isinstance(o, bool):
+            out[tp] = OffsetAndMetadata(o)
+        else:
+            raise TypeError(f"offset for {tp} must be an int or OffsetAndMetadata")
+        if out[tp].offset < 0:
+            raise InvalidArgumentError(f"offset for {tp} must be >= 0, got {out[tp].offset}")
+    return out
+
+
+def offsets_after(records: ConsumerRecord[Any, Any] | Iterable[ConsumerRecord[Any, Any]]
+                  ) -> dict[TopicPartition, OffsetAndMetadata]:
+    """For each partition, the offset after the highest of ``records`` (the next to read),
+    with that record's leader epoch.
+
+    Raises:
+        TypeError: something other than consumer records.
+    """
+    if isinstance(records, ConsumerRecord):
+        records = (records,)
+    out: dict[TopicPartition, OffsetAndMetadata] = {}
+    for r in records:
+        if not isinstance(r, ConsumerRecord):
+            raise TypeError(f"expected ConsumerRecord, got {type(r).__name__}")
+        tp = TopicPartition(r.topic, r.partition)
+        known = out.get(tp)
+        if known is None or r.offset >= known.offset:
+            out[tp] = OffsetAndMetadata(r.offset + 1, "", r.leader_epoch)
+    return out
 
 
 async def list_offsets(client: AsyncKafkaClient, query: Mapping[TopicPartition, int], *,

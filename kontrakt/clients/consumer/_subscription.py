@@ -57,12 +57,13 @@ class PartitionState:
         first_unacked, poll_seq: the first record handed to the application during the
             poll numbered ``poll_seq`` (``FetchBuffer.poll_seq``); while that is the latest
             poll, the application may still be processing it, and auto commit stops there.
+        stored: the offset the application gave ``store_offsets()``, None before.
     """
 
     __slots__ = ("_position", "buffered_bytes", "cursor", "failed", "fetch_offset",
                  "first_unacked", "gen", "highwater", "last_fetched_epoch",
                  "last_stable_offset", "log_start_offset", "out_of_range_at", "paused",
-                 "poll_seq", "reset", "seen_leader_epoch", "validating")
+                 "poll_seq", "reset", "seen_leader_epoch", "stored", "validating")
 
     def __init__(self) -> None:
         self._position: FetchPosition | None = None
@@ -82,6 +83,7 @@ class PartitionState:
         self.out_of_range_at: int | None = None
         self.first_unacked: ConsumerRecord[Any, Any] | None = None
         self.poll_seq = -1
+        self.stored: OffsetAndMetadata | None = None
 
     @property
     def position(self) -> FetchPosition | None:
@@ -273,22 +275,34 @@ class SubscriptionState:
         return {tp: st.reset for tp, st in self.assignment.items()
                 if st.reset is not None and st.position is None}
 
-    def consumed_offsets(self, poll_seq: int | None = None
+    def consumed_offsets(self, poll_seq: int | None = None, *, stored_only: bool = False
                          ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """What to commit: every assigned partition's position.
+        """What to commit: every assigned partition's position, or the offset stored for it
+        when that is further.
 
         Args:
             poll_seq: the application's latest poll (``FetchBuffer.poll_seq``): a partition
                 that handed it records is committed up to the first of them, not past
                 records the application may still be processing. None: positions.
+            stored_only: only the stored offsets (``enable.auto.offset.store=false``).
         """
         out: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, st in self.assignment.items():
+            stored = st.stored
+            if stored_only:
+                if stored is not None:
+                    out[tp] = stored
+                continue
             first = st.first_unacked if st.poll_seq == poll_seq else None
             if first is not None:
-                out[tp] = OffsetAndMetadata(first.offset, "", first.leader_epoch)
-                continue
-            pos = st.position  # read once: a sync caller's poll() may move it meanwhile
-            if pos is not None:
-                out[tp] = OffsetAndMetadata(pos.offset, "", pos.leader_epoch)
+                om: OffsetAndMetadata | None = OffsetAndMetadata(first.offset, "",
+                                                                 first.leader_epoch)
+            else:
+                pos = st.position  # read once: a sync caller's poll() may move it meanwhile
+                om = None if pos is None else OffsetAndMetadata(pos.offset, "",
+                                                                pos.leader_epoch)
+            if stored is not None and (om is None or stored.offset > om.offset):
+                om = stored
+            if om is not None:
+                out[tp] = om
         return out

@@ -333,6 +333,14 @@ class Consumer:
         """See :meth:`AsyncConsumer.offsets_for_times`."""
         return self._call(self._async.offsets_for_times(dict(timestamps), timeout))
 
+    def store_offsets(self, records: ConsumerRecord[Any, Any]
+                      | Iterable[ConsumerRecord[Any, Any]] | None = None, *,
+                      offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
+                      | None = None) -> None:
+        """See :meth:`AsyncConsumer.store_offsets` (runs on this thread: no loop round
+        trip)."""
+        self._async.store_offsets(records, offsets=offsets)
+
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                timeout: float | None = None) -> None:
         """See :meth:`AsyncConsumer.commit`."""

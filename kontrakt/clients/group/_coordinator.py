@@ -153,6 +153,7 @@ class GroupCoordinator:
                                         or config["max.poll.interval.ms"])
         self.auto_commit = bool(config["enable.auto.commit"])
         self.auto_commit_interval = config["auto.commit.interval.ms"] / 1000
+        self.auto_store = bool(config["enable.auto.offset.store"])
         self.exclude_internal = bool(config["exclude.internal.topics"])
         self.rack: str | None = config.get("client.rack")
         self.request_timeout = config["request.timeout.ms"] / 1000
@@ -569,7 +570,8 @@ class GroupCoordinator:
         """
         wanted = set(partitions)
         with self.buffer.lock:
-            consumed = self.subs.consumed_offsets(None if processed else self.buffer.poll_seq)
+            consumed = self.subs.consumed_offsets(None if processed else self.buffer.poll_seq,
+                                                  stored_only=not self.auto_store)
         offsets = {tp: om for tp, om in consumed.items() if tp in wanted}
         try:
             await self.commit(offsets)

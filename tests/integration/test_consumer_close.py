@@ -7,8 +7,9 @@
 - With auto commit, ``close()`` commits every record handed out; leaving a ``with`` block
   on an exception commits only what the application moved past by polling again.
 
-Each test runs over the four consumer forms: Consumer, AsyncConsumer and their
-Deserializing wrappers.
+Each Tansu test runs over the four consumer forms: Consumer, AsyncConsumer and their
+Deserializing wrappers; the bound is also checked on librdkafka's mock cluster with every
+broker down, for both group protocols.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import AsyncConsumer, Consumer
 from kontrakt.clients.serializing import AsyncDeserializingConsumer, DeserializingConsumer
 from kontrakt.errors import InvalidArgumentError, KafkaTimeoutError, KontraktError
-from kontrakt.testing import TansuBroker
+from kontrakt.testing import MockCluster, TansuBroker
 from tests.integration.test_groups import _fill
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -190,5 +191,46 @@ def test_close_commits_everything_but_an_error_exit_only_what_was_polled_past(
         await _fill(bs, topic_name, 1, per)
         assert await run(f"g-{topic_name}-clean", fail=False) == per
         assert await run(f"g-{topic_name}-failed", fail=True) == 10
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_close_timeout_is_bounded_with_every_mock_broker_down(
+        mock_cluster_factory: Callable[..., MockCluster], topic_name: str,
+        group_protocol: str) -> None:
+    """The same bound on librdkafka's mock cluster (three brokers, all set down), for both
+    group protocols: KIP-848 leaves with a ConsumerGroupHeartbeat, classic with
+    LeaveGroup."""
+    cluster = mock_cluster_factory(3)
+    cluster.create_topic(topic_name, PARTITIONS)
+    cluster.group_initial_rebalance_delay_ms(0)
+    cluster.group_consumer_heartbeat_interval_ms(200)
+    bs = cluster.bootstrap_servers
+
+    async def main() -> None:
+        await _fill(bs, topic_name, PARTITIONS, PER_PARTITION)
+        d = Driver("AsyncConsumer", **_config(bs, topic_name, group_protocol=group_protocol)
+                   | {"session_timeout_ms": 1500})
+        c = d.consumer
+        outcomes: list[Any] = []
+
+        class Listener:  # commits, then looks the committed offsets up
+            async def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+                for step in (c.commit(timeout=10), c.committed(parts, timeout=10)):
+                    try:
+                        await step
+                    except Exception as exc:
+                        outcomes.append(exc)
+
+        await d.call("subscribe", [topic_name], listener=Listener())
+        await d.consume(PARTITIONS * PER_PARTITION)
+        for broker in range(1, cluster.num_brokers + 1):
+            cluster.broker_down(broker)
+        started = time.monotonic()
+        await d.call("close", timeout=1.0)
+        took = time.monotonic() - started
+        assert took < 2.5, f"close(timeout=1.0) took {took:.1f}s with every broker down"
+        assert [type(e) for e in outcomes] == [KafkaTimeoutError] * 2, outcomes
 
     asyncio.run(main())

@@ -338,13 +338,22 @@ class GroupCoordinator:
                               ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The committed offsets of ``partitions`` (None where nothing is committed).
 
-        Retries coordinator moves and loads until ``timeout`` (default request timeout).
+        Retries coordinator moves and loads until ``timeout`` (default request timeout;
+        while closing, no later than the close timeout).
 
         Raises:
             KafkaTimeoutError: not answered in time.
             BrokerResponseError: a non-retriable error (e.g. GROUP_AUTHORIZATION_FAILED).
         """
         deadline = time.monotonic() + (timeout or self.request_timeout)
+        if self._close_deadline is not None:
+            deadline = min(deadline, self._close_deadline)
+            return await self._within(self._fetch_committed(partitions, deadline), deadline,
+                                      "OffsetFetch")
+        return await self._fetch_committed(partitions, deadline)
+
+    async def _fetch_committed(self, partitions: list[TopicPartition], deadline: float
+                               ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         backoff = Backoff(*self._retry)
         while True:
             try:

@@ -131,7 +131,7 @@ def test_revoke_listener_commits_during_close(tansu_broker: TansuBroker, topic_n
 @pytest.mark.parametrize("form", FORMS)
 def test_close_timeout_is_bounded_with_every_broker_gone(
         tansu_broker_factory: Callable[..., TansuBroker], topic_name: str, form: str) -> None:
-    broker = tansu_broker_factory()
+    broker = tansu_broker_factory(stop_timeout=0.2)  # gone at once: SIGKILL after 0.2 s
     broker.create_topic(topic_name, PARTITIONS)
     bs = broker.bootstrap_servers
 

@@ -7,7 +7,7 @@ Both take Kafka property names (``{"group.id": "g"}``) and/or snake_case keyword
 from __future__ import annotations
 
 from kontrakt.clients.consumer._config import CONSUMER_OPTIONS
-from kontrakt.clients.consumer._consumer import AsyncConsumer
+from kontrakt.clients.consumer._consumer import DEFAULT_CLOSE_TIMEOUT, AsyncConsumer
 from kontrakt.clients.consumer._fetcher import FetchBuffer, Fetcher, FetchSession
 from kontrakt.clients.consumer._offsets import OffsetAndTimestamp
 from kontrakt.clients.consumer._subscription import FetchPosition, SubscriptionState
@@ -15,6 +15,7 @@ from kontrakt.clients.consumer._sync import Consumer
 
 __all__ = [
     "CONSUMER_OPTIONS",
+    "DEFAULT_CLOSE_TIMEOUT",
     "AsyncConsumer",
     "Consumer",
     "FetchBuffer",

@@ -38,6 +38,17 @@ __all__ = ["DEFAULT_CLOSE_TIMEOUT", "AsyncConsumer", "ListenerRunner"]
 #: default too): for the final commit, commits made by the revoke listener, leaving the group.
 DEFAULT_CLOSE_TIMEOUT = 30.0
 
+
+def close_deadline(timeout: float | None) -> float:
+    """When a close with ``timeout`` seconds (None: the default) stops waiting.
+
+    Raises:
+        InvalidArgumentError: a negative (or NaN) timeout.
+    """
+    if timeout is not None and not timeout >= 0:
+        raise InvalidArgumentError(f"close timeout must be >= 0 seconds, got {timeout!r}")
+    return time.monotonic() + (DEFAULT_CLOSE_TIMEOUT if timeout is None else timeout)
+
 #: How listener callbacks are run: ``await runner(callback, partitions)``.
 ListenerRunner = Callable[[Callable[..., Any], "set[TopicPartition]"], Awaitable[None]]
 
@@ -60,15 +71,17 @@ class AsyncConsumer:
     Options: those of :class:`~kontrakt.clients.AsyncKafkaClient` plus ``group.id``,
     ``group.instance.id``, ``group.protocol`` (classic | consumer), ``session.timeout.ms``,
     ``heartbeat.interval.ms``, ``max.poll.interval.ms``, ``partition.assignment.strategy``,
-    ``enable.auto.commit``, ``auto.commit.interval.ms``, ``auto.offset.reset``,
-    ``fetch.min.bytes``, ``fetch.max.wait.ms``, ``fetch.max.bytes``,
+    ``enable.auto.commit``, ``auto.commit.interval.ms``, ``enable.auto.offset.store``,
+    ``auto.offset.reset``, ``fetch.min.bytes``, ``fetch.max.wait.ms``, ``fetch.max.bytes``,
     ``max.partition.fetch.bytes``, ``queued.max.messages.kbytes`` (prefetch memory cap),
     ``max.poll.records``, ``check.crcs``, ``isolation.level``, ``client.rack``.
 
     Delivery guarantee with ``enable.auto.commit`` (the default): at least once for an
     application that is done with the records a poll returned when it polls again — auto
     commit (timed, on revocation) covers only records handed out by earlier polls (as the
-    Java client's), and :meth:`close` commits every record handed out.
+    Java client's) or passed to :meth:`store_offsets`, and :meth:`close` commits every
+    record handed out (leaving ``async with`` on an exception: only what earlier polls
+    returned).
 
     Raises:
         ConfigError: unknown option or bad value.
@@ -171,12 +184,10 @@ class AsyncConsumer:
 
     async def _close(self, autocommit: bool, timeout: float | None, *, processed: bool
                      ) -> None:
-        if timeout is not None and not timeout >= 0:
-            raise InvalidArgumentError(f"close timeout must be >= 0 seconds, got {timeout!r}")
+        deadline = close_deadline(timeout)
         if self._closed or self._closing:
             return
         self._closing = True
-        deadline = time.monotonic() + (DEFAULT_CLOSE_TIMEOUT if timeout is None else timeout)
         try:
             if self._started and self._coordinator is not None:
                 await self._coordinator.close(autocommit=autocommit, deadline=deadline,

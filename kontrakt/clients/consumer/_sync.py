@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from kontrakt.clients._sync import LoopThread, weak_method
-from kontrakt.clients.consumer._consumer import AsyncConsumer, run_listener_inline
+from kontrakt.clients.consumer._consumer import AsyncConsumer, close_deadline, run_listener_inline
 from kontrakt.clients.consumer._offsets import OffsetAndTimestamp
-from kontrakt.errors import IllegalStateError, InvalidArgumentError, KafkaTimeoutError
+from kontrakt.errors import IllegalStateError, KafkaTimeoutError
 
 __all__ = ["Consumer"]
 
@@ -152,8 +152,7 @@ class Consumer:
         self._close(autocommit, timeout, processed=True)
 
     def _close(self, autocommit: bool, timeout: float | None, *, processed: bool) -> None:
-        if timeout is not None and not timeout >= 0:
-            raise InvalidArgumentError(f"close timeout must be >= 0 seconds, got {timeout!r}")
+        close_deadline(timeout)  # a bad timeout raises before anything closes
         if self._closed:
             return
         self._closed = True

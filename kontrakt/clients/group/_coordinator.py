@@ -718,7 +718,7 @@ class GroupCoordinator:
                 busy = any(st.poll_seq == seq for tp, st in self.subs.assignment.items()
                            if tp in partitions)
             if busy:
-                await wait_future(waiter, self.session_timeout_ms / 2000)
+                await _wait_future(waiter, self.session_timeout_ms / 2000)
         finally:
             self._poll_waiter = None
 
@@ -1001,7 +1001,7 @@ def _settle(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-async def wait_future(fut: asyncio.Future[None], timeout: float) -> None:
+async def _wait_future(fut: asyncio.Future[None], timeout: float) -> None:
     """Wait for ``fut`` at most ``timeout`` seconds (without cancelling it)."""
     with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
         await asyncio.wait_for(asyncio.shield(fut), timeout)

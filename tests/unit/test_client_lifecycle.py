@@ -20,7 +20,7 @@ import pytest
 
 from kontrakt.clients import AsyncKafkaClient, KafkaClient
 from kontrakt.clients.admin import AdminClient, AsyncAdminClient
-from kontrakt.clients.consumer import Consumer
+from kontrakt.clients.consumer import AsyncConsumer, Consumer
 from kontrakt.clients.producer import AsyncProducer, Producer
 from kontrakt.errors import IllegalStateError, KafkaError, NoBrokersAvailableError
 from kontrakt.protocol.messages import MetadataRequest
@@ -164,7 +164,8 @@ def test_dropped_sync_client_ends_its_loop_thread(cls: Any) -> None:
     assert not set(threading.enumerate()) - before, "the loop thread outlived its client"
 
 
-@pytest.mark.parametrize("cls", [AsyncKafkaClient, AsyncAdminClient, AsyncProducer])
+@pytest.mark.parametrize(
+    "cls", [AsyncKafkaClient, AsyncAdminClient, AsyncProducer, AsyncConsumer])
 def test_async_client_dropped_unclosed_warns(cls: Any) -> None:
     """A started async client that is never closed is reported as asyncio reports an unclosed
     transport: a ResourceWarning naming the client, once the loop it ran on is gone. (The

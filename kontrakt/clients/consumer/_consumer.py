@@ -100,6 +100,7 @@ class AsyncConsumer:
         self.config = cfg = ClientConfig(CONSUMER_OPTIONS, config, **kwargs)
         client_cfg = {k: cfg[k] for k in CLIENT_OPTIONS if cfg[k] is not None}
         self._client = AsyncKafkaClient(client_cfg)
+        self._client.owner = "AsyncConsumer"
         self._subs = SubscriptionState(reset_strategy(cfg["auto.offset.reset"]))
         self._buffer = FetchBuffer(cfg["queued.max.messages.kbytes"] * 1024)
         self._group_id: str | None = cfg["group.id"]

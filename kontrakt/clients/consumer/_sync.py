@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import inspect
 import re
 import threading
 import time
@@ -394,10 +393,7 @@ class Consumer:
 def _closer(consumer: AsyncConsumer) -> Callable[[float], Coroutine[Any, Any, None]]:
     """``close(timeout)`` for the finalizer of a Consumer nobody closed."""
     async def close(timeout: float) -> None:
-        if "timeout" in inspect.signature(consumer.close).parameters:
-            await consumer.close(timeout=timeout)  # type: ignore[call-arg,unused-ignore]
-        else:  # bounded by the finalizer (LoopThread.close_soon)
-            await consumer.close()
+        await consumer.close(timeout=timeout)
     return close
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "ConsumerError",
     "CorruptMessageError",
     "CorruptRecordError",
+    "DecompressionLimitError",
     "IllegalStateError",
     "InvalidArgumentError",
     "KafkaConnectionError",
@@ -162,6 +163,29 @@ class CorruptRecordError(CorruptMessageError):
 
 class UnsupportedCodecError(CorruptRecordError):
     """A record batch names a compression codec that Kontrakt does not know."""
+
+
+class DecompressionLimitError(CorruptRecordError):
+    """A compressed record batch inflates past the most its reader allows (a decompression
+    bomb, or a batch larger than the consumer's ``max.partition.fetch.bytes`` x
+    ``max.decompressed.batch.multiple``). Decompression stopped at the limit.
+
+    Attributes:
+        limit: the most bytes the batch was allowed to decompress to.
+        topic, partition, offset: where the batch was found, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: int,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        super().__init__(message, topic=topic, partition=partition, offset=offset)
+        self.limit = limit
 
 
 class BrokerResponseError(KafkaError):

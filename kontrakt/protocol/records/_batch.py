@@ -27,7 +27,7 @@ from typing import Any, Final, TypeVar
 
 import crc32c as _crc32c_mod
 
-from kontrakt.errors import CorruptRecordError, UnsupportedCodecError
+from kontrakt.errors import CorruptRecordError
 from kontrakt.protocol.records._compression import decompress
 from kontrakt.protocol.records._model import (
     ZIGZAG_DECODE,
@@ -36,6 +36,7 @@ from kontrakt.protocol.records._model import (
     Record,
     TimestampType,
     decode_varint_slow,
+    located,
 )
 
 __all__ = ["BATCH_HEADER_SIZE", "RecordBatch", "decode_records", "decode_records_as"]
@@ -486,25 +487,30 @@ class RecordBatch:
                            f"computed {actual:#010x}", self.topic, self.partition,
                            self.base_offset)
 
-    def payload(self) -> bytes:
+    def payload(self, max_size: int | None = None) -> bytes:
         """The uncompressed bytes of the batch's records.
+
+        Args:
+            max_size: the most bytes a compressed batch may decompress to (see
+                :func:`~kontrakt.protocol.records.decompress`); None: no limit.
 
         Raises:
             UnsupportedCodecError: unknown codec id.
+            DecompressionLimitError: the payload decompresses to more than ``max_size``.
             CorruptRecordError: the compressed payload cannot be decompressed.
         """
         codec = self.attributes & CODEC_MASK
         body = memoryview(self._data)[self._start + BATCH_HEADER_SIZE:self._end]
         try:
-            return decompress(codec, body)
-        except UnsupportedCodecError as exc:
-            raise UnsupportedCodecError(str(exc), topic=self.topic, partition=self.partition,
-                                        offset=self.base_offset) from None
+            return decompress(codec, body, max_size=max_size)
         except CorruptRecordError as exc:
-            raise _corrupt(str(exc), self.topic, self.partition, self.base_offset) from None
+            raise located(exc, self.topic, self.partition, self.base_offset) from None
 
-    def records(self) -> list[Record]:
+    def records(self, max_size: int | None = None) -> list[Record]:
         """Decompress (if needed) and decode the records.
+
+        Args:
+            max_size: the most bytes a compressed batch may decompress to; None: no limit.
 
         Returns:
             The records with absolute offsets and timestamps (log-append-time batches give
@@ -512,6 +518,7 @@ class RecordBatch:
 
         Raises:
             UnsupportedCodecError: unknown codec id.
+            DecompressionLimitError: the payload decompresses to more than ``max_size``.
             CorruptRecordError: bad compressed payload or malformed records.
         """
         codec = self.attributes & CODEC_MASK
@@ -520,7 +527,7 @@ class RecordBatch:
             pos = self._start + BATCH_HEADER_SIZE
             end = self._end
         else:
-            data = self.payload()
+            data = self.payload(max_size)
             pos = 0
             end = len(data)
         ts_type = 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
@@ -531,15 +538,16 @@ class RecordBatch:
             raise _corrupt(str(exc), self.topic, self.partition, self.base_offset) from None
 
     def records_as(self, record_type: type[_T], topic: str, partition: int,
-                   timestamp_type_value: object) -> list[_T]:
+                   timestamp_type_value: object, max_size: int | None = None) -> list[_T]:
         """Decompress (if needed) and decode the records straight into ``record_type``.
 
         See :func:`decode_records_as` for the layout ``record_type`` must have; every
         record gets ``topic``, ``partition``, this batch's leader epoch and
-        ``timestamp_type_value``.
+        ``timestamp_type_value``. ``max_size``: as for :meth:`records`.
 
         Raises:
             UnsupportedCodecError: unknown codec id.
+            DecompressionLimitError: the payload decompresses to more than ``max_size``.
             CorruptRecordError: bad compressed payload or malformed records.
         """
         codec = self.attributes & CODEC_MASK
@@ -548,7 +556,7 @@ class RecordBatch:
             pos = self._start + BATCH_HEADER_SIZE
             end = self._end
         else:
-            data = self.payload()
+            data = self.payload(max_size)
             pos = 0
             end = len(data)
         ts_type = 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0

@@ -20,17 +20,29 @@ Java client and librdkafka):
   bytes: the 4-byte frame magic was hashed along with the descriptor (KIP-57). Kontrakt reads
   either checksum for magic 0 and writes the old one when building magic 0 message sets, as
   those brokers expect.
+* Decompression can be bounded (``max_size``; the consumer passes ``max.partition.fetch.bytes``
+  x ``max.decompressed.batch.multiple``) at a cost within timing noise: a payload is first
+  bounded by what its headers say (gzip's ISIZE trailer, then decoded into a buffer of that
+  size; snappy's stated lengths, which the decoder holds to; the frame and block headers of
+  lz4 and zstd, walked in Python in ~10 us per MiB, whose block maximums the decoders hold
+  to). Only a payload that may go past the limit is decoded the exact way, into a buffer of
+  ``max_size + 1`` bytes that the codec cannot write past.
 """
 
 from __future__ import annotations
 
+import mmap
 import struct
 from enum import IntEnum
-from typing import Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import cramjam
 
-from kontrakt.errors import CorruptRecordError, UnsupportedCodecError
+from kontrakt.errors import (
+    CorruptRecordError,
+    DecompressionLimitError,
+    UnsupportedCodecError,
+)
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -91,6 +103,15 @@ _XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _XERIAL_HEADER: Final = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK: Final = 32 * 1024
 _INT32: Final = struct.Struct(">i")
+_UINT32_LE: Final = struct.Struct("<I")
+_UINT64_LE: Final = struct.Struct("<Q")
+_ZSTD_MAGIC: Final = 0xFD2FB528
+_ZSTD_BLOCK_MAX: Final = 128 * 1024
+_LZ4_MAGIC: Final = 0x184D2204
+#: block maximum sizes by the BD byte's bits 4-6
+_LZ4_BLOCK_MAX: Final = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+#: skippable frames (zstd and lz4 alike): magic 0x184D2A50-5F, int32 size, payload
+_SKIPPABLE_MAGIC: Final = 0x184D2A50
 
 
 _M32: Final = 0xFFFFFFFF
@@ -209,11 +230,62 @@ def _xerial_encode(data: Buffer) -> bytes:
     return b"".join(parts)
 
 
-def _xerial_decode(data: bytes) -> bytes:
-    # Header: magic (8) + version (4) + compatible version (4), then length-prefixed blocks.
+#: A snappy element of n bytes yields at most ~21n bytes (a 3-byte copy of 64); a header
+#: claiming more is corrupt, and must not make the decoder reserve the claimed size.
+_SNAPPY_MAX_RATIO: Final = 22
+
+
+def _too_big(name: str, limit: int, claimed: int | None = None) -> DecompressionLimitError:
+    said = f" (its header claims {claimed})" if claimed is not None else ""
+    return DecompressionLimitError(
+        f"{name} payload decompresses to more than {limit} bytes{said}, the most a batch "
+        "may take", limit=limit)
+
+
+def _inflate_bounded(codec: Any, name: str, data: Buffer, limit: int) -> bytes:
+    """Decompress into a buffer of ``limit + 1`` bytes, which the codec cannot write past:
+    an exact bound, whatever the payload. The buffer is an anonymous map, whose pages are
+    only committed when written, so a payload that stops early costs its own size."""
+    buf = mmap.mmap(-1, limit + 1)
+    try:
+        try:
+            n = int(codec.decompress_into(data, buf))
+        except cramjam.DecompressionError as exc:
+            # The codecs stream into the buffer through Rust's io::Write, which fails with
+            # WriteZero ("failed to write whole buffer") once the buffer is full.
+            if "whole buffer" in str(exc):
+                raise _too_big(name, limit) from None
+            raise
+        if n > limit:
+            raise _too_big(name, limit)
+        return buf[:n]
+    finally:
+        buf.close()
+
+
+def _snappy_raw_len(block: Buffer) -> int:
+    claimed = int(cramjam.snappy.decompress_raw_len(block))
+    if claimed > _SNAPPY_MAX_RATIO * len(block) + 64:
+        raise CorruptRecordError(
+            f"snappy block of {len(block)} bytes claims {claimed} uncompressed bytes")
+    return claimed
+
+
+def _unsnappy(data: Buffer, limit: int | None) -> bytes:
+    # A raw block states its exact uncompressed length up front, and the decoder writes
+    # exactly that many bytes or fails: checking the stated lengths bounds the output.
+    if data[:8] != _XERIAL_MAGIC:
+        claimed = _snappy_raw_len(data)
+        if limit is not None and claimed > limit:
+            raise _too_big("snappy", limit, claimed)
+        return bytes(cramjam.snappy.decompress_raw(data))
+    # Xerial framing: magic (8) + version (4) + compatible version (4), then blocks of
+    # int32 length + raw snappy block. The running total is checked before each block is
+    # inflated, and the blocks are joined straight from cramjam's buffers (one copy).
     pos = 16
     end = len(data)
-    out = []
+    total = 0
+    parts: list[Any] = []
     while pos < end:
         if pos + 4 > end:
             raise CorruptRecordError("truncated xerial snappy block length")
@@ -221,57 +293,229 @@ def _xerial_decode(data: bytes) -> bytes:
         pos += 4
         if n < 0 or pos + n > end:
             raise CorruptRecordError(f"xerial snappy block of {n} bytes overruns the payload")
-        out.append(_snappy_raw_decode(data[pos:pos + n]))
+        block = data[pos:pos + n]
+        total += _snappy_raw_len(block)
+        if limit is not None and total > limit:
+            raise _too_big("snappy", limit)
+        parts.append(cramjam.snappy.decompress_raw(block))
         pos += n
-    return b"".join(out)
+    return b"".join(parts)
 
 
-#: A snappy element of n bytes yields at most ~21n bytes (a 3-byte copy of 64); a header
-#: claiming more is corrupt, and must not make the decoder reserve the claimed size.
-_SNAPPY_MAX_RATIO: Final = 22
+def _gunzip(data: Buffer, limit: int) -> bytes:
+    # A gzip member ends with ISIZE, its uncompressed size mod 2**32, which the decoder
+    # checks; Kafka writers produce one member. A trailer past the limit is refused before
+    # any work. Otherwise the payload is inflated into a buffer of exactly that size, which
+    # bounds the output whatever the trailer says; one that does not fit holds several
+    # members (legal, if unusual) or lies, and goes the exact bounded way.
+    if len(data) < 4:
+        return _inflate_bounded(cramjam.gzip, "gzip", data, limit)
+    (size,) = _UINT32_LE.unpack_from(data, len(data) - 4)
+    if size > limit:
+        raise _too_big("gzip", limit, size)
+    out = bytearray(size)
+    try:
+        n = int(cramjam.gzip.decompress_into(data, out))
+    except cramjam.DecompressionError:
+        n = -1
+    if n < 0:
+        del out  # before the second buffer is taken
+        return _inflate_bounded(cramjam.gzip, "gzip", data, limit)
+    return bytes(out) if n == size else bytes(memoryview(out)[:n])
 
 
-def _snappy_raw_decode(block: bytes) -> bytes:
-    claimed = cramjam.snappy.decompress_raw_len(block)
-    if claimed > _SNAPPY_MAX_RATIO * len(block) + 64:
-        raise CorruptRecordError(
-            f"snappy block of {len(block)} bytes claims {claimed} uncompressed bytes")
-    return bytes(cramjam.snappy.decompress_raw(block))
+def _zstd_bound(data: Buffer, limit: int) -> tuple[int, int | None]:
+    """Walk the zstd frames in ``data``: the most bytes they can decompress to, and the sum
+    of the content sizes their headers declare (None once one does not: streaming writers,
+    such as the Java client's, leave it out). Stops early once either passes ``limit``.
+
+    A compressed block decompresses to at most 128 KiB (the format's block maximum, which
+    the decoder enforces), a raw or RLE block to exactly its stated size, so the bound holds
+    for anything the decoder accepts; writers fill their blocks, so it is within a block of
+    the true size.
+
+    Raises:
+        CorruptRecordError: the frames are truncated or malformed.
+    """
+    end = len(data)
+    pos = 0
+    bound = 0
+    declared: int | None = 0
+    while pos < end:
+        if pos + 8 > end:
+            raise CorruptRecordError("truncated zstd frame header")
+        (magic,) = _UINT32_LE.unpack_from(data, pos)
+        if magic & 0xFFFFFFF0 == _SKIPPABLE_MAGIC:
+            pos += 8 + _UINT32_LE.unpack_from(data, pos + 4)[0]
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise CorruptRecordError(f"zstd payload holds no frame at byte {pos}")
+        fhd = data[pos + 4]
+        single_segment = fhd >> 5 & 1
+        fcs_size = (single_segment, 2, 4, 8)[fhd >> 6]
+        pos += 5 + (1 - single_segment) + (0, 1, 2, 4)[fhd & 3]
+        if pos + fcs_size > end:
+            raise CorruptRecordError("truncated zstd frame header")
+        if not fcs_size:
+            declared = None
+        elif declared is not None:
+            declared += int.from_bytes(data[pos:pos + fcs_size], "little") + (
+                256 if fcs_size == 2 else 0)
+            if declared > limit:
+                return bound, declared
+        pos += fcs_size
+        last = 0
+        while not last:
+            if pos + 3 > end:
+                raise CorruptRecordError("truncated zstd block header")
+            header = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
+            pos += 3
+            last = header & 1
+            kind = header >> 1 & 3
+            size = header >> 3
+            if kind == 0:  # raw
+                bound += size
+                pos += size
+            elif kind == 1:  # RLE: one byte, repeated size times
+                bound += size
+                pos += 1
+            elif kind == 2:
+                bound += _ZSTD_BLOCK_MAX
+                pos += size
+            else:
+                raise CorruptRecordError("zstd block of the reserved type")
+            if bound > limit:
+                return bound, declared
+        pos += 4 * (fhd >> 2 & 1)  # content checksum
+    if pos != end:
+        raise CorruptRecordError(f"zstd frame runs {pos - end} bytes past the payload")
+    return bound, declared
 
 
-def decompress(codec: int, data: Buffer, *, lz4_legacy_header: bool = False) -> bytes:
-    """Decompress a batch payload.
+def _lz4_bound(data: Buffer, limit: int) -> tuple[int, int | None]:
+    """Walk the LZ4 frames in ``data``: the most bytes they can decompress to, and the sum
+    of the content sizes their headers declare (None once one does not, as neither the Java
+    client nor cramjam writes it). Stops early once either passes ``limit``.
+
+    A compressed block decompresses to at most the frame's block maximum (64 KiB to 4 MiB,
+    from its descriptor), a stored block to exactly its size; writers fill their blocks, so
+    the bound is within a block of the true size.
+
+    Raises:
+        CorruptRecordError: the frames are truncated or malformed.
+    """
+    end = len(data)
+    pos = 0
+    bound = 0
+    declared: int | None = 0
+    while pos < end:
+        if pos + 8 > end:
+            raise CorruptRecordError("truncated lz4 frame header")
+        (magic,) = _UINT32_LE.unpack_from(data, pos)
+        if magic & 0xFFFFFFF0 == _SKIPPABLE_MAGIC:
+            pos += 8 + _UINT32_LE.unpack_from(data, pos + 4)[0]
+            continue
+        if magic != _LZ4_MAGIC:
+            raise CorruptRecordError(f"lz4 payload holds no frame at byte {pos}")
+        flg = data[pos + 4]
+        block_max = _LZ4_BLOCK_MAX.get(data[pos + 5] >> 4 & 7)
+        if flg >> 6 != 1 or block_max is None:
+            raise CorruptRecordError("unsupported lz4 frame descriptor")
+        pos += 6
+        if not flg & 0x08:
+            declared = None
+        elif pos + 8 > end:
+            raise CorruptRecordError("truncated lz4 frame header")
+        else:
+            if declared is not None:
+                declared += _UINT64_LE.unpack_from(data, pos)[0]
+                if declared > limit:
+                    return bound, declared
+            pos += 8
+        pos += 1 + 4 * (flg & 1)  # dictionary id, header checksum
+        block_checksum = 4 * (flg >> 4 & 1)
+        while True:
+            if pos + 4 > end:
+                raise CorruptRecordError("truncated lz4 block")
+            (size,) = _UINT32_LE.unpack_from(data, pos)
+            pos += 4
+            if not size:  # end mark
+                break
+            if size & 0x80000000:  # stored uncompressed
+                size &= 0x7FFFFFFF
+                bound += size
+            else:
+                bound += block_max
+            pos += size + block_checksum
+            if bound > limit:
+                return bound, declared
+        pos += 4 * (flg >> 2 & 1)  # content checksum
+    if pos != end:
+        raise CorruptRecordError(f"lz4 frame runs {pos - end} bytes past the payload")
+    return bound, declared
+
+
+def decompress(codec: int, data: Buffer, *, lz4_legacy_header: bool = False,
+               max_size: int | None = None) -> bytes:
+    """Decompress a batch payload, within a size limit.
+
+    With ``max_size``, no codec produces (or holds memory for) more than ``max_size + 1``
+    bytes: gzip and snappy payloads are checked against the sizes they state and decoded
+    into buffers of those sizes; lz4 and zstd payloads are first bounded from their frame
+    and block headers; a payload that could go past the limit is decoded into a buffer of
+    ``max_size + 1`` bytes that the codec cannot write past.
 
     Args:
         codec: codec id from the batch attributes.
         data: the compressed payload.
         lz4_legacy_header: (magic 0 messages) accept the Kafka 0.8/0.9 lz4 header checksum.
+        max_size: the most bytes the payload may decompress to; None: no limit.
 
     Returns:
         The uncompressed bytes.
 
     Raises:
         UnsupportedCodecError: the codec id is not 0-4.
+        DecompressionLimitError: the payload decompresses to more than ``max_size`` bytes.
         CorruptRecordError: the payload is not valid for the codec (no location attached: the
             batch reader re-raises with topic, partition and offset).
     """
+    if not isinstance(data, bytes | bytearray):
+        # Any buffer (a cramjam Buffer from another library, say), seen as bytes: the
+        # header walks below index and slice it.
+        data = memoryview(data)
+        if data.format != "B" or data.ndim != 1:
+            data = data.cast("B")
     try:
         if codec == 0:
             return bytes(data)
         if codec == CompressionType.GZIP:
-            return bytes(cramjam.gzip.decompress(data))
+            if max_size is None:
+                return bytes(cramjam.gzip.decompress(data))
+            return _gunzip(data, max_size)
         if codec == CompressionType.SNAPPY:
-            raw = bytes(data)
-            if raw[:8] == _XERIAL_MAGIC:
-                return _xerial_decode(raw)
-            return _snappy_raw_decode(raw)
+            return _unsnappy(data, max_size)
         if codec == CompressionType.LZ4:
             if lz4_legacy_header:
                 # Either checksum may appear (some old clients wrote the correct one);
                 # rewriting it to the correct value accepts both.
                 data = _lz4_set_header_checksum(bytes(data), broken=False)
+            if max_size is None:
+                return bytes(cramjam.lz4.decompress(data))
+            bound, declared = _lz4_bound(data, max_size)
+            if declared is not None and declared > max_size:
+                raise _too_big("lz4", max_size, declared)
+            if bound > max_size:
+                return _inflate_bounded(cramjam.lz4, "lz4", data, max_size)
             return bytes(cramjam.lz4.decompress(data))
         if codec == CompressionType.ZSTD:
+            if max_size is None:
+                return bytes(cramjam.zstd.decompress(data))
+            bound, declared = _zstd_bound(data, max_size)
+            if declared is not None and declared > max_size:
+                raise _too_big("zstd", max_size, declared)
+            if bound > max_size:
+                return _inflate_bounded(cramjam.zstd, "zstd", data, max_size)
             return bytes(cramjam.zstd.decompress(data))
     except CorruptRecordError:
         raise

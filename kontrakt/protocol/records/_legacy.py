@@ -20,9 +20,9 @@ import time
 import zlib
 from typing import Final
 
-from kontrakt.errors import CorruptRecordError, UnsupportedCodecError
+from kontrakt.errors import CorruptRecordError
 from kontrakt.protocol.records._compression import CompressionType, compress, decompress
-from kontrakt.protocol.records._model import Buffer, Record, TimestampType
+from kontrakt.protocol.records._model import Buffer, Record, TimestampType, located
 
 __all__ = ["LegacyBatch", "LegacyMessageSetBuilder"]
 
@@ -186,17 +186,19 @@ class LegacyBatch:
             raise self._error(f"legacy message CRC mismatch: stored {self.crc:#010x}, "
                               f"computed {actual:#010x}", self.offset)
 
-    def records(self, *, check_crcs: bool = True) -> list[Record]:
+    def records(self, *, check_crcs: bool = True, max_size: int | None = None) -> list[Record]:
         """The record(s) this message holds.
 
         Args:
             check_crcs: validate inner messages' CRCs of a compressed wrapper.
+            max_size: the most bytes a wrapper's value may decompress to; None: no limit.
 
         Returns:
             One record for a plain message, the inner records for a wrapper.
 
         Raises:
             UnsupportedCodecError: unknown codec id.
+            DecompressionLimitError: the wrapper decompresses to more than ``max_size``.
             CorruptRecordError: bad compressed payload or malformed inner messages.
         """
         codec = self.attributes & _CODEC_MASK
@@ -207,12 +209,10 @@ class LegacyBatch:
         if self._value is None:
             raise self._error("compressed legacy message has a null value", self.offset)
         try:
-            raw = decompress(codec, self._value, lz4_legacy_header=self.magic == 0)
-        except UnsupportedCodecError as exc:
-            raise UnsupportedCodecError(str(exc), topic=self.topic, partition=self.partition,
-                                        offset=self.offset) from None
+            raw = decompress(codec, self._value, lz4_legacy_header=self.magic == 0,
+                             max_size=max_size)
         except CorruptRecordError as exc:
-            raise self._error(str(exc), self.offset) from None
+            raise located(exc, self.topic, self.partition, self.offset) from None
         inner: list[LegacyBatch] = []
         pos = 0
         # The inner set must hold only complete messages; bound the loop by its size.

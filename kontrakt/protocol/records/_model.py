@@ -11,12 +11,23 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final, NamedTuple, TypeAlias
 
-from kontrakt.errors import CorruptRecordError
+from kontrakt.errors import CorruptRecordError, DecompressionLimitError, UnsupportedCodecError
 
 __all__ = ["Buffer", "Header", "Record", "TimestampType"]
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 Header: TypeAlias = tuple[str, bytes | None]
+
+
+def located(exc: CorruptRecordError, topic: str | None, partition: int | None,
+            offset: int | None) -> CorruptRecordError:
+    """``exc`` (raised without a location) again, of the same class, naming where."""
+    if isinstance(exc, DecompressionLimitError):
+        return DecompressionLimitError(str(exc), limit=exc.limit, topic=topic,
+                                       partition=partition, offset=offset)
+    if isinstance(exc, UnsupportedCodecError):
+        return UnsupportedCodecError(str(exc), topic=topic, partition=partition, offset=offset)
+    return CorruptRecordError(str(exc), topic=topic, partition=partition, offset=offset)
 
 
 class TimestampType(IntEnum):

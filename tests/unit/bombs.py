@@ -143,6 +143,29 @@ def build(codec: str, variant: str, size: int, prefix: bytes = b"") -> bytes:
     raise ValueError(f"no bomb {codec}/{variant}")
 
 
+def _varint(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)  # zig-zag
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def record_prefix(size: int) -> bytes:
+    """The first bytes of a v2 record of exactly ``size`` bytes whose value is all zeros:
+    a bomb with this prefix inflates to one valid record (the last zero is its header
+    count), so a reader without a limit takes it whole."""
+    for value_len in range(size - 16, size):
+        # attributes, timestamp delta 0, offset delta 0, key length -1, value length
+        body = b"\x00\x00\x00\x01" + _varint(value_len)
+        record = _varint(len(body) + value_len + 1) + body
+        if len(record) + value_len + 1 == size:
+            return record
+    raise ValueError(f"no record of {size} bytes")
+
+
 def lz4_header_checksum(descriptor: bytes) -> int:
     """The LZ4 frame header checksum byte over the descriptor (FLG .. dictionary id)."""
     return (xxh32(descriptor) >> 8) & 0xFF

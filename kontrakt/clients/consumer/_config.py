@@ -16,6 +16,12 @@ _FETCH = options(
            doc="most data one fetch response may carry (across partitions)"),
     Option("max.partition.fetch.bytes", "int", 1_048_576, minimum=1,
            doc="most data one partition may contribute to one fetch response"),
+    Option("max.decompressed.batch.multiple", "int", 64, minimum=1,
+           doc="a fetched batch may decompress to at most this many times "
+               "max.partition.fetch.bytes (64 MiB by default: a 1 MiB batch of text "
+               "compressing 64 to 1); decompression stops there, and a batch inflating "
+               "further (a decompression bomb) is a DecompressionLimitError "
+               "(CorruptRecordError) for its partition, raised after the records before it"),
     Option("queued.max.messages.kbytes", "int", 65_536, minimum=1,
            doc="memory cap (KiB) on fetched records waiting to be consumed; prefetch "
                "pauses above it"),

@@ -37,6 +37,7 @@ from kontrakt.clients.consumer._subscription import (
     SubscriptionState,
 )
 from kontrakt.errors import (
+    CorruptRecordError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -116,7 +117,8 @@ class FetchBuffer:
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
         self._queue: deque[CompletedFetch] = deque()
-        self._errors: dict[TopicPartition, tuple[PartitionState, int, BaseException]] = {}
+        self._errors: dict[TopicPartition,
+                           tuple[PartitionState, int, BaseException, bool]] = {}
         self.total_bytes = 0
         self.on_space: Callable[[], None] = lambda: None
         self.on_data: Callable[[], None] = lambda: None
@@ -136,10 +138,16 @@ class FetchBuffer:
             self.cond.notify_all()
         self.on_data()
 
-    def add_error(self, tp: TopicPartition, state: PartitionState, error: BaseException) -> None:
-        """Make every drain raise ``error`` until ``tp`` is sought (or unassigned)."""
+    def add_error(self, tp: TopicPartition, state: PartitionState, error: BaseException, *,
+                  after_records: bool = False) -> None:
+        """Make every drain raise ``error`` until ``tp`` is sought (or unassigned).
+
+        Args:
+            after_records: raise only once ``tp``'s records buffered before the error are
+                drained (they came before it in the partition).
+        """
         with self.lock:
-            self._errors[tp] = (state, state.gen, error)
+            self._errors[tp] = (state, state.gen, error, after_records)
             self.version += 1
             self.cond.notify_all()
         self.on_data()
@@ -158,10 +166,11 @@ class FetchBuffer:
             self._errors.clear()
 
     def _raise_errors(self) -> None:
-        for tp, (st, gen, err) in list(self._errors.items()):
+        for tp, (st, gen, err, after_records) in list(self._errors.items()):
             if st.gen != gen:
                 del self._errors[tp]
-            else:
+            elif not after_records or not any(cf.tp == tp and cf.gen == gen
+                                              for cf in self._queue):
                 raise err
 
     def _release(self, cf: CompletedFetch) -> bool:
@@ -311,7 +320,7 @@ class FetchSession:
 
 def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_offset: int,
                           *, read_committed: bool, aborted: list[Any] | None, check_crcs: bool,
-                          chunk_bytes: int = 0
+                          chunk_bytes: int = 0, max_batch_bytes: int | None = None
                           ) -> Generator[tuple[list[ConsumerRecord[Any, Any]], int, int, int],
                                          None, None]:
     """Decode one partition's record set in chunks of whole batches.
@@ -324,6 +333,9 @@ def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_
     batch), and a last one for the rest, so a caller can hand records out (and let the
     event loop read the socket) while later batches wait. Chunks cover consecutive batches,
     so each chunk's next offset is where the following chunk starts.
+
+    A compressed batch may decompress to at most ``max_batch_bytes`` (None: no limit);
+    decompression stops there.
 
     CPython's cyclic garbage collector is paused while a chunk is decoded, never across a
     yield (so an async application never runs with it paused; a sync application's thread
@@ -341,8 +353,10 @@ def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_
         when no batch reaches past ``fetch_offset``.
 
     Raises:
-        CorruptRecordError: a CRC mismatch (with ``check_crcs``) or malformed batch; the
-            chunks before the bad batch have been yielded.
+        DecompressionLimitError: a batch decompresses to more than ``max_batch_bytes``.
+        CorruptRecordError: a CRC mismatch (with ``check_crcs``) or malformed batch. Either
+            is raised after a chunk of every batch before the bad one has been yielded, so
+            the chunk's next offset is the bad batch's.
     """
     if not data:
         return
@@ -364,9 +378,7 @@ def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_
             nxt = batch.next_offset
             if nxt <= fetch_offset:
                 continue
-            next_offset = nxt
-            epoch = batch.leader_epoch
-            size += batch.size_in_bytes
+            wanted = not batch.is_control
             if read_committed:
                 last = batch.last_offset
                 while ai < len(pending) and pending[ai].first_offset <= last:
@@ -374,44 +386,56 @@ def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_
                     ai += 1
                 if batch.is_control:
                     if batch.producer_id in active and isinstance(batch, RecordBatch):
-                        ctrl = batch.records()
+                        ctrl = batch.records(max_batch_bytes)
                         key = ctrl[0].key if ctrl else None
                         if key is not None and len(key) >= 4 and int.from_bytes(
                                 key[2:4], "big") == ControlRecordType.ABORT:
                             active.discard(batch.producer_id)
-                    continue
-                if batch.is_transactional and batch.producer_id in active:
-                    continue
-            elif batch.is_control:
-                continue
-            if gc_on and not paused:
-                gc.disable()
-                paused = True
-            if isinstance(batch, RecordBatch):
-                # One pass: the records come out as ConsumerRecords.
-                recs: list[ConsumerRecord[Any, Any]] = batch.records_as(
-                    CR, topic, partition,
-                    LOG_APPEND if batch.attributes & _TIMESTAMP_TYPE_MASK else CREATE)
-            else:
-                recs = [CR(topic, partition, r[0], r[1], TS[r[2]], r[3], r[4], r[5], epoch)
-                        for r in batch.records(check_crcs=check_crcs)]
-            if batch.base_offset < fetch_offset:
-                # Only the first batch of a fetch can start before the fetch offset.
-                skip = 0
-                while skip < len(recs) and recs[skip].offset < fetch_offset:
-                    skip += 1
-                recs = recs[skip:]
-            if out:
-                out.extend(recs)
-            else:
-                out = recs
-            if size >= chunk_bytes:
+                elif batch.is_transactional and batch.producer_id in active:
+                    wanted = False
+            if wanted:
+                if gc_on and not paused:
+                    gc.disable()
+                    paused = True
+                if isinstance(batch, RecordBatch):
+                    # One pass: the records come out as ConsumerRecords.
+                    recs: list[ConsumerRecord[Any, Any]] = batch.records_as(
+                        CR, topic, partition,
+                        LOG_APPEND if batch.attributes & _TIMESTAMP_TYPE_MASK else CREATE,
+                        max_batch_bytes)
+                else:
+                    recs = [CR(topic, partition, r[0], r[1], TS[r[2]], r[3], r[4], r[5], -1)
+                            for r in batch.records(check_crcs=check_crcs,
+                                                   max_size=max_batch_bytes)]
+                if recs and recs[0].offset < fetch_offset:
+                    # Only the first batch of a fetch can start before the fetch offset.
+                    skip = 1
+                    while skip < len(recs) and recs[skip].offset < fetch_offset:
+                        skip += 1
+                    recs = recs[skip:]
+                if out:
+                    out.extend(recs)
+                else:
+                    out = recs
+            # Accounted only now: a batch that fails is not part of any chunk.
+            next_offset = nxt
+            epoch = batch.leader_epoch
+            size += batch.size_in_bytes
+            if wanted and size >= chunk_bytes:
                 if paused:
                     gc.enable()
                     paused = False
                 yield out, next_offset, epoch, size
                 out = []
                 size = 0
+    except CorruptRecordError:
+        if size:
+            # Hand out the batches before the bad one first: nothing accepted is lost.
+            if paused:
+                gc.enable()
+                paused = False
+            yield out, next_offset, epoch, size
+        raise
     finally:
         if paused:
             gc.enable()
@@ -420,7 +444,8 @@ def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_
 
 
 def parse_partition(topic: str, partition: int, data: bytes | None, fetch_offset: int, *,
-                    read_committed: bool, aborted: list[Any] | None, check_crcs: bool
+                    read_committed: bool, aborted: list[Any] | None, check_crcs: bool,
+                    max_batch_bytes: int | None = None
                     ) -> tuple[list[ConsumerRecord[Any, Any]], int, int]:
     """Decode one partition's record set at once; see :func:`iter_partition_chunks`.
 
@@ -428,12 +453,19 @@ def parse_partition(topic: str, partition: int, data: bytes | None, fetch_offset
         (records, next fetch offset, leader epoch of the last batch read).
 
     Raises:
+        DecompressionLimitError: a batch decompresses to more than ``max_batch_bytes``.
         CorruptRecordError: a CRC mismatch (with ``check_crcs``) or malformed batch.
     """
-    for recs, next_offset, epoch, _ in iter_partition_chunks(
-            topic, partition, data, fetch_offset, read_committed=read_committed,
-            aborted=aborted, check_crcs=check_crcs, chunk_bytes=1 << 62):
-        return recs, next_offset, epoch  # one chunk: the size bound is never reached
+    chunks = iter_partition_chunks(
+        topic, partition, data, fetch_offset, read_committed=read_committed,
+        aborted=aborted, check_crcs=check_crcs, chunk_bytes=1 << 62,
+        max_batch_bytes=max_batch_bytes)
+    for recs, next_offset, epoch, _ in chunks:
+        # One chunk (the size bound is never reached), unless a bad batch follows it:
+        # running on raises that batch's error.
+        for _ in chunks:
+            pass
+        return recs, next_offset, epoch
     return [], fetch_offset, -1
 
 
@@ -460,6 +492,9 @@ class Fetcher:
         self.min_bytes = int(config["fetch.min.bytes"])
         self.max_bytes = int(config["fetch.max.bytes"])
         self.partition_max_bytes = int(config["max.partition.fetch.bytes"])
+        #: the most bytes one fetched batch may decompress to
+        self.max_batch_bytes = self.partition_max_bytes * int(
+            config["max.decompressed.batch.multiple"])
         self.read_committed = config["isolation.level"] == "read_committed"
         self.check_crcs = bool(config["check.crcs"])
         self.rack = config.get("client.rack") or ""
@@ -952,22 +987,41 @@ class Fetcher:
 
         Between chunks the loop runs (sockets are read, so the broker keeps streaming the
         next response, and an async application can take the records already buffered).
-        Stops when the partition is sought or reassigned meanwhile.
+        Stops when the partition is sought or reassigned meanwhile, or has failed.
+
+        A corrupt batch (bad CRC, malformed, or decompressing past ``max_batch_bytes``)
+        stops fetching the partition, as in the Java client: its error is raised once the
+        records before it are consumed, and the position stays on it (a commit cannot skip
+        it) until the application seeks.
         """
+        if st.failed:
+            return  # a batch before this response was corrupt
         buffer = self.buffer
         chunks = iter_partition_chunks(
             tp.topic, tp.partition, pd.records, offset, read_committed=self.read_committed,
             aborted=pd.aborted_transactions, check_crcs=self.check_crcs,
-            chunk_bytes=self.chunk_bytes)
-        for records, next_offset, epoch, size in chunks:
+            chunk_bytes=self.chunk_bytes, max_batch_bytes=self.max_batch_bytes)
+        done = offset
+        try:
+            for records, next_offset, epoch, size in chunks:
+                if st.gen != gen:
+                    return
+                done = next_offset
+                st.fetch_offset = max(st.fetch_offset, next_offset)
+                if epoch >= 0:
+                    st.last_fetched_epoch = epoch
+                buffer.add(CompletedFetch(tp, st, gen, records, next_offset, epoch, size))
+                for _ in range(max(1, size // _LOOP_READ)):
+                    await asyncio.sleep(0)
+        except CorruptRecordError as exc:
             if st.gen != gen:
                 return
-            st.fetch_offset = max(st.fetch_offset, next_offset)
-            if epoch >= 0:
-                st.last_fetched_epoch = epoch
-            buffer.add(CompletedFetch(tp, st, gen, records, next_offset, epoch, size))
-            for _ in range(max(1, size // _LOOP_READ)):
-                await asyncio.sleep(0)
+            log.error("fetch %s: %s", tp, exc)
+            # The next fetch went out past this batch (pipelining); moving fetch_offset
+            # back makes its response stale, and failed stops further fetches.
+            st.fetch_offset = done
+            st.failed = True
+            buffer.add_error(tp, st, exc, after_records=True)
 
     def _partition_error(self, tp: TopicPartition, st: PartitionState, offset: int,
                          code: int) -> bool:

@@ -25,7 +25,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kontrakt.errors import CorruptRecordError, DecompressionLimitError
+from kontrakt.errors import CorruptRecordError, DecompressionLimitError, InvalidArgumentError
 from kontrakt.protocol.records import (
     CompressionType,
     LegacyBatch,
@@ -110,6 +110,8 @@ def test_within_the_limit_the_bytes_are_exact_and_one_past_it_is_refused(writer:
     assert info.value.limit == n - 1
     assert f"more than {n - 1} bytes" in str(info.value)
     assert decompress(codec, packed) == TEXT  # no limit
+    with pytest.raises(InvalidArgumentError):
+        decompress(codec, packed, max_size=-1)
 
 
 @settings(max_examples=60, deadline=None)
@@ -163,7 +165,7 @@ def test_small_bombs_are_refused(codec: str, variant: str) -> None:
 
 _CHILD = """
 import json, sys
-from kontrakt.errors import CorruptRecordError, DecompressionLimitError
+from kontrakt.errors import CorruptRecordError, DecompressionLimitError, InvalidArgumentError
 from kontrakt.protocol.records import compress, decompress
 from tests.unit.bombs import rss_growth, rss_mark
 limit, cases = json.loads(sys.argv[1])

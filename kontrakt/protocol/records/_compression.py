@@ -44,6 +44,7 @@ import cramjam
 from kontrakt.errors import (
     CorruptRecordError,
     DecompressionLimitError,
+    InvalidArgumentError,
     UnsupportedCodecError,
 )
 
@@ -498,7 +499,10 @@ def decompress(codec: int, data: Buffer, *, lz4_legacy_header: bool = False,
         DecompressionLimitError: the payload decompresses to more than ``max_size`` bytes.
         CorruptRecordError: the payload is not valid for the codec (no location attached: the
             batch reader re-raises with topic, partition and offset).
+        InvalidArgumentError: ``max_size`` is negative.
     """
+    if max_size is not None and max_size < 0:
+        raise InvalidArgumentError(f"max_size must be at least 0, not {max_size}")
     if not isinstance(data, bytes | bytearray):
         # Any buffer (a cramjam Buffer from another library, say), seen as bytes: the
         # header walks below index and slice it.

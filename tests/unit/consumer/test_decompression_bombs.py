@@ -177,3 +177,41 @@ def test_a_corrupt_batch_stops_its_partition_after_the_records_before_it() -> No
     assert isinstance(err, CorruptRecordError) and "CRC" in str(err)
     assert (err.topic, err.partition, err.offset) == ("bombs", 0, 2 * PER_BATCH)
     assert position == 2 * PER_BATCH and isinstance(again, CorruptRecordError)
+
+
+def test_per_record_polls_get_the_records_before_a_corrupt_batch_then_its_error() -> None:
+    """The buffer side, as a sync consumer's poll() drains it (drain_one): the error waits
+    for the records of its partition queued before it, then is raised on every drain (as
+    the Java client, whose poll keeps failing until the application seeks past the bad
+    batch), and a seek drops it."""
+    from kontrakt._types import TopicPartition
+    from kontrakt.clients.consumer._fetcher import CompletedFetch, FetchBuffer, parse_partition
+    from kontrakt.clients.consumer._subscription import SubscriptionState
+
+    tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    subs = SubscriptionState()
+    subs.assign([tp0, tp1])
+    buf = FetchBuffer(1 << 20)
+    for tp in (tp0, tp1):
+        subs.seek(tp, 0)
+        st = subs.state(tp)
+        recs, nxt, _ = parse_partition("t", tp.partition, _good("lz4", 0, 3, 1), 0,
+                                       read_committed=False, aborted=None, check_crcs=True)
+        buf.add(CompletedFetch(tp, st, st.gen, recs, nxt, 0, 100))
+    err = DecompressionLimitError("too big", limit=1, topic="t", partition=0, offset=3)
+    buf.add_error(tp0, subs.state(tp0), err, after_records=True)
+    got = []
+    for _ in range(3):
+        rec = buf.drain_one()
+        assert rec is not None
+        got.append((rec.partition, rec.offset))
+    assert got == [(0, 0), (0, 1), (0, 2)]
+    assert subs.state(tp0).position is not None and subs.state(tp0).position.offset == 3
+    for _ in range(2):
+        with pytest.raises(DecompressionLimitError):
+            buf.drain_one()
+        with pytest.raises(DecompressionLimitError):
+            buf.drain(10)
+    subs.seek(tp0, 4)
+    assert [r.offset for r in buf.drain(10)[tp1]] == [0, 1, 2]
+    assert buf.drain_one() is None

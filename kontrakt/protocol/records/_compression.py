@@ -240,10 +240,10 @@ _SNAPPY_MAX_RATIO: Final = 22
 
 
 def _too_big(name: str, limit: int, claimed: int | None = None) -> DecompressionLimitError:
-    said = f" (its header claims {claimed})" if claimed is not None else ""
+    what = (f"{name} payload decompresses to" if claimed is None
+            else f"{name} payload claims {claimed} bytes uncompressed:")
     return DecompressionLimitError(
-        f"{name} payload decompresses to more than {limit} bytes{said}, the most a batch "
-        "may take", limit=limit)
+        f"{what} more than {limit} bytes, the most a batch may take", limit=limit)
 
 
 def _inflate_bounded(codec: Any, name: str, data: Buffer, limit: int) -> bytes:

@@ -73,8 +73,9 @@ class AsyncConsumer:
     ``heartbeat.interval.ms``, ``max.poll.interval.ms``, ``partition.assignment.strategy``,
     ``enable.auto.commit``, ``auto.commit.interval.ms``, ``enable.auto.offset.store``,
     ``auto.offset.reset``, ``fetch.min.bytes``, ``fetch.max.wait.ms``, ``fetch.max.bytes``,
-    ``max.partition.fetch.bytes``, ``queued.max.messages.kbytes`` (prefetch memory cap),
-    ``max.poll.records``, ``check.crcs``, ``isolation.level``, ``client.rack``.
+    ``max.partition.fetch.bytes``, ``max.decompressed.batch.multiple`` (decompression bound),
+    ``queued.max.messages.kbytes`` (prefetch memory cap), ``max.poll.records``,
+    ``check.crcs``, ``isolation.level``, ``client.rack``.
 
     Delivery guarantee with ``enable.auto.commit`` (the default): at least once for an
     application that is done with the records a poll returned when it polls again — auto

@@ -335,11 +335,52 @@ def list_partitions(consumer: Consumer, topics: tuple[str, ...]) -> list[TopicPa
     return [TopicPartition(t, p) for t in topics for p in known[t]]
 
 
+def planner_config(opts: SourceOptions) -> dict[str, str | bool]:
+    """The consumer properties of the driver's offset lookups: a fetch at the end of a
+    partition comes back at once (10 ms, not ``fetch.max.wait.ms``' 500) with at most one
+    record batch, as only its high watermark is wanted (see :func:`edge_offsets`)."""
+    # 0 would be the obvious wait, but Tansu never answers such a fetch with a watermark.
+    return {**opts.consumer_config(), "fetch.max.wait.ms": "10",
+            "max.partition.fetch.bytes": "1"}
+
+
 def edge_offsets(consumer: Consumer, tps: list[TopicPartition]
                  ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-    """The earliest and the end offset of each partition."""
-    return (consumer.beginning_offsets(tps, _METADATA_TIMEOUT_S),
-            consumer.end_offsets(tps, _METADATA_TIMEOUT_S))
+    """The earliest and the end offset of each partition.
+
+    The end is ListOffsets(LATEST) confirmed by a Fetch from there: a Fetch response's high
+    watermark (the last stable offset with read_committed) is the broker's own word on
+    where the log ends, whereas some brokers' ListOffsets is not (Tansu answers the last
+    batch's first offset + 1, short of the end when that batch holds several records, so
+    planning from it alone silently drops records). The larger of the two is taken; on
+    Kafka both agree unless records arrived in between. ``consumer`` is left assigned to
+    ``tps`` (make it with :func:`planner_config`).
+
+    Raises:
+        KafkaTimeoutError: the offsets or a watermark did not come within 30 s.
+    """
+    begin = consumer.beginning_offsets(tps, _METADATA_TIMEOUT_S)
+    listed = consumer.end_offsets(tps, _METADATA_TIMEOUT_S)
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, max(listed[tp], 0))
+    deadline = time.monotonic() + _METADATA_TIMEOUT_S
+    end: dict[TopicPartition, int] = {}
+    while True:
+        for tp in tps:
+            # lag is (watermark - position), known once a fetch response came back; the
+            # position moves only in getmany, so the two are read consistently here.
+            lag = None if tp in end else consumer.lag(tp)
+            if lag is not None:
+                end[tp] = max(listed[tp], consumer.position(tp) + lag)
+        if len(end) == len(tps):
+            return begin, end
+        if time.monotonic() >= deadline:
+            missing = sorted(f"{tp.topic}/{tp.partition}" for tp in tps if tp not in end)
+            raise KafkaTimeoutError(f"no fetch response with a high watermark for "
+                                    f"{', '.join(missing)} within {_METADATA_TIMEOUT_S:g}s")
+        # The records are not wanted (at most one batch per partition): only the watermark.
+        consumer.getmany(0.05)
 
 
 def offset_for(spec: OffsetSpec, tp: TopicPartition, default: int, begin: int, end: int,
@@ -383,7 +424,7 @@ def plan_ranges(opts: SourceOptions) -> list[OffsetRange]:
         ConfigError: a missing topic, or offsets outside a partition / start after end.
         KafkaError: the cluster could not be asked (timeout 30 s per request).
     """
-    with Consumer(opts.consumer_config()) as consumer:
+    with Consumer(planner_config(opts)) as consumer:
         tps = list_partitions(consumer, opts.topics)
         begin, end = edge_offsets(consumer, tps)
     ranges = []

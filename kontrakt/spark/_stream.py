@@ -27,6 +27,7 @@ from kontrakt.spark._reader import (
     edge_offsets,
     list_partitions,
     offset_for,
+    planner_config,
     read_range,
 )
 
@@ -82,7 +83,7 @@ class KontraktStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: Offsets | None = None
 
     def _edges(self) -> tuple[Offsets, Offsets]:
-        with Consumer(self.opts.consumer_config()) as consumer:
+        with Consumer(planner_config(self.opts)) as consumer:
             tps = list_partitions(consumer, self.opts.topics)
             return edge_offsets(consumer, tps)
 
@@ -126,7 +127,7 @@ class KontraktStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         missing = [tp for tp in last if tp not in first]
         if missing:
             with Consumer(self.opts.consumer_config()) as consumer:
-                first.update(edge_offsets(consumer, missing)[0])
+                first.update(consumer.beginning_offsets(missing, 30.0))
         return [InputPartition(OffsetRange(tp.topic, tp.partition, first[tp], stop))
                 for tp, stop in sorted(last.items()) if stop > first[tp]]
 

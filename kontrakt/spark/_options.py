@@ -1,9 +1,12 @@
 """The data source's options, checked once on the driver before any work starts.
 
-Names follow Spark's built-in Kafka source where it has one (``kafka.bootstrap.servers``,
-``subscribe``, ``startingOffsets``, ``endingOffsets``, ``maxOffsetsPerTrigger``,
-``kafkaConsumer.pollTimeoutMs``, ``failOnDataLoss``, ``topic``); the registry and format
-options are Kontrakt's.
+Names and meanings follow Spark's built-in Kafka source where it has one
+(``kafka.bootstrap.servers``, ``subscribe`` / ``subscribePattern`` / ``assign``,
+``startingOffsets``, ``endingOffsets``, the by-timestamp variants, ``minPartitions``,
+``maxRecordsPerPartition``, ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
+``maxTriggerDelay``, ``kafkaConsumer.pollTimeoutMs``, ``failOnDataLoss``,
+``includeHeaders``, ``topic``) and Spark's decoders (``mode``,
+``columnNameOfCorruptRecord``); the registry and format options are Kontrakt's.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from typing import Literal
 from kontrakt.errors import ConfigError
 
 __all__ = [
-    "AVRO_NAME", "DEFAULT_RECORD_NAME", "EARLIEST", "FORMATS", "LATEST", "REGISTRY_FORMATS",
-    "OffsetSpec", "SourceOptions", "parse_options",
+    "AVRO_NAME", "DEFAULT_RECORD_NAME", "EARLIEST", "FORMATS", "LATEST", "MODES",
+    "REGISTRY_FORMATS", "OffsetSpec", "SourceOptions", "TimestampSpec", "parse_options",
 ]
 
 EARLIEST = -2
@@ -33,13 +36,20 @@ REGISTRY_FORMATS: frozenset[str] = frozenset({"avro", "json", "protobuf"})
 """The formats encoded and decoded with a registry schema."""
 OffsetSpec = Literal["earliest", "latest"] | dict[str, dict[int, int]]
 """``"earliest"``, ``"latest"``, or per topic and partition an offset (or -2 / -1)."""
+TimestampSpec = int | dict[str, dict[int, int]] | None
+"""No timestamp bound, one timestamp (ms) for every partition, or one per partition."""
+Mode = Literal["FAILFAST", "PERMISSIVE", "DROPMALFORMED"]
+MODES: tuple[Mode, ...] = ("FAILFAST", "PERMISSIVE", "DROPMALFORMED")
 
 _KNOWN = {
     "subscribe", "topic", "startingoffsets", "endingoffsets", "maxoffsetspertrigger",
     "kafkaconsumer.polltimeoutms", "key.format", "value.format", "key.subject",
     "value.subject", "includeheaders", "failondataloss", "auto.register.schemas",
     "key.avro.recordname", "key.avro.namespace", "value.avro.recordname",
-    "value.avro.namespace",
+    "value.avro.namespace", "subscribepattern", "assign", "startingoffsetsbytimestamp",
+    "startingtimestamp", "endingoffsetsbytimestamp", "endingtimestamp",
+    "startingoffsetsbytimestampstrategy", "minpartitions", "maxrecordsperpartition",
+    "minoffsetspertrigger", "maxtriggerdelay", "mode", "columnnameofcorruptrecord",
     # Spark's own, handed to the source along with the user's options
     "path", "checkpointlocation",
 }
@@ -81,6 +91,22 @@ class SourceOptions:
             ``topLevelRecord`` and no namespace, as Spark's ``to_avro``.
         fail_on_data_loss: ``failOnDataLoss`` (default true): fail when offsets to read were
             deleted (retention, DeleteRecords); false skips them with a logged warning.
+        pattern: ``subscribePattern``: topics are those whose whole name matches it
+            (``topics`` is then filled in from the cluster, see ``_plan.with_topics``).
+        assign: ``assign``: the only partitions read, per topic.
+        starting_ts, ending_ts: ``startingTimestamp`` / ``startingOffsetsByTimestamp``
+            (and ``ending``): they take precedence over ``startingOffsets`` /
+            ``endingOffsets``.
+        ts_strategy: ``startingOffsetsByTimestampStrategy``: ``error`` or ``latest``, when
+            no record is at or after a starting timestamp.
+        min_partitions, max_records_per_partition: split offset ranges into more tasks.
+        min_offsets_per_trigger, max_trigger_delay_s: streaming: wait for this many new
+            offsets, but no longer than this since the last micro-batch.
+        include_headers: ``includeHeaders`` (default true here): the ``headers`` column.
+        mode: ``FAILFAST`` (default), ``PERMISSIVE`` or ``DROPMALFORMED``: what a record
+            that cannot be decoded does.
+        corrupt_column: ``columnNameOfCorruptRecord``: PERMISSIVE's column of raw bytes and
+            error (default ``_corrupt_record``).
     """
 
     kafka: dict[str, str]
@@ -99,6 +125,18 @@ class SourceOptions:
     auto_register: bool = True
     key_record: tuple[str, str] = (DEFAULT_RECORD_NAME, "")
     value_record: tuple[str, str] = (DEFAULT_RECORD_NAME, "")
+    pattern: str | None = None
+    assign: dict[str, tuple[int, ...]] | None = None
+    starting_ts: TimestampSpec = None
+    ending_ts: TimestampSpec = None
+    ts_strategy: Literal["error", "latest"] = "error"
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_s: float = 900.0
+    include_headers: bool = True
+    mode: Mode = "FAILFAST"
+    corrupt_column: str = "_corrupt_record"
 
     def subject(self, is_key: bool, topic: str) -> str:
         """The registry subject of a topic's keys or values (TopicNameStrategy default)."""
@@ -111,13 +149,15 @@ class SourceOptions:
 
 
 def parse_options(options: Mapping[str, str], *, write: bool = False,
-                  streaming: bool = False) -> SourceOptions:
+                  streaming: bool | None = False) -> SourceOptions:
     """Check and parse the options given to ``spark.read`` / ``readStream`` / ``write``.
 
     Args:
         options: the case-insensitive options Spark hands the data source.
         write: parse the options of a write (``topic`` instead of ``subscribe``).
-        streaming: a streaming read (``endingOffsets`` is not allowed there).
+        streaming: a streaming read (the ``ending*`` options are not allowed there, and
+            ``minOffsetsPerTrigger`` / ``maxTriggerDelay`` only there); None when not known
+            yet (``DataSource.schema``, shared by both).
 
     Raises:
         ConfigError: a missing or unknown option, or a bad value.
@@ -141,9 +181,6 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
             close = difflib.get_close_matches(key, sorted(_KNOWN), n=2)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise ConfigError(f"unknown option {key!r} for the kontrakt data source{hint}")
-    if opts.get("includeheaders", "true").strip().lower() != "true":
-        raise ConfigError("option 'includeHeaders' can only be true: the headers column is "
-                          "always there")
     isolation = kafka.get("isolation.level")
     if isolation is not None:
         # Checked here so the error comes while the query is analysed, in Spark's words.
@@ -154,24 +191,45 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
     if not kafka.get("bootstrap.servers", "").strip():
         raise ConfigError("option 'kafka.bootstrap.servers' is required "
                           "(host:port[,host:port...])")
-    topic_key = "topic" if write else "subscribe"
-    topics = tuple(t.strip() for t in opts.get(topic_key, "").split(",") if t.strip())
-    if not topics:
-        raise ConfigError(f"option {topic_key!r} is required (comma-separated topics)"
-                          if not write else "option 'topic' is required")
-    if write and len(topics) > 1:
-        raise ConfigError("option 'topic' names one topic for a write")
+    pattern: str | None = None
+    assign: dict[str, tuple[int, ...]] | None = None
+    if write:
+        # Without the option, each row's 'topic' column names its topic (see plan_write).
+        topics = tuple(t.strip() for t in opts.get("topic", "").split(",") if t.strip())
+        if len(topics) > 1:
+            raise ConfigError("option 'topic' names one topic for a write")
+    else:
+        topics, pattern, assign = _subscription(opts)
     key_format = _format(opts, "key.format")
     value_format = _format(opts, "value.format")
     formats = {key_format, value_format}
     if formats & REGISTRY_FORMATS and not registry.get("url"):
         raise ConfigError("option 'schema.registry.url' is required for the avro, json "
                           "and protobuf formats")
-    if streaming and "endingoffsets" in opts:
-        raise ConfigError("option 'endingOffsets' is for batch queries only")
+    for batch_only in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
+        if streaming is True and batch_only.lower() in opts:
+            raise ConfigError(f"option {batch_only!r} is for batch queries only")
+    for stream_only in ("minOffsetsPerTrigger", "maxTriggerDelay"):
+        if streaming is False and not write and stream_only.lower() in opts:
+            raise ConfigError(f"option {stream_only!r} is for streaming queries only")
+    known = None if pattern is not None else topics
     starting = parse_offsets(opts.get("startingoffsets", "earliest"), "startingOffsets",
-                             topics)
-    ending = parse_offsets(opts.get("endingoffsets", "latest"), "endingOffsets", topics)
+                             known)
+    ending = parse_offsets(opts.get("endingoffsets", "latest"), "endingOffsets", known)
+    starting_ts = _timestamps(opts, "starting", known)
+    ending_ts = _timestamps(opts, "ending", known)
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise ConfigError(f"option 'startingOffsetsByTimestampStrategy' must be error or "
+                          f"latest; got {strategy!r}")
+    mode = opts.get("mode", "FAILFAST").strip().upper()
+    if mode not in MODES:
+        raise ConfigError(f"option 'mode' must be one of {', '.join(MODES)}; got "
+                          f"{opts['mode']!r}")
+    corrupt = opts.get("columnnameofcorruptrecord", "_corrupt_record").strip()
+    if not corrupt or corrupt in _COLUMN_NAMES:
+        raise ConfigError(f"option 'columnNameOfCorruptRecord' must be a new column name; "
+                          f"got {corrupt!r}")
     if ending == "earliest" or (isinstance(ending, dict) and any(
             o == EARLIEST for parts in ending.values() for o in parts.values())):
         raise ConfigError("endingOffsets cannot be earliest (-2)")
@@ -188,7 +246,101 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
         auto_register=_bool(opts, "auto.register.schemas", True),
         key_record=_record_names(opts, "key", key_format),
         value_record=_record_names(opts, "value", value_format),
+        pattern=pattern, assign=assign, starting_ts=starting_ts, ending_ts=ending_ts,
+        ts_strategy="latest" if strategy == "latest" else "error",
+        min_partitions=_optional_int(opts, "minpartitions"),
+        max_records_per_partition=_optional_int(opts, "maxrecordsperpartition"),
+        min_offsets_per_trigger=_optional_int(opts, "minoffsetspertrigger"),
+        max_trigger_delay_s=_duration_s(opts, "maxtriggerdelay", 900.0),
+        include_headers=_bool(opts, "includeheaders", True),
+        mode=next(m for m in MODES if m == mode), corrupt_column=corrupt,
     )
+
+
+_COLUMN_NAMES = ("key", "value", "topic", "partition", "offset", "timestamp",
+                 "timestampType", "headers")
+_SUBSCRIBE = ("assign", "subscribe", "subscribePattern")
+
+
+def _subscription(opts: Mapping[str, str]
+                  ) -> tuple[tuple[str, ...], str | None, dict[str, tuple[int, ...]] | None]:
+    """(topics, pattern, assign) from exactly one of assign / subscribe / subscribePattern."""
+    given = [name for name in _SUBSCRIBE if name.lower() in opts]
+    if len(given) != 1:
+        raise ConfigError(f"exactly one of the options {', '.join(_SUBSCRIBE)} is required; "
+                          f"got {', '.join(given) or 'none'}")
+    if given[0] == "subscribe":
+        topics = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
+        if not topics:
+            raise ConfigError("option 'subscribe' is required (comma-separated topics)")
+        return topics, None, None
+    if given[0] == "subscribePattern":
+        pattern = opts["subscribepattern"].strip()
+        if not pattern:
+            raise ConfigError("option 'subscribePattern' must not be empty")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"option 'subscribePattern' is not a regular expression: "
+                              f"{exc}") from None
+        return (), pattern, None
+    raw = opts["assign"]
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        doc = None
+    if (not isinstance(doc, dict) or not doc or not all(
+            isinstance(ps, list) and ps and all(type(p) is int and p >= 0 for p in ps)
+            for ps in doc.values())):
+        raise ConfigError(f"option 'assign' must be JSON such as {{\"topic\": [0, 1]}}; "
+                          f"got {raw!r}")
+    assign = {str(t): tuple(sorted(set(ps))) for t, ps in doc.items()}
+    return tuple(assign), None, assign
+
+
+def _timestamps(opts: Mapping[str, str], side: str, topics: tuple[str, ...] | None
+                ) -> TimestampSpec:
+    """``<side>Timestamp`` (ms, every partition; it wins) or ``<side>OffsetsByTimestamp``
+    (JSON ``{"topic": {"0": ms}}``)."""
+    single = opts.get(f"{side}timestamp")
+    if single is not None:
+        try:
+            value = int(single.strip())
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise ConfigError(f"option '{side}Timestamp' must be milliseconds since the "
+                              f"epoch (>= 0); got {single!r}")
+        return value
+    text = opts.get(f"{side}offsetsbytimestamp")
+    if text is None:
+        return None
+    name = f"{side}OffsetsByTimestamp"
+    spec = parse_offsets(text, name, topics)
+    if not isinstance(spec, dict) or any(o < 0 for ps in spec.values() for o in ps.values()):
+        raise ConfigError(f"{name} must be JSON such as {{\"topic\": {{\"0\": "
+                          f"1700000000000}}}} with timestamps in ms (>= 0); got {text!r}")
+    return spec
+
+
+def _optional_int(opts: Mapping[str, str], key: str) -> int | None:
+    return _positive_int(opts, key, 0) if key in opts else None
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _duration_s(opts: Mapping[str, str], key: str, default: float) -> float:
+    """A duration such as ``15m``, ``30s`` or ``500ms`` (a bare number is milliseconds, as
+    Spark reads ``maxTriggerDelay``)."""
+    raw = opts.get(key)
+    if raw is None:
+        return default
+    found = re.fullmatch(r"\s*(\d+)\s*(ms|s|min|m|h|d)?\s*", raw.lower())
+    if found is None:
+        raise ConfigError(f"option {key!r} must be a duration such as 15m, 30s or 500ms; "
+                          f"got {raw!r}")
+    return int(found.group(1)) * _UNITS[found.group(2) or "ms"]
 
 
 def _record_names(opts: Mapping[str, str], field: str, fmt: Format) -> tuple[str, str]:
@@ -239,13 +391,14 @@ def _positive_int(opts: Mapping[str, str], key: str, default: int) -> int:
     return value
 
 
-def parse_offsets(text: str, name: str, topics: tuple[str, ...]) -> OffsetSpec:
+def parse_offsets(text: str, name: str, topics: tuple[str, ...] | None) -> OffsetSpec:
     """Parse ``earliest``, ``latest`` or ``{"topic": {"0": 12, "1": -2}}``.
 
     Partitions the JSON leaves out start at the earliest offset and end at the latest.
 
     Raises:
-        ConfigError: not one of the forms above, or it names a topic not subscribed to.
+        ConfigError: not one of the forms above, or it names a topic not subscribed to
+            (``topics`` None: any topic, as with subscribePattern).
     """
     stripped = text.strip()
     if stripped.lower() in ("earliest", "latest"):
@@ -259,7 +412,7 @@ def parse_offsets(text: str, name: str, topics: tuple[str, ...]) -> OffsetSpec:
                           f'{{"topic": {{"0": 12}}}}; got {text!r}')
     out: dict[str, dict[int, int]] = {}
     for topic, parts in doc.items():
-        if topic not in topics:
+        if topics is not None and topic not in topics:
             raise ConfigError(f"{name} names topic {topic!r}, which is not subscribed to")
         if not isinstance(parts, dict):
             raise ConfigError(f"{name}: the value for topic {topic!r} must be an object "

@@ -1,6 +1,6 @@
 """Reading offset ranges: the plan made on the driver and the task run on an executor.
 
-The driver resolves each Kafka partition's offset range (``plan_ranges``) and, for every
+The driver resolves the offset ranges (``_plan.plan_ranges``) and, for every
 subscribed topic, the registry schema its keys and values are decoded with
 (``resolve_column``); both are plain, picklable values. An executor task reads one
 range with a sync :class:`~kontrakt.clients.consumer.Consumer` (manual assignment, no group,
@@ -42,7 +42,7 @@ from kontrakt.errors import (
 )
 from kontrakt.registry import Schema, SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
-from kontrakt.spark._options import EARLIEST, LATEST, Format, OffsetSpec, SourceOptions
+from kontrakt.spark._options import Format, Mode, SourceOptions
 from kontrakt.spark._types import AvroMapping, UnsupportedSchemaError, avro_mapping
 
 __all__ = [
@@ -51,7 +51,6 @@ __all__ = [
     "OffsetRange",
     "named_types",
     "output_schema",
-    "plan_ranges",
     "read_range",
     "registry_client",
     "resolve_column",
@@ -241,6 +240,15 @@ def resolve_column(opts: SourceOptions, client: SchemaRegistryClient | None,
     path = "key" if is_key else "value"
     by_subject: dict[str, FieldPlan] = {}
     by_topic: list[tuple[str, FieldPlan]] = []
+    if not opts.topics:
+        # subscribePattern matched no topic (yet): only a fixed subject gives a type.
+        fmt = opts.key_format if is_key else opts.value_format
+        if fmt in _SCHEMA_TYPES and not (opts.key_subject if is_key else opts.value_subject):
+            raise ConfigError(f"subscribePattern {opts.pattern!r} matches no topic, so "
+                              f"{path}.format={fmt} has no subject to take the {path} "
+                              f"column's type from; create a topic or set {path}.subject")
+        return ColumnPlan(resolve_field(opts, client, is_key, str(opts.pattern)).spark_type(),
+                          ())
     for topic in opts.topics:
         subject = opts.subject(is_key, topic)
         if subject not in by_subject:
@@ -308,9 +316,19 @@ def _collect_deps(client: SchemaRegistryClient, schema: Schema, out: list[tuple[
         out.append((ref.name, dep.schema_str))
 
 
-def output_schema(key: ColumnPlan, value: ColumnPlan) -> StructType:
-    """The DataFrame schema: Spark's Kafka source columns with decoded key and value."""
-    return StructType([
+_CORRUPT = StructType([StructField("key", BinaryType(), True),
+                       StructField("value", BinaryType(), True),
+                       StructField("error", StringType(), True)])
+
+
+def output_schema(key: ColumnPlan, value: ColumnPlan,
+                  opts: SourceOptions | None = None) -> StructType:
+    """The DataFrame schema: Spark's Kafka source columns with decoded key and value;
+    ``headers`` unless ``includeHeaders`` is false, and with ``mode=PERMISSIVE`` a last
+    column (``columnNameOfCorruptRecord``) of ``struct<key:binary, value:binary,
+    error:string>``: a record's raw key and value bytes and the error, null for a record
+    decoded whole."""
+    columns = [
         StructField("key", key.data_type, True),
         StructField("value", value.data_type, True),
         StructField("topic", StringType(), False),
@@ -318,127 +336,12 @@ def output_schema(key: ColumnPlan, value: ColumnPlan) -> StructType:
         StructField("offset", LongType(), False),
         StructField("timestamp", TimestampType(), True),
         StructField("timestampType", IntegerType(), False),
-        StructField("headers", _HEADERS, False),
-    ])
-
-
-def list_partitions(consumer: Consumer, topics: tuple[str, ...]) -> list[TopicPartition]:
-    """Every partition of ``topics``.
-
-    Raises:
-        ConfigError: a topic does not exist.
-    """
-    known = consumer.list_topics()
-    missing = [t for t in topics if t not in known]
-    if missing:
-        raise ConfigError(f"topic(s) {', '.join(missing)} do not exist")
-    return [TopicPartition(t, p) for t in topics for p in known[t]]
-
-
-def planner_config(opts: SourceOptions) -> dict[str, str | bool]:
-    """The consumer properties of the driver's offset lookups: a fetch at the end of a
-    partition comes back at once (10 ms, not ``fetch.max.wait.ms``' 500) with at most one
-    record batch, as only its high watermark is wanted (see :func:`edge_offsets`)."""
-    # 0 would be the obvious wait, but Tansu never answers such a fetch with a watermark.
-    return {**opts.consumer_config(), "fetch.max.wait.ms": "10",
-            "max.partition.fetch.bytes": "1"}
-
-
-def edge_offsets(consumer: Consumer, tps: list[TopicPartition]
-                 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-    """The earliest and the end offset of each partition.
-
-    The end is ListOffsets(LATEST) confirmed by a Fetch from there: a Fetch response's high
-    watermark (the last stable offset with read_committed) is the broker's own word on
-    where the log ends, whereas some brokers' ListOffsets is not (Tansu answers the last
-    batch's first offset + 1, short of the end when that batch holds several records, so
-    planning from it alone silently drops records). The larger of the two is taken; on
-    Kafka both agree unless records arrived in between. ``consumer`` is left assigned to
-    ``tps`` (make it with :func:`planner_config`).
-
-    Raises:
-        KafkaTimeoutError: the offsets or a watermark did not come within 30 s.
-    """
-    begin = consumer.beginning_offsets(tps, _METADATA_TIMEOUT_S)
-    listed = consumer.end_offsets(tps, _METADATA_TIMEOUT_S)
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, max(listed[tp], 0))
-    deadline = time.monotonic() + _METADATA_TIMEOUT_S
-    end: dict[TopicPartition, int] = {}
-    while True:
-        for tp in tps:
-            # lag is (watermark - position), known once a fetch response came back; the
-            # position moves only in getmany, so the two are read consistently here.
-            lag = None if tp in end else consumer.lag(tp)
-            if lag is not None:
-                end[tp] = max(listed[tp], consumer.position(tp) + lag)
-        if len(end) == len(tps):
-            return begin, end
-        if time.monotonic() >= deadline:
-            missing = sorted(f"{tp.topic}/{tp.partition}" for tp in tps if tp not in end)
-            raise KafkaTimeoutError(f"no fetch response with a high watermark for "
-                                    f"{', '.join(missing)} within {_METADATA_TIMEOUT_S:g}s")
-        # The records are not wanted (at most one batch per partition): only the watermark.
-        consumer.getmany(0.05)
-
-
-def offset_for(spec: OffsetSpec, tp: TopicPartition, default: int, begin: int, end: int,
-               name: str, *, fail_on_data_loss: bool = True) -> int:
-    """Resolve ``spec`` for one partition to an offset within ``[begin, end]``.
-
-    Args:
-        fail_on_data_loss: false turns an explicit offset below ``begin`` (its records were
-            deleted) into ``begin``, with a logged warning.
-
-    Raises:
-        ConfigError: an explicit offset outside what the partition holds.
-    """
-    if spec == "earliest":
-        wanted = EARLIEST
-    elif spec == "latest":
-        wanted = LATEST
-    else:
-        assert isinstance(spec, dict)
-        wanted = spec.get(tp.topic, {}).get(tp.partition, default)
-    if wanted == EARLIEST:
-        return begin
-    if wanted == LATEST:
-        return end
-    if wanted < begin and not fail_on_data_loss:
-        log.warning("%s: offset %d for %s/%d was deleted (the partition starts at %d); "
-                    "starting there instead (failOnDataLoss=false)", name, wanted, tp.topic,
-                    tp.partition, begin)
-        return begin
-    if not begin <= wanted <= end:
-        raise ConfigError(f"{name}: offset {wanted} for {tp.topic}/{tp.partition} is outside "
-                          f"the partition's offsets {begin}..{end}")
-    return wanted
-
-
-def plan_ranges(opts: SourceOptions) -> list[OffsetRange]:
-    """One range per partition of the subscribed topics, from startingOffsets to
-    endingOffsets (resolved now, on the driver).
-
-    Raises:
-        ConfigError: a missing topic, or offsets outside a partition / start after end.
-        KafkaError: the cluster could not be asked (timeout 30 s per request).
-    """
-    with Consumer(planner_config(opts)) as consumer:
-        tps = list_partitions(consumer, opts.topics)
-        begin, end = edge_offsets(consumer, tps)
-    ranges = []
-    for tp in tps:
-        b, e = begin[tp], end[tp]
-        start = offset_for(opts.starting, tp, EARLIEST, b, e, "startingOffsets",
-                           fail_on_data_loss=opts.fail_on_data_loss)
-        stop = offset_for(opts.ending, tp, LATEST, b, e, "endingOffsets",
-                          fail_on_data_loss=opts.fail_on_data_loss)
-        if start > stop:
-            raise ConfigError(f"{tp.topic}/{tp.partition}: startingOffsets {start} is after "
-                              f"endingOffsets {stop}")
-        ranges.append(OffsetRange(tp.topic, tp.partition, start, stop))
-    return ranges
+    ]
+    if opts is None or opts.include_headers:
+        columns.append(StructField("headers", _HEADERS, False))
+    if opts is not None and opts.mode == "PERMISSIVE":
+        columns.append(StructField(opts.corrupt_column, _CORRUPT, True))
+    return StructType(columns)
 
 
 Decoder = Callable[[Any, SerializationContext], Any]
@@ -486,8 +389,13 @@ def read_range(opts: SourceOptions, key: ColumnPlan, value: ColumnPlan,
     with the plans of the range's topic.
 
     Raises:
-        KeyDeserializationError, ValueDeserializationError: a record could not be decoded;
-            the message names its topic, partition and offset.
+        KeyDeserializationError, ValueDeserializationError: a record could not be decoded
+            (``mode=FAILFAST``, the default); the message names the option, the record's
+            topic, partition and offset. ``PERMISSIVE`` yields it with a null key or value
+            and its bytes and error in the corrupt-record column; ``DROPMALFORMED`` leaves
+            it out (the task logs how many it left out).
+        ConfigError: the range's topic was matched by subscribePattern after the query
+            was analysed, and its subject maps to another type than the column's.
         KafkaTimeoutError: nothing arrived for ``kafkaConsumer.pollTimeoutMs``.
         OffsetOutOfRangeResetError: the range's records were deleted (retention,
             DeleteRecords) meanwhile and ``failOnDataLoss`` is true; when false, the deleted
@@ -497,10 +405,10 @@ def read_range(opts: SourceOptions, key: ColumnPlan, value: ColumnPlan,
         return
     # A range is one partition, so one topic: its records are all decoded with that
     # topic's plans (for avro its subject's latest schema as the reader schema).
-    key_plan, value_plan = key.plan(rng.topic), value.plan(rng.topic)
-    needs_registry = bool({key_plan.fmt, value_plan.fmt} & set(_SCHEMA_TYPES))
+    needs_registry = bool({opts.key_format, opts.value_format} & set(_SCHEMA_TYPES))
     client = registry_client(opts) if needs_registry else None
     try:
+        key_plan, value_plan = _topic_plans(opts, client, key, value, rng.topic)
         decode_key = _decoder(key_plan, client)
         decode_value = _decoder(value_plan, client)
         config = {**opts.consumer_config(), "auto.offset.reset": "none"}
@@ -509,15 +417,55 @@ def read_range(opts: SourceOptions, key: ColumnPlan, value: ColumnPlan,
             consumer.assign([tp])
             consumer.seek(tp, rng.start)
             yield from _read(consumer, tp, rng, opts.poll_timeout_s, decode_key, decode_value,
-                             fail_on_data_loss=opts.fail_on_data_loss)
+                             fail_on_data_loss=opts.fail_on_data_loss,
+                             headers=opts.include_headers, mode=opts.mode)
     finally:
         if client is not None:
             client.close()
 
 
+def _topic_plans(opts: SourceOptions, client: SchemaRegistryClient | None, key: ColumnPlan,
+                 value: ColumnPlan, topic: str) -> tuple[FieldPlan, FieldPlan]:
+    """The key and value plans of ``topic``: those resolved on the driver, or for a topic
+    subscribePattern matched since, its subjects' latest schemas, which must give the
+    columns' types."""
+    try:
+        return key.plan(topic), value.plan(topic)
+    except KeyError:
+        pass
+    plans = []
+    for is_key, column in ((True, key), (False, value)):
+        plan = resolve_field(opts, client, is_key, topic)
+        path = "key" if is_key else "value"
+        if (plan.fmt in _SCHEMA_TYPES
+                and type_shape(plan.mapping(path).data_type) != type_shape(column.data_type)):
+            raise ConfigError(
+                f"topic {topic!r} (matched by subscribePattern after the query started): "
+                f"subject {opts.subject(is_key, topic)!r} maps to "
+                f"{plan.mapping(path).data_type.simpleString()}, but the {path} column is "
+                f"{column.data_type.simpleString()}; restart the query or set {path}.subject")
+        plans.append(plan)
+    return plans[0], plans[1]
+
+
 def _read(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: float,
           decode_key: Decoder, decode_value: Decoder, *,
-          fail_on_data_loss: bool = True) -> Iterator[tuple[Any, ...]]:
+          fail_on_data_loss: bool = True, headers: bool = True,
+          mode: Mode = "FAILFAST") -> Iterator[tuple[Any, ...]]:
+    dropped = [0]
+    try:
+        yield from _rows(consumer, tp, rng, timeout, decode_key, decode_value,
+                         fail_on_data_loss, headers, mode, dropped)
+    finally:
+        if dropped[0]:
+            log.warning("%s/%d: left out %d record(s) that could not be decoded in offsets "
+                        "%d..%d (mode=DROPMALFORMED)", tp.topic, tp.partition, dropped[0],
+                        rng.start, rng.end)
+
+
+def _rows(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: float,
+          decode_key: Decoder, decode_value: Decoder, fail_on_data_loss: bool,
+          headers: bool, mode: Mode, dropped: list[int]) -> Iterator[tuple[Any, ...]]:
     next_offset = rng.start
     deadline = time.monotonic() + timeout
     while next_offset < rng.end:
@@ -537,8 +485,12 @@ def _read(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: flo
         for record in batch:
             if record.offset >= rng.end:
                 return
-            yield _row(record, decode_key, decode_value)
+            row = _row(record, decode_key, decode_value, headers, mode)
             next_offset = record.offset + 1
+            if row is None:
+                dropped[0] += 1
+            else:
+                yield row
         if batch:
             deadline = time.monotonic() + timeout
         elif consumer.position(tp) >= rng.end:
@@ -569,15 +521,29 @@ def _skip_lost(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, next_of
     return begin
 
 
-def _row(record: ConsumerRecord[Any, Any], decode_key: Decoder,
-         decode_value: Decoder) -> tuple[Any, ...]:
-    headers = record.headers
-    key = _decode(decode_key, record.key, record, MessageField.KEY)
-    value = _decode(decode_value, record.value, record, MessageField.VALUE)
+def _row(record: ConsumerRecord[Any, Any], decode_key: Decoder, decode_value: Decoder,
+         headers: bool = True, mode: Mode = "FAILFAST") -> tuple[Any, ...] | None:
+    """A record's row, or None when DROPMALFORMED leaves it out."""
+    corrupt: tuple[Any, ...] = ()
+    if mode == "FAILFAST":
+        key = _decode(decode_key, record.key, record, MessageField.KEY)
+        value = _decode(decode_value, record.value, record, MessageField.VALUE)
+    else:
+        errors: list[str] = []
+        key = _tolerant(decode_key, record.key, record, MessageField.KEY, errors)
+        value = _tolerant(decode_value, record.value, record, MessageField.VALUE, errors)
+        if mode == "DROPMALFORMED":
+            if errors:
+                return None
+        else:
+            corrupt = ((record.key, record.value, "; ".join(errors)) if errors else None,)
     ts = record.timestamp
-    return (key, value, record.topic, record.partition, record.offset,
-            None if ts < 0 else _EPOCH + datetime.timedelta(milliseconds=ts),
-            int(record.timestamp_type), [(k, v) for k, v in headers])
+    at = None if ts < 0 else _EPOCH + datetime.timedelta(milliseconds=ts)
+    row: tuple[Any, ...] = (key, value, record.topic, record.partition, record.offset, at,
+                            int(record.timestamp_type))
+    if headers:
+        row += ([(k, v) for k, v in record.headers],)
+    return row + corrupt
 
 
 def _decode(decode: Decoder, data: Any, record: ConsumerRecord[Any, Any],
@@ -589,7 +555,19 @@ def _decode(decode: Decoder, data: Any, record: ConsumerRecord[Any, Any],
         error = KeyDeserializationError if field is MessageField.KEY else ValueDeserializationError
         raise error(
             f"{record.topic}/{record.partition} offset {record.offset}: the {field.value} could "
-            f"not be decoded: {exc}", record=record) from exc
+            f"not be decoded (option mode=FAILFAST; PERMISSIVE or DROPMALFORMED read on): "
+            f"{exc}", record=record) from exc
+
+
+def _tolerant(decode: Decoder, data: Any, record: ConsumerRecord[Any, Any],
+              field: MessageField, errors: list[str]) -> Any:
+    """The decoded key or value, or None with the error appended to ``errors``."""
+    try:
+        return decode(data, SerializationContext(
+            record.topic, field, record.headers, record.partition, record.offset))
+    except Exception as exc:
+        errors.append(f"{field.value}: {type(exc).__name__}: {exc}")
+        return None
 
 
 def check_schema(given: StructType, expected: StructType) -> None:

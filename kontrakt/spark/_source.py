@@ -16,12 +16,12 @@ from pyspark.sql.types import StructType
 
 from kontrakt.errors import ConfigError
 from kontrakt.spark._options import SourceOptions, parse_options
+from kontrakt.spark._plan import plan_ranges, with_topics
 from kontrakt.spark._reader import (
     ColumnPlan,
     OffsetRange,
     check_schema,
     output_schema,
-    plan_ranges,
     read_range,
     registry_client,
     resolve_column,
@@ -60,11 +60,27 @@ class KontraktDataSource(DataSource):
             ``read_committed`` plans ranges up to the last stable offset (open transactions
             are not read yet) and leaves out aborted transactions' records and the
             transaction markers (their offsets are simply not rows).
-        subscribe: comma-separated topics to read.
+        subscribe, subscribePattern, assign: exactly one: comma-separated topics; a
+            regular expression whole topic names must match (topics created later are read
+            by a stream from their earliest offset; their subjects must give the same
+            column types); or JSON ``{"topic": [0, 1]}`` naming the partitions to read.
         startingOffsets: ``earliest`` (default), ``latest`` or JSON
             ``{"topic": {"0": 12, "1": -2}}`` (-2 earliest, -1 latest; partitions left out
             start at the earliest offset).
         endingOffsets: batch only: ``latest`` (default) or JSON as above (left out: latest).
+            A partition's end is its high watermark (the last stable offset with
+            read_committed) as a Fetch response gives it, not only ListOffsets' answer.
+        startingTimestamp, startingOffsetsByTimestamp: the first offset whose record has
+            a timestamp (ms) at or after the one given, for every partition or per
+            partition (JSON ``{"topic": {"0": 1700000000000}}`` naming every partition
+            read); they take precedence over startingOffsets (the single one first).
+            Where no record is that late, ``startingOffsetsByTimestampStrategy``
+            ``error`` (default) fails the query and ``latest`` starts at the end.
+        endingTimestamp, endingOffsetsByTimestamp: batch only: the same for the end
+            (exclusive); no record that late: the partition's end.
+        maxRecordsPerPartition, minPartitions: split each partition's offsets into Spark
+            tasks of at most that many offsets, then, while there are fewer tasks than
+            minPartitions, large partitions into more (as Spark's Kafka source).
         key.format, value.format: ``avro``, ``json`` (JSON Schema), ``protobuf`` (the
             schema's first message), ``string`` or ``binary`` (default binary); the same
             for reads and writes.
@@ -83,12 +99,20 @@ class KontraktDataSource(DataSource):
             this long (default 120000); a write task's flush is bounded by it too.
         maxOffsetsPerTrigger: streaming only: at most this many offsets per micro-batch,
             shared among partitions by backlog.
+        minOffsetsPerTrigger, maxTriggerDelay: streaming only: hold a micro-batch back
+            until that many new offsets are there, but no longer than maxTriggerDelay
+            (default ``15m``; ``ms``, ``s``, ``m``, ``h``, ``d``) after the last one.
         failOnDataLoss: ``true`` (default) or ``false``. With false, offsets whose records
             were deleted (retention, DeleteRecords) are skipped with a logged warning: a
             ``startingOffsets`` offset below the log start begins at the log start, and a
             task whose position was deleted meanwhile goes on from the earliest offset.
-        includeHeaders: accepted for compatibility; only ``true`` (headers are always read).
-        topic: writes only: the topic to produce to (see :meth:`writer`).
+        includeHeaders: ``true`` (default here; Spark's Kafka source defaults to false,
+            but Kontrakt always had the column) or ``false`` (no ``headers`` column).
+        mode: ``FAILFAST`` (default), ``PERMISSIVE`` or ``DROPMALFORMED`` (as Spark's
+            ``from_avro``); see below.
+        columnNameOfCorruptRecord: PERMISSIVE's extra column (default ``_corrupt_record``).
+        topic: writes only: the topic to produce to; without it, each row's ``topic``
+            column (see :meth:`writer`).
         auto.register.schemas: writes only: ``true`` (default) or ``false``. With true, an
             avro key or value written to a subject that has no schema yet registers one
             derived from the column's Spark type, once, on the driver, before any record is
@@ -112,13 +136,18 @@ class KontraktDataSource(DataSource):
             ``topLevelRecord``, no namespace, as Spark's ``to_avro``); a nested struct is a
             record named after its field, in its parent record's full name as namespace.
 
-    A record that cannot be decoded fails its task with ``KeyDeserializationError`` /
-    ``ValueDeserializationError`` naming its topic, partition and offset; records deleted by
+    A record that cannot be decoded (``mode=FAILFAST``) fails its task with
+    ``KeyDeserializationError`` / ``ValueDeserializationError`` naming the option and its
+    topic, partition and offset; ``DROPMALFORMED`` leaves it out (logged per task);
+    ``PERMISSIVE`` gives null for the key or value that failed and, in a last column
+    ``struct<key:binary, value:binary, error:string>``, its raw bytes and the error (null for
+    records decoded whole). Records deleted by
     retention while a task reads them fail it with ``OffsetOutOfRangeResetError`` (unless
     ``failOnDataLoss`` is false).
     Columns: ``key``, ``value`` (decoded; an Avro record is a struct), ``topic`` (string),
     ``partition`` (int), ``offset`` (long), ``timestamp`` (timestamp), ``timestampType``
-    (int), ``headers`` (array<struct<key:string, value:binary>>).
+    (int), ``headers`` (array<struct<key:string, value:binary>>, unless includeHeaders is
+    false), and with PERMISSIVE the corrupt-record column.
 
     Errors: bad options raise :class:`~kontrakt.errors.ConfigError` (a schema construct
     without a Spark type: :class:`~kontrakt.spark.UnsupportedSchemaError`) while the query is
@@ -133,19 +162,23 @@ class KontraktDataSource(DataSource):
 
     def schema(self) -> StructType:
         """The columns, with the value's type derived from the registry's latest schema."""
-        # Shared by batch and streaming reads; streamReader() refuses endingOffsets.
-        opts = parse_options(self.options)
-        return output_schema(*resolve_plans(opts))
+        # Shared by batch and streaming reads: reader() and streamReader() refuse the
+        # options of the other kind.
+        opts = with_topics(parse_options(self.options, streaming=None))
+        return output_schema(*resolve_plans(opts), opts)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """A batch reader over the offsets resolved now (startingOffsets..endingOffsets)."""
-        opts = parse_options(self.options)
+        opts = with_topics(parse_options(self.options))
         key, value = resolve_plans(opts)
-        check_schema(schema, output_schema(key, value))
+        check_schema(schema, output_schema(key, value, opts))
         return KontraktBatchReader(opts, key, value)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        """A batch writer to the ``topic`` option's topic (append only).
+        """A batch writer to the ``topic`` option's topic, or without it to each row's
+        ``topic`` column's (append only). Columns: ``value``, and optionally ``key``,
+        ``headers``, ``partition`` and ``topic`` (see
+        :func:`~kontrakt.spark._writer.plan_write`).
 
         Options: ``kafka.bootstrap.servers``, ``topic``, ``key.format`` / ``value.format``
         (avro, json, protobuf, string, binary), ``schema.registry.url``, ``key.subject`` /
@@ -191,9 +224,9 @@ class KontraktDataSource(DataSource):
         """A micro-batch reader (PySpark 4.2+); offsets are checkpointed by Spark."""
         from kontrakt.spark._stream import KontraktStreamReader
 
-        opts = parse_options(self.options, streaming=True)
+        opts = with_topics(parse_options(self.options, streaming=True))
         key, value = resolve_plans(opts)
-        check_schema(schema, output_schema(key, value))
+        check_schema(schema, output_schema(key, value, opts))
         return KontraktStreamReader(opts, key, value)
 
 
@@ -206,9 +239,9 @@ class KontraktBatchReader(DataSourceReader):
         self.value = value
 
     def partitions(self) -> list[InputPartition]:
-        """One partition per Kafka partition with records in range (offsets resolved now)."""
-        ranges = [r for r in plan_ranges(self.opts) if r.end > r.start]
-        return [InputPartition(r) for r in ranges]
+        """One Spark partition per Kafka partition with records in range, or more with
+        ``maxRecordsPerPartition`` / ``minPartitions`` (offsets resolved now)."""
+        return [InputPartition(r) for r in plan_ranges(self.opts)]
 
     def read(self, partition: InputPartition) -> Any:
         """The rows of one partition's range (runs on an executor)."""

@@ -8,6 +8,7 @@ limits and ``Trigger.AvailableNow``).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -20,16 +21,15 @@ from pyspark.sql.streaming.datasource import (
 
 from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import Consumer
-from kontrakt.spark._options import EARLIEST, SourceOptions
-from kontrakt.spark._reader import (
-    ColumnPlan,
-    OffsetRange,
+from kontrakt.spark._options import SourceOptions
+from kontrakt.spark._plan import (
     edge_offsets,
-    list_partitions,
-    offset_for,
     planner_config,
-    read_range,
+    select_partitions,
+    split_ranges,
+    start_offsets,
 )
+from kontrakt.spark._reader import ColumnPlan, OffsetRange, read_range
 
 __all__ = ["KontraktStreamReader", "cap_offsets"]
 
@@ -70,10 +70,14 @@ def cap_offsets(start: Offsets, end: Offsets, max_rows: int) -> Offsets:
 class KontraktStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Reads new records of the subscribed topics in micro-batches.
 
-    ``startingOffsets`` applies to a new query only (a restarted one resumes from its
-    checkpoint); partitions that appear later are read from their earliest offset.
-    ``maxOffsetsPerTrigger`` bounds each micro-batch (also under ``availableNow``, which
-    reads up to the end offsets seen when the query started).
+    ``startingOffsets`` (or ``startingTimestamp`` / ``startingOffsetsByTimestamp``)
+    applies to a new query only (a restarted one resumes from its checkpoint); partitions
+    that appear later (new partitions, topics subscribePattern matches) are read from their
+    earliest offset. ``maxOffsetsPerTrigger`` bounds each micro-batch (also under
+    ``availableNow``, which reads up to the end offsets seen when the query started).
+    ``minOffsetsPerTrigger`` holds a micro-batch back until that many new offsets are
+    there or ``maxTriggerDelay`` (default 15m) has passed since the last one (the first
+    micro-batch of a run and ``availableNow`` queries are never held back).
     """
 
     def __init__(self, opts: SourceOptions, key: ColumnPlan, value: ColumnPlan) -> None:
@@ -81,19 +85,19 @@ class KontraktStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.key = key
         self.value = value
         self._available_now: Offsets | None = None
+        # When the last micro-batch was planned (None: none yet in this run).
+        self._last_trigger: float | None = None
 
     def _edges(self) -> tuple[Offsets, Offsets]:
         with Consumer(planner_config(self.opts)) as consumer:
-            tps = list_partitions(consumer, self.opts.topics)
-            return edge_offsets(consumer, tps)
+            return edge_offsets(consumer, select_partitions(consumer, self.opts))
 
     def initialOffset(self) -> dict[str, Any]:
-        """Where a new query starts: ``startingOffsets`` resolved now."""
-        begin, end = self._edges()
-        return _to_json({tp: offset_for(self.opts.starting, tp, EARLIEST, begin[tp], end[tp],
-                                        "startingOffsets",
-                                        fail_on_data_loss=self.opts.fail_on_data_loss)
-                         for tp in begin})
+        """Where a new query starts: the starting options resolved now."""
+        with Consumer(planner_config(self.opts)) as consumer:
+            tps = select_partitions(consumer, self.opts)
+            begin, end = edge_offsets(consumer, tps)
+            return _to_json(start_offsets(consumer, self.opts, tps, begin, end))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``maxOffsetsPerTrigger`` as a row limit (none: read all available)."""
@@ -107,7 +111,8 @@ class KontraktStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """The end of the next micro-batch: the partitions' end offsets, capped by the
-        read limit and (``availableNow``) by the end offsets when the query started."""
+        read limit and (``availableNow``) by the end offsets when the query started; or
+        ``start`` itself (no micro-batch) while ``minOffsetsPerTrigger`` holds it back."""
         begin, end = self._edges()
         if self._available_now is not None:
             end = {tp: min(o, self._available_now[tp])
@@ -116,20 +121,38 @@ class KontraktStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A partition the start does not know yet (new) is read from its earliest offset.
         current = {tp: current.get(tp, begin.get(tp, 0)) for tp in end}
         end = {tp: max(o, current[tp]) for tp, o in end.items()}
+        if self._held_back(current, end):
+            return start
         if isinstance(limit, ReadMaxRows):
             end = cap_offsets(current, end, limit.max_rows)
         return _to_json(end)
 
+    def _held_back(self, current: Offsets, end: Offsets) -> bool:
+        """``minOffsetsPerTrigger``: fewer new offsets than that, and ``maxTriggerDelay``
+        has not passed since the last micro-batch."""
+        now = time.monotonic()
+        minimum = self.opts.min_offsets_per_trigger
+        if (minimum is not None and self._available_now is None
+                and self._last_trigger is not None
+                and now - self._last_trigger < self.opts.max_trigger_delay_s
+                and sum(o - current[tp] for tp, o in end.items()) < minimum):
+            return True
+        self._last_trigger = now
+        return False
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        """One task per partition with offsets between ``start`` and ``end``."""
+        """One task per partition with offsets between ``start`` and ``end`` (more with
+        ``maxRecordsPerPartition`` / ``minPartitions``)."""
         first = _from_json(start)
         last = _from_json(end)
         missing = [tp for tp in last if tp not in first]
         if missing:
             with Consumer(self.opts.consumer_config()) as consumer:
                 first.update(consumer.beginning_offsets(missing, 30.0))
-        return [InputPartition(OffsetRange(tp.topic, tp.partition, first[tp], stop))
-                for tp, stop in sorted(last.items()) if stop > first[tp]]
+        ranges = [OffsetRange(tp.topic, tp.partition, first[tp], stop)
+                  for tp, stop in sorted(last.items())]
+        return [InputPartition(r) for r in split_ranges(
+            ranges, self.opts.min_partitions, self.opts.max_records_per_partition)]
 
     def read(self, partition: InputPartition) -> Any:
         """The rows of one partition's range (runs on an executor)."""

@@ -53,7 +53,7 @@ from kontrakt.spark._types import avro_writer
 
 __all__ = ["KontraktCommitMessage", "KontraktStreamWriter", "KontraktWriter", "plan_write"]
 
-_COLUMNS = ("key", "value", "headers", "partition")
+_COLUMNS = ("key", "value", "headers", "partition", "topic")
 _FLUSH_EVERY = 10_000  # records in flight per task before the task waits for them
 
 
@@ -83,8 +83,12 @@ def plan_write(opts: SourceOptions, schema: StructType) -> tuple[FieldPlan, Fiel
     """Check the DataFrame against the options and the registry (on the driver).
 
     Columns: ``value`` (required), ``key``, ``headers``
-    (``array<struct<key:string,value:binary>>``) and ``partition`` (int) are optional; any
-    other column is refused. For avro, json and protobuf the column's type must be the
+    (``array<struct<key:string,value:binary>>``), ``partition`` (int) and ``topic``
+    (string) are optional; any other column is refused. As in Spark's Kafka sink, the
+    ``topic`` option wins over the column, and without the option each row goes to its
+    ``topic`` column's topic; registry formats then need ``key.subject`` /
+    ``value.subject`` (the subject cannot follow a topic not known on the driver).
+    For avro, json and protobuf the column's type must be the
     Spark type a read derives from the subject's latest schema (nullability aside), so
     what a read gives can be written back as it is.
 
@@ -103,7 +107,7 @@ def plan_write(opts: SourceOptions, schema: StructType) -> tuple[FieldPlan, Fiel
     extra = [n for n in names if n not in _COLUMNS]
     if extra:
         raise ConfigError(f"unexpected column(s) {', '.join(extra)}: the kontrakt sink "
-                          f"writes key, value, headers and partition")
+                          f"writes key, value, headers, partition and topic")
     if "value" not in names:
         raise ConfigError("the DataFrame needs a 'value' column")
     if "headers" in names:
@@ -114,6 +118,18 @@ def plan_write(opts: SourceOptions, schema: StructType) -> tuple[FieldPlan, Fiel
                               "value:binary>>")
     if "partition" in names and not isinstance(schema["partition"].dataType, IntegerType):
         raise ConfigError("column 'partition' must be int")
+    if "topic" in names and not isinstance(schema["topic"].dataType, StringType):
+        raise ConfigError("column 'topic' must be string")
+    if not opts.topics:
+        if "topic" not in names:
+            raise ConfigError("option 'topic' or a 'topic' column is required")
+        for path, fmt, given in (("key", opts.key_format, opts.key_subject),
+                                 ("value", opts.value_format, opts.value_subject)):
+            if fmt in REGISTRY_FORMATS and not given and (path == "value" or "key" in names):
+                raise ConfigError(
+                    f"{path}.format={fmt} with each row's topic column (no 'topic' option) "
+                    f"needs option {path}.subject: the subject is fixed before the rows "
+                    f"are seen")
     client = (registry_client(opts)
               if {opts.key_format, opts.value_format} & REGISTRY_FORMATS else None)
     try:
@@ -137,7 +153,7 @@ def _resolve(opts: SourceOptions, client: SchemaRegistryClient | None, is_key: b
     if fmt in ("avro", "json"):
         assert client is not None
         path = "key" if is_key else "value"
-        subject = opts.subject(is_key, opts.topics[0])
+        subject = opts.subject(is_key, _first_topic(opts))
         try:
             # The client caches the answer, so resolve_field does not ask again.
             client.get_latest_version(subject)
@@ -162,7 +178,13 @@ def _resolve(opts: SourceOptions, client: SchemaRegistryClient | None, is_key: b
                              normalize=normalize)
     # The column is then checked against what the registry holds now, as for any existing
     # subject (a concurrent writer may have registered a different schema first).
-    return resolve_field(opts, client, is_key)
+    return resolve_field(opts, client, is_key, _first_topic(opts))
+
+
+def _first_topic(opts: SourceOptions) -> str:
+    """The ``topic`` option's topic; without it (rows name theirs) a label for messages,
+    as the subjects are then given explicitly."""
+    return opts.topics[0] if opts.topics else "<topic column>"
 
 
 Encode = Callable[[Any, SerializationContext], "bytes | None"]
@@ -231,7 +253,9 @@ class _ProduceTask:
                 flush took longer than ``kafkaConsumer.pollTimeoutMs``.
         """
         opts = self.opts
-        topic = opts.topics[0]
+        # The option wins over a topic column, as in Spark's Kafka sink.
+        topic = _first_topic(opts)
+        row_topic = not opts.topics
         conf = {k: v.strip().lower() == "true" for k, v in opts.serializer.items()}
         client = (registry_client(opts)
                   if {self.key.fmt, self.value.fmt} & REGISTRY_FORMATS else None)
@@ -245,6 +269,11 @@ class _ProduceTask:
             with Producer(dict(opts.kafka)) as producer:
                 pending: list[Any] = []
                 for row in iterator:
+                    if row_topic:
+                        topic = row["topic"]
+                        if topic is None:
+                            raise ConfigError(f"row {count} has a null topic, and no 'topic' "
+                                              f"option names one")
                     headers = [(h["key"], None if h["value"] is None else bytes(h["value"]))
                                for h in (row["headers"] or ())] if has_headers else []
                     value = _encode(encode_value, row["value"], topic, MessageField.VALUE,

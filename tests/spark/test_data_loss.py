@@ -20,7 +20,8 @@ pytest.importorskip("pyspark", reason="needs the spark extra")
 from kontrakt._types import ConsumerRecord, TimestampType, TopicPartition
 from kontrakt.errors import ConfigError, OffsetOutOfRangeResetError
 from kontrakt.spark._options import parse_options
-from kontrakt.spark._reader import OffsetRange, _read, offset_for
+from kontrakt.spark._plan import offset_for
+from kontrakt.spark._reader import OffsetRange, _read
 
 pytestmark = pytest.mark.timeout(30)
 

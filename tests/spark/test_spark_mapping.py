@@ -150,7 +150,7 @@ def test_options_parse_into_typed_values() -> None:
     ({"maxOffsetsPerTrigger": "0"}, "must be a positive integer"),
     ({"kafka.enable.auto.commit": "true"}, "manages enable.auto.commit itself"),
     ({"subscrib": "x"}, "unknown option 'subscrib'.*did you mean subscribe"),
-    ({"includeHeaders": "false"}, "headers column is always there"),
+    ({"includeHeaders": "no"}, "'includeheaders' must be true or false"),
 ])
 def test_bad_options_raise_config_error(options: dict[str, str], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
@@ -160,8 +160,14 @@ def test_bad_options_raise_config_error(options: dict[str, str], match: str) -> 
 def test_streaming_and_write_specific_options() -> None:
     with pytest.raises(ConfigError, match="endingOffsets' is for batch"):
         parse_options(_options(endingOffsets="latest"), streaming=True)
-    with pytest.raises(ConfigError, match="'topic' is required"):
-        parse_options(_options(), write=True)
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from kontrakt.spark._writer import plan_write
+
+    no_topic = parse_options(_options(), write=True)
+    assert no_topic.topics == ()  # each row's topic column names its topic
+    with pytest.raises(ConfigError, match="'topic' or a 'topic' column is required"):
+        plan_write(no_topic, StructType([StructField("value", StringType())]))
     with pytest.raises(ConfigError, match="one topic"):
         parse_options(_options(topic="x,y"), write=True)
     assert parse_options(_options(topic="x"), write=True).topics == ("x",)

@@ -16,15 +16,17 @@ pytest.importorskip("pyspark", reason="needs the spark extra")
 from kontrakt import TopicPartition
 from kontrakt.clients.consumer import Consumer
 from kontrakt.clients.producer import Producer
-from kontrakt.testing import TansuBroker
+from kontrakt.spark._options import parse_options
+from kontrakt.spark._plan import plan_ranges
+from kontrakt.testing import MockCluster, TansuBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 PARTITIONS = 3
 
 
-def produce_batched(broker: TansuBroker, topic: str, n: int, partitions: int = PARTITIONS
-                    ) -> None:
+def produce_batched(broker: TansuBroker | MockCluster, topic: str, n: int,
+                    partitions: int = PARTITIONS) -> None:
     """``n`` records spread over the partitions, lingering so that batches hold many."""
     broker.create_topic(topic, partitions)
     with Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 50}) as p:
@@ -41,6 +43,20 @@ def test_tansu_lists_a_short_end_for_multi_record_batches(tansu_broker: TansuBro
     tps = [TopicPartition(topic_name, p) for p in range(PARTITIONS)]
     with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers) as consumer:
         assert all(o < 100 for o in consumer.end_offsets(tps, 10).values())
+
+
+@pytest.mark.parametrize("kind", ["tansu", "mock"])
+def test_plans_end_at_the_true_end_on_every_test_broker(
+        kind: str, tansu_broker: TansuBroker, mock_cluster: MockCluster,
+        topic_name: str) -> None:
+    """On the librdkafka mock cluster ListOffsets is right; the Fetch confirmation must
+    agree with it there (and not wait out fetch.max.wait.ms)."""
+    broker = tansu_broker if kind == "tansu" else mock_cluster
+    produce_batched(broker, topic_name, 600)
+    opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
+                          "subscribe": topic_name})
+    assert [(r.partition, r.start, r.end) for r in plan_ranges(opts)] == [
+        (p, 0, 200) for p in range(PARTITIONS)]
 
 
 def test_batch_read_ends_at_the_high_watermark(spark: Any, tansu_broker: TansuBroker,

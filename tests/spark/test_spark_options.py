@@ -128,3 +128,44 @@ def test_modes_for_records_that_are_not_registry_framed(
     assert (bad.partition, bad.value, bytes(bad.bad.key), bytes(bad.bad.value)) == (
         1, None, b"k", b"not framed")
     assert bad.bad.error.startswith("value: ValueDeserializationError: unknown magic byte")
+
+
+def test_a_pattern_stream_reads_topics_created_after_it_started(
+        spark: Any, tansu_broker: TansuBroker, client: SchemaRegistryClient,
+        registry_url: str, topic_name: str, tmp_path: Any) -> None:
+    """The second topic's subject is resolved by the task that reads it (the plans made
+    when the query was analysed know only the first)."""
+    def produce(topic: str, xs: range) -> None:
+        tansu_broker.create_topic(topic, 1)
+        with SerializingProducer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                                  "value.serializer": AvroSerializer(client,
+                                                                     json.dumps(POINT))},
+                                 ) as producer:
+            for x in xs:
+                producer.send(topic, {"x": x})
+            producer.flush(10)
+
+    produce(f"{topic_name}-1", range(3))
+    stream = (spark.readStream.format("kontrakt")
+              .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+              .option("subscribePattern", f"{topic_name}-[0-9]")
+              .option("schema.registry.url", registry_url).option("value.format", "avro")
+              .load())
+
+    def run() -> list[tuple[str, int]]:
+        got: list[tuple[str, int]] = []
+        query = (stream.writeStream
+                 .foreachBatch(lambda b, _: got.extend(
+                     (r.topic, r.x) for r in b.select("topic", "value.x").collect()))
+                 .option("checkpointLocation", str(tmp_path / "cp"))
+                 .trigger(availableNow=True).start())
+        try:
+            assert query.awaitTermination(60), "the availableNow query did not finish"
+        finally:
+            query.stop()
+        assert query.exception() is None
+        return sorted(got)
+
+    assert run() == [(f"{topic_name}-1", x) for x in range(3)]
+    produce(f"{topic_name}-2", range(10, 12))
+    assert run() == [(f"{topic_name}-2", 10), (f"{topic_name}-2", 11)]

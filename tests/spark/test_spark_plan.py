@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("pyspark", reason="needs the spark extra")
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.types import BinaryType
 
 from kontrakt._types import TopicPartition
 from kontrakt.errors import ConfigError
@@ -186,7 +187,7 @@ def test_min_offsets_per_trigger_holds_a_batch_back_until_the_delay(
     opts = parse_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "a",
                           "minOffsetsPerTrigger": "10", "maxTriggerDelay": "5s"},
                          streaming=True)
-    plan = ColumnPlan(_binary(), ())
+    plan = ColumnPlan(BinaryType(), ())
     reader = _ClockedReader(opts, plan, plan)
     start = {"a": {"0": 0}}
     reader.end = 3
@@ -200,9 +201,3 @@ def test_min_offsets_per_trigger_holds_a_batch_back_until_the_delay(
     now[0] += 6
     reader.end = 14
     assert reader.latestOffset({"a": {"0": 13}}, ReadAllAvailable()) == {"a": {"0": 14}}
-
-
-def _binary() -> Any:
-    from pyspark.sql.types import BinaryType
-
-    return BinaryType()

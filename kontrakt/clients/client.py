@@ -267,8 +267,14 @@ class AsyncKafkaClient:
             delay = state.next_attempt - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            state.connecting = asyncio.get_running_loop().create_task(
-                self._connect(node_id, label, state))
+                # Another caller may have waited out the same backoff and connected, or
+                # be connecting: a second attempt's connection would replace the first in
+                # the pool, and the first would never be closed.
+                if state.conn is not None and state.conn.connected:
+                    return state.conn
+            if state.connecting is None or state.connecting.done():
+                state.connecting = asyncio.get_running_loop().create_task(
+                    self._connect(node_id, label, state))
         return await asyncio.shield(state.connecting)
 
     async def _connect(self, node_id: int, label: int, state: _NodeState) -> BrokerConnection:

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from kontrakt.clients import AsyncKafkaClient, KafkaClient
+from kontrakt.errors import KafkaConnectionError
 from kontrakt.protocol.messages import (
     ApiVersionsRequest,
     MetadataRequest,
@@ -164,3 +165,22 @@ def test_sync_client_and_broker_failover(mock_cluster: MockCluster, topic_name: 
 
 
 _ = CompressionType
+
+
+def test_callers_waiting_out_one_reconnect_backoff_share_one_connection(
+        mock_cluster: MockCluster) -> None:
+    """Two callers (say the metadata loop and a producer's sender) that both wait out a
+    broker's reconnect backoff get one connection: a second one replaced the first in the
+    pool, and the first was never closed (a ResourceWarning when collected)."""
+    async def main() -> None:
+        async with AsyncKafkaClient(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                    reconnect_backoff_ms=200,
+                                    reconnect_backoff_max_ms=200) as client:
+            mock_cluster.broker_down(1)
+            with pytest.raises(KafkaConnectionError):
+                await client.connection(1)  # refused: the next attempt waits 200 ms
+            mock_cluster.broker_up(1)
+            first, second = await asyncio.gather(client.connection(1), client.connection(1))
+            assert first is second
+
+    asyncio.run(main())

@@ -1,4 +1,5 @@
-"""wait_event: a timed wait on an asyncio.Event that never swallows a cancellation."""
+"""wait_event and wait_within: timed waits on an asyncio.Event or a coroutine that never
+swallow a cancellation."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from kontrakt.clients._wait import wait_event
+from kontrakt.clients._wait import wait_event, wait_within
 
 Waiter = Callable[[asyncio.Event, float], Awaitable[object]]
 
@@ -90,5 +91,38 @@ def test_plain_cancel_while_waiting() -> None:
             await task
         await asyncio.sleep(0)
         assert asyncio.all_tasks() == {asyncio.current_task()}
+
+    asyncio.run(main())
+
+
+async def _within(event: asyncio.Event, timeout: float) -> object:
+    return await wait_within(event.wait(), timeout)
+
+
+def test_wait_within_never_loses_a_cancel_sent_as_its_coroutine_finishes() -> None:
+    # The producer's sender waits so for a producer id and for connections: a cancel from
+    # close() must stop it (asyncio.wait_for lost it, and close() hung; see above).
+    assert asyncio.run(_cancel_as_event_is_set(_within))
+
+
+def test_wait_within_results() -> None:
+    async def main() -> None:
+        async def answer(delay: float) -> int:
+            await asyncio.sleep(delay)
+            return 42
+
+        async def fail() -> None:
+            raise KeyError("x")
+
+        assert await wait_within(answer(0), 5.0) == 42
+        with pytest.raises(KeyError):
+            await wait_within(fail(), 5.0)
+        before = len(asyncio.all_tasks())
+        with pytest.raises(asyncio.TimeoutError):
+            await wait_within(answer(10), 0.01)
+        with pytest.raises(asyncio.TimeoutError):
+            await wait_within(answer(10), -1)  # a deadline already past
+        await asyncio.sleep(0)
+        assert len(asyncio.all_tasks()) == before  # the timed-out ones were cancelled
 
     asyncio.run(main())

@@ -18,6 +18,7 @@ __all__ = [
     "CorruptMessageError",
     "CorruptRecordError",
     "DecompressionLimitError",
+    "DeliveryTimeoutError",
     "IllegalStateError",
     "InvalidArgumentError",
     "KafkaConnectionError",
@@ -225,6 +226,32 @@ class ProduceError(KafkaError):
     def __init__(self, message: str, cause: BaseException | None = None) -> None:
         super().__init__(message)
         self.cause = cause
+
+
+class DeliveryTimeoutError(KafkaTimeoutError, ProduceError):
+    """A record was not acknowledged within the producer's ``delivery.timeout.ms``.
+
+    Raised by a record's future (and passed to its delivery callback) once
+    ``delivery.timeout.ms`` has passed since its batch was created (the ``send()`` of the
+    batch's first record), whatever kept it: a broker that does not answer, retriable
+    errors, backoff, a connection that cannot be made, a leader that is missing. Never
+    sooner, and at most a pass of the producer's sender later (a request in flight is not
+    waited for past the deadline). A record whose request was in flight at the deadline
+    may still have been written by the broker.
+
+    A :class:`KafkaTimeoutError` (and so a ``TimeoutError``) and a :class:`ProduceError`,
+    so that code catching either keeps working.
+
+    Attributes:
+        cause: the last error seen while delivering the batch (e.g. a retriable broker
+            error, a request timeout, a connection failure), also set as ``__cause__``;
+            None when the batch was never answered nor failed before.
+    """
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.__cause__ = cause
 
 
 class ConsumerError(KafkaError):

@@ -40,7 +40,7 @@ from typing import Any
 
 from kontrakt._types import RecordMetadata
 from kontrakt.clients.producer._partitioner import murmur2_partitions
-from kontrakt.errors import IllegalStateError, KafkaTimeoutError
+from kontrakt.errors import DeliveryTimeoutError, IllegalStateError, KafkaTimeoutError
 from kontrakt.protocol.records import (
     BATCH_HEADER_SIZE,
     CompressionType,
@@ -116,11 +116,10 @@ class ProducerBatch:
 
     __slots__ = (
         "_waiters", "acc", "attempts", "base_offset", "base_sequence", "base_timestamp", "blob",
-        "blob_key", "builder", "callbacks", "count", "created", "deadline", "deliveries",
+        "blob_key", "builder", "callbacks", "cause", "count", "created", "deadline", "deliveries",
         "done", "error", "helper", "log_append_time", "max_timestamp", "memory", "packed",
-        "partition", "parts",
-        "producer_epoch", "producer_id", "retry_at", "sealed", "size", "sleepers", "topic",
-        "urgent",
+        "partition", "parts", "producer_epoch", "producer_id", "retry_at", "sealed", "size",
+        "sleepers", "topic", "urgent",
     )
 
     def __init__(self, acc: RecordAccumulator, topic: str, partition: int,
@@ -140,6 +139,8 @@ class ProducerBatch:
         self.memory = 0
         self.attempts = 0
         self.retry_at = 0.0
+        #: the last error a send of the batch met (the cause of a delivery timeout)
+        self.cause: BaseException | None = None
         self.base_sequence = -1
         self.producer_id = -1
         self.producer_epoch = -1
@@ -523,7 +524,9 @@ class RecordFuture:
                 (bounded by ``delivery.timeout.ms``).
 
         Raises:
-            ProduceError / RecordTooLargeError / KafkaTimeoutError: delivery failed.
+            ProduceError / RecordTooLargeError / DeliveryTimeoutError: delivery failed
+                (DeliveryTimeoutError: ``delivery.timeout.ms`` ran out; it is also a
+                KafkaTimeoutError and a ProduceError).
             KafkaTimeoutError: not resolved within ``timeout``.
             IllegalStateError: called unresolved on an async producer's loop.
         """
@@ -1331,9 +1334,12 @@ class RecordAccumulator:
         return out
 
 
-def expired_error(batch: ProducerBatch, now: float) -> KafkaTimeoutError:
-    """The error of a batch whose delivery.timeout.ms passed."""
-    return KafkaTimeoutError(
-        f"expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
-        f"{(now - batch.created) * 1000:.0f} ms has passed since batch creation "
-        "(delivery.timeout.ms)")
+def expired_error(batch: ProducerBatch, now: float,
+                  cause: BaseException | None = None) -> DeliveryTimeoutError:
+    """The error of a batch whose delivery.timeout.ms passed: its cause is the last error
+    the batch met, else ``cause`` (what held the producer up, if anything)."""
+    cause = batch.cause or cause
+    return DeliveryTimeoutError(
+        f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} not delivered "
+        f"within delivery.timeout.ms: {(now - batch.created) * 1000:.0f} ms since the batch "
+        f"was created" + (f"; last error: {cause}" if cause is not None else ""), cause)

@@ -37,7 +37,11 @@ PRODUCER_OPTIONS: dict[str, Option] = {
         Option("retries", "int", 2147483647, minimum=0,
                doc="how many times a batch is resent after a retriable error"),
         Option("delivery.timeout.ms", "int", 120000, minimum=1,
-               doc="upper bound on the time from send() to success or failure"),
+               doc="upper bound on the time from send() to success or failure, counted "
+                   "from the creation of the record's batch (its first record's send); "
+                   "records not delivered by then fail with DeliveryTimeoutError, not "
+                   "sooner, whatever holds them up (a request in flight is not waited "
+                   "for past it)"),
         Option("compression.type", "str", "none", choices=_CODECS,
                doc="codec of the produced batches"),
         Option("compression.level", "int", None,

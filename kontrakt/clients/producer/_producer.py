@@ -707,7 +707,7 @@ class AsyncProducer(_ProducerCore):
 
         Raises:
             Everything :meth:`send` raises, and the delivery error (ProduceError,
-            RecordTooLargeError, KafkaTimeoutError after delivery.timeout.ms).
+            RecordTooLargeError, DeliveryTimeoutError once delivery.timeout.ms ran out).
         """
         # Appended as urgent: the sender is woken (and, on this loop, the request written)
         # by the append itself, with no lingering.

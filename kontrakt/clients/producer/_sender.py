@@ -15,6 +15,15 @@ Retriable failures put the batch back at the front of its partition's queue (in 
 order) with backoff until ``retries`` or ``delivery.timeout.ms`` run out; invalid-metadata
 errors and connection failures also ask for a metadata refresh, so batches follow moved
 leaders.
+
+``delivery.timeout.ms`` bounds every batch from its creation, wherever the batch is when it
+runs out, and fails it with DeliveryTimeoutError (its cause the last error it met) at its
+deadline, not sooner: a queued batch (backing off, or held) by a pass the sender is woken
+for at the earliest queued deadline; an in-flight one by its request's timer, which runs to
+the earlier of ``request.timeout.ms`` and its batches' deadlines (the request itself is
+then left to its own timeout: its late answer finds the batch done); one waiting for a
+connection, or for a new producer id, by waits cut to the deadline. The check is per
+batch and per request, never per record.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kontrakt.clients._net.connection import BrokerConnection
-from kontrakt.clients._wait import wait_event
+from kontrakt.clients._wait import wait_event, wait_within
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.producer._accumulator import ProducerBatch, RecordAccumulator, expired_error
 from kontrakt.clients.producer._config import ProducerSettings
@@ -125,6 +134,9 @@ class Sender:
         self._handing = False
         #: requests the current round of the pass has still to write
         self._writes_left = 0
+        #: why batches cannot be sent now, when nothing of theirs says it (a failed
+        #: InitProducerId): the cause of their delivery timeout
+        self._stalled: BaseException | None = None
 
     # --- waking ------------------------------------------------------------------------
 
@@ -253,14 +265,24 @@ class Sender:
             self._in_pass = False
 
     async def _run(self) -> None:
+        bump_at = 0.0
         try:
             while True:
                 self._wake.clear()
                 idem = self.idem
                 if idem is not None and (idem.need_bump or idem.producer_id < 0) \
-                        and not self._outstanding:
-                    await self._bump()
+                        and not self._outstanding and bump_at <= time.monotonic():
+                    try:
+                        await self._bump()
+                    except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                        # No producer id yet: the queued batches wait (their deadlines
+                        # still run, see _bump) and the bump is tried again after backoff.
+                        log.info("could not get a producer id: %s", exc)
+                        self._stalled = exc
+                        bump_at = time.monotonic() + self.settings.retry_backoff
                 wake_at = self._pass()
+                if idem is not None and (idem.need_bump or idem.producer_id < 0):
+                    wake_at = min(wake_at, bump_at)
                 timeout = wake_at - time.monotonic()
                 if timeout <= 0:
                     await asyncio.sleep(0)
@@ -314,6 +336,12 @@ class Sender:
                 if not dq:
                     continue
                 head = dq[0]
+                # A batch left queued is expired by the pass at its deadline (_expire),
+                # whatever holds it. (Only the branches that leave it queued change wake_at
+                # from here on: one that sends it puts this back.)
+                unexpired = wake_at
+                if head.deadline < wake_at:
+                    wake_at = head.deadline
                 if head.retry_at > now:
                     wake_at = min(wake_at, head.retry_at)
                     continue
@@ -352,6 +380,7 @@ class Sender:
                     more = True  # for the next request
                     continue
                 dq.popleft()
+                wake_at = unexpired  # its request keeps its deadline (_InFlight)
                 if dq:
                     more = True  # the partition's next batch may go in the next round
                 head.sealed = True
@@ -371,7 +400,23 @@ class Sender:
 
     def _expire(self, now: float) -> None:
         for batch in self.acc.expire(now):
-            self._fail(batch, expired_error(batch, now))
+            self._fail(batch, expired_error(batch, now, self._stalled))
+
+    def expire_in_flight(self, pending: _InFlight, now: float) -> None:
+        """Fail the batches of the request ``pending`` whose deadline passed while it was
+        unanswered (the request stays: its answer, if any, finds them done)."""
+        for b in pending.batches:
+            if not b.done and b.deadline <= now:
+                b.cause = KafkaTimeoutError(
+                    f"Produce to {pending.conn.address} unanswered after "
+                    f"{now - pending.started:.3f}s when delivery.timeout.ms ran out (the "
+                    f"broker may still write the records)")
+                self._fail(b, expired_error(b, now))
+
+    def _first_deadline(self) -> float:
+        """The earliest deadline of a queued batch (queues are in creation order)."""
+        with self.acc.lock:
+            return min((dq[0].deadline for dq in self.acc.queues.values() if dq), default=_INF)
 
     # --- requests ------------------------------------------------------------------------
 
@@ -387,12 +432,29 @@ class Sender:
         task.add_done_callback(self._connecting.discard)
 
     async def _connect_and_write(self, node: int, batches: list[ProducerBatch]) -> None:
-        try:
-            conn = await self.client.connection(node)
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
-            self._finish(node)
-            self._request_failed(batches, exc)
-            return
+        started = time.monotonic()
+        while True:
+            # Waiting for a connection (its reconnect backoff, its setup timeout) is cut to
+            # the batches' delivery deadlines.
+            wait = min(b.deadline for b in batches) - time.monotonic()
+            try:
+                conn = await wait_within(self.client.connection(node), wait)
+                break
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                self._finish(node)
+                self._request_failed(batches, exc)
+                return
+            except asyncio.TimeoutError:
+                now = time.monotonic()
+                for b in batches:
+                    if b.deadline <= now:
+                        b.cause = b.cause or KafkaTimeoutError(
+                            f"no connection to broker {node} after {now - started:.3f}s")
+                        self._fail(b, expired_error(b, now))
+                batches = [b for b in batches if not b.done]
+                if not batches:
+                    self._finish(node)
+                    return
         self._conns[node] = conn
         self._write(conn, node, batches)
 
@@ -526,6 +588,8 @@ class Sender:
             self._on_error(b, code, p)
 
     def _on_error(self, b: ProducerBatch, code: int, p: Any) -> None:
+        if b.done:  # its delivery timeout ran out while the request was in flight
+            return
         cls = for_code(code)
         detail = getattr(p, "error_message", None)
         err = cls(f"produce to {b.topic}-{b.partition}" + (f": {detail}" if detail else ""))
@@ -590,6 +654,7 @@ class Sender:
         now = time.monotonic()
         if not force:
             b.attempts += 1
+        b.cause = cause
         delay = min(self.settings.retry_backoff * (2 ** min(b.attempts, 20)),
                     self.settings.retry_backoff_max) if b.attempts else 0.0
         if b.attempts > self.settings.retries:
@@ -597,11 +662,11 @@ class Sender:
                 f"producing to {b.topic}-{b.partition} failed after {b.attempts} attempts: "
                 f"{cause}", cause))
             return
-        if now + delay >= b.deadline:
-            self._fail(b, expired_error(b, now) if isinstance(cause, KafkaTimeoutError)
-                       else ProduceError(f"delivery.timeout.ms expired for {b.topic}-"
-                                         f"{b.partition}; last error: {cause}", cause))
+        if now >= b.deadline:
+            self._fail(b, expired_error(b, now))
             return
+        # A backoff past the deadline is cut short by _expire at the deadline (the pass
+        # wakes for it, see _drain), so the batch fails then, not now.
         self.metrics.retries += 1
         log.debug("retrying %s-%s (attempt %s): %s", b.topic, b.partition, b.attempts, cause)
         b.retry_at = now + delay
@@ -639,14 +704,27 @@ class Sender:
         # librdkafka's mock refuses an InitProducerId that carries the old id for a producer
         # without a transactional id (INVALID_PRODUCER_ID_MAPPING); a new id works on all.
         # Transactional producers send their id and epoch to have the epoch bumped.
-        await idem.init(self.client, bump=bump and idem.transactional_id is not None,
-                        timeout=self.settings.request_timeout,
-                        retry_backoff=self.settings.retry_backoff,
-                        retry_backoff_max=self.settings.retry_backoff_max)
+        # Bounded by the earliest queued deadline: those batches expire meanwhile otherwise
+        # (no pass runs during a bump). The whole of it: finding a broker and connecting
+        # are not bounded by init's timeout. (Cancelling init changes nothing: it sets the
+        # id only once it has one.)
+        timeout = min(self.settings.request_timeout,
+                      max(self._first_deadline() - time.monotonic(), 0.001))
+        try:
+            await wait_within(idem.init(
+                self.client, bump=bump and idem.transactional_id is not None,
+                timeout=timeout, retry_backoff=self.settings.retry_backoff,
+                retry_backoff_max=self.settings.retry_backoff_max), timeout)
+        except asyncio.TimeoutError as exc:
+            if isinstance(exc, KafkaTimeoutError):
+                raise
+            raise KafkaTimeoutError(
+                f"InitProducerId got no usable answer within {timeout:.3f}s") from None
         if bump:
             idem.bumps += 1
         if bump:
             self.metrics.epoch_bumps += 1
+        self._stalled = None
         with self.acc.lock:
             for dq in self.acc.queues.values():
                 for b in dq:
@@ -728,10 +806,17 @@ class _InFlight:
         self.timer: asyncio.TimerHandle | None = None
 
     def start(self, future: asyncio.Future[Any]) -> None:
-        """The request is written: time it out after ``request.timeout.ms``."""
+        """The request is written: time it out after ``request.timeout.ms``, and its batches
+        at their delivery deadlines if those come first."""
         self.future = future
-        self.timer = self.sender.loop.call_later(self.sender.settings.request_timeout,
-                                                 self.expired)
+        self._arm(time.monotonic())
+
+    def _arm(self, now: float) -> None:
+        due = self.started + self.sender.settings.request_timeout
+        for b in self.batches:
+            if b.deadline < due and not b.done:
+                due = b.deadline
+        self.timer = self.sender.loop.call_later(max(due - now, 0.0), self.expired)
 
     def done(self, fut: asyncio.Future[Any]) -> None:
         """The connection resolved the request's future (called directly by it)."""
@@ -742,6 +827,12 @@ class _InFlight:
 
     def expired(self) -> None:
         if self.future is None or self.future.done():
+            return
+        now = time.monotonic()
+        if now < self.started + self.sender.settings.request_timeout:
+            # A batch's delivery deadline came first.
+            self.sender.expire_in_flight(self, now)
+            self._arm(now)
             return
         err = KafkaTimeoutError(
             f"Produce to {self.conn.address} got no response within "

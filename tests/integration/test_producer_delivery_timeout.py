@@ -1,0 +1,142 @@
+"""``delivery.timeout.ms`` is a bound on every record's future: never sooner, and late by at
+most a small slack, whatever holds the record up (librdkafka's mock cluster: a broker that
+never answers, by RTT injection, or one that is down).
+
+The timeouts are small (delivery 1.5 s, request 1.2 s) to keep the tests fast; the same
+runs with delivery 10 s and request 8 s failed every future 10.00 s after its send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from kontrakt.clients.producer import AsyncProducer, Producer
+from kontrakt.errors import (
+    DeliveryTimeoutError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    ProduceError,
+)
+from kontrakt.testing import MockCluster
+
+pytestmark = pytest.mark.integration
+
+DELIVERY = 1.5
+REQUEST = 1.2
+#: how late past the deadline a future may fail: a pass of the sender, a loop turn
+SLACK = 0.3
+#: retry backoff up to 1 s: a batch's next attempt can be due past its deadline (the
+#: producer used to fail such a batch at once, up to a second early)
+CONFIG: dict[str, Any] = {
+    "delivery_timeout_ms": int(DELIVERY * 1000), "request_timeout_ms": int(REQUEST * 1000),
+    "retry_backoff_ms": 100, "retry_backoff_max_ms": 1000, "reconnect_backoff_ms": 50,
+    "reconnect_backoff_max_ms": 1000, "linger_ms": 5, "metadata_max_age_ms": 500}
+#: a response delay no request outlives
+NEVER_MS = 600_000
+
+
+def one_broker(mock_cluster_factory: Any, topic: str) -> MockCluster:
+    mc: MockCluster = mock_cluster_factory(1)
+    mc.create_topic(topic, 2)
+    return mc
+
+
+async def send_timed(p: AsyncProducer, topic: str, n: int
+                     ) -> list[tuple[float, float, list[Any]]]:
+    """Send ``n`` records over two partitions; each: (before send, after send, [when it
+    failed, error]) (filled by a done-callback on the loop)."""
+    out: list[tuple[float, float, list[Any]]] = []
+    for i in range(n):
+        seen: list[Any] = []
+        before = time.monotonic()
+        fut = await p.send(topic, b"v%d" % i, partition=i % 2)
+        after = time.monotonic()
+        fut.add_done_callback(lambda f, seen=seen: seen.extend((time.monotonic(),
+                                                                f.exception())))
+        out.append((before, after, seen))
+        if i == n // 2:
+            await asyncio.sleep(0.2)  # a second round of batches, created later
+    return out
+
+
+def assert_bounded(timed: list[tuple[float, float, list[Any]]],
+                   cause: type[BaseException] | tuple[type[BaseException], ...]) -> None:
+    for before, after, (failed_at, error) in timed:
+        assert isinstance(error, DeliveryTimeoutError), error
+        # One class for "not delivered in time", which older code catching either of the
+        # classes it used to raise still catches.
+        assert isinstance(error, KafkaTimeoutError) and isinstance(error, ProduceError)
+        assert isinstance(error.__cause__, cause), repr(error.__cause__)
+        assert error.cause is error.__cause__
+        assert failed_at - before >= DELIVERY, "failed before delivery.timeout.ms"
+        assert failed_at - after <= DELIVERY + SLACK, "failed too late"
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_unanswered_requests_fail_at_the_deadline(mock_cluster_factory: Any, topic_name: str,
+                                                  idempotent: bool) -> None:
+    """The first request times out after 1.2 s; the resend is still in flight when the
+    records' 1.5 s run out: its remaining time is cut (it used to run to 2.4-2.6 s)."""
+    mc = one_broker(mock_cluster_factory, topic_name)
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=mc.bootstrap_servers,
+                                 enable_idempotence=idempotent, **CONFIG) as p:
+            await p.send_and_wait(topic_name, b"first", partition=0)
+            mc.set_rtt(1, NEVER_MS)
+            timed = await send_timed(p, topic_name, 10)
+            await asyncio.wait_for(p.flush(), DELIVERY + 1 + SLACK)
+            assert_bounded(timed, KafkaTimeoutError)
+
+    asyncio.run(main())
+
+
+def test_unreachable_broker_fails_at_the_deadline_not_before(mock_cluster_factory: Any,
+                                                             topic_name: str) -> None:
+    """A broker that refuses connections: attempts back off up to 1 s, and the records fail
+    at their deadline with the connection error as the cause (they used to fail at ~0.8 s
+    with a ProduceError whenever the next backoff reached past the deadline)."""
+    mc = one_broker(mock_cluster_factory, topic_name)
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=mc.bootstrap_servers, **CONFIG) as p:
+            await p.send_and_wait(topic_name, b"first", partition=0)
+            mc.broker_down(1)
+            timed = await send_timed(p, topic_name, 10)
+            await asyncio.wait_for(p.flush(), DELIVERY + 1 + SLACK)
+            assert_bounded(timed, KafkaConnectionError)
+            # The producer outlives the outage: it gets a new producer id while the broker
+            # is still down for longer than request.timeout.ms (that used to kill its
+            # sender), and delivers again once the broker is back.
+            again = await send_timed(p, topic_name, 4)
+            await asyncio.wait_for(p.flush(), DELIVERY + 1 + SLACK)
+            assert_bounded(again, (KafkaConnectionError, KafkaTimeoutError))
+            mc.broker_up(1)
+            meta = await asyncio.wait_for(p.send_and_wait(topic_name, b"later", partition=0),
+                                          DELIVERY + SLACK)
+            assert meta.offset >= 1
+
+    asyncio.run(main())
+
+
+def test_sync_producer_futures_fail_at_the_deadline(mock_cluster_factory: Any,
+                                                    topic_name: str) -> None:
+    mc = one_broker(mock_cluster_factory, topic_name)
+    with Producer(bootstrap_servers=mc.bootstrap_servers, **CONFIG) as p:
+        p.send(topic_name, b"first", partition=0).result(10)
+        mc.set_rtt(1, NEVER_MS)
+        before = time.monotonic()
+        futs = [p.send(topic_name, b"v%d" % i, partition=i % 2) for i in range(20)]
+        after = time.monotonic()
+        for fut in futs:
+            with pytest.raises(DeliveryTimeoutError) as info:
+                fut.result(DELIVERY + 1)
+            assert isinstance(info.value.__cause__, KafkaTimeoutError)
+        failed_at = time.monotonic()
+        assert failed_at - before >= DELIVERY
+        assert failed_at - after <= DELIVERY + SLACK
+        mc.set_rtt(1, 0)

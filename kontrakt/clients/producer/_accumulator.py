@@ -40,6 +40,7 @@ from typing import Any
 
 from kontrakt._types import RecordMetadata
 from kontrakt.clients.producer._partitioner import murmur2_partitions
+from kontrakt.clients.producer._split import split_batch
 from kontrakt.errors import DeliveryTimeoutError, IllegalStateError, KafkaTimeoutError
 from kontrakt.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -118,8 +119,8 @@ class ProducerBatch:
         "_waiters", "acc", "attempts", "base_offset", "base_sequence", "base_timestamp", "blob",
         "blob_key", "builder", "callbacks", "cause", "count", "created", "deadline", "deliveries",
         "done", "error", "helper", "log_append_time", "max_timestamp", "memory", "packed",
-        "partition", "parts", "producer_epoch", "producer_id", "retry_at", "sealed", "size",
-        "sleepers", "topic", "urgent",
+        "parent", "partition", "parts", "producer_epoch", "producer_id", "retry_at", "sealed",
+        "size", "sleepers", "split", "topic", "urgent",
     )
 
     def __init__(self, acc: RecordAccumulator, topic: str, partition: int,
@@ -141,6 +142,11 @@ class ProducerBatch:
         self.retry_at = 0.0
         #: the last error a send of the batch met (the cause of a delivery timeout)
         self.cause: BaseException | None = None
+        #: refused as too large and split (see _split.py): (index of its first record
+        #: here, part) in order; the batch resolves once its parts have
+        self.split: list[tuple[int, ProducerBatch]] | None = None
+        #: the batch this one is a part of
+        self.parent: ProducerBatch | None = None
         self.base_sequence = -1
         self.producer_id = -1
         self.producer_epoch = -1
@@ -230,9 +236,10 @@ class ProducerBatch:
             callbacks, self.callbacks = self.callbacks, None
             acc.incomplete.discard(self)
             # Records appended by the producer are charged by their encoded size; batches
-            # from send_batch by their whole size.
-            acc.release(self.memory if self.builder is not None
-                        else self.size - BATCH_HEADER_SIZE)
+            # from send_batch by their whole size. (A split batch's parts carry its charge.)
+            if self.split is None:
+                acc.release(self.memory if self.builder is not None
+                            else self.size - BATCH_HEADER_SIZE)
         # Records are answered; their bytes are not needed any more.
         if self.builder is not None:
             self.count = self.builder.record_count
@@ -259,7 +266,27 @@ class ProducerBatch:
                     log.exception("a producer callback raised")
         if acc.on_complete is not None:
             acc.on_complete(self)
+        parent = self.parent
+        if parent is not None and parent.split is not None and \
+                all(part.done for _, part in parent.split):
+            # Its records' futures point at the split batch: resolve it, with the first
+            # failure of its parts (each record reads its own part's outcome, see part()).
+            parent.complete(-1, -1, next((part.error for _, part in parent.split
+                                          if part.error is not None), None))
         return True
+
+    def part(self, index: int) -> tuple[ProducerBatch, int]:
+        """The batch holding record ``index`` of this one, and its index there: the batch
+        itself, or the part it went to after a split (and a split of that, ...)."""
+        b = self
+        while b.split is not None:
+            split = b.split
+            i = len(split) - 1
+            while split[i][0] > index:
+                i -= 1
+            first, b = split[i]
+            index -= first
+        return b, index
 
     def wait(self, timeout: float | None, wake: bool = False) -> None:
         """Block the calling thread until the batch completes.
@@ -483,8 +510,9 @@ class RecordFuture:
         if type(head) is StagedChunk and head.batches is None:
             return f"<RecordFuture {head.stage.topic} pending>"
         b = self._batch
+        error = self.exception() if b.done else None
         state = ("pending" if not b.done else
-                 f"failed: {b.error!r}" if b.error else f"offset {self.metadata().offset}")
+                 f"failed: {error!r}" if error else f"offset {self.metadata().offset}")
         return f"<RecordFuture {b.topic}-{b.partition} {state}>"
 
     def done(self) -> bool:
@@ -512,6 +540,8 @@ class RecordFuture:
             index = self._at
         else:
             b, index = b.placed(self._at)
+        if b.base_offset < 0 and b.split is not None:
+            b, index = b.part(index)
         offset = b.base_offset + index if b.base_offset >= 0 else -1
         ts = b.log_append_time if b.log_append_time >= 0 else millis(self._timestamp)
         return _new_tuple(RecordMetadata, (b.topic, b.partition, offset, ts, -1, -1))
@@ -534,7 +564,9 @@ class RecordFuture:
         if not b.done:
             b.wait(timeout)
         if b.error is not None:
-            raise b.error
+            if b.split is None:
+                raise b.error
+            self._raise_part_error()
         return self.metadata()
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
@@ -542,7 +574,21 @@ class RecordFuture:
         b = self._batch
         if not b.done:
             b.wait(timeout)
+        if b.error is not None and b.split is not None:
+            return self._part().error
         return b.error
+
+    def _part(self) -> ProducerBatch:
+        """The batch whose outcome is the record's (see ProducerBatch.part)."""
+        head = self._head
+        b, index = (head, self._at) if type(head) is ProducerBatch else head.placed(self._at)
+        return b.part(index)[0]
+
+    def _raise_part_error(self) -> None:
+        """Raise the error of the record's part of a split batch, if its part failed."""
+        error = self._part().error
+        if error is not None:
+            raise error
 
     def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
         """Call ``fn(self)`` once the record is resolved (at once if it already is).
@@ -571,11 +617,14 @@ class RecordFuture:
         if not b.done:
             yield from b.wait_async().__await__()
         if b.error is not None:
-            raise b.error
+            if b.split is None:
+                raise b.error
+            self._raise_part_error()
         return self.metadata()
 
 
-def new_future(head: ProducerBatch | StagedChunk, at: int, timestamp: int) -> RecordFuture:
+def new_future(head: ProducerBatch | StagedChunk, at: int, timestamp: int | float
+               ) -> RecordFuture:
     """A record's future: index ``at`` of batch (or staged chunk) ``head``."""
     fut = RecordFuture()
     fut._head = head
@@ -1297,18 +1346,52 @@ class RecordAccumulator:
         """Put a batch that must be resent back at the front of its queue, in sequence
         order behind any other resends (so per-partition order holds)."""
         with self.lock:
-            dq = self.queues.setdefault((batch.topic, batch.partition), deque())
-            if batch.base_sequence < 0:
-                dq.appendleft(batch)
-                return
-            # Resends (sealed, with a sequence) come first, in sequence order.
-            i = 0
-            for i, other in enumerate(dq):  # noqa: B007 - i is used after the loop
-                if other.base_sequence < 0 or other.base_sequence > batch.base_sequence:
-                    break
-            else:
-                i = len(dq)
-            dq.insert(i, batch)
+            self._reenqueue_locked(batch)
+
+    def _reenqueue_locked(self, batch: ProducerBatch) -> None:
+        dq = self.queues.setdefault((batch.topic, batch.partition), deque())
+        if batch.base_sequence < 0:
+            dq.appendleft(batch)
+            return
+        # Resends (sealed, with a sequence) come first, in sequence order.
+        i = 0
+        for i, other in enumerate(dq):  # noqa: B007 - i is used after the loop
+            if other.base_sequence < 0 or other.base_sequence > batch.base_sequence:
+                break
+        else:
+            i = len(dq)
+        dq.insert(i, batch)
+
+    def split_and_reenqueue(self, batch: ProducerBatch) -> list[ProducerBatch] | None:
+        """Split ``batch`` (refused as too large, see _split.py) and queue its parts in its
+        place, at the front of its partition's queue; None when it cannot be split.
+
+        Its record futures stay with it (it resolves once its parts have); confluent-style
+        delivery callbacks go to the part holding their record, and are run when it
+        completes. Its charge against ``buffer.memory`` passes to the parts.
+        """
+        parts = split_batch(batch)
+        if parts is None:
+            return None
+        first = parts[0].count
+        with self.lock:
+            batch.split = [(0, parts[0]), (first, parts[1])]
+            self.incomplete.discard(batch)
+            self.incomplete.update(parts)
+            self.release(batch.size - BATCH_HEADER_SIZE
+                         - sum(p.size - BATCH_HEADER_SIZE for p in parts))
+            deliveries, batch.deliveries = batch.deliveries, None
+            for fn, fut in deliveries or ():
+                head = fut._head
+                index = fut._at if type(head) is ProducerBatch else head.placed(fut._at)[1]
+                part, at = batch.part(index)
+                keep_hook(part, fn, new_future(part, at, fut._timestamp), True)
+            # In order: sequence order, or (without sequences) each put at the front.
+            for part in parts if batch.base_sequence >= 0 else parts[::-1]:
+                self._reenqueue_locked(part)
+            batch.parts = []
+            batch.blob = batch.packed = None
+        return parts
 
     def expire(self, now: float) -> list[ProducerBatch]:
         """Take out queued batches whose delivery timeout passed (oldest first per queue)."""

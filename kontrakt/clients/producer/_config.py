@@ -47,7 +47,10 @@ PRODUCER_OPTIONS: dict[str, Option] = {
         Option("compression.level", "int", None,
                doc="codec level; unset uses the codec's default"),
         Option("message.max.bytes", "int", 1048576, minimum=128,
-               doc="largest batch (and produce request) sent; larger records are rejected"),
+               doc="largest batch (and produce request) sent; larger records are rejected. "
+                   "A batch the broker refuses as too large (MESSAGE_TOO_LARGE) is split "
+                   "in halves and resent; a record it refuses alone fails with "
+                   "RecordTooLargeError"),
         Option("enable.idempotence", "bool", None,
                doc="exactly-once per partition (default on; needs acks=all, <= 5 in flight)"),
         Option("partitioner", "any", "default",

@@ -596,10 +596,7 @@ class Sender:
         self.metrics.errors += 1
         idem = self.idem
         if code == _MESSAGE_TOO_LARGE:
-            size = len(b.blob or b"")
-            self._fail(b, RecordTooLargeError(
-                f"the broker refused a batch of {size} bytes for {b.topic}-{b.partition} "
-                f"as too large (MESSAGE_TOO_LARGE); lower batch.size or message.max.bytes"))
+            self._too_large(b, err)
             return
         if self.txn is not None and code in (INVALID_PRODUCER_EPOCH, _PRODUCER_FENCED):
             # Another producer with the same transactional id took over.
@@ -623,6 +620,31 @@ class Sender:
             self._retry(b, err)
             return
         self._fail(b, ProduceError(f"producing to {b.topic}-{b.partition} failed: {err}", err))
+
+    def _too_large(self, b: ProducerBatch, err: BaseException) -> None:
+        """The broker refused ``b`` as too large: split it and send its halves (KIP-126, see
+        _split.py), or fail it when it holds one record (or the caller built it whole)."""
+        count = self._count(b)
+        size = len(b.blob or b"")
+        if self.idem is not None:
+            # Its parts take its sequence range and are sent (in order) as its resends.
+            self.idem.done(b, False, count)
+        parts = self.acc.split_and_reenqueue(b)
+        if parts is None:
+            what = ("a record" if count == 1 else
+                    f"a batch of {count} records built by the caller (send_batch)")
+            error = RecordTooLargeError(
+                f"the broker refused {what} of {size} bytes for {b.topic}-{b.partition} as "
+                f"too large (MESSAGE_TOO_LARGE): see the broker's message.max.bytes and the "
+                f"topic's max.message.bytes")
+            error.__cause__ = err
+            self._fail(b, error)
+            return
+        self._muted.discard((b.topic, b.partition))
+        log.warning("the broker refused a batch of %s records (%s bytes) for %s-%s as too "
+                    "large; sending it in two: %s and %s records", count, size, b.topic,
+                    b.partition, parts[0].count, parts[1].count)
+        self._wake.set()
 
     # --- outcomes ------------------------------------------------------------------------
 

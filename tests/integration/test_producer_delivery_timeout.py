@@ -37,6 +37,8 @@ CONFIG: dict[str, Any] = {
     "reconnect_backoff_max_ms": 1000, "linger_ms": 5, "metadata_max_age_ms": 500}
 #: a response delay no request outlives
 NEVER_MS = 600_000
+PRODUCE = 0
+INVALID_RECORD = 87
 
 
 def one_broker(mock_cluster_factory: Any, topic: str) -> MockCluster:
@@ -140,3 +142,48 @@ def test_sync_producer_futures_fail_at_the_deadline(mock_cluster_factory: Any,
         assert failed_at - before >= DELIVERY
         assert failed_at - after <= DELIVERY + SLACK
         mc.set_rtt(1, 0)
+
+
+def test_a_due_bump_waits_for_the_requests_out_without_spinning(mock_cluster_factory: Any,
+                                                                topic_name: str) -> None:
+    """A batch fails for good (a non-retriable error) while another broker's request is out:
+    the new producer id waits for that answer, and the sender sleeps meanwhile (it ran
+    ~60,000 passes in that second, retrying the wait for the bump)."""
+    mc: MockCluster = mock_cluster_factory(2)
+    mc.create_topic(topic_name, 2)
+    mc.set_partition_leader(topic_name, 0, 1)
+    mc.set_partition_leader(topic_name, 1, 2)
+    passes = 0
+
+    async def main() -> None:
+        nonlocal passes
+        async with AsyncProducer(bootstrap_servers=mc.bootstrap_servers, **CONFIG) as p:
+            await p.send_and_wait(topic_name, b"first", partition=0)
+            await p.send_and_wait(topic_name, b"first", partition=1)
+            sender = p._sender
+            assert sender is not None
+            mc.broker_push_request_error_rtts(2, PRODUCE, [(0, 1000)])  # answered after 1 s
+            slow = await p.send(topic_name, b"slow", partition=1)
+            for _ in range(1000):  # until its request is out (after linger.ms)
+                if sender._outstanding:
+                    break
+                await asyncio.sleep(0.001)
+            assert sender._outstanding
+            mc.broker_push_request_error_rtts(1, PRODUCE, [(INVALID_RECORD, 0)])
+            with pytest.raises(ProduceError):
+                await p.send_and_wait(topic_name, b"refused", partition=0)
+            pass_ = sender._pass
+
+            def counted() -> float:
+                nonlocal passes
+                passes += 1
+                return pass_()
+
+            sender._pass = counted  # type: ignore[method-assign]
+            later = await p.send(topic_name, b"later", partition=0)  # wakes the sender
+            assert (await slow).offset == 1
+            assert (await later).offset == 1
+            del sender._pass
+
+    asyncio.run(main())
+    assert passes < 50

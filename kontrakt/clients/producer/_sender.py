@@ -281,7 +281,9 @@ class Sender:
                         self._stalled = exc
                         bump_at = time.monotonic() + self.settings.retry_backoff
                 wake_at = self._pass()
-                if idem is not None and (idem.need_bump or idem.producer_id < 0):
+                if idem is not None and (idem.need_bump or idem.producer_id < 0) \
+                        and not self._outstanding:
+                    # The next try (the last response, if any are out, wakes the sender).
                     wake_at = min(wake_at, bump_at)
                 timeout = wake_at - time.monotonic()
                 if timeout <= 0:

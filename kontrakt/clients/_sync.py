@@ -32,8 +32,8 @@ from typing import Any, Protocol, TypeVar
 
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError
 
-__all__ = ["UNCLOSED_CLOSE_TIMEOUT", "LoopThread", "close_sync", "ensure_started",
-           "weak_method"]
+__all__ = ["UNCLOSED_CLOSE_TIMEOUT", "BackgroundStart", "LoopThread", "close_sync",
+           "ensure_started", "weak_method"]
 
 log = logging.getLogger("kontrakt.client")
 
@@ -218,6 +218,60 @@ async def ensure_started(client: _Startable, aw: Coroutine[Any, Any, T]) -> T:
         aw.close()
         raise
     return await aw
+
+
+class _Closable(Protocol):
+    _closed: bool
+
+    def start(self) -> Coroutine[Any, Any, None]: ...
+
+
+class BackgroundStart:
+    """A sync client's start (connecting, loading metadata), run on its loop thread in the
+    background so that the constructor returns at once: one attempt at a time, and a new one
+    when a caller asks after an attempt failed or was cancelled.
+
+    Args:
+        thread: the client's loop thread.
+        client: its async core (holds no reference to the sync client, see the module doc).
+    """
+
+    def __init__(self, thread: LoopThread, client: _Closable) -> None:
+        self._thread = thread
+        self._client = client
+        self._lock = threading.Lock()
+        self._future: concurrent.futures.Future[None] | None = None
+
+    def attempt(self) -> concurrent.futures.Future[None]:
+        """The start in progress, or a new one when there is none (or the last failed)."""
+        with self._lock:
+            fut = self._future
+            if fut is None or (fut.done() and (fut.cancelled() or fut.exception())):
+                self._future = fut = asyncio.run_coroutine_threadsafe(
+                    _start_quietly(self._client), self._thread.loop)
+            return fut
+
+    @property
+    def pending(self) -> bool:
+        """An attempt is in progress."""
+        fut = self._future
+        return fut is not None and not fut.done()
+
+    def cancel(self) -> None:
+        """Abandon an unfinished start (on close); no-op when it is done."""
+        fut = self._future
+        if fut is not None:
+            fut.cancel()
+
+
+async def _start_quietly(client: _Closable) -> None:
+    try:
+        await client.start()
+    except Exception:
+        if not client._closed:
+            raise
+        # Abandoned by close() (the error is only what the closing did to it): whoever
+        # waits is told the client is closed, and no error is left unretrieved.
 
 
 def close_sync(thread: LoopThread, close: Callable[[float | None], Awaitable[object]],

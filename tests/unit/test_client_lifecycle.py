@@ -98,6 +98,35 @@ def test_admin_and_raw_client_constructors_return_at_once() -> None:
             c.close(timeout=1)
 
 
+def test_consumer_subscribe_and_poll_return_within_their_timeout_with_no_broker() -> None:
+    """Nothing listening: subscribe() returns at once (it used to block request.timeout.ms
+    connecting), poll(0.2) returns None within its own timeout while the start goes on, and
+    once the start has failed a poll raises its error, naming the broker; the next start is
+    bounded the same way."""
+    port = _refused_port()
+    c, took = _timed(lambda: Consumer(bootstrap_servers=f"127.0.0.1:{port}", group_id="g",
+                                      request_timeout_ms=1500, reconnect_backoff_ms=10))
+    try:
+        assert took < 1.0, f"Consumer() blocked {took:.2f}s"
+        _, took = _timed(lambda: c.subscribe(["t"]))
+        assert took < 1.0, f"subscribe() blocked {took:.2f}s with nothing listening"
+        _, took = _timed(lambda: c.poll(0.2))
+        assert took < 0.2 + SLACK
+        start = time.monotonic()
+        with pytest.raises(NoBrokersAvailableError,
+                           match=rf"127\.0\.0\.1:{port} \(connection refused\)"):
+            for _ in range(100):  # bounded: the start gives up after 1.5 s
+                assert c.getmany(0.2) == {}
+        assert time.monotonic() - start < 1.5 + SLACK
+        start = time.monotonic()
+        with pytest.raises(NoBrokersAvailableError):
+            c.poll(None)
+        assert time.monotonic() - start < 1.5 + SLACK
+    finally:
+        _, took = _timed(lambda: c.close(timeout=1))
+    assert took < 1 + SLACK
+
+
 def test_producer_close_with_timeout_is_bounded_when_the_broker_never_answers(
         silent: str) -> None:
     p = Producer(bootstrap_servers=silent, max_block_ms=20_000)
@@ -112,7 +141,7 @@ def test_producer_close_with_timeout_is_bounded_when_the_broker_never_answers(
     sender = threading.Thread(target=send)
     sender.start()
     try:
-        assert p._starting is not None and not p._starting.done()  # the handshake hangs
+        assert p._starting.pending  # the handshake hangs
         _, took = _timed(lambda: p.close(timeout=1))
         assert took < 1 + SLACK, f"close(timeout=1) took {took:.2f}s"
         sender.join(2)

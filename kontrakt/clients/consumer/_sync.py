@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
-from kontrakt.clients._sync import LoopThread, weak_method
+from kontrakt.clients._sync import BackgroundStart, LoopThread, weak_method
 from kontrakt.clients.consumer._consumer import AsyncConsumer, close_deadline, run_listener_inline
 from kontrakt.clients.consumer._offsets import OffsetAndTimestamp
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError
@@ -34,6 +34,14 @@ class Consumer:
 
     Rebalance listener callbacks are plain functions run on the thread that is calling the
     consumer. Must not be used from several threads at once.
+
+    The constructor returns at once, and so do :meth:`subscribe` and :meth:`assign`:
+    connecting and loading metadata run in the background. :meth:`poll`, :meth:`getmany`
+    and :meth:`consume` wait for that start at most their own timeout (returning nothing,
+    as with no records, while it goes on); a start that fails (no broker reachable within
+    ``request.timeout.ms``) raises NoBrokersAvailableError, naming each broker tried and
+    why, from the call that waits for it, and the next call starts again. Other calls that
+    need the brokers wait for the start.
 
     Delivery guarantee with ``enable.auto.commit`` (the default): at least once for an
     application that is done with the records a poll returned when it polls again (see
@@ -62,6 +70,8 @@ class Consumer:
             raise
         self._buffer = self._async._buffer
         self._started = False
+        self._starting = BackgroundStart(self._thread, self._async)
+        self._starting.attempt()
         # Dropped without close(): the finalizer's close commits (auto commit) and leaves
         # the group, so that the partitions move on at once (see kontrakt.clients._sync).
         self._thread.attach(self, _closer(self._async))
@@ -124,10 +134,35 @@ class Consumer:
             if fut.done() and not self._callbacks:
                 return fut.result()
 
-    def _ensure_started(self) -> None:
-        if not self._started:
-            self._call(self._async.start())
-            self._started = True
+    def _ensure_started(self, deadline: float | None = None) -> bool:
+        """Wait for the background start (see the class docstring) until ``deadline``
+        (time.monotonic(); None: as long as the start takes, which ``request.timeout.ms``
+        bounds).
+
+        Returns:
+            False when ``deadline`` came first (the start goes on).
+
+        Raises:
+            NoBrokersAvailableError: no broker reachable; the message names each broker
+                tried and why it failed. The next call starts again.
+            IllegalStateError: closed, or called from the consumer's loop thread.
+        """
+        if self._started:
+            return True
+        if self._thread.in_loop_thread():
+            raise IllegalStateError("a blocking Consumer method was called from the "
+                                    "consumer's own loop thread; use AsyncConsumer there")
+        if self._closed:
+            raise IllegalStateError("consumer is closed")
+        fut = self._starting.attempt()
+        try:
+            fut.result(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except concurrent.futures.TimeoutError:
+            return False
+        except concurrent.futures.CancelledError:
+            raise IllegalStateError("consumer is closed") from None
+        self._started = True
+        return True
 
     def _on_loop(self, fn: Callable[[], T]) -> T:
         async def run() -> T:
@@ -155,6 +190,7 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
+        self._starting.cancel()
         try:
             if self._thread.running:
                 self._call(self._async._close(autocommit, timeout, processed=processed))
@@ -174,13 +210,11 @@ class Consumer:
     def subscribe(self, topics: Iterable[str] | str | None = None, *,
                   pattern: str | re.Pattern[str] | None = None, listener: Any = None) -> None:
         """See :meth:`AsyncConsumer.subscribe`; listener methods must be plain functions."""
-        self._ensure_started()
         self._on_loop(lambda: self._async.subscribe(topics, pattern=pattern,
                                                     listener=listener))
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """See :meth:`AsyncConsumer.assign`."""
-        self._ensure_started()
         parts = list(partitions)
         self._on_loop(lambda: self._async.assign(parts))
 
@@ -198,11 +232,14 @@ class Consumer:
 
     # --- consuming -----------------------------------------------------------------------
 
-    def _prepare(self) -> None:
-        self._ensure_started()
+    def _prepare(self, deadline: float | None) -> bool:
+        """Before draining: False when the start did not finish by ``deadline``."""
+        if not self._ensure_started(deadline):
+            return False
         self._service_callbacks()
         self._async._check()
         self._async._polled()
+        return True
 
     def _wait_data(self, seen: int, deadline: float | None) -> bool:
         buf = self._buffer
@@ -237,7 +274,8 @@ class Consumer:
                 return rec
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            self._prepare()
+            if not self._prepare(deadline):
+                return None
             seen = buf.version
             rec = buf.drain_one()
             if rec is not None:
@@ -253,7 +291,8 @@ class Consumer:
         limit = max_records or self._async._max_poll_records
         buf = self._buffer
         while True:
-            self._prepare()
+            if not self._prepare(deadline):
+                return {}
             seen = buf.version
             got = buf.drain(limit)
             if got:

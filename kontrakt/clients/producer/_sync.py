@@ -8,7 +8,6 @@ flush, close) hop to the loop thread.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import threading
@@ -18,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kontrakt._types import RecordMetadata
-from kontrakt.clients._sync import LoopThread
+from kontrakt.clients._sync import BackgroundStart, LoopThread
 from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.producer._accumulator import (
     WAITER,
@@ -88,19 +87,9 @@ class Producer:
         self._async._acc.deliver = self._deliveries.put
         self.config = self._async.config
         self._started = False
-        self._start_lock = threading.Lock()
-        self._starting: concurrent.futures.Future[None] | None = None
+        self._starting = BackgroundStart(self._thread, self._async)
         self._thread.attach(self, self._async.close)
-        self._start_attempt()
-
-    def _start_attempt(self) -> concurrent.futures.Future[None]:
-        """The start in progress, or a new one when there is none (or the last failed)."""
-        with self._start_lock:
-            fut = self._starting
-            if fut is None or (fut.done() and (fut.cancelled() or fut.exception())):
-                self._starting = fut = asyncio.run_coroutine_threadsafe(
-                    _start(self._async), self._thread.loop)
-            return fut
+        self._starting.attempt()
 
     def _ensure_started(self) -> None:
         """Wait for the background start (see the class docstring).
@@ -118,7 +107,7 @@ class Producer:
                 "(e.g. inside a callback); use AsyncProducer there instead")
         if self._async._closed:
             raise IllegalStateError("the producer is closed")
-        fut = self._start_attempt()
+        fut = self._starting.attempt()
         budget = self._async.start_budget
         try:
             # The start bounds itself by max.block.ms from when it began; this wait is
@@ -302,9 +291,7 @@ class Producer:
         """
         if not self._thread.running:
             return
-        starting = self._starting
-        if starting is not None:
-            starting.cancel()  # an unfinished background start; no-op when it is done
+        self._starting.cancel()
         try:
             self._thread.run(self._async.close(timeout),
                              None if timeout is None else timeout + _CLOSE_SLACK)
@@ -442,16 +429,6 @@ class _DeliveryQueue:
         # Called on the loop thread when a batch with on_delivery callbacks completes.
         self.batches.append(batch)
         self.ready.set()
-
-
-async def _start(producer: AsyncProducer) -> None:
-    try:
-        await producer.start()
-    except Exception:
-        if not producer._closed:
-            raise
-        # Abandoned by close() (the error is only what the closing did to it): whoever
-        # waits is told the producer is closed, and no error is left unretrieved.
 
 
 async def _build(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncProducer:

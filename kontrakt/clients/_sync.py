@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeVar
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError
 
 __all__ = ["UNCLOSED_CLOSE_TIMEOUT", "BackgroundStart", "LoopThread", "close_sync",
-           "ensure_started", "weak_method"]
+           "ensure_started", "wait_done", "weak_method"]
 
 log = logging.getLogger("kontrakt.client")
 
@@ -109,11 +109,10 @@ class LoopThread:
             coro.close()
             raise IllegalStateError("client is closed")
         fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return fut.result(timeout)
-        except concurrent.futures.TimeoutError:
-            fut.cancel()
-            raise KafkaTimeoutError(f"operation did not finish within {timeout}s") from None
+        # cancel() fails only when the coroutine finished meanwhile: then its outcome stands.
+        if not wait_done(fut, timeout) and fut.cancel():
+            raise KafkaTimeoutError(f"operation did not finish within {timeout}s")
+        return fut.result()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the loop and join the thread (waiting up to ``timeout`` seconds). Idempotent.
@@ -184,6 +183,18 @@ class LoopThread:
         """Wait up to ``timeout`` seconds for the thread to end; True when it has."""
         self._thread.join(max(timeout, 0.0))
         return not self._thread.is_alive()
+
+
+def wait_done(fut: concurrent.futures.Future[Any], timeout: float | None) -> bool:
+    """Wait up to ``timeout`` seconds (None: no limit) for ``fut``; True once it is done.
+
+    Blocking callers wait with this, then take ``fut.result()``, instead of catching
+    ``concurrent.futures.TimeoutError`` around ``fut.result(timeout)``: since Python 3.11
+    that name is the builtin ``TimeoutError``, which ``KafkaTimeoutError`` subclasses, so
+    such a catch would also swallow the operation's own timeout error and its message.
+    """
+    done, _ = concurrent.futures.wait((fut,), timeout)
+    return bool(done)
 
 
 def weak_method(method: Callable[..., T],

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kontrakt._types import RecordMetadata
-from kontrakt.clients._sync import BackgroundStart, LoopThread
+from kontrakt.clients._sync import BackgroundStart, LoopThread, wait_done
 from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.producer._accumulator import (
     WAITER,
@@ -109,13 +109,13 @@ class Producer:
             raise IllegalStateError("the producer is closed")
         fut = self._starting.attempt()
         budget = self._async.start_budget
-        try:
-            # The start bounds itself by max.block.ms from when it began; this wait is
-            # only a backstop.
-            fut.result(budget + 0.5)
-        except concurrent.futures.TimeoutError:
+        # The start bounds itself by max.block.ms from when it began; this wait is only a
+        # backstop. Its own errors (a KafkaTimeoutError too) propagate with their message.
+        if not wait_done(fut, budget + 0.5):
             raise KafkaTimeoutError(
-                f"the producer did not start within max.block.ms={budget * 1000:.0f}") from None
+                f"the producer did not start within max.block.ms={budget * 1000:.0f}")
+        try:
+            fut.result()
         except concurrent.futures.CancelledError:
             raise IllegalStateError("the producer is closed") from None
         if self._async._closed:

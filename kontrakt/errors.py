@@ -2,7 +2,8 @@
 
 Every exception Kontrakt raises derives from :class:`KontraktError`. Broker error codes are
 generated as subclasses of :class:`BrokerResponseError` in :mod:`kontrakt.protocol.errors`
-(one class per code, with ``.code``, ``.retriable`` and ``.invalid_metadata``).
+(one class per code, with ``.code``, ``.retriable`` and ``.invalid_metadata``) and offered
+here too, e.g. ``from kontrakt.errors import TopicAlreadyExistsError``.
 """
 
 from __future__ import annotations
@@ -298,15 +299,27 @@ class TransactionFatalError(TransactionError):
 
 
 class PartialFailureError(KafkaError):
-    """Some entities of a multi-entity request failed.
+    """Some entities of a multi-entity request (several topics, groups, resources, ...)
+    failed. A call about a single entity raises that entity's own error instead.
+
+    The message names each failed entity with its error (the first
+    :data:`PartialFailureError.LISTED` of them, then how many more).
 
     Attributes:
         results: every entity's outcome: a result value, or the exception it failed with.
     """
 
+    #: How many failed entities the message spells out.
+    LISTED = 10
+
     def __init__(self, message: str, results: Mapping[Any, Any]) -> None:
-        failed = [k for k, v in results.items() if isinstance(v, BaseException)]
-        super().__init__(f"{message}: {len(failed)} of {len(results)} failed: {failed!r}")
+        failed = [(k, v) for k, v in results.items() if isinstance(v, BaseException)]
+        listed = "; ".join(f"{k!r}: {type(v).__name__}: {v}" if isinstance(k, str)
+                           else f"{k}: {type(v).__name__}: {v}"
+                           for k, v in failed[:self.LISTED])
+        more = len(failed) - self.LISTED
+        super().__init__(f"{message}: {len(failed)} of {len(results)} failed: {listed}"
+                         + (f"; and {more} more (see .errors)" if more > 0 else ""))
         self.results = dict(results)
 
     @property
@@ -368,3 +381,194 @@ class InvalidArgumentError(KontraktError, ValueError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+# One class per broker error code, declared in kontrakt.protocol.errors (which builds on the
+# classes above, hence this import at the end), offered here too so that application code
+# catches them from one place: ``except kontrakt.errors.TopicAlreadyExistsError``. The three
+# names both modules declare (CorruptMessageError, TransactionAbortableError,
+# UnsupportedVersionError) stay the general classes above, which the broker's also derive from.
+from kontrakt.protocol.errors import (  # noqa: E402
+    BrokerIdNotRegisteredError,
+    BrokerNotAvailableError,
+    ClusterAuthorizationFailedError,
+    ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    DelegationTokenAuthDisabledError,
+    DelegationTokenAuthorizationFailedError,
+    DelegationTokenExpiredError,
+    DelegationTokenNotFoundError,
+    DelegationTokenOwnerMismatchError,
+    DelegationTokenRequestNotAllowedError,
+    DuplicateBrokerRegistrationError,
+    DuplicateResourceError,
+    DuplicateSequenceNumberError,
+    DuplicateVoterError,
+    ElectionNotNeededError,
+    EligibleLeadersNotAvailableError,
+    FeatureUpdateFailedError,
+    FencedInstanceIdError,
+    FencedLeaderEpochError,
+    FencedMemberEpochError,
+    FencedStateEpochError,
+    FetchSessionIdNotFoundError,
+    FetchSessionTopicIdError,
+    GroupAuthorizationFailedError,
+    GroupIdNotFoundError,
+    GroupMaxSizeReachedError,
+    GroupSubscribedToTopicError,
+    IllegalGenerationError,
+    IllegalSaslStateError,
+    InconsistentClusterIdError,
+    InconsistentGroupProtocolError,
+    InconsistentTopicIdError,
+    InconsistentVoterSetError,
+    IneligibleReplicaError,
+    InvalidCommitOffsetSizeError,
+    InvalidConfigError,
+    InvalidFetchSessionEpochError,
+    InvalidFetchSizeError,
+    InvalidGroupIdError,
+    InvalidPartitionsError,
+    InvalidPrincipalTypeError,
+    InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
+    InvalidRecordError,
+    InvalidRecordStateError,
+    InvalidRegistrationError,
+    InvalidRegularExpressionError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    InvalidSessionTimeoutError,
+    InvalidShareSessionEpochError,
+    InvalidTimestampError,
+    InvalidTopicError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
+    InvalidUpdateVersionError,
+    InvalidVoterKeyError,
+    KafkaStorageError,
+    LeaderNotAvailableError,
+    ListenerNotFoundError,
+    LogDirNotFoundError,
+    MemberIdRequiredError,
+    MessageTooLargeError,
+    MismatchedEndpointTypeError,
+    NetworkError,
+    NewLeaderElectedError,
+    NonEmptyGroupError,
+    NoReassignmentInProgressError,
+    NotControllerError,
+    NotCoordinatorError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetMetadataTooLargeError,
+    OffsetMovedToTieredStorageError,
+    OffsetNotAvailableError,
+    OffsetOutOfRangeError,
+    OperationNotAttemptedError,
+    OutOfOrderSequenceNumberError,
+    PolicyViolationError,
+    PositionOutOfRangeError,
+    PreferredLeaderNotAvailableError,
+    PrincipalDeserializationFailureError,
+    ProducerFencedError,
+    ReassignmentInProgressError,
+    RebalanceInProgressError,
+    RebootstrapRequiredError,
+    RecordListTooLargeError,
+    ReplicaNotAvailableError,
+    RequestTimedOutError,
+    ResourceNotFoundError,
+    SaslAuthenticationFailedError,
+    SecurityDisabledError,
+    ShareSessionLimitReachedError,
+    ShareSessionNotFoundError,
+    SnapshotNotFoundError,
+    StaleBrokerEpochError,
+    StaleControllerEpochError,
+    StaleMemberEpochError,
+    StreamsInvalidTopologyEpochError,
+    StreamsInvalidTopologyError,
+    StreamsTopologyFencedError,
+    TelemetryTooLargeError,
+    ThrottlingQuotaExceededError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+    TopicDeletionDisabledError,
+    TransactionalIdAuthorizationFailedError,
+    TransactionalIdNotFoundError,
+    TransactionCoordinatorFencedError,
+    UnacceptableCredentialError,
+    UnknownControllerIdError,
+    UnknownLeaderEpochError,
+    UnknownMemberIdError,
+    UnknownProducerIdError,
+    UnknownServerError,
+    UnknownSubscriptionIdError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+    UnreleasedInstanceIdError,
+    UnstableOffsetCommitError,
+    UnsupportedAssignorError,
+    UnsupportedCompressionTypeError,
+    UnsupportedEndpointTypeError,
+    UnsupportedForMessageFormatError,
+    UnsupportedSaslMechanismError,
+    VoterNotFoundError,
+)
+
+__all__ += [
+    "BrokerIdNotRegisteredError", "BrokerNotAvailableError", "ClusterAuthorizationFailedError",
+    "ConcurrentTransactionsError", "CoordinatorLoadInProgressError",
+    "CoordinatorNotAvailableError", "DelegationTokenAuthDisabledError",
+    "DelegationTokenAuthorizationFailedError", "DelegationTokenExpiredError",
+    "DelegationTokenNotFoundError", "DelegationTokenOwnerMismatchError",
+    "DelegationTokenRequestNotAllowedError", "DuplicateBrokerRegistrationError",
+    "DuplicateResourceError", "DuplicateSequenceNumberError", "DuplicateVoterError",
+    "ElectionNotNeededError", "EligibleLeadersNotAvailableError", "FeatureUpdateFailedError",
+    "FencedInstanceIdError", "FencedLeaderEpochError", "FencedMemberEpochError",
+    "FencedStateEpochError", "FetchSessionIdNotFoundError", "FetchSessionTopicIdError",
+    "GroupAuthorizationFailedError", "GroupIdNotFoundError", "GroupMaxSizeReachedError",
+    "GroupSubscribedToTopicError", "IllegalGenerationError", "IllegalSaslStateError",
+    "InconsistentClusterIdError", "InconsistentGroupProtocolError", "InconsistentTopicIdError",
+    "InconsistentVoterSetError", "IneligibleReplicaError", "InvalidCommitOffsetSizeError",
+    "InvalidConfigError", "InvalidFetchSessionEpochError", "InvalidFetchSizeError",
+    "InvalidGroupIdError", "InvalidPartitionsError", "InvalidPrincipalTypeError",
+    "InvalidProducerEpochError", "InvalidProducerIdMappingError", "InvalidRecordError",
+    "InvalidRecordStateError", "InvalidRegistrationError", "InvalidRegularExpressionError",
+    "InvalidReplicaAssignmentError", "InvalidReplicationFactorError", "InvalidRequestError",
+    "InvalidRequiredAcksError", "InvalidSessionTimeoutError", "InvalidShareSessionEpochError",
+    "InvalidTimestampError", "InvalidTopicError", "InvalidTransactionTimeoutError",
+    "InvalidTxnStateError", "InvalidUpdateVersionError", "InvalidVoterKeyError",
+    "KafkaStorageError", "LeaderNotAvailableError", "ListenerNotFoundError",
+    "LogDirNotFoundError", "MemberIdRequiredError", "MessageTooLargeError",
+    "MismatchedEndpointTypeError", "NetworkError", "NewLeaderElectedError",
+    "NoReassignmentInProgressError", "NonEmptyGroupError", "NotControllerError",
+    "NotCoordinatorError", "NotEnoughReplicasAfterAppendError", "NotEnoughReplicasError",
+    "NotLeaderOrFollowerError", "OffsetMetadataTooLargeError",
+    "OffsetMovedToTieredStorageError", "OffsetNotAvailableError", "OffsetOutOfRangeError",
+    "OperationNotAttemptedError", "OutOfOrderSequenceNumberError", "PolicyViolationError",
+    "PositionOutOfRangeError", "PreferredLeaderNotAvailableError",
+    "PrincipalDeserializationFailureError", "ProducerFencedError",
+    "ReassignmentInProgressError", "RebalanceInProgressError", "RebootstrapRequiredError",
+    "RecordListTooLargeError", "ReplicaNotAvailableError", "RequestTimedOutError",
+    "ResourceNotFoundError", "SaslAuthenticationFailedError", "SecurityDisabledError",
+    "ShareSessionLimitReachedError", "ShareSessionNotFoundError", "SnapshotNotFoundError",
+    "StaleBrokerEpochError", "StaleControllerEpochError", "StaleMemberEpochError",
+    "StreamsInvalidTopologyEpochError", "StreamsInvalidTopologyError",
+    "StreamsTopologyFencedError", "TelemetryTooLargeError", "ThrottlingQuotaExceededError",
+    "TopicAlreadyExistsError", "TopicAuthorizationFailedError", "TopicDeletionDisabledError",
+    "TransactionCoordinatorFencedError", "TransactionalIdAuthorizationFailedError",
+    "TransactionalIdNotFoundError", "UnacceptableCredentialError", "UnknownControllerIdError",
+    "UnknownLeaderEpochError", "UnknownMemberIdError", "UnknownProducerIdError",
+    "UnknownServerError", "UnknownSubscriptionIdError", "UnknownTopicIdError",
+    "UnknownTopicOrPartitionError", "UnreleasedInstanceIdError", "UnstableOffsetCommitError",
+    "UnsupportedAssignorError", "UnsupportedCompressionTypeError",
+    "UnsupportedEndpointTypeError", "UnsupportedForMessageFormatError",
+    "UnsupportedSaslMechanismError", "VoterNotFoundError",
+]

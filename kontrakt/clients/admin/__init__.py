@@ -2,7 +2,9 @@
 
 Calls about several entities return ``dict`` entity -> result and raise
 :class:`~kontrakt.errors.PartialFailureError` (carrying every entity's outcome) when some
-failed, or return the failures in the dict with ``return_exceptions=True``. Bad input raises
+failed, or return the failures in the dict with ``return_exceptions=True``. A call about a
+single entity raises that entity's own error (e.g. ``TopicAlreadyExistsError``, from
+:mod:`kontrakt.errors`) instead of a PartialFailureError. Bad input raises
 :class:`~kontrakt.errors.InvalidArgumentError` before anything is sent.
 """
 

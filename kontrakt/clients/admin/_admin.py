@@ -8,9 +8,11 @@ Results: a call about several entities (topics, resources, partitions, groups) r
 :class:`~kontrakt.errors.PartialFailureError`, whose ``.results`` holds every entity's
 outcome (its result value, or the exception it failed with) and ``.errors`` only the failures;
 pass ``return_exceptions=True`` to get that dict back instead (like ``asyncio.gather``).
-Retriable errors are retried with backoff (``retry.backoff.ms`` .. ``retry.backoff.max.ms``)
-until the call's ``timeout`` (seconds; default ``default.api.timeout.ms``); after that the
-last retriable error is the entity's outcome.
+When the call was about a single entity, that entity's own error is raised instead (so that
+``except TopicAlreadyExistsError`` works). Retriable errors are retried with backoff
+(``retry.backoff.ms`` .. ``retry.backoff.max.ms``) until the call's ``timeout`` (seconds;
+default ``default.api.timeout.ms``); after that the last retriable error is the entity's
+outcome.
 """
 
 from __future__ import annotations

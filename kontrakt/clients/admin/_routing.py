@@ -56,12 +56,16 @@ def error_for(code: int, message: str | None, what: str) -> BaseException:
 
 
 def finish(results: Mapping[E, Any], what: str, return_exceptions: bool) -> dict[E, Any]:
-    """Return ``results``, or raise :class:`PartialFailureError` when an entity failed and
-    ``return_exceptions`` is False (the first failure becomes its ``__cause__``)."""
+    """Return ``results``, or, when an entity failed and ``return_exceptions`` is False,
+    raise: the entity's own error when it is the only entity (so that ``except
+    TopicAlreadyExistsError`` works for one topic), else :class:`PartialFailureError` (the
+    first failure becomes its ``__cause__``)."""
     out = dict(results)
     if return_exceptions:
         return out
     errors = [v for v in out.values() if isinstance(v, BaseException)]
+    if errors and len(out) == 1:
+        raise errors[0]
     if errors:
         raise PartialFailureError(what, out) from errors[0]
     return out

@@ -17,7 +17,7 @@ from typing import Any
 
 from kontrakt._config import COMMON_OPTIONS, SECURITY_OPTIONS, ClientConfig, Option
 from kontrakt.clients._net.connection import BrokerConnection, ConnectionSettings
-from kontrakt.clients._net.security import build_sasl, build_ssl_context
+from kontrakt.clients._net.security import TlsHandshakeError, build_sasl, build_ssl_context
 from kontrakt.clients._sync import LoopThread, close_sync, ensure_started
 from kontrakt.clients._wait import wait_event
 from kontrakt.clients.cluster import BrokerInfo, ClusterMetadata, parse_bootstrap
@@ -447,7 +447,12 @@ class AsyncKafkaClient:
                 return
             except (KafkaConnectionError, KafkaTimeoutError, asyncio.TimeoutError,
                     TimeoutError) as exc:
-                tried[self._describe_node(node)] = _reason(exc, remaining)
+                address = self._describe_node(node)
+                # A plain TimeoutError is this loop's own deadline cutting an attempt short:
+                # it says less than an earlier failure of the same broker (e.g. a TLS error).
+                if address not in tried or isinstance(exc, KafkaError) \
+                        or not isinstance(exc, TimeoutError):
+                    tried[address] = _reason(exc, remaining)
                 delay = backoff.next()
                 if time.monotonic() + delay >= deadline:
                     raise NoBrokersAvailableError(
@@ -666,6 +671,8 @@ def _reason(exc: BaseException, waited: float) -> str:
     """Why a broker could not be used, in a few words (for NoBrokersAvailableError)."""
     cause: BaseException | None = exc
     while cause is not None:
+        if isinstance(cause, TlsHandshakeError):  # its message says what to check
+            return str(cause)
         if isinstance(cause, ConnectionRefusedError):
             return "connection refused"
         if isinstance(cause, OSError) and not isinstance(cause, TimeoutError) \

@@ -160,3 +160,105 @@ def test_missing_ca_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="TLS"):
         AsyncKafkaClient(bootstrap_servers="127.0.0.1:1", security_protocol="SSL",
                          ssl_ca_location=str(tmp_path / "missing.pem"))
+
+
+def _tls_failure(bootstrap: str, **options: object) -> NoBrokersAvailableError:
+    async def main() -> NoBrokersAvailableError:
+        client = AsyncKafkaClient(bootstrap_servers=bootstrap, security_protocol="SSL",
+                                  request_timeout_ms=1500, reconnect_backoff_ms=20,
+                                  socket_connection_setup_timeout_ms=500, **options)
+        try:
+            with pytest.raises(NoBrokersAvailableError) as info:
+                await client.start()
+            return info.value
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+def test_tls_to_a_silent_plaintext_listener_says_so(tansu_broker: TansuBroker) -> None:
+    """Tansu's plaintext port waits for the rest of the 'request' a ClientHello seems to
+    announce: the handshake gets no answer within socket.connection.setup.timeout.ms."""
+    err = _tls_failure(tansu_broker.bootstrap_servers)
+    message = str(err)
+    assert f"no TLS session with {tansu_broker.bootstrap_servers} within 0.5s" in message
+    assert "set security.protocol to PLAINTEXT" in message
+
+
+def test_tls_to_a_plaintext_listener_that_hangs_up_says_so() -> None:
+    """A Kafka plaintext listener reads a ClientHello as an oversized request and closes the
+    connection; a socket that does just that stands in for it (neither test broker does)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def hang_up() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                conn.recv(5)  # the TLS record header: 0x16 0x03 ...
+
+    thread = threading.Thread(target=hang_up, daemon=True)
+    thread.start()
+    try:
+        err = _tls_failure(f"127.0.0.1:{port}")
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+    message = str(err)
+    assert f"TLS handshake with 127.0.0.1:{port} failed: the broker closed the connection" \
+        in message, message
+    assert "set security.protocol to PLAINTEXT" in message
+
+
+def test_untrusted_certificate_message_names_the_check(tls_broker: tuple[str, TlsTerminator],
+                                                       certs: Path) -> None:
+    bootstrap, _term = tls_broker
+    err = _tls_failure(bootstrap, ssl_ca_location=str(certs / "other.pem"))
+    assert f"TLS handshake with {bootstrap} failed: the broker's certificate was refused" \
+        in str(err)
+    assert "ssl.ca.location" in str(err)
+
+
+@pytest.fixture(scope="module")
+def encrypted_key(certs: Path) -> tuple[Path, Path]:
+    """A client certificate whose key is encrypted with the password 'right-password'."""
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-keyout", "client.key", "-out",
+             "client.pem", "-days", "2", "-subj", "/CN=client", "-passout",
+             "pass:right-password", cwd=certs)
+    return certs / "client.pem", certs / "client.key"
+
+
+def test_wrong_key_password_says_so_and_hides_it(encrypted_key: tuple[Path, Path]) -> None:
+    cert, key = encrypted_key
+    with pytest.raises(ConfigError) as info:
+        AsyncKafkaClient(bootstrap_servers="127.0.0.1:1", security_protocol="SSL",
+                         ssl_certificate_location=str(cert), ssl_key_location=str(key),
+                         ssl_key_password="wrong-password-1234")
+    assert str(info.value) == (f"ssl.key.password does not decrypt the private key in "
+                               f"ssl.key.location={str(key)!r} (wrong password?)")
+    assert "PEM lib" not in str(info.value)
+    with pytest.raises(ConfigError, match=r"is encrypted: set ssl\.key\.password"):
+        AsyncKafkaClient(bootstrap_servers="127.0.0.1:1", security_protocol="SSL",
+                         ssl_certificate_location=str(cert), ssl_key_location=str(key))
+    # The right password works: the failures above were about the password.
+    AsyncKafkaClient(bootstrap_servers="127.0.0.1:1", security_protocol="SSL",
+                     ssl_certificate_location=str(cert), ssl_key_location=str(key),
+                     ssl_key_password="right-password")
+
+
+def test_key_of_another_certificate_is_named(encrypted_key: tuple[Path, Path],
+                                             certs: Path) -> None:
+    cert, _key = encrypted_key
+    with pytest.raises(ConfigError) as info:
+        AsyncKafkaClient(bootstrap_servers="127.0.0.1:1", security_protocol="SSL",
+                         ssl_certificate_location=str(cert),
+                         ssl_key_location=str(certs / "server.key"))
+    assert "does not belong to the certificate" in str(info.value)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kontrakt.clients._net.security import TlsHandshakeError, tls_failure, tls_handshake_failed
 from kontrakt.errors import (
     CorruptMessageError,
     KafkaConnectionError,
@@ -265,12 +266,20 @@ class BrokerConnection:
                                        server_hostname=self.host if s.ssl_context else None),
                 s.connect_timeout,
             )
-        except (OSError, ssl.SSLError) as exc:
-            raise KafkaConnectionError(f"cannot connect: {exc}", broker=self.address) from exc
+        # Timeouts first: since Python 3.11 asyncio's TimeoutError is the builtin one, an
+        # OSError with an empty message.
         except (asyncio.TimeoutError, TimeoutError):
+            if s.ssl_context is not None:
+                raise TlsHandshakeError(
+                    tls_failure(self.address, None, s.connect_timeout)) from None
             raise KafkaTimeoutError(
                 f"connecting to {self.address} took longer than {s.connect_timeout}s"
             ) from None
+        except (OSError, ssl.SSLError) as exc:
+            if s.ssl_context is not None and tls_handshake_failed(exc):
+                raise TlsHandshakeError(tls_failure(self.address, exc)) from exc
+            raise KafkaConnectionError(f"cannot connect: {exc or type(exc).__name__}",
+                                       broker=self.address) from exc
         assert isinstance(transport, asyncio.Transport)
         self._proto = proto
         self._transport = transport

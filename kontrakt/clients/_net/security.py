@@ -24,8 +24,12 @@ __all__ = [
     "SaslAuthenticationError",
     "ScramAuthenticator",
     "ScramClient",
+    "TlsHandshakeError",
     "build_sasl",
     "build_ssl_context",
+    "load_client_certificate",
+    "tls_failure",
+    "tls_handshake_failed",
 ]
 
 
@@ -37,6 +41,49 @@ class SaslAuthenticationError(KafkaConnectionError):
 
     def __init__(self, message: str, *, broker: str | None = None) -> None:
         super().__init__(message, broker=broker)
+
+
+class TlsHandshakeError(KafkaConnectionError):
+    """No TLS session could be set up with a broker: the certificate was refused, or the
+    broker closed the connection or stayed silent during the handshake (as a plaintext
+    listener does). The message says which, and what to check."""
+
+    def __init__(self, message: str, *, broker: str | None = None) -> None:
+        super().__init__(message, broker=broker)
+
+
+_PLAINTEXT_HINT = ("; if it is a plaintext listener, set security.protocol to PLAINTEXT "
+                   "(or SASL_PLAINTEXT)")
+
+
+def tls_handshake_failed(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while opening a TLS connection, comes from the handshake
+    (not from resolving the name or from a refused TCP connect)."""
+    return isinstance(exc, (ssl.SSLError, ConnectionResetError, ConnectionAbortedError,
+                            EOFError)) or (isinstance(exc, OSError) and exc.errno is None)
+
+
+def tls_failure(address: str, exc: BaseException | None, waited: float | None = None) -> str:
+    """Why a TLS connection to ``address`` failed, for a :class:`TlsHandshakeError`.
+
+    Args:
+        exc: what the handshake raised, or None when it timed out after ``waited`` seconds.
+    """
+    if exc is None:
+        return (f"no TLS session with {address} within {waited}s (TCP connect and TLS "
+                f"handshake; socket.connection.setup.timeout.ms): the broker did not answer "
+                f"the TLS handshake{_PLAINTEXT_HINT}")
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"TLS handshake with {address} failed: the broker's certificate was refused: "
+                f"{exc.verify_message or exc.reason or exc} (check ssl.ca.location and, for a "
+                "host-name mismatch, the address in bootstrap.servers)")
+    detail = str(exc) or type(exc).__name__
+    if isinstance(exc, ssl.SSLError) and not isinstance(exc, ssl.SSLEOFError) \
+            and exc.reason != "WRONG_VERSION_NUMBER":
+        return f"TLS handshake with {address} failed: {detail}"
+    # A plaintext Kafka listener reads the ClientHello as an oversized request and closes.
+    return (f"TLS handshake with {address} failed: the broker closed the connection "
+            f"({detail}){_PLAINTEXT_HINT}")
 
 
 def build_ssl_context(cfg: Mapping[str, Any]) -> ssl.SSLContext | None:
@@ -52,16 +99,59 @@ def build_ssl_context(cfg: Mapping[str, Any]) -> ssl.SSLContext | None:
         if not isinstance(ready, ssl.SSLContext):
             raise ConfigError("ssl.context must be an ssl.SSLContext")
         return ready
+    ca = cfg.get("ssl.ca.location")
     try:
-        ctx = ssl.create_default_context(cafile=cfg.get("ssl.ca.location"))
-        if cfg.get("ssl.certificate.location"):
-            ctx.load_cert_chain(cfg["ssl.certificate.location"], cfg.get("ssl.key.location"),
-                                password=cfg.get("ssl.key.password"))
+        ctx = ssl.create_default_context(cafile=ca)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"cannot load TLS files: {exc}") from exc
+        raise ConfigError(f"cannot load the TLS CA bundle ssl.ca.location={ca!r}: "
+                          f"{exc.strerror or exc}") from exc
+    if cfg.get("ssl.certificate.location"):
+        load_client_certificate(ctx, cfg["ssl.certificate.location"],
+                                 cfg.get("ssl.key.location"), cfg.get("ssl.key.password"))
     if cfg.get("ssl.endpoint.identification.algorithm") == "none":
         ctx.check_hostname = False
     return ctx
+
+
+def load_client_certificate(ctx: ssl.SSLContext, cert: str, key: str | None,
+                             password: str | None) -> None:
+    """``ctx.load_cert_chain(cert, key, password)`` with errors that say which file and
+    what is wrong (shared by the Kafka and Schema Registry clients).
+
+    Raises:
+        ConfigError: a file cannot be read, is not PEM, the key is encrypted and no
+            password (or a wrong one) was given, or the key does not match the certificate.
+            The password never appears in the message.
+
+    The key's password goes through a callback, which tells whether the key was encrypted
+    at all; without one, OpenSSL would prompt for a password on the terminal.
+    """
+    asked = False
+
+    def give_password() -> str:
+        nonlocal asked
+        asked = True
+        if password is None:
+            raise ConfigError(f"the private key in {where} is encrypted: set ssl.key.password")
+        return password
+
+    where = f"ssl.key.location={key!r}" if key else f"ssl.certificate.location={cert!r}"
+    try:
+        ctx.load_cert_chain(cert, key, password=give_password)
+    except OSError as exc:
+        if not isinstance(exc, ssl.SSLError):
+            raise ConfigError(f"cannot read the client certificate or key "
+                              f"(ssl.certificate.location={cert!r}, ssl.key.location={key!r}): "
+                              f"{exc.strerror or exc}") from exc
+        if asked and password is not None and exc.reason in ("PEM_LIB", "BAD_DECRYPT", None):
+            raise ConfigError(f"ssl.key.password does not decrypt the private key in {where} "
+                              "(wrong password?)") from None
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            raise ConfigError(f"the private key in {where} does not belong to the certificate "
+                              f"in ssl.certificate.location={cert!r}") from None
+        raise ConfigError(f"cannot load the client certificate ssl.certificate.location="
+                          f"{cert!r} with its key ({where}): {exc.reason or exc}; both must "
+                          "be PEM files") from None
 
 
 def build_sasl(cfg: Mapping[str, Any]) -> PlainAuthenticator | ScramAuthenticator | None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import difflib
+import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from kontrakt.clients._net.security import load_client_certificate
 from kontrakt.errors import ConfigError
 
 __all__ = ["RegistryClientConfig", "parse_config"]
@@ -83,11 +85,21 @@ def _ssl_context(conf: dict[str, Any]) -> ssl.SSLContext | bool:
         raise ConfigError("ssl.certificate.location is required with ssl.key.location")
     try:
         ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
-        if cert is not None:
-            ctx.load_cert_chain(certfile=cert, keyfile=key, password=password)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"cannot load TLS material: {exc}") from None
+        raise ConfigError(f"cannot load the TLS CA bundle ssl.ca.location={ca!r}: "
+                          f"{exc.strerror or exc}") from None
+    if cert is not None:
+        load_client_certificate(ctx, str(cert), None if key is None else str(key),
+                                None if password is None else str(password))
     return ctx
+
+
+_USERINFO = re.compile(r"^((?:[a-zA-Z][a-zA-Z0-9+.-]*:)?//)?[^/?#]*@")
+
+
+def _redacted(url: str) -> str:
+    """``url`` without the credentials it may carry (``https://user:pass@host``)."""
+    return _USERINFO.sub(lambda m: (m.group(1) or "") + "***@", url, count=1)
 
 
 def parse_config(config: Mapping[str, Any] | None, options: Mapping[str, Any]
@@ -122,10 +134,18 @@ def parse_config(config: Mapping[str, Any] | None, options: Mapping[str, Any]
         part = part.strip().rstrip("/")
         split = urlsplit(part)
         if split.scheme not in ("http", "https") or not split.hostname:
-            raise ConfigError(f"invalid registry url {part!r}: expected http(s)://host[:port]")
+            raise ConfigError(f"invalid registry url {_redacted(part)!r}: "
+                              "expected http(s)://host[:port]")
+        try:
+            port = split.port
+        except ValueError:  # out of range, or not a number
+            port = -1
+        if port is not None and not 0 < port < 65536:
+            raise ConfigError(f"invalid registry url {_redacted(part)!r}: the port must be a "
+                              "number in 1..65535")
         if split.username is not None and userinfo is None:
             userinfo = (unquote(split.username), unquote(split.password or ""))
-        netloc = split.hostname + (f":{split.port}" if split.port else "")
+        netloc = split.hostname + (f":{port}" if port else "")
         urls.append(urlunsplit((split.scheme, netloc, split.path, "", "")))
     source = str(conf.get("basic.auth.credentials.source") or "").upper() or None
     basic: tuple[str, str] | None = None

@@ -197,6 +197,17 @@ def _version_arg(version: int | str) -> str:
     return str(version)
 
 
+def _naming_request(err: SchemaRegistryError, method: str, url: str) -> SchemaRegistryError:
+    """``err`` with the request it answered added to its message; a 404 that is not one of
+    the registry's own "not found" codes means no such endpoint: usually a ``url`` that is
+    not the registry's base URL."""
+    hint = ""
+    if err.http_status_code == 404 and err.error_code in (404, SchemaRegistryError.UNKNOWN):
+        hint = ": no such endpoint; is the client's url the registry's base URL?"
+    return type(err)(err.http_status_code, err.error_code,
+                     f"{err.error_message} ({method} {url}){hint}")
+
+
 def copy_error(exc: SchemaRegistryError) -> SchemaRegistryError:
     """A fresh instance of the same error (so cached errors do not grow tracebacks)."""
     return type(exc)(exc.http_status_code, exc.error_code, exc.error_message)
@@ -392,7 +403,8 @@ class RegistryCore:
                         body: Any = json.loads(data)
                     except ValueError:
                         body = data.decode("utf-8", "replace")
-                    err = error_from_response(status, body)
+                    err = _naming_request(error_from_response(status, body), call.method,
+                                          urls[index] + call.path)
                     if status not in RETRIABLE_STATUS or not repeatable:
                         if status == 404 and call.key is not None:
                             with self._lock:

@@ -262,3 +262,15 @@ def test_key_of_another_certificate_is_named(encrypted_key: tuple[Path, Path],
                          ssl_certificate_location=str(cert),
                          ssl_key_location=str(certs / "server.key"))
     assert "does not belong to the certificate" in str(info.value)
+
+
+def test_registry_client_says_the_same_about_a_wrong_key_password(
+        encrypted_key: tuple[Path, Path]) -> None:
+    from kontrakt.registry import SchemaRegistryClient
+
+    cert, key = encrypted_key
+    with pytest.raises(ConfigError) as info:
+        SchemaRegistryClient({"url": "https://127.0.0.1:1", "ssl.certificate.location": str(cert),
+                              "ssl.key.location": str(key), "ssl.key.password": "wrong-pw-99"})
+    assert str(info.value).startswith("ssl.key.password does not decrypt the private key")
+    assert "wrong-pw-99" not in str(info.value)

@@ -25,9 +25,13 @@ __all__ = [
 ]
 
 
-def _to_int(name: str, value: Any) -> int:
+# Converters take the value and how to show it in an error: its repr, or for a secret
+# option only its type (a mistyped password must not end up in a traceback or a log).
+
+
+def _to_int(name: str, value: Any, shown: str) -> int:
     if isinstance(value, bool):
-        raise ConfigError(f"{name} must be an integer, got {value!r}")
+        raise ConfigError(f"{name} must be an integer, got {shown}")
     if isinstance(value, int):
         return value
     if isinstance(value, str):
@@ -35,30 +39,30 @@ def _to_int(name: str, value: Any) -> int:
             return int(value.strip())
         except ValueError:
             pass
-    raise ConfigError(f"{name} must be an integer, got {value!r}")
+    raise ConfigError(f"{name} must be an integer, got {shown}")
 
 
-def _to_bool(name: str, value: Any) -> bool:
+def _to_bool(name: str, value: Any, shown: str) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise ConfigError(f"{name} must be true or false, got {value!r}")
+    raise ConfigError(f"{name} must be true or false, got {shown}")
 
 
-def _to_str(name: str, value: Any) -> str:
+def _to_str(name: str, value: Any, shown: str) -> str:
     if isinstance(value, str):
         return value
-    raise ConfigError(f"{name} must be a string, got {value!r}")
+    raise ConfigError(f"{name} must be a string, got {shown}")
 
 
-def _to_servers(name: str, value: Any) -> tuple[str, ...]:
+def _to_servers(name: str, value: Any, shown: str) -> tuple[str, ...]:
     if isinstance(value, str):
         items = [v.strip() for v in value.split(",")]
     elif isinstance(value, Iterable):
         items = [str(v).strip() for v in value]
     else:
-        raise ConfigError(f"{name} must be 'host:port[,host:port...]' or a list, got {value!r}")
+        raise ConfigError(f"{name} must be 'host:port[,host:port...]' or a list, got {shown}")
     items = [v for v in items if v]
     if not items:
         raise ConfigError(f"{name} is empty: give at least one host:port")
@@ -69,12 +73,12 @@ def _to_servers(name: str, value: Any) -> tuple[str, ...]:
     return tuple(items)
 
 
-_CONVERTERS: dict[str, Callable[[str, Any], Any]] = {
+_CONVERTERS: dict[str, Callable[[str, Any, str], Any]] = {
     "int": _to_int,
     "bool": _to_bool,
     "str": _to_str,
     "servers": _to_servers,
-    "any": lambda _n, v: v,
+    "any": lambda _n, v, _s: v,
 }
 
 
@@ -88,7 +92,7 @@ class Option:
         default: value when not given (None means unset).
         choices: allowed values (compared case-insensitively for strings).
         minimum: smallest allowed value for ints.
-        secret: hide the value in ``repr``.
+        secret: hide the value in ``repr`` and in error messages.
         doc: what it does.
     """
 
@@ -113,15 +117,17 @@ class Option:
         """
         if value is None:
             return None
-        out = _CONVERTERS[self.kind](self.name, value)
+        shown = (f"a value of type {type(value).__name__} (not shown: {self.name} is secret)"
+                 if self.secret else repr(value))
+        out = _CONVERTERS[self.kind](self.name, value, shown)
         if self.choices is not None:
             norm = out.lower() if isinstance(out, str) else out
             allowed = [c.lower() if isinstance(c, str) else c for c in self.choices]
             if norm not in allowed:
-                raise ConfigError(f"{self.name} must be one of {list(self.choices)}, got {value!r}")
+                raise ConfigError(f"{self.name} must be one of {list(self.choices)}, got {shown}")
             out = self.choices[allowed.index(norm)]
         if self.minimum is not None and isinstance(out, int) and out < self.minimum:
-            raise ConfigError(f"{self.name} must be >= {self.minimum}, got {out}")
+            raise ConfigError(f"{self.name} must be >= {self.minimum}, got {shown}")
         return out
 
 

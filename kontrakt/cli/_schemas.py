@@ -181,6 +181,11 @@ def _git(repo: Path, *args: str) -> tuple[int, str]:
             ["git", *args], cwd=repo, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S,
             check=False,
         )
+    except FileNotFoundError as exc:
+        if not repo.is_dir():
+            raise SchemaSourceError(f"schema folder {str(repo)!r} does not exist") from exc
+        raise SchemaSourceError("git is not installed (or not on PATH): install it, or "
+                                "compare with a registry with --registry URL") from exc
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SchemaSourceError(f"running git failed: {exc}") from exc
     return proc.returncode, proc.stdout if proc.returncode == 0 else proc.stderr
@@ -206,6 +211,8 @@ def check_against_git(
     """
     lvl = CompatibilityLevel.parse(level)
     JsonSchemaPolicy.parse(policy)
+    if not folder.is_dir():  # before git runs in it, which would blame git
+        raise SchemaSourceError(f"schema folder {str(folder)!r} does not exist")
     code, top = _git(folder, "rev-parse", "--show-toplevel")
     if code != 0:
         raise SchemaSourceError(f"{str(folder)!r} is not inside a git work tree: {top.strip()}")

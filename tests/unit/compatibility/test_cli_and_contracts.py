@@ -113,6 +113,23 @@ def test_not_a_git_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert code == 2 and "not inside a git work tree" in out
 
 
+def test_a_missing_folder_is_named_not_blamed_on_git(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nonexist"
+    code, out = run(["schemas", "check", str(missing)], capsys)
+    assert code == 2
+    assert out.strip() == f"kontrakt: error: schema folder {str(missing)!r} does not exist"
+
+
+def test_git_missing_says_so_and_offers_the_registry(
+        repo: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(repo / "no-bin-here"))
+    code, out = run(["schemas", "check", str(repo / "schemas")], capsys)
+    assert code == 2
+    assert "git is not installed (or not on PATH)" in out and "--registry URL" in out
+
+
 REGISTRY = "http://127.0.0.1:18081"
 
 

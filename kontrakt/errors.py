@@ -28,6 +28,7 @@ __all__ = [
     "KeyDeserializationError",
     "KeySerializationError",
     "KontraktError",
+    "MissingExtraError",
     "NoBrokersAvailableError",
     "OffsetOutOfRangeResetError",
     "PartialFailureError",
@@ -373,6 +374,21 @@ class KeyDeserializationError(SerializationError):
 
 class ValueDeserializationError(SerializationError):
     """A record's value could not be deserialized; ``.record`` carries the raw record."""
+
+
+class MissingExtraError(KontraktError, ModuleNotFoundError):
+    """A feature needs a package that one of Kontrakt's extras installs, and it is missing
+    (e.g. fastavro for Avro: ``pip install 'kontrakt[avro]'``); the message says which.
+
+    Attributes:
+        name: the module that could not be imported.
+        extra: the extra that provides it (``avro``, ``json``, ``protobuf``).
+    """
+
+    def __init__(self, message: str, *, name: str, extra: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.extra = extra
 
 
 class InvalidArgumentError(KontraktError, ValueError):

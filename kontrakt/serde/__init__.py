@@ -124,6 +124,12 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'kontrakt.serde' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f"kontrakt.serde.{module}"), name)
+    try:
+        loaded = importlib.import_module(f"kontrakt.serde.{module}")
+    except ModuleNotFoundError as exc:
+        from kontrakt._extras import raise_missing_extra
+
+        raise_missing_extra(exc, f"kontrakt.serde.{name}")
+    value = getattr(loaded, name)
     globals()[name] = value
     return value

@@ -12,7 +12,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from kontrakt._extras import raise_missing_extra
+
+try:
+    from fastavro import parse_schema, schemaless_reader, schemaless_writer
+except ModuleNotFoundError as exc:
+    raise_missing_extra(exc, "the Avro serde (kontrakt.serde.avro)")
 
 from kontrakt.errors import ConfigError, SerializationError
 from kontrakt.serde._avro_bounds import LIMIT_DEFAULTS, AvroBounds, check_limits

@@ -53,10 +53,15 @@ def _clip(detail: str) -> str:
 
 def _general_validator(doc: Any, documents: Mapping[str, Any]) -> Check:
     """jsonschema's validator, for schemas the compiled validator does not cover."""
-    from jsonschema import exceptions
-    from jsonschema.validators import validator_for
-    from referencing import Registry, Resource
-    from referencing.jsonschema import DRAFT7
+    try:
+        from jsonschema import exceptions
+        from jsonschema.validators import validator_for
+        from referencing import Registry, Resource
+        from referencing.jsonschema import DRAFT7
+    except ModuleNotFoundError as exc:
+        from kontrakt._extras import raise_missing_extra
+
+        raise_missing_extra(exc, "validating with this JSON Schema")
 
     registry: Any = Registry().with_resources(
         (name, Resource.from_contents(d, default_specification=DRAFT7))

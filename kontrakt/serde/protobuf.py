@@ -16,7 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from google.protobuf.message import Message
+from kontrakt._extras import raise_missing_extra
+
+try:
+    from google.protobuf.message import Message
+except ModuleNotFoundError as exc:
+    raise_missing_extra(exc, "the Protobuf serde (kontrakt.serde.protobuf)")
 
 from kontrakt.errors import ConfigError, SerializationError
 from kontrakt.serde._base import (

@@ -70,9 +70,9 @@ def tls_failure(address: str, exc: BaseException | None, waited: float | None = 
         exc: what the handshake raised, or None when it timed out after ``waited`` seconds.
     """
     if exc is None:
-        return (f"no TLS session with {address} within {waited}s (TCP connect and TLS "
-                f"handshake; socket.connection.setup.timeout.ms): the broker did not answer "
-                f"the TLS handshake{_PLAINTEXT_HINT}")
+        return (f"no TLS session with {address} within {waited}s "
+                "(socket.connection.setup.timeout.ms: TCP connect plus TLS handshake); a "
+                f"plaintext listener never answers a TLS handshake{_PLAINTEXT_HINT}")
     if isinstance(exc, ssl.SSLCertVerificationError):
         return (f"TLS handshake with {address} failed: the broker's certificate was refused: "
                 f"{exc.verify_message or exc.reason or exc} (check ssl.ca.location and, for a "
@@ -126,6 +126,7 @@ def load_client_certificate(ctx: ssl.SSLContext, cert: str, key: str | None,
     The key's password goes through a callback, which tells whether the key was encrypted
     at all; without one, OpenSSL would prompt for a password on the terminal.
     """
+    where = f"ssl.key.location={key!r}" if key else f"ssl.certificate.location={cert!r}"
     asked = False
 
     def give_password() -> str:
@@ -135,7 +136,6 @@ def load_client_certificate(ctx: ssl.SSLContext, cert: str, key: str | None,
             raise ConfigError(f"the private key in {where} is encrypted: set ssl.key.password")
         return password
 
-    where = f"ssl.key.location={key!r}" if key else f"ssl.certificate.location={cert!r}"
     try:
         ctx.load_cert_chain(cert, key, password=give_password)
     except OSError as exc:

@@ -10,6 +10,8 @@ With the package installed, pytest loads :mod:`kontrakt.testing.pytest_plugin`, 
 the fixtures ``tansu_broker``, ``tansu_broker_factory``, ``mock_cluster``,
 ``mock_cluster_factory`` and ``topic_name``.
 
+``python -m kontrakt.testing --port 9092`` runs a Tansu broker for development until Ctrl-C.
+
 Both brokers depart from Apache Kafka in measured ways; see the project's TEST-BROKERS notes.
 """
 

@@ -12,7 +12,7 @@ import sys
 import threading
 from types import FrameType
 
-from kontrakt.testing._tansu import TansuBroker
+from kontrakt.testing._tansu import _ADDR_IN_USE, TansuBroker
 from kontrakt.testing._util import BrokerHarnessError
 
 
@@ -48,7 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         broker.start()
     except BrokerHarnessError as exc:
-        print(f"kontrakt test broker: {exc}", file=sys.stderr, flush=True)
+        if any(s in str(exc) for s in _ADDR_IN_USE):
+            print(f"kontrakt test broker: 127.0.0.1:{args.port} is already in use (a broker "
+                  "running there already?); choose another with --port", file=sys.stderr,
+                  flush=True)
+        else:
+            print(f"kontrakt test broker: {exc}", file=sys.stderr, flush=True)
         return 1
     try:
         print(f"kontrakt test broker (Tansu, in memory) listening on "

@@ -119,3 +119,14 @@ def test_quickstart_runs_as_written(tmp_path: Path) -> None:
     # Its Tansu child went with it.
     assert not _port_taken(ports[0])
     assert took < 30, f"the quickstart took {took:.1f}s"
+
+
+def test_dev_broker_command_says_when_its_port_is_taken() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        run = subprocess.run([sys.executable, "-m", "kontrakt.testing", "--port", str(port)],
+                             capture_output=True, text=True, env=_env(), timeout=60)
+    assert run.returncode == 1
+    assert run.stderr.strip() == (f"kontrakt test broker: 127.0.0.1:{port} is already in use "
+                                  "(a broker running there already?); choose another with "
+                                  "--port")

@@ -68,8 +68,10 @@ def _to_servers(name: str, value: Any, shown: str) -> tuple[str, ...]:
         raise ConfigError(f"{name} is empty: give at least one host:port")
     for item in items:
         host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not sep or not host or not port.isdigit():
             raise ConfigError(f"{name}: {item!r} is not host:port")
+        if not 0 < int(port) < 65536:
+            raise ConfigError(f"{name}: the port of {item!r} must be in 1..65535")
     return tuple(items)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar
 
-from kontrakt.errors import IllegalStateError
+from kontrakt.errors import IllegalStateError, InvalidArgumentError
 from kontrakt.testing._util import MissingDependencyError, MockClusterError
 
 __all__ = ["MockCluster", "MockRequest", "load_librdkafka"]
@@ -156,13 +156,13 @@ class MockRequest:
 
 def _encode(text: str, what: str) -> bytes:
     if not isinstance(text, str) or not text:
-        raise ValueError(f"{what} must be a non-empty string, got {text!r}")
+        raise InvalidArgumentError(f"{what} must be a non-empty string, got {text!r}")
     return text.encode("utf-8")
 
 
 def _int(value: int, what: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ValueError(f"{what} must be an int in {lo}..{hi}, got {value!r}")
+        raise InvalidArgumentError(f"{what} must be an int in {lo}..{hi}, got {value!r}")
     return value
 
 
@@ -208,7 +208,7 @@ class MockCluster:
     Raises:
         MissingDependencyError: confluent-kafka is not installed.
         MockClusterError: librdkafka could not create the handle or the cluster.
-        ValueError: ``num_brokers`` is out of range.
+        InvalidArgumentError: ``num_brokers`` is out of range (a ValueError).
     """
 
     #: Push this "error" to make the mock broker drop the connection instead of answering
@@ -308,7 +308,7 @@ class MockCluster:
 
         Raises:
             MockClusterError: e.g. ``TOPIC_ALREADY_EXISTS`` or an invalid replication factor.
-            ValueError: bad arguments.
+            InvalidArgumentError: bad arguments (a ValueError).
         """
         self._call("topic_create", _encode(name, "topic name"),
                    _int(partitions, "partitions", 1, 100_000),
@@ -370,7 +370,8 @@ class MockCluster:
             broker_id: the new coordinator; it need not exist.
         """
         if key_type not in ("group", "transaction"):
-            raise ValueError(f"key_type must be 'group' or 'transaction', got {key_type!r}")
+            raise InvalidArgumentError(
+                f"key_type must be 'group' or 'transaction', got {key_type!r}")
         self._call("coordinator_set", key_type.encode(), _encode(key, "key"),
                    _int(broker_id, "broker_id", *_INT32))
 
@@ -414,7 +415,7 @@ class MockCluster:
         before these.
 
         Raises:
-            ValueError: an error code outside int32, or a bad api key.
+            InvalidArgumentError: an error code outside int32, or a bad api key.
         """
         codes = [_int(e, "error", *_INT32) for e in errors]
         _int(api_key, "api_key", 0, _INT16[1])

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 
-from kontrakt.errors import IllegalStateError, KafkaError
+from kontrakt.errors import IllegalStateError, InvalidArgumentError, KafkaError
 from kontrakt.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -170,6 +170,10 @@ class TansuBroker:
         keep_log: keep the log file after ``stop`` (it is deleted otherwise).
         advertised_port: the port the broker tells clients to connect to (its own by
             default); for a proxy in front of it, e.g. a TLS terminator in tests.
+
+    Raises:
+        InvalidArgumentError: ``port`` outside 1..65535, or a timeout that is not positive
+            (also a ValueError).
     """
 
     def __init__(
@@ -186,9 +190,9 @@ class TansuBroker:
         advertised_port: int | None = None,
     ) -> None:
         if port is not None and not 0 < port < 65536:
-            raise ValueError(f"port must be in 1..65535, got {port}")
+            raise InvalidArgumentError(f"port must be in 1..65535, got {port}")
         if startup_timeout <= 0 or stop_timeout <= 0:
-            raise ValueError("startup_timeout and stop_timeout must be positive")
+            raise InvalidArgumentError("startup_timeout and stop_timeout must be positive")
         self._requested_port = port
         self._cluster_id = cluster_id
         self._binary = binary
@@ -352,9 +356,9 @@ class TansuBroker:
             KafkaConnectionError, KafkaTimeoutError: the exchange failed.
         """
         if not isinstance(name, str) or not name:
-            raise ValueError(f"topic name must be a non-empty string, got {name!r}")
+            raise InvalidArgumentError(f"topic name must be a non-empty string, got {name!r}")
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-            raise ValueError(f"partitions must be a positive int, got {partitions!r}")
+            raise InvalidArgumentError(f"partitions must be a positive int, got {partitions!r}")
         topic_cls = getattr(CreateTopicsRequest, "CreatableTopic")  # noqa: B009
         config_cls = getattr(topic_cls, "CreatableTopicConfig")  # noqa: B009
         topic = topic_cls(

@@ -8,6 +8,7 @@ import time
 from typing import TypeVar
 
 from kontrakt.errors import (
+    InvalidArgumentError,
     KafkaConnectionError,
     KafkaTimeoutError,
     KontraktError,
@@ -89,7 +90,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 def _split_address(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise ValueError(f"address must be 'host:port', got {address!r}")
+        raise InvalidArgumentError(f"address must be 'host:port', got {address!r}")
     return host, int(port)
 
 
@@ -145,7 +146,7 @@ def send_request(
         The decoded response message.
 
     Raises:
-        ValueError: ``address`` is not ``host:port``.
+        InvalidArgumentError: ``address`` is not ``host:port`` (a ValueError).
         KafkaConnectionError: the connection was refused, reset or closed before a whole
             response arrived.
         KafkaTimeoutError: the exchange did not finish within ``timeout``.

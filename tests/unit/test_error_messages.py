@@ -3,9 +3,16 @@ a PartialFailureError that spells out each failed entity's error."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
+
 import kontrakt.errors
-from kontrakt.errors import PartialFailureError
+from kontrakt import AsyncKafkaClient
+from kontrakt.errors import ConfigError, InvalidArgumentError, PartialFailureError
 from kontrakt.protocol.errors import ERRORS_BY_CODE, TopicAlreadyExistsError
+from kontrakt.testing import TansuBroker
 
 
 def test_every_broker_error_class_is_importable_from_kontrakt_errors() -> None:
@@ -35,3 +42,16 @@ def test_partial_failure_message_stays_bounded() -> None:
     assert message.startswith("create_topics: 25 of 25 failed: 't0': TopicAlreadyExistsError")
     assert "'t9'" in message and "'t10'" not in message
     assert message.endswith("; and 15 more (see .errors)")
+
+
+def test_out_of_range_ports_are_typed_errors_that_say_so() -> None:
+    with pytest.raises(ConfigError) as info:
+        AsyncKafkaClient(bootstrap_servers="localhost:99999")
+    assert str(info.value) == ("bootstrap.servers: the port of 'localhost:99999' must be in "
+                               "1..65535")
+    with pytest.raises(InvalidArgumentError, match=r"port must be in 1\.\.65535, got 99999"):
+        TansuBroker(port=99999)
+    run = subprocess.run([sys.executable, "-m", "kontrakt.registry.server", "--port", "99999"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert run.stderr.strip().endswith("error: --port must be in 0..65535, got 99999")

@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="JSON file holding the state (survives restarts)")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        parser.error(f"--port must be in 0..65535, got {args.port}")
     server = RegistryServer(args.host, args.port, storage=args.storage, verbose=args.verbose)
     server.bind()
     print(f"kontrakt registry listening on {server.url}", flush=True)

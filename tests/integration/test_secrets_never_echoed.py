@@ -22,9 +22,11 @@ import pytest
 
 from kontrakt import AdminClient, AsyncKafkaClient, Consumer, KafkaClient, Producer
 from kontrakt._config import COMMON_OPTIONS, SECURITY_OPTIONS, ClientConfig
+from kontrakt.clients import SerializingProducer
 from kontrakt.clients._net.security import build_sasl
 from kontrakt.errors import ConfigError, KontraktError
 from kontrakt.registry import SchemaRegistryClient
+from kontrakt.serde import StringSerializer
 from kontrakt.testing import TansuBroker
 
 pytestmark = pytest.mark.integration
@@ -83,6 +85,11 @@ def test_reprs_hide_secrets() -> None:
     registry = SchemaRegistryClient({"url": f"http://u:{IN_URL}@{CLOSED}"})
     texts.append(repr(registry))
     texts.append(repr(registry._core.config))  # type: ignore[attr-defined]
+    serializer = StringSerializer()
+    with SerializingProducer({"bootstrap.servers": CLOSED, "sasl.password": SASL,
+                              "security.protocol": "SASL_PLAINTEXT", "sasl.username": "u",
+                              "value.serializer": serializer}) as producer:
+        texts += [repr(producer), repr(producer.__dict__)]
     registry.close()
     _assert_hidden(texts)
     assert "***" in repr(cfg)

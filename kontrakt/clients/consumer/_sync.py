@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
-from kontrakt.clients._sync import BackgroundStart, LoopThread, weak_method
+from kontrakt.clients._sync import BackgroundStart, LoopThread, wait_done, weak_method
 from kontrakt.clients.consumer._consumer import AsyncConsumer, close_deadline, run_listener_inline
 from kontrakt.clients.consumer._offsets import OffsetAndTimestamp
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError
@@ -155,10 +155,10 @@ class Consumer:
         if self._closed:
             raise IllegalStateError("consumer is closed")
         fut = self._starting.attempt()
-        try:
-            fut.result(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        except concurrent.futures.TimeoutError:
+        if not wait_done(fut, None if deadline is None else max(0.0, deadline - time.monotonic())):
             return False
+        try:
+            fut.result()
         except concurrent.futures.CancelledError:
             raise IllegalStateError("consumer is closed") from None
         self._started = True

@@ -11,7 +11,11 @@
 
 from __future__ import annotations
 
-from kontrakt.protocol.records._batch import BATCH_HEADER_SIZE, RecordBatch
+from kontrakt.protocol.records._batch import (
+    BATCH_HEADER_SIZE,
+    RecordBatch,
+    decode_records_piece_as,
+)
 from kontrakt.protocol.records._builder import RecordBatchBuilder
 from kontrakt.protocol.records._compression import (
     DEFAULT_LEVELS,
@@ -51,6 +55,7 @@ __all__ = [
     "TimestampType",
     "build_control_batch",
     "compress",
+    "decode_records_piece_as",
     "decompress",
     "iter_batches",
     "parse_control_record",

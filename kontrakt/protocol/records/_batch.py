@@ -39,7 +39,8 @@ from kontrakt.protocol.records._model import (
     located,
 )
 
-__all__ = ["BATCH_HEADER_SIZE", "RecordBatch", "decode_records", "decode_records_as"]
+__all__ = ["BATCH_HEADER_SIZE", "RecordBatch", "decode_records", "decode_records_as",
+           "decode_records_piece_as"]
 
 _crc32c = _crc32c_mod.crc32c
 #: crc32c's gil_release_mode: keep the GIL. By default it gives the GIL up for inputs past
@@ -91,6 +92,7 @@ def {name}(data, pos, end, count, base_offset, base_timestamp, timestamp_type, m
     new = _new_record
     out = []
     append = out.append
+    n_headers = 0
     try:
         for _ in range(count):
             # Every varint read below is the same three-way unrolled pattern: one byte
@@ -170,6 +172,7 @@ def {name}(data, pos, end, count, base_offset, base_timestamp, timestamp_type, m
                 pos += 1
             else:
                 headers, pos = _decode_headers(data, pos)
+                {count_headers}
             if pos != rec_end:
                 raise CorruptRecordError(
                     f"record fields end {{pos - rec_end:+d}} bytes from where its length "
@@ -178,23 +181,41 @@ def {name}(data, pos, end, count, base_offset, base_timestamp, timestamp_type, m
     except IndexError:
         raise CorruptRecordError(
             f"record {{len(out)}} of {{count}} runs past the batch") from None
-    if pos != end:
-        raise CorruptRecordError(
-            f"batch holds {{end - pos}} bytes after its {{count}} records" if pos < end
-            else f"records of the batch run {{pos - end}} bytes past its end"
-        )
+{check_end}
     if timestamp_type == 1:
         # Rare (topics with LogAppendTime): every record takes the batch's append time. Done
         # afterwards so the hot loop has no branch for it.
-        return [new({cls}, ({log_append_fields})) for r in out]
-    return out
+        out = [new({cls}, ({log_append_fields})) for r in out]
+    return {result}
 """
 
+# A piece stops early, after the record that takes its headers past ``max_headers``: in the
+# header branch, so that records without headers pay nothing for it.
+_COUNT_HEADERS = """n_headers += len(headers)
+                if n_headers > max_headers:
+                    if pos != rec_end:
+                        raise CorruptRecordError(
+                            f"record fields end {{pos - rec_end:+d}} bytes from where its "
+                            "length says")
+                    append(new({cls}, ({fields})))
+                    break"""
 
-def _compile_loop(name: str, extra: str, cls: str, fields: str, log_append_fields: str
-                  ) -> Callable[..., list[Any]]:
-    source = _LOOP_TEMPLATE.format(name=name, extra=extra, cls=cls, fields=fields,
-                                   log_append_fields=log_append_fields)
+_CHECK_END = """    if pos != end:
+        raise CorruptRecordError(
+            f"batch holds {end - pos} bytes after its {count} records" if pos < end
+            else f"records of the batch run {pos - end} bytes past its end"
+        )"""
+
+
+def _compile_loop(name: str, extra: str, cls: str, fields: str, log_append_fields: str,
+                  *, piece: bool = False) -> Callable[..., Any]:
+    # A piece decodes ``count`` records of a batch and says where it stopped and how many
+    # headers it built (they cost memory that the bytes do not show); the caller checks
+    # the batch's end once its last piece is decoded.
+    source = _LOOP_TEMPLATE.format(
+        name=name, extra=extra, cls=cls, fields=fields, log_append_fields=log_append_fields,
+        count_headers=_COUNT_HEADERS.format(cls=cls, fields=fields) if piece else "pass",
+        check_end="" if piece else _CHECK_END, result="out, pos, n_headers" if piece else "out")
     namespace: dict[str, Any] = {
         "ZIGZAG_DECODE": ZIGZAG_DECODE, "TWO_BYTE_VARINTS": _TWO_BYTE_VARINTS,
         "decode_varint_slow": decode_varint_slow,
@@ -202,7 +223,7 @@ def _compile_loop(name: str, extra: str, cls: str, fields: str, log_append_field
         "CorruptRecordError": CorruptRecordError, "Record": Record,
     }
     exec(compile(source, f"<kontrakt record loop {name}>", "exec"), namespace)
-    fn: Callable[..., list[Any]] = namespace[name]
+    fn: Callable[..., Any] = namespace[name]
     return fn
 
 
@@ -278,6 +299,43 @@ def decode_records_as(
                       leader_epoch)
 
 
+def decode_records_piece_as(
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    timestamp_type: int,
+    max_timestamp: int,
+    record_type: type[_T],
+    topic: str,
+    partition: int,
+    timestamp_type_value: object,
+    leader_epoch: int,
+    max_headers: int,
+) -> tuple[list[_T], int, int]:
+    """Decode up to the next ``count`` records of a batch, as :func:`decode_records_as` does.
+
+    A large batch can so be decoded a bounded piece at a time: each call starts at ``pos``
+    (the batch's first record, or where the previous piece stopped) and ``end`` only bounds
+    the reads. Once the batch's last piece is decoded, the caller checks that it stopped
+    exactly at ``end`` (:func:`decode_records_as` does that itself). The piece stops early,
+    after fewer records, once they hold more than ``max_headers`` headers (headers cost
+    memory that their few bytes do not show).
+
+    Returns:
+        (the records, where the next record starts, how many headers the records hold).
+
+    Raises:
+        CorruptRecordError: a record is malformed or runs past ``end`` (no location
+            attached).
+    """
+    return _decode_piece_as(data, pos, end, count, base_offset, base_timestamp,
+                            timestamp_type, max_timestamp, record_type, topic, partition,
+                            timestamp_type_value, leader_epoch, max_headers)
+
+
 def _decode_headers(data: bytes, pos: int) -> tuple[list[Header], int]:
     count, pos = decode_varint_slow(data, pos)
     if count < 0:
@@ -306,14 +364,19 @@ def _decode_headers(data: bytes, pos: int) -> tuple[list[Header], int]:
     return headers, pos
 
 
-_decode_plain = _compile_loop(
+_decode_plain: Callable[..., list[Any]] = _compile_loop(
     "decode_records", "", "Record",
     "offset, timestamp, timestamp_type, key, value, headers",
     "r[0], max_timestamp, 1, r[3], r[4], r[5]")
-_decode_as = _compile_loop(
+_decode_as: Callable[..., list[Any]] = _compile_loop(
     "decode_records_as", "rec_cls, topic, partition, ts_value, leader_epoch", "rec_cls",
     "topic, partition, offset, timestamp, ts_value, key, value, headers, leader_epoch",
     "r[0], r[1], r[2], max_timestamp, r[4], r[5], r[6], r[7], r[8]")
+_decode_piece_as: Callable[..., tuple[list[Any], int, int]] = _compile_loop(
+    "decode_records_piece_as", "rec_cls, topic, partition, ts_value, leader_epoch, max_headers",
+    "rec_cls",
+    "topic, partition, offset, timestamp, ts_value, key, value, headers, leader_epoch",
+    "r[0], r[1], r[2], max_timestamp, r[4], r[5], r[6], r[7], r[8]", piece=True)
 
 
 class RecordBatch:
@@ -505,6 +568,26 @@ class RecordBatch:
             return decompress(codec, body, max_size=max_size)
         except CorruptRecordError as exc:
             raise located(exc, self.topic, self.partition, self.base_offset) from None
+
+    def record_data(self, max_size: int | None = None) -> tuple[bytes, int, int]:
+        """Where the batch's records are: ``(data, start, end)``, the batch's own buffer for
+        an uncompressed batch, else the decompressed payload. For
+        :func:`decode_records_piece_as`.
+
+        Args:
+            max_size: as for :meth:`payload`.
+
+        Raises:
+            see :meth:`payload`.
+        """
+        if self.attributes & CODEC_MASK == 0:
+            return self._data, self._start + BATCH_HEADER_SIZE, self._end
+        data = self.payload(max_size)
+        return data, 0, len(data)
+
+    def corrupt(self, message: str) -> CorruptRecordError:
+        """A :class:`CorruptRecordError` naming this batch (topic, partition, base offset)."""
+        return _corrupt(message, self.topic, self.partition, self.base_offset)
 
     def records(self, max_size: int | None = None) -> list[Record]:
         """Decompress (if needed) and decode the records.

@@ -60,10 +60,10 @@ def test_chunks_add_up_to_the_whole_partition(chunk_bytes: int, start: int) -> N
     assert [r.offset for r in whole] == list(range(start, 80))
     assert chunks[-1][1:3] == (next_offset, epoch) == (80, 3)
     # Consecutive: each chunk ends where the next one's records begin.
-    for (recs, nxt, _, _), (later, _, _, _) in itertools.pairwise(chunks):
+    for (recs, nxt, *_), (later, *_) in itertools.pairwise(chunks):
         assert recs[-1].offset + 1 == nxt == later[0].offset
     past = [blob for base, blob in log if base + 10 > start]
-    assert sum(size for *_, size in chunks) == sum(len(b) for b in past)
+    assert sum(size for _, _, _, size, _ in chunks) == sum(len(b) for b in past)
     if chunk_bytes == 0:
         assert len(chunks) == len(past)  # one chunk per batch
     if chunk_bytes == 1 << 20:

@@ -25,11 +25,13 @@ _FETCH = options(
     Option("queued.max.messages.kbytes", "int", 65_536, minimum=1,
            doc="memory cap (KiB) on fetched records waiting to be consumed, counted as "
                "decoded (a record's bytes plus 288, a header 128); above it nothing more is "
-               "fetched or decoded until the application consumes (paused partitions' "
-               "records count too). Records are decoded an eighth of it at a time (64 KiB to "
-               "8 MiB), so they take at most about 1.25 times it, besides the batch being "
-               "decoded (up to max.partition.fetch.bytes x max.decompressed.batch.multiple) "
-               "and the responses in flight (up to fetch.max.bytes per broker)"),
+               "fetched or decoded until the application consumes. Records are decoded an "
+               "eighth of it at a time (64 KiB to 8 MiB), so they take at most about 1.25 "
+               "times it, besides the batch being decoded (up to max.partition.fetch.bytes x "
+               "max.decompressed.batch.multiple) and the responses in flight (up to "
+               "fetch.max.bytes per broker). Records of paused partitions do not hold the "
+               "others back: a paused partition's decoding stops at the cap, and the rest "
+               "is fetched again on resume"),
     Option("max.poll.records", "int", 500, minimum=1,
            doc="most records one getmany() returns by default"),
     Option("auto.offset.reset", "str", "latest",

@@ -464,6 +464,7 @@ class AsyncConsumer:
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop fetching and returning records of these assigned partitions."""
         self._subs.pause(partitions)
+        self._fetcher.wake()  # a decoding waiting for buffer room stops for them
 
     def resume(self, *partitions: TopicPartition) -> None:
         """Resume paused partitions."""

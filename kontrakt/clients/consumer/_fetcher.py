@@ -185,6 +185,20 @@ class FetchBuffer:
             self.cond.notify_all()
         self.on_data()
 
+    def full(self, state: PartitionState | None = None) -> bool:
+        """True when no more records should be fetched (or, for ``state``'s partition,
+        decoded): the buffer is at its cap, and not only with records of paused partitions,
+        which the application cannot take until it resumes them (they must not hold the
+        other partitions back). A paused ``state``'s records wait whenever the cap is
+        reached."""
+        if self.total_bytes < self.max_bytes:
+            return False
+        if state is not None and state.paused:
+            return True
+        with self.lock:
+            held = sum(cf.cost for cf in self._queue if cf.state.paused)
+        return self.total_bytes - held >= self.max_bytes
+
     def has_data(self) -> bool:
         """True when records or errors are waiting (may include stale ones)."""
         return bool(self._queue) or bool(self._errors)
@@ -727,7 +741,7 @@ class Fetcher:
         if subs.pending_resets() and (self._resetting is None or self._resetting.done()):
             self._resetting = self._spawn(self._reset_positions())
         self._check_leader_epochs()
-        if self.buffer.total_bytes >= self.buffer.max_bytes:
+        if self.buffer.full():
             return
         now = time.monotonic()
         by_node: dict[int, list[TopicPartition]] = {}
@@ -1141,6 +1155,12 @@ class Fetcher:
                     await self._wait_for_space(st, gen)
                     if st.gen != gen:
                         return
+                    if st.paused and buffer.full(st):
+                        # Paused with the buffer full: the rest of the response is fetched
+                        # again once resumed (the pipelined fetch past it is now stale),
+                        # rather than hold the other partitions' records behind it.
+                        st.fetch_offset = done
+                        return
                 item = next(chunks, None)
                 if item is None:
                     break
@@ -1167,15 +1187,17 @@ class Fetcher:
             chunks.close()
 
     async def _wait_for_space(self, st: PartitionState, gen: int) -> None:
-        """Wait until the buffer is below its cap, or ``st`` is sought or unassigned.
+        """Wait until the buffer has room for ``st``'s records (:meth:`FetchBuffer.full`),
+        or ``st`` is sought or unassigned.
 
-        Draining frees space and calls wake() (``buffer.on_space``), as do seeks and
-        assignment changes; close() cancels the waiting task.
+        Draining frees space and calls wake() (``buffer.on_space``), as do seeks,
+        assignment changes, pause() and resume(); close() cancels the waiting task. Returns
+        at once for a paused partition (its decoding stops).
         """
         space = self._space
         assert space is not None
         buffer = self.buffer
-        while buffer.total_bytes >= buffer.max_bytes and st.gen == gen:
+        while buffer.full(st) and st.gen == gen and not st.paused:
             space.clear()
             await space.wait()
 

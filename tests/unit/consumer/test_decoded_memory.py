@@ -333,6 +333,69 @@ def test_a_seek_while_the_decoding_waits_for_room_cancels_it_cleanly() -> None:
     asyncio.run(main())
 
 
+def test_a_paused_partition_filling_the_buffer_does_not_hold_the_others_back() -> None:
+    """p0's flood fills the 16 KiB cap and its decoding waits, with p1's records of the same
+    response behind it. Pausing p0 stops that decoding (its rest is fetched again on
+    resume): p1's records come, and later fetches of p1 go on although p0's buffered
+    records still fill the cap. Resumed, p0 delivers every record, in order."""
+    n = 20_000
+    flood = batch("zstd", tiny_records(n), n, 0)
+    fetched: list[int] = []
+    handle = _whole_log_server(flood, fetched)
+    p0, p1 = TopicPartition("flood", 0), TopicPartition("flood", 1)
+    p1_log = [batch("gzip", value_records(5, 10), 5, base) for base in range(0, 50, 5)]
+    served_p1: list[int] = []
+
+    async def two(version: int, req: Any) -> Any:
+        resp = await handle(version, req)
+        R = FetchResponse.FetchableTopicResponse
+        parts = []
+        for t in req.topics:
+            for p in t.partitions:
+                if p.partition == 1:
+                    # One batch per fetch: p1 needs fetch after fetch.
+                    served_p1.append(p.fetch_offset)
+                    blobs = [b for i, b in enumerate(p1_log) if i * 5 + 5 > p.fetch_offset][:1]
+                    parts.append(R.PartitionData(
+                        partition_index=1, error_code=0, high_watermark=50,
+                        last_stable_offset=50, log_start_offset=0, records=b"".join(blobs)))
+        for part in resp.responses[0].partitions:
+            if part.partition_index == 0:
+                parts.insert(0, part)
+        return FetchResponse(session_id=0, responses=[R(topic="flood", partitions=parts)])
+
+    async def main() -> None:
+        async with FakeBroker({"flood": 2}, {1: two}) as broker:  # noqa: SIM117
+            async with AsyncConsumer(bootstrap_servers=broker.bootstrap, fetch_max_wait_ms=50,
+                                     queued_max_messages_kbytes=16) as c:
+                c.assign([p0, p1])
+                c.seek(p0, 0)
+                c.seek(p1, 0)
+                await _until(lambda: _parked(c), "p0's decoding to wait for room")
+                c.pause(p0)
+                got1: list[int] = []
+                for _ in range(20):
+                    for tp, recs in (await c.getmany(timeout=1.0)).items():
+                        assert tp == p1
+                        got1.extend(r.offset for r in recs)
+                    if len(got1) >= 50:
+                        break
+                assert got1 == list(range(50))
+                assert c._buffer.total_bytes >= c._buffer.max_bytes  # p0's, still there
+                c.resume(p0)
+                got0: list[int] = []
+                for _ in range(2000):
+                    for tp, recs in (await c.getmany(timeout=1.0, max_records=2000)).items():
+                        assert tp == p0
+                        got0.extend(r.offset for r in recs)
+                    if got0 and got0[-1] >= n - 1:
+                        break
+                assert got0 == list(range(n))
+                assert await c.position(p0) == n
+
+    asyncio.run(main())
+
+
 def test_a_sync_consumer_draining_slowly_from_its_thread_wakes_the_decoding() -> None:
     """Drained from the application's thread (poll and consume), the buffer's freed room
     reaches the loop and the waiting decoding goes on: every record of three responses'

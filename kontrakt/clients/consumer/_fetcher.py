@@ -31,7 +31,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from typing import Any
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TimestampType, TopicPartition
@@ -58,6 +58,7 @@ from kontrakt.protocol.messages import (
 )
 from kontrakt.protocol.records import (
     ControlRecordType,
+    LegacyBatch,
     RecordBatch,
     decode_records_piece_as,
     iter_batches,
@@ -465,10 +466,12 @@ def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_
                 if gc_on and not paused:
                     gc.disable()
                     paused = True
-                if isinstance(batch, RecordBatch):
-                    buf, pos, end = batch.record_data(max_batch_bytes)
-                    left = batch.records_count
-                    ts_type = 1 if batch.attributes & _TIMESTAMP_TYPE_MASK else 0
+                v2 = batch if isinstance(batch, RecordBatch) else None
+                legacy: Iterator[list[Any]] = iter(())
+                if v2 is not None:
+                    buf, pos, end = v2.record_data(max_batch_bytes)
+                    left = v2.records_count
+                    ts_type = 1 if v2.attributes & _TIMESTAMP_TYPE_MASK else 0
                     ts_value = LOG_APPEND if ts_type else CREATE
                     est = end - pos + left * REC
                     if out and cost + est > budget:
@@ -487,62 +490,69 @@ def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_
                     # by what the last piece cost). A piece also stops at a chunk's cost of
                     # headers, which the bytes do not show.
                     step = left if est <= budget else max(1, budget * left // est)
-                    while True:
+                else:
+                    # A legacy wrapper's size is known only once inflated: pieces of a
+                    # chunk's cost of minimal messages (26+ bytes each).
+                    assert isinstance(batch, LegacyBatch)
+                    legacy = batch.iter_records(check_crcs=check_crcs,
+                                                max_size=max_batch_bytes,
+                                                piece=max(1, budget // (REC + 26)))
+                    part = next(legacy, None)
+                while True:
+                    if v2 is not None:
                         try:
                             recs, after, headers = decode(
-                                buf, pos, end, min(step, left), batch.base_offset,
-                                batch.base_timestamp, ts_type, batch.max_timestamp, CR, topic,
-                                partition, ts_value, batch.partition_leader_epoch, max_headers)
+                                buf, pos, end, min(step, left), v2.base_offset,
+                                v2.base_timestamp, ts_type, v2.max_timestamp, CR, topic,
+                                partition, ts_value, v2.partition_leader_epoch, max_headers)
                         except CorruptRecordError as exc:
-                            raise batch.corrupt(str(exc)) from None
+                            raise v2.corrupt(str(exc)) from None
                         n = len(recs)
                         piece_cost = after - pos + n * REC + headers * HDR
                         pos = after
                         left -= n
                         if left and piece_cost > budget:
                             step = max(1, budget * n // piece_cost)
-                        if recs and recs[0].offset < fetch_offset:
-                            # Only the first batch of a fetch can start before the fetch
-                            # offset.
-                            skip = 1
-                            while skip < len(recs) and recs[skip].offset < fetch_offset:
-                                skip += 1
-                            recs = recs[skip:]
-                        if not left:
-                            break
-                        if out:
-                            # Records of earlier batches go first (the batch looked small
-                            # enough to join them, but its headers stopped the piece).
-                            out.extend(recs)
-                            recs, out = out, []
-                            piece_cost += cost
-                            cost = 0
-                        if recs:
-                            if paused:
-                                gc.enable()
-                                paused = False
-                            yield recs, recs[-1].offset + 1, batch.leader_epoch, size, piece_cost
-                            size = 0
-                            if gc_on:
-                                gc.disable()
-                                paused = True
-                    if pos != end:
-                        raise batch.corrupt(
-                            f"batch holds {end - pos} bytes after its {batch.records_count} "
-                            "records" if pos < end
-                            else f"records of the batch run {pos - end} bytes past its end")
-                    cost += piece_cost
-                else:
-                    recs = [CR(topic, partition, r[0], r[1], TS[r[2]], r[3], r[4], r[5], -1)
-                            for r in batch.records(check_crcs=check_crcs,
-                                                   max_size=max_batch_bytes)]
-                    cost += sum(len(r.key or b"") + len(r.value or b"") for r in recs
-                                ) + len(recs) * REC
+                        more = left > 0
+                    else:
+                        rs = part or []
+                        recs = [CR(topic, partition, r[0], r[1], TS[r[2]], r[3], r[4], r[5], -1)
+                                for r in rs]
+                        piece_cost = sum(len(r[3] or b"") + len(r[4] or b"") for r in rs
+                                         ) + len(rs) * REC
+                        part = next(legacy, None)
+                        more = part is not None
                     if recs and recs[0].offset < fetch_offset:
+                        # Only the first batch of a fetch can start before the fetch
+                        # offset.
                         skip = 1
                         while skip < len(recs) and recs[skip].offset < fetch_offset:
                             skip += 1
                         recs = recs[skip:]
+                    if not more:
+                        break
+                    if out:
+                        # Records of earlier batches go first (the batch looked small
+                        # enough to join them, but its headers stopped the piece).
+                        out.extend(recs)
+                        recs, out = out, []
+                        piece_cost += cost
+                        cost = 0
+                    if recs:
+                        if paused:
+                            gc.enable()
+                            paused = False
+                        yield recs, recs[-1].offset + 1, batch.leader_epoch, size, piece_cost
+                        size = 0
+                        if gc_on:
+                            gc.disable()
+                            paused = True
+                if v2 is not None and pos != end:
+                    raise v2.corrupt(
+                        f"batch holds {end - pos} bytes after its {v2.records_count} "
+                        "records" if pos < end
+                        else f"records of the batch run {pos - end} bytes past its end")
+                cost += piece_cost
                 if out:
                     out.extend(recs)
                 else:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
+from collections.abc import Iterator
 from typing import Final
 
 from kontrakt.errors import CorruptRecordError
@@ -29,6 +30,7 @@ __all__ = ["LegacyBatch", "LegacyMessageSetBuilder"]
 _V0: Final = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _V1: Final = struct.Struct(">qiIbbq")  # + timestamp
 _INT32: Final = struct.Struct(">i")
+_OFFSET_SIZE: Final = struct.Struct(">qi")
 _CRC: Final = struct.Struct(">I")
 _HEADER_SIZE: Final = {0: _V0.size, 1: _V1.size}
 #: smallest messageSize: crc + magic + attributes (+ timestamp) + two null lengths
@@ -201,11 +203,28 @@ class LegacyBatch:
             DecompressionLimitError: the wrapper decompresses to more than ``max_size``.
             CorruptRecordError: bad compressed payload or malformed inner messages.
         """
+        return [r for piece in self.iter_records(check_crcs=check_crcs, max_size=max_size)
+                for r in piece]
+
+    def iter_records(self, *, check_crcs: bool = True, max_size: int | None = None,
+                     piece: int = 1 << 62) -> Iterator[list[Record]]:
+        """The records of :meth:`records`, in lists of at most ``piece`` records made one
+        at a time: a wrapper of millions of small messages is never materialized whole.
+
+        A wrapper's inner messages are walked once first, reading only their offsets and
+        sizes (magic 1 offsets are relative to the last one's), so a malformed inner set
+        raises before any record is yielded; a bad inner message (CRC, nested compression)
+        raises after the pieces before it.
+
+        Raises:
+            see :meth:`records`.
+        """
         codec = self.attributes & _CODEC_MASK
         ts_type = int(self.timestamp_type)
         if codec == 0:
-            return [_new_record(Record, (self.offset, self.timestamp, ts_type, self.key,
-                                         self._value, []))]
+            yield [_new_record(Record, (self.offset, self.timestamp, ts_type, self.key,
+                                        self._value, []))]
+            return
         if self._value is None:
             raise self._error("compressed legacy message has a null value", self.offset)
         try:
@@ -213,35 +232,45 @@ class LegacyBatch:
                              max_size=max_size)
         except CorruptRecordError as exc:
             raise located(exc, self.topic, self.partition, self.offset) from None
-        inner: list[LegacyBatch] = []
+        size = len(raw)
         pos = 0
+        last = None
         # The inner set must hold only complete messages; bound the loop by its size.
-        while pos < len(raw):
-            if len(raw) - pos < 12:
+        while pos < size:
+            if size - pos < 12:
                 raise self._error("truncated message inside compressed wrapper", self.offset)
-            msg = LegacyBatch(raw, pos, topic=self.topic, partition=self.partition)
-            if msg.attributes & _CODEC_MASK:
-                raise self._error("nested compression in legacy message", self.offset)
-            if check_crcs:
-                msg.validate_crc()
-            inner.append(msg)
-            pos = msg._end
-        if not inner:
-            return []
-        delta = self.offset - inner[-1].offset if self.magic == 1 else 0
+            offset, length = _OFFSET_SIZE.unpack_from(raw, pos)
+            end = pos + 12 + length
+            if length < MIN_MESSAGE_SIZE[0] or end > size:
+                LegacyBatch(raw, pos, topic=self.topic, partition=self.partition)  # raises
+                raise self._error("malformed message inside compressed wrapper", self.offset)
+            last = offset
+            pos = end
+        if last is None:
+            return
+        delta = self.offset - last if self.magic == 1 else 0
         if delta < 0:
             # A producer-side wrapper (offset 0, before the broker assigned offsets): keep the
             # relative offsets, as kafka-python does, rather than yield negative offsets.
             delta = 0
         log_append = self.magic == 1 and ts_type == TimestampType.LOG_APPEND_TIME
-        return [
-            _new_record(Record, (
-                m.offset + delta,
-                self.timestamp if log_append else m.timestamp,
-                ts_type, m.key, m._value, [],
-            ))
-            for m in inner
-        ]
+        out: list[Record] = []
+        pos = 0
+        while pos < size:
+            m = LegacyBatch(raw, pos, topic=self.topic, partition=self.partition)
+            if m.attributes & _CODEC_MASK:
+                raise self._error("nested compression in legacy message", self.offset)
+            if check_crcs:
+                m.validate_crc()
+            out.append(_new_record(Record, (
+                m.offset + delta, self.timestamp if log_append else m.timestamp, ts_type,
+                m.key, m._value, [])))
+            pos = m._end
+            if len(out) >= piece:
+                yield out
+                out = []
+        if out:
+            yield out
 
     def __repr__(self) -> str:
         return (f"LegacyBatch(offset={self.offset}, magic={self.magic}, "

@@ -212,6 +212,45 @@ def test_a_control_batch_of_many_records_is_read_by_its_first() -> None:
     assert peak < 4 << 20  # 200,000 records would take ~50 MB
 
 
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_legacy_wrapper_of_many_messages_is_decoded_in_pieces(magic: int) -> None:
+    """A compressed legacy wrapper (magic 0/1) holding 40,000 minimal messages is handed
+    out in pieces with their absolute offsets, never all at once: taking the chunks one at
+    a time peaks far below the whole wrapper's records."""
+    import tracemalloc
+
+    from kontrakt.protocol.records import LegacyMessageSetBuilder
+
+    plain = LegacyMessageSetBuilder(magic)
+    plain.append(1, None, b"first")
+    wrapper = LegacyMessageSetBuilder(magic, compression="gzip")
+    for _ in range(40_000):
+        wrapper.append(1, None, None)
+    data = plain.build(0) + wrapper.build(1)
+    whole, nxt, _ = parse_partition("t", 0, data, 0, read_committed=False, aborted=None,
+                                    check_crcs=True)
+    assert [r.offset for r in whole] == list(range(40_001)) and nxt == 40_001
+    del whole
+    budget = 256 * 1024
+    tracemalloc.start()
+    try:
+        offsets: list[int] = []
+        sizes = 0
+        for recs, after, _, size, cost in iter_partition_chunks(
+                "t", 0, data, 0, read_committed=False, aborted=None, check_crcs=True,
+                chunk_bytes=1 << 20, chunk_cost=budget):
+            assert cost <= 2 * budget and after == recs[-1].offset + 1
+            offsets.extend(r.offset for r in recs[:: max(1, len(recs) - 1)])
+            sizes += size
+            del recs
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert offsets[0] == 0 and offsets[-1] == 40_000 and offsets == sorted(offsets)
+    assert sizes == len(data)
+    assert peak < 4 << 20, peak  # the whole wrapper's records: ~16 MB
+
+
 def test_records_of_many_headers_are_decoded_a_bounded_piece_at_a_time() -> None:
     """Empty headers take 2 bytes each and ~70 decoded: a piece stops once it holds a
     chunk's cost of them, also in a batch that looked small enough to join a chunk."""

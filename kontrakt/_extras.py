@@ -14,6 +14,7 @@ _EXTRA_OF = {
     "google": "protobuf",
     "jsonschema": "json",
     "referencing": "json",
+    "celpy": "rules",
 }
 
 

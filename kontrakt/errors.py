@@ -35,6 +35,8 @@ __all__ = [
     "ProduceError",
     "ProtocolError",
     "RecordTooLargeError",
+    "RuleConditionError",
+    "RuleError",
     "SchemaRegistryError",
     "SerializationError",
     "TransactionAbortableError",
@@ -353,11 +355,14 @@ class SerializationError(KontraktError):
 
     Attributes:
         record: the raw record (for deserialization), when there is one.
+        rule: the data-contract rule that refused the record (``kontrakt.serde.rules.Rule``:
+            name, kind, type, mode), when a rule did.
     """
 
-    def __init__(self, message: str, *, record: Any = None) -> None:
+    def __init__(self, message: str, *, record: Any = None, rule: Any = None) -> None:
         super().__init__(message)
         self.record = record
+        self.rule = rule
 
 
 class KeySerializationError(SerializationError):
@@ -374,6 +379,26 @@ class KeyDeserializationError(SerializationError):
 
 class ValueDeserializationError(SerializationError):
     """A record's value could not be deserialized; ``.record`` carries the raw record."""
+
+
+class RuleError(KontraktError):
+    """A data-contract rule could not run (no executor for its type, an unknown action, an
+    executor that raised) or refused a message (:class:`RuleConditionError`).
+
+    Raised inside rule execution; the serdes report it as the ``__cause__`` of a
+    ``Key``/``Value`` (de)serialization error whose ``.rule`` names the rule.
+
+    Attributes:
+        rule: the rule (``kontrakt.serde.rules.Rule``), once the rule engine has set it.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.rule: Any = None
+
+
+class RuleConditionError(RuleError):
+    """A ``CONDITION`` rule evaluated to false for a message."""
 
 
 class MissingExtraError(KontraktError, ModuleNotFoundError):

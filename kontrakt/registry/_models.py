@@ -134,12 +134,15 @@ class Metadata:
 class RuleSet:
     """Data-contract rules attached to a schema, kept as the registry's JSON rule objects.
 
-    Kontrakt stores and returns rules faithfully; it does not execute them.
+    The registry stores and returns rules faithfully; the registry-bound serdes execute them
+    (``kontrakt.serde.rules``). ``enable_at`` (``enableAt``) says where the rules run
+    (``ALL``/``CLIENT`` or None: in clients).
     """
 
     migration_rules: Sequence[Mapping[str, Any]] = ()
     domain_rules: Sequence[Mapping[str, Any]] = ()
     encoding_rules: Sequence[Mapping[str, Any]] = ()
+    enable_at: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("migration_rules", "domain_rules", "encoding_rules"):
@@ -158,6 +161,8 @@ class RuleSet:
         ):
             if rules:
                 out[key] = [dict(r) for r in rules]
+        if self.enable_at is not None:
+            out["enableAt"] = self.enable_at
         return out
 
     @classmethod
@@ -167,6 +172,7 @@ class RuleSet:
             migration_rules=tuple(data.get("migrationRules") or ()),
             domain_rules=tuple(data.get("domainRules") or ()),
             encoding_rules=tuple(data.get("encodingRules") or ()),
+            enable_at=str(data["enableAt"]) if data.get("enableAt") is not None else None,
         )
 
 

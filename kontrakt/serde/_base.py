@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from kontrakt.errors import ConfigError, SchemaRegistryError, SerializationError
+from kontrakt.errors import ConfigError, RuleError, SchemaRegistryError, SerializationError
 from kontrakt.serde._context import (
     MessageField,
     SerializationContext,
@@ -43,6 +43,15 @@ from kontrakt.serde._registry_io import (
     run_sync,
 )
 from kontrakt.serde._strategies import topic_subject_name_strategy
+from kontrakt.serde.rules import (
+    READ,
+    WRITE,
+    RulePlan,
+    RuleRegistry,
+    configure_registry,
+    migration_rules,
+    plan_rules,
+)
 
 __all__ = [
     "MISS",
@@ -134,13 +143,16 @@ _KEY = MessageField.KEY
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
-    """What a serializer caches per subject: the id, its ready-made prefix, the parsed schema."""
+    """What a serializer caches per subject: the id, its ready-made prefix, the parsed schema,
+    and the plan of the schema's WRITE rules (None: no rule runs)."""
 
     schema_id: SchemaId
     prefix: bytes
     parsed: Any
-    #: ``write(obj, ctx) -> framed bytes`` for the default prefix framing, else None.
+    #: ``write(obj, ctx) -> framed bytes`` for the default prefix framing and no rules, else
+    #: None.
     write: Any = None
+    rules: RulePlan | None = None
 
 
 def _registered_id(answer: Any) -> tuple[int, uuid.UUID | None]:
@@ -168,6 +180,20 @@ class _CoreConfig:
         self.strategy: Callable[..., str | None] = c["subject.name.strategy"]
         self.record_name: str | None = None
         self.zigzag = True
+        self.rule_registry = RuleRegistry.get_global_instance()
+
+    def use_rules(self, registry: RuleRegistry | None, rule_conf: Mapping[str, Any] | None,
+                  client: Any) -> None:
+        """Run data-contract rules with ``registry`` (default: the process-wide one), handing
+        its executors and actions the client's config and ``rule_conf``."""
+        if registry is not None and not isinstance(registry, RuleRegistry):
+            raise ConfigError(f"{self.owner}: rule_registry must be a RuleRegistry, got "
+                              f"{type(registry).__name__}")
+        if rule_conf is not None and not isinstance(rule_conf, Mapping):
+            raise ConfigError(f"{self.owner}: rule_conf must be a dict, got {rule_conf!r}")
+        if registry is not None:
+            self.rule_registry = registry
+        configure_registry(self.rule_registry, client, rule_conf)
 
 
 class SerializerCore(_CoreConfig):
@@ -219,6 +245,7 @@ class SerializerCore(_CoreConfig):
             else:
                 answer = yield GetLatestVersion(subject, self.fetch_format)
             parsed = yield from self.parse(answer.schema)
+            registered = answer.schema
         else:
             schema = yield from self.local_schema(ctx)
             if self.auto_register:
@@ -226,11 +253,17 @@ class SerializerCore(_CoreConfig):
             else:
                 answer = yield LookupSchema(subject, schema, self.normalize)
             parsed = self.local_parsed()
+            registered = getattr(answer, "schema", None) or schema
         sid_num, guid = _registered_id(answer)
         sid = SchemaId(sid_num, guid, self.message_indexes(), self.zigzag)
         prefix = sid.id_to_bytes()
-        write = self.make_writer(parsed, prefix) if self.fast_prefix else None
-        resolved = Resolved(sid, prefix, parsed, write)
+        # The rules are planned once per subject; a schema with none keeps the plain writer.
+        try:
+            rules = plan_rules(registered, WRITE, subject, self.rule_registry)
+        except RuleError as e:
+            raise self._rule_error(e, ctx) from e
+        write = self.make_writer(parsed, prefix) if self.fast_prefix and rules is None else None
+        resolved = Resolved(sid, prefix, parsed, write, rules)
         self.resolved[subject] = resolved
         if self.topic_strategy and ctx is not None and ctx.field is not MessageField.NONE:
             value = ctx.field is _VALUE
@@ -263,15 +296,27 @@ class SerializerCore(_CoreConfig):
         try:
             if r.write is not None:
                 return r.write(obj, ctx)
-            payload = self.encode(obj, ctx, r.parsed)
+            if r.rules is not None:
+                # The rules see what the codec writes: the value after to_dict.
+                value = r.rules.apply(self.convert(obj, ctx), ctx)
+                payload = self.encode_value(value, ctx, r.parsed)
+            else:
+                payload = self.encode(obj, ctx, r.parsed)
         except Exception as e:
             self.encode_failed(e, obj, ctx)
         return self.id_serializer(payload, ctx, r.schema_id)
 
+    def _rule_error(self, e: RuleError, ctx: SerializationContext | None) -> SerializationError:
+        err = serialization_error(f"{self.owner}: {e}", ctx, e)
+        err.rule = e.rule
+        return err
+
     def encode_failed(self, e: Exception, obj: Any, ctx: SerializationContext | None) -> NoReturn:
         """Raise for an encoder's failure ``e`` (called in its ``except`` block): key/value
-        serialization errors pass through; anything else is wrapped into one naming the
-        record."""
+        serialization errors pass through; a rule's refusal becomes one carrying ``.rule``;
+        anything else is wrapped into one naming the record."""
+        if isinstance(e, RuleError):
+            raise self._rule_error(e, ctx) from e
         if isinstance(e, SerializationError):
             if type(e) is not SerializationError:
                 raise e
@@ -301,6 +346,15 @@ class SerializerCore(_CoreConfig):
     def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
         """Encode ``obj`` (applying ``to_dict``) with the parsed schema, without framing."""
         raise NotImplementedError
+
+    def convert(self, obj: Any, ctx: SerializationContext | None) -> Any:
+        """``obj`` as the codec writes it (``to_dict`` applied); the default keeps it."""
+        return obj
+
+    def encode_value(self, value: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
+        """Encode an already converted value (see :meth:`convert`); the default is
+        :meth:`encode`, for formats without a conversion step."""
+        return self.encode(value, ctx, parsed)
 
     def make_writer(self, parsed: Any, prefix: bytes) -> Any:
         """``write(obj, ctx) -> prefix + encoding``; formats may fuse the two steps."""
@@ -404,6 +458,7 @@ class DeserializerCore(_CoreConfig):
             if e.http_status_code == 404:
                 raise deserialization_error(f"unknown {what}", ctx, data, e) from e
             raise
+        latest: Any = None
         try:
             writer_parsed = yield from self.parse(writer, sid)
             reader_parsed = None
@@ -416,7 +471,12 @@ class DeserializerCore(_CoreConfig):
                     else:
                         latest = yield GetLatestVersion(subject, self.fetch_format)
                     reader_parsed = yield from self.parse(latest.schema, None)
-            reader = self.make_reader(writer_parsed, reader_parsed, sid)
+            reader = self.ruled_reader(writer, latest, writer_parsed, reader_parsed, sid, ctx,
+                                       data)
+        except RuleError as e:
+            err = deserialization_error(f"{self.owner}: {e}", ctx, data, e)
+            err.rule = e.rule
+            raise err from e
         except SerializationError as e:
             if type(e) is SerializationError:
                 raise deserialization_error(str(e), ctx, data, e) from e
@@ -428,6 +488,42 @@ class DeserializerCore(_CoreConfig):
                                         data, e) from e
         self.readers[key] = reader
         return reader
+
+    def ruled_reader(self, writer: Any, latest: Any, writer_parsed: Any, reader_parsed: Any,
+                     sid: SchemaId, ctx: SerializationContext | None, data: bytes) -> Any:
+        """The reader for ``sid``, running the READ rules of the schema read with: the
+        subject's latest (``use.latest.*``), else a reader schema given to the constructor,
+        else the writer's (as Confluent's deserializers choose). Planned once per schema.
+
+        Raises:
+            RuleError: a rule set that cannot be run (an unknown mode), or migration rules
+                between the writer's and the latest schema (not supported yet: refused rather
+                than skipped).
+        """
+        target = latest.schema if latest is not None else (
+            getattr(self, "schema", None) or writer)
+        if latest is not None and getattr(latest, "schema_id", sid.id) != sid.id:
+            pending = migration_rules(writer) + migration_rules(latest.schema)
+            if pending:
+                err = RuleError(f"{pending[0].describe()}: migration rules are not supported "
+                                "yet; refusing to read across schema versions without them")
+                err.rule = pending[0]
+                raise err
+        try:
+            subject = self.subject(ctx, data)
+        except SerializationError:
+            subject = None  # record strategies without a record name: the rules still run
+        plan = plan_rules(target, READ, subject, self.rule_registry)
+        if plan is None:
+            return self.make_reader(writer_parsed, reader_parsed, sid)
+        raw = self.make_reader(writer_parsed, reader_parsed, sid, convert=False)
+        from_dict = getattr(self, "from_dict", None)
+        apply = plan.apply
+
+        def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+            value = apply(raw(data, offset, ctx), ctx)
+            return value if from_dict is None else from_dict(value, ctx)
+        return read
 
     def deserialize(self, data: bytes, offset: int, reader: Any,
                     ctx: SerializationContext | None) -> Any:
@@ -442,6 +538,10 @@ class DeserializerCore(_CoreConfig):
         """Raise for a reader's failure ``e`` (called in its ``except`` block): key/value
         deserialization errors pass through; anything else is wrapped into one naming the
         record."""
+        if isinstance(e, RuleError):
+            err = deserialization_error(f"{self.owner}: {e}", ctx, data, e)
+            err.rule = e.rule
+            raise err from e
         if isinstance(e, SerializationError):
             if type(e) is not SerializationError:
                 raise e
@@ -455,8 +555,9 @@ class DeserializerCore(_CoreConfig):
         raise NotImplementedError
         yield  # pragma: no cover
 
-    def make_reader(self, writer: Any, reader: Any, sid: SchemaId) -> Any:
-        """Combine writer and reader schema into ``read(data, offset, ctx) -> value``."""
+    def make_reader(self, writer: Any, reader: Any, sid: SchemaId, convert: bool = True) -> Any:
+        """Combine writer and reader schema into ``read(data, offset, ctx) -> value``;
+        ``convert=False``: without ``from_dict`` (the rules run first)."""
         raise NotImplementedError
 
 
@@ -592,6 +693,12 @@ class TextSchemaSerializerCore(SerializerCore, ReferenceParsing, TextSchemaHooks
 
     def parse(self, schema: Any) -> Steps:
         return (yield from self.parse_schema(schema))
+
+    def convert(self, obj: Any, ctx: SerializationContext | None) -> Any:
+        return obj if self.to_dict is None else self.to_dict(obj, ctx)
+
+    def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
+        return self.encode_value(self.convert(obj, ctx), ctx, parsed)
 
 
 class TextSchemaDeserializerCore(DeserializerCore, ReferenceParsing, TextSchemaHooks):

@@ -37,6 +37,7 @@ from kontrakt.serde._base import (
 from kontrakt.serde._context import SerializationContext
 from kontrakt.serde._framing import SchemaId
 from kontrakt.serde._registry_io import Steps
+from kontrakt.serde.rules import RuleRegistry
 
 __all__ = [
     "AsyncAvroDeserializer",
@@ -101,8 +102,7 @@ class _AvroSerializerCore(_AvroFormat, TextSchemaSerializerCore):
         TextSchemaSerializerCore.__init__(self, schema_str, to_dict, conf, owner)
         self.record_name = _full_name(self.schema.schema_str) if self.schema else None
 
-    def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
-        value = self.to_dict(obj, ctx) if self.to_dict is not None else obj
+    def encode_value(self, value: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
         if _is_bytes(parsed):
             if isinstance(value, str):
                 return value.encode()
@@ -147,12 +147,12 @@ class _AvroDeserializerCore(_AvroFormat, TextSchemaDeserializerCore):
 
     _local_reader: Any = None
 
-    def make_reader(self, writer: Any, reader: Any, sid: SchemaId) -> Any:
+    def make_reader(self, writer: Any, reader: Any, sid: SchemaId, convert: bool = True) -> Any:
         if reader is None:
             reader = self._local_reader
         if reader is not None and reader == writer:
             reader = None  # same schema: skip fastavro's resolution pass
-        from_dict = self.from_dict
+        from_dict = self.from_dict if convert else None
         if _is_bytes(writer):
             def read_bytes(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
                 value = bytes(data[offset:])
@@ -198,18 +198,24 @@ class AvroSerializer(SyncSerializer):
     """
 
     def __init__(self, schema_registry_client: Any, schema_str: Any = None,
-                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None) -> None:
+                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None,
+                 rule_conf: Mapping[str, Any] | None = None,
+                 rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
         self._core = _AvroSerializerCore(schema_str, to_dict, conf, type(self).__name__)
+        self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
 class AsyncAvroSerializer(AsyncSerializer):
     """:class:`AvroSerializer` for an ``AsyncSchemaRegistryClient``; call it with ``await``."""
 
     def __init__(self, schema_registry_client: Any, schema_str: Any = None,
-                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None) -> None:
+                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None,
+                 rule_conf: Mapping[str, Any] | None = None,
+                 rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
         self._core = _AvroSerializerCore(schema_str, to_dict, conf, type(self).__name__)
+        self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
 class AvroDeserializer(SyncDeserializer):
@@ -239,10 +245,13 @@ class AvroDeserializer(SyncDeserializer):
 
     def __init__(self, schema_registry_client: Any, schema_str: Any = None,
                  from_dict: FromDict | None = None, return_record_name: bool = False,
-                 conf: Mapping[str, Any] | None = None) -> None:
+                 conf: Mapping[str, Any] | None = None,
+                 rule_conf: Mapping[str, Any] | None = None,
+                 rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
         self._core = _AvroDeserializerCore(schema_str, from_dict, return_record_name, conf,
                                            type(self).__name__)
+        self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
 class AsyncAvroDeserializer(AsyncDeserializer):
@@ -250,7 +259,10 @@ class AsyncAvroDeserializer(AsyncDeserializer):
 
     def __init__(self, schema_registry_client: Any, schema_str: Any = None,
                  from_dict: FromDict | None = None, return_record_name: bool = False,
-                 conf: Mapping[str, Any] | None = None) -> None:
+                 conf: Mapping[str, Any] | None = None,
+                 rule_conf: Mapping[str, Any] | None = None,
+                 rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
         self._core = _AvroDeserializerCore(schema_str, from_dict, return_record_name, conf,
                                            type(self).__name__)
+        self._core.use_rules(rule_registry, rule_conf, schema_registry_client)

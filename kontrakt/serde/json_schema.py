@@ -30,6 +30,7 @@ from kontrakt.serde._context import SerializationContext
 from kontrakt.serde._framing import SchemaId
 from kontrakt.serde._jsonvalidate import Check, compile_validator
 from kontrakt.serde._registry_io import Steps
+from kontrakt.serde.rules import RuleRegistry
 
 __all__ = [
     "AsyncJSONDeserializer",
@@ -106,8 +107,7 @@ class _JsonSerializerCore(_JsonFormat, TextSchemaSerializerCore):
         self.validate: bool = self.conf["validate"]
         self.record_name = _title(self.schema)
 
-    def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
-        value = self.to_dict(obj, ctx) if self.to_dict is not None else obj
+    def encode_value(self, value: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
         if self.validate:
             error = parsed[1](value)
             if error is not None:
@@ -142,14 +142,14 @@ class _JsonDeserializerCore(_JsonFormat, TextSchemaDeserializerCore):
 
     _local_reader: Any = None
 
-    def make_reader(self, writer: Any, reader: Any, sid: SchemaId) -> Any:
+    def make_reader(self, writer: Any, reader: Any, sid: SchemaId, convert: bool = True) -> Any:
         if reader is None:
             reader = self._local_reader if self._local_reader is not None else writer
-        return self._reader_for(reader)
+        return self._reader_for(reader, convert)
 
-    def _reader_for(self, parsed: Any) -> Any:
+    def _reader_for(self, parsed: Any, convert: bool = True) -> Any:
         check = parsed[1] if (self.validate and parsed is not None) else None
-        from_dict = self.from_dict
+        from_dict = self.from_dict if convert else None
         loads = json.loads
 
         def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
@@ -180,18 +180,24 @@ class JSONSerializer(SyncSerializer):
     """
 
     def __init__(self, schema_str: Any, schema_registry_client: Any,
-                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None) -> None:
+                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None,
+                 rule_conf: Mapping[str, Any] | None = None,
+                 rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
         self._core = _JsonSerializerCore(schema_str, to_dict, conf, type(self).__name__)
+        self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
 class AsyncJSONSerializer(AsyncSerializer):
     """:class:`JSONSerializer` for an ``AsyncSchemaRegistryClient``; call it with ``await``."""
 
     def __init__(self, schema_str: Any, schema_registry_client: Any,
-                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None) -> None:
+                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None,
+                 rule_conf: Mapping[str, Any] | None = None,
+                 rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
         self._core = _JsonSerializerCore(schema_str, to_dict, conf, type(self).__name__)
+        self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
 class JSONDeserializer(SyncDeserializer):
@@ -212,10 +218,13 @@ class JSONDeserializer(SyncDeserializer):
 
     def __init__(self, schema_str: Any = None, from_dict: FromDict | None = None,
                  schema_registry_client: Any = None,
-                 conf: Mapping[str, Any] | None = None) -> None:
+                 conf: Mapping[str, Any] | None = None,
+                 rule_conf: Mapping[str, Any] | None = None,
+                 rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
         self._core = _JsonDeserializerCore(schema_str, from_dict, schema_registry_client, conf,
                                            type(self).__name__)
+        self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
 class AsyncJSONDeserializer(AsyncDeserializer):
@@ -223,7 +232,10 @@ class AsyncJSONDeserializer(AsyncDeserializer):
 
     def __init__(self, schema_str: Any = None, from_dict: FromDict | None = None,
                  schema_registry_client: Any = None,
-                 conf: Mapping[str, Any] | None = None) -> None:
+                 conf: Mapping[str, Any] | None = None,
+                 rule_conf: Mapping[str, Any] | None = None,
+                 rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
         self._core = _JsonDeserializerCore(schema_str, from_dict, schema_registry_client, conf,
                                            type(self).__name__)
+        self._core.use_rules(rule_registry, rule_conf, schema_registry_client)

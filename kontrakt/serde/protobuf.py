@@ -48,6 +48,7 @@ from kontrakt.serde._proto_schema import (
 )
 from kontrakt.serde._registry_io import LookupSchema, RegisterSchema, Steps
 from kontrakt.serde._strategies import reference_subject_name_strategy
+from kontrakt.serde.rules import RuleRegistry
 
 __all__ = [
     "AsyncProtobufDeserializer",
@@ -253,7 +254,8 @@ class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
             pool.Add(fdp)
         return pool.FindFileByName(_ROOT_NAME + ".proto")
 
-    def make_reader(self, writer: Any, reader: Any, sid: SchemaId) -> Any:
+    def make_reader(self, writer: Any, reader: Any, sid: SchemaId, convert: bool = True) -> Any:
+        # Protobuf readers have no from_dict step: ``convert`` changes nothing.
         indexes = sid.message_indexes or (0,)
         writer_desc = message_by_indexes(writer, indexes)
         if self.message_type is not None:
@@ -286,18 +288,24 @@ class ProtobufSerializer(SyncSerializer):
     """
 
     def __init__(self, msg_type: Any, schema_registry_client: Any,
-                 conf: Mapping[str, Any] | None = None) -> None:
+                 conf: Mapping[str, Any] | None = None,
+                 rule_conf: Mapping[str, Any] | None = None,
+                 rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
         self._core = _ProtobufSerializerCore(msg_type, conf, type(self).__name__)
+        self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
 class AsyncProtobufSerializer(AsyncSerializer):
     """:class:`ProtobufSerializer` for an ``AsyncSchemaRegistryClient``; use with ``await``."""
 
     def __init__(self, msg_type: Any, schema_registry_client: Any,
-                 conf: Mapping[str, Any] | None = None) -> None:
+                 conf: Mapping[str, Any] | None = None,
+                 rule_conf: Mapping[str, Any] | None = None,
+                 rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
         self._core = _ProtobufSerializerCore(msg_type, conf, type(self).__name__)
+        self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
 class ProtobufDeserializer(SyncDeserializer):
@@ -316,17 +324,23 @@ class ProtobufDeserializer(SyncDeserializer):
     """
 
     def __init__(self, message_type: Any = None, conf: Mapping[str, Any] | None = None,
-                 schema_registry_client: Any = None) -> None:
+                 schema_registry_client: Any = None,
+                 rule_conf: Mapping[str, Any] | None = None,
+                 rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
         self._core = _ProtobufDeserializerCore(message_type, schema_registry_client, conf,
                                                type(self).__name__)
+        self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
 class AsyncProtobufDeserializer(AsyncDeserializer):
     """:class:`ProtobufDeserializer` for an ``AsyncSchemaRegistryClient``; use with ``await``."""
 
     def __init__(self, message_type: Any = None, conf: Mapping[str, Any] | None = None,
-                 schema_registry_client: Any = None) -> None:
+                 schema_registry_client: Any = None,
+                 rule_conf: Mapping[str, Any] | None = None,
+                 rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
         self._core = _ProtobufDeserializerCore(message_type, schema_registry_client, conf,
                                                type(self).__name__)
+        self._core.use_rules(rule_registry, rule_conf, schema_registry_client)

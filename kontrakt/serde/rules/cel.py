@@ -1,0 +1,161 @@
+"""The ``CEL`` rule executor: Common Expression Language over the whole message.
+
+Uses cel-python (``celpy``, the ``rules`` extra: ``pip install 'kontrakt[rules]'``), the CEL
+library confluent-kafka's own executor uses. A rule's ``expr`` sees the message as
+``message``: an Avro record or a JSON Schema document as its dict. A ``CONDITION`` must give
+true; a ``TRANSFORM`` gives the new message. An ``expr`` of the form ``guard ; expr`` runs
+``expr`` only where ``guard`` holds (elsewhere a condition passes and a transform keeps the
+message), as Confluent's executor does.
+
+Register it once per process with :meth:`CelExecutor.register` (or into a serde's own
+``RuleRegistry`` with ``registry.register_executor(CelExecutor())``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from typing import Any
+
+from kontrakt._extras import raise_missing_extra
+
+try:
+    import celpy
+    from celpy import celtypes
+    from celpy.evaluation import CELEvalError
+except ModuleNotFoundError as exc:
+    raise_missing_extra(exc, "the CEL rule executor (kontrakt.serde.rules.cel)")
+
+from kontrakt.errors import RuleError
+from kontrakt.serde.rules import RuleContext, RuleExecutor, RuleRegistry
+
+__all__ = ["CelExecutor"]
+
+
+def to_cel(value: Any) -> Any:
+    """A decoded Avro / JSON value as CEL values (records and maps as CEL maps)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):  # before int: bool is an int
+        return celtypes.BoolType(value)
+    if isinstance(value, int):
+        return celtypes.IntType(value)
+    if isinstance(value, float):
+        return celtypes.DoubleType(value)
+    if isinstance(value, str):
+        return celtypes.StringType(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return celtypes.BytesType(bytes(value))
+    if isinstance(value, dict):
+        return celtypes.MapType({celtypes.StringType(str(k)): to_cel(v)
+                                 for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return celtypes.ListType([to_cel(v) for v in value])
+    if isinstance(value, datetime.datetime):
+        return celtypes.TimestampType(value)
+    if isinstance(value, datetime.timedelta):
+        return celtypes.DurationType(value)
+    # Anything else (uuid.UUID, decimal.Decimal, datetime.date from logical types) goes in as
+    # it is: an expression may pass it through untouched, and a transform hands it back.
+    return value
+
+
+def from_cel(value: Any) -> Any:
+    """A CEL result as the plain Python values the codecs write.
+
+    Raises:
+        RuleError: the result holds an evaluation error (celpy returns errors as values, so
+            a map built from a missing field carries one where the field's value would be).
+    """
+    if isinstance(value, CELEvalError):
+        raise RuleError(f"evaluation failed: {value}")
+    if value is None or isinstance(value, celtypes.NullType):
+        return None
+    if isinstance(value, celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, (celtypes.IntType, celtypes.UintType)):
+        return int(value)
+    if isinstance(value, celtypes.DoubleType):
+        return float(value)
+    if isinstance(value, celtypes.StringType):
+        return str(value)
+    if isinstance(value, celtypes.BytesType):
+        return bytes(value)
+    if isinstance(value, dict):
+        return {str(k): from_cel(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_cel(v) for v in value]
+    if isinstance(value, celtypes.TimestampType):
+        return datetime.datetime.fromtimestamp(value.timestamp(), datetime.timezone.utc)
+    if isinstance(value, celtypes.DurationType):
+        return datetime.timedelta(seconds=value.total_seconds())
+    return value
+
+
+class CelExecutor(RuleExecutor):
+    """Runs ``CEL`` rules (``CONDITION`` and ``TRANSFORM``) on Avro and JSON Schema messages.
+
+    Compiled programs are cached per expression. A message that is not a dict-shaped value
+    (a Protobuf message) fails the rule with a :class:`~kontrakt.errors.RuleError`: CEL over
+    Protobuf messages is not supported yet.
+    """
+
+    def __init__(self) -> None:
+        self._env = celpy.Environment()
+        self._programs: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def type(self) -> str:
+        return "CEL"
+
+    @classmethod
+    def register(cls) -> None:
+        """Register a ``CelExecutor`` in the process-wide :class:`RuleRegistry`."""
+        RuleRegistry.register_rule_executor(cls())
+
+    def transform(self, ctx: RuleContext, message: Any) -> Any:
+        """Evaluate ``ctx.rule.expr`` with ``message`` bound.
+
+        Returns:
+            The condition's truth value, or the transformed message.
+
+        Raises:
+            RuleError: no ``expr``, a Protobuf message, or an expression that does not compile
+                or evaluate (the rule's ``onFailure`` then decides).
+        """
+        expr = ctx.rule.expr
+        if not expr:
+            raise RuleError(f"{ctx.rule.describe()} has no expr")
+        if hasattr(message, "DESCRIPTOR") and hasattr(message, "SerializeToString"):
+            raise RuleError(f"{ctx.rule.describe()}: CEL over Protobuf messages is not "
+                            "supported yet")
+        args = {"message": to_cel(message)}
+        guard, sep, body = expr.partition(";")
+        if sep:
+            if guard.strip() and not self._evaluate(ctx, guard, args):
+                return True if ctx.rule.kind == "CONDITION" else message
+            expr = body
+        result = self._evaluate(ctx, expr, args)
+        if ctx.rule.kind == "CONDITION":
+            return bool(result) if isinstance(result, celtypes.BoolType) else result
+        try:
+            return from_cel(result)
+        except RuleError as e:
+            raise RuleError(f"{ctx.rule.describe()}: {expr!r}: {e}") from None
+
+    def _evaluate(self, ctx: RuleContext, expr: str, args: dict[str, Any]) -> Any:
+        program = self._programs.get(expr)
+        if program is None:
+            try:
+                program = self._env.program(self._env.compile(expr))
+            except Exception as e:  # celpy's CELParseError and friends
+                raise RuleError(f"{ctx.rule.describe()}: cannot compile {expr!r}: {e}") from e
+            with self._lock:
+                self._programs[expr] = program
+        if "now" in expr and "now" not in args:
+            args = {**args, "now": celtypes.TimestampType(
+                datetime.datetime.now(tz=datetime.timezone.utc))}
+        result = program.evaluate(args)
+        if isinstance(result, CELEvalError):
+            raise RuleError(f"{ctx.rule.describe()}: {expr!r} failed: {result}")
+        return result

@@ -1,0 +1,274 @@
+"""Data-contract rules in the registry-bound serdes: fail closed, modes, actions, parameters,
+CEL conditions and transforms, and the sync and async shells giving the same results.
+
+The registry is kontrakt's in-memory mock client, which keeps a schema's ``ruleSet`` as the
+server does; the embedded server and confluent-kafka's serdes are the peers in
+tests/interop/test_rules_confluent.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from kontrakt.errors import (
+    ConfigError,
+    RuleConditionError,
+    RuleError,
+    ValueDeserializationError,
+    ValueSerializationError,
+)
+from kontrakt.registry import AsyncMockSchemaRegistryClient, MockSchemaRegistryClient, Schema
+from kontrakt.registry._models import Metadata, RuleSet
+from kontrakt.serde import MessageField, SerializationContext
+from kontrakt.serde.avro import (
+    AsyncAvroDeserializer,
+    AsyncAvroSerializer,
+    AvroDeserializer,
+    AvroSerializer,
+)
+from kontrakt.serde.json_schema import JSONDeserializer, JSONSerializer
+from kontrakt.serde.rules import RuleAction, RuleContext, RuleExecutor, RuleRegistry
+
+pytest.importorskip("celpy")
+from kontrakt.serde.rules.cel import CelExecutor
+
+CTX = SerializationContext("orders", MessageField.VALUE)
+AVRO = json.dumps({"type": "record", "name": "Order", "fields": [
+    {"name": "a", "type": "int"}, {"name": "note", "type": "string", "default": ""}]})
+JSON_SCHEMA = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}},
+                          "required": ["a"]})
+LATEST = {"use.latest.version": True, "auto.register.schemas": False}
+
+
+def rule(name: str = "positive", *, kind: str = "CONDITION", mode: str = "WRITE",
+         type: str = "CEL", expr: str = "message.a > 0", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "kind": kind, "mode": mode, "type": type, "expr": expr, **extra}
+
+
+def with_rules(*rules: dict[str, Any], schema: str = AVRO, kind: str = "AVRO",
+               **rule_set: Any) -> Schema:
+    return Schema(schema, kind, rule_set=RuleSet(domain_rules=rules, **rule_set))
+
+
+@pytest.fixture()
+def registry() -> MockSchemaRegistryClient:
+    return MockSchemaRegistryClient({"url": "mock://rules"})
+
+
+@pytest.fixture()
+def cel() -> RuleRegistry:
+    rules = RuleRegistry()
+    rules.register_executor(CelExecutor())
+    return rules
+
+
+def test_no_executor_fails_closed_naming_the_rule(registry: MockSchemaRegistryClient) -> None:
+    registry.register_schema("orders-value", with_rules(rule()))
+    ser = AvroSerializer(registry, conf=LATEST, rule_registry=RuleRegistry())
+    with pytest.raises(ValueSerializationError) as info:
+        ser({"a": 5}, CTX)  # even a value the rule would accept: the rule cannot run
+    err = info.value
+    assert (err.rule.name, err.rule.kind, err.rule.type, err.rule.mode) == (
+        "positive", "CONDITION", "CEL", "WRITE")
+    assert "rule 'positive' (kind CONDITION, type CEL, mode WRITE)" in str(err)
+    assert "no rule executor" in str(err) and isinstance(err.__cause__, RuleError)
+
+
+def test_auto_registered_schema_with_rules_fails_closed(
+        registry: MockSchemaRegistryClient) -> None:
+    ser = AvroSerializer(registry, with_rules(rule()), rule_registry=RuleRegistry())
+    with pytest.raises(ValueSerializationError, match="no rule executor"):
+        ser({"a": 5}, CTX)
+
+
+def test_deserializer_fails_closed_on_writer_rules(registry: MockSchemaRegistryClient,
+                                                   cel: RuleRegistry) -> None:
+    registry.register_schema("orders-value", with_rules(rule(mode="WRITEREAD")))
+    data = AvroSerializer(registry, conf=LATEST, rule_registry=cel)({"a": 3}, CTX)
+    with pytest.raises(ValueDeserializationError) as info:
+        AvroDeserializer(registry, rule_registry=RuleRegistry())(data, CTX)
+    assert info.value.rule.name == "positive" and info.value.record == data
+    assert AvroDeserializer(registry, rule_registry=cel)(data, CTX) == {"a": 3, "note": ""}
+
+
+def test_disabled_and_other_modes_and_enable_at_are_skipped(
+        registry: MockSchemaRegistryClient) -> None:
+    registry.register_schema("orders-value", with_rules(
+        rule("off", disabled=True), rule("reading", mode="READ"),
+        rule("migrating", mode="UPGRADE")))
+    registry.register_schema("other-value", with_rules(rule(), enable_at="SERVER"))
+    ser = AvroSerializer(registry, conf=LATEST, rule_registry=RuleRegistry())
+    assert ser({"a": -5}, CTX) is not None
+    assert ser({"a": -5}, SerializationContext("other")) is not None
+    # a schema without applicable rules keeps the plain warm path
+    assert "orders" in ser._core.value_writes
+
+
+def test_cel_condition_refuses_negative_and_writes_positive(
+        registry: MockSchemaRegistryClient, cel: RuleRegistry) -> None:
+    registry.register_schema("orders-value", with_rules(rule()))
+    ser = AvroSerializer(registry, conf=LATEST, rule_registry=cel)
+    with pytest.raises(ValueSerializationError, match=r"message.a > 0 is false") as info:
+        ser({"a": -5}, CTX)
+    assert isinstance(info.value.__cause__, RuleConditionError)
+    data = ser({"a": 5}, CTX)
+    assert AvroDeserializer(registry)(data, CTX) == {"a": 5, "note": ""}
+    assert "orders" not in ser._core.value_writes  # the ruled path, not the plain writer
+
+
+def test_cel_transform_on_write_and_read(registry: MockSchemaRegistryClient,
+                                         cel: RuleRegistry) -> None:
+    registry.register_schema("orders-value", with_rules(
+        rule("double", kind="TRANSFORM", expr='{"a": message.a * 2, "note": message.note}'),
+        rule("tag", kind="TRANSFORM", mode="READ",
+             expr='{"a": message.a, "note": message.note + "!"}'),
+        rule("guarded", expr="message.a > 100; message.a < 1000")))
+    ser = AvroSerializer(registry, conf=LATEST, rule_registry=cel)
+    data = ser({"a": 21, "note": "x"}, CTX)
+    with pytest.raises(ValueDeserializationError, match="'tag'"):
+        AvroDeserializer(registry, rule_registry=RuleRegistry())(data, CTX)
+    de = AvroDeserializer(registry, rule_registry=cel, from_dict=lambda d, c: (d["a"], d["note"]))
+    assert de(data, CTX) == (42, "x!")  # READ rules run before from_dict
+    with pytest.raises(ValueSerializationError, match="guarded"):
+        ser({"a": 600, "note": ""}, CTX)  # 1200 passes the guard, fails the condition
+    assert ser({"a": 40, "note": ""}, CTX)  # 80 is under the guard: the condition is skipped
+    with pytest.raises(ValueSerializationError, match=r"'double'.*evaluation failed"):
+        ser({"a": 40}, CTX)  # the transform reads a field the value lacks
+
+
+def test_on_failure_none_and_split_actions(registry: MockSchemaRegistryClient,
+                                           cel: RuleRegistry) -> None:
+    registry.register_schema("orders-value", with_rules(
+        rule("lenient", onFailure="NONE"),
+        rule("write-only", mode="WRITEREAD", expr="message.a < 10", onFailure="NONE,ERROR")))
+    ser = AvroSerializer(registry, conf=LATEST, rule_registry=cel)
+    data = ser({"a": -5}, CTX)  # both rules fail; both say NONE on write
+    assert ser({"a": 50}, CTX)
+    de = AvroDeserializer(registry, rule_registry=cel)
+    assert de(data, CTX)["a"] == -5  # on read, only "write-only" runs (READ half) and passes
+    with pytest.raises(ValueDeserializationError, match="write-only"):
+        de(ser({"a": 50}, CTX), CTX)
+    # an onFailure action nobody registered refuses (fail closed)
+    registry.register_schema("dlq-value", with_rules(rule(onFailure="DLQ")))
+    with pytest.raises(ValueSerializationError, match="no rule action is registered for 'DLQ'"):
+        ser({"a": -1}, SerializationContext("dlq"))
+
+
+class Recording(RuleExecutor, RuleAction):
+    """An executor and an action at once, recording what it was given."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+        self.conf: Any = None
+
+    def type(self) -> str:
+        return "RECORD"
+
+    def configure(self, client_conf: Any, rule_conf: Any) -> None:
+        self.conf = rule_conf
+
+    def transform(self, ctx: RuleContext, message: Any) -> Any:
+        self.seen.append(("limit", ctx.get_parameter("limit")))
+        self.seen.append(("owner", ctx.get_parameter("owner")))
+        return message["a"] < int(ctx.get_parameter("limit") or 0)
+
+    def run(self, ctx: RuleContext, message: Any, ex: BaseException | None) -> None:
+        self.seen.append(("action", (ctx.rule.name, ctx.rule_mode, type(ex).__name__)))
+
+
+def test_custom_executor_action_params_and_rule_conf(
+        registry: MockSchemaRegistryClient) -> None:
+    recording = Recording()
+    rules = RuleRegistry()
+    rules.register_executor(recording)
+    rules.register_action(recording)
+    schema = Schema(AVRO, "AVRO", metadata=Metadata(properties={"owner": "team-a"}),
+                    rule_set=RuleSet(domain_rules=(
+                        rule("capped", type="RECORD", params={"limit": "10"},
+                             onSuccess="RECORD", onFailure="RECORD"),)))
+    registry.register_schema("orders-value", schema)
+    ser = AvroSerializer(registry, conf=LATEST, rule_registry=rules, rule_conf={"k": "v"})
+    assert recording.conf == {"k": "v"}
+    ser({"a": 1}, CTX)
+    ser({"a": 11}, CTX)  # fails, but its onFailure action does not refuse: written
+    assert recording.seen == [
+        ("limit", "10"), ("owner", "team-a"), ("action", ("capped", "WRITE", "NoneType")),
+        ("limit", "10"), ("owner", "team-a"),
+        ("action", ("capped", "WRITE", "RuleConditionError"))]
+    with pytest.raises(ConfigError):
+        AvroSerializer(registry, conf=LATEST, rule_registry=object())  # type: ignore[arg-type]
+
+
+def test_json_schema_rules(registry: MockSchemaRegistryClient, cel: RuleRegistry) -> None:
+    registry.register_schema("orders-value", with_rules(rule(), schema=JSON_SCHEMA,
+                                                        kind="JSON"))
+    ser = JSONSerializer(None, registry, conf=LATEST, rule_registry=cel)
+    with pytest.raises(ValueSerializationError, match="positive"):
+        ser({"a": -5}, CTX)
+    assert JSONDeserializer(None, schema_registry_client=registry, rule_registry=cel)(
+        ser({"a": 5}, CTX), CTX) == {"a": 5}
+    with pytest.raises(ValueSerializationError, match="no rule executor"):
+        JSONSerializer(None, registry, conf=LATEST, rule_registry=RuleRegistry())({"a": 5}, CTX)
+
+
+def test_migration_rules_across_versions_are_refused(registry: MockSchemaRegistryClient,
+                                                     cel: RuleRegistry) -> None:
+    v1 = AvroSerializer(registry, AVRO)({"a": 1}, CTX)
+    v2 = json.loads(AVRO)
+    v2["fields"].append({"name": "b", "type": "int", "default": 0})
+    registry.register_schema("orders-value", Schema(json.dumps(v2), "AVRO", rule_set=RuleSet(
+        migration_rules=({"name": "up", "kind": "TRANSFORM", "mode": "UPGRADE",
+                          "type": "JSONATA", "expr": "$"},))))
+    de = AvroDeserializer(registry, conf={"use.latest.version": True}, rule_registry=cel)
+    with pytest.raises(ValueDeserializationError, match="migration rules") as info:
+        de(v1, CTX)
+    assert info.value.rule.name == "up"
+
+
+def test_sync_and_async_shells_agree(cel: RuleRegistry) -> None:
+    """Parity: the same rule set, records and registries give the same bytes and errors."""
+    schema = with_rules(rule(), rule("cap", kind="TRANSFORM",
+                                     expr='{"a": message.a > 50 ? 50 : message.a, '
+                                          '"note": message.note}'),
+                        rule("seen", kind="TRANSFORM", mode="READ",
+                             expr='{"a": message.a, "note": "read"}'))
+    values = [{"a": a, "note": "n"} for a in (-3, 0, 1, 49, 50, 51, 1000)]
+
+    def outcome(fn: Any) -> Any:
+        try:
+            return fn()
+        except ValueSerializationError as e:
+            return ("error", str(e), e.rule.name)
+
+    sync_reg = MockSchemaRegistryClient({"url": "mock://parity-sync"})
+    sync_reg.register_schema("orders-value", schema)
+    ser = AvroSerializer(sync_reg, conf=LATEST, rule_registry=cel)
+    de = AvroDeserializer(sync_reg, rule_registry=cel)
+    sync_out = []
+    for v in values:
+        got = outcome(lambda v=v: ser(v, CTX))
+        sync_out.append((got, de(got, CTX) if isinstance(got, bytes) else None))
+
+    async def run_async() -> list[Any]:
+        reg = AsyncMockSchemaRegistryClient({"url": "mock://parity-async"})
+        await reg.register_schema("orders-value", schema)
+        aser = AsyncAvroSerializer(reg, conf=LATEST, rule_registry=cel)
+        ade = AsyncAvroDeserializer(reg, rule_registry=cel)
+        out = []
+        for v in values:
+            try:
+                got: Any = await aser(v, CTX)
+            except ValueSerializationError as e:
+                got = ("error", str(e).replace("AsyncAvroSerializer", "AvroSerializer"),
+                       e.rule.name)
+            out.append((got, await ade(got, CTX) if isinstance(got, bytes) else None))
+        return out
+
+    async_out = asyncio.run(run_async())
+    assert async_out == sync_out
+    assert [o[1]["a"] for o in sync_out if o[1]] == [1, 49, 50, 50, 50]
+    assert sum(1 for o in sync_out if o[1] is None) == 2  # -3 and 0 refused

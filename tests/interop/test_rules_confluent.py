@@ -1,0 +1,184 @@
+"""Data-contract rules with confluent-kafka's serdes and CEL executor as the oracle, against
+kontrakt's embedded registry server; and the fail-closed producer check on Tansu.
+
+Both sides get their own rule registries (never the process-wide ones), each holding its own
+CEL executor: kontrakt's ``kontrakt.serde.rules.cel.CelExecutor`` and confluent-kafka's
+``confluent_kafka.schema_registry.rules.cel.cel_executor.CelExecutor``.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kontrakt import TopicPartition
+from kontrakt.clients.consumer import Consumer
+from kontrakt.clients.serializing import SerializingProducer
+from kontrakt.errors import ValueSerializationError
+from kontrakt.registry import Schema, SchemaRegistryClient
+from kontrakt.registry._models import RuleSet
+from kontrakt.registry.server import RegistryServer
+from kontrakt.serde import MessageField, SerializationContext
+from kontrakt.serde.avro import AvroDeserializer, AvroSerializer
+from kontrakt.serde.json_schema import JSONDeserializer, JSONSerializer
+from kontrakt.serde.rules import RuleRegistry
+from kontrakt.testing import TansuBroker
+
+pytest.importorskip("celpy")
+from kontrakt.serde.rules.cel import CelExecutor
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # authlib's httpx deprecation, on confluent's import
+    from confluent_kafka import schema_registry as csr
+    from confluent_kafka.schema_registry import avro as cavro
+    from confluent_kafka.schema_registry import json_schema as cjson
+    from confluent_kafka.schema_registry.rule_registry import RuleRegistry as CRuleRegistry
+    from confluent_kafka.schema_registry.rules.cel.cel_executor import (
+        CelExecutor as CCelExecutor,
+    )
+    from confluent_kafka.serialization import MessageField as CField
+    from confluent_kafka.serialization import SerializationContext as CContext
+    from confluent_kafka.serialization import SerializationError as CSerializationError
+
+pytestmark = [
+    pytest.mark.interop,
+    pytest.mark.filterwarnings("ignore:The httpx module is deprecated"),
+]
+
+AVRO = json.dumps({"type": "record", "name": "Order", "fields": [
+    {"name": "a", "type": "int"}, {"name": "note", "type": "string"}]})
+JSON_SCHEMA = json.dumps({"type": "object", "properties": {
+    "a": {"type": "integer"}, "note": {"type": "string"}}, "required": ["a", "note"]})
+RULES = (
+    {"name": "positive", "kind": "CONDITION", "mode": "WRITE", "type": "CEL",
+     "expr": "message.a > 0"},
+    {"name": "cap", "kind": "TRANSFORM", "mode": "WRITE", "type": "CEL",
+     "expr": '{"a": message.a > 50 ? 50 : message.a, "note": message.note + "+w"}'},
+    {"name": "mark", "kind": "TRANSFORM", "mode": "READ", "type": "CEL",
+     "expr": '{"a": message.a, "note": message.note + "+r"}'},
+    {"name": "small", "kind": "CONDITION", "mode": "WRITEREAD", "type": "CEL",
+     "expr": "message.a < 1000", "onFailure": "ERROR,NONE"},
+    {"name": "off", "kind": "CONDITION", "mode": "WRITE", "type": "CEL", "expr": "false",
+     "disabled": True},
+)
+LATEST = {"use.latest.version": True, "auto.register.schemas": False}
+VALUES = [{"a": a, "note": f"n{a}"} for a in (-5, 0, 1, 5, 50, 51, 999, 1000, 5000)]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RegistryServer]:
+    with RegistryServer() as srv:
+        yield srv
+
+
+@pytest.fixture()
+def clients(server: RegistryServer) -> Iterator[tuple[Any, SchemaRegistryClient]]:
+    theirs = csr.SchemaRegistryClient({"url": server.url})
+    ours = SchemaRegistryClient({"url": server.url})
+    yield theirs, ours
+    ours.close()
+    theirs.__exit__(None, None, None)
+
+
+def _ours() -> RuleRegistry:
+    registry = RuleRegistry()
+    registry.register_executor(CelExecutor())
+    return registry
+
+
+def _theirs() -> Any:
+    registry = CRuleRegistry()
+    registry.register_executor(CCelExecutor())
+    return registry
+
+
+def _outcome(fn: Any, errors: tuple[type[BaseException], ...]) -> Any:
+    try:
+        return fn()
+    except errors:
+        return "refused"
+
+
+@pytest.mark.parametrize("fmt", ["avro", "json"])
+def test_rules_give_the_same_result_both_ways(clients: tuple[Any, SchemaRegistryClient],
+                                              fmt: str) -> None:
+    confluent_client, client = clients
+    topic = f"rules-{fmt}"
+    schema_type, text = ("AVRO", AVRO) if fmt == "avro" else ("JSON", JSON_SCHEMA)
+    client.register_schema(f"{topic}-value",
+                           Schema(text, schema_type, rule_set=RuleSet(domain_rules=RULES)))
+    ctx, cctx = SerializationContext(topic, MessageField.VALUE), CContext(topic, CField.VALUE)
+    if fmt == "avro":
+        ours = AvroSerializer(client, conf=LATEST, rule_registry=_ours())
+        theirs = cavro.AvroSerializer(confluent_client, conf=LATEST, rule_registry=_theirs())
+        our_de = AvroDeserializer(client, rule_registry=_ours())
+        their_de = cavro.AvroDeserializer(confluent_client, rule_registry=_theirs())
+    else:
+        ours = JSONSerializer(None, client, conf=LATEST, rule_registry=_ours())
+        theirs = cjson.JSONSerializer(None, confluent_client, conf=LATEST,
+                                      rule_registry=_theirs())
+        our_de = JSONDeserializer(None, schema_registry_client=client, rule_registry=_ours())
+        their_de = cjson.JSONDeserializer(None, schema_registry_client=confluent_client,
+                                          rule_registry=_theirs())
+    read_back = []
+    for value in VALUES:
+        mine = _outcome(lambda v=value: ours(dict(v), ctx), (ValueSerializationError,))
+        yours = _outcome(lambda v=value: theirs(dict(v), cctx), (CSerializationError,))
+        assert mine == yours, value  # the same refusals, the same bytes
+        if mine != "refused":
+            assert our_de(yours, ctx) == their_de(mine, cctx)
+            read_back.append(our_de(yours, ctx))
+    # -5 and 0 fail "positive", 5000 is capped to 50 and so passes "small" on write.
+    assert [r["a"] for r in read_back] == [1, 5, 50, 50, 50, 50, 50]
+    assert all(r["note"].endswith("+w+r") for r in read_back)
+
+
+def test_no_executor_refuses_on_both_sides(clients: tuple[Any, SchemaRegistryClient]) -> None:
+    confluent_client, client = clients
+    topic = "rules-closed"
+    client.register_schema(f"{topic}-value", Schema(AVRO, "AVRO", rule_set=RuleSet(
+        domain_rules=RULES[:1])))
+    ours = AvroSerializer(client, conf=LATEST, rule_registry=RuleRegistry())
+    theirs = cavro.AvroSerializer(confluent_client, conf=LATEST, rule_registry=CRuleRegistry())
+    value = {"a": 5, "note": "x"}
+    with pytest.raises(CSerializationError):
+        theirs(value, CContext(topic, CField.VALUE))
+    with pytest.raises(ValueSerializationError, match="'positive'") as info:
+        ours(value, SerializationContext(topic, MessageField.VALUE))
+    assert info.value.rule.name == "positive"
+
+
+@pytest.mark.integration
+def test_serializing_producer_with_an_unrunnable_rule_produces_nothing(
+        tansu_broker: TansuBroker, server: RegistryServer, topic_name: str) -> None:
+    """The issue's case: a CEL WRITE rule ``message.a > 0``; without an executor nothing
+    reaches the topic, with one a = -5 is refused and a = 5 is written."""
+    tansu_broker.create_topic(topic_name, 1)
+    with SchemaRegistryClient({"url": server.url}) as client:
+        client.register_schema(f"{topic_name}-value", Schema(AVRO, "AVRO", rule_set=RuleSet(
+            domain_rules=RULES[:1])))
+        bootstrap = {"bootstrap.servers": tansu_broker.bootstrap_servers}
+
+        def produce(rules: RuleRegistry, value: dict[str, Any]) -> None:
+            ser = AvroSerializer(client, conf=LATEST, rule_registry=rules)
+            with SerializingProducer({**bootstrap, "value.serializer": ser}) as producer:
+                try:
+                    producer.produce(topic_name, value=value)
+                finally:
+                    producer.flush(10)
+
+        for value in ({"a": 5, "note": "x"}, {"a": -5, "note": "x"}):
+            with pytest.raises(ValueSerializationError, match="no rule executor"):
+                produce(RuleRegistry(), value)
+        with pytest.raises(ValueSerializationError, match="'positive'"):
+            produce(_ours(), {"a": -5, "note": "x"})
+        tp = TopicPartition(topic_name, 0)
+        with Consumer({**bootstrap}) as consumer:
+            assert consumer.end_offsets([tp], timeout=10) == {tp: 0}
+        produce(_ours(), {"a": 5, "note": "x"})
+        with Consumer({**bootstrap}) as consumer:
+            assert consumer.end_offsets([tp], timeout=10) == {tp: 1}

@@ -448,16 +448,7 @@ class DeserializerCore(_CoreConfig):
     def load(self, key: Any, sid: SchemaId, ctx: SerializationContext | None,
              data: bytes) -> Steps:
         """Fetch and parse the writer (and reader) schema for ``sid``; cache under ``key``."""
-        try:
-            if sid.id is not None:
-                writer = yield GetSchema(sid.id, None, self.fetch_format)
-            else:
-                writer = yield GetSchemaByGuid(str(sid.guid), self.fetch_format)
-        except SchemaRegistryError as e:
-            what = f"schema id {sid.id}" if sid.id is not None else f"schema GUID {sid.guid}"
-            if e.http_status_code == 404:
-                raise deserialization_error(f"unknown {what}", ctx, data, e) from e
-            raise
+        writer = yield from self.fetch_writer(sid, ctx, data)
         latest: Any = None
         try:
             writer_parsed = yield from self.parse(writer, sid)
@@ -489,19 +480,42 @@ class DeserializerCore(_CoreConfig):
         self.readers[key] = reader
         return reader
 
+    def fetch_writer(self, sid: SchemaId, ctx: SerializationContext | None,
+                     data: bytes) -> Steps:
+        """The registry ``Schema`` of ``sid``; an unknown id is a deserialization error."""
+        try:
+            if sid.id is not None:
+                return (yield GetSchema(sid.id, None, self.fetch_format))
+            return (yield GetSchemaByGuid(str(sid.guid), self.fetch_format))
+        except SchemaRegistryError as e:
+            what = f"schema id {sid.id}" if sid.id is not None else f"schema GUID {sid.guid}"
+            if e.http_status_code == 404:
+                raise deserialization_error(f"unknown {what}", ctx, data, e) from e
+            raise
+
     def ruled_reader(self, writer: Any, latest: Any, writer_parsed: Any, reader_parsed: Any,
                      sid: SchemaId, ctx: SerializationContext | None, data: bytes) -> Any:
-        """The reader for ``sid``, running the READ rules of the schema read with: the
-        subject's latest (``use.latest.*``), else a reader schema given to the constructor,
-        else the writer's (as Confluent's deserializers choose). Planned once per schema.
+        """The reader for ``sid``, running the READ rules :meth:`read_plan` finds."""
+        plan = self.read_plan(writer, latest, sid, ctx, data)
+        if plan is None:
+            return self.make_reader(writer_parsed, reader_parsed, sid)
+        raw = self.make_reader(writer_parsed, reader_parsed, sid, convert=False)
+        return self.with_rules(raw, plan)
+
+    def read_plan(self, writer: Any, latest: Any, sid: SchemaId,
+                  ctx: SerializationContext | None, data: bytes) -> RulePlan | None:
+        """The READ rules of the schema read with: the subject's latest (``use.latest.*``),
+        else a reader schema given to the constructor, else the writer's (as Confluent's
+        deserializers choose); None when none applies. Planned once per schema id.
 
         Raises:
             RuleError: a rule set that cannot be run (an unknown mode), or migration rules
                 between the writer's and the latest schema (not supported yet: refused rather
                 than skipped).
         """
+        local = getattr(self, "schema", None)
         target = latest.schema if latest is not None else (
-            getattr(self, "schema", None) or writer)
+            local if getattr(local, "schema_str", None) else writer)
         if latest is not None and getattr(latest, "schema_id", sid.id) != sid.id:
             pending = migration_rules(writer) + migration_rules(latest.schema)
             if pending:
@@ -513,10 +527,10 @@ class DeserializerCore(_CoreConfig):
             subject = self.subject(ctx, data)
         except SerializationError:
             subject = None  # record strategies without a record name: the rules still run
-        plan = plan_rules(target, READ, subject, self.rule_registry)
-        if plan is None:
-            return self.make_reader(writer_parsed, reader_parsed, sid)
-        raw = self.make_reader(writer_parsed, reader_parsed, sid, convert=False)
+        return plan_rules(target, READ, subject, self.rule_registry)
+
+    def with_rules(self, raw: Any, plan: RulePlan) -> Any:
+        """``raw`` (a reader without ``from_dict``) followed by ``plan``, then ``from_dict``."""
         from_dict = getattr(self, "from_dict", None)
         apply = plan.apply
 

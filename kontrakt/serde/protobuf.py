@@ -23,7 +23,7 @@ try:
 except ModuleNotFoundError as exc:
     raise_missing_extra(exc, "the Protobuf serde (kontrakt.serde.protobuf)")
 
-from kontrakt.errors import ConfigError, SerializationError
+from kontrakt.errors import ConfigError, RuleError, SerializationError
 from kontrakt.serde._base import (
     AsyncDeserializer,
     AsyncSerializer,
@@ -35,7 +35,7 @@ from kontrakt.serde._base import (
     make_reference,
     make_schema,
 )
-from kontrakt.serde._context import SerializationContext
+from kontrakt.serde._context import SerializationContext, deserialization_error
 from kontrakt.serde._framing import SchemaId
 from kontrakt.serde._proto_schema import (
     decode_serialized,
@@ -209,14 +209,30 @@ class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
     def load(self, key: Any, sid: SchemaId, ctx: SerializationContext | None,
              data: bytes) -> Steps:
         if self.message_type is not None and not self.per_subject:
-            # A generated class needs no schema: the registry is not consulted.
+            # A generated class needs no schema to decode; with a registry, the writer schema
+            # is still fetched (once per id) for the rules it may carry, so that a contract
+            # is never skipped. Without one, the bytes are all there is.
             read = self._typed_reader()
+            if self.has_registry:
+                plan = yield from self._typed_read_plan(sid, ctx, data)
+                if plan is not None:
+                    read = self.with_rules(read, plan)
             self.readers[key] = read
             return read
         return (yield from DeserializerCore.load(self, key, sid, ctx, data))
 
     def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
         return (yield from self.parse_schema(schema))
+
+    def _typed_read_plan(self, sid: SchemaId, ctx: SerializationContext | None,
+                         data: bytes) -> Steps:
+        writer = yield from self.fetch_writer(sid, ctx, data)
+        try:
+            return self.read_plan(writer, None, sid, ctx, data)
+        except RuleError as e:
+            err = deserialization_error(f"{self.owner}: {e}", ctx, data, e)
+            err.rule = e.rule
+            raise err from e
 
     def _typed_reader(self) -> Any:
         if self.model is None:

@@ -182,3 +182,66 @@ def test_serializing_producer_with_an_unrunnable_rule_produces_nothing(
         produce(_ours(), {"a": 5, "note": "x"})
         with Consumer({**bootstrap}) as consumer:
             assert consumer.end_offsets([tp], timeout=10) == {tp: 1}
+
+
+FIELD_AVRO = json.dumps({"type": "record", "name": "Person", "namespace": "com.example",
+                         "fields": [
+    {"name": "a", "type": "int"},
+    {"name": "ssn", "type": "string", "confluent:tags": ["PII"]},
+    {"name": "email", "type": ["null", "string"], "default": None},
+    {"name": "home", "type": {"type": "record", "name": "Address", "fields": [
+        {"name": "street", "type": "string"}, {"name": "zip", "type": "string"}]}},
+    {"name": "aliases", "type": {"type": "array", "items": "string"}}]})
+FIELD_RULES = (
+    {"name": "mask", "kind": "TRANSFORM", "mode": "WRITE", "type": "CEL_FIELD",
+     "tags": ["PII"], "expr": "typeName == 'STRING' ; 'XXX-' + value"},
+    {"name": "positive-ints", "kind": "CONDITION", "mode": "WRITE", "type": "CEL_FIELD",
+     "expr": "typeName == 'INT' ; value > 0"},
+    {"name": "upper-on-read", "kind": "TRANSFORM", "mode": "READ", "type": "CEL_FIELD",
+     "expr": "name == 'street' ; value + '!'"},
+)
+
+
+def test_field_rules_with_tags_agree(clients: tuple[Any, SchemaRegistryClient]) -> None:
+    """CEL_FIELD: inline confluent:tags and metadata tags by path choose the fields."""
+    from confluent_kafka.schema_registry.rules.cel.cel_field_executor import (
+        CelFieldExecutor as CCelFieldExecutor,
+    )
+
+    from kontrakt.registry._models import Metadata
+    from kontrakt.serde.rules.cel import CelFieldExecutor
+
+    confluent_client, client = clients
+    topic = "rules-fields"
+    client.register_schema(f"{topic}-value", Schema(
+        FIELD_AVRO, "AVRO", metadata=Metadata(tags={"com.example.Address.zip": ["PII"],
+                                                    "**.email": ["PII"]}),
+        rule_set=RuleSet(domain_rules=FIELD_RULES)))
+    ours_reg, theirs_reg = RuleRegistry(), CRuleRegistry()
+    ours_reg.register_executor(CelFieldExecutor())
+    theirs_reg.register_executor(CCelFieldExecutor())
+    ctx, cctx = SerializationContext(topic, MessageField.VALUE), CContext(topic, CField.VALUE)
+    ours = AvroSerializer(client, conf=LATEST, rule_registry=ours_reg)
+    theirs = cavro.AvroSerializer(confluent_client, conf=LATEST, rule_registry=theirs_reg)
+    our_de = AvroDeserializer(client, rule_registry=ours_reg)
+    their_de = cavro.AvroDeserializer(confluent_client, rule_registry=theirs_reg)
+    values = [
+        {"a": 1, "ssn": "123", "email": "e@x", "home": {"street": "s", "zip": "z"},
+         "aliases": ["p"]},
+        {"a": 7, "ssn": "", "email": None, "home": {"street": "", "zip": "9"}, "aliases": []},
+        {"a": -1, "ssn": "1", "email": None, "home": {"street": "s", "zip": "z"},
+         "aliases": []},
+    ]
+    results = []
+    for value in values:
+        mine = _outcome(lambda v=value: ours(json.loads(json.dumps(v)), ctx),
+                        (ValueSerializationError,))
+        yours = _outcome(lambda v=value: theirs(json.loads(json.dumps(v)), cctx),
+                         (CSerializationError,))
+        assert mine == yours, value
+        if mine != "refused":
+            assert our_de(yours, ctx) == their_de(mine, cctx)
+            results.append(our_de(yours, ctx))
+    assert results[0] == {"a": 1, "ssn": "XXX-123", "email": "XXX-e@x",
+                          "home": {"street": "s!", "zip": "XXX-z"}, "aliases": ["p"]}
+    assert len(results) == 2  # a = -1 refused by "positive-ints"

@@ -30,6 +30,7 @@ __all__ = [
     "WRITE",
     "WRITEREAD",
     "ErrorAction",
+    "FieldRuleExecutor",
     "NoneAction",
     "Rule",
     "RuleAction",
@@ -162,6 +163,47 @@ class RuleExecutor(RuleBase):
     def transform(self, ctx: RuleContext, message: Any) -> Any:
         """Run ``ctx.rule`` on ``message``: a ``CONDITION`` returns a truth value, a
         ``TRANSFORM`` the new message. Raising fails the rule (its ``onFailure`` runs)."""
+
+
+class FieldRuleExecutor(RuleExecutor):
+    """Runs a rule on each field of a message (Avro), the fields chosen by tags.
+
+    A subclass gives :meth:`new_transform`; a rule with ``tags`` sees only the fields that
+    carry one of them (inline ``confluent:tags`` or the schema metadata's ``tags`` by path),
+    a rule without sees every field. Of two ``TRANSFORM`` rules alike in kind, mode, type and
+    tags, only the first to write (the last to read) runs, so a pair such as
+    encrypt/decrypt applies once, as Confluent's field executors do.
+    """
+
+    @abc.abstractmethod
+    def new_transform(self, ctx: RuleContext) -> Any:
+        """``(ctx, field, value) -> new value`` (a truth value for a ``CONDITION``)."""
+
+    def transform(self, ctx: RuleContext, message: Any) -> Any:
+        from kontrakt.serde.rules._fields import walk_fields
+
+        rule = ctx.rule
+        if ctx.rule_mode in (WRITE, UPGRADE):
+            others = ctx.rules[:ctx.index]
+        else:
+            others = ctx.rules[ctx.index + 1:]
+        if any(_same_tagged_transform(rule, other) for other in others):
+            return message if rule.kind == "TRANSFORM" else True
+        field_transform = self.new_transform(ctx)
+        wanted = frozenset(rule.tags)
+
+        def visit(field: Any, value: Any) -> Any:
+            if wanted and wanted.isdisjoint(field.tags):
+                return value
+            return field_transform(ctx, field, value)
+        result = walk_fields(ctx.target, message, visit, rule.kind == "CONDITION",
+                             rule.describe())
+        return True if rule.kind == "CONDITION" else result
+
+
+def _same_tagged_transform(a: Rule, b: Rule) -> bool:
+    return (bool(a.tags) and a.kind == "TRANSFORM" and b.kind == a.kind and a.mode == b.mode
+            and a.type == b.type and a.tags == b.tags)
 
 
 class RuleAction(RuleBase):

@@ -27,9 +27,9 @@ except ModuleNotFoundError as exc:
     raise_missing_extra(exc, "the CEL rule executor (kontrakt.serde.rules.cel)")
 
 from kontrakt.errors import RuleError
-from kontrakt.serde.rules import RuleContext, RuleExecutor, RuleRegistry
+from kontrakt.serde.rules import FieldRuleExecutor, RuleContext, RuleExecutor, RuleRegistry
 
-__all__ = ["CelExecutor"]
+__all__ = ["CelExecutor", "CelFieldExecutor"]
 
 
 def to_cel(value: Any) -> Any:
@@ -114,7 +114,14 @@ class CelExecutor(RuleExecutor):
         RuleRegistry.register_rule_executor(cls())
 
     def transform(self, ctx: RuleContext, message: Any) -> Any:
-        """Evaluate ``ctx.rule.expr`` with ``message`` bound.
+        """Evaluate ``ctx.rule.expr`` with ``message`` bound (see :meth:`execute`)."""
+        if hasattr(message, "DESCRIPTOR") and hasattr(message, "SerializeToString"):
+            raise RuleError(f"{ctx.rule.describe()}: CEL over Protobuf messages is not "
+                            "supported yet")
+        return self.execute(ctx, message, {"message": to_cel(message)})
+
+    def execute(self, ctx: RuleContext, message: Any, args: dict[str, Any]) -> Any:
+        """Evaluate ``ctx.rule.expr`` with ``args`` bound.
 
         Returns:
             The condition's truth value, or the transformed message.
@@ -126,10 +133,6 @@ class CelExecutor(RuleExecutor):
         expr = ctx.rule.expr
         if not expr:
             raise RuleError(f"{ctx.rule.describe()} has no expr")
-        if hasattr(message, "DESCRIPTOR") and hasattr(message, "SerializeToString"):
-            raise RuleError(f"{ctx.rule.describe()}: CEL over Protobuf messages is not "
-                            "supported yet")
-        args = {"message": to_cel(message)}
         guard, sep, body = expr.partition(";")
         if sep:
             if guard.strip() and not self._evaluate(ctx, guard, args):
@@ -159,3 +162,41 @@ class CelExecutor(RuleExecutor):
         if isinstance(result, CELEvalError):
             raise RuleError(f"{ctx.rule.describe()}: {expr!r} failed: {result}")
         return result
+
+
+class CelFieldExecutor(FieldRuleExecutor):
+    """Runs ``CEL_FIELD`` rules on each scalar field of an Avro message.
+
+    The expression sees ``value`` (the field's value), ``name``, ``fullName``
+    (``Record.field``), ``typeName`` (``STRING``, ``INT``, ...), ``tags`` and ``message``
+    (the record holding the field). A ``CONDITION`` must hold for every field it selects; a
+    ``TRANSFORM`` gives each field's new value.
+    """
+
+    def __init__(self) -> None:
+        self._cel = CelExecutor()
+
+    def type(self) -> str:
+        return "CEL_FIELD"
+
+    @classmethod
+    def register(cls) -> None:
+        """Register a ``CelFieldExecutor`` in the process-wide :class:`RuleRegistry`."""
+        RuleRegistry.register_rule_executor(cls())
+
+    def new_transform(self, ctx: RuleContext) -> Any:
+        cel = self._cel
+
+        def field_transform(ctx: RuleContext, field: Any, value: Any) -> Any:
+            if not field.is_primitive():
+                return value
+            args = {
+                "value": to_cel(value),
+                "fullName": celtypes.StringType(field.full_name),
+                "name": celtypes.StringType(field.name),
+                "typeName": celtypes.StringType(field.field_type),
+                "tags": celtypes.ListType([celtypes.StringType(t) for t in sorted(field.tags)]),
+                "message": to_cel(field.containing_message),
+            }
+            return cel.execute(ctx, value, args)
+        return field_transform

@@ -305,3 +305,35 @@ def test_protobuf_rules_fail_closed_on_both_sides(cel: RuleRegistry) -> None:
         ProtobufDeserializer(None, schema_registry_client=reg, rule_registry=cel)(data, CTX)
     # without a registry the bytes are all there is: the typed reader decodes them
     assert ProtobufDeserializer(pb["order"].Order)(data, CTX) == msg
+
+
+def test_wildcard_paths_as_confluents_data_contracts() -> None:
+    from kontrakt.serde.rules._fields import wildcard_match
+
+    cases = [("eve", "eve*", True), ("alice.bob.eve", "a*.bob.eve", True),
+             ("alice.bob.eve", "a*.bob.e*", True), ("alice.bob.eve", "a*", False),
+             ("alice.bob.eve", "a**", True), ("alice.bob.eve", "alice.bob*", False),
+             ("alice.bob.eve", "alice.bob**", True), ("a.b", "a.?", True),
+             ("a.bc", "a.?", False)]
+    assert [wildcard_match(t, m) for t, m, _ in cases] == [want for _, _, want in cases]
+
+
+def test_field_rules_on_avro_and_fail_closed_elsewhere(registry: MockSchemaRegistryClient,
+                                                       cel: RuleRegistry) -> None:
+    from kontrakt.serde.rules.cel import CelFieldExecutor
+
+    cel.register_executor(CelFieldExecutor())
+    schema = json.dumps({"type": "record", "name": "Order", "fields": [
+        {"name": "a", "type": "int"},
+        {"name": "note", "type": "string", "confluent:tags": ["PII"]}]})
+    mask = rule("mask", kind="TRANSFORM", type="CEL_FIELD", tags=["PII"], expr="'***'")
+    # the same tagged transform twice runs once on write
+    registry.register_schema("orders-value", with_rules(
+        mask, {**mask, "name": "mask-again", "expr": "value + '!'"}, schema=schema))
+    data = AvroSerializer(registry, conf=LATEST, rule_registry=cel)({"a": 1, "note": "n"}, CTX)
+    assert AvroDeserializer(registry)(data, CTX) == {"a": 1, "note": "***"}
+    registry.register_schema("json-value", with_rules(
+        rule(type="CEL_FIELD", expr="true"), schema=JSON_SCHEMA, kind="JSON"))
+    with pytest.raises(ValueSerializationError, match="not supported yet"):
+        JSONSerializer(None, registry, conf=LATEST, rule_registry=cel)(
+            {"a": 1}, SerializationContext("json"))

@@ -1,0 +1,247 @@
+"""Field-level rules: walking an Avro message with its schema, field by field, with tags.
+
+A field's tags are its inline ``confluent:tags`` and the tags the target schema's metadata
+gives to paths matching its full name (``Record.field``; ``*`` matches within one dotted part,
+``**`` across parts, ``?`` one character), as Confluent's data contracts define them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from kontrakt.errors import RuleConditionError, RuleError
+
+__all__ = ["FieldContext", "walk_fields", "wildcard_match"]
+
+_PRIMITIVE = {"null": "NULL", "boolean": "BOOLEAN", "int": "INT", "long": "LONG",
+              "float": "FLOAT", "double": "DOUBLE", "bytes": "BYTES", "string": "STRING"}
+_NAMED = {"record": "RECORD", "enum": "ENUM", "fixed": "FIXED"}
+
+
+@dataclass(slots=True)
+class FieldContext:
+    """The field a field rule is applied to.
+
+    Attributes:
+        containing_message: the record (dict) holding the field.
+        full_name: ``Record.field`` with the record's full name.
+        name: the field's name.
+        field_type: ``STRING``, ``INT``, ``LONG``, ``FLOAT``, ``DOUBLE``, ``BOOLEAN``,
+            ``BYTES``, ``NULL``, ``ENUM``, ``FIXED``, ``RECORD``, ``ARRAY``, ``MAP`` or
+            ``COMBINED`` (a union).
+        tags: the field's tags.
+    """
+
+    containing_message: Any
+    full_name: str
+    name: str
+    field_type: str
+    tags: frozenset[str]
+
+    def is_primitive(self) -> bool:
+        """Whether the value is a scalar a field rule sees (not a record, array, map...)."""
+        return self.field_type in ("INT", "LONG", "FLOAT", "DOUBLE", "BOOLEAN", "NULL",
+                                   "STRING", "BYTES")
+
+
+@lru_cache(maxsize=256)
+def _pattern(matcher: str) -> re.Pattern[str]:
+    out = []
+    i = 0
+    while i < len(matcher):
+        c = matcher[i]
+        if matcher.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        out.append("[^.]*" if c == "*" else "[^.]" if c == "?" else re.escape(c))
+        i += 1
+    return re.compile("".join(out))
+
+
+def wildcard_match(text: str, matcher: str) -> bool:
+    """Whether dotted name ``text`` matches ``matcher`` (``*``, ``**``, ``?``)."""
+    return _pattern(matcher).fullmatch(text) is not None
+
+
+def _type_name(schema: Any, names: dict[str, Any]) -> str:
+    if isinstance(schema, list):
+        return "COMBINED"
+    kind = schema.get("type") if isinstance(schema, dict) else schema
+    if isinstance(kind, (dict, list)):
+        return _type_name(kind, names)
+    if kind in _PRIMITIVE:
+        return _PRIMITIVE[kind]
+    if kind in _NAMED:
+        return _NAMED[kind]
+    if kind in ("array", "map"):
+        return str(kind).upper()
+    if isinstance(kind, str) and kind in names:
+        return _type_name(names[kind], names)
+    return "NULL" if kind is None else "STRING"
+
+
+def _matches_branch(schema: Any, value: Any, names: dict[str, Any]) -> bool:
+    t = _type_name(schema, names)
+    if value is None:
+        return t == "NULL"
+    if isinstance(value, bool):
+        return t == "BOOLEAN"
+    if isinstance(value, int):
+        return t in ("INT", "LONG")
+    if isinstance(value, float):
+        return t in ("FLOAT", "DOUBLE")
+    if isinstance(value, str):
+        return t in ("STRING", "ENUM")
+    if isinstance(value, (bytes, bytearray)):
+        return t in ("BYTES", "FIXED")
+    if isinstance(value, list):
+        return t == "ARRAY"
+    if isinstance(value, dict):
+        return t in ("RECORD", "MAP")
+    return False
+
+
+def _register(schema: Any, namespace: str, names: dict[str, Any]) -> None:
+    """Index named types (full and simple names) depth first, noting each one's full name
+    as ``_full``."""
+    if isinstance(schema, list):
+        for s in schema:
+            _register(s, namespace, names)
+    elif isinstance(schema, dict):
+        kind = schema.get("type")
+        if kind in _NAMED:
+            name = str(schema.get("name", ""))
+            ns = name.rpartition(".")[0] if "." in name else schema.get("namespace", namespace)
+            full = name if "." in name or not ns else f"{ns}.{name}"
+            schema["_full"] = full
+            names[full] = schema
+            names.setdefault(name.rpartition(".")[2], schema)
+            for f in schema.get("fields", ()) if kind == "record" else ():
+                _register(f.get("type"), ns or "", names)
+        elif kind in ("array", "map"):
+            _register(schema.get("items" if kind == "array" else "values"), namespace, names)
+        elif isinstance(kind, (dict, list)):
+            _register(kind, namespace, names)
+
+
+@lru_cache(maxsize=64)
+def _prepared(text: str) -> tuple[Any, dict[str, Any]]:
+    # Parsed and indexed once per schema text; the walk only reads it.
+    schema = json.loads(text)
+    names: dict[str, Any] = {}
+    _register(schema, "", names)
+    return schema, names
+
+
+class _AvroWalker:
+    def __init__(self, names: dict[str, Any], visit: Callable[[FieldContext, Any], Any],
+                 tags_of: Callable[[str], Any], condition: bool) -> None:
+        self.visit = visit
+        self.tags_of = tags_of
+        self.condition = condition
+        self.names = names
+
+    def resolve(self, schema: Any) -> Any:
+        if isinstance(schema, str) and schema in self.names:
+            return self.names[schema]
+        if isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)):
+            return self.resolve(schema["type"])
+        if isinstance(schema, dict) and isinstance(schema.get("type"), str) and \
+                schema["type"] in self.names:
+            return self.names[schema["type"]]
+        return schema
+
+    def value(self, schema: Any, value: Any, field: FieldContext | None) -> Any:
+        schema = self.resolve(schema)
+        if isinstance(schema, list):
+            if isinstance(value, tuple) and len(value) == 2:  # fastavro's (branch, value)
+                branch = str(value[0])
+                for s in schema:
+                    r = self.resolve(s)
+                    if isinstance(r, dict) and branch in (r.get("_full"), r.get("name")):
+                        return (value[0], self.value(r, value[1], field))
+                return value
+            for s in schema:
+                if _matches_branch(s, value, self.names):
+                    return self.value(s, value, field)
+            return value
+        kind = schema.get("type") if isinstance(schema, dict) else schema
+        if kind == "record":
+            if not isinstance(value, dict):
+                return value
+            full = schema.get("_full", schema.get("name"))
+            for f in schema.get("fields", ()):
+                name = f["name"]
+                if name not in value:
+                    continue
+                tags = set(f.get("confluent:tags") or ()) | set(self.tags_of(f"{full}.{name}"))
+                ctx = FieldContext(value, f"{full}.{name}", name,
+                                   _type_name(f["type"], self.names), frozenset(tags))
+                new = self.value(f["type"], value[name], ctx)
+                if self.condition:
+                    if new is False:
+                        raise _Refused(ctx)
+                else:
+                    value[name] = new
+            return value
+        if kind == "array" and isinstance(value, list):
+            return [self.value(schema["items"], v, field) for v in value]
+        if kind == "map" and isinstance(value, dict):
+            return {k: self.value(schema["values"], v, field) for k, v in value.items()}
+        if field is None:
+            return value
+        field.field_type = _type_name(schema, self.names)
+        return self.visit(field, value)
+
+
+class _Refused(Exception):
+    def __init__(self, field: FieldContext) -> None:
+        super().__init__(field.full_name)
+        self.field = field
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def walk_fields(target: Any, message: Any, visit: Callable[[FieldContext, Any], Any],
+                condition: bool, describe: str) -> Any:
+    """Apply ``visit(field, value)`` to every field of ``message`` (an Avro record as a dict)
+    under ``target`` (the registry ``Schema``); returns the new message, a copy.
+
+    ``visit`` sees only fields whose value is a scalar; for a condition, a False result
+    refuses the message.
+
+    Raises:
+        RuleConditionError: a condition gave False for a field (named in the message).
+        RuleError: the schema is not Avro (field rules for other formats are not supported
+            yet).
+    """
+    if getattr(target, "schema_type", "AVRO") not in ("AVRO", None):
+        raise RuleError(f"{describe}: field rules on {target.schema_type} schemas are not "
+                        "supported yet")
+    tags_by_path = dict(getattr(getattr(target, "metadata", None), "tags", None) or {})
+
+    def tags_of(full_name: str) -> set[str]:
+        found: set[str] = set()
+        for pattern, tags in tags_by_path.items():
+            if wildcard_match(full_name, pattern):
+                found.update(tags)
+        return found
+
+    schema, names = _prepared(target.schema_str)
+    walker = _AvroWalker(names, visit, tags_of, condition)
+    try:
+        return walker.value(schema, _copy(message), None)
+    except _Refused as e:
+        raise RuleConditionError(f"{describe} refused field {e.field.full_name!r}") from None

@@ -9,6 +9,12 @@ message), as Confluent's executor does.
 
 Register it once per process with :meth:`CelExecutor.register` (or into a serde's own
 ``RuleRegistry`` with ``registry.register_executor(CelExecutor())``).
+
+Cost: celpy interprets the parsed expression tree on every evaluation. Measured here on a
+two-field Avro record with ``message.a > 0``: ~0.43 ms per record through the serializer
+(confluent-kafka's executor, same celpy: ~0.55 ms), against ~5 us for the same record without
+rules. celpy's ``CompiledRunner`` would be faster but fails to transpile with lark 1.3, so
+the interpreter it is. Schemas without rules never reach this module.
 """
 
 from __future__ import annotations

@@ -78,6 +78,34 @@ def test_no_executor_fails_closed_naming_the_rule(registry: MockSchemaRegistryCl
     assert "no rule executor" in str(err) and isinstance(err.__cause__, RuleError)
 
 
+def test_latest_with_metadata_and_key_serdes_fail_closed(
+        registry: MockSchemaRegistryClient) -> None:
+    from kontrakt.errors import KeyDeserializationError, KeySerializationError
+
+    registry.register_schema("orders-value", Schema(
+        AVRO, "AVRO", metadata=Metadata(properties={"app": "billing"}),
+        rule_set=RuleSet(domain_rules=(rule(),))))
+    ser = AvroSerializer(registry, conf={"auto.register.schemas": False,
+                                         "use.latest.with.metadata": {"app": "billing"}},
+                         rule_registry=RuleRegistry())
+    with pytest.raises(ValueSerializationError, match="'positive'"):
+        ser({"a": 1, "note": ""}, CTX)
+    key_ctx = SerializationContext("orders", MessageField.KEY)
+    registry.register_schema("orders-key", with_rules(rule("key-rule", mode="WRITEREAD")))
+    key_ser = AvroSerializer(registry, conf=LATEST, rule_registry=RuleRegistry())
+    with pytest.raises(KeySerializationError, match="'key-rule'"):
+        key_ser({"a": 1, "note": ""}, key_ctx)
+    looked_up = AvroSerializer(registry, with_rules(rule("key-rule", mode="WRITEREAD")),
+                               conf={"auto.register.schemas": False},
+                               rule_registry=RuleRegistry())
+    with pytest.raises(KeySerializationError, match="'key-rule'"):
+        looked_up({"a": 1, "note": ""}, key_ctx)
+    sid = registry.get_latest_version("orders-key").schema_id
+    raw = b"\x00" + sid.to_bytes(4, "big") + b"\x02\x00"
+    with pytest.raises(KeyDeserializationError, match="'key-rule'"):
+        AvroDeserializer(registry, rule_registry=RuleRegistry())(raw, key_ctx)
+
+
 def test_auto_registered_schema_with_rules_fails_closed(
         registry: MockSchemaRegistryClient) -> None:
     ser = AvroSerializer(registry, with_rules(rule()), rule_registry=RuleRegistry())

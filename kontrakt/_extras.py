@@ -15,6 +15,7 @@ _EXTRA_OF = {
     "jsonschema": "json",
     "referencing": "json",
     "celpy": "rules",
+    "jsonata": "rules",
 }
 
 

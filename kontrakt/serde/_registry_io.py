@@ -72,13 +72,18 @@ class RegisterSchema(RegistryCall):
 
 @dataclass(frozen=True, slots=True)
 class LookupSchema(RegistryCall):
-    """Find ``schema`` under ``subject``; answers a ``RegisteredSchema``."""
+    """Find ``schema`` under ``subject`` (``deleted``: soft-deleted versions too); answers a
+    ``RegisteredSchema``."""
 
     subject: str
     schema: Any
     normalize: bool
+    deleted: bool = False
 
     def invoke(self, client: Any) -> Any:
+        if self.deleted:
+            return client.lookup_schema(self.subject, self.schema,
+                                        normalize_schemas=self.normalize, deleted=True)
         return client.lookup_schema(self.subject, self.schema, normalize_schemas=self.normalize)
 
 

@@ -179,6 +179,7 @@ class _ProtobufSerializerCore(SerializerCore):
 
 class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
     protobuf = True
+    migrates = False  # messages, not dicts: migration rules refuse (see ruled_reader)
     fetch_format = "serialized"
     extra_defaults = {"use.deprecated.format": False}
 

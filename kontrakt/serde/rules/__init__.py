@@ -31,6 +31,7 @@ __all__ = [
     "WRITEREAD",
     "ErrorAction",
     "FieldRuleExecutor",
+    "Migration",
     "NoneAction",
     "Rule",
     "RuleAction",
@@ -41,6 +42,7 @@ __all__ = [
     "RuleExecutor",
     "RulePlan",
     "RuleRegistry",
+    "plan_migrations",
     "plan_rules",
 ]
 
@@ -437,6 +439,71 @@ def plan_rules(schema: Any, mode: str, subject: str | None,
     if mode == READ:
         rules.reverse()
     return RulePlan(rules, mode, schema, None, subject, registry)
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One step between adjacent versions of a subject, run in ``mode`` (``UPGRADE`` from
+    ``source`` to a newer ``target``, ``DOWNGRADE`` to an older one); both are registry
+    ``Schema`` values."""
+
+    mode: str
+    source: Any
+    target: Any
+
+
+def _migration_plan(step: Migration, subject: str | None,
+                    registry: RuleRegistry) -> RulePlan | None:
+    # UPGRADE runs the newer (target) schema's rules; DOWNGRADE the newer (source) schema's,
+    # in reverse order, as Confluent's serdes do.
+    owner = step.target if step.mode == UPGRADE else step.source
+    rule_set = getattr(owner, "rule_set", None)
+    if rule_set is None or rule_set.enable_at not in (None, "ALL", "CLIENT"):
+        return None
+    rules = []
+    for raw in rule_set.migration_rules:
+        rule = Rule.from_dict(raw)
+        if rule.mode not in _MODES:
+            raise RuleError(f"{rule.describe()}: unknown mode {rule.mode!r}")
+        if not rule.disabled and _applies(rule, step.mode):
+            rules.append(rule)
+    if not rules:
+        return None
+    if step.mode == DOWNGRADE:
+        rules.reverse()
+    return RulePlan(rules, step.mode, step.target, step.source, subject, registry)
+
+
+def plan_migrations(steps: Sequence[Migration], subject: str | None,
+                    registry: RuleRegistry) -> RulePlan | None:
+    """The migration rules of ``steps``, in order, as one plan; None when no step has any.
+
+    Raises:
+        RuleError: a rule of a set has a mode that is not one of the six.
+    """
+    plans = [p for p in (_migration_plan(s, subject, registry) for s in steps) if p is not None]
+    if not plans:
+        return None
+    if len(plans) == 1:
+        return plans[0]
+    return _Chain(plans)
+
+
+class _Chain(RulePlan):
+    """Several migration steps run one after the other."""
+
+    __slots__ = ("plans",)
+
+    def __init__(self, plans: list[RulePlan]) -> None:
+        first = plans[0]
+        RulePlan.__init__(self, [r for p in plans for r in p.rules], first.mode, first.target,
+                          first.source, first.subject, first.registry)
+        self.plans = plans
+
+    def apply(self, message: Any, ser_ctx: Any) -> Any:
+        for plan in self.plans:
+            message = plan.apply(message, ser_ctx)
+        return message
 
 
 def migration_rules(schema: Any) -> list[Rule]:

@@ -243,18 +243,52 @@ def test_json_schema_rules(registry: MockSchemaRegistryClient, cel: RuleRegistry
         JSONSerializer(None, registry, conf=LATEST, rule_registry=RuleRegistry())({"a": 5}, CTX)
 
 
-def test_migration_rules_across_versions_are_refused(registry: MockSchemaRegistryClient,
-                                                     cel: RuleRegistry) -> None:
-    v1 = AvroSerializer(registry, AVRO)({"a": 1}, CTX)
-    v2 = json.loads(AVRO)
-    v2["fields"].append({"name": "b", "type": "int", "default": 0})
-    registry.register_schema("orders-value", Schema(json.dumps(v2), "AVRO", rule_set=RuleSet(
-        migration_rules=({"name": "up", "kind": "TRANSFORM", "mode": "UPGRADE",
-                          "type": "JSONATA", "expr": "$"},))))
-    de = AvroDeserializer(registry, conf={"use.latest.version": True}, rule_registry=cel)
-    with pytest.raises(ValueDeserializationError, match="migration rules") as info:
-        de(v1, CTX)
-    assert info.value.rule.name == "up"
+WIDGET_V1 = json.dumps({"type": "record", "name": "Widget", "fields": [
+    {"name": "name", "type": "string"}, {"name": "size", "type": "int"}]})
+WIDGET_V2 = json.dumps({"type": "record", "name": "Widget", "fields": [
+    {"name": "name", "type": "string"}, {"name": "height", "type": "int"}]})
+UP = {"name": "size-to-height", "kind": "TRANSFORM", "mode": "UPGRADE", "type": "JSONATA",
+      "expr": "$merge([$sift($, function($v, $k) {$k != 'size'}), {'height': $.size}])"}
+DOWN = {"name": "height-to-size", "kind": "TRANSFORM", "mode": "DOWNGRADE", "type": "JSONATA",
+        "expr": "$merge([$sift($, function($v, $k) {$k != 'height'}), {'size': $.height}])"}
+
+
+def _widgets(registry: MockSchemaRegistryClient) -> None:
+    from kontrakt.registry import Metadata
+
+    registry.set_compatibility("widgets-value", "NONE")  # a rename is a breaking change
+    registry.register_schema("widgets-value", Schema(
+        WIDGET_V1, "AVRO", metadata=Metadata(properties={"major": "1"})))
+    registry.register_schema("widgets-value", Schema(
+        WIDGET_V2, "AVRO", metadata=Metadata(properties={"major": "2"}),
+        rule_set=RuleSet(migration_rules=(UP, DOWN))))
+
+
+def test_jsonata_migrations_upgrade_and_downgrade(registry: MockSchemaRegistryClient) -> None:
+    from kontrakt.serde.rules.jsonata import JsonataExecutor
+
+    rules = RuleRegistry()
+    rules.register_executor(JsonataExecutor())
+    _widgets(registry)
+    ctx = SerializationContext("widgets")
+    v1 = AvroSerializer(registry, conf={"use.latest.with.metadata": {"major": "1"},
+                                        "auto.register.schemas": False})({"name": "w",
+                                                                          "size": 3}, ctx)
+    v2 = AvroSerializer(registry, conf=LATEST)({"name": "w", "height": 4}, ctx)
+    latest = AvroDeserializer(registry, conf={"use.latest.version": True}, rule_registry=rules)
+    assert latest(v1, ctx) == {"name": "w", "height": 3}  # upgraded by v2's rule
+    assert latest(v2, ctx) == {"name": "w", "height": 4}
+    old = AvroDeserializer(registry, conf={"use.latest.with.metadata": {"major": "1"}},
+                           rule_registry=rules)
+    assert old(v2, ctx) == {"name": "w", "size": 4}  # downgraded by v2's rule
+    # without the executor, reading across the versions refuses, naming the rule
+    with pytest.raises(ValueDeserializationError, match="'size-to-height'") as info:
+        AvroDeserializer(registry, conf={"use.latest.version": True},
+                         rule_registry=RuleRegistry())(v1, ctx)
+    assert info.value.rule.mode == "UPGRADE"
+    # without use.latest.*, nothing migrates: the writer's schema is read as it is
+    assert AvroDeserializer(registry, rule_registry=RuleRegistry())(v1, ctx) == {
+        "name": "w", "size": 3}
 
 
 def test_sync_and_async_shells_agree(cel: RuleRegistry) -> None:

@@ -1,0 +1,152 @@
+"""Reading under a rule set: the READ domain rules and the migrations between versions.
+
+A mixin of the deserializer core (``_base.DeserializerCore``): everything here runs once per
+writer schema id (and subject), when the reader is built, inside the sans-I/O core, so the
+sync and async shells share it; the readers it returns run the planned rules per record.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from kontrakt.errors import RuleError, SchemaRegistryError, SerializationError
+from kontrakt.serde._context import SerializationContext
+from kontrakt.serde._framing import SchemaId
+from kontrakt.serde._registry_io import GetVersion, LookupSchema, Steps
+from kontrakt.serde.rules import (
+    DOWNGRADE,
+    READ,
+    UPGRADE,
+    Migration,
+    RulePlan,
+    RuleRegistry,
+    migration_rules,
+    plan_migrations,
+    plan_rules,
+)
+
+__all__ = ["RuledReading", "other_schema"]
+
+
+def other_schema(latest: Any, sid: SchemaId) -> bool:
+    """Whether the subject's latest version is another schema than the writer's."""
+    if sid.id is not None:
+        return getattr(latest, "schema_id", sid.id) != sid.id
+    return str(getattr(latest, "guid", sid.guid)) != str(sid.guid)
+
+
+
+class RuledReading:
+    """The rule-running half of a deserializer core; the core supplies ``make_reader``,
+    ``subject``, ``fetch_format`` and ``rule_registry``."""
+
+    fetch_format: str | None = None
+    rule_registry: RuleRegistry
+
+    def make_reader(self, writer: Any, reader: Any, sid: SchemaId, convert: bool = True) -> Any:
+        raise NotImplementedError
+
+    def subject(self, ctx: SerializationContext | None, data: bytes | None) -> str | None:
+        raise NotImplementedError
+
+    def find_migrations(self, subject: str, writer: Any, latest: Any) -> Steps:
+        """The steps from the writer's version of ``subject`` to ``latest`` (each adjacent
+        pair of versions, as Confluent's deserializers walk them), or None when the writer's
+        version cannot be found under the subject."""
+        try:
+            source = yield LookupSchema(subject, writer, False, True)
+        except SchemaRegistryError as e:
+            if e.http_status_code == 404:
+                return None
+            raise
+        if source.version is None or latest.version is None:
+            return None
+        if source.version == latest.version:
+            return []
+        mode = UPGRADE if source.version < latest.version else DOWNGRADE
+        first, last = (source, latest) if mode == UPGRADE else (latest, source)
+        chain = [first]
+        for version in range(first.version + 1, last.version):
+            chain.append((yield GetVersion(subject, version, self.fetch_format)))
+        chain.append(last)
+        steps = [Migration(mode, older.schema, newer.schema) if mode == UPGRADE
+                 else Migration(mode, newer.schema, older.schema)
+                 for older, newer in itertools.pairwise(chain)]
+        if mode == DOWNGRADE:
+            steps.reverse()
+        return steps
+
+    def ruled_reader(self, writer: Any, latest: Any, writer_parsed: Any, reader_parsed: Any,
+                     sid: SchemaId, ctx: SerializationContext | None, data: bytes,
+                     steps: list[Migration] | None = None) -> Any:
+        """The reader for ``sid``, running the migrations of ``steps`` (see
+        :meth:`find_migrations`) and the READ rules :meth:`read_plan` finds.
+
+        With migrations, the payload is decoded with the writer's schema alone and the
+        migration rules turn it into the latest schema's shape (as Confluent's deserializers
+        do); without, the format resolves writer to reader schema itself.
+
+        Raises:
+            RuleError: a rule set that cannot be run (an unknown mode), or migration rules
+                on the way that could not be walked (the writer's schema is not a version of
+                the subject; a Protobuf deserializer): refused rather than skipped.
+        """
+        subject = self._rule_subject(ctx, data)
+        migrate = None
+        if latest is not None and other_schema(latest, sid):
+            if steps is None:
+                pending = migration_rules(writer) + migration_rules(latest.schema)
+                if pending:
+                    err = RuleError(f"{pending[0].describe()}: cannot walk the versions from "
+                                    "the writer's schema to the latest one; refusing to read "
+                                    "without its migration rules")
+                    err.rule = pending[0]
+                    raise err
+            else:
+                migrate = plan_migrations(steps, subject, self.rule_registry)
+        plan = self.read_plan(writer, latest, sid, ctx, data)
+        if plan is None and migrate is None:
+            return self.make_reader(writer_parsed, reader_parsed, sid)
+        if migrate is None:
+            return self.with_rules(self.make_reader(writer_parsed, reader_parsed, sid,
+                                                    convert=False), plan)
+        raw = self.make_reader(writer_parsed, writer_parsed, sid, convert=False)
+        run = migrate.apply
+
+        def migrated(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+            return run(raw(data, offset, ctx), ctx)
+        return self.with_rules(migrated, plan)
+
+    def _rule_subject(self, ctx: SerializationContext | None, data: bytes) -> str | None:
+        try:
+            return self.subject(ctx, data)
+        except SerializationError:
+            return None  # record strategies without a record name: the rules still run
+
+    def read_plan(self, writer: Any, latest: Any, sid: SchemaId,
+                  ctx: SerializationContext | None, data: bytes) -> RulePlan | None:
+        """The READ rules of the schema read with: the subject's latest (``use.latest.*``),
+        else a reader schema given to the constructor, else the writer's (as Confluent's
+        deserializers choose); None when none applies. Planned once per schema id.
+
+        Raises:
+            RuleError: a rule set that cannot be run (an unknown mode).
+        """
+        local = getattr(self, "schema", None)
+        target = latest.schema if latest is not None else (
+            local if getattr(local, "schema_str", None) else writer)
+        return plan_rules(target, READ, self._rule_subject(ctx, data), self.rule_registry)
+
+    def with_rules(self, raw: Any, plan: RulePlan | None) -> Any:
+        """``raw`` (a reader without ``from_dict``) followed by ``plan`` (if any), then
+        ``from_dict``."""
+        from_dict = getattr(self, "from_dict", None)
+        apply = plan.apply if plan is not None else None
+
+        def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+            value = raw(data, offset, ctx)
+            if apply is not None:
+                value = apply(value, ctx)
+            return value if from_dict is None else from_dict(value, ctx)
+        return read

@@ -115,7 +115,7 @@ class RuledReading:
         run = migrate.apply
 
         def migrated(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
-            return run(raw(data, offset, ctx), ctx)
+            return run(raw(data, offset, ctx), ctx, data)
         return self.with_rules(migrated, plan)
 
     def _rule_subject(self, ctx: SerializationContext | None, data: bytes) -> str | None:
@@ -147,6 +147,6 @@ class RuledReading:
         def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
             value = raw(data, offset, ctx)
             if apply is not None:
-                value = apply(value, ctx)
+                value = apply(value, ctx, data)
             return value if from_dict is None else from_dict(value, ctx)
         return read

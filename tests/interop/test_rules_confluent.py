@@ -310,3 +310,77 @@ def test_jsonata_migrations_agree_both_ways(clients: tuple[Any, SchemaRegistryCl
     assert our_old(written["theirs v2"], ctx) == {"name": "d", "size": 9}
     assert our_old(written["ours v2"], ctx) == {"name": "c", "size": 7}
     assert our_old(written["theirs v1"], ctx) == {"name": "b", "size": 5}
+
+
+def _read_all(bootstrap: dict[str, Any], topic: str, n: int) -> list[Any]:
+    """The first ``n`` records of partition 0 of ``topic`` (bounded: 20 s)."""
+    import time
+
+    tp = TopicPartition(topic, 0)
+    out: list[Any] = []
+    with Consumer({**bootstrap, "enable.auto.commit": False}) as consumer:
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        deadline = time.monotonic() + 20
+        while len(out) < n and time.monotonic() < deadline:
+            out.extend(consumer.consume(n - len(out), timeout=1))
+    return out
+
+
+@pytest.mark.integration
+def test_dlq_action_diverts_refused_records_and_replays_skip_the_rule(
+        tansu_broker: TansuBroker, server: RegistryServer, topic_name: str) -> None:
+    """onFailure DLQ on Tansu: a refused write reaches the DLQ topic as JSON, a refused read
+    as its original bytes, both with the __rule.* headers; the data topic gets nothing on
+    write. Read back with the DLQ record's headers, kontrakt's deserializer and
+    confluent-kafka's (the oracle for the header's meaning) skip the rule named there."""
+    from kontrakt.clients.producer import Producer
+    from kontrakt.errors import ValueDeserializationError
+    from kontrakt.serde.rules.dlq import DlqAction
+
+    dlq_topic = f"{topic_name}-dlq"
+    for topic in (topic_name, dlq_topic):
+        tansu_broker.create_topic(topic, 1)
+    bootstrap = {"bootstrap.servers": tansu_broker.bootstrap_servers}
+    rules = (
+        {"name": "positive", "kind": "CONDITION", "mode": "WRITE", "type": "CEL",
+         "expr": "message.a > 0", "onFailure": "DLQ"},
+        {"name": "small", "kind": "CONDITION", "mode": "READ", "type": "CEL",
+         "expr": "message.a < 10", "onFailure": "DLQ", "params": {"dlq.topic": dlq_topic}},
+    )
+    with SchemaRegistryClient({"url": server.url}) as client, Producer(bootstrap) as dlq_out:
+        client.register_schema(f"{topic_name}-value", Schema(AVRO, "AVRO", rule_set=RuleSet(
+            domain_rules=rules)))
+        registry = _ours()
+        registry.register_action(DlqAction())
+        rule_conf = {"producer": dlq_out, "dlq.topic": dlq_topic, "dlq.auto.flush": "true"}
+        ser = AvroSerializer(client, conf=LATEST, rule_registry=registry, rule_conf=rule_conf)
+        with SerializingProducer({**bootstrap, "value.serializer": ser}) as producer:
+            with pytest.raises(ValueSerializationError, match="sent to DLQ topic") as info:
+                producer.produce(topic_name, value={"a": -5, "note": "neg"})
+            assert info.value.rule.name == "positive"
+            producer.produce(topic_name, value={"a": 50, "note": "big"})
+            producer.flush(10)
+        [written] = _read_all(bootstrap, topic_name, 1)
+        ctx = SerializationContext(topic_name, MessageField.VALUE)
+        de = AvroDeserializer(client, rule_registry=registry)
+        with pytest.raises(ValueDeserializationError, match="'small'"):
+            de(written.value, ctx)
+        dead = _read_all(bootstrap, dlq_topic, 2)
+        assert json.loads(dead[0].value) == {"a": -5, "note": "neg"}
+        assert dead[1].value == written.value  # the bytes as they were read
+        headers = [dict(d.headers) for d in dead]
+        assert [h["__rule.name"] for h in headers] == [b"positive", b"small"]
+        assert [h["__rule.mode"] for h in headers] == [b"WRITE", b"READ"]
+        assert headers[1]["__rule.topic"] == topic_name.encode()
+        assert headers[1]["__rule.subject"] == f"{topic_name}-value".encode()
+        replay = SerializationContext(topic_name, MessageField.VALUE, list(dead[1].headers))
+        assert de(dead[1].value, replay) == {"a": 50, "note": "big"}
+        with csr.SchemaRegistryClient({"url": server.url}) as confluent_client:
+            their_de = cavro.AvroDeserializer(confluent_client, rule_registry=_theirs())
+            creplay = CContext(topic_name, CField.VALUE, list(dead[1].headers))
+            assert their_de(dead[1].value, creplay) == {"a": 50, "note": "big"}
+            from confluent_kafka.schema_registry.serde import RuleError as CRuleError
+
+            with pytest.raises(CRuleError, match="DLQ"):  # it refuses: no DLQ action there
+                their_de(dead[1].value, CContext(topic_name, CField.VALUE))

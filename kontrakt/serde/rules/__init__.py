@@ -113,13 +113,16 @@ class RuleContext:
         rule: the :class:`Rule`.
         index: its position in ``rules``.
         rules: the rules being run, in run order.
+        original: the record's bytes when reading, else None.
     """
 
-    __slots__ = ("index", "rule", "rule_mode", "rules", "ser_ctx", "source", "subject",
-                 "target")
+    __slots__ = ("index", "original", "rule", "rule_mode", "rules", "ser_ctx", "source",
+                 "subject", "target")
 
     def __init__(self, ser_ctx: Any, source: Any, target: Any, subject: str | None,
-                 rule_mode: str, rule: Rule, index: int, rules: Sequence[Rule]) -> None:
+                 rule_mode: str, rule: Rule, index: int, rules: Sequence[Rule],
+                 original: bytes | None = None) -> None:
+        self.original = original
         self.ser_ctx = ser_ctx
         self.source = source
         self.target = target
@@ -336,8 +339,12 @@ class RulePlan:
         self.subject = subject
         self.registry = registry
 
-    def apply(self, message: Any, ser_ctx: Any) -> Any:
-        """Run every rule on ``message``; returns the (transformed) message.
+    def apply(self, message: Any, ser_ctx: Any, original: bytes | None = None) -> Any:
+        """Run every rule on ``message``; returns the (transformed) message. ``original``:
+        the record's bytes, when reading (for actions such as ``DLQ``).
+
+        A record carrying a ``__rule.name`` header (one replayed from a dead letter queue)
+        skips the rule of that name, so that it does not fail again.
 
         Raises:
             RuleError: a rule refused the message or could not run, and its ``onFailure``
@@ -346,9 +353,12 @@ class RulePlan:
         """
         if message is None:
             return message
+        replayed = _replayed_rule(ser_ctx)
         for index, rule in enumerate(self.rules):
+            if replayed is not None and rule.name == replayed:
+                continue
             ctx = RuleContext(ser_ctx, self.source, self.target, self.subject, self.mode, rule,
-                              index, self.rules)
+                              index, self.rules, original)
             try:
                 message = self._run(ctx, rule, message)
             except RuleError as e:
@@ -392,6 +402,27 @@ class RulePlan:
             raise RuleError(f"{ctx.rule.describe()}: no rule action is registered for "
                             f"{name!r}") from ex
         action.run(ctx, message, ex)
+
+
+#: the header naming the rule that sent a record to a dead letter queue (Confluent's name)
+DLQ_RULE_NAME_HEADER = "__rule.name"
+
+
+def _replayed_rule(ser_ctx: Any) -> str | None:
+    headers = getattr(ser_ctx, "headers", None)
+    if not headers:
+        return None
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    found = None
+    for key, value in items:  # the last occurrence wins, as Confluent's serdes read it
+        if key == DLQ_RULE_NAME_HEADER:
+            found = value
+    if isinstance(found, (bytes, bytearray)):
+        try:
+            return bytes(found).decode()
+        except UnicodeDecodeError:
+            return None
+    return found if isinstance(found, str) else None
 
 
 def _condition_message(rule: Rule) -> str:
@@ -500,9 +531,9 @@ class _Chain(RulePlan):
                           first.source, first.subject, first.registry)
         self.plans = plans
 
-    def apply(self, message: Any, ser_ctx: Any) -> Any:
+    def apply(self, message: Any, ser_ctx: Any, original: bytes | None = None) -> Any:
         for plan in self.plans:
-            message = plan.apply(message, ser_ctx)
+            message = plan.apply(message, ser_ctx, original)
         return message
 
 

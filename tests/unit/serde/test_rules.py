@@ -399,3 +399,15 @@ def test_field_rules_on_avro_and_fail_closed_elsewhere(registry: MockSchemaRegis
     with pytest.raises(ValueSerializationError, match="not supported yet"):
         JSONSerializer(None, registry, conf=LATEST, rule_registry=cel)(
             {"a": 1}, SerializationContext("json"))
+
+
+def test_dlq_action_without_a_topic_still_refuses(registry: MockSchemaRegistryClient,
+                                                  cel: RuleRegistry) -> None:
+    from kontrakt.serde.rules.dlq import DlqAction
+
+    cel.register_action(DlqAction())
+    registry.register_schema("orders-value", with_rules(rule(onFailure="DLQ")))
+    ser = AvroSerializer(registry, conf=LATEST, rule_registry=cel)
+    with pytest.raises(ValueSerializationError, match=r"no dlq\.topic"):
+        ser({"a": -1, "note": ""}, CTX)
+    assert ser({"a": 1, "note": ""}, CTX)  # onSuccess defaults to NONE: the DLQ is not used

@@ -171,7 +171,7 @@ class RuleExecutor(RuleBase):
 
 
 class FieldRuleExecutor(RuleExecutor):
-    """Runs a rule on each field of a message (Avro), the fields chosen by tags.
+    """Runs a rule on each field of a message (Avro, JSON Schema), the fields chosen by tags.
 
     A subclass gives :meth:`new_transform`; a rule with ``tags`` sees only the fields that
     carry one of them (inline ``confluent:tags`` or the schema metadata's ``tags`` by path),

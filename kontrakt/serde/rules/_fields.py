@@ -1,8 +1,10 @@
-"""Field-level rules: walking an Avro message with its schema, field by field, with tags.
+"""Field-level rules: walking an Avro or JSON Schema message with its schema, field by
+field, with tags.
 
 A field's tags are its inline ``confluent:tags`` and the tags the target schema's metadata
-gives to paths matching its full name (``Record.field``; ``*`` matches within one dotted part,
-``**`` across parts, ``?`` one character), as Confluent's data contracts define them.
+gives to paths matching its full name (Avro ``Record.field``, JSON Schema ``$.a.b``; ``*``
+matches within one dotted part, ``**`` across parts, ``?`` one character), as Confluent's
+data contracts define them.
 """
 
 from __future__ import annotations
@@ -131,6 +133,11 @@ def _register(schema: Any, namespace: str, names: dict[str, Any]) -> None:
 
 
 @lru_cache(maxsize=64)
+def _json_schema(text: str) -> Any:
+    return json.loads(text)
+
+
+@lru_cache(maxsize=64)
 def _prepared(text: str) -> tuple[Any, dict[str, Any]]:
     # Parsed and indexed once per schema text; the walk only reads it.
     schema = json.loads(text)
@@ -214,22 +221,105 @@ def _copy(value: Any) -> Any:
     return value
 
 
+def _json_type(schema: Any) -> str:
+    if not isinstance(schema, dict):
+        return "COMBINED"
+    kind = schema.get("type")
+    if "const" in schema or "enum" in schema:
+        return "ENUM"
+    if kind == "object" or (kind is None and "properties" in schema):
+        return "RECORD" if schema.get("properties") else "MAP"
+    return {"array": "ARRAY", "string": "STRING", "integer": "INT", "number": "DOUBLE",
+            "boolean": "BOOLEAN", "null": "NULL"}.get(str(kind), "COMBINED")
+
+
+class _JsonWalker:
+    """The JSON Schema walk: properties, items, allOf and local ``$ref`` (``#/...``); other
+    combinators (anyOf, oneOf, type lists) and remote references refuse, since a field rule
+    must not silently miss the fields inside them."""
+
+    def __init__(self, root: Any, visit: Callable[[FieldContext, Any], Any],
+                 tags_of: Callable[[str], Any], condition: bool, describe: str) -> None:
+        self.root = root
+        self.visit = visit
+        self.tags_of = tags_of
+        self.condition = condition
+        self.describe = describe
+
+    def deref(self, schema: Any, depth: int = 0) -> Any:
+        ref = schema.get("$ref") if isinstance(schema, dict) else None
+        if ref is None:
+            return schema
+        if not isinstance(ref, str) or not ref.startswith("#") or depth > 32:
+            raise RuleError(f"{self.describe}: field rules through $ref {ref!r} are not "
+                            "supported yet")
+        node = self.root
+        for part in [p for p in ref[1:].split("/") if p]:
+            node = node.get(part.replace("~1", "/").replace("~0", "~")) \
+                if isinstance(node, dict) else None
+        if node is None:
+            raise RuleError(f"{self.describe}: $ref {ref!r} points nowhere")
+        return self.deref(node, depth + 1)
+
+    def value(self, schema: Any, value: Any, path: str, field: FieldContext | None) -> Any:
+        schema = self.deref(schema)
+        if value is None or not isinstance(schema, dict):
+            return value
+        for word in ("anyOf", "oneOf"):
+            if word in schema:
+                raise RuleError(f"{self.describe}: field rules through {word} are not "
+                                "supported yet")
+        if isinstance(schema.get("type"), list):
+            raise RuleError(f"{self.describe}: field rules on a list of types are not "
+                            "supported yet")
+        if field is not None:
+            field.field_type = _json_type(schema)
+        for sub in schema.get("allOf") or ():
+            value = self.value(sub, value, path, field)
+        props = schema.get("properties")
+        if isinstance(props, dict) and isinstance(value, dict):
+            for name, sub in props.items():
+                if name not in value or value[name] is None:
+                    continue
+                full = f"{path}.{name}"
+                sub_d = self.deref(sub)
+                tags = set(sub_d.get("confluent:tags") or ()) if isinstance(sub_d, dict) \
+                    else set()
+                ctx = FieldContext(value, full, name, _json_type(sub_d),
+                                   frozenset(tags | set(self.tags_of(full))))
+                new = self.value(sub, value[name], full, ctx)
+                if self.condition:
+                    if new is False:
+                        raise _Refused(ctx)
+                else:
+                    value[name] = new
+            return value
+        items = schema.get("items")
+        if isinstance(items, dict) and isinstance(value, list):
+            return [self.value(items, v, path, field) for v in value]
+        if field is not None and field.field_type in ("ENUM", "STRING", "INT", "DOUBLE",
+                                                      "BOOLEAN"):
+            return self.visit(field, value)
+        return value
+
+
 def walk_fields(target: Any, message: Any, visit: Callable[[FieldContext, Any], Any],
                 condition: bool, describe: str) -> Any:
-    """Apply ``visit(field, value)`` to every field of ``message`` (an Avro record as a dict)
-    under ``target`` (the registry ``Schema``); returns the new message, a copy.
+    """Apply ``visit(field, value)`` to every field of ``message`` (an Avro record or JSON
+    document as a dict) under ``target`` (the registry ``Schema``); returns the new message,
+    a copy.
 
     ``visit`` sees only fields whose value is a scalar; for a condition, a False result
     refuses the message.
 
     Raises:
         RuleConditionError: a condition gave False for a field (named in the message).
-        RuleError: the schema is not Avro (field rules for other formats are not supported
-            yet).
+        RuleError: a Protobuf schema, or JSON Schema constructs the walk does not follow
+            (field rules there are not supported yet).
     """
-    if getattr(target, "schema_type", "AVRO") not in ("AVRO", None):
-        raise RuleError(f"{describe}: field rules on {target.schema_type} schemas are not "
-                        "supported yet")
+    kind = getattr(target, "schema_type", "AVRO") or "AVRO"
+    if kind not in ("AVRO", "JSON"):
+        raise RuleError(f"{describe}: field rules on {kind} schemas are not supported yet")
     tags_by_path = dict(getattr(getattr(target, "metadata", None), "tags", None) or {})
 
     def tags_of(full_name: str) -> set[str]:
@@ -239,9 +329,12 @@ def walk_fields(target: Any, message: Any, visit: Callable[[FieldContext, Any], 
                 found.update(tags)
         return found
 
-    schema, names = _prepared(target.schema_str)
-    walker = _AvroWalker(names, visit, tags_of, condition)
     try:
-        return walker.value(schema, _copy(message), None)
+        if kind == "JSON":
+            root = _json_schema(target.schema_str)
+            return _JsonWalker(root, visit, tags_of, condition, describe).value(
+                root, _copy(message), "$", None)
+        schema, names = _prepared(target.schema_str)
+        return _AvroWalker(names, visit, tags_of, condition).value(schema, _copy(message), None)
     except _Refused as e:
         raise RuleConditionError(f"{describe} refused field {e.field.full_name!r}") from None

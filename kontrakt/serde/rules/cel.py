@@ -171,12 +171,12 @@ class CelExecutor(RuleExecutor):
 
 
 class CelFieldExecutor(FieldRuleExecutor):
-    """Runs ``CEL_FIELD`` rules on each scalar field of an Avro message.
+    """Runs ``CEL_FIELD`` rules on each scalar field of an Avro or JSON Schema message.
 
     The expression sees ``value`` (the field's value), ``name``, ``fullName``
-    (``Record.field``), ``typeName`` (``STRING``, ``INT``, ...), ``tags`` and ``message``
-    (the record holding the field). A ``CONDITION`` must hold for every field it selects; a
-    ``TRANSFORM`` gives each field's new value.
+    (``Record.field`` in Avro, ``$.a.b`` in JSON Schema), ``typeName`` (``STRING``,
+    ``INT``, ...), ``tags`` and ``message`` (the record holding the field). A ``CONDITION``
+    must hold for every field it selects; a ``TRANSFORM`` gives each field's new value.
     """
 
     def __init__(self) -> None:

@@ -394,9 +394,11 @@ def test_field_rules_on_avro_and_fail_closed_elsewhere(registry: MockSchemaRegis
         mask, {**mask, "name": "mask-again", "expr": "value + '!'"}, schema=schema))
     data = AvroSerializer(registry, conf=LATEST, rule_registry=cel)({"a": 1, "note": "n"}, CTX)
     assert AvroDeserializer(registry)(data, CTX) == {"a": 1, "note": "***"}
+    one_of = json.dumps({"type": "object", "properties": {
+        "a": {"oneOf": [{"type": "integer"}, {"type": "string"}]}}})
     registry.register_schema("json-value", with_rules(
-        rule(type="CEL_FIELD", expr="true"), schema=JSON_SCHEMA, kind="JSON"))
-    with pytest.raises(ValueSerializationError, match="not supported yet"):
+        rule(type="CEL_FIELD", expr="true"), schema=one_of, kind="JSON"))
+    with pytest.raises(ValueSerializationError, match="through oneOf are not supported yet"):
         JSONSerializer(None, registry, conf=LATEST, rule_registry=cel)(
             {"a": 1}, SerializationContext("json"))
 

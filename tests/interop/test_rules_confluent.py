@@ -418,3 +418,56 @@ def test_dlq_action_diverts_refused_records_and_replays_skip_the_rule(
 
             with pytest.raises(CRuleError, match="DLQ"):  # it refuses: no DLQ action there
                 their_de(dead[1].value, CContext(topic_name, CField.VALUE))
+
+
+def test_protobuf_conditions_agree(clients: tuple[Any, SchemaRegistryClient]) -> None:
+    """CEL conditions over Protobuf messages (strings, enums as ints, sint64, repeated
+    messages, maps, unset message fields as null): both sides refuse the same messages and
+    write the same bytes, and each reads the other's."""
+    import random
+
+    from kontrakt.serde.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from tests.unit.serde._support import proto_modules
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from confluent_kafka.schema_registry import protobuf as cproto
+
+    confluent_client, client = clients
+    pb = proto_modules()
+    order = pb["order"].Order
+    topic = "rules-proto"
+    ctx, cctx = SerializationContext(topic, MessageField.VALUE), CContext(topic, CField.VALUE)
+    ProtobufSerializer(order, client)(order(id="seed"), ctx)  # registers v1 and its import
+    v1 = client.get_latest_version(f"{topic}-value").schema
+    expr = ("message.id != '' && message.status != 3 && message.delta > -1000 && "
+            "size(message.lines) < 3 && (message.total == null || message.total.units < 500) "
+            "&& !('bad' in message.tags)")
+    client.register_schema(f"{topic}-value", Schema(v1.schema_str, "PROTOBUF", v1.references,
+                                                    rule_set=RuleSet(domain_rules=(
+        {"name": "valid", "kind": "CONDITION", "mode": "WRITEREAD", "type": "CEL",
+         "expr": expr},))))
+    ours = ProtobufSerializer(order, client, conf=LATEST, rule_registry=_ours())
+    theirs = cproto.ProtobufSerializer(order, confluent_client, {
+        **LATEST, "use.deprecated.format": False}, rule_registry=_theirs())
+    our_de = ProtobufDeserializer(order, schema_registry_client=client, rule_registry=_ours())
+    their_de = cproto.ProtobufDeserializer(order, {"use.deprecated.format": False},
+                                           confluent_client, rule_registry=_theirs())
+    rnd = random.Random(7)
+    outcomes = []
+    for i in range(150):
+        msg = order(id=rnd.choice(["", "o", "p"]), status=rnd.randrange(4),
+                    delta=rnd.randrange(-2000, 2000))
+        for _ in range(rnd.randrange(4)):
+            msg.lines.add(sku="s", qty=rnd.randrange(9))
+        if rnd.random() < 0.5:
+            msg.total.units = rnd.randrange(1000)
+        if rnd.random() < 0.2:
+            msg.tags["bad"] = "x"
+        mine = _outcome(lambda m=msg: ours(m, ctx), (ValueSerializationError,))
+        yours = _outcome(lambda m=msg: theirs(m, cctx), (CSerializationError,))
+        assert mine == yours, (i, msg)
+        outcomes.append(mine == "refused")
+        if mine != "refused":
+            assert our_de(yours, ctx) == their_de(mine, cctx) == msg
+    assert 10 < sum(outcomes) < 140  # both outcomes are well represented

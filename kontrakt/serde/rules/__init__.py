@@ -15,6 +15,7 @@ Register the CEL executor with ``kontrakt.serde.rules.cel.CelExecutor.register()
 from __future__ import annotations
 
 import abc
+import inspect
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -552,7 +553,7 @@ def configure_registry(registry: RuleRegistry, client: Any,
     serde's ``rule_conf`` (as Confluent's serdes do when built)."""
     config = getattr(client, "config", None)
     client_conf: Mapping[str, Any] = {}
-    if callable(config):
+    if callable(config) and not inspect.iscoroutinefunction(config):
         try:
             got = config()
             client_conf = got if isinstance(got, Mapping) else {}

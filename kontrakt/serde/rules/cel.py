@@ -98,12 +98,54 @@ def from_cel(value: Any) -> Any:
     return value
 
 
-class CelExecutor(RuleExecutor):
-    """Runs ``CEL`` rules (``CONDITION`` and ``TRANSFORM``) on Avro and JSON Schema messages.
+def _is_protobuf(value: Any) -> bool:
+    return hasattr(value, "DESCRIPTOR") and hasattr(value, "SerializeToString")
 
-    Compiled programs are cached per expression. A message that is not a dict-shaped value
-    (a Protobuf message) fails the rule with a :class:`~kontrakt.errors.RuleError`: CEL over
-    Protobuf messages is not supported yet.
+
+def _proto_scalar(value: Any, field: Any) -> Any:
+    if field.message_type is not None:
+        return proto_to_cel(value)
+    if field.type in (field.TYPE_UINT32, field.TYPE_UINT64, field.TYPE_FIXED32,
+                      field.TYPE_FIXED64):
+        return celtypes.UintType(value)
+    if field.enum_type is not None:
+        return celtypes.IntType(value)
+    return to_cel(value)
+
+
+def _repeated(field: Any) -> bool:
+    # protobuf 6+ says is_repeated; older releases only have the label
+    flag = getattr(field, "is_repeated", None)
+    return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
+
+
+def proto_to_cel(message: Any) -> Any:
+    """A Protobuf message as a CEL map of its fields (unset message fields are null; scalars
+    carry their default), enums as ints, maps and repeated fields as maps and lists."""
+    out: dict[Any, Any] = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        entry = field.message_type
+        if entry is not None and entry.GetOptions().map_entry:
+            val_field = entry.fields_by_name["value"]
+            out[celtypes.StringType(field.name)] = celtypes.MapType({
+                to_cel(k): _proto_scalar(v, val_field) for k, v in value.items()})
+        elif _repeated(field):
+            out[celtypes.StringType(field.name)] = celtypes.ListType(
+                [_proto_scalar(v, field) for v in value])
+        elif entry is not None and not message.HasField(field.name):
+            out[celtypes.StringType(field.name)] = None
+        else:
+            out[celtypes.StringType(field.name)] = _proto_scalar(value, field)
+    return celtypes.MapType(out)
+
+
+class CelExecutor(RuleExecutor):
+    """Runs ``CEL`` rules (``CONDITION`` and ``TRANSFORM``) on Avro and JSON Schema messages,
+    and ``CONDITION`` rules on Protobuf messages.
+
+    Compiled programs are cached per expression. A ``TRANSFORM`` of a Protobuf message fails
+    the rule with a :class:`~kontrakt.errors.RuleError` (not supported yet).
     """
 
     def __init__(self) -> None:
@@ -120,10 +162,16 @@ class CelExecutor(RuleExecutor):
         RuleRegistry.register_rule_executor(cls())
 
     def transform(self, ctx: RuleContext, message: Any) -> Any:
-        """Evaluate ``ctx.rule.expr`` with ``message`` bound (see :meth:`execute`)."""
-        if hasattr(message, "DESCRIPTOR") and hasattr(message, "SerializeToString"):
-            raise RuleError(f"{ctx.rule.describe()}: CEL over Protobuf messages is not "
-                            "supported yet")
+        """Evaluate ``ctx.rule.expr`` with ``message`` bound (see :meth:`execute`).
+
+        A Protobuf message is bound as a map of its fields (see :func:`proto_to_cel`), for
+        ``CONDITION`` rules; a ``TRANSFORM`` of one refuses (not supported yet).
+        """
+        if _is_protobuf(message):
+            if ctx.rule.kind != "CONDITION":
+                raise RuleError(f"{ctx.rule.describe()}: CEL transforms of Protobuf messages "
+                                "are not supported yet")
+            return self.execute(ctx, message, {"message": proto_to_cel(message)})
         return self.execute(ctx, message, {"message": to_cel(message)})
 
     def execute(self, ctx: RuleContext, message: Any, args: dict[str, Any]) -> Any:

@@ -336,10 +336,9 @@ def test_sync_and_async_shells_agree(cel: RuleRegistry) -> None:
     assert sum(1 for o in sync_out if o[1] is None) == 2  # -3 and 0 refused
 
 
-def test_protobuf_rules_fail_closed_on_both_sides(cel: RuleRegistry) -> None:
-    """CEL over Protobuf messages is not supported yet: a Protobuf serde under a rule set
-    refuses rather than skipping the rules, also the typed deserializer, which used to decode
-    without looking at the registry."""
+def test_protobuf_rules_run_or_fail_closed_on_both_sides(cel: RuleRegistry) -> None:
+    """A Protobuf serde under a rule set runs it or refuses, never skips it: also the typed
+    deserializer, which used to decode without looking at the registry."""
     from kontrakt.registry import SchemaReference
     from kontrakt.serde.protobuf import ProtobufDeserializer, ProtobufSerializer
     from tests.unit.serde._support import proto_modules, proto_source
@@ -353,18 +352,27 @@ def test_protobuf_rules_fail_closed_on_both_sides(cel: RuleRegistry) -> None:
         [SchemaReference("kontrakt_test/common.proto", "kontrakt_test/common.proto", 1)],
         rule_set=RuleSet(domain_rules=(rule(mode="WRITEREAD", expr="message.id != ''"),))))
     msg = pb["order"].Order(id="o-1")
-    for rules in (RuleRegistry(), cel):
-        with pytest.raises(ValueSerializationError, match="'positive'"):
-            ProtobufSerializer(pb["order"].Order, reg, conf=LATEST, rule_registry=rules)(
-                msg, CTX)
+    with pytest.raises(ValueSerializationError, match="'positive'"):
+        ProtobufSerializer(pb["order"].Order, reg, conf=LATEST, rule_registry=RuleRegistry())(
+            msg, CTX)
     data = b"\x00" + sid.to_bytes(4, "big") + b"\x02\x02" + msg.SerializeToString()
     typed = ProtobufDeserializer(pb["order"].Order, schema_registry_client=reg,
                                  rule_registry=RuleRegistry())
     with pytest.raises(ValueDeserializationError, match="no rule executor") as info:
         typed(data, CTX)
     assert info.value.rule.mode == "WRITEREAD"
-    with pytest.raises(ValueDeserializationError, match="not supported yet"):
-        ProtobufDeserializer(None, schema_registry_client=reg, rule_registry=cel)(data, CTX)
+    # conditions run on Protobuf messages, on both sides
+    ser = ProtobufSerializer(pb["order"].Order, reg, conf=LATEST, rule_registry=cel)
+    assert ser(msg, CTX) == data
+    with pytest.raises(ValueSerializationError, match="'positive'"):
+        ser(pb["order"].Order(), CTX)
+    for de in (ProtobufDeserializer(pb["order"].Order, schema_registry_client=reg,
+                                    rule_registry=cel),
+               ProtobufDeserializer(None, schema_registry_client=reg, rule_registry=cel)):
+        assert de(data, CTX).id == "o-1"
+        empty = data[:7]  # the framing of an Order with no fields set: id == ''
+        with pytest.raises(ValueDeserializationError, match="'positive'"):
+            de(empty, CTX)
     # without a registry the bytes are all there is: the typed reader decodes them
     assert ProtobufDeserializer(pb["order"].Order)(data, CTX) == msg
 

@@ -24,6 +24,14 @@ ROOT = Path(__file__).resolve().parents[3]
      "'fastavro' module, which is not installed: pip install 'kontrakt[avro]'"),
     ("google.protobuf", "from kontrakt.serde import ProtobufDeserializer",
      "pip install 'kontrakt[protobuf]'"),
+    ("celpy", "from kontrakt.serde.rules.cel import CelExecutor",
+     "the CEL rule executor (kontrakt.serde.rules.cel) needs the 'celpy' module, which is "
+     "not installed: pip install 'kontrakt[rules]'"),
+    ("jsonata", "from kontrakt.serde.rules.jsonata import JsonataExecutor",
+     "pip install 'kontrakt[rules]'"),
+    # the rules engine itself needs no extra: a serde without executors still fails closed
+    ("celpy", "import kontrakt.serde.rules, kontrakt.serde.avro; raise RuntimeError('ok')",
+     "RuntimeError: ok"),
 ])
 def test_missing_extra_names_the_extra(blocked: str, statement: str, message: str) -> None:
     code = f"import sys\nsys.modules[{blocked!r}] = None\n{statement}\n"

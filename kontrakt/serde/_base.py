@@ -721,7 +721,8 @@ class SyncSerializer:
 
         Raises:
             KeySerializationError / ValueSerializationError: the value does not match the
-                schema, or no subject can be named.
+                schema, no subject can be named, or a data-contract rule of the schema refused
+                it or has no executor (``.rule`` names the rule; nothing is written).
             SchemaRegistryError: the registry refused or could not be reached (the client's
                 own timeouts and retries apply; only the first record of a subject calls it).
         """
@@ -778,7 +779,8 @@ class SyncDeserializer:
 
         Raises:
             KeyDeserializationError / ValueDeserializationError: wrong magic byte, truncated
-                payload, unknown schema id, or bytes that do not match the writer schema; the
+                payload, unknown schema id, bytes that do not match the writer schema, or a
+                data-contract rule that refused the value or cannot run (``.rule``); the
                 error names topic, partition and offset and carries the bytes as ``.record``.
             SchemaRegistryError: the registry could not be reached.
         """

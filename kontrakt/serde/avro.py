@@ -192,6 +192,11 @@ class AvroSerializer(SyncSerializer):
             ``use.latest.version`` (False), ``use.latest.with.metadata`` (None),
             ``subject.name.strategy`` (topic), ``schema.id.serializer`` (prefix; or
             ``header_schema_id_serializer``).
+        rule_conf: config handed to the rule executors and actions (``configure``), e.g.
+            ``dlq.topic`` for the DLQ action.
+        rule_registry: the ``kontrakt.serde.rules.RuleRegistry`` whose executors run the
+            schema's data-contract rules (default: the process-wide one). A rule with no
+            executor refuses the record (``.rule`` on the error names it).
 
     Raises:
         ConfigError: unknown config key, wrong type, or conflicting options.
@@ -234,6 +239,11 @@ class AvroDeserializer(SyncDeserializer):
             record: each record, array, map, map key and primitive counts one) and
             ``max.nesting.depth`` (256 records, arrays and maps nested in one another).
             A payload beyond them raises before fastavro builds it.
+        rule_conf: config handed to the rule executors and actions (``configure``), e.g.
+            ``dlq.topic`` for the DLQ action.
+        rule_registry: the ``kontrakt.serde.rules.RuleRegistry`` whose executors run the
+            schema's data-contract rules (default: the process-wide one). A rule with no
+            executor refuses the record (``.rule`` on the error names it).
 
     Raises:
         ConfigError: unknown config key, wrong type, or a limit that is not a positive int.

@@ -174,6 +174,11 @@ class JSONSerializer(SyncSerializer):
         conf: ``auto.register.schemas``, ``normalize.schemas``, ``use.latest.version``,
             ``use.latest.with.metadata``, ``subject.name.strategy``, ``schema.id.serializer``,
             ``validate`` (True).
+        rule_conf: config handed to the rule executors and actions (``configure``), e.g.
+            ``dlq.topic`` for the DLQ action.
+        rule_registry: the ``kontrakt.serde.rules.RuleRegistry`` whose executors run the
+            schema's data-contract rules (default: the process-wide one). A rule with no
+            executor refuses the record (``.rule`` on the error names it).
 
     Raises:
         ConfigError: unknown config key, wrong type, or conflicting options.
@@ -211,6 +216,11 @@ class JSONDeserializer(SyncDeserializer):
             ``use.latest.version``.
         conf: ``use.latest.version``, ``use.latest.with.metadata``, ``subject.name.strategy``,
             ``schema.id.deserializer`` (dual), ``validate`` (True).
+        rule_conf: config handed to the rule executors and actions (``configure``), e.g.
+            ``dlq.topic`` for the DLQ action.
+        rule_registry: the ``kontrakt.serde.rules.RuleRegistry`` whose executors run the
+            schema's data-contract rules (default: the process-wide one). A rule with no
+            executor refuses the record (``.rule`` on the error names it).
 
     Raises:
         ConfigError: unknown config key, wrong type, or neither schema nor registry.

@@ -299,6 +299,11 @@ class ProtobufSerializer(SyncSerializer):
             well-known imports are not registered), ``use.deprecated.format`` (False; True
             writes message indexes as unsigned varints, as pre-1.8 confluent-kafka did),
             ``schema.id.serializer``.
+        rule_conf: config handed to the rule executors and actions (``configure``), e.g.
+            ``dlq.topic`` for the DLQ action.
+        rule_registry: the ``kontrakt.serde.rules.RuleRegistry`` whose executors run the
+            schema's data-contract rules (default: the process-wide one). A rule with no
+            executor refuses the record (``.rule`` on the error names it).
 
     Raises:
         ConfigError: unknown config key, wrong type, or not a message class.
@@ -335,6 +340,11 @@ class ProtobufDeserializer(SyncDeserializer):
         conf: ``use.deprecated.format``, ``use.latest.version``, ``use.latest.with.metadata``,
             ``subject.name.strategy``, ``schema.id.deserializer`` (dual).
         schema_registry_client: a ``SchemaRegistryClient``; optional with ``message_type``.
+        rule_conf: config handed to the rule executors and actions (``configure``), e.g.
+            ``dlq.topic`` for the DLQ action.
+        rule_registry: the ``kontrakt.serde.rules.RuleRegistry`` whose executors run the
+            schema's data-contract rules (default: the process-wide one). A rule with no
+            executor refuses the record (``.rule`` on the error names it).
 
     Raises:
         ConfigError: unknown config key, wrong type, or neither class nor registry.

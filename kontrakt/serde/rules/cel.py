@@ -140,13 +140,61 @@ def proto_to_cel(message: Any) -> Any:
     return celtypes.MapType(out)
 
 
-class CelExecutor(RuleExecutor):
-    """Runs ``CEL`` rules (``CONDITION`` and ``TRANSFORM``) on Avro and JSON Schema messages,
-    and ``CONDITION`` rules on Protobuf messages.
+def _proto_value(field: Any, value: Any) -> Any:
+    if field.message_type is not None:
+        from google.protobuf.message_factory import GetMessageClass
 
-    Compiled programs are cached per expression. A ``TRANSFORM`` of a Protobuf message fails
-    the rule with a :class:`~kontrakt.errors.RuleError` (not supported yet).
+        return proto_from_dict(GetMessageClass(field.message_type), value)
+    if field.type in (field.TYPE_FLOAT, field.TYPE_DOUBLE):
+        return float(value)
+    return value
+
+
+def proto_from_dict(cls: Any, data: Any) -> Any:
+    """A new ``cls`` message from a transform's result (a dict of field values); fields
+    missing from it stay unset (the result replaces the message).
+
+    Raises:
+        RuleError: the result is not a map, or names a field the message does not have.
     """
+    if _is_protobuf(data):
+        return data
+    if not isinstance(data, dict):
+        raise RuleError(f"a transform of a {cls.DESCRIPTOR.full_name} gave "
+                        f"{type(data).__name__}, not a map of its fields")
+    msg = cls()
+    fields = cls.DESCRIPTOR.fields_by_name
+    for name, value in data.items():
+        field = fields.get(name)
+        if field is None:
+            raise RuleError(f"{cls.DESCRIPTOR.full_name} has no field {name!r}")
+        if value is None:
+            continue
+        entry = field.message_type
+        target = getattr(msg, name)
+        if entry is not None and entry.GetOptions().map_entry:
+            val_field = entry.fields_by_name["value"]
+            for k, v in value.items():
+                if val_field.message_type is not None:
+                    target[k].CopyFrom(_proto_value(val_field, v))
+                else:
+                    target[k] = _proto_value(val_field, v)
+        elif _repeated(field):
+            if entry is not None:
+                for item in value:
+                    target.add().CopyFrom(_proto_value(field, item))
+            else:
+                target.extend(_proto_value(field, item) for item in value)
+        elif entry is not None:
+            target.CopyFrom(_proto_value(field, value))
+        else:
+            setattr(msg, name, _proto_value(field, value))
+    return msg
+
+
+class CelExecutor(RuleExecutor):
+    """Runs ``CEL`` rules (``CONDITION`` and ``TRANSFORM``) on Avro, JSON Schema and
+    Protobuf messages. Compiled programs are cached per expression."""
 
     def __init__(self) -> None:
         self._env = celpy.Environment()
@@ -164,14 +212,18 @@ class CelExecutor(RuleExecutor):
     def transform(self, ctx: RuleContext, message: Any) -> Any:
         """Evaluate ``ctx.rule.expr`` with ``message`` bound (see :meth:`execute`).
 
-        A Protobuf message is bound as a map of its fields (see :func:`proto_to_cel`), for
-        ``CONDITION`` rules; a ``TRANSFORM`` of one refuses (not supported yet).
+        A Protobuf message is bound as a map of its fields (see :func:`proto_to_cel`); a
+        ``TRANSFORM``'s result map becomes a new message of the same class (fields it leaves
+        out are unset).
         """
         if _is_protobuf(message):
-            if ctx.rule.kind != "CONDITION":
-                raise RuleError(f"{ctx.rule.describe()}: CEL transforms of Protobuf messages "
-                                "are not supported yet")
-            return self.execute(ctx, message, {"message": proto_to_cel(message)})
+            result = self.execute(ctx, message, {"message": proto_to_cel(message)})
+            if ctx.rule.kind != "TRANSFORM" or result is message:
+                return result
+            try:
+                return proto_from_dict(type(message), result)
+            except (RuleError, TypeError, ValueError) as e:
+                raise RuleError(f"{ctx.rule.describe()}: {e}") from e
         return self.execute(ctx, message, {"message": to_cel(message)})
 
     def execute(self, ctx: RuleContext, message: Any, args: dict[str, Any]) -> Any:

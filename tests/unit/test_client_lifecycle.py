@@ -143,8 +143,10 @@ def test_producer_close_with_timeout_is_bounded_when_the_broker_never_answers(
     try:
         assert p._starting.pending  # the handshake hangs
         _, took = _timed(lambda: p.close(timeout=1))
-        assert took < 1 + SLACK, f"close(timeout=1) took {took:.2f}s"
-        sender.join(2)
+        # Twice the slack: failed once at 1 + SLACK on a loaded 2-core machine; what is
+        # tested is a close bounded by its timeout, not by max.block.ms (20 s).
+        assert took < 1 + 2 * SLACK, f"close(timeout=1) took {took:.2f}s"
+        sender.join(5)
         assert not sender.is_alive(), "the blocked send did not end with the close"
         assert len(errors) == 1 and isinstance(errors[0], (IllegalStateError, KafkaError))
     finally:

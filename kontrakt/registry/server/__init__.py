@@ -8,21 +8,20 @@ Start it in-process::
 or from the command line: ``python -m kontrakt.registry.server --port 8081 --storage reg.json``.
 It serves the same REST paths, JSON shapes, error codes and content type
 (``application/vnd.schemaregistry.v1+json``) as Confluent Schema Registry, on the standard
-library's :class:`http.server.ThreadingHTTPServer` (no extra dependency).
+library alone: asyncio holds the connections, a bounded thread pool runs the requests
+(see :mod:`kontrakt.registry.server._http` for the bounds on what one client can hold).
 """
 
 from __future__ import annotations
 
-import json
-import socket
+import logging
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
 
 from kontrakt.errors import IllegalStateError
 from kontrakt.registry.server._app import RegistryApp
+from kontrakt.registry.server._http import CONTENT_TYPE, HttpLimits, HttpServer, is_loopback
 from kontrakt.registry.server._state import (
     CompatibilityChecker,
     ReferenceResolver,
@@ -34,6 +33,7 @@ from kontrakt.registry.server._state import (
 __all__ = [
     "CONTENT_TYPE",
     "CompatibilityChecker",
+    "HttpLimits",
     "ReferenceResolver",
     "RegistryApp",
     "RegistryServer",
@@ -42,85 +42,23 @@ __all__ = [
     "default_compatibility_checker",
 ]
 
-CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-_MAX_BODY = 16 * 1024 * 1024
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _HTTPServer
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus delayed ACKs
-    # add ~40 ms to every keep-alive response.
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: Any) -> None:
-        # Quiet by default: test output and CLI logs should not carry every request.
-        if self.server.verbose:
-            super().log_message(format, *args)
-
-    def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > _MAX_BODY:
-            self._reply(413, {"error_code": 413, "message": "Request body too large"})
-            return
-        body = self.rfile.read(length) if length else None
-        url = urlsplit(self.path)
-        status, payload = self.server.app.handle(self.command, url.path, url.query, body)
-        self._reply(status, payload)
-
-    def _reply(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", CONTENT_TYPE)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_GET = do_POST = do_PUT = do_DELETE = _serve
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, addr: tuple[str, int], app: RegistryApp, verbose: bool) -> None:
-        self.app = app
-        self.verbose = verbose
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-        super().__init__(addr, _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._open_lock:
-            self._open.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
-            self._open.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        """Cut keep-alive connections too, so a stopped server really stops answering."""
-        with self._open_lock:
-            conns = list(self._open)
-        for conn in conns:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+_LOG = logging.getLogger("kontrakt.registry.server")
 
 
 class RegistryServer:
     """A registry server running on a background thread.
 
     Args:
-        host: interface to bind; defaults to loopback only.
+        host: interface to bind; defaults to loopback only. Binding anything else logs a
+            warning (logger ``kontrakt.registry.server``): every client that can reach the
+            port can then change every schema.
         port: TCP port; 0 picks a free one (see :attr:`url`).
-        storage: path of a JSON file holding the state (loaded at start, rewritten after
-            every write, so it survives restarts); ``None`` keeps state in memory.
+        storage: path of the file holding the state (an append-only journal, loaded and
+            compacted at start, one line appended per write, so it survives restarts);
+            ``None`` keeps state in memory.
         compatibility_checker: overrides the compatibility engine (mostly for tests).
-        verbose: log each request to stderr.
+        verbose: log each request (logger ``kontrakt.registry.server``, level INFO).
+        limits: bounds on request sizes, read deadlines, connections and worker threads.
 
     Attributes:
         app: the request handler (``app.request_count`` counts requests served).
@@ -128,12 +66,13 @@ class RegistryServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, storage: str | None = None,
                  compatibility_checker: CompatibilityChecker | None = None,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, limits: HttpLimits | None = None) -> None:
         self.app = RegistryApp(RegistryState(storage, compatibility_checker))
         self._host = host
         self._port = port
         self._verbose = verbose
-        self._httpd: _HTTPServer | None = None
+        self._limits = limits or HttpLimits()
+        self._httpd: HttpServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -145,8 +84,12 @@ class RegistryServer:
         """
         if self._httpd is None:
             raise IllegalStateError("RegistryServer is not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        host, port = self._httpd.address
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    def _handle(self, method: str, path: str, query: str, headers: dict[str, str],
+                body: bytes | None) -> tuple[int, Any]:
+        return self.app.handle(method, path, query, body)
 
     def start(self) -> RegistryServer:
         """Bind and serve on a daemon thread; returns self.
@@ -157,15 +100,19 @@ class RegistryServer:
         """
         if self._httpd is not None:
             raise IllegalStateError("RegistryServer already started")
-        self._httpd = _HTTPServer((self._host, self._port), self.app, self._verbose)
-        # A short poll interval makes stop() quick (shutdown waits for the next poll).
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
-                                        name="kontrakt-registry", daemon=True)
+        self.bind()
+        assert self._httpd is not None
+        httpd = self._httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, name="kontrakt-registry",
+                                        daemon=True)
         self._thread.start()
+        httpd.wait_ready(10)
         return self
 
     def bind(self) -> None:
         """Bind the port without serving yet (so :attr:`url` is known, e.g. for port 0).
+
+        Connections that arrive before serving starts wait in the listen backlog.
 
         Raises:
             IllegalStateError: already bound.
@@ -173,7 +120,12 @@ class RegistryServer:
         """
         if self._httpd is not None:
             raise IllegalStateError("RegistryServer already bound")
-        self._httpd = _HTTPServer((self._host, self._port), self.app, self._verbose)
+        self._httpd = HttpServer(self._handle, self._host, self._port, self._limits,
+                                 self._verbose)
+        if not is_loopback(self._host):
+            _LOG.warning(
+                "kontrakt registry bound to %s without authentication: anyone who can "
+                "reach %s can register and delete schemas", self._host, self.url)
 
     def serve_forever(self) -> None:
         """Serve on the calling thread until interrupted (binds first if needed; the CLI)."""
@@ -183,19 +135,17 @@ class RegistryServer:
         try:
             self._httpd.serve_forever()
         finally:
-            self._httpd.server_close()
             self._httpd = None
 
     def stop(self) -> None:
-        """Stop serving and release the port (idempotent)."""
+        """Stop serving, cut open connections and release the port (idempotent)."""
         httpd, self._httpd = self._httpd, None
         if httpd is not None:
-            httpd.shutdown()
-            httpd.server_close()
-            httpd.close_connections()
+            httpd.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        self.app.state.close()
 
     def __enter__(self) -> RegistryServer:
         return self.start()

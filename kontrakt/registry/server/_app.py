@@ -21,6 +21,25 @@ __all__ = ["RegistryApp"]
 
 _MAX_VERSION = 2**31 - 1
 _Handler = Callable[["_Req"], Any]
+#: Confluent refuses subjects holding ISO control characters (42208).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _subject_param(raw: str) -> str:
+    """A percent-decoded subject name from one path segment.
+
+    Raises:
+        SchemaRegistryError: (422, 42208) the name is not valid UTF-8 or holds control
+            characters; refusing them keeps two spellings from naming one subject.
+    """
+    try:
+        name = unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        name = ""
+    else:
+        if not _CONTROL.search(name):
+            return name
+    raise SchemaRegistryError(422, 42208, f"The specified subject '{raw}' is not a valid.")
 
 
 class _Req:
@@ -86,40 +105,43 @@ class RegistryApp:
         self.state = state
         self.request_count = 0
         self._count_lock = threading.Lock()
-        s = "([^/]+)"
-        self._routes: list[tuple[str, re.Pattern[str], _Handler]] = []
+        s = "{s}"  # a subject name
+        v = "{v}"  # any other path parameter
+        self._routes: list[tuple[str, list[str], _Handler, bool]] = []
         add = self._add
+        # Handlers marked "own lock" take RegistryState.lock themselves, and not while a
+        # schema is compiled or checked; the others run wholly under it.
+        own = True
         add("GET", "", lambda r: {})
         add("GET", "schemas/types", lambda r: list(SCHEMA_TYPES))
-        add("GET", f"schemas/ids/{s}", self._schema_by_id)
-        add("GET", f"schemas/ids/{s}/schema", lambda r: self._schema_by_id(r)["schema"])
-        add("GET", f"schemas/ids/{s}/subjects", self._id_subjects)
-        add("GET", f"schemas/ids/{s}/versions", self._id_versions)
-        add("GET", f"schemas/guids/{s}", lambda r: self._fmt(
-            r, self.state.schema_by_guid(r.args[0]), None))
+        add("GET", f"schemas/ids/{v}", self._schema_by_id, own)
+        add("GET", f"schemas/ids/{v}/schema", lambda r: self._schema_by_id(r)["schema"], own)
+        add("GET", f"schemas/ids/{v}/subjects", self._id_subjects)
+        add("GET", f"schemas/ids/{v}/versions", self._id_versions)
+        add("GET", f"schemas/guids/{v}", self._schema_by_guid, own)
         add("GET", "subjects", self._subjects)
         add("POST", f"subjects/{s}", lambda r: self.state.lookup(
-            r.args[0], r.body, r.flag("normalize"), r.flag("deleted")))
+            r.args[0], r.body, r.flag("normalize"), r.flag("deleted")), own)
         add("DELETE", f"subjects/{s}", lambda r: self.state.delete_subject(
-            r.args[0], r.flag("permanent")))
+            r.args[0], r.flag("permanent")), own)
         add("GET", f"subjects/{s}/versions", lambda r: _page(self.state.versions(
             r.args[0], r.flag("deleted"), r.flag("deleted_only")), r))
         add("POST", f"subjects/{s}/versions", lambda r: self.state.register(
-            r.args[0], r.body, r.flag("normalize")))
-        add("GET", f"subjects/{s}/versions/{s}", self._get_version)
-        add("GET", f"subjects/{s}/versions/{s}/schema",
-            lambda r: self._get_version(r)["schema"])
-        add("DELETE", f"subjects/{s}/versions/{s}", lambda r: self.state.delete_version(
-            r.args[0], parse_version(r.args[1]), r.flag("permanent")))
-        add("GET", f"subjects/{s}/versions/{s}/referencedby", lambda r: _page(
+            r.args[0], r.body, r.flag("normalize")), own)
+        add("GET", f"subjects/{s}/versions/{v}", self._get_version, own)
+        add("GET", f"subjects/{s}/versions/{v}/schema",
+            lambda r: self._get_version(r)["schema"], own)
+        add("DELETE", f"subjects/{s}/versions/{v}", lambda r: self.state.delete_version(
+            r.args[0], parse_version(r.args[1]), r.flag("permanent")), own)
+        add("GET", f"subjects/{s}/versions/{v}/referencedby", lambda r: _page(
             self.state.referenced_by(r.args[0], parse_version(r.args[1])), r))
-        add("GET", f"subjects/{s}/metadata", self._with_metadata)
-        add("POST", f"compatibility/subjects/{s}/versions/{s}", lambda r: (
+        add("GET", f"subjects/{s}/metadata", self._with_metadata, own)
+        add("POST", f"compatibility/subjects/{s}/versions/{v}", lambda r: (
             self.state.test_compatibility(r.args[0], parse_version(r.args[1]), False, r.body,
-                                          r.flag("normalize"), r.flag("verbose"))))
+                                          r.flag("normalize"), r.flag("verbose"))), own)
         add("POST", f"compatibility/subjects/{s}/versions", lambda r: (
             self.state.test_compatibility(r.args[0], None, True, r.body,
-                                          r.flag("normalize"), r.flag("verbose"))))
+                                          r.flag("normalize"), r.flag("verbose"))), own)
         add("GET", "config", lambda r: self.state.get_config(None, True))
         add("PUT", "config", lambda r: self.state.set_config(None, r.body))
         add("DELETE", "config", lambda r: self.state.delete_config(None))
@@ -136,8 +158,10 @@ class RegistryApp:
         add("DELETE", f"mode/{s}", lambda r: self.state.delete_mode(r.args[0]))
         add("GET", "contexts", lambda r: _page(self.state.context_names(), r))
 
-    def _add(self, method: str, pattern: str, handler: _Handler) -> None:
-        self._routes.append((method, re.compile(pattern + r"/?"), handler))
+    def _add(self, method: str, pattern: str, handler: _Handler, own_lock: bool = False
+             ) -> None:
+        self._routes.append((method, pattern.split("/") if pattern else [], handler,
+                             own_lock))
 
     # ---------------------------------------------------------------- handlers
     @staticmethod
@@ -153,11 +177,19 @@ class RegistryApp:
 
     def _schema_by_id(self, r: _Req) -> Any:
         subject = r.q("subject")
-        return self._fmt(r, self.state.schema_by_id(self._schema_id(r.args[0]), subject),
-                         subject)
+        with self.state.lock:
+            out = self.state.schema_by_id(self._schema_id(r.args[0]), subject)
+        return self._fmt(r, out, subject)
+
+    def _schema_by_guid(self, r: _Req) -> Any:
+        with self.state.lock:
+            out = self.state.schema_by_guid(r.args[0])
+        return self._fmt(r, out, None)
 
     def _get_version(self, r: _Req) -> Any:
-        out = self.state.get_version(r.args[0], parse_version(r.args[1]), r.flag("deleted"))
+        version = parse_version(r.args[1])
+        with self.state.lock:
+            out = self.state.get_version(r.args[0], version, r.flag("deleted"))
         return self._fmt(r, out, r.args[0])
 
     def _id_subjects(self, r: _Req) -> Any:
@@ -179,8 +211,9 @@ class RegistryApp:
         values = r.query.get("value", [])
         if len(keys) != len(values):
             raise SchemaRegistryError(422, 422, "key and value parameters must pair up")
-        out = self.state.latest_with_metadata(r.args[0], dict(zip(keys, values, strict=True)),
-                                              r.flag("deleted"))
+        with self.state.lock:
+            out = self.state.latest_with_metadata(
+                r.args[0], dict(zip(keys, values, strict=True)), r.flag("deleted"))
         return self._fmt(r, out, r.args[0])
 
     # ---------------------------------------------------------------- entry point
@@ -209,9 +242,10 @@ class RegistryApp:
             return 500, {"error_code": 50001, "message": f"Internal error: {exc!r}"}
 
     def _dispatch(self, method: str, path: str, query: str, body: bytes | None) -> Any:
-        # Split before unquoting so an encoded "/" in a subject stays part of the name.
-        parts = [unquote(p) for p in path.strip("/").split("/")] if path.strip("/") else []
-        rel = "/".join(p.replace("/", "\x00") for p in parts)
+        # Match raw segments first and decode parameters after, so that an encoded "/" or
+        # NUL in a subject can never be read as a path separator or alias another name.
+        raw = path.strip("/")
+        segments = raw.split("/") if raw else []
         parsed: Any = None
         if body:
             try:
@@ -220,17 +254,28 @@ class RegistryApp:
                 raise SchemaRegistryError(400, 400, f"Malformed JSON body: {exc}") from None
         qs = parse_qs(query, keep_blank_values=True)
         allowed = False
-        for m, rx, handler in self._routes:
-            match = rx.fullmatch(rel)
-            if match is None:
+        for m, pattern, handler, own_lock in self._routes:
+            if len(pattern) != len(segments):
                 continue
-            allowed = True
-            if m != method:
-                continue
-            args = tuple(a.replace("\x00", "/") for a in match.groups())
-            req = _Req(args, qs, parsed)
-            with self.state.lock:
-                return handler(req)
+            params = []
+            for want, got in zip(pattern, segments, strict=True):
+                if want in ("{s}", "{v}"):
+                    if not got:
+                        break
+                    params.append((want, got))
+                elif want != got:
+                    break
+            else:
+                allowed = True
+                if m != method:
+                    continue
+                args = tuple(_subject_param(got) if kind == "{s}" else unquote(got)
+                             for kind, got in params)
+                req = _Req(args, qs, parsed)
+                if own_lock:
+                    return handler(req)
+                with self.state.lock:
+                    return handler(req)
         if allowed:
             raise SchemaRegistryError(405, 405, "HTTP 405 Method Not Allowed")
         raise SchemaRegistryError(404, 404, "HTTP 404 Not Found")

@@ -1,19 +1,20 @@
 """The registry's state and rules, independent of HTTP.
 
 One :class:`RegistryState` holds contexts → subjects → versions → schema ids, the global and
-per-subject config and mode, and persists itself to a JSON file after every write when given
-one. Every method is called under one lock: the registry is small and correctness of the id
-and version sequences matters more than parallel writes.
+per-subject config and mode (the model of :mod:`._store`), and appends every change to a
+journal file when given one. Reads and the short commits of writes run under one lock
+(:attr:`RegistryState.lock`); the slow parts of a registration (compiling a Protobuf schema
+in a child process, checking compatibility) run outside it, writes to one subject being
+serialized by that subject's own lock, so that readers never wait for protoc.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from kontrakt.registry._errors import (
@@ -34,6 +35,17 @@ from kontrakt.registry._errors import (
     VersionSoftDeletedError,
 )
 from kontrakt.registry._models import CompatibilityLevel, Mode, Schema, SchemaReference
+from kontrakt.registry.server._store import (
+    DEFAULT_CONTEXT,
+    ContextRec,
+    Journal,
+    SchemaRec,
+    Store,
+    SubjectRec,
+    VersionRec,
+    apply_op,
+    snapshot_ops,
+)
 from kontrakt.registry.server._validate import (
     canonical_protobuf,
     identity_key,
@@ -52,7 +64,6 @@ __all__ = [
     "default_compatibility_checker",
 ]
 
-DEFAULT_CONTEXT = "."
 #: Resolves a reference (``name``, ``subject``, ``version``) to the referenced schema.
 ReferenceResolver = Callable[[Any], Schema]
 #: ``checker(new_schema, previous_schemas, level, lookup) -> (is_compatible, messages)``;
@@ -69,6 +80,29 @@ class VersionedSchema:
     schema_type: str
     references: tuple[SchemaReference, ...]
     version: int
+
+
+@dataclass(frozen=True)
+class _Input:
+    """A schema request body checked and its references resolved (see _prepare_input)."""
+
+    text: str
+    schema_type: str
+    refs: list[SchemaReference]
+    resolved: list[tuple[str, str, str]]
+    meta: dict[str, Any] | None
+    rules: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A validated schema: its model, stored text and identity key (see _complete_input)."""
+
+    model: Schema
+    refs_json: list[dict[str, Any]]
+    stored: str
+    key: str
+    resolved: list[tuple[str, str, str]]
 
 
 def default_compatibility_checker(new: Schema, previous: list[Any], level: str,
@@ -102,41 +136,10 @@ def default_compatibility_checker(new: Schema, previous: list[Any], level: str,
             f"{type(exc).__name__}: {exc}") from None
 
 
-@dataclass
-class _SchemaRec:
-    id: int
-    schema_type: str
-    schema: str
-    references: list[dict[str, Any]]
-    metadata: dict[str, Any] | None
-    rule_set: dict[str, Any] | None
-    guid: str
-    key: str
-
-
-@dataclass
-class _Version:
-    version: int
-    id: int
-    deleted: bool = False
-
-
-@dataclass
-class _Subject:
-    versions: list[_Version] = field(default_factory=list)
-    config: dict[str, Any] | None = None
-    mode: str | None = None
-
-    def live(self) -> list[_Version]:
-        return [v for v in self.versions if not v.deleted]
-
-
-@dataclass
-class _Context:
-    schemas: dict[int, _SchemaRec] = field(default_factory=dict)
-    ids_by_key: dict[str, int] = field(default_factory=dict)
-    subjects: dict[str, _Subject] = field(default_factory=dict)
-    next_id: int = 1
+_SchemaRec = SchemaRec
+_Version = VersionRec
+_Subject = SubjectRec
+_Context = ContextRec
 
 
 def split_subject(qualified: str) -> tuple[str, str]:
@@ -173,57 +176,53 @@ class RegistryState:
         self.lock = threading.RLock()
         self.path = path
         self.checker: CompatibilityChecker = checker or default_compatibility_checker
-        self.contexts: dict[str, _Context] = {DEFAULT_CONTEXT: _Context()}
-        self.global_config: dict[str, Any] = {"compatibilityLevel": "BACKWARD"}
-        self.global_mode = "READWRITE"
-        if path and os.path.exists(path):
-            self._load(path)
+        self.store = Store()
+        self._subject_locks: dict[str, threading.Lock] = {}
+        self._journal: Journal | None = None
+        if path:
+            journal = Journal(path)
+            for op in journal.load():
+                apply_op(self.store, op)
+            journal.rewrite(snapshot_ops(self.store))
+            self._journal = journal
+
+    @property
+    def contexts(self) -> dict[str, ContextRec]:
+        return self.store.contexts
+
+    @property
+    def global_config(self) -> dict[str, Any]:
+        return self.store.global_config
+
+    @property
+    def global_mode(self) -> str:
+        return self.store.global_mode
 
     # ---------------------------------------------------------------- persistence
-    def _load(self, path: str) -> None:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        self.global_config = data["config"]
-        self.global_mode = data["mode"]
-        self.contexts = {}
-        for name, raw in data["contexts"].items():
-            ctx = _Context(next_id=raw["next_id"])
-            for rec in raw["schemas"]:
-                sr = _SchemaRec(**rec)
-                ctx.schemas[sr.id] = sr
-                ctx.ids_by_key[sr.key] = sr.id
-            for sname, sraw in raw["subjects"].items():
-                ctx.subjects[sname] = _Subject(
-                    versions=[_Version(**v) for v in sraw["versions"]],
-                    config=sraw["config"], mode=sraw["mode"])
-            self.contexts[name] = ctx
-        self.contexts.setdefault(DEFAULT_CONTEXT, _Context())
+    def _commit(self, ops: list[dict[str, Any]]) -> None:
+        """Record ``ops`` in the journal, then apply them (caller holds :attr:`lock`)."""
+        if self._journal is not None:
+            self._journal.append(ops)
+        for op in ops:
+            apply_op(self.store, op)
 
-    def save(self) -> None:
-        """Write the state to ``path`` atomically (no-op for memory storage)."""
-        if not self.path:
-            return
-        data = {
-            "config": self.global_config,
-            "mode": self.global_mode,
-            "contexts": {
-                name: {
-                    "next_id": ctx.next_id,
-                    "schemas": [vars(r) for r in ctx.schemas.values()],
-                    "subjects": {
-                        s: {"versions": [vars(v) for v in sub.versions], "config": sub.config,
-                            "mode": sub.mode}
-                        for s, sub in ctx.subjects.items()
-                    },
-                }
-                for name, ctx in self.contexts.items()
-            },
-        }
-        tmp = f"{self.path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-        # os.replace is atomic: a crash leaves either the old or the new file, never half.
-        os.replace(tmp, self.path)
+    def close(self) -> None:
+        """Close the journal file (the state stays usable; a later write reopens it)."""
+        if self._journal is not None:
+            self._journal.close()
+
+    @contextmanager
+    def subject_lock(self, subject: str) -> Iterator[None]:
+        """Serialize the writes to one subject.
+
+        Registration checks compatibility (slow for Protobuf) holding only this lock, so
+        reads and writes to other subjects go on meanwhile. Order: this lock, then
+        :attr:`lock`, never the reverse.
+        """
+        with self.lock:
+            lock = self._subject_locks.setdefault(subject, threading.Lock())
+        with lock:
+            yield
 
     # ---------------------------------------------------------------- lookups
     def _ctx(self, subject: str, create: bool = False) -> tuple[_Context, str]:
@@ -296,12 +295,9 @@ class RegistryState:
             raise OperationNotPermittedError(422, 42205, f"{what} is in read-only mode")
 
     # ---------------------------------------------------------------- schema input
-    def _parse_input(self, subject: str, body: Any, normalize: bool
-                     ) -> tuple[Schema, list[dict[str, Any]], str, str]:
-        """Validate a request body holding a schema.
-
-        Returns: (schema model, references JSON, stored text, identity key).
-        """
+    def _prepare_input(self, subject: str, body: Any) -> _Input:
+        """Check a request body holding a schema and resolve its references (cheap; under
+        :attr:`lock`)."""
         if not isinstance(body, dict):
             raise SchemaRegistryError(422, 422, "Request body must be a JSON object")
         text = body.get("schema")
@@ -310,7 +306,6 @@ class RegistryState:
         schema_type = body.get("schemaType") or "AVRO"
         if not isinstance(schema_type, str):
             raise SchemaRegistryError(422, 422, "schemaType must be a string")
-        schema_type = schema_type.upper()
         raw_refs = body.get("references") or []
         if not isinstance(raw_refs, list):
             raise SchemaRegistryError(422, 422, "references must be a list")
@@ -322,25 +317,38 @@ class RegistryState:
                 raise InvalidSchemaError(
                     422, 42201, f"Invalid reference {r!r}: needs name, subject and version"
                 ) from None
-        resolved = self._resolve_refs(subject, refs, set())
-        if schema_type == "PROTOBUF":
+        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else None
+        rules = body.get("ruleSet") if isinstance(body.get("ruleSet"), dict) else None
+        return _Input(text, schema_type.upper(), refs, self._resolve_refs(subject, refs, set()),
+                      meta, rules)
+
+    def _complete_input(self, subject: str, inp: _Input, normalize: bool) -> _Parsed:
+        """Validate, compile and canonicalize a prepared schema. Slow (protoc runs in a child
+        process), so called WITHOUT :attr:`lock`; reads of the state take it briefly."""
+        text = inp.text
+        if inp.schema_type == "PROTOBUF":
             # A serialized FileDescriptorProto (what Confluent's serializers send) is kept
             # as the .proto text it stands for, as Confluent's server does.
             text = protobuf_text(text)
-        validate_schema(schema_type, text, resolved)
+        validate_schema(inp.schema_type, text, inp.resolved)
         stored = text
         if normalize:
-            stored = self._normalize(subject, Schema(text, schema_type, tuple(refs)))
+            stored = self._normalize(subject, Schema(text, inp.schema_type, tuple(inp.refs)))
             text = stored  # the identity follows the canonical form, as in Confluent
-        if schema_type == "PROTOBUF":
-            text = canonical_protobuf(text, resolved)
-        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else None
-        rules = body.get("ruleSet") if isinstance(body.get("ruleSet"), dict) else None
-        refs_json = [r.to_dict() for r in refs]
-        key = identity_key(schema_type, text, refs_json, {"m": meta, "r": rules})
-        model = Schema.from_dict({"schema": stored, "schemaType": schema_type,
-                                  "references": refs_json, "metadata": meta, "ruleSet": rules})
-        return model, refs_json, stored, key
+        if inp.schema_type == "PROTOBUF":
+            text = canonical_protobuf(text, inp.resolved)
+        refs_json = [r.to_dict() for r in inp.refs]
+        key = identity_key(inp.schema_type, text, refs_json, {"m": inp.meta, "r": inp.rules})
+        model = Schema.from_dict({"schema": stored, "schemaType": inp.schema_type,
+                                  "references": refs_json, "metadata": inp.meta,
+                                  "ruleSet": inp.rules})
+        return _Parsed(model, refs_json, stored, key, inp.resolved)
+
+    def _parse_input(self, subject: str, body: Any, normalize: bool) -> _Parsed:
+        """:meth:`_prepare_input` under the lock, then :meth:`_complete_input` outside it."""
+        with self.lock:
+            inp = self._prepare_input(subject, body)
+        return self._complete_input(subject, inp, normalize)
 
     def _normalize(self, subject: str, schema: Schema) -> str:
         """Canonical text for ``normalize=true``: the compatibility engine's form when it is
@@ -388,15 +396,21 @@ class RegistryState:
             out.append((ref.name, rec.schema_type, rec.schema))
         return out
 
-    def _check(self, subject: str, new: Schema, previous: list[_Version], ctx: _Context,
-               level: str) -> tuple[bool, list[str]]:
-        if level == "NONE" or not previous:
+    def _to_check(self, ctx: _Context, sub: _Subject, level: str) -> list[VersionedSchema]:
+        """The live versions ``level`` compares a new schema with (under :attr:`lock`)."""
+        if level == "NONE":
+            return []
+        if level.endswith("_TRANSITIVE"):
+            return self._versioned(ctx, sub.live())
+        latest = sub.latest_live()
+        return self._versioned(ctx, [latest] if latest is not None else [])
+
+    def _run_checker(self, subject: str, new: Schema, previous: list[VersionedSchema],
+                     level: str) -> tuple[bool, list[str]]:
+        """Run the compatibility checker, WITHOUT :attr:`lock` (it may compile schemas)."""
+        if not previous:
             return True, []
-        ordered = sorted(previous, key=lambda v: v.version)
-        if not level.endswith("_TRANSITIVE"):
-            ordered = ordered[-1:]
-        return self.checker(new, self._versioned(ctx, ordered), level,
-                            self._resolver(subject))
+        return self.checker(new, previous, level, self._resolver(subject))
 
     def _versioned(self, ctx: _Context, versions: list[_Version]) -> list[VersionedSchema]:
         out = []
@@ -414,40 +428,72 @@ class RegistryState:
             ctx_name, _ = split_subject(subject)
             if not ref_subject.startswith(":.") and ctx_name != DEFAULT_CONTEXT:
                 ref_subject = qualify(ctx_name, ref_subject)
-            ctx, name = self._ctx(ref_subject)
-            sub = ctx.subjects.get(name)
             version = int(ref.version)
-            for v in (sub.versions if sub else []):
-                if v.version == version or (version == -1 and v is sub.versions[-1]):  # type: ignore[union-attr]
-                    return Schema.from_dict(self._schema_json(ctx.schemas[v.id]))
+            with self.lock:  # the engine calls this without the lock
+                ctx, name = self._ctx(ref_subject)
+                sub = ctx.subjects.get(name)
+                for v in (sub.versions if sub else []):
+                    if v.version == version or (version == -1 and v is sub.versions[-1]):  # type: ignore[union-attr]
+                        return Schema.from_dict(self._schema_json(ctx.schemas[v.id]))
             raise KeyError(f"reference {ref.name!r} -> {ref.subject!r} v{ref.version} not found")
 
         return lookup
 
     # ---------------------------------------------------------------- writes
     def register(self, subject: str, body: Any, normalize: bool) -> dict[str, Any]:
-        """POST /subjects/{subject}/versions."""
-        self._check_writable(subject)
-        model, refs_json, stored, key = self._parse_input(subject, body, normalize)
-        ctx, name = self._ctx(subject, create=True)
-        sub = ctx.subjects.setdefault(name, _Subject())
-        importing = self.mode_for(subject) == "IMPORT"
-        want_id = body.get("id") if isinstance(body, dict) else None
-        want_version = body.get("version") if isinstance(body, dict) else None
-        if (want_id is not None or want_version is not None) and not importing:
-            raise OperationNotPermittedError(
-                422, 42205, f"Subject {subject} is not in import mode; id and version "
-                "cannot be given")
-        for v in sub.live():
-            if ctx.schemas[v.id].key == key:
-                return {"id": v.id, "version": v.version, "guid": ctx.schemas[v.id].guid}
-        if not importing:
-            level = self.level_for(subject)
-            ok, messages = self._check(subject, model, sub.live(), ctx, level)
+        """POST /subjects/{subject}/versions.
+
+        Takes its own locks: the schema is compiled with no lock held, compatibility is
+        checked holding only the subject's lock, and the new version is committed under
+        :attr:`lock`.
+        """
+        with self.lock:
+            self._check_writable(subject)
+            inp = self._prepare_input(subject, body)
+        parsed = self._complete_input(subject, inp, normalize)
+        key = parsed.key
+        with self.subject_lock(subject):
+            with self.lock:
+                self._check_writable(subject)
+                ctx, name = self._ctx(subject)
+                sub = ctx.subjects.get(name) or _Subject()
+                importing = self.mode_for(subject) == "IMPORT"
+                want_id = body.get("id")
+                want_version = body.get("version")
+                if (want_id is not None or want_version is not None) and not importing:
+                    raise OperationNotPermittedError(
+                        422, 42205, f"Subject {subject} is not in import mode; id and "
+                        "version cannot be given")
+                same = sub.by_key.get(key)
+                if same is not None:
+                    return {"id": same.id, "version": same.version,
+                            "guid": ctx.schemas[same.id].guid}
+                level = self.level_for(subject)
+                previous = [] if importing else self._to_check(ctx, sub, level)
+            # The subject lock keeps the subject's versions as they were read above.
+            ok, messages = self._run_checker(subject, parsed.model, previous, level)
             if not ok:
                 raise IncompatibleSchemaError(
-                    409, 409, f"Schema being registered is incompatible with an earlier "
+                    409, 40901, f"Schema being registered is incompatible with an earlier "
                     f"schema for subject \"{subject}\", details: {messages}")
+            with self.lock:
+                return self._commit_version(subject, parsed, want_id, want_version)
+
+    def _commit_version(self, subject: str, parsed: _Parsed, want_id: Any, want_version: Any
+                        ) -> dict[str, Any]:
+        """Store a checked registration (under :attr:`lock` and the subject's lock)."""
+        self._check_writable(subject)
+        # References were resolved before the lock was let go; a reference deleted since
+        # must not be stored as a dangling one.
+        refs = [SchemaReference.from_dict(r) for r in parsed.refs_json]
+        if self._resolve_refs(subject, refs, set()) != parsed.resolved:
+            raise InvalidSchemaError(422, 42201, "Invalid schema: a reference changed while "
+                                     "the schema was being registered; retry")
+        ctx_name, name = split_subject(subject)
+        ctx = self.contexts.get(ctx_name) or _Context()
+        sub = ctx.subjects.get(name) or _Subject()
+        key = parsed.key
+        model = parsed.model
         sid = ctx.ids_by_key.get(key)
         if want_id is not None:
             if not isinstance(want_id, int) or want_id < 1:
@@ -457,27 +503,29 @@ class RegistryState:
                 raise OperationNotPermittedError(
                     422, 42205, f"Overwrite new schema with id {want_id} is not permitted.")
             sid = want_id
-        if sid is None or sid not in ctx.schemas:
-            if sid is None:
-                sid = ctx.next_id
-            ctx.schemas[sid] = _SchemaRec(
-                id=sid, schema_type=model.schema_type, schema=stored, references=refs_json,
-                metadata=model.metadata.to_dict() if model.metadata else None,
-                rule_set=model.rule_set.to_dict() if model.rule_set else None,
-                guid=str(uuid.uuid4()), key=key)
-            ctx.ids_by_key[key] = sid
-        ctx.next_id = max(ctx.next_id, sid + 1)
         if want_version is not None:
             if not isinstance(want_version, int) or want_version < 1:
                 raise SchemaRegistryError(422, 42202, "version must be a positive integer")
             version = want_version
-            sub.versions = [v for v in sub.versions if v.version != version]
         else:
-            version = max((v.version for v in sub.versions), default=0) + 1
-        sub.versions.append(_Version(version, sid))
-        sub.versions.sort(key=lambda v: v.version)
-        self.save()
-        return {"id": sid, "version": version, "guid": ctx.schemas[sid].guid}
+            version = (sub.versions[-1].version if sub.versions else 0) + 1
+        ops: list[dict[str, Any]] = []
+        guid = ctx.schemas[sid].guid if sid is not None and sid in ctx.schemas else None
+        if guid is None:
+            sid = sid if sid is not None else ctx.next_id
+            guid = str(uuid.uuid4())
+            rec = _SchemaRec(
+                id=sid, schema_type=model.schema_type, schema=parsed.stored,
+                references=parsed.refs_json,
+                metadata=model.metadata.to_dict() if model.metadata else None,
+                rule_set=model.rule_set.to_dict() if model.rule_set else None,
+                guid=guid, key=key)
+            ops.append({"op": "schema", "ctx": ctx_name, "rec": vars(rec)})
+        assert sid is not None
+        ops.append({"op": "version", "ctx": ctx_name, "subject": name, "version": version,
+                    "id": sid, "deleted": False})
+        self._commit(ops)
+        return {"id": sid, "version": version, "guid": guid}
 
     def _referrers(self, ctx_name: str, name: str, version: int) -> list[int]:
         """Ids of live schema versions anywhere that reference ``name``/``version``."""
@@ -493,27 +541,20 @@ class RegistryState:
                             found.add(v.id)
         return sorted(found)
 
-    def _gc(self, ctx: _Context) -> None:
-        """Forget schemas no version holds any more (permanent deletes)."""
-        held = {v.id for sub in ctx.subjects.values() for v in sub.versions}
-        for sid in [s for s in ctx.schemas if s not in held]:
-            rec = ctx.schemas.pop(sid)
-            ctx.ids_by_key.pop(rec.key, None)
-
     def delete_subject(self, subject: str, permanent: bool) -> list[int]:
         """DELETE /subjects/{subject}: soft first, then permanent."""
-        self._check_writable(subject)
-        ctx_name, name = split_subject(subject)
-        ctx, sub = self._subject(subject, deleted=True)
-        if permanent:
-            if sub.live():
-                raise SubjectNotSoftDeletedError(
-                    404, 40405, f"Subject '{subject}' was not deleted first before being "
-                    "permanently deleted")
-            versions = [v.version for v in sub.versions]
-            del ctx.subjects[name]
-            self._gc(ctx)
-        else:
+        with self.subject_lock(subject), self.lock:
+            self._check_writable(subject)
+            ctx_name, name = split_subject(subject)
+            _, sub = self._subject(subject, deleted=True)
+            if permanent:
+                if sub.live():
+                    raise SubjectNotSoftDeletedError(
+                        404, 40405, f"Subject '{subject}' was not deleted first before being "
+                        "permanently deleted")
+                versions = [v.version for v in sub.versions]
+                self._commit([{"op": "drop_subject", "ctx": ctx_name, "subject": name}])
+                return versions
             if not sub.live():
                 raise SubjectSoftDeletedError(
                     404, 40404, f"Subject '{subject}' was soft deleted. Set permanent=true "
@@ -524,31 +565,29 @@ class RegistryState:
                         422, 42206, f"One or more references exist to the schema "
                         f"{{subject={subject},version={v.version}}}.")
             versions = [v.version for v in sub.live()]
-            for v in sub.live():
-                v.deleted = True
-        self.save()
-        return versions
+            self._commit([{"op": "delete_versions", "ctx": ctx_name, "subject": name,
+                           "versions": versions}])
+            return versions
 
     def delete_version(self, subject: str, version: int | None, permanent: bool) -> int:
         """DELETE /subjects/{subject}/versions/{version}."""
-        self._check_writable(subject)
-        ctx_name, name = split_subject(subject)
-        ctx, sub = self._subject(subject, deleted=True)
-        if permanent:
-            v = self._find_version(sub, subject, version, deleted=True)
-            if not v.deleted:
-                raise VersionNotSoftDeletedError(
-                    404, 40407, f"Subject '{subject}' Version {v.version} was not deleted "
-                    "first before being permanently deleted")
-            if self._referrers(ctx_name, name, v.version):
-                raise ReferenceExistsError(
-                    422, 42206, f"One or more references exist to the schema "
-                    f"{{subject={subject},version={v.version}}}.")
-            sub.versions.remove(v)
-            if not sub.versions and sub.config is None and sub.mode is None:
-                del ctx.subjects[name]
-            self._gc(ctx)
-        else:
+        with self.subject_lock(subject), self.lock:
+            self._check_writable(subject)
+            ctx_name, name = split_subject(subject)
+            _, sub = self._subject(subject, deleted=True)
+            if permanent:
+                v = self._find_version(sub, subject, version, deleted=True)
+                if not v.deleted:
+                    raise VersionNotSoftDeletedError(
+                        404, 40407, f"Subject '{subject}' Version {v.version} was not deleted "
+                        "first before being permanently deleted")
+                if self._referrers(ctx_name, name, v.version):
+                    raise ReferenceExistsError(
+                        422, 42206, f"One or more references exist to the schema "
+                        f"{{subject={subject},version={v.version}}}.")
+                self._commit([{"op": "drop_version", "ctx": ctx_name, "subject": name,
+                               "version": v.version}])
+                return v.version
             if version is not None:
                 gone = [x for x in sub.versions if x.version == version and x.deleted]
                 if gone:
@@ -562,19 +601,25 @@ class RegistryState:
                 raise ReferenceExistsError(
                     422, 42206, f"One or more references exist to the schema "
                     f"{{subject={subject},version={v.version}}}.")
-            v.deleted = True
-        self.save()
-        return v.version
+            self._commit([{"op": "delete_versions", "ctx": ctx_name, "subject": name,
+                           "versions": [v.version]}])
+            return v.version
 
     # ---------------------------------------------------------------- reads
     def lookup(self, subject: str, body: Any, normalize: bool, deleted: bool) -> dict[str, Any]:
-        """POST /subjects/{subject}: is this schema registered under the subject?"""
-        ctx, sub = self._subject(subject, deleted=deleted)
-        _, _, _, key = self._parse_input(subject, body, normalize)
-        pool = sub.versions if deleted else sub.live()
-        for v in sorted(pool, key=lambda x: x.version):
-            if ctx.schemas[v.id].key == key:
-                return self._version_json(ctx, subject, v)
+        """POST /subjects/{subject}: is this schema registered under the subject?
+
+        Takes :attr:`lock` itself, and not while the schema is compiled.
+        """
+        with self.lock:
+            self._subject(subject, deleted=deleted)
+        key = self._parse_input(subject, body, normalize).key
+        with self.lock:
+            ctx, sub = self._subject(subject, deleted=deleted)
+            pool = sub.versions if deleted else sub.live()
+            for v in sorted(pool, key=lambda x: x.version):
+                if ctx.schemas[v.id].key == key:
+                    return self._version_json(ctx, subject, v)
         raise SchemaNotFoundError(404, 40403, "Schema not found")
 
     def get_version(self, subject: str, version: int | None, deleted: bool) -> dict[str, Any]:
@@ -640,7 +685,8 @@ class RegistryState:
         if (kind, stype) not in (("serialized", "PROTOBUF"), ("resolved", "AVRO")):
             return out
         refs = [SchemaReference.from_dict(r) for r in out.get("references") or []]
-        resolved = self._resolve_refs(subject or "", refs, set())
+        with self.lock:
+            resolved = self._resolve_refs(subject or "", refs, set())
         if stype == "AVRO":
             return {**out, "schema": resolved_avro(out["schema"], resolved)}
         return {**out, "schema": serialized_protobuf(out["schema"], resolved)}
@@ -685,23 +731,25 @@ class RegistryState:
 
     def test_compatibility(self, subject: str, version: int | None, all_versions: bool,
                            body: Any, normalize: bool, verbose: bool) -> dict[str, Any]:
-        """POST /compatibility/subjects/{subject}/versions[/{version}]."""
-        model, _, _, _ = self._parse_input(subject, body, normalize)
-        ctx, name = self._ctx(subject)
-        sub = ctx.subjects.get(name) or _Subject()
-        level = self.level_for(subject)
-        if all_versions:
-            previous = sub.live()
-        elif version is None:
-            previous = sorted(sub.live(), key=lambda v: v.version)[-1:]
-        else:
-            previous = [self._find_version(sub, subject, version, deleted=False)]
-        if level != "NONE" and previous and not all_versions:
-            # A named version is checked on its own, whatever the transitivity.
-            ok, messages = self.checker(model, self._versioned(ctx, previous), level,
-                                        self._resolver(subject))
-        else:
-            ok, messages = self._check(subject, model, previous, ctx, level)
+        """POST /compatibility/subjects/{subject}/versions[/{version}].
+
+        Takes :attr:`lock` itself, and not while the schema is compiled or checked.
+        """
+        model = self._parse_input(subject, body, normalize).model
+        with self.lock:
+            ctx, name = self._ctx(subject)
+            sub = ctx.subjects.get(name) or _Subject()
+            level = self.level_for(subject)
+            if all_versions:
+                to_check = self._to_check(ctx, sub, level)
+            else:
+                latest = sub.latest_live()
+                previous = [latest] if version is None and latest is not None else []
+                if version is not None:
+                    previous = [self._find_version(sub, subject, version, deleted=False)]
+                # A named version is checked on its own, whatever the transitivity.
+                to_check = [] if level == "NONE" else self._versioned(ctx, previous)
+        ok, messages = self._run_checker(subject, model, to_check, level)
         out: dict[str, Any] = {"is_compatible": ok}
         if verbose:
             out["messages"] = messages
@@ -742,12 +790,12 @@ class RegistryState:
             if key in body:
                 stored[key] = body[key]
         if subject is None:
-            self.global_config.update(stored)
+            self._commit([{"op": "global_config", "config": {**self.global_config, **stored}}])
         else:
-            ctx, name = self._ctx(subject, create=True)
-            sub = ctx.subjects.setdefault(name, _Subject())
-            sub.config = {**(sub.config or {}), **stored}
-        self.save()
+            ctx_name, name = split_subject(subject)
+            sub = self._ctx(subject)[0].subjects.get(name)
+            self._commit([{"op": "subject_config", "ctx": ctx_name, "subject": name,
+                           "config": {**((sub.config if sub else None) or {}), **stored}}])
         answer = {k: v for k, v in stored.items() if k != "compatibilityLevel"}
         if "compatibilityLevel" in stored:
             answer["compatibility"] = stored["compatibilityLevel"]
@@ -757,16 +805,15 @@ class RegistryState:
         """DELETE /config[/subject]: returns the config that was removed."""
         if subject is None:
             old = self.global_config
-            self.global_config = {"compatibilityLevel": "BACKWARD"}
-            self.save()
+            self._commit([{"op": "global_config", "config": {"compatibilityLevel": "BACKWARD"}}])
             return old
         ctx, name = self._ctx(subject)
         sub = ctx.subjects.get(name)
         if sub is None:
             raise _subject_not_found(subject)
         old = sub.config or {}
-        sub.config = None
-        self.save()
+        self._commit([{"op": "subject_config", "ctx": split_subject(subject)[0],
+                       "subject": name, "config": None}])
         return old
 
     def get_mode(self, subject: str | None, default_to_global: bool) -> dict[str, Any]:
@@ -800,11 +847,11 @@ class RegistryState:
                 raise OperationNotPermittedError(
                     422, 42205, "Cannot import since found existing subjects")
         if subject is None:
-            self.global_mode = mode
+            self._commit([{"op": "global_mode", "mode": mode}])
         else:
-            ctx, name = self._ctx(subject, create=True)
-            ctx.subjects.setdefault(name, _Subject()).mode = mode
-        self.save()
+            ctx_name, name = split_subject(subject)
+            self._commit([{"op": "subject_mode", "ctx": ctx_name, "subject": name,
+                           "mode": mode}])
         return {"mode": mode}
 
     def delete_mode(self, subject: str) -> dict[str, Any]:
@@ -814,8 +861,8 @@ class RegistryState:
         if sub is None or sub.mode is None:
             raise _subject_not_found(subject)
         old = sub.mode
-        sub.mode = None
-        self.save()
+        self._commit([{"op": "subject_mode", "ctx": split_subject(subject)[0],
+                       "subject": name, "mode": None}])
         return {"mode": old}
 
     def context_names(self) -> list[str]:

@@ -18,7 +18,7 @@ from confluent_kafka.schema_registry import (  # noqa: E402
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
-from kontrakt.registry.server import RegistryServer  # noqa: E402
+from kontrakt.registry.server import Authenticator, RegistryServer  # noqa: E402
 
 pytestmark = pytest.mark.interop
 
@@ -142,7 +142,7 @@ def test_config_compatibility_and_mode(sr: Any) -> None:
     assert sr.test_compatibility_all_versions("c", ok) is True
     with pytest.raises(SchemaRegistryError) as info:
         sr.register_schema("c", breaking)
-    assert code_of(info)[0] == 409
+    assert code_of(info) == (409, 40901)  # Confluent's current server's code
     assert sr.delete_config("c").compatibility_level.value == "BACKWARD"
     assert sr.get_global_mode() == "READWRITE"
     assert sr.update_global_mode("READONLY") == "READONLY"
@@ -205,3 +205,24 @@ def test_json_protobuf_and_metadata(sr: Any) -> None:
     with pytest.raises(SchemaRegistryError) as info:
         sr.get_latest_with_metadata("t-value", {"owner": "dev"})
     assert code_of(info) == (404, 40403)
+
+
+def test_confluent_client_authenticates_with_basic_and_bearer_credentials() -> None:
+    auth = Authenticator(users={"app": ("pw", "read-write")}, tokens={"ro": "read-only"})
+    with RegistryServer(auth=auth) as srv:
+        rw = SchemaRegistryClient({"url": srv.url, "basic.auth.user.info": "app:pw",
+                                   "max.retries": 0})
+        sid = rw.register_schema("a-value", Schema(rec("A", ("a", "int")), "AVRO"))
+        ro = SchemaRegistryClient({"url": srv.url, "max.retries": 0,
+                                   "bearer.auth.credentials.source": "STATIC_TOKEN",
+                                   "bearer.auth.token": "ro",
+                                   "bearer.auth.logical.cluster": "lsrc-1",
+                                   "bearer.auth.identity.pool.id": "pool-1"})
+        assert ro.get_schema(sid).schema_str == rec("A", ("a", "int"))
+        with pytest.raises(SchemaRegistryError) as info:
+            ro.register_schema("a-value", Schema(rec("A", ("b", "int")), "AVRO"))
+        assert code_of(info) == (403, 40301)
+        anonymous = SchemaRegistryClient({"url": srv.url, "max.retries": 0})
+        with pytest.raises(SchemaRegistryError) as info:
+            anonymous.get_subjects()
+        assert code_of(info)[0] == 401

@@ -21,6 +21,7 @@ from typing import Any
 
 from kontrakt.errors import IllegalStateError
 from kontrakt.registry.server._app import RegistryApp
+from kontrakt.registry.server._auth import Authenticator, Role
 from kontrakt.registry.server._http import CONTENT_TYPE, HttpLimits, HttpServer, is_loopback
 from kontrakt.registry.server._state import (
     CompatibilityChecker,
@@ -32,12 +33,14 @@ from kontrakt.registry.server._state import (
 
 __all__ = [
     "CONTENT_TYPE",
+    "Authenticator",
     "CompatibilityChecker",
     "HttpLimits",
     "ReferenceResolver",
     "RegistryApp",
     "RegistryServer",
     "RegistryState",
+    "Role",
     "VersionedSchema",
     "default_compatibility_checker",
 ]
@@ -59,6 +62,8 @@ class RegistryServer:
         compatibility_checker: overrides the compatibility engine (mostly for tests).
         verbose: log each request (logger ``kontrakt.registry.server``, level INFO).
         limits: bounds on request sizes, read deadlines, connections and worker threads.
+        auth: require HTTP basic or bearer credentials, each with a role (read-only or
+            read-write); ``None`` (the default) lets anyone who reaches the port do anything.
 
     Attributes:
         app: the request handler (``app.request_count`` counts requests served).
@@ -66,12 +71,14 @@ class RegistryServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, storage: str | None = None,
                  compatibility_checker: CompatibilityChecker | None = None,
-                 verbose: bool = False, limits: HttpLimits | None = None) -> None:
+                 verbose: bool = False, limits: HttpLimits | None = None,
+                 auth: Authenticator | None = None) -> None:
         self.app = RegistryApp(RegistryState(storage, compatibility_checker))
         self._host = host
         self._port = port
         self._verbose = verbose
         self._limits = limits or HttpLimits()
+        self._auth = auth
         self._httpd: HttpServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -121,8 +128,9 @@ class RegistryServer:
         if self._httpd is not None:
             raise IllegalStateError("RegistryServer already bound")
         self._httpd = HttpServer(self._handle, self._host, self._port, self._limits,
-                                 self._verbose)
-        if not is_loopback(self._host):
+                                 self._verbose,
+                                 self._auth.check if self._auth is not None else None)
+        if not is_loopback(self._host) and self._auth is None:
             _LOG.warning(
                 "kontrakt registry bound to %s without authentication: anyone who can "
                 "reach %s can register and delete schemas", self._host, self.url)

@@ -1,11 +1,22 @@
-"""``python -m kontrakt.registry.server [--host H] [--port P] [--storage FILE]``."""
+"""``python -m kontrakt.registry.server [--host H] [--port P] [--storage FILE] [--auth-file F]``."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 
 from kontrakt.registry.server import RegistryServer
+from kontrakt.registry.server._auth import ROLES, Authenticator, Role
+
+
+def _principal(spec: str, parser: argparse.ArgumentParser) -> tuple[str, Role]:
+    """``NAME=ROLE`` → (NAME, ROLE); the secret itself comes from the environment."""
+    name, sep, role = spec.rpartition("=")
+    if not sep or not name or role not in ROLES:
+        parser.error(f"expected NAME=ROLE with ROLE one of {', '.join(ROLES)}, got {spec!r}")
+    return name, role
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,14 +33,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind")
     parser.add_argument("--port", type=int, default=8081, help="TCP port (0: any free port)")
     parser.add_argument("--storage", default=None,
-                        help="JSON file holding the state (survives restarts)")
+                        help="journal file holding the state (survives restarts)")
+    parser.add_argument("--auth-file", default=None,
+                        help='JSON file {"users": {NAME: {"password": P, "role": R}}, '
+                        '"tokens": {TOKEN: R}} with R read-only or read-write; requests '
+                        "then need HTTP basic or bearer credentials")
+    parser.add_argument("--user", action="append", default=[], metavar="NAME=ROLE",
+                        help="a basic-auth user whose password is in the environment "
+                        "variable KONTRAKT_REGISTRY_PASSWORD_<NAME> (kept off the command "
+                        "line, which other local users can read); repeatable")
+    parser.add_argument("--token-env", action="append", default=[], metavar="VAR=ROLE",
+                        help="a bearer token taken from environment variable VAR; repeatable")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
         parser.error(f"--port must be in 0..65535, got {args.port}")
-    server = RegistryServer(args.host, args.port, storage=args.storage, verbose=args.verbose)
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    auth = None
+    users: dict[str, tuple[str, Role]] = {}
+    tokens: dict[str, Role] = {}
+    if args.auth_file:
+        try:
+            base = Authenticator.from_file(args.auth_file)
+        except (OSError, ValueError) as exc:
+            parser.error(f"--auth-file: {exc}")
+        users.update(base.users)
+        tokens.update(base.tokens)
+    for spec in args.user:
+        name, role = _principal(spec, parser)
+        password = os.environ.get(f"KONTRAKT_REGISTRY_PASSWORD_{name}")
+        if not password:
+            parser.error(f"--user {name}: set KONTRAKT_REGISTRY_PASSWORD_{name}")
+        users[name] = (password, role)
+    for spec in args.token_env:
+        var, role = _principal(spec, parser)
+        token = os.environ.get(var)
+        if not token:
+            parser.error(f"--token-env {var}: the variable is not set")
+        tokens[token] = role
+    if users or tokens:
+        auth = Authenticator(users, tokens)
+    server = RegistryServer(args.host, args.port, storage=args.storage, verbose=args.verbose,
+                            auth=auth)
     server.bind()
-    print(f"kontrakt registry listening on {server.url}", flush=True)
+    print(f"kontrakt registry listening on {server.url}"
+          + (" (authentication required)" if auth else ""), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -89,6 +89,8 @@ class _Reject(Exception):
 
 #: ``handler(method, target_path, query, headers, body) -> (status, json_value)``.
 Handler = Callable[[str, str, str, dict[str, str], bytes | None], "tuple[int, Any]"]
+#: ``authorize(method, path, headers)``: None to go on, else ``(status, json_value)``.
+Authorize = Callable[[str, str, dict[str, str]], "tuple[int, Any] | None"]
 
 
 @dataclass
@@ -108,14 +110,17 @@ class HttpServer:
         port: TCP port (0: any free one).
         limits: byte, time and concurrency bounds.
         verbose: log one line per request (logger ``kontrakt.registry.server``).
+        authorize: checks each request's head before its body is read (so an
+            unauthenticated client cannot make the server read a body).
 
     Raises:
         OSError: the port cannot be bound (at construction).
     """
 
     def __init__(self, handler: Handler, host: str, port: int, limits: HttpLimits,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, authorize: Authorize | None = None) -> None:
         self._handler = handler
+        self._authorize = authorize
         self.limits = limits
         self._verbose = verbose
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -203,6 +208,13 @@ class HttpServer:
         try:
             request = await _deadline(self._read_head(first, reader), limits.head_timeout,
                                       "Request head not received in time")
+            if self._authorize is not None:
+                refused = self._authorize(request.method, urlsplit(request.target).path,
+                                          request.headers)
+                if refused is not None:
+                    # The body (if any) is left unread: the connection cannot be reused.
+                    await self._send(writer, refused[0], refused[1], close=True)
+                    return False
             body = await _deadline(self._read_body(request, reader, writer),
                                    limits.body_timeout, "Request body not received in time")
         except _Reject as exc:
@@ -328,6 +340,8 @@ class HttpServer:
                 f"Content-Length: {len(data)}\r\n")
         if close:
             head += "Connection: close\r\n"
+        if status == 401:
+            head += 'WWW-Authenticate: Basic realm="kontrakt-registry", Bearer\r\n'
         writer.write(head.encode("latin-1") + b"\r\n" + data)
         try:
             await asyncio.wait_for(writer.drain(), self.limits.body_timeout)

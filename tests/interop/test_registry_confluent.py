@@ -209,20 +209,20 @@ def test_json_protobuf_and_metadata(sr: Any) -> None:
 
 def test_confluent_client_authenticates_with_basic_and_bearer_credentials() -> None:
     auth = Authenticator(users={"app": ("pw", "read-write")}, tokens={"ro": "read-only"})
-    with RegistryServer(auth=auth) as srv:
-        rw = SchemaRegistryClient({"url": srv.url, "basic.auth.user.info": "app:pw",
-                                   "max.retries": 0})
+    with RegistryServer(auth=auth) as srv, \
+            SchemaRegistryClient({"url": srv.url, "basic.auth.user.info": "app:pw",
+                                  "max.retries": 0}) as rw, \
+            SchemaRegistryClient({"url": srv.url, "max.retries": 0,
+                                  "bearer.auth.credentials.source": "STATIC_TOKEN",
+                                  "bearer.auth.token": "ro",
+                                  "bearer.auth.logical.cluster": "lsrc-1",
+                                  "bearer.auth.identity.pool.id": "pool-1"}) as ro, \
+            SchemaRegistryClient({"url": srv.url, "max.retries": 0}) as anonymous:
         sid = rw.register_schema("a-value", Schema(rec("A", ("a", "int")), "AVRO"))
-        ro = SchemaRegistryClient({"url": srv.url, "max.retries": 0,
-                                   "bearer.auth.credentials.source": "STATIC_TOKEN",
-                                   "bearer.auth.token": "ro",
-                                   "bearer.auth.logical.cluster": "lsrc-1",
-                                   "bearer.auth.identity.pool.id": "pool-1"})
         assert ro.get_schema(sid).schema_str == rec("A", ("a", "int"))
         with pytest.raises(SchemaRegistryError) as info:
             ro.register_schema("a-value", Schema(rec("A", ("b", "int")), "AVRO"))
         assert code_of(info) == (403, 40301)
-        anonymous = SchemaRegistryClient({"url": srv.url, "max.retries": 0})
         with pytest.raises(SchemaRegistryError) as info:
             anonymous.get_subjects()
         assert code_of(info)[0] == 401

@@ -58,6 +58,10 @@ class _Req:
         # confluent-kafka sends Python's str(bool): "True"/"False".
         return (self.q(name) or "false").strip().lower() == "true"
 
+    def deleted_only(self) -> bool:
+        # Confluent's current name is deletedOnly; older servers and clients say deleted_only.
+        return self.flag("deletedOnly") or self.flag("deleted_only")
+
     def int_q(self, name: str, default: int) -> int:
         raw = self.q(name)
         try:
@@ -84,11 +88,12 @@ def parse_version(raw: str) -> int | None:
         "values are between [1, 2^31-1] and the string \"latest\"")
 
 
-def _page(items: list[Any], req: _Req) -> list[Any]:
+def _page(items: list[Any], req: _Req, zero_is_all: bool = False) -> list[Any]:
     offset = max(req.int_q("offset", 0), 0)
     limit = req.int_q("limit", -1)
     items = items[offset:]
-    return items if limit < 0 else items[:limit]
+    # GET /schemas ignores a limit of 0 too ("ignored if not positive" in Confluent's code).
+    return items if limit < 0 or (zero_is_all and limit == 0) else items[:limit]
 
 
 class RegistryApp:
@@ -113,19 +118,23 @@ class RegistryApp:
         # schema is compiled or checked; the others run wholly under it.
         own = True
         add("GET", "", lambda r: {})
+        add("GET", "schemas", lambda r: _page(self.state.list_schemas(
+            r.q("subjectPrefix") or "", r.flag("deleted"), r.flag("latestOnly")), r,
+            zero_is_all=True))
         add("GET", "schemas/types", lambda r: list(SCHEMA_TYPES))
         add("GET", f"schemas/ids/{v}", self._schema_by_id, own)
         add("GET", f"schemas/ids/{v}/schema", lambda r: self._schema_by_id(r)["schema"], own)
         add("GET", f"schemas/ids/{v}/subjects", self._id_subjects)
         add("GET", f"schemas/ids/{v}/versions", self._id_versions)
         add("GET", f"schemas/guids/{v}", self._schema_by_guid, own)
+        add("GET", f"schemas/guids/{v}/ids", lambda r: self.state.guid_ids(r.args[0]))
         add("GET", "subjects", self._subjects)
         add("POST", f"subjects/{s}", lambda r: self.state.lookup(
             r.args[0], r.body, r.flag("normalize"), r.flag("deleted")), own)
         add("DELETE", f"subjects/{s}", lambda r: self.state.delete_subject(
             r.args[0], r.flag("permanent")), own)
         add("GET", f"subjects/{s}/versions", lambda r: _page(self.state.versions(
-            r.args[0], r.flag("deleted"), r.flag("deleted_only")), r))
+            r.args[0], r.flag("deleted"), r.deleted_only(), r.flag("deletedAsNegative")), r))
         add("POST", f"subjects/{s}/versions", lambda r: self.state.register(
             r.args[0], r.body, r.flag("normalize")), own)
         add("GET", f"subjects/{s}/versions/{v}", self._get_version, own)
@@ -151,6 +160,7 @@ class RegistryApp:
         add("DELETE", f"config/{s}", lambda r: self.state.delete_config(r.args[0]))
         add("GET", "mode", lambda r: self.state.get_mode(None, True))
         add("PUT", "mode", lambda r: self.state.set_mode(None, r.body, r.flag("force")))
+        add("DELETE", "mode", lambda r: self.state.delete_mode(None))
         add("GET", f"mode/{s}", lambda r: self.state.get_mode(
             r.args[0], r.flag("defaultToGlobal")))
         add("PUT", f"mode/{s}", lambda r: self.state.set_mode(
@@ -179,6 +189,8 @@ class RegistryApp:
         subject = r.q("subject")
         with self.state.lock:
             out = self.state.schema_by_id(self._schema_id(r.args[0]), subject)
+            if r.flag("fetchMaxId"):
+                out["maxId"] = self.state.max_id(subject)
         return self._fmt(r, out, subject)
 
     def _schema_by_guid(self, r: _Req) -> Any:
@@ -204,7 +216,7 @@ class RegistryApp:
 
     def _subjects(self, r: _Req) -> Any:
         return _page(self.state.subjects(r.q("subjectPrefix") or "", r.flag("deleted"),
-                                         r.flag("deleted_only")), r)
+                                         r.deleted_only()), r)
 
     def _with_metadata(self, r: _Req) -> Any:
         keys = r.query.get("key", [])

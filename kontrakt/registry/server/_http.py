@@ -183,7 +183,9 @@ class HttpServer:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                           pool: concurrent.futures.Executor) -> None:
         if len(self._writers) >= self.limits.max_connections:
-            await self._send(writer, 503, _error(503, "Too many connections"), close=True)
+            with contextlib.suppress(ConnectionError):
+                await self._send(writer, 503, _error(503, "Too many connections"), close=True)
+            writer.close()
             return
         self._writers.add(writer)
         try:

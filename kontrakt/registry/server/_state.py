@@ -628,12 +628,42 @@ class RegistryState:
         return self._version_json(ctx, subject,
                                   self._find_version(sub, subject, version, deleted))
 
-    def versions(self, subject: str, deleted: bool, deleted_only: bool) -> list[int]:
-        """GET /subjects/{subject}/versions."""
+    def versions(self, subject: str, deleted: bool, deleted_only: bool,
+                 deleted_as_negative: bool = False) -> list[int]:
+        """GET /subjects/{subject}/versions (``deletedAsNegative``: with ``deleted``,
+        soft-deleted versions are given as negative numbers)."""
         _, sub = self._subject(subject, deleted=deleted or deleted_only)
         if deleted_only:
             return [v.version for v in sub.versions if v.deleted]
-        return [v.version for v in (sub.versions if deleted else sub.live())]
+        if deleted:
+            return [-v.version if v.deleted and deleted_as_negative else v.version
+                    for v in sub.versions]
+        return [v.version for v in sub.live()]
+
+    def list_schemas(self, prefix: str, deleted: bool, latest_only: bool
+                     ) -> list[dict[str, Any]]:
+        """GET /schemas: every subject version under ``prefix``, by subject then version."""
+        out = []
+        for subject in self.subjects(prefix, deleted, False):
+            ctx, sub = self._subject(subject, deleted=deleted)
+            pool = sub.versions if deleted else sub.live()
+            for v in pool[-1:] if latest_only else pool:
+                out.append(self._version_json(ctx, subject, v))
+        return out
+
+    def max_id(self, subject: str | None) -> int:
+        """The largest schema id held in ``subject``'s context (``fetchMaxId``)."""
+        ctx, _ = self._ctx(subject or "")
+        return max(ctx.schemas, default=0)
+
+    def guid_ids(self, guid: str) -> list[dict[str, Any]]:
+        """GET /schemas/guids/{guid}/ids: ``{"context", "id"}`` of the schema in each context."""
+        out = [{"context": name, "id": rec.id}
+               for name, ctx in sorted(self.contexts.items())
+               for rec in ctx.schemas.values() if rec.guid == guid]
+        if not out:
+            raise SchemaNotFoundError(404, 40403, "Schema not found")
+        return out
 
     def subjects(self, prefix: str, deleted: bool, deleted_only: bool) -> list[str]:
         """GET /subjects."""
@@ -854,8 +884,13 @@ class RegistryState:
                            "mode": mode}])
         return {"mode": mode}
 
-    def delete_mode(self, subject: str) -> dict[str, Any]:
-        """DELETE /mode/{subject}: returns the mode that was removed."""
+    def delete_mode(self, subject: str | None) -> dict[str, Any]:
+        """DELETE /mode[/{subject}]: returns the mode that was removed (the global mode
+        goes back to READWRITE)."""
+        if subject is None:
+            old_global = self.global_mode
+            self._commit([{"op": "global_mode", "mode": "READWRITE"}])
+            return {"mode": old_global}
         ctx, name = self._ctx(subject)
         sub = ctx.subjects.get(name)
         if sub is None or sub.mode is None:

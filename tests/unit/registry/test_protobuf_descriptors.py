@@ -555,7 +555,7 @@ def test_compatibility_between_text_and_descriptor_versions(app: RegistryApp) ->
     assert (status, out["version"]) == (200, 2)
     fbad = compile_files({"c.proto": bad}, "c.proto")
     status, out = register(app, "c", b64(fbad))
-    assert (status, out["error_code"]) == (409, 409)
+    assert (status, out["error_code"]) == (409, 40901)
     status, out = call(app, "POST", "/compatibility/subjects/c/versions/latest",
                        {"schema": b64(fdp2), "schemaType": "PROTOBUF"})
     assert (status, out) == (200, {"is_compatible": True})

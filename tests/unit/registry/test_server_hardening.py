@@ -222,47 +222,54 @@ def test_concurrent_registrations_to_one_subject_get_consecutive_versions(
 
 
 def test_reads_do_not_wait_for_protobuf_compilation() -> None:
-    """protoc runs in a child process (~0.2 s a schema); reads must not queue behind it."""
+    """protoc runs in a child process (~0.15 s a schema); reads must not queue behind it.
+
+    Read p50 while two clients register Protobuf schemas must stay within 2x of the p50
+    while the same protoc runs happen outside the server: on a shared 2-core machine the
+    child processes slow every thread down, and that cost is not the server's doing.
+    """
     pytest.importorskip("grpc_tools")
+    from kontrakt.registry.server._validate import _validate_protobuf
+
+    def proto(w: int, i: int) -> str:
+        return f'syntax = "proto3";\nmessage M{w}x{i} {{ string s = 1; }}\n'
+
     with RegistryServer(compatibility_checker=_lenient) as srv, \
             httpx.Client(base_url=srv.url, timeout=10) as http:
         http.post("/subjects/r/versions", json={"schema": avro("R")})
 
-        def read_latencies(n: int, until: threading.Thread | None = None) -> list[float]:
-            out = []
-            for _ in range(n):
-                if until is not None and not until.is_alive():
-                    break
-                start = time.perf_counter()
-                assert http.get("/subjects/r/versions/latest").status_code == 200
-                out.append(time.perf_counter() - start)
-            return out
+        def read_p50(load: Any) -> float:
+            workers = [threading.Thread(target=load, args=(w,)) for w in range(2)]
+            for w in workers:
+                w.start()
+            latencies = []
+            try:
+                while workers[0].is_alive() and len(latencies) < 400:
+                    start = time.perf_counter()
+                    assert http.get("/subjects/r/versions/latest").status_code == 200
+                    latencies.append(time.perf_counter() - start)
+            finally:
+                for w in workers:
+                    w.join(timeout=60)
+            assert len(latencies) >= 10
+            return statistics.median(latencies)
 
-        idle = statistics.median(read_latencies(40))
+        def compile_only(w: int) -> None:
+            for i in range(3):
+                _validate_protobuf(proto(w + 10, i), [])
 
         def register_protobufs(w: int) -> None:
             with httpx.Client(base_url=srv.url, timeout=30) as client:
                 for i in range(3):
-                    proto = f'syntax = "proto3";\nmessage M{w}x{i} {{ string s = 1; }}\n'
                     resp = client.post(f"/subjects/p{w}-{i}/versions",
-                                       json={"schema": proto, "schemaType": "PROTOBUF"})
+                                       json={"schema": proto(w, i), "schemaType": "PROTOBUF"})
                     assert resp.status_code == 200, resp.text
 
-        # Two writers at once keep a protoc run going nearly all the time.
-        writers = [threading.Thread(target=register_protobufs, args=(w,)) for w in range(2)]
-        for w in writers:
-            w.start()
-        try:
-            busy = read_latencies(400, until=writers[0])
-        finally:
-            for w in writers:
-                w.join(timeout=60)
-        assert len(busy) >= 10
-        p50, p90 = statistics.median(busy), statistics.quantiles(busy, n=10)[-1]
-        # 2x idle, plus 2 ms for a shared machine's scheduling noise. The old server held
-        # its one lock through each protoc run: its p90 here was 80-90 ms (a read waiting
-        # for a whole compilation), against 6-10 ms now.
-        assert p50 <= 2 * idle + 0.002, (idle, p50, p90)
+        baseline = read_p50(compile_only)
+        busy = read_p50(register_protobufs)
+        # +2 ms for scheduling noise. The old server held its one lock through each protoc
+        # run: reads waited for whole compilations (p90 80-90 ms, against 6-10 ms now).
+        assert busy <= 2 * baseline + 0.002, (baseline, busy)
 
 
 @pytest.mark.parametrize("stage", ["compile", "check"])

@@ -419,3 +419,44 @@ def test_resolved_format_writes_avro_references_into_the_schema(http: httpx.Clie
     register(http, "j", js, schemaType="JSON")
     assert http.get("/subjects/j/versions/1",
                     params={"format": "resolved"}).json()["schema"] == js
+
+
+def test_schema_listing_guid_ids_max_id_and_negative_versions(http: httpx.Client) -> None:
+    """GET /schemas, /schemas/guids/{guid}/ids, fetchMaxId, deletedAsNegative, deletedOnly
+    and DELETE /mode, in the shapes of Confluent's SchemasResource and its clients."""
+    a1 = register(http, "a-value", avro("A", ("a", "int"))).json()
+    a2 = register(http, "a-value", avro("A", ("b", "int"))).json()
+    b1 = register(http, "b-value", avro("B", ("a", "int"))).json()
+    register(http, ":.ctx:c", avro("C", ("a", "int")))
+    listed = http.get("/schemas").json()
+    assert [(s["subject"], s["version"], s["id"]) for s in listed] == [
+        (":.ctx:c", 1, 1), ("a-value", 1, a1["id"]), ("a-value", 2, a2["id"]),
+        ("b-value", 1, b1["id"])]
+    assert listed[1]["schema"] == avro("A", ("a", "int")) and listed[1]["guid"] == a1["guid"]
+    latest = http.get("/schemas", params={"subjectPrefix": "a", "latestOnly": "true"}).json()
+    assert [(s["subject"], s["version"]) for s in latest] == [("a-value", 2)]
+    page = http.get("/schemas", params={"offset": 1, "limit": 2}).json()
+    assert [(s["subject"], s["version"]) for s in page] == [("a-value", 1), ("a-value", 2)]
+    assert len(http.get("/schemas", params={"limit": 0}).json()) == 4
+
+    assert http.get(f"/schemas/guids/{a2['guid']}/ids").json() == [
+        {"context": ".", "id": a2["id"]}]
+    assert err(http.get("/schemas/guids/nope/ids")) == (404, 40403)
+    got = http.get(f"/schemas/ids/{a1['id']}", params={"fetchMaxId": "true"}).json()
+    assert got["maxId"] == b1["id"] and "maxId" not in http.get(f"/schemas/ids/{a1['id']}").json()
+
+    http.delete("/subjects/a-value/versions/1")
+    assert http.get("/schemas").json()[1]["version"] == 2
+    assert len(http.get("/schemas", params={"deleted": "true"}).json()) == 4
+    assert http.get("/subjects/a-value/versions", params={
+        "deleted": "true", "deletedAsNegative": "true"}).json() == [-1, 2]
+    assert http.get("/subjects/a-value/versions", params={"deleted": "true"}).json() == [1, 2]
+    for name in ("deletedOnly", "deleted_only"):
+        assert http.get("/subjects/a-value/versions", params={name: "true"}).json() == [1]
+    http.delete("/subjects/b-value")
+    assert http.get("/subjects", params={"deletedOnly": "true"}).json() == ["a-value",
+                                                                           "b-value"]
+
+    http.put("/mode", json={"mode": "READONLY"})
+    assert http.delete("/mode").json() == {"mode": "READONLY"}
+    assert http.get("/mode").json() == {"mode": "READWRITE"}

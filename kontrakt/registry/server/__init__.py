@@ -15,6 +15,7 @@ library alone: asyncio holds the connections, a bounded thread pool runs the req
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 from types import TracebackType
 from typing import Any
@@ -64,6 +65,8 @@ class RegistryServer:
         limits: bounds on request sizes, read deadlines, connections and worker threads.
         auth: require HTTP basic or bearer credentials, each with a role (read-only or
             read-write); ``None`` (the default) lets anyone who reaches the port do anything.
+        ssl_context: serve HTTPS with this server-side context (see
+            :meth:`tls_context`); credentials otherwise cross the network in clear text.
 
     Attributes:
         app: the request handler (``app.request_count`` counts requests served).
@@ -72,13 +75,15 @@ class RegistryServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, storage: str | None = None,
                  compatibility_checker: CompatibilityChecker | None = None,
                  verbose: bool = False, limits: HttpLimits | None = None,
-                 auth: Authenticator | None = None) -> None:
+                 auth: Authenticator | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.app = RegistryApp(RegistryState(storage, compatibility_checker))
         self._host = host
         self._port = port
         self._verbose = verbose
         self._limits = limits or HttpLimits()
         self._auth = auth
+        self._ssl_context = ssl_context
         self._httpd: HttpServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -92,7 +97,26 @@ class RegistryServer:
         if self._httpd is None:
             raise IllegalStateError("RegistryServer is not started")
         host, port = self._httpd.address
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        scheme = "https" if self._ssl_context is not None else "http"
+        return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+    @staticmethod
+    def tls_context(certfile: str, keyfile: str | None = None,
+                    password: str | None = None) -> ssl.SSLContext:
+        """A server-side TLS context (TLS 1.2 or later) for ``ssl_context``.
+
+        Args:
+            certfile: PEM certificate chain of the server.
+            keyfile: PEM private key (default: inside ``certfile``).
+            password: the key's password, if it is encrypted.
+
+        Raises:
+            OSError, ssl.SSLError: the files cannot be read or do not match.
+        """
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(certfile, keyfile, password)
+        return ctx
 
     def _handle(self, method: str, path: str, query: str, headers: dict[str, str],
                 body: bytes | None) -> tuple[int, Any]:
@@ -129,7 +153,8 @@ class RegistryServer:
             raise IllegalStateError("RegistryServer already bound")
         self._httpd = HttpServer(self._handle, self._host, self._port, self._limits,
                                  self._verbose,
-                                 self._auth.check if self._auth is not None else None)
+                                 self._auth.check if self._auth is not None else None,
+                                 self._ssl_context)
         if not is_loopback(self._host) and self._auth is None:
             _LOG.warning(
                 "kontrakt registry bound to %s without authentication: anyone who can "

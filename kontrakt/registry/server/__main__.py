@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import ssl
 import sys
 
 from kontrakt.registry.server import RegistryServer
@@ -44,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
                         "line, which other local users can read); repeatable")
     parser.add_argument("--token-env", action="append", default=[], metavar="VAR=ROLE",
                         help="a bearer token taken from environment variable VAR; repeatable")
+    parser.add_argument("--tls-cert", default=None, metavar="PEM",
+                        help="serve HTTPS with this certificate chain")
+    parser.add_argument("--tls-key", default=None, metavar="PEM",
+                        help="private key of --tls-cert (default: inside it)")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
@@ -74,8 +79,16 @@ def main(argv: list[str] | None = None) -> int:
         tokens[token] = role
     if users or tokens:
         auth = Authenticator(users, tokens)
+    tls = None
+    if args.tls_key and not args.tls_cert:
+        parser.error("--tls-key needs --tls-cert")
+    if args.tls_cert:
+        try:
+            tls = RegistryServer.tls_context(args.tls_cert, args.tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            parser.error(f"--tls-cert/--tls-key: {exc}")
     server = RegistryServer(args.host, args.port, storage=args.storage, verbose=args.verbose,
-                            auth=auth)
+                            auth=auth, ssl_context=tls)
     server.bind()
     print(f"kontrakt registry listening on {server.url}"
           + (" (authentication required)" if auth else ""), flush=True)

@@ -18,6 +18,7 @@ import json
 import logging
 import re
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,14 +113,18 @@ class HttpServer:
         verbose: log one line per request (logger ``kontrakt.registry.server``).
         authorize: checks each request's head before its body is read (so an
             unauthenticated client cannot make the server read a body).
+        ssl_context: serve HTTPS with this server-side context (the TLS handshake is
+            bounded by ``limits.head_timeout``).
 
     Raises:
         OSError: the port cannot be bound (at construction).
     """
 
     def __init__(self, handler: Handler, host: str, port: int, limits: HttpLimits,
-                 verbose: bool = False, authorize: Authorize | None = None) -> None:
+                 verbose: bool = False, authorize: Authorize | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self._handler = handler
+        self.ssl_context = ssl_context
         self._authorize = authorize
         self.limits = limits
         self._verbose = verbose
@@ -167,7 +172,8 @@ class HttpServer:
             self.limits.workers, thread_name_prefix="kontrakt-registry")
         server = await asyncio.start_server(
             lambda r, w: self._connection(r, w, pool), sock=self.socket,
-            limit=self.limits.max_head, backlog=self.limits.backlog)
+            limit=self.limits.max_head, backlog=self.limits.backlog, ssl=self.ssl_context,
+            ssl_handshake_timeout=self.limits.head_timeout if self.ssl_context else None)
         self._ready.set()
         try:
             if not self._closed:

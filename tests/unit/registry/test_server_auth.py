@@ -5,18 +5,21 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from kontrakt.errors import KontraktError
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.registry._errors import SchemaRegistryError
-from kontrakt.registry.server import Authenticator, RegistryServer
+from kontrakt.registry.server import Authenticator, HttpLimits, RegistryServer
 
 SCHEMA = {"schema": json.dumps({"type": "record", "name": "A",
                                 "fields": [{"name": "a", "type": "int"}]})}
@@ -135,3 +138,42 @@ def test_cli_takes_users_from_the_environment() -> None:
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    path = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", "key.pem", "-out", "cert.pem"],
+                   cwd=path, check=True, capture_output=True, timeout=60)
+    return str(path / "cert.pem"), str(path / "key.pem")
+
+
+def test_https_with_credentials(tls_files: tuple[str, str]) -> None:
+    cert, key = tls_files
+    tls = RegistryServer.tls_context(cert, key)
+    limits = HttpLimits(head_timeout=0.5)
+    with RegistryServer(auth=AUTH, ssl_context=tls, limits=limits) as srv:
+        assert srv.url.startswith("https://127.0.0.1:")
+        with SchemaRegistryClient({"url": srv.url, "ssl.ca.location": cert,
+                                   "basic.auth.user.info": "writer:w-secret"}) as c:
+            assert c.get_subjects() == []
+        with SchemaRegistryClient({"url": srv.url, "basic.auth.user.info": "writer:w-secret",
+                                   "max.retries": 0}) as c, pytest.raises(KontraktError):
+            c.get_subjects()  # the self-signed certificate is not trusted by default
+        host, port = srv.url.removeprefix("https://").rsplit(":", 1)
+        # Plain HTTP to the TLS port is not served, and a client that never starts its
+        # handshake is cut after the head deadline.
+        for data in (b"GET /subjects HTTP/1.1\r\nHost: x\r\n\r\n", b""):
+            with socket.create_connection((host, int(port)), timeout=5) as sock:
+                sock.sendall(data)
+                start = time.monotonic()
+                try:
+                    while sock.recv(4096):
+                        pass
+                except ConnectionResetError:
+                    pass
+                assert time.monotonic() - start < 3

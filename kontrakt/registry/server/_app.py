@@ -17,7 +17,10 @@ from kontrakt.registry._errors import InvalidVersionError, SchemaRegistryError
 from kontrakt.registry.server._state import RegistryState
 from kontrakt.registry.server._validate import SCHEMA_TYPES
 
-__all__ = ["RegistryApp"]
+__all__ = ["NO_CONTENT", "RegistryApp"]
+
+#: A handler's answer for "204 No Content" (no body).
+NO_CONTENT: Any = object()
 
 _MAX_VERSION = 2**31 - 1
 _Handler = Callable[["_Req"], Any]
@@ -167,6 +170,7 @@ class RegistryApp:
             r.args[0], r.body, r.flag("force")))
         add("DELETE", f"mode/{s}", lambda r: self.state.delete_mode(r.args[0]))
         add("GET", "contexts", lambda r: _page(self.state.context_names(), r))
+        add("DELETE", f"contexts/{v}", self._delete_context)
 
     def _add(self, method: str, pattern: str, handler: _Handler, own_lock: bool = False
              ) -> None:
@@ -192,6 +196,10 @@ class RegistryApp:
             if r.flag("fetchMaxId"):
                 out["maxId"] = self.state.max_id(subject)
         return self._fmt(r, out, subject)
+
+    def _delete_context(self, r: _Req) -> Any:
+        self.state.delete_context(r.args[0])
+        return NO_CONTENT
 
     def _schema_by_guid(self, r: _Req) -> Any:
         with self.state.lock:
@@ -246,7 +254,8 @@ class RegistryApp:
         with self._count_lock:
             self.request_count += 1
         try:
-            return 200, self._dispatch(method.upper(), path, query, body)
+            out = self._dispatch(method.upper(), path, query, body)
+            return (204, None) if out is NO_CONTENT else (200, out)
         except SchemaRegistryError as exc:
             return exc.http_status_code, {"error_code": exc.error_code,
                                           "message": exc.error_message}

@@ -339,13 +339,17 @@ class HttpServer:
 
     async def _send(self, writer: asyncio.StreamWriter, status: int, payload: Any,
                     close: bool) -> None:
-        data = json.dumps(payload).encode()
         try:
             reason = HTTPStatus(status).phrase
         except ValueError:
             reason = "Error"
-        head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {CONTENT_TYPE}\r\n"
-                f"Content-Length: {len(data)}\r\n")
+        if status == 204:  # no body, and so no length or type either
+            data = b""
+            head = f"HTTP/1.1 {status} {reason}\r\n"
+        else:
+            data = json.dumps(payload).encode()
+            head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {CONTENT_TYPE}\r\n"
+                    f"Content-Length: {len(data)}\r\n")
         if close:
             head += "Connection: close\r\n"
         if status == 401:

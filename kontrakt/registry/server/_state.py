@@ -900,6 +900,27 @@ class RegistryState:
                        "subject": name, "mode": None}])
         return {"mode": old}
 
+    def delete_context(self, name: str) -> None:
+        """DELETE /contexts/{context}: forget an empty context (its id sequence too).
+
+        Raises:
+            SchemaRegistryError: (404) no such context; (422, 42205) the default context,
+                or one still holding subjects (soft-deleted ones included: delete them
+                permanently first).
+        """
+        name = name if name.startswith(".") else f".{name}"
+        ctx = self.contexts.get(name)
+        if ctx is None:
+            raise SchemaRegistryError(404, 404, f"Context '{name}' not found")
+        if name == DEFAULT_CONTEXT:
+            raise OperationNotPermittedError(422, 42205, "The default context cannot be "
+                                             "deleted")
+        if ctx.subjects:
+            raise OperationNotPermittedError(
+                422, 42205, f"Context '{name}' is not empty: permanently delete its "
+                f"subjects first ({', '.join(sorted(ctx.subjects)[:5])})")
+        self._commit([{"op": "drop_context", "ctx": name}])
+
     def context_names(self) -> list[str]:
         """GET /contexts."""
         names = [c for c, ctx in self.contexts.items() if c == DEFAULT_CONTEXT or ctx.subjects]

@@ -117,6 +117,9 @@ def apply_op(store: Store, op: dict[str, Any]) -> None:
     if kind == "global_mode":
         store.global_mode = str(op["mode"])
         return
+    if kind == "drop_context":
+        store.contexts.pop(op["ctx"], None)
+        return
     ctx = store.ctx(op["ctx"])
     if kind == "schema":
         rec = SchemaRec(**op["rec"])

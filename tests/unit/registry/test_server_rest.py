@@ -460,3 +460,20 @@ def test_schema_listing_guid_ids_max_id_and_negative_versions(http: httpx.Client
     http.put("/mode", json={"mode": "READONLY"})
     assert http.delete("/mode").json() == {"mode": "READONLY"}
     assert http.get("/mode").json() == {"mode": "READWRITE"}
+
+
+def test_delete_context_only_when_empty(http: httpx.Client, tmp_path: Any) -> None:
+    """DELETE /contexts/{context}: 204 when empty; the default context and contexts still
+    holding (even soft-deleted) subjects are refused; unknown ones are 404."""
+    register(http, ":.team:s", avro("S", ("a", "int")))
+    assert err(http.delete("/contexts/.team")) == (422, 42205)
+    http.delete("/subjects/:.team:s")
+    assert err(http.delete("/contexts/.team")) == (422, 42205)
+    http.delete("/subjects/:.team:s", params={"permanent": "true"})
+    resp = http.delete("/contexts/.team")
+    assert resp.status_code == 204 and resp.content == b""
+    assert "content-type" not in resp.headers
+    assert err(http.delete("/contexts/.team")) == (404, 404)
+    assert err(http.delete("/contexts/%2E")) == (422, 42205)  # "." itself
+    # The connection stays usable after a bodiless answer.
+    assert http.get("/contexts").json() == ["."]

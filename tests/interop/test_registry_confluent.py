@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -207,17 +209,33 @@ def test_json_protobuf_and_metadata(sr: Any) -> None:
     assert code_of(info) == (404, 40403)
 
 
-def test_confluent_client_authenticates_with_basic_and_bearer_credentials() -> None:
+@pytest.fixture(scope="module")
+def tls_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    path = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", "key.pem", "-out", "cert.pem"],
+                   cwd=path, check=True, capture_output=True, timeout=60)
+    return str(path / "cert.pem"), str(path / "key.pem")
+
+
+def test_confluent_client_authenticates_with_basic_and_bearer_credentials_over_tls(
+        tls_cert: tuple[str, str]) -> None:
     auth = Authenticator(users={"app": ("pw", "read-write")}, tokens={"ro": "read-only"})
-    with RegistryServer(auth=auth) as srv, \
+    tls = RegistryServer.tls_context(*tls_cert)
+    ca = {"ssl.ca.location": tls_cert[0]}
+    with RegistryServer(auth=auth, ssl_context=tls) as srv, \
             SchemaRegistryClient({"url": srv.url, "basic.auth.user.info": "app:pw",
-                                  "max.retries": 0}) as rw, \
-            SchemaRegistryClient({"url": srv.url, "max.retries": 0,
+                                  "max.retries": 0, **ca}) as rw, \
+            SchemaRegistryClient({"url": srv.url, "max.retries": 0, **ca,
                                   "bearer.auth.credentials.source": "STATIC_TOKEN",
                                   "bearer.auth.token": "ro",
                                   "bearer.auth.logical.cluster": "lsrc-1",
                                   "bearer.auth.identity.pool.id": "pool-1"}) as ro, \
-            SchemaRegistryClient({"url": srv.url, "max.retries": 0}) as anonymous:
+            SchemaRegistryClient({"url": srv.url, "max.retries": 0, **ca}) as anonymous:
+        assert srv.url.startswith("https://")
         sid = rw.register_schema("a-value", Schema(rec("A", ("a", "int")), "AVRO"))
         assert ro.get_schema(sid).schema_str == rec("A", ("a", "int"))
         with pytest.raises(SchemaRegistryError) as info:

@@ -230,11 +230,15 @@ class HttpServer:
             return False
         keep = _keep_alive(request)
         url = urlsplit(request.target)
+        # HEAD is GET without the body: answering it with one would desynchronize a
+        # keep-alive client, which reads no body after a HEAD.
+        head_only = request.method == "HEAD"
         status, payload = await asyncio.get_running_loop().run_in_executor(
-            pool, self._handler, request.method, url.path, url.query, request.headers, body)
+            pool, self._handler, "GET" if head_only else request.method, url.path, url.query,
+            request.headers, body)
         if self._verbose:
             _LOG.info("%s %s -> %d", request.method, request.target, status)
-        await self._send(writer, status, payload, close=not keep)
+        await self._send(writer, status, payload, close=not keep, head_only=head_only)
         return keep
 
     async def _read_head(self, first: bytes, reader: asyncio.StreamReader) -> _Request:
@@ -338,7 +342,7 @@ class HttpServer:
             raise _Reject(400, "Chunk line too long") from None
 
     async def _send(self, writer: asyncio.StreamWriter, status: int, payload: Any,
-                    close: bool) -> None:
+                    close: bool, head_only: bool = False) -> None:
         try:
             reason = HTTPStatus(status).phrase
         except ValueError:
@@ -354,7 +358,7 @@ class HttpServer:
             head += "Connection: close\r\n"
         if status == 401:
             head += 'WWW-Authenticate: Basic realm="kontrakt-registry", Bearer\r\n'
-        writer.write(head.encode("latin-1") + b"\r\n" + data)
+        writer.write(head.encode("latin-1") + b"\r\n" + (b"" if head_only else data))
         try:
             await asyncio.wait_for(writer.drain(), self.limits.body_timeout)
         except (asyncio.TimeoutError, ConnectionError):

@@ -152,6 +152,20 @@ def test_chunked_and_expect_continue_bodies_register(srv: RegistryServer) -> Non
         assert http.get("/subjects").json() == ["chunked", "expect"]
 
 
+def test_head_answers_headers_only_and_keeps_the_connection(srv: RegistryServer) -> None:
+    with socket.create_connection(_addr(srv), timeout=5) as sock:
+        sock.sendall(b"HEAD /subjects HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"GET /subjects HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while data.count(b"\r\n\r\n") < 2 or not data.endswith(b"[]"):
+            chunk = sock.recv(4096)
+            assert chunk, data
+            data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ") and b"Content-Length: 2" in head
+        assert rest.startswith(b"HTTP/1.1 200 ") and rest.endswith(b"\r\n\r\n[]")
+
+
 def test_subjects_with_encoded_slashes_stay_distinct(srv: RegistryServer) -> None:
     with httpx.Client(base_url=srv.url, timeout=5) as http:
         a = http.post("/subjects/a%2Fb/versions", json={"schema": avro("A")})

@@ -45,8 +45,11 @@ def identity_key(schema_type: str, schema: str, references: list[dict[str, Any]]
 
     Avro and JSON Schema texts are compared as JSON trees (key order and whitespace do not
     matter, as in Confluent, whose parsed forms ignore both); Protobuf text is compared as
-    written, minus surrounding whitespace.
+    written, minus surrounding whitespace. In ``extras`` (metadata, rule set) an empty or
+    null member is the same as a missing one, and ``sensitive`` is a set: Confluent's models
+    read all three alike, and its clients send ``"sensitive": []`` and empty rule lists.
     """
+    extras = {k: _without_empties(v) for k, v in extras.items()}
     if schema_type in ("AVRO", "JSON"):
         try:
             text = json.dumps(json.loads(schema), sort_keys=True, separators=(",", ":"))
@@ -293,3 +296,20 @@ def _validate_protobuf(schema: str, refs: list[tuple[str, str, str]]) -> bytes |
             raise _invalid(f"Invalid Protobuf schema: {detail}")
         with open(os.path.join(tmp, "out.pb"), "rb") as fh:
             return fh.read()
+
+
+def _without_empties(value: Any) -> Any:
+    """``value`` with empty or null members of objects dropped (recursively), ``sensitive``
+    lists sorted, and None for what is left empty."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            v = _without_empties(v)
+            if k == "sensitive" and isinstance(v, list) and all(isinstance(x, str) for x in v):
+                v = sorted(set(v)) or None
+            if v is not None:
+                out[k] = v
+        return out or None
+    if isinstance(value, list):
+        return [_without_empties(v) for v in value] or None
+    return value

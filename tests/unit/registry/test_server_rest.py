@@ -75,6 +75,31 @@ def test_register_get_and_id_reuse_across_subjects(http: httpx.Client) -> None:
     assert (lookup["id"], lookup["version"]) == (sid, 1)
 
 
+def test_empty_metadata_and_rule_members_are_the_same_as_missing(http: httpx.Client) -> None:
+    """Confluent's clients send ``"sensitive": []``, ``"tags": {}`` and empty rule lists
+    (confluent-kafka's lookups of a schema registered without them got 404): the identity
+    reads an empty member as a missing one, as Confluent's models do, and ``sensitive`` as a
+    set; a real difference still makes another schema."""
+    s = avro("M", ("a", "int"))
+    meta = {"properties": {"owner": "team-a"}, "sensitive": ["b", "a"]}
+    rules = {"domainRules": [{"name": "r", "kind": "CONDITION", "type": "CEL",
+                              "mode": "WRITE", "expr": "message.a > 0"}]}
+    first = register(http, "m-value", s, metadata=meta, ruleSet=rules).json()
+    padded_meta = {**meta, "tags": {}, "sensitive": ["a", "b", "a"]}
+    padded_rules = {**rules, "migrationRules": [], "encodingRules": []}
+    lookup = http.post("/subjects/m-value", json={"schema": s, "metadata": padded_meta,
+                                                  "ruleSet": padded_rules})
+    assert lookup.status_code == 200, lookup.text
+    assert lookup.json()["id"] == first["id"]
+    again = register(http, "m-value", s, metadata=padded_meta, ruleSet=padded_rules).json()
+    assert again == first
+    plain = register(http, "p-value", s).json()
+    assert register(http, "p-value", s, metadata={"sensitive": [], "tags": {}},
+                    ruleSet={"domainRules": []}).json() == plain
+    other = register(http, "m-value", s, metadata={"properties": {"owner": "team-b"}}).json()
+    assert other["id"] != first["id"]
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body", "status", "code"),
     [

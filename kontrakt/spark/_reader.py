@@ -1,10 +1,9 @@
-"""Reading offset ranges: the plan made on the driver and the task run on an executor.
+"""Reading offset ranges: the plan made on the driver.
 
 The driver resolves the offset ranges (``_plan.plan_ranges``) and, for every
 subscribed topic, the registry schema its keys and values are decoded with
-(``resolve_column``); both are plain, picklable values. An executor task reads one
-range with a sync :class:`~kontrakt.clients.consumer.Consumer` (manual assignment, no group,
-no commits) and decodes each record with Kontrakt's registry deserializers (``read_range``).
+(``resolve_column``); both are plain, picklable values. An executor task reads one range
+(:func:`kontrakt.spark._task.read_range`).
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,19 +27,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kontrakt._types import ConsumerRecord, TopicPartition
-from kontrakt.clients.consumer import Consumer
 from kontrakt.errors import (
     ConfigError,
-    KafkaTimeoutError,
-    KeyDeserializationError,
-    OffsetOutOfRangeResetError,
     SchemaRegistryError,
-    ValueDeserializationError,
 )
 from kontrakt.registry import Schema, SchemaRegistryClient
-from kontrakt.serde import MessageField, SerializationContext
-from kontrakt.spark._options import Format, Mode, SourceOptions
+from kontrakt.spark._options import Format, SourceOptions
 from kontrakt.spark._types import AvroMapping, UnsupportedSchemaError, avro_mapping
 
 __all__ = [
@@ -51,7 +41,6 @@ __all__ = [
     "OffsetRange",
     "named_types",
     "output_schema",
-    "read_range",
     "registry_client",
     "resolve_column",
     "resolve_field",
@@ -342,232 +331,6 @@ def output_schema(key: ColumnPlan, value: ColumnPlan,
     if opts is not None and opts.mode == "PERMISSIVE":
         columns.append(StructField(opts.corrupt_column, _CORRUPT, True))
     return StructType(columns)
-
-
-Decoder = Callable[[Any, SerializationContext], Any]
-
-
-def _decoder(plan: FieldPlan, client: SchemaRegistryClient | None) -> Decoder:
-    if plan.fmt == "binary":
-        return lambda data, ctx: data
-    if plan.fmt == "string":
-        from kontrakt.serde import StringDeserializer
-
-        return StringDeserializer()
-    assert plan.schema is not None
-    deserialize: Callable[[Any, SerializationContext], Any]
-    if plan.fmt == "json":
-        from kontrakt.serde import JSONDeserializer
-
-        # Documents are validated against the schema they were written with.
-        deserialize = JSONDeserializer(None, schema_registry_client=client)
-    elif plan.fmt == "protobuf":
-        from kontrakt.serde import ProtobufDeserializer
-
-        # Dynamic messages from the writer's schema; fields are matched by name.
-        deserialize = ProtobufDeserializer(None, schema_registry_client=client)
-    else:
-        from kontrakt.serde import AvroDeserializer
-
-        # The latest schema is the reader schema: records written with older versions come
-        # out in the shape of the DataFrame's columns (Avro schema resolution).
-        deserialize = AvroDeserializer(client, plan.schema, return_record_name=True)
-    # Built from this topic's latest schema even where the writer's schema decodes the
-    # record (json, protobuf): it picks the fields by that schema's names and, for
-    # protobuf, names enum numbers with that schema's enum values.
-    convert = plan.mapping().convert
-
-    def decode(data: Any, ctx: SerializationContext) -> Any:
-        value = deserialize(data, ctx)
-        return value if value is None or convert is None else convert(value)
-    return decode
-
-
-def read_range(opts: SourceOptions, key: ColumnPlan, value: ColumnPlan,
-               rng: OffsetRange) -> Iterator[tuple[Any, ...]]:
-    """Yield the rows of one offset range (runs in an executor's Python worker), decoded
-    with the plans of the range's topic.
-
-    Raises:
-        KeyDeserializationError, ValueDeserializationError: a record could not be decoded
-            (``mode=FAILFAST``, the default); the message names the option, the record's
-            topic, partition and offset. ``PERMISSIVE`` yields it with a null key or value
-            and its bytes and error in the corrupt-record column; ``DROPMALFORMED`` leaves
-            it out (the task logs how many it left out).
-        ConfigError: the range's topic was matched by subscribePattern after the query
-            was analysed, and its subject maps to another type than the column's.
-        KafkaTimeoutError: nothing arrived for ``kafkaConsumer.pollTimeoutMs``.
-        OffsetOutOfRangeResetError: the range's records were deleted (retention,
-            DeleteRecords) meanwhile and ``failOnDataLoss`` is true; when false, the deleted
-            offsets are skipped with a logged warning.
-    """
-    if rng.start >= rng.end:
-        return
-    # A range is one partition, so one topic: its records are all decoded with that
-    # topic's plans (for avro its subject's latest schema as the reader schema).
-    needs_registry = bool({opts.key_format, opts.value_format} & set(_SCHEMA_TYPES))
-    client = registry_client(opts) if needs_registry else None
-    try:
-        key_plan, value_plan = _topic_plans(opts, client, key, value, rng.topic)
-        decode_key = _decoder(key_plan, client)
-        decode_value = _decoder(value_plan, client)
-        config = {**opts.consumer_config(), "auto.offset.reset": "none"}
-        tp = TopicPartition(rng.topic, rng.partition)
-        with Consumer(config) as consumer:
-            consumer.assign([tp])
-            consumer.seek(tp, rng.start)
-            yield from _read(consumer, tp, rng, opts.poll_timeout_s, decode_key, decode_value,
-                             fail_on_data_loss=opts.fail_on_data_loss,
-                             headers=opts.include_headers, mode=opts.mode)
-    finally:
-        if client is not None:
-            client.close()
-
-
-def _topic_plans(opts: SourceOptions, client: SchemaRegistryClient | None, key: ColumnPlan,
-                 value: ColumnPlan, topic: str) -> tuple[FieldPlan, FieldPlan]:
-    """The key and value plans of ``topic``: those resolved on the driver, or for a topic
-    subscribePattern matched since, its subjects' latest schemas, which must give the
-    columns' types."""
-    try:
-        return key.plan(topic), value.plan(topic)
-    except KeyError:
-        pass
-    plans = []
-    for is_key, column in ((True, key), (False, value)):
-        plan = resolve_field(opts, client, is_key, topic)
-        path = "key" if is_key else "value"
-        if (plan.fmt in _SCHEMA_TYPES
-                and type_shape(plan.mapping(path).data_type) != type_shape(column.data_type)):
-            raise ConfigError(
-                f"topic {topic!r} (matched by subscribePattern after the query started): "
-                f"subject {opts.subject(is_key, topic)!r} maps to "
-                f"{plan.mapping(path).data_type.simpleString()}, but the {path} column is "
-                f"{column.data_type.simpleString()}; restart the query or set {path}.subject")
-        plans.append(plan)
-    return plans[0], plans[1]
-
-
-def _read(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: float,
-          decode_key: Decoder, decode_value: Decoder, *,
-          fail_on_data_loss: bool = True, headers: bool = True,
-          mode: Mode = "FAILFAST") -> Iterator[tuple[Any, ...]]:
-    dropped = [0]
-    try:
-        yield from _rows(consumer, tp, rng, timeout, decode_key, decode_value,
-                         fail_on_data_loss, headers, mode, dropped)
-    finally:
-        if dropped[0]:
-            log.warning("%s/%d: left out %d record(s) that could not be decoded in offsets "
-                        "%d..%d (mode=DROPMALFORMED)", tp.topic, tp.partition, dropped[0],
-                        rng.start, rng.end)
-
-
-def _rows(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: float,
-          decode_key: Decoder, decode_value: Decoder, fail_on_data_loss: bool,
-          headers: bool, mode: Mode, dropped: list[int]) -> Iterator[tuple[Any, ...]]:
-    next_offset = rng.start
-    deadline = time.monotonic() + timeout
-    while next_offset < rng.end:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise KafkaTimeoutError(
-                f"{tp.topic}/{tp.partition}: no record after offset {next_offset} within "
-                f"{timeout:g}s (reading offsets {rng.start}..{rng.end}); raise "
-                f"kafkaConsumer.pollTimeoutMs if the cluster is slow")
-        try:
-            batch = consumer.getmany(min(1.0, remaining), rng.end - next_offset).get(tp, [])
-        except OffsetOutOfRangeResetError as exc:
-            next_offset = _skip_lost(consumer, tp, rng, next_offset, exc, fail_on_data_loss)
-            if next_offset >= rng.end:
-                return
-            continue
-        for record in batch:
-            if record.offset >= rng.end:
-                return
-            row = _row(record, decode_key, decode_value, headers, mode)
-            next_offset = record.offset + 1
-            if row is None:
-                dropped[0] += 1
-            else:
-                yield row
-        if batch:
-            deadline = time.monotonic() + timeout
-        elif consumer.position(tp) >= rng.end:
-            # The range ends in offsets that hold no records (transaction markers,
-            # compacted-away records): the position has moved past them.
-            return
-
-
-def _skip_lost(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, next_offset: int,
-               exc: OffsetOutOfRangeResetError, fail_on_data_loss: bool) -> int:
-    """Where to go on after ``next_offset`` turned out to be deleted: the partition's
-    earliest offset (the consumer is sought there), or the error when that is not allowed."""
-    if fail_on_data_loss:
-        raise OffsetOutOfRangeResetError(
-            f"{tp.topic}/{tp.partition}: offset {next_offset} is no longer in the log "
-            f"(reading offsets {rng.start}..{rng.end}; records were deleted by retention or "
-            f"DeleteRecords); set failOnDataLoss=false to skip lost records") from exc
-    begin = consumer.beginning_offsets([tp], _METADATA_TIMEOUT_S)[tp]
-    if begin <= next_offset:
-        # The log still starts at or before the position: not deleted records but
-        # something else (a truncated log end); skipping cannot help.
-        raise exc
-    log.warning("%s/%d: the records from offset %d up to %d were deleted before they were "
-                "read; skipping them (failOnDataLoss=false)", tp.topic, tp.partition,
-                next_offset, min(begin, rng.end))
-    if begin < rng.end:
-        consumer.seek(tp, begin)
-    return begin
-
-
-def _row(record: ConsumerRecord[Any, Any], decode_key: Decoder, decode_value: Decoder,
-         headers: bool = True, mode: Mode = "FAILFAST") -> tuple[Any, ...] | None:
-    """A record's row, or None when DROPMALFORMED leaves it out."""
-    corrupt: tuple[Any, ...] = ()
-    if mode == "FAILFAST":
-        key = _decode(decode_key, record.key, record, MessageField.KEY)
-        value = _decode(decode_value, record.value, record, MessageField.VALUE)
-    else:
-        errors: list[str] = []
-        key = _tolerant(decode_key, record.key, record, MessageField.KEY, errors)
-        value = _tolerant(decode_value, record.value, record, MessageField.VALUE, errors)
-        if mode == "DROPMALFORMED":
-            if errors:
-                return None
-        else:
-            corrupt = ((record.key, record.value, "; ".join(errors)) if errors else None,)
-    ts = record.timestamp
-    at = None if ts < 0 else _EPOCH + datetime.timedelta(milliseconds=ts)
-    row: tuple[Any, ...] = (key, value, record.topic, record.partition, record.offset, at,
-                            int(record.timestamp_type))
-    if headers:
-        row += ([(k, v) for k, v in record.headers],)
-    return row + corrupt
-
-
-def _decode(decode: Decoder, data: Any, record: ConsumerRecord[Any, Any],
-            field: MessageField) -> Any:
-    try:
-        return decode(data, SerializationContext(
-            record.topic, field, record.headers, record.partition, record.offset))
-    except Exception as exc:
-        error = KeyDeserializationError if field is MessageField.KEY else ValueDeserializationError
-        raise error(
-            f"{record.topic}/{record.partition} offset {record.offset}: the {field.value} could "
-            f"not be decoded (option mode=FAILFAST; PERMISSIVE or DROPMALFORMED read on): "
-            f"{exc}", record=record) from exc
-
-
-def _tolerant(decode: Decoder, data: Any, record: ConsumerRecord[Any, Any],
-              field: MessageField, errors: list[str]) -> Any:
-    """The decoded key or value, or None with the error appended to ``errors``."""
-    try:
-        return decode(data, SerializationContext(
-            record.topic, field, record.headers, record.partition, record.offset))
-    except Exception as exc:
-        errors.append(f"{field.value}: {type(exc).__name__}: {exc}")
-        return None
 
 
 def check_schema(given: StructType, expected: StructType) -> None:

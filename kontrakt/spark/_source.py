@@ -22,10 +22,10 @@ from kontrakt.spark._reader import (
     OffsetRange,
     check_schema,
     output_schema,
-    read_range,
     registry_client,
     resolve_column,
 )
+from kontrakt.spark._task import read_range
 
 __all__ = ["KontraktBatchReader", "KontraktDataSource", "resolve_plans"]
 

@@ -29,7 +29,8 @@ from kontrakt.spark._plan import (
     split_ranges,
     start_offsets,
 )
-from kontrakt.spark._reader import ColumnPlan, OffsetRange, read_range
+from kontrakt.spark._reader import ColumnPlan, OffsetRange
+from kontrakt.spark._task import read_range
 
 __all__ = ["KontraktStreamReader", "cap_offsets"]
 

@@ -21,7 +21,8 @@ from kontrakt._types import ConsumerRecord, TimestampType, TopicPartition
 from kontrakt.errors import ConfigError, OffsetOutOfRangeResetError
 from kontrakt.spark._options import parse_options
 from kontrakt.spark._plan import offset_for
-from kontrakt.spark._reader import OffsetRange, _read
+from kontrakt.spark._reader import OffsetRange
+from kontrakt.spark._task import _chunks
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -60,9 +61,8 @@ class DeletedLogConsumer:
 
 
 def _offsets(consumer: DeletedLogConsumer, rng: OffsetRange, fail: bool) -> list[int]:
-    rows = _read(cast(Any, consumer), TP, rng, 5.0, lambda d, c: d, lambda d, c: d,
-                 fail_on_data_loss=fail)
-    return [row[4] for row in rows]
+    chunks = _chunks(cast(Any, consumer), TP, rng, 5.0, fail_on_data_loss=fail)
+    return [record.offset for chunk in chunks for record in chunk]
 
 
 def test_fail_on_data_loss_is_a_boolean_option_defaulting_to_true() -> None:

@@ -11,6 +11,7 @@ deserializers and build the array from the values.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ import pyarrow as pa
 from pyspark.sql.types import DataType
 
 from kontrakt._types import ConsumerRecord
+from kontrakt.errors import SerializationError
 from kontrakt.serde import MessageField, SerializationContext
 from kontrakt.spark._arrow import arrow_type
 
@@ -25,7 +27,9 @@ if TYPE_CHECKING:
     from kontrakt.registry import SchemaRegistryClient
     from kontrakt.spark._reader import FieldPlan
 
-__all__ = ["ColumnDecoder", "Decoded", "RowDecoder", "column_decoder"]
+__all__ = ["AvroColumnDecoder", "ColumnDecoder", "Decoded", "RowDecoder", "column_decoder"]
+
+log = logging.getLogger("kontrakt.spark")
 
 Records = Sequence[ConsumerRecord[Any, Any]]
 Decoded = tuple[pa.Array, dict[int, Exception]]
@@ -151,5 +155,115 @@ def column_decoder(plan: FieldPlan, client: SchemaRegistryClient | None,
         return BinaryDecoder()
     if plan.fmt == "string":
         return StringDecoder()
-    return RowDecoder(row_decoder(plan, client), data_type)
+    rows = RowDecoder(row_decoder(plan, client), data_type)
+    if plan.fmt == "avro" and client is not None:
+        return AvroColumnDecoder(plan, client, data_type, rows)
+    return rows
 
+
+class AvroColumnDecoder(ColumnDecoder):
+    """``format=avro``: the columnar decoder of :mod:`kontrakt.spark._avro_columns`,
+    compiled once per writer schema id met in the task.
+
+    A batch it cannot take whole (a record that is not prefix-framed or not a value of its
+    writer schema, a schema id in a header, a schema pair without a columnar plan, a value
+    Arrow refuses) is decoded again by the row path, which gives every record its own
+    result or error: errors keep the messages and the per-record outcome they always had.
+    """
+
+    def __init__(self, plan: FieldPlan, client: SchemaRegistryClient, data_type: DataType,
+                 rows: RowDecoder) -> None:
+        from fastavro import parse_schema
+
+        from kontrakt.spark._avro_columns import AvroColumns, NoColumnarPlan, parse_text
+        from kontrakt.spark._reader import named_types
+
+        assert plan.schema is not None
+        self._client = client
+        self._rows = rows
+        reader = parse_schema(parse_text(plan.schema.schema_str),
+                              named_schemas=named_types(plan.deps), expand=True)
+        self._columns: AvroColumns | None
+        try:
+            self._columns = AvroColumns(reader, data_type)
+        except NoColumnarPlan:
+            self._columns = None
+        self._writers: dict[int, Any] = {}
+        #: batches decoded record by record (the columnar decoder could not take them)
+        self.fallbacks = 0
+
+    def decode(self, records: Records, field: MessageField) -> Decoded:
+        if self._columns is None or _id_in_headers(records, field):
+            self.fallbacks += 1
+            return self._rows.decode(records, field)
+        try:
+            return self._decode(_raw(records, field)), {}
+        except Exception as exc:
+            # Decoded again record by record: each record gets its own value or error.
+            self.fallbacks += 1
+            log.debug("a batch of %d records is decoded record by record: %s: %s",
+                      len(records), type(exc).__name__, exc)
+            return self._rows.decode(records, field)
+
+    def _decode(self, payloads: list[Any]) -> pa.Array:
+        from kontrakt.spark._avro_columns import null_appender
+
+        columns = self._columns
+        assert columns is not None
+        L = columns.new_columns()
+        null = null_appender(columns, L)
+        bound: dict[bytes, Any] = {}
+        prefix = b""
+        one: Any = None
+        safe: float = 0
+        bounds: Any = None
+        for data in payloads:
+            if data is None:
+                null()
+                continue
+            if data[:5] != prefix:
+                prefix = bytes(data[:5])
+                if prefix not in bound:
+                    if len(prefix) < 5 or prefix[0] != 0:
+                        raise SerializationError("not a registry-framed Avro payload")
+                    make, bounds, safe = self._writer(int.from_bytes(prefix[1:], "big"))
+                    bound[prefix] = (make(L)[0], bounds, safe)
+                one, bounds, safe = bound[prefix]
+            if len(data) > safe:
+                bounds.check(data, 5)
+            if one(data, 5) != len(data):
+                raise SerializationError("bytes left after the Avro value")
+        return columns.build(L, len(payloads))
+
+    def _writer(self, schema_id: int) -> Any:
+        """The compiled decoder of a writer schema id, its bounds and the payload length up
+        to which no bounds scan is needed (cached for the task)."""
+        if schema_id not in self._writers:
+            from fastavro import parse_schema
+
+            from kontrakt.serde._avro_bounds import LIMIT_DEFAULTS, AvroBounds
+            from kontrakt.spark._avro_columns import parse_text
+            from kontrakt.spark._reader import _collect_deps, named_types
+
+            assert self._columns is not None
+            schema = self._client.get_schema(schema_id)
+            if schema.schema_type != "AVRO":
+                raise SerializationError(f"schema {schema_id} is not an Avro schema")
+            deps: list[tuple[str, str]] = []
+            _collect_deps(self._client, schema, deps, set())
+            text = parse_text(schema.schema_str)
+            writer = parse_schema(text, named_schemas=named_types(tuple(deps)), expand=True)
+            make = self._columns.compile(writer)
+            bounds = AvroBounds(parse_schema(text, named_schemas=named_types(tuple(deps))),
+                                *LIMIT_DEFAULTS.values())
+            safe = float("inf") if bounds.safe_len is None else bounds.safe_len
+            self._writers[schema_id] = (make, bounds, safe)
+        return self._writers[schema_id]
+
+
+def _id_in_headers(records: Records, field: MessageField) -> bool:
+    """Whether a record carries its schema id in a header (not the payload's prefix)."""
+    from kontrakt.serde._framing import KEY_SCHEMA_ID_HEADER, VALUE_SCHEMA_ID_HEADER
+
+    name = KEY_SCHEMA_ID_HEADER if field is MessageField.KEY else VALUE_SCHEMA_ID_HEADER
+    return any(r.headers and any(h[0] == name for h in r.headers) for r in records)

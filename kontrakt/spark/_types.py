@@ -305,7 +305,7 @@ def _unwrap(value: Any) -> Any:
 
 
 def _to_float(value: Any) -> Any:
-    return float(value)
+    return None if value is None else float(value)
 
 
 def _kind(node: Any) -> str:

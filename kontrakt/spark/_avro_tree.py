@@ -34,7 +34,7 @@ from kontrakt.spark._arrow import arrow_type, int_array
 
 __all__ = ["MAX_ITEMS", "NAMED", "PRIMITIVES", "NoColumnarPlan", "Node", "append_null",
            "append_value", "build_array", "corrupt", "fail", "kind_of", "logical_of",
-           "raw_value", "read_long", "shape", "short_name", "to_decimal", "uuid_fixed",
+           "raw_value", "shape", "short_name", "to_decimal", "uuid_fixed",
            "uuid_text"]
 
 MAX_ITEMS = LIMIT_DEFAULTS["max.collection.items"]
@@ -52,21 +52,6 @@ class NoColumnarPlan(Exception):
 
 def corrupt(what: str = "the Avro payload is truncated or corrupt") -> SerializationError:
     return SerializationError(what)
-
-
-def read_long(data: bytes, pos: int) -> tuple[int, int]:
-    b = data[pos]
-    n = b & 0x7F
-    shift = 7
-    pos += 1
-    while b & 0x80:
-        b = data[pos]
-        n |= (b & 0x7F) << shift
-        shift += 7
-        pos += 1
-        if shift > 70:
-            raise corrupt("an Avro varint longer than 10 bytes")
-    return (n >> 1) ^ -(n & 1), pos
 
 
 def uuid_text(raw: bytes) -> bytes:

@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql.types import DataType
 
-from kontrakt._types import ConsumerRecord
 from kontrakt.errors import SerializationError
 from kontrakt.serde import MessageField, SerializationContext
-from kontrakt.spark._arrow import arrow_type
+from kontrakt.spark._arrow import Chunk, arrow_type
 
 if TYPE_CHECKING:
     from kontrakt.registry import SchemaRegistryClient
@@ -31,23 +30,20 @@ __all__ = ["AvroColumnDecoder", "ColumnDecoder", "Decoded", "RowDecoder", "colum
 
 log = logging.getLogger("kontrakt.spark")
 
-Records = Sequence[ConsumerRecord[Any, Any]]
 Decoded = tuple[pa.Array, dict[int, Exception]]
 """The column's array, and the records (by index in the batch) that could not be decoded."""
 Decoder = Callable[[Any, SerializationContext], Any]
 
 
-def _raw(records: Records, field: MessageField) -> list[Any]:
-    if field is MessageField.KEY:
-        return [r.key for r in records]
-    return [r.value for r in records]
+def _raw(chunk: Chunk, field: MessageField) -> Sequence[Any]:
+    return chunk.keys if field is MessageField.KEY else chunk.values
 
 
 class ColumnDecoder:
     """Decodes the key or value column of a batch of records of one topic."""
 
-    def decode(self, records: Records, field: MessageField) -> Decoded:
-        """The column of ``records``' keys or values.
+    def decode(self, chunk: Chunk, field: MessageField) -> Decoded:
+        """The column of the chunk's keys or values.
 
         Returns:
             The array (null where a record could not be decoded) and those records'
@@ -59,8 +55,8 @@ class ColumnDecoder:
 class BinaryDecoder(ColumnDecoder):
     """``format=binary``: the bytes as they are."""
 
-    def decode(self, records: Records, field: MessageField) -> Decoded:
-        return pa.array(_raw(records, field), pa.binary()), {}
+    def decode(self, chunk: Chunk, field: MessageField) -> Decoded:
+        return pa.array(_raw(chunk, field), pa.binary()), {}
 
 
 class RowDecoder(ColumnDecoder):
@@ -71,12 +67,12 @@ class RowDecoder(ColumnDecoder):
         self._decode = decode
         self._type = arrow_type(data_type)
 
-    def decode(self, records: Records, field: MessageField) -> Decoded:
+    def decode(self, chunk: Chunk, field: MessageField) -> Decoded:
         decode = self._decode
         values: list[Any] = []
         errors: dict[int, Exception] = {}
-        for i, record in enumerate(records):
-            data = record.key if field is MessageField.KEY else record.value
+        for i, (record, data) in enumerate(zip(chunk.records, _raw(chunk, field),
+                                               strict=True)):
             try:
                 values.append(decode(data, SerializationContext(
                     record.topic, field, record.headers, record.partition, record.offset)))
@@ -95,12 +91,12 @@ class StringDecoder(ColumnDecoder):
 
         self._rows = RowDecoder(StringDeserializer(), _string_type())
 
-    def decode(self, records: Records, field: MessageField) -> Decoded:
-        raw = pa.array(_raw(records, field), pa.binary())
+    def decode(self, chunk: Chunk, field: MessageField) -> Decoded:
+        raw = pa.array(_raw(chunk, field), pa.binary())
         try:
             return raw.cast(pa.string()), {}
         except pa.ArrowInvalid:
-            return self._rows.decode(records, field)
+            return self._rows.decode(chunk, field)
 
 
 def _string_type() -> DataType:
@@ -192,20 +188,20 @@ class AvroColumnDecoder(ColumnDecoder):
         #: batches decoded record by record (the columnar decoder could not take them)
         self.fallbacks = 0
 
-    def decode(self, records: Records, field: MessageField) -> Decoded:
-        if self._columns is None or _id_in_headers(records, field):
+    def decode(self, chunk: Chunk, field: MessageField) -> Decoded:
+        if self._columns is None or _id_in_headers(chunk, field):
             self.fallbacks += 1
-            return self._rows.decode(records, field)
+            return self._rows.decode(chunk, field)
         try:
-            return self._decode(_raw(records, field)), {}
+            return self._decode(_raw(chunk, field)), {}
         except Exception as exc:
             # Decoded again record by record: each record gets its own value or error.
             self.fallbacks += 1
             log.debug("a batch of %d records is decoded record by record: %s: %s",
-                      len(records), type(exc).__name__, exc)
-            return self._rows.decode(records, field)
+                      len(chunk), type(exc).__name__, exc)
+            return self._rows.decode(chunk, field)
 
-    def _decode(self, payloads: list[Any]) -> pa.Array:
+    def _decode(self, payloads: Sequence[Any]) -> pa.Array:
         from kontrakt.spark._avro_columns import null_appender
 
         columns = self._columns
@@ -213,7 +209,8 @@ class AvroColumnDecoder(ColumnDecoder):
         L = columns.new_columns()
         null = null_appender(columns, L)
         bound: dict[bytes, Any] = {}
-        prefix = b""
+        # No payload the columns take starts with magic byte 1: the first one is looked up.
+        prefix = b"\x01 none"
         one: Any = None
         safe: float = 0
         bounds: Any = None
@@ -221,7 +218,7 @@ class AvroColumnDecoder(ColumnDecoder):
             if data is None:
                 null()
                 continue
-            if data[:5] != prefix:
+            if not data.startswith(prefix):
                 prefix = bytes(data[:5])
                 if prefix not in bound:
                     if len(prefix) < 5 or prefix[0] != 0:
@@ -261,9 +258,11 @@ class AvroColumnDecoder(ColumnDecoder):
         return self._writers[schema_id]
 
 
-def _id_in_headers(records: Records, field: MessageField) -> bool:
+def _id_in_headers(chunk: Chunk, field: MessageField) -> bool:
     """Whether a record carries its schema id in a header (not the payload's prefix)."""
     from kontrakt.serde._framing import KEY_SCHEMA_ID_HEADER, VALUE_SCHEMA_ID_HEADER
 
+    if not chunk.has_headers:
+        return False
     name = KEY_SCHEMA_ID_HEADER if field is MessageField.KEY else VALUE_SCHEMA_ID_HEADER
-    return any(r.headers and any(h[0] == name for h in r.headers) for r in records)
+    return any(h and any(k == name for k, _ in h) for h in chunk.headers)

@@ -27,7 +27,7 @@ from kontrakt.errors import (
 )
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField
-from kontrakt.spark._arrow import arrow_schema, header_array, metadata_arrays
+from kontrakt.spark._arrow import Chunk, arrow_schema, header_array, metadata_arrays
 from kontrakt.spark._columns import ColumnDecoder, column_decoder
 from kontrakt.spark._options import Mode, SourceOptions
 from kontrakt.spark._reader import (
@@ -155,13 +155,14 @@ class BatchBuilder:
             KeyDeserializationError, ValueDeserializationError: under FAILFAST, for the
                 first record (by offset) that could not be decoded.
         """
-        keys, key_errors = self.keys.decode(records, MessageField.KEY)
-        values, value_errors = self.values.decode(records, MessageField.VALUE)
+        chunk = Chunk(records)
+        keys, key_errors = self.keys.decode(chunk, MessageField.KEY)
+        values, value_errors = self.values.decode(chunk, MessageField.VALUE)
         if (key_errors or value_errors) and self.mode == "FAILFAST":
             _fail(records, key_errors, value_errors)
-        columns = [keys, values, *metadata_arrays(records, self.rng.topic, self.rng.partition)]
+        columns = [keys, values, *metadata_arrays(chunk, self.rng.topic, self.rng.partition)]
         if self.headers:
-            columns.append(header_array(records))
+            columns.append(header_array(chunk))
         bad = sorted(set(key_errors) | set(value_errors))
         if self.mode == "PERMISSIVE":
             corrupt: list[Any] = [None] * len(records)

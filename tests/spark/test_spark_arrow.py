@@ -105,3 +105,24 @@ def test_a_task_yields_record_batches_of_the_dataframes_arrow_schema(
     assert "headers" not in schema.names
     assert all(b.schema == schema for b in without)
     assert sum(b.num_rows for b in without) == n
+
+
+def test_metadata_columns_of_mixed_timestamp_types_and_missing_timestamps() -> None:
+    from kontrakt._types import ConsumerRecord
+    from kontrakt._types import TimestampType as Kind
+    from kontrakt.spark._arrow import Chunk, header_array, metadata_arrays
+
+    records = [ConsumerRecord("t", 3, 10, 1_000, Kind.CREATE_TIME, None, b"a"),
+               ConsumerRecord("t", 3, 12, -1, Kind.NO_TIMESTAMP, None, b"b",
+                              [("h", None)]),
+               ConsumerRecord("t", 3, 13, 2_000, Kind.LOG_APPEND_TIME, None, b"c")]
+    chunk = Chunk(records)
+    topic, partition, offset, stamp, kind = metadata_arrays(chunk, "t", 3)
+    assert topic.type == pa.string() and topic.to_pylist() == ["t"] * 3
+    assert partition.type == pa.int32() and partition.to_pylist() == [3] * 3
+    assert offset.type == pa.int64() and offset.to_pylist() == [10, 12, 13]
+    assert stamp.type == pa.timestamp("us", tz="UTC")
+    assert stamp.cast(pa.int64()).to_pylist() == [1_000_000, None, 2_000_000]
+    assert kind.type == pa.int32() and kind.to_pylist() == [0, -1, 1]
+    assert header_array(chunk).to_pylist() == [[], [{"key": "h", "value": None}], []]
+    assert [len(a) for a in metadata_arrays(Chunk([]), "t", 3)] == [0] * 5

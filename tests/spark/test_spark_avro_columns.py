@@ -26,7 +26,7 @@ from kontrakt._types import ConsumerRecord, TimestampType
 from kontrakt.errors import SerializationError
 from kontrakt.registry import Schema, SchemaRegistryClient
 from kontrakt.serde import MessageField
-from kontrakt.spark._arrow import arrow_type
+from kontrakt.spark._arrow import Chunk, arrow_type
 from kontrakt.spark._avro_columns import AvroColumns, decode_bare
 from kontrakt.spark._columns import AvroColumnDecoder, RowDecoder, row_decoder
 from kontrakt.spark._reader import FieldPlan
@@ -304,7 +304,7 @@ def test_a_batch_the_columns_cannot_take_is_decoded_record_by_record(
     prefix = b"\0" + struct.pack(">I", sid)
     good = [prefix + _zigzag(1) + b"\0" + _zigzag(q) for q in range(3)]
 
-    array, errors = decoder.decode([_record(v, i) for i, v in enumerate(good)],
+    array, errors = decoder.decode(Chunk([_record(v, i) for i, v in enumerate(good)]),
                                    MessageField.VALUE)
     assert errors == {}
     assert array.to_pylist() == [{"xs": [None], "q": q} for q in range(3)]
@@ -312,7 +312,7 @@ def test_a_batch_the_columns_cannot_take_is_decoded_record_by_record(
 
     hostile = prefix + _zigzag(20_000_000) + b"\0" + _zigzag(1)  # 20M nulls from 5 bytes
     batch = [good[0], b"not framed", hostile, None, good[2]]
-    array, errors = decoder.decode([_record(v, i) for i, v in enumerate(batch)],
+    array, errors = decoder.decode(Chunk([_record(v, i) for i, v in enumerate(batch)]),
                                    MessageField.VALUE)
     assert decoder.fallbacks == 1
     assert sorted(errors) == [1, 2]

@@ -1,0 +1,169 @@
+"""Spark source read throughput: binary reads and Avro decoded into structs, side by side.
+
+Setup: a Tansu broker and the embedded Schema Registry are started; two topics with
+``--partitions`` partitions get ``--records`` records each (written once with
+confluent-kafka): raw 60-byte values, and Confluent-framed Avro ``Order`` records
+(id long, customer string, qty int, price double, note [null, string]). A ``local[2]``
+SparkSession then reads, ``--rounds`` times interleaved (best round counts):
+
+* ``binary count``: ``value.format=binary``, ``count()``;
+* ``avro count``: ``value.format=avro``, ``count()``;
+* ``avro sum(qty)``: ``value.format=avro``, ``sum(value.qty)`` (checked against the sum
+  written).
+
+Every read produces all columns (the data-source API has no column pruning), so count()
+measures the whole read. Figures are rows/s of the whole query, wall clock.
+
+Run:  .venv/bin/python benchmarks/spark.py [--records 500000] [--partitions 2] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = str(Path(__file__).resolve().parent.parent)
+sys.path.insert(0, ROOT)
+
+from kontrakt.registry import Schema, SchemaRegistryClient
+from kontrakt.registry.server import RegistryServer
+from kontrakt.testing import TansuBroker
+
+ORDER = ('{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}, '
+         '{"name": "customer", "type": "string"}, {"name": "qty", "type": "int"}, '
+         '{"name": "price", "type": "double"}, {"name": "note", "type": ["null", "string"]}]}')
+
+
+def produce(bootstrap: str, topic: str, partitions: int, values: Callable[[int], bytes],
+            count: int) -> None:
+    import confluent_kafka
+
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                                  "batch.num.messages": 10000, "batch.size": 1_000_000})
+    for i in range(count):
+        value = values(i)
+        while True:
+            try:
+                p.produce(topic, value, partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.05)
+    if p.flush(120):
+        raise RuntimeError("records left unsent")
+
+
+def avro_values(schema_id: int) -> Callable[[int], bytes]:
+    import json
+
+    from fastavro import parse_schema, schemaless_writer
+
+    parsed = parse_schema(json.loads(ORDER))
+    prefix = b"\0" + schema_id.to_bytes(4, "big")
+
+    def value(i: int) -> bytes:
+        out = io.BytesIO()
+        out.write(prefix)
+        schemaless_writer(out, parsed, {"id": i, "customer": f"customer-{i % 1000}",
+                                        "qty": i % 7, "price": i * 0.25,
+                                        "note": None if i % 3 else "gift wrap"})
+        return out.getvalue()
+    return value
+
+
+def session() -> Any:
+    from pyspark.sql import SparkSession
+
+    from kontrakt.spark import register
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    # The Python workers must import this checkout's kontrakt, not an installed one.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    spark = (SparkSession.builder.master("local[2]").appName("kontrakt-bench")
+             .config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.pyspark.python", sys.executable)
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.driver.memory", "1g")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    n = args.records
+    from pyspark.sql import functions as F
+
+    broker = TansuBroker().start()
+    try:
+        with RegistryServer() as registry:
+            tag = uuid.uuid4().hex[:8]
+            raw, orders = f"bench-raw-{tag}", f"bench-avro-{tag}"
+            for topic in (raw, orders):
+                broker.create_topic(topic, args.partitions)
+            with SchemaRegistryClient({"url": registry.url}) as client:
+                sid = client.register_schema(f"{orders}-value", Schema(ORDER, "AVRO"))
+            t = time.perf_counter()
+            produce(broker.bootstrap_servers, raw, args.partitions,
+                    lambda i: b"%060d" % i, n)
+            produce(broker.bootstrap_servers, orders, args.partitions, avro_values(sid), n)
+            print(f"produced 2 x {n:,} records in {time.perf_counter() - t:.1f} s",
+                  flush=True)
+            spark = session()
+
+            def load(topic: str, fmt: str) -> Any:
+                return (spark.read.format("kontrakt")
+                        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                        .option("schema.registry.url", registry.url)
+                        .option("subscribe", topic).option("value.format", fmt).load())
+
+            expected_qty = sum(i % 7 for i in range(n))
+
+            def avro_sum() -> int:
+                got = load(orders, "avro").agg(F.sum("value.qty")).collect()[0][0]
+                if got != expected_qty:
+                    raise RuntimeError(f"sum(qty) = {got}, expected {expected_qty}")
+                return n
+
+            cases: dict[str, Callable[[], int]] = {
+                "binary count": lambda: load(raw, "binary").count(),
+                "avro count": lambda: load(orders, "avro").count(),
+                "avro sum(qty)": avro_sum,
+            }
+            best: dict[str, float] = {}
+            for r in range(args.rounds):
+                for name, run in cases.items():
+                    t = time.perf_counter()
+                    rows = run()
+                    rate = rows / (time.perf_counter() - t)
+                    if rows != n:
+                        raise RuntimeError(f"{name}: {rows} rows, expected {n}")
+                    best[name] = max(best.get(name, 0.0), rate)
+                    print(f"round {r + 1}: {name:14s} {rate:12,.0f} rows/s", flush=True)
+            spark.stop()
+            print(f"\nbest of {args.rounds}, {n:,} records, {args.partitions} partitions, "
+                  "local[2]:")
+            for name, rate in best.items():
+                print(f"  {name:14s} {rate:12,.0f} rows/s")
+    finally:
+        broker.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -193,7 +193,7 @@ class AvroColumnDecoder(ColumnDecoder):
             self.fallbacks += 1
             return self._rows.decode(chunk, field)
         try:
-            return self._decode(_raw(chunk, field)), {}
+            return self.decode_payloads(_raw(chunk, field)), {}
         except Exception as exc:
             # Decoded again record by record: each record gets its own value or error.
             self.fallbacks += 1
@@ -201,7 +201,18 @@ class AvroColumnDecoder(ColumnDecoder):
                       len(chunk), type(exc).__name__, exc)
             return self._rows.decode(chunk, field)
 
-    def _decode(self, payloads: Sequence[Any]) -> pa.Array:
+    def decode_payloads(self, payloads: Sequence[Any]) -> pa.Array:
+        """Registry-framed Avro payloads (None: a null) as one array of the column's type:
+        the plain bytes-column → Arrow-array function (an ``arrow_udf`` over a column of
+        framed bytes can call it), without the row path's fallback.
+
+        Raises:
+            SerializationError: a payload that is not prefix-framed, or not a value of its
+                writer schema, or breaks the bounds.
+            NoColumnarPlan: a writer schema the reader schema cannot resolve.
+            SchemaRegistryError: a writer schema could not be fetched.
+            pyarrow.ArrowInvalid: a value that does not fit its column.
+        """
         from kontrakt.spark._avro_columns import null_appender
 
         columns = self._columns

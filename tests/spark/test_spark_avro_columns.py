@@ -309,6 +309,10 @@ def test_a_batch_the_columns_cannot_take_is_decoded_record_by_record(
     assert errors == {}
     assert array.to_pylist() == [{"xs": [None], "q": q} for q in range(3)]
     assert decoder.fallbacks == 0  # decoded column-wise
+    # the plain bytes -> array function (for an arrow_udf) gives the same, and raises
+    assert decoder.decode_payloads([*good, None]).to_pylist() == [*array.to_pylist(), None]
+    with pytest.raises(SerializationError, match="not a registry-framed"):
+        decoder.decode_payloads([good[0], b"\1not framed"])
 
     hostile = prefix + _zigzag(20_000_000) + b"\0" + _zigzag(1)  # 20M nulls from 5 bytes
     batch = [good[0], b"not framed", hostile, None, good[2]]

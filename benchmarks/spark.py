@@ -29,12 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = str(Path(__file__).resolve().parent.parent)
-sys.path.insert(0, ROOT)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kontrakt.registry import Schema, SchemaRegistryClient
 from kontrakt.registry.server import RegistryServer
 from kontrakt.testing import TansuBroker
+
+ROOT = str(Path(__file__).resolve().parent.parent)
 
 ORDER = ('{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}, '
          '{"name": "customer", "type": "string"}, {"name": "qty", "type": "int"}, '

@@ -4,12 +4,18 @@ coroutine."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import logging
+from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["wait_event", "wait_within"]
+log = logging.getLogger("kontrakt.client")
+
+__all__ = ["CANCEL_WAIT", "cancel_and_wait", "wait_event", "wait_within"]
 
 _T = TypeVar("_T")
+
+#: Seconds a close waits for background tasks it cancelled to end.
+CANCEL_WAIT = 2.0
 
 
 async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
@@ -68,3 +74,27 @@ async def wait_within(coro: Coroutine[Any, Any, _T], timeout: float) -> _T:
 def _retrieve(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]],
+                          timeout: float = CANCEL_WAIT) -> None:
+    """Cancel ``tasks`` and wait at most ``timeout`` seconds for them to end (their
+    outcomes, errors included, are nobody's), so that a close stays bounded.
+
+    A task whose cancellation was swallowed (``asyncio.wait_for`` on Python < 3.12 can
+    return normally when the cancellation comes in the turn its awaitable finishes) would
+    otherwise keep a close waiting forever: it is left running and logged instead.
+    """
+    tasks = list(tasks)
+    pending = [t for t in tasks if not t.done()]
+    for t in pending:
+        t.cancel()
+    if pending:
+        _, late = await asyncio.wait(pending, timeout=timeout)
+        for t in late:
+            log.warning("background task %r did not end within %.1fs of its cancellation",
+                        t, timeout)
+            t.add_done_callback(_retrieve)
+    for t in tasks:
+        if t.done() and not t.cancelled():
+            t.exception()  # retrieved: not reported as never retrieved

@@ -6,7 +6,6 @@ hatch that sends any protocol message.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import ssl
@@ -19,7 +18,7 @@ from kontrakt._config import COMMON_OPTIONS, SECURITY_OPTIONS, ClientConfig, Opt
 from kontrakt.clients._net.connection import BrokerConnection, ConnectionSettings
 from kontrakt.clients._net.security import TlsHandshakeError, build_sasl, build_ssl_context
 from kontrakt.clients._sync import LoopThread, close_sync, ensure_started
-from kontrakt.clients._wait import wait_event
+from kontrakt.clients._wait import cancel_and_wait, wait_event, wait_within
 from kontrakt.clients.cluster import BrokerInfo, ClusterMetadata, parse_bootstrap
 from kontrakt.errors import (
     IllegalStateError,
@@ -180,9 +179,7 @@ class AsyncKafkaClient:
             return
         self._closed = True
         if self._metadata_task is not None:
-            self._metadata_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._metadata_task
+            await cancel_and_wait([self._metadata_task])
         for fut in self._refresh_waiters:
             if not fut.done():
                 fut.set_exception(IllegalStateError("client closed"))
@@ -190,9 +187,7 @@ class AsyncKafkaClient:
         conns: list[BrokerConnection] = []
         for state in [*self._nodes.values(), *self._coordinator_nodes.values()]:
             if state.connecting is not None and not state.connecting.done():
-                state.connecting.cancel()
-                with contextlib.suppress(BaseException):
-                    await state.connecting
+                await cancel_and_wait([state.connecting])
             if state.conn is not None:
                 conns.append(state.conn)
         self._nodes.clear()
@@ -438,7 +433,7 @@ class AsyncKafkaClient:
             try:
                 # Bounded as a whole: connecting has a timeout of its own
                 # (socket.connection.setup.timeout.ms) that may be longer.
-                resp = await asyncio.wait_for(
+                resp = await wait_within(
                     self._send(req, node=node, timeout=remaining), remaining)
                 if resp.error_code:
                     raise for_code(resp.error_code)("metadata request failed")

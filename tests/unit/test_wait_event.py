@@ -1,5 +1,5 @@
 """wait_event and wait_within: timed waits on an asyncio.Event or a coroutine that never
-swallow a cancellation."""
+swallow a cancellation; cancel_and_wait: a close's bounded wait for tasks it cancels."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from kontrakt.clients._wait import wait_event, wait_within
+from kontrakt.clients._wait import cancel_and_wait, wait_event, wait_within
 
 Waiter = Callable[[asyncio.Event, float], Awaitable[object]]
 
@@ -126,3 +126,41 @@ def test_wait_within_results() -> None:
         assert len(asyncio.all_tasks()) == before  # the timed-out ones were cancelled
 
     asyncio.run(main())
+
+
+def test_cancel_and_wait_is_bounded_by_a_task_that_swallows_its_cancellation(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A background task that goes on after its cancellation (as one awaiting
+    asyncio.wait_for could, before Python 3.12) used to keep the consumer's and the client's
+    close() waiting forever (seen once in CI: a Spark planner's consumer close hung past the
+    test timeout); now the close goes on after the bound, and says which task was left."""
+    async def stubborn(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(10)
+
+    async def ordinary() -> None:
+        await asyncio.sleep(10)
+
+    async def failed() -> None:
+        raise KeyError("x")
+
+    async def main() -> float:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        tasks = [loop.create_task(stubborn(stop)), loop.create_task(ordinary()),
+                 loop.create_task(failed())]
+        await asyncio.sleep(0)
+        start = loop.time()
+        await cancel_and_wait(tasks, timeout=0.2)
+        took = loop.time() - start
+        assert not tasks[0].done() and tasks[1].cancelled() and tasks[2].done()
+        stop.set()
+        tasks[0].cancel()
+        await asyncio.wait([tasks[0]], timeout=5)
+        return took
+
+    with caplog.at_level("WARNING", logger="kontrakt.client"):
+        took = asyncio.run(main())
+    assert 0.2 <= took < 2.0
+    assert "did not end within 0.2s of its cancellation" in caplog.text

@@ -25,7 +25,6 @@ seek bumps the partition's ``gen``; fetched data of an older gen is dropped, nev
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 import time
@@ -34,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
-from kontrakt.clients._wait import wait_event
+from kontrakt.clients._wait import cancel_and_wait, wait_event
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
 from kontrakt.clients.consumer._decoding import (
     HEADER_COST,
@@ -426,13 +425,9 @@ class Fetcher:
 
     async def close(self) -> None:
         """Stop fetching; in-flight fetches are cancelled."""
-        tasks = [t for t in (self._task, self._resolving, self._resetting, self._validating,
-                             *self._inflight.values(), *self._decoding) if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(BaseException):
-                await t
+        await cancel_and_wait(
+            t for t in (self._task, self._resolving, self._resetting, self._validating,
+                        *self._inflight.values(), *self._decoding) if t is not None)
         if self._timer is not None:
             self._timer.cancel()
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from kontrakt.errors import ConfigError, SerializationError
 
-__all__ = ["LIMIT_DEFAULTS", "AvroBounds", "check_limits"]
+__all__ = ["LIMIT_DEFAULTS", "AvroBounds", "check_limits", "collect_named_types"]
 
 #: The deserializer config keys of the bounds and their defaults.
 LIMIT_DEFAULTS: dict[str, int] = {
@@ -66,6 +66,28 @@ def check_limits(conf: Mapping[str, Any], owner: str) -> tuple[int, int, int]:
             raise ConfigError(f"{owner}: {key} must be a positive int, got {value!r}")
         out.append(value)
     return out[0], out[1], out[2]
+
+
+def collect_named_types(t: Any, named: dict[str, Any]) -> None:
+    """Add every named type (record, error, enum, fixed) defined inside the parsed Avro
+    schema ``t`` to ``named`` by its name (fastavro's parsed form defines each in place),
+    keeping entries already there."""
+    if isinstance(t, list):
+        for branch in t:
+            collect_named_types(branch, named)
+    elif isinstance(t, dict):
+        kind = t.get("type")
+        if kind in ("record", "error", "enum", "fixed") and isinstance(t.get("name"), str):
+            named.setdefault(t["name"], t)
+        if kind in ("record", "error"):
+            for f in t.get("fields", ()):
+                collect_named_types(f["type"], named)
+        elif kind == "array":
+            collect_named_types(t["items"], named)
+        elif kind == "map":
+            collect_named_types(t["values"], named)
+        elif isinstance(kind, (dict, list)):
+            collect_named_types(kind, named)
 
 
 class _Unbounded(Exception):
@@ -127,7 +149,7 @@ class AvroBounds:
         self.named: dict[str, Any] = {}
         if isinstance(writer, dict):
             self.named.update(writer.get("__named_schemas") or {})
-        self._collect(writer)
+        collect_named_types(writer, self.named)
         try:
             #: payloads up to this many bytes need no scan (-1: every payload is scanned;
             #: None: the schema cannot be analysed, payloads are not checked)
@@ -165,25 +187,6 @@ class AvroBounds:
                 f"limit (max.nesting.depth is {self.max_depth})") from None
 
     # -- analysis ------------------------------------------------------------------------
-    def _collect(self, t: Any) -> None:
-        """Record every named type defined inside ``t`` (fastavro defines each in place)."""
-        if isinstance(t, list):
-            for branch in t:
-                self._collect(branch)
-        elif isinstance(t, dict):
-            kind = t.get("type")
-            if kind in ("record", "error", "enum", "fixed") and isinstance(t.get("name"), str):
-                self.named.setdefault(t["name"], t)
-            if kind in ("record", "error"):
-                for f in t.get("fields", ()):
-                    self._collect(f["type"])
-            elif kind == "array":
-                self._collect(t["items"])
-            elif kind == "map":
-                self._collect(t["values"])
-            elif isinstance(kind, (dict, list)):
-                self._collect(kind)
-
     def _resolve(self, t: Any) -> Any:
         while True:
             if isinstance(t, str):

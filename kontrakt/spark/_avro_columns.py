@@ -47,6 +47,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kontrakt.serde._avro_bounds import collect_named_types
 from kontrakt.spark._avro_tree import (
     MAX_ITEMS,
     NAMED,
@@ -78,7 +79,7 @@ class _Codegen:
 
     def __init__(self, writer: Any, named: Mapping[str, Any]) -> None:
         self.named = dict(named)
-        self._collect(writer)
+        collect_named_types(writer, self.named)
         self.env: dict[str, Any] = {
             "_F": struct.Struct("<f").unpack_from,
             "_D": struct.Struct("<d").unpack_from, "fail": fail, "corrupt": corrupt,
@@ -88,24 +89,6 @@ class _Codegen:
         self.skips: dict[str, str] = {}  # writer record name -> skip function name
         self.functions: list[str] = []
         self._n = 0
-
-    def _collect(self, t: Any) -> None:
-        if isinstance(t, list):
-            for b in t:
-                self._collect(b)
-        elif isinstance(t, dict):
-            kind = t.get("type")
-            if kind in NAMED and isinstance(t.get("name"), str):
-                self.named.setdefault(t["name"], t)
-            if kind in ("record", "error"):
-                for f in t.get("fields", ()):
-                    self._collect(f["type"])
-            elif kind == "array":
-                self._collect(t["items"])
-            elif kind == "map":
-                self._collect(t["values"])
-            elif isinstance(kind, (dict, list)):
-                self._collect(kind)
 
     def deref(self, s: Any) -> Any:
         while isinstance(s, str) and s not in PRIMITIVES:

@@ -313,8 +313,10 @@ def test_jsonata_migrations_agree_both_ways(clients: tuple[Any, SchemaRegistryCl
     client.set_compatibility(subject, "NONE")  # a rename is a breaking change
     client.register_schema(subject, Schema(v1, "AVRO", metadata=Metadata(
         properties={"major": "1"})))
-    client.register_schema(subject, Schema(v2, "AVRO", rule_set=RuleSet(
-        migration_rules=(up, down))))
+    # v2 names its own major version: without it, it would carry v1's metadata forward
+    # (as Confluent's server does) and be found by "major": "1" too.
+    client.register_schema(subject, Schema(v2, "AVRO", metadata=Metadata(
+        properties={"major": "2"}), rule_set=RuleSet(migration_rules=(up, down))))
     ours_reg, theirs_reg = RuleRegistry(), CRuleRegistry()
     ours_reg.register_executor(JsonataExecutor())
     theirs_reg.register_executor(CJsonataExecutor())

@@ -32,6 +32,7 @@ from kontrakt.registry._errors import (
     VersionSoftDeletedError,
 )
 from kontrakt.registry._models import Schema, SchemaReference
+from kontrakt.registry.server._contracts import has_defaults_or_overrides, populate
 from kontrakt.registry.server._settings import (
     SettingsMixin,
     qualify,
@@ -106,6 +107,15 @@ class _Parsed:
     stored: str
     key: str
     resolved: list[tuple[str, str, str]]
+    #: the schema type and text the identity key is made of (see :meth:`with_contract`)
+    ident: tuple[str, str]
+
+    def with_contract(self, meta: dict[str, Any] | None, rules: dict[str, Any] | None
+                      ) -> _Parsed:
+        """The same schema with other metadata and rule set (and so another identity)."""
+        model = Schema.from_dict({**self.model.to_dict(), "metadata": meta, "ruleSet": rules})
+        key = identity_key(*self.ident, self.refs_json, {"m": meta, "r": rules})
+        return _Parsed(model, self.refs_json, self.stored, key, self.resolved, self.ident)
 
 
 def default_compatibility_checker(new: Schema, previous: list[Any], level: str,
@@ -331,7 +341,7 @@ class RegistryState(SettingsMixin):
         model = Schema.from_dict({"schema": stored, "schemaType": inp.schema_type,
                                   "references": refs_json, "metadata": inp.meta,
                                   "ruleSet": inp.rules})
-        return _Parsed(model, refs_json, stored, key, inp.resolved)
+        return _Parsed(model, refs_json, stored, key, inp.resolved, (inp.schema_type, text))
 
     def _parse_input(self, subject: str, body: Any, normalize: bool) -> _Parsed:
         """:meth:`_prepare_input` under the lock, then :meth:`_complete_input` outside it."""
@@ -440,7 +450,6 @@ class RegistryState(SettingsMixin):
             self._check_writable(subject)
             inp = self._prepare_input(subject, body)
         parsed = self._complete_input(subject, inp, normalize)
-        key = parsed.key
         with self.subject_lock(subject):
             with self.lock:
                 self._check_writable(subject)
@@ -449,14 +458,22 @@ class RegistryState(SettingsMixin):
                 importing = self.mode_for(subject) == "IMPORT"
                 want_id = body.get("id")
                 want_version = body.get("version")
-                if (want_id is not None or want_version is not None) and not importing:
+                if want_id is not None and not importing:
                     raise OperationNotPermittedError(
-                        422, 42205, f"Subject {subject} is not in import mode; id and "
-                        "version cannot be given")
+                        422, 42205, f"Subject {subject} is not in import mode; an id "
+                        "cannot be given")
+                if want_version is not None and not importing:
+                    want_version = self._check_next_version(subject, sub, want_version)
+                modified = False
+                if not importing:
+                    found, parsed, modified = self._apply_contract(
+                        subject, sub, parsed, inp, want_version)
+                    if found is not None:
+                        return found
+                key = parsed.key
                 same = sub.by_key.get(key)
                 if same is not None:
-                    return {"id": same.id, "version": same.version,
-                            "guid": ctx.schemas[same.id].guid}
+                    return self._registered(ctx, subject, same, modified)
                 level = self.level_for(subject)
                 previous = [] if importing else self._to_check(ctx, sub, level)
             # The subject lock keeps the subject's versions as they were read above.
@@ -466,7 +483,75 @@ class RegistryState(SettingsMixin):
                     409, 40901, f"Schema being registered is incompatible with an earlier "
                     f"schema for subject \"{subject}\", details: {messages}")
             with self.lock:
-                return self._commit_version(subject, parsed, want_id, want_version)
+                done = self._commit_version(subject, parsed, want_id, want_version)
+                if not modified:
+                    return done
+                ctx, name = self._ctx(subject)
+                version = next(v for v in ctx.subjects[name].versions
+                               if v.version == done["version"])
+                return self._registered(ctx, subject, version, True)
+
+    def _config_in_scope(self, subject: str) -> dict[str, Any]:
+        """The subject's config if it has one, else the global one (as Confluent's
+        ``getConfigInScope``: the first that exists, not a merge)."""
+        ctx, name = self._ctx(subject)
+        sub = ctx.subjects.get(name)
+        if sub is not None and sub.config:
+            return sub.config
+        return self.global_config
+
+    @staticmethod
+    def _check_next_version(subject: str, sub: _Subject, want: Any) -> int:
+        """A version named outside import mode must be the next one (optimistic writers
+        pin ``confluent:version`` this way; Confluent answers the same)."""
+        following = (sub.versions[-1].version if sub.versions else 0) + 1
+        if not isinstance(want, int) or isinstance(want, bool) or want != following:
+            raise InvalidSchemaError(
+                422, 42201, f"Version {want!r} is not one more than the previous version of "
+                f"subject {subject} (expected {following})")
+        return want
+
+    def _apply_contract(self, subject: str, sub: _Subject, parsed: _Parsed, inp: _Input,
+                        want_version: int | None
+                        ) -> tuple[dict[str, Any] | None, _Parsed, bool]:
+        """Apply the config's metadata and rule-set defaults and overrides and the previous
+        version's contract to a registration (under :attr:`lock` and the subject's lock).
+
+        Returns:
+            The answer when the subject already holds the schema (found as sent, or with
+            the previous version's contract, as Confluent's lookup before registering
+            does when the config has no defaults or overrides), else ``None``; the schema
+            to register; whether its metadata or rule set differ from the request's.
+        """
+        config = self._config_in_scope(subject)
+        latest = sub.latest_live()
+        ctx, _ = self._ctx(subject)
+        previous = None
+        if latest is not None:
+            rec = ctx.schemas[latest.id]
+            previous = (rec.metadata, rec.rule_set)
+        if not has_defaults_or_overrides(config) and want_version is None:
+            same = sub.by_key.get(parsed.key)
+            if same is None and previous is not None:
+                meta, rules = populate(config, inp.meta, inp.rules, previous, None, False)
+                same = sub.by_key.get(parsed.with_contract(meta, rules).key)
+            if same is not None:
+                return self._registered(ctx, subject, same, False), parsed, False
+        new_version = max((v.version for v in sub.versions), default=0) + 1
+        meta, rules = populate(config, inp.meta, inp.rules, previous, new_version,
+                               want_version is not None)
+        if (meta, rules) == (inp.meta, inp.rules):
+            return None, parsed, False
+        return None, parsed.with_contract(meta, rules), True
+
+    def _registered(self, ctx: _Context, subject: str, v: _Version, full: bool
+                    ) -> dict[str, Any]:
+        """A registration's answer: id, version and guid, and the whole schema when the
+        registry changed its metadata or rule set (Confluent's clients cache what it
+        answers)."""
+        if full:
+            return self._version_json(ctx, subject, v)
+        return {"id": v.id, "version": v.version, "guid": ctx.schemas[v.id].guid}
 
     def _commit_version(self, subject: str, parsed: _Parsed, want_id: Any, want_version: Any
                         ) -> dict[str, Any]:
@@ -602,13 +687,24 @@ class RegistryState(SettingsMixin):
         """
         with self.lock:
             self._subject(subject, deleted=deleted)
-        key = self._parse_input(subject, body, normalize).key
+            inp = self._prepare_input(subject, body)
+        parsed = self._complete_input(subject, inp, normalize)
         with self.lock:
             ctx, sub = self._subject(subject, deleted=deleted)
+            keys = [parsed.key]
+            latest = sub.latest_live()
+            if latest is not None:
+                # As Confluent's lookup: a schema sent without the contract the subject
+                # carries forward is found with it.
+                rec = ctx.schemas[latest.id]
+                keys.append(parsed.with_contract(*populate(
+                    self._config_in_scope(subject), inp.meta, inp.rules,
+                    (rec.metadata, rec.rule_set), None, False)).key)
             pool = sub.versions if deleted else sub.live()
-            for v in sorted(pool, key=lambda x: x.version):
-                if ctx.schemas[v.id].key == key:
-                    return self._version_json(ctx, subject, v)
+            for key in keys:
+                for v in sorted(pool, key=lambda x: x.version):
+                    if ctx.schemas[v.id].key == key:
+                        return self._version_json(ctx, subject, v)
         raise SchemaNotFoundError(404, 40403, "Schema not found")
 
     def get_version(self, subject: str, version: int | None, deleted: bool) -> dict[str, Any]:

@@ -28,6 +28,17 @@ _Handler = Callable[["_Req"], Any]
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+#: What ``/v1/metadata/id`` names the registry (Confluent's default group id is
+#: ``schema-registry``; an embedded registry stores no Kafka cluster id).
+_CLUSTER_ID = "kontrakt-embedded-registry"
+
+
+def _version() -> str:
+    from kontrakt import __version__
+
+    return __version__
+
+
 def _subject_param(raw: str) -> str:
     """A percent-decoded subject name from one path segment.
 
@@ -170,6 +181,10 @@ class RegistryApp:
             r.args[0], r.body, r.flag("force")))
         add("DELETE", f"mode/{s}", lambda r: self.state.delete_mode(r.args[0]))
         add("GET", "contexts", lambda r: _page(self.state.context_names(), r))
+        # Confluent's server metadata: clients and tools read the cluster id and version.
+        add("GET", "v1/metadata/id", lambda r: {"id": "", "scope": {"path": [], "clusters": {
+            "kafka-cluster": "", "schema-registry-cluster": _CLUSTER_ID}}})
+        add("GET", "v1/metadata/version", lambda r: {"version": _version(), "commitId": ""})
         add("DELETE", f"contexts/{v}", self._delete_context)
 
     def _add(self, method: str, pattern: str, handler: _Handler, own_lock: bool = False

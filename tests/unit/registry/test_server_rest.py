@@ -502,3 +502,16 @@ def test_delete_context_only_when_empty(http: httpx.Client, tmp_path: Any) -> No
     assert err(http.delete("/contexts/%2E")) == (422, 42205)  # "." itself
     # The connection stays usable after a bodiless answer.
     assert http.get("/contexts").json() == ["."]
+
+
+def test_server_metadata_endpoints(http: httpx.Client) -> None:
+    """GET /v1/metadata/id and /v1/metadata/version answer in Confluent's shapes."""
+    from kontrakt import __version__
+
+    got = http.get("/v1/metadata/id")
+    assert got.status_code == 200
+    assert got.json()["id"] == ""
+    assert got.json()["scope"]["path"] == []
+    assert got.json()["scope"]["clusters"]["schema-registry-cluster"]
+    assert http.get("/v1/metadata/version").json() == {"version": __version__, "commitId": ""}
+    assert http.post("/v1/metadata/id", json={}).status_code == 405

@@ -240,7 +240,7 @@ def test_futures_and_callbacks_resolve_exactly_once() -> None:
     fut2 = p._append("t", b"v", b"k", 0, 124, None, None)
     calls: list[RecordFuture] = []
     fut.add_done_callback(calls.append)
-    assert not fut.done() and not fut.cancel() and not fut.cancelled()
+    assert not fut.done() and not fut.cancelled()
     batch = fut._batch
     assert batch.complete(40, -1) is True
     assert batch.complete(0, -1, ProduceError("late")) is False  # second resolution ignored

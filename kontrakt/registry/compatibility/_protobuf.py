@@ -4,13 +4,19 @@ Differences between the original and the update get Confluent's type names.
 
 Compatible: a changed package (names are not on the wire), adding or moving messages, adding
 or removing enums and enum constants, adding, removing or renaming (optional) fields, changing
-the label of a string/bytes or message field, adding or removing oneofs, adding oneof members.
+the label of a string/bytes or message field, adding or removing oneofs (a oneof deleted with
+all its members), adding oneof members, moving a member out of its oneof.
 
 Incompatible: a removed message, a field whose kind (scalar / message / map) or wire-compatible
 scalar group changes, a message-typed field whose type is renamed or changes incompatibly,
-adding or removing a required field, removing a oneof member, moving several existing fields
-into one oneof or one field into an existing oneof, and changing a numeric field between
-repeated and singular (packed encoding).
+adding or removing a required field, removing a oneof member (also when its oneof is renamed or
+merged and other members survive), a oneof whose existing members come from more than one
+original group (a top-level field each, or one original oneof): several top-level fields moved
+into one oneof, or fields joined from different oneofs / a oneof and a top-level field, and
+changing a numeric field between repeated and singular (packed encoding).
+
+Fields are compared by number across the whole message, whatever oneof holds them, so a
+renamed or merged oneof cannot hide a change (Confluent's current MessageSchemaDiff).
 
 Scalar groups (values of one group can be read as another): int32/int64/uint32/uint64/bool and
 enums; sint32/sint64; string/bytes; fixed32/sfixed32; fixed64/sfixed64; float; double.
@@ -25,6 +31,7 @@ from kontrakt.registry.compatibility._proto_parser import (
     ProtoEnum,
     ProtoField,
     ProtoMessage,
+    ProtoOneOf,
     ProtoSchema,
     resolve_type,
 )
@@ -37,7 +44,7 @@ COMPATIBLE_CHANGES = frozenset({
     "MESSAGE_ADDED", "MESSAGE_MOVED", "ENUM_ADDED", "ENUM_REMOVED", "ENUM_CONST_ADDED",
     "ENUM_CONST_CHANGED", "ENUM_CONST_REMOVED", "FIELD_ADDED", "FIELD_REMOVED",
     "FIELD_NAME_CHANGED", "FIELD_STRING_OR_BYTES_LABEL_CHANGED", "ONEOF_ADDED",
-    "ONEOF_REMOVED", "ONEOF_FIELD_ADDED",
+    "ONEOF_REMOVED", "ONEOF_FIELD_ADDED", "ONEOF_FIELD_MOVED_TO_TOP_LEVEL",
 })
 _GROUPS = {
     "int32": "GENERAL_NUMBER", "int64": "GENERAL_NUMBER", "uint32": "GENERAL_NUMBER",
@@ -136,65 +143,68 @@ def _compare_message(ctx: _Ctx, original: ProtoMessage, update: ProtoMessage) ->
 
 
 def _compare_fields(ctx: _Ctx, original: ProtoMessage, update: ProtoMessage) -> None:
-    o_top = {f.tag: f for f in original.fields}
-    u_top = {f.tag: f for f in update.fields}
-    o_all = dict(o_top)
-    u_all = dict(u_top)
-    o_oneof_of: dict[int, str] = {}
-    u_oneof_of: dict[int, str] = {}
-    for oneof in original.oneofs:
-        for f in oneof.fields:
-            o_all[f.tag] = f
-            o_oneof_of[f.tag] = oneof.name
-    o_in_oneofs = set(o_oneof_of)
+    # Every field is compared by number across the whole message, whatever oneof holds it, so
+    # that a oneof renamed, merged or left cannot hide a removal or a type change.
+    o_all, o_oneof_of, o_oneofs = _members(original)
+    u_all, u_oneof_of, u_oneofs = _members(update)
+    # A oneof gone by name with none of its members left anywhere was deleted as a whole (old
+    # data under it is ignored, as for removed fields); one whose members partly survive lost
+    # the others.
+    deleted = {name for name, oneof in o_oneofs.items()
+               if name not in u_oneofs and not any(f.tag in u_all for f in oneof.fields)}
     for oneof in update.oneofs:
-        moved = existing = 0
+        # Old data may set any two fields that were not in one oneof: a oneof whose existing
+        # members come from more than one such group makes them exclude each other.
+        groups: set[tuple[str, object]] = set()
+        moved_in = 0
         for f in oneof.fields:
-            u_all[f.tag] = f
-            u_oneof_of[f.tag] = oneof.name
-            if o_top.pop(f.tag, None) is not None:
-                moved += 1  # not reported as removed: it moved into this oneof
-            elif f.tag in o_in_oneofs:
-                existing += 1
-        if moved > 1:
-            ctx.add("MULTIPLE_FIELDS_MOVED_TO_ONEOF", oneof.name)
-        elif moved == 1 and existing > 0:
-            ctx.add("FIELD_MOVED_TO_EXISTING_ONEOF", oneof.name)
-    o_oneofs = {o.name: o for o in original.oneofs}
-    u_oneofs = {o.name: o for o in update.oneofs}
-    for name in dict.fromkeys([*o_oneofs, *u_oneofs]):
+            if f.tag in o_oneof_of:
+                groups.add(("oneof", o_oneof_of[f.tag]))
+            elif f.tag in o_all:
+                groups.add(("field", f.tag))
+                moved_in += 1
+        if len(groups) > 1:
+            ctx.add("MULTIPLE_FIELDS_MOVED_TO_ONEOF" if moved_in > 1
+                    else "FIELD_MOVED_TO_EXISTING_ONEOF", oneof.name)
+    for name in sorted(set(o_oneofs) | set(u_oneofs)):
         if name not in u_oneofs:
             ctx.add("ONEOF_REMOVED", name)
         elif name not in o_oneofs:
             ctx.add("ONEOF_ADDED", name)
-        else:
-            before = {f.tag: f for f in o_oneofs[name].fields}
-            after = {f.tag: f for f in u_oneofs[name].fields}
-            for tag in sorted(set(before) | set(after)):
-                if tag not in after:
-                    if tag not in u_all:  # moved elsewhere is not a removal
-                        ctx.add("ONEOF_FIELD_REMOVED", name, str(tag))
-                elif tag not in before:
-                    ctx.add("ONEOF_FIELD_ADDED", name, str(tag))
-                else:
-                    _compare_field(ctx, before[tag], after[tag], original, update, name)
-    for tag in sorted(set(o_top) | set(u_top)):
-        of, uf = o_top.get(tag), u_top.get(tag)
+    for tag in sorted(set(o_all) | set(u_all)):
+        of, uf = o_all.get(tag), u_all.get(tag)
+        oo, uo = o_oneof_of.get(tag), u_oneof_of.get(tag)
         if uf is None:
             assert of is not None
-            ctx.add("REQUIRED_FIELD_REMOVED" if of.label == "required" else "FIELD_REMOVED",
-                    str(tag))
+            if oo is None:
+                ctx.add("REQUIRED_FIELD_REMOVED" if of.label == "required" else "FIELD_REMOVED",
+                        str(tag))
+            elif oo not in deleted:
+                ctx.add("ONEOF_FIELD_REMOVED", oo, str(tag))
         elif of is None:
-            ctx.add("REQUIRED_FIELD_ADDED" if uf.label == "required" else "FIELD_ADDED",
-                    str(tag))
+            if uo is not None:
+                ctx.add("ONEOF_FIELD_ADDED", uo, str(tag))
+            else:
+                ctx.add("REQUIRED_FIELD_ADDED" if uf.label == "required" else "FIELD_ADDED",
+                        str(tag))
         else:
-            _compare_field(ctx, of, uf, original, update)
-    # Fields whose oneof membership changed are compared by number too.
-    for tag in sorted(set(o_all) & set(u_all)):
-        oo, uo = o_oneof_of.get(tag), u_oneof_of.get(tag)
-        if (oo is None and uo is None) or (oo is not None and oo == uo):
-            continue
-        _compare_field(ctx, o_all[tag], u_all[tag], original, update)
+            if oo is not None and uo is None:
+                # Out of a oneof: same number and type, only the exclusion is relaxed.
+                ctx.add("ONEOF_FIELD_MOVED_TO_TOP_LEVEL", str(tag))
+            # Reported where the field is now: under its oneof when it is a member.
+            _compare_field(ctx, of, uf, original, update, *((uo,) if uo is not None else ()))
+
+
+def _members(message: ProtoMessage) -> tuple[
+        dict[int, ProtoField], dict[int, str], dict[str, ProtoOneOf]]:
+    """Every field by number (top level and oneof members), each member's oneof, the oneofs."""
+    by_tag = {f.tag: f for f in message.fields}
+    oneof_of: dict[int, str] = {}
+    for oneof in message.oneofs:
+        for f in oneof.fields:
+            by_tag[f.tag] = f
+            oneof_of[f.tag] = oneof.name
+    return by_tag, oneof_of, {o.name: o for o in message.oneofs}
 
 
 def _kind(schema: ProtoSchema, ftype: str, scope: str) -> tuple[str, str]:

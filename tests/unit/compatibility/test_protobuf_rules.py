@@ -114,6 +114,97 @@ def test_rule_both_directions(old: str, new: str, backward: set[str], forward: s
     assert errors(old, new, "FULL_TRANSITIVE") == backward | forward
 
 
+M = "message M {{ {} }}"
+# Oneof membership (Confluent's current MessageSchemaDiff): every field is compared by number
+# across the whole message. A oneof whose existing members come from more than one original
+# group (one group per original oneof, one per original top-level field; new fields do not
+# count) makes fields exclusive that old data may hold together: MULTIPLE_FIELDS_MOVED_TO_ONEOF
+# when several of them were top-level, else FIELD_MOVED_TO_EXISTING_ONEOF. A member gone from
+# the message is ONEOF_FIELD_REMOVED unless its whole oneof was deleted (no member left
+# anywhere, ONEOF_REMOVED only); a member moved to top level is ONEOF_FIELD_MOVED_TO_TOP_LEVEL
+# (compatible). Before, Kontrakt matched oneofs by name only and answered "compatible" to the
+# first four cases.
+ONEOF_CASES = [
+    # b leaves x for y, where c is: b and c were independent. Back: a and b meet again in x.
+    ("field moved between oneofs",
+     proto(M.format("oneof x { string a = 1; string b = 2; } oneof y { int32 c = 3; }")),
+     proto(M.format("oneof x { string a = 1; } oneof y { string b = 2; int32 c = 3; }")),
+     {"FIELD_MOVED_TO_EXISTING_ONEOF"}, {"FIELD_MOVED_TO_EXISTING_ONEOF"}),
+    # x is deleted, its member a joins y: a and c were independent. Back: splitting y into x
+    # and y only relaxes the exclusion.
+    ("field moved into an existing oneof from a deleted one",
+     proto(M.format("oneof x { string a = 1; } oneof y { int32 c = 3; }")),
+     proto(M.format("oneof y { string a = 1; int32 c = 3; }")),
+     {"FIELD_MOVED_TO_EXISTING_ONEOF"}, OK),
+    ("oneofs merged under a new name",
+     proto(M.format("oneof x { string a = 1; } oneof y { int32 c = 3; }")),
+     proto(M.format("oneof z { string a = 1; int32 c = 3; }")),
+     {"FIELD_MOVED_TO_EXISTING_ONEOF"}, OK),
+    # x renamed y and b dropped: b is lost (x is not deleted as a whole, a survives). Back: b
+    # is a new member of x (ONEOF_FIELD_ADDED).
+    ("oneof member dropped while the oneof is renamed",
+     proto(M.format("oneof x { string a = 1; string b = 2; }")),
+     proto(M.format("oneof y { string a = 1; }")), {"ONEOF_FIELD_REMOVED"}, OK),
+    # A oneof deleted with all its members is ONEOF_REMOVED only (like removing fields).
+    ("whole oneof deleted",
+     proto(M.format("int32 k = 9; oneof x { string a = 1; string b = 2; }")),
+     proto(M.format("int32 k = 9;")), OK, OK),
+    ("oneof renamed, members kept",
+     proto(M.format("oneof x { string a = 1; string b = 2; }")),
+     proto(M.format("oneof y { string a = 1; string b = 2; }")), OK, OK),
+    # Renaming cannot hide a type change: a is compared by number.
+    ("oneof renamed and a member's type changed",
+     proto(M.format("oneof x { string a = 1; int32 b = 2; }")),
+     proto(M.format("oneof y { string a = 1; sint32 b = 2; }")),
+     {"FIELD_SCALAR_KIND_CHANGED"}, {"FIELD_SCALAR_KIND_CHANGED"}),
+    # Out of the oneof is compatible; into one that holds another old member is not.
+    ("member moved out to top level",
+     proto(M.format("oneof x { string a = 1; string b = 2; }")),
+     proto(M.format("string a = 1; oneof x { string b = 2; }")),
+     OK, {"FIELD_MOVED_TO_EXISTING_ONEOF"}),
+    # One top-level field into a new oneof with a new field: one group, compatible. Back, x
+    # goes away but a survives, so n is a member removed.
+    ("field and a new member into a new oneof",
+     proto(M.format("string a = 1; string b = 2;")),
+     proto(M.format("string a = 1; oneof x { string b = 2; int32 n = 5; }")),
+     OK, {"ONEOF_FIELD_REMOVED"}),
+    # A oneof member removed / added keeps its plain rule under the new comparison.
+    ("oneof member removed", proto(M.format("oneof x { string a = 1; int32 b = 2; }")),
+     proto(M.format("oneof x { string a = 1; }")), {"ONEOF_FIELD_REMOVED"}, OK),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "backward", "forward"),
+                         [c[1:] for c in ONEOF_CASES], ids=[c[0] for c in ONEOF_CASES])
+def test_oneof_membership_as_confluent(old: str, new: str, backward: set[str],
+                                       forward: set[str]) -> None:
+    assert errors(old, new, "BACKWARD") == backward
+    assert errors(old, new, "FORWARD") == forward
+    assert errors(old, new, "FULL_TRANSITIVE") == backward | forward
+
+
+def test_oneof_paths_name_the_oneof() -> None:
+    old = proto(M.format("oneof x { string a = 1; string b = 2; } oneof y { int32 c = 3; }"))
+    new = proto(M.format("oneof y { string b = 2; int32 c = 3; }"))
+    result = check_compatibility(S(new), [S(old)], "BACKWARD")
+    assert [(i.error_type, i.path) for i in result.incompatibilities] == [
+        ("FIELD_MOVED_TO_EXISTING_ONEOF", "#/M/y"), ("ONEOF_FIELD_REMOVED", "#/M/x/1")]
+
+
+def test_package_change_with_qualified_names_is_compatible() -> None:
+    # Confluent's current SchemaDiff lists PACKAGE_CHANGED among the compatible changes (names
+    # are not on the wire; older releases did not): fully qualified references to the
+    # message's own nested types follow the package and compare by local name.
+    body = ("message T {{ string s = 1; .{pkg}.T.Status st = 2; {pkg}.U u = 3; "
+            "message Status {{ string s = 1; }} }} message U {{ int32 x = 1; }}")
+    old = proto(body.format(pkg="foo"), package="foo")
+    new = proto(body.format(pkg="bar"), package="bar")
+    assert check_compatibility(S(new), [S(old)], "FULL_TRANSITIVE").is_compatible
+    changed = proto(body.format(pkg="bar").replace("int32 x", "string x"), package="bar")
+    assert errors(old, changed, "BACKWARD") == {"FIELD_SCALAR_KIND_CHANGED",
+                                                 "FIELD_NAMED_TYPE_CHANGED"}
+
+
 COMMON_V1 = 'syntax = "proto3"; package acme.common; message Money { int64 cents = 1; }'
 COMMON_V2 = 'syntax = "proto3"; package acme.common; message Money { string cents = 1; }'
 

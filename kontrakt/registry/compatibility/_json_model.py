@@ -10,7 +10,9 @@ Drafts 4, 6, 7, 2019-09 and 2020-12 are understood (``prefixItems``/``items`` vs
 ``items``/``additionalItems``, ``dependentRequired``/``dependentSchemas`` vs.
 ``dependencies``, boolean ``exclusiveMaximum`` of draft 4). Keywords that constrain data but are
 not compared (``propertyNames``, ``contains``, ``if``/``then``/``else``, ...) are kept in
-``unmodelled`` so that the checker can refuse to judge a change to them.
+``unmodelled`` so that the checker can refuse to judge a change to them;
+``unevaluatedProperties`` is compared from draft 2019-09 on (a content model, as
+``additionalProperties``) and unmodelled before.
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ __all__ = ["JsonNode", "JsonSchemaDocument", "parse_json_schema"]
 _OBJECT_KEYS = frozenset({
     "properties", "required", "additionalProperties", "patternProperties", "dependencies",
     "dependentRequired", "dependentSchemas", "maxProperties", "minProperties",
+    "unevaluatedProperties",
 })
+#: Keywords that mean something only from draft 2019-09 on; before, they are ignored data.
+_SINCE_2019 = frozenset({"unevaluatedProperties"})
 _ARRAY_KEYS = frozenset({
     "items", "prefixItems", "additionalItems", "maxItems", "minItems", "uniqueItems",
     "unevaluatedItems", "minContains", "maxContains",
@@ -86,6 +91,7 @@ class JsonNode:
     schema_dependencies: dict[str, JsonNode] = field(default_factory=dict)
     max_properties: int | None = None
     min_properties: int | None = None
+    unevaluated_properties: JsonNode | None = None
     # array
     all_items: JsonNode | None = None
     item_schemas: list[JsonNode] | None = None
@@ -244,7 +250,8 @@ class _Loader:
         node.description = obj.get("description")
         node.has_default = "default" in obj
         node.default = obj.get("default")
-        node.unmodelled = {k: obj[k] for k in UNMODELLED if k in obj}
+        node.unmodelled = {k: obj[k] for k in UNMODELLED if k in obj
+                           and not (self.draft2019 and k in _SINCE_2019)}
         return node
 
     def _load_object(self, obj: dict[str, Any], doc: str, path: str) -> JsonNode:
@@ -270,9 +277,10 @@ class _Loader:
                 parts.append(JsonNode(kind="combined", raw={"type": types}, path=path,
                                       criterion="anyOf", subschemas=typed))
         else:
+            present = obj.keys() if self.draft2019 else obj.keys() - _SINCE_2019
             implied = [t for t, keys in (("object", _OBJECT_KEYS), ("array", _ARRAY_KEYS),
                                          ("string", _STRING_KEYS), ("number", _NUMBER_KEYS))
-                       if keys & obj.keys()]
+                       if keys & present]
             if len(implied) == 1:
                 parts.append(self._typed(implied[0], obj, doc, path, required_type=False))
             elif implied:
@@ -402,6 +410,9 @@ class _Loader:
                                                            f"{path}/dependencies/{name}")
         node.max_properties = self._int(obj, "maxProperties", path)
         node.min_properties = self._int(obj, "minProperties", path)
+        if self.draft2019 and "unevaluatedProperties" in obj:
+            node.unevaluated_properties = self.load(obj["unevaluatedProperties"], doc,
+                                                    f"{path}/unevaluatedProperties")
         return node
 
     def _array(self, obj: dict[str, Any], doc: str, path: str) -> JsonNode:

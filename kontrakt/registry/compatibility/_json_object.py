@@ -16,9 +16,19 @@ __all__ = ["compare_array", "compare_object", "keyword_change"]
 Compare = Callable[["_Context", "JsonNode | None", "JsonNode | None"], None]
 
 
+# Content models with unevaluatedProperties (U) next to additionalProperties (A), as Confluent
+# judges unevaluatedItems next to items: open when A is true or absent and U is absent or
+# true; partially open when A is a schema, or A is absent and U is a schema; closed when A or
+# (A being absent) U is false. A takes precedence: it evaluates every undeclared property.
+
+
 def _is_open(node: JsonNode) -> bool:
-    return (not node.pattern_properties and node.additional_schema is None
-            and node.permits_additional)
+    if node.pattern_properties or node.additional_schema is not None:
+        return False
+    if not node.permits_additional:
+        return False
+    uneval = node.unevaluated_properties
+    return uneval is None or uneval.deref().kind == "empty"
 
 
 def _partial(node: JsonNode, name: str) -> JsonNode | None:
@@ -29,7 +39,12 @@ def _partial(node: JsonNode, name: str) -> JsonNode | None:
                 return schema
         except re.error:
             continue  # a pattern Python cannot compile matches nothing here
-    return node.additional_schema
+    if node.additional_schema is not None or not node.permits_additional:
+        return node.additional_schema
+    uneval = node.unevaluated_properties
+    if uneval is not None and uneval.deref().kind not in ("false", "empty"):
+        return uneval
+    return None
 
 
 def compare_object(ctx: _Context, original: JsonNode, update: JsonNode, compare: Compare) -> None:
@@ -83,6 +98,8 @@ def compare_object(ctx: _Context, original: JsonNode, update: JsonNode, compare:
             ctx.add("ADDITIONAL_PROPERTIES_EXTENDED")
         else:
             compare(ctx, original.additional_schema, update.additional_schema)
+    _unevaluated(ctx, "unevaluatedProperties", "UNEVALUATED_PROPERTIES",
+                 original.unevaluated_properties, update.unevaluated_properties, compare)
     keyword_change(ctx, "maxProperties", "MAX_PROPERTIES", original.max_properties,
            update.max_properties)
     keyword_change(ctx, "minProperties", "MIN_PROPERTIES", original.min_properties,
@@ -197,7 +214,8 @@ def compare_array(ctx: _Context, original: JsonNode, update: JsonNode, compare: 
             ctx.add("ADDITIONAL_ITEMS_EXTENDED")
         else:
             compare(ctx, original.additional_items_schema, update.additional_items_schema)
-    _unevaluated(ctx, original.unevaluated_items, update.unevaluated_items, compare)
+    _unevaluated(ctx, "unevaluatedItems", "UNEVALUATED_ITEMS", original.unevaluated_items,
+                 update.unevaluated_items, compare)
     keyword_change(ctx, "maxItems", "MAX_ITEMS", original.max_items, update.max_items)
     keyword_change(ctx, "minItems", "MIN_ITEMS", original.min_items, update.min_items)
     if original.unique_items != update.unique_items:
@@ -232,24 +250,27 @@ def _item_added(ctx: _Context, after: JsonNode, original: JsonNode, compare: Com
         ctx.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL")
 
 
-def _unevaluated(ctx: _Context, before: JsonNode | None, after: JsonNode | None,
-                 compare: Compare) -> None:
+def _unevaluated(ctx: _Context, keyword: str, name: str, before: JsonNode | None,
+                 after: JsonNode | None, compare: Compare) -> None:
+    """Record how ``unevaluatedItems`` / ``unevaluatedProperties`` changed, as
+    ``{name}_ADDED`` (now allowed: false -> anything), ``_REMOVED`` (now false), ``_EXTENDED``
+    (a schema -> absent or true) or ``_NARROWED`` (absent or true -> a schema)."""
     if before is None and after is None:
         return
-    with ctx.at("unevaluatedItems"):
+    with ctx.at(keyword):
         b = before.deref().kind if before is not None else None
         a = after.deref().kind if after is not None else None
         if before is None:
-            ctx.add("UNEVALUATED_ITEMS_REMOVED" if a == "false" else "UNEVALUATED_ITEMS_NARROWED")
+            ctx.add(f"{name}_REMOVED" if a == "false" else f"{name}_NARROWED")
         elif after is None:
-            ctx.add("UNEVALUATED_ITEMS_ADDED" if b == "false" else "UNEVALUATED_ITEMS_EXTENDED")
+            ctx.add(f"{name}_ADDED" if b == "false" else f"{name}_EXTENDED")
         elif b == "false" and a != "false":
-            ctx.add("UNEVALUATED_ITEMS_ADDED")
+            ctx.add(f"{name}_ADDED")
         elif b != "false" and a == "false":
-            ctx.add("UNEVALUATED_ITEMS_REMOVED")
+            ctx.add(f"{name}_REMOVED")
         elif b == "empty" and a != "empty":
-            ctx.add("UNEVALUATED_ITEMS_NARROWED")
+            ctx.add(f"{name}_NARROWED")
         elif b != "empty" and a == "empty":
-            ctx.add("UNEVALUATED_ITEMS_EXTENDED")
+            ctx.add(f"{name}_EXTENDED")
         else:
             compare(ctx, before, after)

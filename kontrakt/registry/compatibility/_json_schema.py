@@ -12,11 +12,13 @@ says what undeclared properties look like. Adding a property to an open model is
 (old data may hold anything under that name) unless its schema is empty; adding one to a closed
 model is compatible unless it is required without a default; a partially open model must
 cover it. Removing properties is the mirror image. Arrays (tuple items) follow the same rules.
+Where ``additionalProperties`` (``additionalItems``) is absent, ``unevaluatedProperties`` (from
+draft 2019-09 on) and ``unevaluatedItems`` decide the content model the same way.
 
 Kontrakt extensions (Confluent does not compare these keywords and would say "compatible"):
 ``format`` added or changed is incompatible (``FORMAT_ADDED``/``FORMAT_CHANGED``), removed is
 compatible; a change to a keyword the engine does not model (``propertyNames``, ``contains``,
-``if``/``then``/``else``, ``unevaluatedProperties``, ...) raises UnsupportedSchemaError.
+``if``/``then``/``else``, ...) raises UnsupportedSchemaError.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ COMPATIBLE_CHANGES = frozenset({
     "ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
     "MAX_CONTAINS_INCREASED", "MAX_CONTAINS_REMOVED", "MIN_CONTAINS_DECREASED",
     "MIN_CONTAINS_REMOVED", "UNEVALUATED_ITEMS_ADDED", "UNEVALUATED_ITEMS_EXTENDED",
+    "UNEVALUATED_PROPERTIES_ADDED", "UNEVALUATED_PROPERTIES_EXTENDED",
     "ENUM_ARRAY_EXTENDED",
     "COMBINED_TYPE_EXTENDED", "PRODUCT_TYPE_NARROWED", "SUM_TYPE_EXTENDED", "NOT_TYPE_NARROWED",
 })
@@ -88,6 +91,8 @@ _EXPLAIN = {
     "REQUIRED_ATTRIBUTE_ADDED": "an existing property became required without a default",
     "ADDITIONAL_PROPERTIES_REMOVED": "additional properties are no longer allowed",
     "ADDITIONAL_PROPERTIES_NARROWED": "additional properties are now constrained by a schema",
+    "UNEVALUATED_PROPERTIES_REMOVED": "unevaluated properties are no longer allowed",
+    "UNEVALUATED_PROPERTIES_NARROWED": "unevaluated properties are now constrained by a schema",
     "ENUM_ARRAY_NARROWED": "enum values were removed",
     "ENUM_ARRAY_CHANGED": "enum values were changed",
     "COMBINED_TYPE_SUBSCHEMAS_CHANGED": "the subschemas of a combined schema changed",
@@ -289,8 +294,11 @@ def _combined(ctx: _Context, original: JsonNode, update: JsonNode) -> None:
     if before != after:
         single_before = len(original.subschemas) == 1
         single_after = len(update.subschemas) == 1
-        if (after == "anyOf" or (after == "oneOf" and single_before)
-                or (after == "allOf" and single_before and single_after)):
+        # Widening criteria: to anyOf; between singletons; a singleton to oneOf; an allOf down
+        # to a single subschema (what is left must then match one of its conjuncts).
+        if (after == "anyOf" or (single_before and single_after)
+                or (single_before and after == "oneOf")
+                or (single_after and before == "allOf")):
             dtype = "COMBINED_TYPE_EXTENDED"
         else:
             dtype = "COMBINED_TYPE_CHANGED"
@@ -299,10 +307,12 @@ def _combined(ctx: _Context, original: JsonNode, update: JsonNode) -> None:
         return
     olds = _unique(original.subschemas)
     news = _unique(update.subschemas)
+    # More subschemas are named by the update's criterion, fewer by the original's: dropping
+    # conjuncts of an allOf accepts more, dropping alternatives of an anyOf/oneOf accepts less.
     if len(olds) < len(news):
         ctx.add("PRODUCT_TYPE_EXTENDED" if after == "allOf" else "SUM_TYPE_EXTENDED")
     elif len(olds) > len(news):
-        ctx.add("PRODUCT_TYPE_NARROWED" if after == "allOf" else "SUM_TYPE_NARROWED")
+        ctx.add("PRODUCT_TYPE_NARROWED" if before == "allOf" else "SUM_TYPE_NARROWED")
     edges: dict[int, dict[int, list[tuple[str, str]]]] = {}
     for i, old in enumerate(olds):
         with ctx.at(before, str(i)):

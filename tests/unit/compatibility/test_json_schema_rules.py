@@ -170,6 +170,137 @@ def test_rule_both_directions(old: str, new: str, backward: set[str], forward: s
     assert errors(old, new, "FULL") == backward | forward
 
 
+def prop1(**combiner: Any) -> str:
+    return json.dumps({"type": "object", "properties": {"prop1": combiner}})
+
+
+NUM = {"type": "number"}
+BOOL = {"type": "boolean"}
+SHORT = {"maxLength": 8}
+# Changing the combiner (Confluent's CombinedSchemaDiff). The criterion change is
+# COMBINED_TYPE_EXTENDED (compatible) when the update is anyOf, when both sides are singletons,
+# when a singleton becomes oneOf, or when an allOf becomes a singleton; otherwise
+# COMBINED_TYPE_CHANGED. Fewer subschemas are named after the ORIGINAL criterion
+# (PRODUCT_TYPE_NARROWED, compatible, for an allOf; SUM_TYPE_NARROWED for anyOf/oneOf), more
+# after the update's. The subschemas must then still match one to one (maximum matching).
+COMBINER_CASES = [
+    # Confluent: EXTENDED + PRODUCT_TYPE_NARROWED, compatible (dropping a conjunct accepts
+    # more). Back: a singleton anyOf to a 2-conjunct allOf is COMBINED_TYPE_CHANGED.
+    ("allOf to anyOf with fewer subschemas", prop1(allOf=[STR, SHORT]), prop1(anyOf=[STR]),
+     OK, {"COMBINED_TYPE_CHANGED"}),
+    # Confluent: the same for oneOf (an allOf becoming a singleton is EXTENDED).
+    ("allOf to oneOf with fewer subschemas", prop1(allOf=[STR, SHORT]), prop1(oneOf=[STR]),
+     OK, {"COMBINED_TYPE_CHANGED"}),
+    # Confluent: a 3-conjunct allOf down to a oneOf of one of them: still EXTENDED.
+    ("allOf of three to oneOf of one", prop1(allOf=[STR, SHORT, {"minLength": 1}]),
+     prop1(oneOf=[STR]), OK, {"COMBINED_TYPE_CHANGED"}),
+    # Confluent: EXTENDED + PRODUCT_TYPE_NARROWED, but the one left matches no conjunct:
+    # COMBINED_TYPE_SUBSCHEMAS_CHANGED.
+    ("allOf to oneOf with fewer, none matching", prop1(allOf=[STR, SHORT]),
+     prop1(oneOf=[BOOL]), {"COMBINED_TYPE_SUBSCHEMAS_CHANGED"}, {"COMBINED_TYPE_CHANGED"}),
+    # Confluent: a singleton allOf to oneOf is EXTENDED + SUM_TYPE_EXTENDED; back, a 2-branch
+    # oneOf to a singleton allOf is CHANGED (only an allOf may shrink to a singleton).
+    ("allOf to oneOf with more subschemas", prop1(allOf=[NUM]), prop1(oneOf=[NUM, STR]),
+     OK, {"COMBINED_TYPE_CHANGED"}),
+    # Confluent: to anyOf is always EXTENDED; same size, nothing else.
+    ("allOf to anyOf, same subschemas", prop1(allOf=[STR, SHORT]), prop1(anyOf=[STR, SHORT]),
+     OK, {"COMBINED_TYPE_CHANGED"}),
+    # Confluent: EXTENDED + SUM_TYPE_NARROWED (an alternative dropped), incompatible; back,
+    # a singleton anyOf to oneOf is EXTENDED + SUM_TYPE_EXTENDED.
+    ("oneOf to anyOf with fewer subschemas", prop1(oneOf=[NUM, STR]), prop1(anyOf=[STR]),
+     {"SUM_TYPE_NARROWED"}, OK),
+    # Confluent: an anyOf of two to a oneOf is COMBINED_TYPE_CHANGED (oneOf rejects data
+    # matching both); back, to anyOf is EXTENDED.
+    ("anyOf to oneOf with fewer subschemas", prop1(anyOf=[NUM, STR]), prop1(oneOf=[STR]),
+     {"COMBINED_TYPE_CHANGED"}, OK),
+    # Confluent: a oneOf branch added is SUM_TYPE_EXTENDED; removed, SUM_TYPE_NARROWED.
+    ("oneOf member added", prop1(oneOf=[STR]), prop1(oneOf=[STR, NUM]),
+     OK, {"SUM_TYPE_NARROWED"}),
+    ("oneOf member removed", prop1(oneOf=[STR, NUM, BOOL]), prop1(oneOf=[STR, BOOL]),
+     {"SUM_TYPE_NARROWED"}, OK),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "backward", "forward"),
+                         [c[1:] for c in COMBINER_CASES], ids=[c[0] for c in COMBINER_CASES])
+def test_combiner_changes_as_confluent(old: str, new: str, backward: set[str],
+                                       forward: set[str]) -> None:
+    assert errors(old, new, "BACKWARD") == backward
+    assert errors(old, new, "FORWARD") == forward
+    assert errors(old, new, "FULL") == backward | forward
+
+
+def obj2020(props: dict[str, Any], *, required: list[str] | None = None, **extra: Any) -> str:
+    body = json.loads(obj(props, required=required, **extra))
+    return json.dumps({"$schema": "https://json-schema.org/draft/2020-12/schema", **body})
+
+
+SEALED: dict[str, Any] = {"unevaluatedProperties": False}
+STRINGS: dict[str, Any] = {"unevaluatedProperties": STR}
+# unevaluatedProperties (U) decides the content model where additionalProperties (A) is
+# absent: open when U is absent or true, closed when U is false, partially open when U is a
+# schema; A, when present, takes precedence. This is how Confluent's current ArraySchemaDiff
+# treats unevaluatedItems next to items (isOpenContentModel / schemaFromPartiallyOpenContentModel
+# "A is missing and U ..."); its ObjectSchemaDiff counterpart for unevaluatedProperties was not
+# in the sources read, so the object rule and the UNEVALUATED_PROPERTIES_* names follow the
+# array one. Before, Kontrakt took such an object as open.
+UNEVALUATED_CASES = [
+    # Closed by U false: an optional property added is OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_
+    # CONTENT_MODEL (compatible); back, removing it from a closed model is not.
+    ("U false: optional property added", obj2020({"a": STR}, **SEALED),
+     obj2020({"a": STR, "b": INT}, **SEALED), OK,
+     {"PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"}),
+    ("U false: required property added", obj2020({"a": STR}, **SEALED),
+     obj2020({"a": STR, "b": INT}, required=["b"], **SEALED),
+     {"REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"},
+     {"PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"}),
+    # Partially open by a U schema: the schema must cover the property added or removed.
+    ("U schema: added property covered", obj2020({"a": STR}, **STRINGS),
+     obj2020({"a": STR, "b": STR}, **STRINGS), OK, OK),
+    ("U schema: added property not covered", obj2020({"a": STR}, **STRINGS),
+     obj2020({"a": STR, "b": INT}, **STRINGS),
+     {"PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "TYPE_CHANGED"},
+     {"PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "TYPE_CHANGED"}),
+    # U true is an open model: as without it.
+    ("U true: property added to an open model",
+     obj2020({"a": STR}, unevaluatedProperties=True),
+     obj2020({"a": STR, "b": INT}, unevaluatedProperties=True),
+     {"PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"}, OK),
+    # A schema wins over U false: the model is partially open by A.
+    ("A schema next to U false", obj2020({"a": STR}, additionalProperties=STR, **SEALED),
+     obj2020({"a": STR, "b": STR}, additionalProperties=STR, **SEALED), OK, OK),
+    # U itself changing: false added closes the model (UNEVALUATED_PROPERTIES_REMOVED), a
+    # schema added narrows it (UNEVALUATED_PROPERTIES_NARROWED); the reverse is compatible.
+    ("U false added", obj2020({"a": STR}), obj2020({"a": STR}, **SEALED),
+     {"UNEVALUATED_PROPERTIES_REMOVED"}, OK),
+    ("U schema added", obj2020({"a": STR}), obj2020({"a": STR}, **STRINGS),
+     {"UNEVALUATED_PROPERTIES_NARROWED"}, OK),
+    ("U schema to false", obj2020({"a": STR}, **STRINGS), obj2020({"a": STR}, **SEALED),
+     {"UNEVALUATED_PROPERTIES_REMOVED"}, OK),
+    # Before draft 2019-09 the keyword is not JSON Schema (Confluent's draft-7 loader leaves it
+    # unprocessed): the model stays open.
+    ("draft-07 ignores U", obj({"a": STR}, **SEALED), obj({"a": STR, "b": INT}, **SEALED),
+     {"PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"}, OK),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "backward", "forward"),
+                         [c[1:] for c in UNEVALUATED_CASES],
+                         ids=[c[0] for c in UNEVALUATED_CASES])
+def test_unevaluated_properties_content_models(old: str, new: str, backward: set[str],
+                                               forward: set[str]) -> None:
+    assert errors(old, new, "BACKWARD") == backward
+    assert errors(old, new, "FORWARD") == forward
+    assert errors(old, new, "FULL") == backward | forward
+
+
+def test_unevaluated_properties_change_before_2019_is_refused() -> None:
+    # Draft 7 does not define the keyword; Kontrakt refuses to judge a change to it rather
+    # than answer "compatible" (as for the other keywords it does not model).
+    with pytest.raises(UnsupportedSchemaError, match="unevaluatedProperties"):
+        check_compatibility(S(obj({"a": STR}, **SEALED)), [S(obj({"a": STR}))])
+
+
 def test_lenient_policy_allows_adding_properties_to_open_models() -> None:
     old, new = obj({"a": STR}), obj({"a": STR, "b": INT})
     assert errors(old, new, "BACKWARD", "strict") == {"PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"}

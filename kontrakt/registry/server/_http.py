@@ -199,6 +199,12 @@ class HttpServer:
                 pass
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the peer went away; nothing to answer
+        except asyncio.CancelledError:
+            # The server is stopping. Ending quietly, not cancelled: Python 3.11's stream
+            # server asks a finished connection task for task.exception(), which raises
+            # (and is logged as an error) when the task was cancelled. Nothing awaits this
+            # task, and it returns at once.
+            pass
         finally:
             self._writers.discard(writer)
             writer.close()

@@ -60,6 +60,10 @@ class RegistryServer:
         storage: path of the file holding the state (an append-only journal, loaded and
             compacted at start, one line appended per write, so it survives restarts);
             ``None`` keeps state in memory.
+        fsync: with ``storage``, each write reaches the disk (``os.fsync``) before it is
+            answered (the default); False trades that for speed on slow disks, leaving an
+            acknowledged write to the operating system's flush (a process crash still
+            loses nothing, a power loss may).
         compatibility_checker: overrides the compatibility engine (mostly for tests).
         verbose: log each request (logger ``kontrakt.registry.server``, level INFO).
         limits: bounds on request sizes, read deadlines, connections and worker threads.
@@ -76,8 +80,8 @@ class RegistryServer:
                  compatibility_checker: CompatibilityChecker | None = None,
                  verbose: bool = False, limits: HttpLimits | None = None,
                  auth: Authenticator | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
-        self.app = RegistryApp(RegistryState(storage, compatibility_checker))
+                 ssl_context: ssl.SSLContext | None = None, fsync: bool = True) -> None:
+        self.app = RegistryApp(RegistryState(storage, compatibility_checker, fsync))
         self._host = host
         self._port = port
         self._verbose = verbose

@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8081, help="TCP port (0: any free port)")
     parser.add_argument("--storage", default=None,
                         help="journal file holding the state (survives restarts)")
+    parser.add_argument("--no-fsync", action="store_true",
+                        help="do not wait for each write to reach the disk before answering "
+                        "(faster on slow disks; a power loss may lose acknowledged writes)")
     parser.add_argument("--auth-file", default=None,
                         help='JSON file {"users": {NAME: {"password": P, "role": R}}, '
                         '"tokens": {TOKEN: R}} with R read-only or read-write; requests '
@@ -87,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
             tls = RegistryServer.tls_context(args.tls_cert, args.tls_key)
         except (OSError, ssl.SSLError) as exc:
             parser.error(f"--tls-cert/--tls-key: {exc}")
-    server = RegistryServer(args.host, args.port, storage=args.storage, verbose=args.verbose,
-                            auth=auth, ssl_context=tls)
+    server = RegistryServer(args.host, args.port, storage=args.storage,
+                            fsync=not args.no_fsync, verbose=args.verbose, auth=auth,
+                            ssl_context=tls)
     server.bind()
     print(f"kontrakt registry listening on {server.url}"
           + (" (authentication required)" if auth else ""), flush=True)

@@ -168,10 +168,11 @@ class RegistryState(SettingsMixin):
     Args:
         path: JSON file to load from and save to after every write; ``None`` keeps memory only.
         checker: compatibility checker; the default uses :mod:`kontrakt.registry.compatibility`.
+        fsync: each write is made durable before it is answered (see :class:`Journal`).
     """
 
     def __init__(self, path: str | None = None,
-                 checker: CompatibilityChecker | None = None) -> None:
+                 checker: CompatibilityChecker | None = None, fsync: bool = True) -> None:
         self.lock = threading.RLock()
         self.path = path
         self.checker: CompatibilityChecker = checker or default_compatibility_checker
@@ -179,7 +180,7 @@ class RegistryState(SettingsMixin):
         self._subject_locks: dict[str, threading.Lock] = {}
         self._journal: Journal | None = None
         if path:
-            journal = Journal(path)
+            journal = Journal(path, fsync)
             for op in journal.load():
                 apply_op(self.store, op)
             journal.rewrite(snapshot_ops(self.store))

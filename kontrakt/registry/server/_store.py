@@ -207,14 +207,18 @@ class Journal:
 
     Args:
         path: the journal file; created if missing.
+        fsync: make each append durable (``os.fsync``) before the write is answered, so
+            an acknowledged registration survives a power loss, not only a crash of the
+            process; False leaves the flush to the operating system.
 
     Raises:
         ValueError: the file is neither a journal nor an earlier state file.
         OSError: it cannot be read or written.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fsync: bool = True) -> None:
         self.path = path
+        self.fsync = fsync
         self._lock = threading.Lock()
         self._fh: Any = None
 
@@ -270,6 +274,8 @@ class Journal:
                 self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
             self._fh.write(data)
             self._fh.flush()
+            if self.fsync:
+                os.fsync(self._fh.fileno())
 
     def close(self) -> None:
         """Close the file (appends reopen it)."""

@@ -395,3 +395,22 @@ def test_binding_beyond_loopback_warns(caplog: pytest.LogCaptureFixture) -> None
         exposed.bind()
         exposed.stop()
     assert any("without authentication" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_journal_appends_reach_the_disk_before_the_answer(tmp_path: Any,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        fsync: bool) -> None:
+    """Each acknowledged write is fsynced (unless turned off): a power loss after the answer
+    cannot lose it."""
+    import os
+
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    state = RegistryState(str(tmp_path / "reg.journal"), _lenient, fsync=fsync)
+    synced.clear()  # the start-up compaction always syncs
+    state.register("s", {"schema": avro("R", "a")}, False)
+    state.register("s", {"schema": avro("R", "b")}, False)
+    assert len(synced) == (2 if fsync else 0)
+    state.close()

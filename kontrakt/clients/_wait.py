@@ -61,14 +61,25 @@ async def wait_within(coro: Coroutine[Any, Any, _T], timeout: float) -> _T:
     task = asyncio.get_running_loop().create_task(coro)
     try:
         done, _ = await asyncio.wait((task,), timeout=max(timeout, 0.0))
-    finally:
-        if not task.done():
-            task.cancel()
-            # Its outcome is nobody's now: retrieved, so that it is not reported as lost.
-            task.add_done_callback(_retrieve)
+    except BaseException:
+        # Cancelled while waiting: the outcome is nobody's now, even when the task ended in
+        # this very turn (a closing client's request failing with "client is closed").
+        _abandon(task)
+        raise
     if not done:
+        _abandon(task)
         raise asyncio.TimeoutError
     return task.result()
+
+
+def _abandon(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` if it still runs, and retrieve its outcome either way, so that it is
+    not reported as lost ("Task exception was never retrieved")."""
+    if task.done():
+        _retrieve(task)
+    else:
+        task.cancel()
+        task.add_done_callback(_retrieve)
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:

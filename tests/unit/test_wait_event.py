@@ -164,3 +164,33 @@ def test_cancel_and_wait_is_bounded_by_a_task_that_swallows_its_cancellation(
         took = asyncio.run(main())
     assert 0.2 <= took < 2.0
     assert "did not end within 0.2s of its cancellation" in caplog.text
+
+
+def test_wait_within_retrieves_a_failure_that_ends_with_its_cancel() -> None:
+    """The task fails in the very turn its waiter is cancelled (a closing client's request
+    failing with "client is closed"): its exception is retrieved, not reported as lost."""
+    reported: list[dict[str, object]] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _, ctx: reported.append(ctx))
+        go = asyncio.Event()
+
+        async def fail_on_go() -> None:
+            await go.wait()
+            raise RuntimeError("client is closed")
+
+        waiter = asyncio.create_task(wait_within(fail_on_go(), 5.0))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        go.set()  # the inner task fails on the next turn ...
+        waiter.cancel()  # ... the turn in which its waiter sees the cancel
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    asyncio.run(main())
+    import gc
+
+    gc.collect()
+    assert not [r for r in reported if "never retrieved" in str(r.get("message"))], reported

@@ -16,6 +16,7 @@ _EXTRA_OF = {
     "referencing": "json",
     "celpy": "rules",
     "jsonata": "rules",
+    "cryptography": "encryption",
 }
 
 

@@ -12,11 +12,18 @@ from kontrakt.errors import SchemaRegistryError
 
 __all__ = [
     "CompatibilityCheckUnavailableError",
+    "DekGenerationError",
     "IncompatibleSchemaError",
     "InvalidCompatibilityLevelError",
+    "InvalidKeyError",
     "InvalidModeError",
     "InvalidSchemaError",
     "InvalidVersionError",
+    "KeyExistsError",
+    "KeyNotFoundError",
+    "KeyNotSoftDeletedError",
+    "KeyReferenceExistsError",
+    "KeySoftDeletedError",
     "OperationNotPermittedError",
     "ReferenceExistsError",
     "RegistryConnectionError",
@@ -139,6 +146,57 @@ class CompatibilityCheckUnavailableError(SchemaRegistryError):
         super().__init__(http_status_code, error_code, error_message)
 
 
+class KeyNotFoundError(SchemaRegistryError):
+    """The DEK registry has no such KEK or DEK (or only a soft-deleted one): code 40470."""
+
+    def __init__(self, http_status_code: int, error_code: int, error_message: str) -> None:
+        super().__init__(http_status_code, error_code, error_message)
+
+
+class KeyNotSoftDeletedError(SchemaRegistryError):
+    """A permanent delete of a KEK or DEK that was not soft-deleted first: code 40471."""
+
+    def __init__(self, http_status_code: int, error_code: int, error_message: str) -> None:
+        super().__init__(http_status_code, error_code, error_message)
+
+
+class KeySoftDeletedError(SchemaRegistryError):
+    """The KEK is soft-deleted and must be undeleted first: code 40472."""
+
+    def __init__(self, http_status_code: int, error_code: int, error_message: str) -> None:
+        super().__init__(http_status_code, error_code, error_message)
+
+
+class KeyExistsError(SchemaRegistryError):
+    """The KEK or DEK already exists (HTTP 409, code 40971); with equal settings the
+    stored key can be read instead."""
+
+    def __init__(self, http_status_code: int, error_code: int, error_message: str) -> None:
+        super().__init__(http_status_code, error_code, error_message)
+
+
+class InvalidKeyError(SchemaRegistryError):
+    """Invalid or missing KEK / DEK info (a name, a KMS key id, key material): code 42271."""
+
+    def __init__(self, http_status_code: int, error_code: int, error_message: str) -> None:
+        super().__init__(http_status_code, error_code, error_message)
+
+
+class KeyReferenceExistsError(SchemaRegistryError):
+    """A KEK still has DEKs and cannot be deleted: code 42272."""
+
+    def __init__(self, http_status_code: int, error_code: int, error_message: str) -> None:
+        super().__init__(http_status_code, error_code, error_message)
+
+
+class DekGenerationError(SchemaRegistryError):
+    """The DEK registry could not generate or unwrap a shared KEK's DEK (its KMS is out
+    of reach): HTTP 500, code 50070."""
+
+    def __init__(self, http_status_code: int, error_code: int, error_message: str) -> None:
+        super().__init__(http_status_code, error_code, error_message)
+
+
 class RegistryConnectionError(SchemaRegistryError):
     """No registry URL answered (connection refused, reset, DNS, timeout) after all retries and
     fail-overs; ``http_status_code`` and ``error_code`` are -1."""
@@ -164,6 +222,13 @@ _BY_CODE: dict[int, type[SchemaRegistryError]] = {
     42205: OperationNotPermittedError,
     42206: ReferenceExistsError,
     42290: CompatibilityCheckUnavailableError,
+    40470: KeyNotFoundError,
+    40471: KeyNotSoftDeletedError,
+    40472: KeySoftDeletedError,
+    40971: KeyExistsError,
+    42271: InvalidKeyError,
+    42272: KeyReferenceExistsError,
+    50070: DekGenerationError,
 }
 
 

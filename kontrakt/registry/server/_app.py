@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from kontrakt.registry._errors import InvalidVersionError, SchemaRegistryError
+from kontrakt.registry.server._dek import DekRoutes
 from kontrakt.registry.server._state import RegistryState
 from kontrakt.registry.server._validate import SCHEMA_TYPES
 
@@ -186,6 +187,10 @@ class RegistryApp:
             "kafka-cluster": "", "schema-registry-cluster": _CLUSTER_ID}}})
         add("GET", "v1/metadata/version", lambda r: {"version": _version(), "commitId": ""})
         add("DELETE", f"contexts/{v}", self._delete_context)
+        #: the DEK registry (``/dek-registry/v1``); ``dek.kms_config`` for shared KEKs
+        self.dek = DekRoutes(state)
+        for method, pattern, handler in self.dek.routes():
+            add(method, pattern, handler)
 
     def _add(self, method: str, pattern: str, handler: _Handler, own_lock: bool = False
              ) -> None:

@@ -17,6 +17,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from kontrakt.registry.server._dek import OPS as DEK_OPS
+from kontrakt.registry.server._dek import DekStore
+
 __all__ = ["DEFAULT_CONTEXT", "Journal", "Store", "apply_op"]
 
 DEFAULT_CONTEXT = "."
@@ -85,6 +88,8 @@ class Store:
     global_config: dict[str, Any] = field(
         default_factory=lambda: {"compatibilityLevel": "BACKWARD"})
     global_mode: str = "READWRITE"
+    #: the DEK registry's keys (``/dek-registry/v1``)
+    dek: DekStore = field(default_factory=DekStore)
 
     def ctx(self, name: str) -> ContextRec:
         return self.contexts.setdefault(name, ContextRec())
@@ -116,6 +121,9 @@ def apply_op(store: Store, op: dict[str, Any]) -> None:
         return
     if kind == "global_mode":
         store.global_mode = str(op["mode"])
+        return
+    if kind in DEK_OPS:
+        store.dek.apply(op)
         return
     if kind == "drop_context":
         store.contexts.pop(op["ctx"], None)
@@ -182,6 +190,7 @@ def snapshot_ops(store: Store) -> list[dict[str, Any]]:
             if sub.mode is not None:
                 ops.append({"op": "subject_mode", "ctx": name, "subject": sname,
                             "mode": sub.mode})
+    ops.extend(store.dek.snapshot_ops())
     return ops
 
 

@@ -9,7 +9,8 @@ its records pay nothing. Executors are looked up by the rule's ``type`` (``CEL``
 its own); a rule whose type has no executor fails the record (fail closed), as does a
 ``CONDITION`` that is false, unless the rule's ``onFailure`` says ``NONE``.
 
-Register the CEL executor with ``kontrakt.serde.rules.cel.CelExecutor.register()``.
+Register the CEL executor with ``kontrakt.serde.rules.cel.CelExecutor.register()``, field-level
+encryption with ``kontrakt.serde.rules.encryption.FieldEncryptionExecutor.register()``.
 """
 
 from __future__ import annotations
@@ -156,6 +157,12 @@ class RuleBase(abc.ABC):
     @abc.abstractmethod
     def type(self) -> str:
         """The name rules refer to this by (``rule.type`` / ``onFailure``)."""
+
+    def use_client(self, client: Any) -> None:
+        """Called by each serde built with this registry with its registry client (an
+        executor that talks to the registry, such as ``ENCRYPT``'s, keeps it). The default
+        does nothing."""
+        return None
 
     def close(self) -> None:
         """Release resources; the default does nothing."""
@@ -561,3 +568,4 @@ def configure_registry(registry: RuleRegistry, client: Any,
             client_conf = {}
     for member in [*registry.get_executors(), *registry.get_actions()]:
         member.configure(client_conf, dict(rule_conf or {}))
+        member.use_client(client)

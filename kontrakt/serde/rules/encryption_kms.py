@@ -38,7 +38,8 @@ except ModuleNotFoundError as exc:
 
 from kontrakt.errors import RuleError
 
-__all__ = ["Aead", "KmsDriver", "LocalKmsDriver", "clear_kms_drivers", "decrypt", "encrypt",
+__all__ = ["Aead", "DekCipher", "KmsDriver", "LocalKmsDriver", "clear_kms_drivers", "decrypt",
+           "encrypt",
            "get_kms_driver", "kek_aead", "new_dek", "register_kms_driver"]
 
 #: the rule config / KEK property listing more KMS key ids to try after the KEK's own
@@ -255,34 +256,65 @@ def _raw_key(algorithm: str, material: bytes) -> bytes:
     return key
 
 
-def encrypt(algorithm: str, dek: bytes, plaintext: bytes) -> bytes:
-    """Encrypt ``plaintext`` with DEK ``dek`` (serialized key) as Tink's raw primitives do,
-    with empty associated data.
+class DekCipher:
+    """A DEK ready to use: its serialized key parsed and its AES primitive built once.
+
+    Args:
+        algorithm: ``AES128_GCM``, ``AES256_GCM`` or ``AES256_SIV``.
+        dek: the serialized Tink key (see the module docs).
 
     Raises:
         RuleError: a malformed DEK or unknown algorithm.
     """
-    key = _raw_key(algorithm, dek)
-    if algorithm == "AES256_SIV":
-        return AESSIV(key).encrypt(plaintext, [b""])
-    nonce = os.urandom(_NONCE)
-    return nonce + AESGCM(key).encrypt(nonce, plaintext, b"")
+
+    __slots__ = ("_aead", "_siv")
+
+    def __init__(self, algorithm: str, dek: bytes) -> None:
+        key = _raw_key(algorithm, dek)
+        self._siv = AESSIV(key) if algorithm == "AES256_SIV" else None
+        self._aead = None if self._siv is not None else AESGCM(key)
+
+    def encrypt(self, plaintext: bytes) -> bytes:
+        """Encrypt as Tink's raw primitives do, with empty associated data."""
+        if self._siv is not None:
+            return self._siv.encrypt(plaintext, [b""])
+        assert self._aead is not None
+        nonce = os.urandom(_NONCE)
+        return nonce + self._aead.encrypt(nonce, plaintext, b"")
+
+    def decrypt(self, ciphertext: bytes) -> bytes:
+        """The inverse of :meth:`encrypt`.
+
+        Raises:
+            RuleError: a ciphertext this DEK did not make (wrong key, tampered or truncated
+                data).
+        """
+        try:
+            if self._siv is not None:
+                return self._siv.decrypt(ciphertext, [b""])
+            assert self._aead is not None
+            if len(ciphertext) < _NONCE + 16:
+                raise ValueError("ciphertext too short")
+            return self._aead.decrypt(ciphertext[:_NONCE], ciphertext[_NONCE:], b"")
+        except Exception as e:
+            what = "AES256_SIV" if self._siv is not None else "AES-GCM"
+            raise RuleError(f"cannot decrypt with this {what} DEK (wrong key, or the data "
+                            f"was altered): {type(e).__name__}") from None
+
+
+def encrypt(algorithm: str, dek: bytes, plaintext: bytes) -> bytes:
+    """Encrypt ``plaintext`` with DEK ``dek`` (serialized key); see :class:`DekCipher`.
+
+    Raises:
+        RuleError: a malformed DEK or unknown algorithm.
+    """
+    return DekCipher(algorithm, dek).encrypt(plaintext)
 
 
 def decrypt(algorithm: str, dek: bytes, ciphertext: bytes) -> bytes:
     """The inverse of :func:`encrypt`.
 
     Raises:
-        RuleError: a malformed DEK, or a ciphertext this DEK did not make (wrong key,
-            tampered or truncated data).
+        RuleError: a malformed DEK, or a ciphertext this DEK did not make.
     """
-    key = _raw_key(algorithm, dek)
-    try:
-        if algorithm == "AES256_SIV":
-            return AESSIV(key).decrypt(ciphertext, [b""])
-        if len(ciphertext) < _NONCE + 16:
-            raise ValueError("ciphertext too short")
-        return AESGCM(key).decrypt(ciphertext[:_NONCE], ciphertext[_NONCE:], b"")
-    except Exception as e:
-        raise RuleError(f"cannot decrypt with this {algorithm} DEK (wrong key, or the data "
-                        f"was altered): {type(e).__name__}") from None
+    return DekCipher(algorithm, dek).decrypt(ciphertext)

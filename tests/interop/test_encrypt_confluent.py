@@ -1,0 +1,311 @@
+"""Field-level encryption (``ENCRYPT`` rules) with confluent-kafka's serdes and encryption
+executor (Tink, local KMS) as the oracle, against kontrakt's embedded registry server, which
+serves the DEK registry to both sides.
+
+Each side gets its own rule registry holding its own executor. Tink registers KMS clients
+process-wide by KEK URL, so confluent's side uses one secret throughout (``SECRET``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kontrakt import TopicPartition
+from kontrakt.clients.consumer import Consumer
+from kontrakt.clients.serializing import SerializingProducer
+from kontrakt.errors import ValueDeserializationError, ValueSerializationError
+from kontrakt.registry import Schema, SchemaRegistryClient
+from kontrakt.registry._models import RuleSet
+from kontrakt.registry.server import RegistryServer
+from kontrakt.serde import MessageField, SerializationContext
+from kontrakt.serde.avro import AvroDeserializer, AvroSerializer
+from kontrakt.serde.json_schema import JSONDeserializer, JSONSerializer
+from kontrakt.serde.rules import RuleRegistry
+from kontrakt.testing import TansuBroker
+
+pytest.importorskip("cryptography")
+pytest.importorskip("tink")
+pytest.importorskip("hkdf")
+from kontrakt.serde.rules.encryption import FieldEncryptionExecutor
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # authlib's httpx deprecation, on confluent's import
+    from confluent_kafka import schema_registry as csr
+    from confluent_kafka.schema_registry import avro as cavro
+    from confluent_kafka.schema_registry import json_schema as cjson
+    from confluent_kafka.schema_registry.rule_registry import RuleRegistry as CRuleRegistry
+    from confluent_kafka.schema_registry.rules.encryption.encrypt_executor import (
+        FieldEncryptionExecutor as CFieldEncryptionExecutor,
+    )
+    from confluent_kafka.schema_registry.rules.encryption.localkms.local_driver import (
+        LocalKmsDriver as CLocalKmsDriver,
+    )
+    from confluent_kafka.serialization import MessageField as CField
+    from confluent_kafka.serialization import SerializationContext as CContext
+
+pytestmark = [
+    pytest.mark.interop,
+    pytest.mark.filterwarnings("ignore:The httpx module is deprecated"),
+]
+
+SECRET = "kontrakt-interop-secret"
+LATEST = {"use.latest.version": True, "auto.register.schemas": False}
+AVRO = json.dumps({"type": "record", "name": "Person", "namespace": "com.example", "fields": [
+    {"name": "id", "type": "int"},
+    {"name": "ssn", "type": "string", "confluent:tags": ["PII"]},
+    {"name": "email", "type": ["null", "string"], "default": None,
+     "confluent:tags": ["PII"]},
+    {"name": "photo", "type": "bytes", "confluent:tags": ["PII"]},
+    {"name": "city", "type": "string"}]})
+JSON_SCHEMA = json.dumps({"type": "object", "properties": {
+    "id": {"type": "integer"},
+    "ssn": {"type": "string", "confluent:tags": ["PII"]},
+    "city": {"type": "string"}}, "required": ["id", "ssn", "city"]})
+AVRO_VALUES = [
+    {"id": 1, "ssn": "123-45-6789", "email": "a@example.com", "photo": b"\x00\xffjpeg",
+     "city": "Lyon"},
+    {"id": 2, "ssn": "", "email": None, "photo": b"", "city": "Oslo"},
+    {"id": 3, "ssn": "caf\u00e9 \u2603", "email": "\u00e9@x", "photo": bytes(range(256)),
+     "city": "Kyiv"},
+]
+JSON_VALUES = [{"id": 1, "ssn": "123-45-6789", "city": "Lyon"},
+               {"id": 2, "ssn": "\u2603", "city": "Oslo"}]
+
+
+def _rule(kek: str, **params: str) -> dict[str, Any]:
+    return {"name": "encrypt-pii", "kind": "TRANSFORM", "mode": "WRITEREAD", "type": "ENCRYPT",
+            "tags": ["PII"], "params": {"encrypt.kek.name": kek,
+                                        "encrypt.kms.type": "local-kms",
+                                        "encrypt.kms.key.id": "interop-key", **params}}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RegistryServer]:
+    CLocalKmsDriver.register()
+    with RegistryServer() as srv:
+        yield srv
+
+
+_OPEN: list[Any] = []  # executors to close (confluent's each open a DEK registry client)
+
+
+@pytest.fixture()
+def clients(server: RegistryServer) -> Iterator[tuple[Any, SchemaRegistryClient]]:
+    theirs = csr.SchemaRegistryClient({"url": server.url})
+    ours = SchemaRegistryClient({"url": server.url})
+    yield theirs, ours
+    while _OPEN:
+        _OPEN.pop().close()
+    ours.close()
+    theirs.__exit__(None, None, None)
+
+
+def _ours() -> RuleRegistry:
+    registry = RuleRegistry()
+    executor = FieldEncryptionExecutor()
+    _OPEN.append(executor)
+    registry.register_executor(executor)
+    return registry
+
+
+def _theirs() -> Any:
+    registry = CRuleRegistry()
+    executor = CFieldEncryptionExecutor()
+    _OPEN.append(executor)
+    registry.register_executor(executor)
+    return registry
+
+
+def _serdes(fmt: str, confluent_client: Any, client: SchemaRegistryClient) -> tuple[Any, ...]:
+    conf = {"secret": SECRET}
+    if fmt == "avro":
+        return (AvroSerializer(client, conf=LATEST, rule_registry=_ours(), rule_conf=conf),
+                cavro.AvroSerializer(confluent_client, conf=LATEST, rule_registry=_theirs(),
+                                     rule_conf=conf),
+                AvroDeserializer(client, rule_registry=_ours(), rule_conf=conf),
+                cavro.AvroDeserializer(confluent_client, rule_registry=_theirs(),
+                                       rule_conf=conf))
+    return (JSONSerializer(None, client, conf=LATEST, rule_registry=_ours(), rule_conf=conf),
+            cjson.JSONSerializer(None, confluent_client, conf=LATEST, rule_registry=_theirs(),
+                                 rule_conf=conf),
+            JSONDeserializer(None, schema_registry_client=client, rule_registry=_ours(),
+                             rule_conf=conf),
+            cjson.JSONDeserializer(None, schema_registry_client=confluent_client,
+                                   rule_registry=_theirs(), rule_conf=conf))
+
+
+def _encrypted_ssn(data: bytes, fmt: str) -> str:
+    if fmt == "json":
+        return str(json.loads(data[5:])["ssn"])
+    # Avro: after the 5-byte prefix, the zigzag int id (one byte for small ids), then ssn.
+    length, pos = 0, 6
+    shift = 0
+    while True:
+        b = data[pos]
+        length |= (b & 0x7F) << shift
+        pos += 1
+        shift += 7
+        if not b & 0x80:
+            break
+    return data[pos:pos + (length >> 1)].decode()
+
+
+@pytest.mark.parametrize(("fmt", "algorithm"), [
+    ("avro", "AES256_GCM"), ("avro", "AES128_GCM"), ("json", "AES256_GCM"),
+    ("avro", "AES256_SIV")])
+def test_each_side_reads_what_the_other_encrypted(clients: tuple[Any, SchemaRegistryClient],
+                                                  fmt: str, algorithm: str) -> None:
+    confluent_client, client = clients
+    topic = f"enc-{fmt}-{algorithm.lower()}"
+    text, schema_type, values = ((AVRO, "AVRO", AVRO_VALUES) if fmt == "avro"
+                                 else (JSON_SCHEMA, "JSON", JSON_VALUES))
+    client.register_schema(f"{topic}-value", Schema(text, schema_type, rule_set=RuleSet(
+        domain_rules=(_rule(f"kek-{fmt}-{algorithm}", **{"encrypt.dek.algorithm": algorithm}),))))
+    ours, theirs, our_de, their_de = _serdes(fmt, confluent_client, client)
+    ctx, cctx = SerializationContext(topic, MessageField.VALUE), CContext(topic, CField.VALUE)
+    for value in values:
+        mine = ours(dict(value), ctx)
+        yours = theirs(dict(value), cctx)
+        assert value["ssn"] not in _encrypted_ssn(mine, fmt) or not value["ssn"]
+        assert their_de(mine, cctx) == value
+        assert our_de(yours, ctx) == value
+        assert our_de(mine, ctx) == value
+        if algorithm == "AES256_SIV":
+            # deterministic, with the one DEK both sides took from the registry
+            assert mine == yours
+        else:
+            assert mine != yours
+    # both sides used one DEK, made by whichever wrote first
+    assert client.get_versions(f"{topic}-value") == [1]
+
+
+def test_rotated_deks_carry_their_version_both_ways(
+        clients: tuple[Any, SchemaRegistryClient]) -> None:
+    confluent_client, client = clients
+    topic = "enc-rotated"
+    client.register_schema(f"{topic}-value", Schema(AVRO, "AVRO", rule_set=RuleSet(
+        domain_rules=(_rule("kek-rotated", **{"encrypt.dek.expiry.days": "1"}),))))
+    ours, theirs, our_de, their_de = _serdes("avro", confluent_client, client)
+    ctx, cctx = SerializationContext(topic, MessageField.VALUE), CContext(topic, CField.VALUE)
+    value = AVRO_VALUES[0]
+    mine, yours = ours(dict(value), ctx), theirs(dict(value), cctx)
+    for data in (mine, yours):
+        ciphertext = base64.b64decode(_encrypted_ssn(data, "avro"))
+        assert ciphertext[:5] == b"\x00\x00\x00\x00\x01"  # magic 0, DEK version 1
+    assert their_de(mine, cctx) == value
+    assert our_de(yours, ctx) == value
+
+
+def test_a_shared_kek_lets_the_registry_make_the_dek(
+        server: RegistryServer, clients: tuple[Any, SchemaRegistryClient]) -> None:
+    """A shared KEK: confluent's client registers the DEK without key material; kontrakt's
+    server wraps a fresh one with the KMS it was configured with, and both sides read."""
+    confluent_client, client = clients
+    server.app.dek.kms_config = {"secret": SECRET}
+    topic = "enc-shared"
+    httpx_body = {"name": "kek-shared", "kmsType": "local-kms", "kmsKeyId": "interop-key",
+                  "shared": True}
+    import httpx
+
+    assert httpx.post(f"{server.url}/dek-registry/v1/keks", json=httpx_body,
+                      timeout=10).status_code == 200
+    client.register_schema(f"{topic}-value", Schema(AVRO, "AVRO", rule_set=RuleSet(
+        domain_rules=(_rule("kek-shared"),))))
+    ours, theirs, our_de, their_de = _serdes("avro", confluent_client, client)
+    ctx, cctx = SerializationContext(topic, MessageField.VALUE), CContext(topic, CField.VALUE)
+    value = AVRO_VALUES[0]
+    yours = theirs(dict(value), cctx)
+    got = httpx.get(f"{server.url}/dek-registry/v1/keks/kek-shared/deks/{topic}-value",
+                    timeout=10).json()
+    assert got["keyMaterial"] and got["encryptedKeyMaterial"]
+    assert our_de(yours, ctx) == value
+    assert their_de(ours(dict(value), ctx), cctx) == value
+
+
+def test_confluents_dek_registry_client_against_the_server(server: RegistryServer) -> None:
+    from confluent_kafka.schema_registry.rules.encryption.dek_registry.dek_registry_client import (
+        DekAlgorithm,
+        DekRegistryClient,
+    )
+
+    theirs = DekRegistryClient({"url": server.url})
+    fresh = DekRegistryClient({"url": server.url})
+    _OPEN.extend((theirs, fresh))
+    kek = theirs.register_kek("kek-their-client", "local-kms", "k1", doc="d")
+    assert (kek.name, kek.kms_type, kek.kms_key_id, kek.shared, kek.doc) == (
+        "kek-their-client", "local-kms", "k1", False, "d")
+    material = base64.b64encode(b"\x01" * 44).decode()
+    dek = theirs.register_dek("kek-their-client", "s-value", material,
+                              DekAlgorithm.AES256_SIV, 3)
+    assert (dek.version, dek.algorithm, dek.encrypted_key_material) == (
+        3, DekAlgorithm.AES256_SIV, material)
+    got = fresh.get_dek("kek-their-client", "s-value", DekAlgorithm.AES256_SIV, 3)
+    assert got.encrypted_key_material == material and got.ts == dek.ts
+    assert fresh.get_kek("kek-their-client").ts == kek.ts
+    while _OPEN:
+        _OPEN.pop().__exit__()
+
+
+def test_a_wrong_secret_reads_nothing(clients: tuple[Any, SchemaRegistryClient]) -> None:
+    """What confluent-kafka encrypted does not decrypt under another local KMS secret: a
+    typed error naming the rule, no value."""
+    confluent_client, client = clients
+    topic = "enc-wrong-secret"
+    client.register_schema(f"{topic}-value", Schema(AVRO, "AVRO", rule_set=RuleSet(
+        domain_rules=(_rule("kek-wrong-secret"),))))
+    _, theirs, _, _ = _serdes("avro", confluent_client, client)
+    data = theirs(dict(AVRO_VALUES[0]), CContext(topic, CField.VALUE))
+    wrong = AvroDeserializer(client, rule_registry=_ours(), rule_conf={"secret": "other"})
+    with pytest.raises(ValueDeserializationError, match="'encrypt-pii'") as info:
+        wrong(data, SerializationContext(topic, MessageField.VALUE))
+    assert info.value.rule.name == "encrypt-pii"
+
+
+@pytest.mark.integration
+def test_a_producer_with_a_wrong_key_produces_nothing(
+        tansu_broker: TansuBroker, clients: tuple[Any, SchemaRegistryClient],
+        topic_name: str) -> None:
+    """Through SerializingProducer on Tansu: a writer whose local KMS secret cannot unwrap
+    the subject's DEK gets a typed error naming the rule and the topic stays empty; with
+    the right secret the record lands, and confluent-kafka's deserializer decrypts it."""
+    confluent_client, client = clients
+    tansu_broker.create_topic(topic_name, 1)
+    client.register_schema(f"{topic_name}-value", Schema(AVRO, "AVRO", rule_set=RuleSet(
+        domain_rules=(_rule("kek-producer"),))))
+    bootstrap = {"bootstrap.servers": tansu_broker.bootstrap_servers}
+    cctx = CContext(topic_name, CField.VALUE)
+    _, theirs, _, their_de = _serdes("avro", confluent_client, client)
+    theirs(dict(AVRO_VALUES[0]), cctx)  # confluent's writer made the KEK and DEK
+
+    def produce(secret: str) -> None:
+        ser = AvroSerializer(client, conf=LATEST, rule_registry=_ours(),
+                             rule_conf={"secret": secret})
+        with SerializingProducer({**bootstrap, "value.serializer": ser}) as producer:
+            try:
+                producer.produce(topic_name, value=dict(AVRO_VALUES[0]))
+            finally:
+                producer.flush(10)
+
+    tp = TopicPartition(topic_name, 0)
+    with pytest.raises(ValueSerializationError, match=r"rule 'encrypt-pii'.*unwrap") as info:
+        produce("wrong-secret")
+    assert info.value.rule.name == "encrypt-pii"
+    with Consumer({**bootstrap}) as consumer:
+        assert consumer.end_offsets([tp], timeout=10) == {tp: 0}
+    produce(SECRET)
+    with Consumer({**bootstrap, "auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([tp])
+        got: list[Any] = []
+        deadline = time.monotonic() + 15
+        while not got and time.monotonic() < deadline:
+            got.extend(consumer.consume(10, timeout=0.5))
+    assert len(got) == 1
+    assert AVRO_VALUES[0]["ssn"].encode() not in got[0].value
+    assert their_de(got[0].value, cctx) == AVRO_VALUES[0]

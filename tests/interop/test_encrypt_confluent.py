@@ -309,3 +309,33 @@ def test_a_producer_with_a_wrong_key_produces_nothing(
     assert len(got) == 1
     assert AVRO_VALUES[0]["ssn"].encode() not in got[0].value
     assert their_de(got[0].value, cctx) == AVRO_VALUES[0]
+
+
+@pytest.mark.parametrize("algorithm", ["AES128_GCM", "AES256_GCM", "AES256_SIV"])
+def test_dek_keys_and_ciphertexts_match_tinks(algorithm: str) -> None:
+    """Byte level, without a registry: a DEK made by either side works in the other's
+    cipher (Tink's serialized key format), and the local KMS of either side unwraps what
+    the other wrapped (the same HKDF-derived AES-128-GCM key)."""
+    from confluent_kafka.schema_registry.rules.encryption.dek_registry.dek_registry_client import (
+        DekAlgorithm,
+    )
+    from confluent_kafka.schema_registry.rules.encryption.encrypt_executor import Cryptor
+    from confluent_kafka.schema_registry.rules.encryption.localkms.local_client import (
+        LocalKmsClient,
+    )
+
+    from kontrakt.serde.rules.encryption_kms import DekCipher, LocalKmsDriver, new_dek
+
+    theirs = Cryptor(DekAlgorithm[algorithm])
+    for dek in (new_dek(algorithm), theirs.generate_key()):
+        ours = DekCipher(algorithm, dek)
+        for plaintext in (b"", b"123-45-6789", bytes(range(256)) * 3):
+            assert theirs.decrypt(dek, ours.encrypt(plaintext), b"") == plaintext
+            assert ours.decrypt(theirs.encrypt(dek, plaintext, b"")) == plaintext
+            if algorithm == "AES256_SIV":
+                assert ours.encrypt(plaintext) == theirs.encrypt(dek, plaintext, b"")
+    their_kms = LocalKmsClient(SECRET).get_aead("local-kms://any")
+    our_kms = LocalKmsDriver().new_aead({"secret": SECRET}, "local-kms://any")
+    dek = new_dek(algorithm)
+    assert their_kms.decrypt(our_kms.encrypt(dek, b""), b"") == dek
+    assert our_kms.decrypt(their_kms.encrypt(dek, b""), b"") == dek

@@ -400,3 +400,46 @@ def test_without_cryptography_the_extra_is_named(statement: str, message: str) -
                          cwd=Path(__file__).resolve().parents[3], timeout=60)
     assert run.returncode == 1
     assert message in run.stderr.strip().splitlines()[-1], run.stderr
+
+
+def test_async_serdes_over_http_use_a_sync_twin_of_the_client() -> None:
+    """An async serde's executor reaches the DEK registry with a sync client built from the
+    async client's settings (over real HTTP here), and closes it with the executor."""
+    from kontrakt.registry import AsyncSchemaRegistryClient, SchemaRegistryClient
+    from kontrakt.registry.server import RegistryServer
+
+    with RegistryServer() as srv, SchemaRegistryClient({"url": srv.url}) as sync_client:
+        register(sync_client, rule())
+        executor = FieldEncryptionExecutor()
+        async_rules = RuleRegistry()
+        async_rules.register_executor(executor)
+
+        async def main() -> bytes:
+            async_client = AsyncSchemaRegistryClient({"url": srv.url})
+            try:
+                aser = AsyncAvroSerializer(async_client, conf=LATEST, rule_registry=async_rules,
+                                           rule_conf=SECRET)
+                return await aser(dict(VALUE), CTX)
+            finally:
+                await async_client.close()
+        data = asyncio.run(main())
+        executor.close()
+        _, de = serdes(sync_client)
+        assert de(data, CTX) == VALUE
+        assert _plain(sync_client, data)["ssn"] != VALUE["ssn"]
+
+
+def test_on_failure_error_none_lets_a_reader_without_the_key_see_ciphertext(
+        registry: MockSchemaRegistryClient) -> None:
+    """Confluent's documented pattern ``onFailure: "ERROR,NONE"``: a writer without the key
+    is refused, a reader without it gets the record with the fields still encrypted."""
+    register(registry, {**rule(), "onFailure": "ERROR,NONE"})
+    ser, _ = serdes(registry)
+    data = ser(dict(VALUE), CTX)
+    other = {"secret": "not-the-secret"}
+    _, reader = serdes(registry, reader_conf=other)
+    got = reader(data, CTX)
+    assert got == _plain(registry, data) and got["ssn"] != VALUE["ssn"]
+    writer, _ = serdes(registry, rule_conf=other)
+    with pytest.raises(ValueSerializationError, match="unwrap"):
+        writer(dict(VALUE), CTX)

@@ -243,9 +243,12 @@ class FieldEncryptionExecutor(FieldRuleExecutor):
     def dek(self, ctx: RuleContext, kek: Kek, subject: str, algorithm: str,
             version: int | str, expiry_days: int) -> Dek:
         client = self.client(ctx)
+        # Readers may use a soft-deleted DEK (records written with it stay readable, as
+        # with Confluent's); writers only live ones.
+        reading = ctx.rule_mode == READ
         dek: Dek | None = _get_or_none(
-            lambda: client.get_dek(kek.name, subject, algorithm, version))
-        if ctx.rule_mode == READ:
+            lambda: client.get_dek(kek.name, subject, algorithm, version, deleted=reading))
+        if reading:
             if dek is None:
                 raise RuleError(f"no DEK v{version} of {subject!r} under KEK {kek.name!r} "
                                 "to decrypt with")

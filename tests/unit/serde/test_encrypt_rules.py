@@ -443,3 +443,17 @@ def test_on_failure_error_none_lets_a_reader_without_the_key_see_ciphertext(
     writer, _ = serdes(registry, rule_conf=other)
     with pytest.raises(ValueSerializationError, match="unwrap"):
         writer(dict(VALUE), CTX)
+
+
+def test_records_stay_readable_after_their_dek_is_soft_deleted(
+        registry: MockSchemaRegistryClient) -> None:
+    register(registry, rule())
+    ser, _ = serdes(registry)
+    data = ser(dict(VALUE), CTX)
+    DekRegistryClient(client=registry).delete_dek("kek1", SUBJECT)
+    _, de = serdes(registry)
+    assert de(data, CTX) == VALUE
+    DekRegistryClient(client=registry).delete_dek("kek1", SUBJECT, permanent=True)
+    _, de = serdes(registry)
+    with pytest.raises(ValueDeserializationError, match="no DEK v1"):
+        de(data, CTX)

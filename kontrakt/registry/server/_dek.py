@@ -163,8 +163,10 @@ class DekRoutes:
 
     Attributes:
         kms_config: the KMS drivers' config for ``shared`` KEKs (e.g. ``{"secret": ...}`` for
-            the local KMS); without a driver that can reach the KEK's KMS, creating or reading
-            a DEK of a shared KEK answers 500 / 50070.
+            the local KMS, which otherwise reads the ``LOCAL_SECRET`` environment variable);
+            without a driver that can reach the KEK's KMS, creating or reading a DEK of a
+            shared KEK answers 500 / 50070. The KMS is called under the registry's lock:
+            a remote KMS driver should bound its own calls.
     """
 
     def __init__(self, state: RegistryState) -> None:

@@ -189,8 +189,8 @@ class RegistryApp:
         add("DELETE", f"contexts/{v}", self._delete_context)
         #: the DEK registry (``/dek-registry/v1``); ``dek.kms_config`` for shared KEKs
         self.dek = DekRoutes(state)
-        for method, pattern, handler in self.dek.routes():
-            add(method, pattern, handler)
+        for method, pattern, handler, own_lock in self.dek.routes():
+            add(method, pattern, handler, own_lock)
 
     def _add(self, method: str, pattern: str, handler: _Handler, own_lock: bool = False
              ) -> None:

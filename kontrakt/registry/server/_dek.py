@@ -165,8 +165,9 @@ class DekRoutes:
         kms_config: the KMS drivers' config for ``shared`` KEKs (e.g. ``{"secret": ...}`` for
             the local KMS, which otherwise reads the ``LOCAL_SECRET`` environment variable);
             without a driver that can reach the KEK's KMS, creating or reading a DEK of a
-            shared KEK answers 500 / 50070. The KMS is called under the registry's lock:
-            a remote KMS driver should bound its own calls.
+            shared KEK answers 500 / 50070. The KMS is called outside the registry's lock
+            (other requests go on meanwhile); a remote KMS driver should still bound its
+            own calls, as each holds a server worker.
     """
 
     def __init__(self, state: RegistryState) -> None:
@@ -177,29 +178,32 @@ class DekRoutes:
     def _store(self) -> DekStore:
         return self.state.store.dek
 
-    def routes(self) -> list[tuple[str, str, Callable[[Any], Any]]]:
-        """``(method, pattern, handler)`` for the app's router (``{v}``: a path parameter)."""
+    def routes(self) -> list[tuple[str, str, Callable[[Any], Any], bool]]:
+        """``(method, pattern, handler, own lock)`` for the app's router (``{v}``: a path
+        parameter; handlers with ``own lock`` take the registry's lock themselves)."""
         root = "dek-registry/v1/keks"
         k = f"{root}/{{v}}"
         d = f"{k}/deks/{{v}}"
+        own = True  # takes the lock itself, calling a KMS outside it
         return [
-            ("GET", root, self._list_keks),
-            ("POST", root, self._create_kek),
-            ("GET", k, self._get_kek),
-            ("PUT", k, self._update_kek),
-            ("DELETE", k, self._delete_kek),
-            ("POST", f"{k}/undelete", self._undelete_kek),
-            ("GET", f"{k}/deks", self._list_subjects),
-            ("POST", f"{k}/deks", lambda r: self._create_dek(r, None)),
-            ("POST", d, lambda r: self._create_dek(r, r.args[1])),
-            ("GET", d, lambda r: self._get_dek(r, None)),
-            ("DELETE", d, lambda r: self._delete_deks(r, None)),
-            ("POST", f"{d}/undelete", lambda r: self._undelete_deks(r, None)),
-            ("GET", f"{d}/versions", self._list_versions),
-            ("GET", f"{d}/versions/{{v}}", lambda r: self._get_dek(r, r.args[2])),
-            ("DELETE", f"{d}/versions/{{v}}", lambda r: self._delete_deks(r, r.args[2])),
+            ("GET", root, self._list_keks, False),
+            ("POST", root, self._create_kek, False),
+            ("GET", k, self._get_kek, False),
+            ("PUT", k, self._update_kek, False),
+            ("DELETE", k, self._delete_kek, False),
+            ("POST", f"{k}/undelete", self._undelete_kek, False),
+            ("GET", f"{k}/deks", self._list_subjects, False),
+            ("POST", f"{k}/deks", lambda r: self._create_dek(r, None), own),
+            ("POST", d, lambda r: self._create_dek(r, r.args[1]), own),
+            ("GET", d, lambda r: self._get_dek(r, None), own),
+            ("DELETE", d, lambda r: self._delete_deks(r, None), False),
+            ("POST", f"{d}/undelete", lambda r: self._undelete_deks(r, None), False),
+            ("GET", f"{d}/versions", self._list_versions, False),
+            ("GET", f"{d}/versions/{{v}}", lambda r: self._get_dek(r, r.args[2]), own),
+            ("DELETE", f"{d}/versions/{{v}}", lambda r: self._delete_deks(r, r.args[2]),
+             False),
             ("POST", f"{d}/versions/{{v}}/undelete",
-             lambda r: self._undelete_deks(r, r.args[2])),
+             lambda r: self._undelete_deks(r, r.args[2]), False),
         ]
 
     # ---------------------------------------------------------------- helpers
@@ -353,12 +357,17 @@ class DekRoutes:
         algorithm = _algorithm(r.q("algorithm"))
         return [rec["version"] for rec in self._deks(name, subject, algorithm, deleted)]
 
+    # _get_dek and _create_dek take the registry's lock themselves and call a shared KEK's
+    # KMS outside it: a slow KMS must not stall every other request.
     def _get_dek(self, r: Any, raw_version: str | None) -> Any:
         name, subject = check_name(r.args[0]), _check_subject(r.args[1])
         version = 1 if raw_version is None else _version(raw_version)
         deleted = r.flag("deleted")
-        kek = self._kek(name, deleted)
-        rec = self._find_dek(name, subject, _algorithm(r.q("algorithm")), version, deleted)
+        algorithm = _algorithm(r.q("algorithm"))
+        with self.state.lock:
+            kek = dict(self._kek(name, deleted))
+            found = self._find_dek(name, subject, algorithm, version, deleted)
+            rec = None if found is None else dict(found)
         if rec is None:
             raise _not_found(subject)
         return _dek_view(rec, self._raw_dek(kek, rec))
@@ -377,31 +386,48 @@ class DekRoutes:
                 1 <= version <= _MAX_VERSION):
             raise _invalid("version")
         deleted = bool(body.get("deleted", False))
-        kek = self._kek(name, deleted)
         material = body.get("encryptedKeyMaterial")
         if material is not None and (not isinstance(material, str) or not _is_b64(material)):
             raise _invalid("encryptedKeyMaterial")
+        key = (name, subject, algorithm, version, deleted, material)
+        with self.state.lock:
+            kek, new = self._new_dek(*key)
+            if new["encryptedKeyMaterial"] is not None:
+                self._commit_dek(new)
+        if new["encryptedKeyMaterial"] is None:  # a shared KEK's new DEK: the KMS makes it
+            made = self._generate(kek, algorithm, subject)
+            with self.state.lock:
+                kek, new = self._new_dek(*key)  # again: another request may have made it
+                if new["encryptedKeyMaterial"] is None:
+                    new["encryptedKeyMaterial"] = made
+                self._commit_dek(new)
+        return _dek_view(new, self._raw_dek(kek, new))
+
+    def _new_dek(self, name: str, subject: str, algorithm: str, version: int, deleted: bool,
+                 material: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The KEK and the DEK record to store (``encryptedKeyMaterial`` None: a shared
+        KEK's key still to make), or the refusal (caller holds the lock)."""
+        kek = dict(self._kek(name, deleted))
         old = self._store.deks.get((name, subject, algorithm, version))
         new = {"kekName": name, "subject": subject, "version": version,
                "algorithm": algorithm, "encryptedKeyMaterial": material, "deleted": deleted}
+        # As Confluent's: a create equal to a soft-deleted DEK undeletes it; any other
+        # existing DEK is a conflict.
         if old is not None and (old["deleted"] == deleted or (
                 material is not None and material != old["encryptedKeyMaterial"])):
             raise _exists(subject)
-        raw: str | None = None
         if material is None:
             if not kek["shared"]:
                 raise _invalid("encryptedKeyMaterial")
             if old is not None:  # an undelete of a shared KEK's DEK keeps its key
                 new["encryptedKeyMaterial"] = old["encryptedKeyMaterial"]
-            else:
-                new["encryptedKeyMaterial"] = self._generate(kek, algorithm, subject)
         elif kek["shared"] and old is not None:
             raise _exists(subject)
+        return kek, new
+
+    def _commit_dek(self, new: dict[str, Any]) -> None:
         new["ts"] = _now_ms()
-        self.state._commit([{"op": "dek", "rec": new}])
-        if kek["shared"]:
-            raw = self._raw_dek(kek, new)
-        return _dek_view(new, raw)
+        self.state._commit([{"op": "dek", "rec": dict(new)}])
 
     def _generate(self, kek: dict[str, Any], algorithm: str, subject: str) -> str:
         aead = self._aead(kek)

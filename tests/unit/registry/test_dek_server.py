@@ -224,3 +224,49 @@ def test_keys_survive_a_restart(tmp_path: Any) -> None:
         http.delete(f"{ROOT}/k2", params={"permanent": "true"})
     with RegistryServer(storage=path) as srv, httpx.Client(base_url=srv.url) as http:
         assert http.get(ROOT, params={"deleted": "true"}).json() == ["k1"]
+
+
+def test_a_slow_kms_does_not_hold_the_registry_lock() -> None:
+    """A shared KEK's DEK is made by the KMS outside the registry's lock: while the KMS
+    call is pending, other requests are answered (they waited for it before)."""
+    import json
+    import threading
+
+    pytest.importorskip("cryptography")
+    from kontrakt.registry.server import RegistryApp, RegistryState
+    from kontrakt.serde.rules import encryption_kms
+
+    entered, gate = threading.Event(), threading.Event()
+
+    class SlowKms(encryption_kms.KmsDriver):
+        def get_key_url_prefix(self) -> str:
+            return "slow-kms://"
+
+        def new_aead(self, config: Any, key_url: str) -> Any:
+            entered.set()
+            gate.wait(10)
+            return encryption_kms.LocalKmsDriver().new_aead({"secret": "s"}, key_url)
+
+    encryption_kms.register_kms_driver(SlowKms())
+    app = RegistryApp(RegistryState())
+    try:
+        assert app.handle("POST", ROOT, "", json.dumps({
+            "name": "k1", "kmsType": "slow-kms", "kmsKeyId": "x",
+            "shared": True}).encode())[0] == 200
+        made: list[Any] = []
+        maker = threading.Thread(target=lambda: made.append(app.handle(
+            "POST", f"{ROOT}/k1/deks/s", "", json.dumps({"subject": "s"}).encode())))
+        maker.start()
+        assert entered.wait(10)
+        other: list[Any] = []
+        reader = threading.Thread(target=lambda: other.append(app.handle(
+            "GET", "/subjects", "", None)))
+        reader.start()
+        reader.join(5)
+        assert other == [(200, [])]
+        gate.set()
+        maker.join(10)
+        assert made[0][0] == 200 and made[0][1]["version"] == 1
+    finally:
+        gate.set()
+        encryption_kms.clear_kms_drivers()

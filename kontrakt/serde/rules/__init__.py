@@ -568,4 +568,6 @@ def configure_registry(registry: RuleRegistry, client: Any,
             client_conf = {}
     for member in [*registry.get_executors(), *registry.get_actions()]:
         member.configure(client_conf, dict(rule_conf or {}))
-        member.use_client(client)
+        use_client = getattr(member, "use_client", None)  # absent on duck-typed executors
+        if use_client is not None:
+            use_client(client)

@@ -457,3 +457,29 @@ def test_records_stay_readable_after_their_dek_is_soft_deleted(
     _, de = serdes(registry)
     with pytest.raises(ValueDeserializationError, match="no DEK v1"):
         de(data, CTX)
+
+
+def test_duck_typed_executors_without_use_client_still_configure(
+        registry: MockSchemaRegistryClient) -> None:
+    """The use_client hook (how ENCRYPT finds the DEK registry) is optional: an executor
+    written against confluent's interface, not subclassing RuleBase, still works."""
+
+    class Duck:
+        conf: dict[str, Any] = {}
+
+        def type(self) -> str:
+            return "DUCK"
+
+        def configure(self, client_conf: Any, rule_conf: Any) -> None:
+            Duck.conf = dict(rule_conf)
+
+        def transform(self, ctx: Any, message: Any) -> Any:
+            return message
+
+        def close(self) -> None:
+            return None
+
+    ducks = RuleRegistry()
+    ducks.register_executor(Duck())  # type: ignore[arg-type]
+    AvroSerializer(registry, conf=LATEST, rule_registry=ducks, rule_conf={"x": 1})
+    assert Duck.conf == {"x": 1}

@@ -339,3 +339,60 @@ def test_dek_keys_and_ciphertexts_match_tinks(algorithm: str) -> None:
     dek = new_dek(algorithm)
     assert their_kms.decrypt(our_kms.encrypt(dek, b""), b"") == dek
     assert our_kms.decrypt(their_kms.encrypt(dek, b""), b"") == dek
+
+
+def test_rotation_by_either_side_is_followed_by_the_other(
+        clients: tuple[Any, SchemaRegistryClient]) -> None:
+    """With ``encrypt.dek.expiry.days``, whichever side finds the DEK expired makes the
+    next version; the other side then writes with it, and each reads every version.
+
+    One tagged field: confluent's executor looks the latest DEK up per field, so with a
+    clock days ahead of the registry's timestamps it would rotate at each field."""
+    from confluent_kafka.schema_registry.rules.encryption.encrypt_executor import Clock
+
+    confluent_client, client = clients
+    topic = "enc-rotation"
+    schema = json.dumps({"type": "record", "name": "P", "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "ssn", "type": "string", "confluent:tags": ["PII"]}]})
+    client.register_schema(f"{topic}-value", Schema(schema, "AVRO", rule_set=RuleSet(
+        domain_rules=(_rule("kek-rotation", **{"encrypt.dek.expiry.days": "1"}),))))
+    later = int(time.time() * 1000) + 3 * 24 * 3600 * 1000
+
+    class Later(Clock):  # type: ignore[misc]
+        def now(self) -> int:
+            return later
+
+    conf = {"secret": SECRET}
+    ctx, cctx = SerializationContext(topic, MessageField.VALUE), CContext(topic, CField.VALUE)
+    value = {"id": 1, "ssn": "123-45-6789"}
+
+    def theirs(clock: Any = None) -> Any:
+        registry = CRuleRegistry()
+        executor = CFieldEncryptionExecutor(clock) if clock else CFieldEncryptionExecutor()
+        _OPEN.append(executor)
+        registry.register_executor(executor)
+        return cavro.AvroSerializer(confluent_client, conf=LATEST, rule_registry=registry,
+                                    rule_conf=conf)
+
+    def ours(clock: Any = None) -> Any:
+        registry = RuleRegistry()
+        executor = FieldEncryptionExecutor(clock=clock) if clock else FieldEncryptionExecutor()
+        _OPEN.append(executor)
+        registry.register_executor(executor)
+        return AvroSerializer(client, conf=LATEST, rule_registry=registry, rule_conf=conf)
+
+    def version(data: bytes) -> int:
+        return int.from_bytes(base64.b64decode(_encrypted_ssn(data, "avro"))[1:5], "big")
+
+    v1 = ours()(dict(value), ctx)
+    v2 = theirs(Later())(dict(value), cctx)  # confluent's side finds v1 expired
+    assert (version(v1), version(v2)) == (1, 2)
+    assert version(ours()(dict(value), ctx)) == 2  # a fresh writer takes the latest
+    v3 = ours(lambda: later + 3 * 24 * 3600 * 1000)(dict(value), ctx)  # ours rotates now
+    assert version(v3) == 3
+    assert version(theirs()(dict(value), cctx)) == 3
+    _, _, our_de, their_de = _serdes("avro", confluent_client, client)
+    for data in (v1, v2, v3):
+        assert our_de(data, ctx) == value
+        assert their_de(data, cctx) == value

@@ -8,26 +8,14 @@ engine), :mod:`kontrakt.serde` (serializers) and :mod:`kontrakt.testing` (real t
 
 from __future__ import annotations
 
+import typing as _typing
+
 from kontrakt._types import (
     ConsumerRecord,
     OffsetAndMetadata,
     RecordMetadata,
     TimestampType,
     TopicPartition,
-)
-from kontrakt.clients import (
-    AdminClient,
-    AsyncAdminClient,
-    AsyncConsumer,
-    AsyncDeserializingConsumer,
-    AsyncKafkaClient,
-    AsyncProducer,
-    AsyncSerializingProducer,
-    Consumer,
-    DeserializingConsumer,
-    KafkaClient,
-    Producer,
-    SerializingProducer,
 )
 from kontrakt.errors import (
     ConfigError,
@@ -41,6 +29,45 @@ from kontrakt.errors import (
 )
 
 __version__ = "0.1.0"
+
+# The clients are imported on first use (``kontrakt.Producer``): ``import kontrakt`` stays
+# cheap for what needs only the types, errors or a room (the CLI, the registry server,
+# serdes alone). Type checkers see them as plain imports.
+_CLIENTS = frozenset({
+    "AdminClient", "AsyncAdminClient", "AsyncConsumer", "AsyncDeserializingConsumer",
+    "AsyncKafkaClient", "AsyncProducer", "AsyncSerializingProducer", "Consumer",
+    "DeserializingConsumer", "KafkaClient", "Producer", "SerializingProducer",
+})
+
+if _typing.TYPE_CHECKING:
+    from kontrakt.clients import (
+        AdminClient,
+        AsyncAdminClient,
+        AsyncConsumer,
+        AsyncDeserializingConsumer,
+        AsyncKafkaClient,
+        AsyncProducer,
+        AsyncSerializingProducer,
+        Consumer,
+        DeserializingConsumer,
+        KafkaClient,
+        Producer,
+        SerializingProducer,
+    )
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name in _CLIENTS:
+        from kontrakt import clients
+
+        value = getattr(clients, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'kontrakt' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _CLIENTS)
 
 __all__ = [
     "AdminClient",

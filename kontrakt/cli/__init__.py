@@ -1,95 +1,47 @@
-"""The ``kontrakt`` command.
+"""The ``kontrakt`` command: a development stack, kcat-style produce and consume, topic, group
+and cluster administration, and schema contracts.
 
-Subcommands are grouped (``kontrakt schemas check``). A group registers itself with a function
-``register(subparsers)`` that adds its parser and sets ``handler`` (``args -> exit code``) on
-the parsed namespace; add new groups to ``_GROUPS``.
+    kontrakt dev                                   # broker + registry on 127.0.0.1
+    kontrakt produce orders < lines.txt            # one record per line
+    kontrakt consume orders -o beginning -e -f '%k %s\\n'
+    kontrakt topics create orders -p 6
+    kontrakt groups describe billing               # lag per partition
+    kontrakt schemas check schemas/ --git main
 
-Exit codes: 0 success, 1 the check failed (e.g. an incompatible schema), 2 usage or input
-errors (bad arguments, unreadable schemas, unreachable registry).
+``--bootstrap`` and ``--registry`` also come from ``KONTRAKT_BOOTSTRAP`` and
+``KONTRAKT_REGISTRY``; any client option from ``-X key=value`` or ``--config FILE``.
+``kontrakt COMMAND --help`` shows each command's options and defaults.
+
+Exit codes: 0 success; 1 a check failed (an incompatible schema, fewer records than
+``--count``); 2 usage or input errors; 3 the broker or registry unreachable or failing;
+130 interrupted.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
-from kontrakt.errors import KontraktError
+import click
 
-__all__ = ["build_parser", "main"]
+from kontrakt import __version__
+from kontrakt.cli._admin import cluster, groups, topics
+from kontrakt.cli._common import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, CliError
+from kontrakt.cli._dev import dev
+from kontrakt.cli._io import consume, produce
+from kontrakt.cli._schema_cmds import schemas
 
-Handler = Callable[[argparse.Namespace], int]
-
-
-def _schemas_check(args: argparse.Namespace) -> int:
-    from kontrakt.cli._schemas import (
-        check_against_git,
-        check_against_registry,
-        format_report,
-        reports_json,
-    )
-
-    folder = Path(args.folder)
-    headers = {}
-    for header in args.header or []:
-        name, sep, value = header.partition(":")
-        if not sep:
-            raise KontraktError(f"--header needs 'Name: value', got {header!r}")
-        headers[name.strip()] = value.strip()
-    if args.registry:
-        reports = check_against_registry(folder, args.registry, args.level, args.policy,
-                                         headers=headers)
-    else:
-        reports = check_against_git(folder, args.git, args.level or "BACKWARD", args.policy)
-    print(reports_json(reports) if args.json else format_report(reports))
-    if any(r.error for r in reports):
-        return 2
-    return 0 if all(r.ok for r in reports) else 1
+__all__ = ["cli", "main"]
 
 
-def _register_schemas(subparsers: Any) -> None:
-    group = subparsers.add_parser("schemas", help="schema contract checks")
-    commands = group.add_subparsers(dest="schemas_command", metavar="COMMAND")
-    commands.required = True
-    check = commands.add_parser(
-        "check",
-        help="check the schemas in a folder against git history or a Schema Registry",
-        description="Compare each schema file (<subject>.avsc, .json, .proto) with the "
-                    "previous versions of its subject and fail if a change is incompatible.",
-    )
-    check.add_argument("folder", nargs="?", default="schemas",
-                       help="folder holding one schema file per subject (default: schemas)")
-    source = check.add_mutually_exclusive_group()
-    source.add_argument("--git", metavar="REV", default="HEAD",
-                        help="compare with the files as committed at REV (default: HEAD)")
-    source.add_argument("--registry", metavar="URL",
-                        help="compare with the subjects' versions in this Schema Registry")
-    check.add_argument("--level", type=str.upper, default=None,
-                       choices=["NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD",
-                                "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE"],
-                       help="compatibility level (default: BACKWARD for git, the subject's "
-                            "configured level for a registry)")
-    check.add_argument("--policy", type=str.lower, default="strict",
-                       choices=["strict", "lenient"], help="JSON Schema policy")
-    check.add_argument("--header", action="append", metavar="'NAME: VALUE'",
-                       help="extra HTTP header for the registry (repeatable)")
-    check.add_argument("--json", action="store_true", help="print a JSON report")
-    check.set_defaults(handler=_schemas_check)
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "-V", "--version", prog_name="kontrakt")
+def cli() -> None:
+    """Kontrakt: typed, schema-contracted Kafka from the command line."""
 
 
-_GROUPS: list[Callable[[Any], None]] = [_register_schemas]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every registered subcommand group."""
-    parser = argparse.ArgumentParser(prog="kontrakt", description="Kontrakt command line")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    subparsers.required = True
-    for register in _GROUPS:
-        register(subparsers)
-    return parser
+for command in (dev, produce, consume, topics, groups, cluster, schemas):
+    cli.add_command(command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,16 +51,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: arguments without the program name (default: ``sys.argv[1:]``).
 
     Returns:
-        The exit code (also what the console script exits with).
+        The exit code (also what the console script exits with); see the module docs.
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler: Handler = args.handler
     try:
-        return handler(args)
-    except KontraktError as exc:
-        print(f"kontrakt: error: {exc}", file=sys.stderr)
-        return 2
+        cli.main(args=list(argv) if argv is not None else None, prog_name="kontrakt",
+                 standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except CliError as exc:
+        exc.show()
+        return exc.exit_code
+    except click.ClickException as exc:
+        # click's own (a file that cannot be opened, a bad parameter) are input errors.
+        exc.show()
+        return EXIT_INPUT if exc.exit_code == 1 else int(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("kontrakt: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        click.echo("kontrakt: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_INPUT)
+    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from kontrakt.cli._common import EXTENSIONS
 from kontrakt.errors import KontraktError
 from kontrakt.registry.compatibility import (
     CompatibilityLevel,
@@ -38,7 +39,6 @@ __all__ = [
     "schema_type_for",
 ]
 
-EXTENSIONS = {".avsc": "AVRO", ".json": "JSON", ".proto": "PROTOBUF"}
 _IMPORT_RE = re.compile(r'^\s*import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;', re.MULTILINE)
 _GIT_TIMEOUT_S = 60.0
 _HTTP_TIMEOUT_S = 30.0

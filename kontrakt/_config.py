@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kontrakt._aliases import resolve_alias
 from kontrakt.errors import ConfigError
 
 __all__ = [
@@ -203,12 +204,18 @@ class ClientConfig(Mapping[str, Any]):
         for key, value in (config or {}).items():
             opt = allowed.get(key) or by_attr.get(key)
             if opt is None:
-                raise ConfigError(_unknown(key, allowed))
+                found = _alias(key, value, allowed)
+                if found is None:
+                    continue
+                opt, value = found
             given[opt.name] = value
         for key, value in kwargs.items():
             opt = by_attr.get(key) or allowed.get(key)
             if opt is None:
-                raise ConfigError(_unknown(key, allowed))
+                found = _alias(key, value, allowed)
+                if found is None:
+                    continue
+                opt, value = found
             if opt.name in given and given[opt.name] != value:
                 raise ConfigError(f"{opt.name} given twice with different values")
             given[opt.name] = value
@@ -250,6 +257,22 @@ class ClientConfig(Mapping[str, Any]):
             if v != self._allowed[k].default
         }
         return f"ClientConfig({shown!r})"
+
+
+def _alias(key: str, value: Any, allowed: Mapping[str, Option]) -> tuple[Option, Any] | None:
+    """Another client's name for one of ``allowed`` (see :mod:`kontrakt._aliases`): the
+    option and the value converted; None for a no-op value to ignore.
+
+    Raises:
+        ConfigError: an unknown key (naming close matches), a refused one (saying why).
+    """
+    found = resolve_alias(key, value, allowed)
+    if found is False:
+        raise ConfigError(_unknown(key, allowed))
+    if found is None or found is True:
+        return None
+    name, converted = found
+    return allowed[name], converted
 
 
 def _unknown(key: str, allowed: Mapping[str, Option]) -> str:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 __all__ = [
+    "OFFSET_BEGINNING",
+    "OFFSET_END",
+    "OFFSET_INVALID",
+    "OFFSET_STORED",
     "ConsumerRecord",
     "OffsetAndMetadata",
     "RecordMetadata",
@@ -27,15 +31,36 @@ class TimestampType(IntEnum):
     LOG_APPEND_TIME = 1
 
 
+#: confluent-kafka's logical offsets, for :class:`TopicPartition`'s ``offset``.
+OFFSET_BEGINNING = -2
+OFFSET_END = -1
+OFFSET_STORED = -1000
+OFFSET_INVALID = -1001
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class TopicPartition:
-    """A partition of a topic."""
+    """A partition of a topic, optionally with an offset (confluent-kafka's
+    ``TopicPartition(topic, partition, offset)``).
+
+    Equality, ordering and hashing use ``topic`` and ``partition`` only (as in
+    confluent-kafka), so a partition with an offset finds its entry in a dict keyed by
+    partitions. ``offset`` is read by ``assign`` (where to start: an offset,
+    :data:`OFFSET_BEGINNING`, :data:`OFFSET_END`, or :data:`OFFSET_STORED` /
+    :data:`OFFSET_INVALID` for the committed offset), ``commit(offsets=[...])``,
+    ``store_offsets(offsets=[...])`` and set by ``position([...])``.
+    """
 
     topic: str
     partition: int
+    offset: int = field(default=OFFSET_INVALID, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+    def __repr__(self) -> str:
+        at = "" if self.offset == OFFSET_INVALID else f", offset={self.offset}"
+        return f"TopicPartition(topic={self.topic!r}, partition={self.partition}{at})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,10 +138,11 @@ def _flatten(batches: Mapping[TopicPartition, list[ConsumerRecord[Any, Any]]]
 
 def _by_partition(records: list[ConsumerRecord[Any, Any]]
                   ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
-    out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+    # Keyed by plain tuples, one TopicPartition per partition: this runs once per record.
+    groups: dict[tuple[str, int], list[ConsumerRecord[Any, Any]]] = {}
     for r in records:
-        out.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
-    return out
+        groups.setdefault((r.topic, r.partition), []).append(r)
+    return {TopicPartition(t, p): recs for (t, p), recs in groups.items()}
 
 
 # --- producers -------------------------------------------------------------------------
@@ -494,6 +495,11 @@ class DeserializingConsumer:
         raw = self._consumer.poll(timeout)
         return None if raw is None else self._decoding.decode(raw)
 
+    def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
+        """The next deserialized record, waiting as long as it takes (aiokafka's); errors
+        as in :meth:`poll` and :meth:`Consumer.getone`."""
+        return self._decoding.decode(self._consumer.getone(*partitions))
+
     def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
                       ) -> list[ConsumerRecord[Any, Any]]:
         out: list[ConsumerRecord[Any, Any]] = []
@@ -565,6 +571,11 @@ class AsyncDeserializingConsumer:
         :meth:`DeserializingConsumer.poll`."""
         raw = await self._consumer.poll(timeout)
         return None if raw is None else await self._decoding.decode_async(raw)
+
+    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
+        """The next deserialized record, waiting as long as it takes (aiokafka's); errors
+        as in :meth:`poll` and :meth:`AsyncConsumer.getone`."""
+        return await self._decoding.decode_async(await self._consumer.getone(*partitions))
 
     async def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
                             ) -> list[ConsumerRecord[Any, Any]]:

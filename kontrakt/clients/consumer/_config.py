@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kontrakt._config import Option, options
+from kontrakt.clients._hooks import HOOK_OPTIONS
 from kontrakt.clients.client import CLIENT_OPTIONS
 
 __all__ = ["CONSUMER_OPTIONS", "GROUP_OPTION_NAMES"]
@@ -83,7 +84,7 @@ _GROUP = options(
            doc="kept for compatibility; subscriptions never create topics"),
 )
 
-CONSUMER_OPTIONS: dict[str, Option] = {**CLIENT_OPTIONS, **_FETCH, **_GROUP}
+CONSUMER_OPTIONS: dict[str, Option] = {**CLIENT_OPTIONS, **_FETCH, **_GROUP, **HOOK_OPTIONS}
 """Every option :class:`~kontrakt.clients.consumer.AsyncConsumer` understands."""
 
 GROUP_OPTION_NAMES: frozenset[str] = frozenset(_GROUP)

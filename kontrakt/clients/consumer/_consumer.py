@@ -8,18 +8,26 @@ import inspect
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, overload
 
 from kontrakt._config import ClientConfig
-from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from kontrakt._types import OFFSET_BEGINNING, ConsumerRecord, OffsetAndMetadata, TopicPartition
+from kontrakt.clients._hooks import ClientHooks
 from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import CLIENT_OPTIONS, AsyncKafkaClient
+from kontrakt.clients.consumer._compat import (
+    AsyncConsumerCompat,
+    flat_partitions,
+    split_config,
+    subscription_of,
+)
 from kontrakt.clients.consumer._config import CONSUMER_OPTIONS, reset_strategy
 from kontrakt.clients.consumer._fetcher import FetchBuffer, Fetcher
 from kontrakt.clients.consumer._offsets import (
     EARLIEST,
     LATEST,
     OffsetAndTimestamp,
+    OffsetsLike,
     given_offsets,
     list_offsets,
     offsets_after,
@@ -61,11 +69,14 @@ async def run_listener_inline(callback: Callable[..., Any], partitions: set[Topi
         await result
 
 
-class AsyncConsumer:
+class AsyncConsumer(AsyncConsumerCompat):
     """Asyncio Kafka consumer.
 
     Args:
         config: Kafka property names to values (``{"group.id": "g", ...}``).
+        *topics: topics to subscribe to at once (kafka-python's and aiokafka's
+            ``AIOKafkaConsumer("orders", ...)``; needs ``group.id``); the first may stand
+            in the config's place.
         **kwargs: the same options with snake_case names (``group_id="g"``).
 
     Options: those of :class:`~kontrakt.clients.AsyncKafkaClient` plus ``group.id``,
@@ -75,7 +86,10 @@ class AsyncConsumer:
     ``auto.offset.reset``, ``fetch.min.bytes``, ``fetch.max.wait.ms``, ``fetch.max.bytes``,
     ``max.partition.fetch.bytes``, ``max.decompressed.batch.multiple`` (decompression bound),
     ``queued.max.messages.kbytes`` (prefetch memory cap), ``max.poll.records``,
-    ``check.crcs``, ``isolation.level``, ``client.rack``.
+    ``check.crcs``, ``isolation.level``, ``client.rack``; the callbacks ``error_cb``,
+    ``logger``, ``stats_cb`` with ``statistics.interval.ms`` (see
+    :mod:`kontrakt.clients._hooks`); and librdkafka's, the Java client's and
+    kafka-python's names for these (:mod:`kontrakt._aliases`).
 
     Delivery guarantee with ``enable.auto.commit`` (the default): at least once for an
     application that is done with the records a poll returned when it polls again — auto
@@ -85,7 +99,7 @@ class AsyncConsumer:
     returned).
 
     Raises:
-        ConfigError: unknown option or bad value.
+        ConfigError: unknown option or bad value (or topics without ``group.id``).
 
     Example::
 
@@ -96,9 +110,11 @@ class AsyncConsumer:
                 print(record.offset, record.value)
     """
 
-    def __init__(self, config: Mapping[str, Any] | None = None, *,
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
                  _listener_runner: ListenerRunner | None = None, **kwargs: Any) -> None:
+        config, topics = split_config(config, topics)
         self.config = cfg = ClientConfig(CONSUMER_OPTIONS, config, **kwargs)
+        self._hooks = ClientHooks(cfg, "consumer", self._statistics)
         client_cfg = {k: cfg[k] for k in CLIENT_OPTIONS if cfg[k] is not None}
         self._client = AsyncKafkaClient(client_cfg)
         self._client.owner = "AsyncConsumer"
@@ -120,6 +136,13 @@ class AsyncConsumer:
         self._closed = False
         self._closing = False
         self._start_lock: asyncio.Lock | None = None
+        if topics:
+            if not self._group_id:
+                raise ConfigError(
+                    "topics given to the constructor are subscribed to, which needs group.id; "
+                    "without a group, assign() the partitions "
+                    "(partitions_for_topic() lists them)")
+            self.subscribe(topics)
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -143,10 +166,12 @@ class AsyncConsumer:
             self._loop = asyncio.get_running_loop()
             self._data = asyncio.Event()
             self._buffer.on_data = self._on_data
-            await self._client.start()
-            self._fetcher.start()
-            if self._coordinator is not None:
-                self._coordinator.start()
+            # The tasks started here report to this consumer's callbacks.
+            with self._hooks.bound():
+                await self._client.start()
+                self._fetcher.start()
+                if self._coordinator is not None:
+                    self._coordinator.start()
             self._started = True
             if self._subs.assignment:
                 self._fetcher.wake()
@@ -198,6 +223,7 @@ class AsyncConsumer:
             self._closed = True
             await self._fetcher.close()
             await self._client.close()
+            await self._hooks.close()
             self._buffer.clear()
             if self._data is not None:
                 self._data.set()
@@ -228,7 +254,8 @@ class AsyncConsumer:
         """Join the group (``group.id``) and consume what it assigns.
 
         Args:
-            topics: topic names; or
+            topics: topic names; a name starting with ``^`` is a regular expression
+                matched from the start of topic names (confluent-kafka's form); or
             pattern: a regular expression matched (fully) against every topic name,
                 re-evaluated on each metadata refresh.
             listener: an object with ``on_partitions_revoked(partitions)``,
@@ -245,23 +272,29 @@ class AsyncConsumer:
         self._check()
         if not self._group_id or self._coordinator is None:
             raise ConfigError("subscribe() needs group.id; use assign() without a group")
-        self._subs.subscribe(topics if not isinstance(topics, str) else [topics], pattern)
+        names, pattern = subscription_of(topics, pattern)
+        self._subs.subscribe(names, pattern)
         self._coordinator.listener = listener
         self._coordinator.subscription_changed()
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Consume exactly these partitions, without group management.
 
-        Positions start from the committed offsets (with ``group.id``) or
-        ``auto.offset.reset``.
+        Positions start from each partition's ``offset`` when given
+        (``TopicPartition(t, p, offset)``, confluent-kafka's form; also
+        ``OFFSET_BEGINNING`` / ``OFFSET_END``), else from the committed offsets (with
+        ``group.id``) or ``auto.offset.reset``.
 
         Raises:
             IllegalStateError: subscribed by topics or pattern.
+            InvalidArgumentError: an offset below 0 that is no OFFSET_* constant.
         """
         self._check()
-        parts = list(partitions)
+        given = list(partitions)
+        parts = flat_partitions((given,))
         self._subs.assign(parts)
         self._client.add_topics({tp.topic for tp in parts})
+        self._start_at(given)
         self._fetcher.wake()
 
     def assignment(self) -> set[TopicPartition]:
@@ -408,16 +441,28 @@ class AsyncConsumer:
                 raise KafkaTimeoutError(f"{what} did not complete within the timeout")
             await self._fetcher.wait_progress(remaining)
 
-    async def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
+    @overload
+    async def position(self, partition: TopicPartition, timeout: float | None = None
+                       ) -> int: ...
+    @overload
+    async def position(self, partition: list[TopicPartition], timeout: float | None = None
+                       ) -> list[TopicPartition]: ...
+
+    async def position(self, partition: TopicPartition | list[TopicPartition],
+                       timeout: float | None = None) -> int | list[TopicPartition]:
         """The offset of the next record :meth:`poll` will return for ``partition``.
 
-        Resolves it first (committed offset or ``auto.offset.reset``) when needed.
+        Resolves it first (committed offset or ``auto.offset.reset``) when needed. Given a
+        list (confluent-kafka's form), returns the partitions with their ``offset`` set.
 
         Raises:
             IllegalStateError: the partition is not assigned.
             KafkaTimeoutError: not resolved within ``timeout`` (default request timeout).
             OffsetOutOfRangeResetError: no position and ``auto.offset.reset`` is none.
         """
+        if isinstance(partition, list):
+            return [TopicPartition(tp.topic, tp.partition, await self.position(tp, timeout))
+                    for tp in flat_partitions((partition,))]
         await self.start()
         st = self._subs.state(partition)
 
@@ -429,14 +474,22 @@ class AsyncConsumer:
         assert st.position is not None
         return st.position.offset
 
-    def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata) -> None:
-        """Read ``partition`` from ``offset`` next.
+    def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata | None = None
+             ) -> None:
+        """Read ``partition`` from ``offset`` next (None: the partition's own ``offset``,
+        confluent-kafka's ``seek(TopicPartition(t, p, offset))``).
 
         Raises:
             IllegalStateError: the partition is not assigned.
             ValueError: a negative offset.
         """
         self._check()
+        if offset is None:
+            self._start_at([partition] if partition.offset >= OFFSET_BEGINNING else
+                           [TopicPartition(partition.topic, partition.partition, -3)])
+            self._fetcher.wake()
+            return
+        partition = TopicPartition(partition.topic, partition.partition)
         if isinstance(offset, OffsetAndMetadata):
             with self._buffer.lock:
                 self._subs.seek(partition, offset.offset, offset.leader_epoch)
@@ -461,14 +514,15 @@ class AsyncConsumer:
                 self._subs.request_reset(tp, strategy)
         self._fetcher.wake()
 
-    def pause(self, *partitions: TopicPartition) -> None:
-        """Stop fetching and returning records of these assigned partitions."""
-        self._subs.pause(partitions)
+    def pause(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
+        """Stop fetching and returning records of these assigned partitions (given one by
+        one, or as a list: confluent-kafka's form)."""
+        self._subs.pause(flat_partitions(partitions))
         self._fetcher.wake()  # a decoding waiting for buffer room stops for them
 
-    def resume(self, *partitions: TopicPartition) -> None:
-        """Resume paused partitions."""
-        self._subs.resume(partitions)
+    def resume(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
+        """Resume paused partitions (one by one, or as a list)."""
+        self._subs.resume(flat_partitions(partitions))
         self._fetcher.wake()
 
     def paused(self) -> set[TopicPartition]:
@@ -549,8 +603,8 @@ class AsyncConsumer:
             raise ConfigError("commits need group.id")
         return self._coordinator
 
-    def _offsets_to_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
-                           | None) -> dict[TopicPartition, OffsetAndMetadata]:
+    def _offsets_to_commit(self, offsets: OffsetsLike | None
+                           ) -> dict[TopicPartition, OffsetAndMetadata]:
         if offsets is None:
             with self._buffer.lock:
                 return self._subs.consumed_offsets(stored_only=not self._auto_store)
@@ -558,8 +612,7 @@ class AsyncConsumer:
 
     def store_offsets(self, records: ConsumerRecord[Any, Any]
                       | Iterable[ConsumerRecord[Any, Any]] | None = None, *,
-                      offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
-                      | None = None) -> None:
+                      offsets: OffsetsLike | None = None) -> None:
         """Mark records as processed (confluent-kafka's ``store_offsets``): auto commit
         then covers them without waiting for the next poll. With
         ``enable.auto.offset.store=false``, auto commit (timed, on revocation and on close)
@@ -587,8 +640,8 @@ class AsyncConsumer:
             for st, om in states:
                 st.stored = om
 
-    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
-                     | None = None, timeout: float | None = None) -> None:
+    async def commit(self, offsets: OffsetsLike | None = None,
+                     timeout: float | None = None) -> None:
         """Commit offsets (default: the positions of every assigned partition; with
         ``enable.auto.offset.store=false``, the offsets given to :meth:`store_offsets`).
 
@@ -605,11 +658,10 @@ class AsyncConsumer:
         await self.start()
         await group.commit(self._offsets_to_commit(offsets), timeout=timeout)
 
-    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
-                     | None = None, callback: Callable[[dict[TopicPartition,
-                                                             OffsetAndMetadata],
-                                                        BaseException | None], Any]
-                     | None = None) -> asyncio.Task[None]:
+    def commit_async(self, offsets: OffsetsLike | None = None,
+                     callback: Callable[[dict[TopicPartition, OffsetAndMetadata],
+                                         BaseException | None], Any] | None = None
+                     ) -> asyncio.Task[None]:
         """Start a commit and return its task; ``callback(offsets, error)`` runs when done.
 
         The offsets are taken now (default: the current positions).

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from kontrakt.clients._hooks import report_error
 from kontrakt.clients._wait import cancel_and_wait, wait_event
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
 from kontrakt.clients.consumer._decoding import (
@@ -146,6 +147,16 @@ class FetchBuffer:
         #: count as processed. A partition's first record handed out since is
         #: ``PartitionState.first_unacked`` (when its ``poll_seq`` equals this).
         self.poll_seq = 0
+        # Records and fetched bytes of fetches consumed to their end (counted per fetch,
+        # not per record: see consumed_counts).
+        self._consumed_records = 0
+        self._consumed_bytes = 0
+
+    def consumed_counts(self) -> tuple[int, int]:
+        """Records handed to the application so far, and the fetched bytes of the fetches
+        consumed to their end (call with ``lock`` held)."""
+        partial = sum(cf.index for cf in self._queue)
+        return self._consumed_records + partial, self._consumed_bytes
 
     def add(self, cf: CompletedFetch) -> None:
         """Queue a completed fetch (loop thread)."""
@@ -195,6 +206,7 @@ class FetchBuffer:
             for cf in self._queue:
                 cf.state.buffered_bytes -= cf.size
                 self.total_bytes -= cf.cost
+                self._consumed_records += cf.index
             self._queue.clear()
             self._errors.clear()
         self.on_space()
@@ -234,6 +246,7 @@ class FetchBuffer:
                 st = cf.state
                 if st.gen != cf.gen:
                     queue.popleft()
+                    self._consumed_records += cf.index
                     freed = self._release(cf) or freed
                     continue
                 if st.paused:
@@ -258,6 +271,8 @@ class FetchBuffer:
                     st.position = FetchPosition(last.offset + 1, last.leader_epoch)
                 if cf.index >= len(recs):
                     queue.popleft()
+                    self._consumed_records += len(recs)
+                    self._consumed_bytes += cf.size
                     st.position = FetchPosition(cf.next_offset, cf.next_epoch)
                     freed = self._release(cf) or freed
             if kept:
@@ -749,6 +764,7 @@ class Fetcher:
                                    timeout=self.request_timeout + self.max_wait_ms / 1000)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             log.debug("fetch from node %s failed: %s", node, exc)
+            report_error(exc)
             session.reset()
             self.client.request_metadata_refresh()
             self._backoff_node(node)

@@ -31,14 +31,28 @@ class OffsetAndTimestamp:
     leader_epoch: int = -1
 
 
-def given_offsets(offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
-                  ) -> dict[TopicPartition, OffsetAndMetadata]:
-    """Offsets an application gives to commit or store, as :class:`OffsetAndMetadata`.
+#: Offsets an application gives: partition -> offset (or OffsetAndMetadata), or
+#: confluent-kafka's list of ``TopicPartition(topic, partition, offset)``.
+OffsetsLike = Mapping[TopicPartition, OffsetAndMetadata | int] | Iterable[TopicPartition]
+
+
+def given_offsets(offsets: OffsetsLike) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Offsets an application gives to commit or store, as :class:`OffsetAndMetadata`:
+    a mapping, or (confluent-kafka's form) partitions carrying their ``offset``.
 
     Raises:
-        TypeError: an offset is neither an int nor an OffsetAndMetadata.
-        InvalidArgumentError: a negative offset.
+        TypeError: an offset is neither an int nor an OffsetAndMetadata, or an item of a
+            list is not a TopicPartition.
+        InvalidArgumentError: a negative offset (a partition without one included).
     """
+    if not isinstance(offsets, Mapping):
+        pairs: dict[TopicPartition, OffsetAndMetadata | int] = {}
+        for tp in offsets:
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"offsets: expected TopicPartition(topic, partition, offset) "
+                                f"items or a mapping, got {type(tp).__name__}")
+            pairs[TopicPartition(tp.topic, tp.partition)] = tp.offset
+        offsets = pairs
     out: dict[TopicPartition, OffsetAndMetadata] = {}
     for tp, o in offsets.items():
         if isinstance(o, OffsetAndMetadata):
@@ -62,15 +76,16 @@ def offsets_after(records: ConsumerRecord[Any, Any] | Iterable[ConsumerRecord[An
     """
     if isinstance(records, ConsumerRecord):
         records = (records,)
-    out: dict[TopicPartition, OffsetAndMetadata] = {}
+    best: dict[tuple[str, int], ConsumerRecord[Any, Any]] = {}
     for r in records:
         if not isinstance(r, ConsumerRecord):
             raise TypeError(f"expected ConsumerRecord, got {type(r).__name__}")
-        tp = TopicPartition(r.topic, r.partition)
-        known = out.get(tp)
+        key = (r.topic, r.partition)
+        known = best.get(key)
         if known is None or r.offset >= known.offset:
-            out[tp] = OffsetAndMetadata(r.offset + 1, "", r.leader_epoch)
-    return out
+            best[key] = r
+    return {TopicPartition(t, p): OffsetAndMetadata(r.offset + 1, "", r.leader_epoch)
+            for (t, p), r in best.items()}
 
 
 async def list_offsets(client: AsyncKafkaClient, query: Mapping[TopicPartition, int], *,

@@ -16,12 +16,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from kontrakt.clients._sync import BackgroundStart, LoopThread, wait_done, weak_method
+from kontrakt.clients.consumer._compat import ConsumerCompat, split_config
 from kontrakt.clients.consumer._consumer import AsyncConsumer, close_deadline, run_listener_inline
-from kontrakt.clients.consumer._offsets import OffsetAndTimestamp
+from kontrakt.clients.consumer._offsets import OffsetAndTimestamp, OffsetsLike
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError
 
 __all__ = ["Consumer"]
@@ -29,8 +30,12 @@ __all__ = ["Consumer"]
 T = TypeVar("T")
 
 
-class Consumer:
+class Consumer(ConsumerCompat):
     """Blocking Kafka consumer; same options and methods as :class:`AsyncConsumer`.
+
+    Takes the arguments of :class:`AsyncConsumer` (``Consumer("orders", group_id="g", ...)``
+    subscribes at once, kafka-python's form). ``error_cb``, ``logger`` and ``stats_cb`` run
+    on the consumer's I/O thread (they must not call blocking consumer methods).
 
     Rebalance listener callbacks are plain functions run on the thread that is calling the
     consumer. Must not be used from several threads at once.
@@ -58,13 +63,15 @@ class Consumer:
                 print(record.value)
     """
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 **kwargs: Any) -> None:
+        config, topics = split_config(config, topics)
         self._thread = LoopThread("kontrakt-consumer")
         self._callbacks: deque[tuple[Callable[..., Any], set[TopicPartition],
                                      asyncio.Future[None]]] = deque()
         self._closed = False
         try:
-            self._async: AsyncConsumer = self._thread.run(self._build(config, kwargs))
+            self._async: AsyncConsumer = self._thread.run(self._build(config, topics, kwargs))
         except BaseException:
             self._thread.stop()
             raise
@@ -76,11 +83,11 @@ class Consumer:
         # the group, so that the partitions move on at once (see kontrakt.clients._sync).
         self._thread.attach(self, _closer(self._async))
 
-    async def _build(self, config: Mapping[str, Any] | None, kwargs: dict[str, Any]
-                     ) -> AsyncConsumer:
+    async def _build(self, config: Mapping[str, Any] | None, topics: tuple[str, ...],
+                     kwargs: dict[str, Any]) -> AsyncConsumer:
         # Weakly: the loop thread keeps the runner alive, and must not keep self alive.
         # Once self is gone (its finalizer's close), listeners run on the loop thread.
-        return AsyncConsumer(config, _listener_runner=weak_method(
+        return AsyncConsumer(config, *topics, _listener_runner=weak_method(
             self._run_on_caller, run_listener_inline), **kwargs)
 
     async def _run_on_caller(self, fn: Callable[..., Any], partitions: set[TopicPartition]
@@ -317,12 +324,22 @@ class Consumer:
 
     # --- positions and offsets -------------------------------------------------------------
 
-    def position(self, partition: TopicPartition, timeout: float | None = None) -> int:
+    @overload
+    def position(self, partition: TopicPartition, timeout: float | None = None) -> int: ...
+    @overload
+    def position(self, partition: list[TopicPartition], timeout: float | None = None
+                 ) -> list[TopicPartition]: ...
+
+    def position(self, partition: TopicPartition | list[TopicPartition],
+                 timeout: float | None = None) -> int | list[TopicPartition]:
         """See :meth:`AsyncConsumer.position`."""
         self._ensure_started()
+        if isinstance(partition, list):
+            return self._call(self._async.position(partition, timeout))
         return self._call(self._async.position(partition, timeout))
 
-    def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata) -> None:
+    def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata | None = None
+             ) -> None:
         """See :meth:`AsyncConsumer.seek`."""
         self._on_loop(lambda: self._async.seek(partition, offset))
 
@@ -334,11 +351,11 @@ class Consumer:
         """See :meth:`AsyncConsumer.seek_to_end`."""
         self._on_loop(lambda: self._async.seek_to_end(*partitions))
 
-    def pause(self, *partitions: TopicPartition) -> None:
+    def pause(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
         """See :meth:`AsyncConsumer.pause`."""
         self._on_loop(lambda: self._async.pause(*partitions))
 
-    def resume(self, *partitions: TopicPartition) -> None:
+    def resume(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
         """See :meth:`AsyncConsumer.resume`."""
         self._on_loop(lambda: self._async.resume(*partitions))
 
@@ -372,20 +389,18 @@ class Consumer:
 
     def store_offsets(self, records: ConsumerRecord[Any, Any]
                       | Iterable[ConsumerRecord[Any, Any]] | None = None, *,
-                      offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
-                      | None = None) -> None:
+                      offsets: OffsetsLike | None = None) -> None:
         """See :meth:`AsyncConsumer.store_offsets` (runs on this thread: no loop round
         trip)."""
         self._async.store_offsets(records, offsets=offsets)
 
-    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+    def commit(self, offsets: OffsetsLike | None = None,
                timeout: float | None = None) -> None:
         """See :meth:`AsyncConsumer.commit`."""
         self._ensure_started()
         self._call(self._async.commit(offsets, timeout))
 
-    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
-                     | None = None,
+    def commit_async(self, offsets: OffsetsLike | None = None,
                      callback: Callable[[dict[TopicPartition, OffsetAndMetadata],
                                          BaseException | None], Any] | None = None
                      ) -> concurrent.futures.Future[None]:

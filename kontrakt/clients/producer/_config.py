@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kontrakt._config import ClientConfig, Option, options
+from kontrakt.clients._hooks import HOOK_OPTIONS
 from kontrakt.clients.client import CLIENT_OPTIONS
 from kontrakt.errors import ConfigError
 from kontrakt.protocol.records import CompressionType
@@ -60,7 +61,12 @@ PRODUCER_OPTIONS: dict[str, Option] = {
                doc="makes the producer transactional (begin/commit/abort_transaction)"),
         Option("transaction.timeout.ms", "int", 60000, minimum=1,
                doc="how long the coordinator lets a transaction stay open"),
+        Option("on_delivery", "any",
+               doc="Producer only: cb(err, metadata) for each produce() call given no "
+                   "on_delivery of its own (confluent-kafka's config callback); run by "
+                   "poll() / flush() / close()"),
     ),
+    **HOOK_OPTIONS,
 }
 
 

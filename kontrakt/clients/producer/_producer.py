@@ -13,6 +13,7 @@ from time import time_ns as _time_ns
 from typing import Any
 
 from kontrakt._types import OffsetAndMetadata, RecordMetadata, TopicPartition
+from kontrakt.clients._hooks import ClientHooks
 from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.cluster import TopicInfo
@@ -41,6 +42,7 @@ from kontrakt.clients.producer._partitioner import (
 from kontrakt.clients.producer._sender import Sender
 from kontrakt.clients.producer._transactions import TransactionManager
 from kontrakt.errors import (
+    ConfigError,
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
@@ -109,6 +111,13 @@ class _ProducerCore:
                  threaded: bool) -> None:
         self.config, self._settings = parse_producer_config(config, kwargs)
         s = self._settings
+        on_delivery = self.config["on_delivery"]
+        if on_delivery is not None and (not threaded or not callable(on_delivery)):
+            raise ConfigError(
+                "on_delivery must be callable" if threaded else
+                "on_delivery is the blocking Producer's (for produce()); with AsyncProducer, "
+                "await send()'s future or add a done callback to it")
+        self._hooks = ClientHooks(self.config, "producer", self._statistics)
         self._client = AsyncKafkaClient(client_config(self.config))
         self._acc = RecordAccumulator(
             # A batch must fit a produce request's limit too.
@@ -393,6 +402,14 @@ class _ProducerCore:
         if builder.record_count == 0:
             raise ValueError("the batch is empty")
 
+    def _statistics(self) -> dict[str, Any]:
+        """stats_cb's producer fields, in librdkafka's names."""
+        m = self.metrics()
+        return {"msg_cnt": int(m["queued-batches"]), "msg_size": int(m["buffer-used-bytes"]),
+                "txmsgs": int(m["record-send-total"]), "txmsg_bytes": int(m["byte-total"]),
+                "tx": int(m["request-total"]), "rx": int(m["response-total"]),
+                "txerrs": int(m["error-total"]), "txretries": int(m["retry-total"])}
+
     def metrics(self) -> dict[str, float]:
         """Counts and rates: records, batches, bytes, requests, retries, errors, request
         latency, buffer use. Totals count since the producer was created; ``*-rate`` values
@@ -487,8 +504,9 @@ class AsyncProducer(_ProducerCore):
         s = self._settings
         budget = self.start_budget
         deadline = time.monotonic() + budget
-        await self._client.start(timeout=budget, budget_name=(
-            f"max.block.ms={budget * 1000:.0f}" if s.max_block else None))
+        with self._hooks.bound():  # the client's tasks report to this producer's callbacks
+            await self._client.start(timeout=budget, budget_name=(
+                f"max.block.ms={budget * 1000:.0f}" if s.max_block else None))
         if self._idem is not None:
             await self._idem.init(self._client, bump=False,
                                   timeout=max(deadline - time.monotonic(), 0.001),
@@ -506,7 +524,8 @@ class AsyncProducer(_ProducerCore):
                 wake=sender.wake)
             self._txn.on_leave = self._sender_failed  # sends take the checked path again
         self._acc.on_memory = self._memory_freed
-        self._sender.start()
+        with self._hooks.bound():
+            self._sender.start()
         # A transactional producer takes the checked path until a transaction begins.
         self._ok = self._txn is None
 
@@ -558,6 +577,7 @@ class AsyncProducer(_ProducerCore):
                     "" if timeout is None else f" within close(timeout={timeout})")
             await self._client.close(
                 None if deadline is None else max(deadline - time.monotonic(), 0.0))
+            await self._hooks.close()
 
     # --- sending ------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from kontrakt.clients._hooks import report_error
 from kontrakt.clients._net.connection import BrokerConnection
 from kontrakt.clients._wait import wait_event, wait_within
 from kontrakt.clients.client import AsyncKafkaClient
@@ -530,6 +531,7 @@ class Sender:
 
     def _request_failed(self, batches: list[ProducerBatch], exc: BaseException) -> None:
         log.debug("produce request failed: %s", exc)
+        report_error(exc)
         self.client.request_metadata_refresh()
         for b in batches:
             self._retry(b, exc)

@@ -74,6 +74,9 @@ class Producer:
     thread): blocking calls there raise IllegalStateError.
     """
 
+    #: The ``on_delivery`` option: produce()'s callback when it is given none.
+    _on_delivery: DeliveryCallback | None = None
+
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._thread = LoopThread("kontrakt-producer")
         # Not bound to self: the loop thread keeps the accumulator's callback alive, and
@@ -86,6 +89,7 @@ class Producer:
             raise
         self._async._acc.deliver = self._deliveries.put
         self.config = self._async.config
+        self._on_delivery = self.config["on_delivery"]
         self._started = False
         self._starting = BackgroundStart(self._thread, self._async)
         self._thread.attach(self, self._async.close)
@@ -201,7 +205,8 @@ class Producer:
         Args:
             partition: a partition, or None (confluent's -1 also means "any").
             on_delivery: ``cb(err, metadata)``, run on this thread by :meth:`poll` /
-                :meth:`flush` / :meth:`close`. ``callback`` is an alias.
+                :meth:`flush` / :meth:`close`. ``callback`` is an alias. Default: the
+                ``on_delivery`` option.
             timestamp: milliseconds since the epoch (0 or None: now).
 
         Raises:
@@ -211,7 +216,7 @@ class Producer:
         if partition is not None and partition < 0:
             partition = None
         self._append(topic, value, key, partition, timestamp or None, headers,
-                     on_delivery or callback)
+                     on_delivery or callback or self._on_delivery)
 
     def poll(self, timeout: float | None = 0.0) -> int:
         """Run the delivery callbacks of records resolved so far (on this thread).

@@ -1,0 +1,428 @@
+"""The calls users of confluent-kafka, aiokafka and kafka-python make, with their meaning,
+on both consumers: incremental assignment, watermarks, group metadata for KIP-447,
+``stop`` / ``getone`` / ``seek_to_committed``, ``metrics``; and the argument forms they pass
+(lists of partitions, ``^regex`` topics, partitions carrying offsets, topics as positional
+arguments).
+
+The methods live in two mixins, :class:`AsyncConsumerCompat` and :class:`ConsumerCompat`,
+so that the consumers' own modules stay about consuming; the helpers are shared by both.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from kontrakt._types import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_INVALID,
+    OFFSET_STORED,
+    ConsumerRecord,
+    TopicPartition,
+)
+from kontrakt.errors import ConfigError, IllegalStateError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from kontrakt.clients.consumer._consumer import AsyncConsumer
+    from kontrakt.clients.consumer._sync import Consumer
+
+__all__ = [
+    "AsyncConsumerCompat",
+    "ConsumerCompat",
+    "ConsumerGroupMetadata",
+    "flat_partitions",
+    "split_config",
+    "subscription_of",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """A consumer's group membership, for
+    :meth:`~kontrakt.clients.producer.Producer.send_offsets_to_transaction`: with it the
+    group coordinator fences a zombie member's offsets (KIP-447).
+
+    Attributes:
+        group_id: the group.
+        generation_id: the generation (classic protocol) or member epoch (KIP-848); -1
+            when not a member.
+        member_id: the member id ("" when not a member).
+        group_instance_id: the static member id (``group.instance.id``) or None.
+    """
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+def split_config(config: Mapping[str, Any] | str | None, topics: tuple[str, ...]
+                 ) -> tuple[Mapping[str, Any] | None, tuple[str, ...]]:
+    """kafka-python's ``KafkaConsumer("t1", "t2", bootstrap_servers=...)``: topics given
+    positionally, the first perhaps in the config's place.
+
+    Raises:
+        TypeError: a positional argument after the first that is not a topic name.
+    """
+    if isinstance(config, str):
+        return None, split_config(None, (config, *topics))[1]
+    for t in topics:
+        if not isinstance(t, str):
+            raise TypeError(f"positional arguments after the config are topic names, got {t!r}")
+    return config, topics
+
+
+def flat_partitions(args: tuple[Any, ...]) -> list[TopicPartition]:
+    """``pause(tp1, tp2)`` and confluent-kafka's ``pause([tp1, tp2])`` alike (partitions
+    without their offsets).
+
+    Raises:
+        TypeError: anything but partitions or lists of them.
+    """
+    out: list[TopicPartition] = []
+    for a in args:
+        items = (a,) if isinstance(a, TopicPartition) else a
+        if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+            raise TypeError(f"expected TopicPartition or a list of them, got {a!r}")
+        for tp in items:
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"expected TopicPartition, got {tp!r}")
+            out.append(TopicPartition(tp.topic, tp.partition))
+    return out
+
+
+def subscription_of(topics: Iterable[str] | str | None, pattern: str | re.Pattern[str] | None
+                    ) -> tuple[list[str] | None, str | re.Pattern[str] | None]:
+    """confluent-kafka's ``subscribe(["^orders-.*", "audit"])``: a name starting with ``^``
+    is a regular expression (matched from the start of a topic name, as librdkafka does).
+    Names and expressions together become one pattern.
+
+    Returns:
+        ``(topics, pattern)`` for :meth:`SubscriptionState.subscribe`.
+
+    Raises:
+        InvalidArgumentError: an expression that does not compile.
+    """
+    if topics is None:
+        return None, pattern
+    names = [topics] if isinstance(topics, str) else list(topics)
+    if not any(isinstance(t, str) and t.startswith("^") for t in names) or pattern is not None:
+        return names, pattern
+    parts = []
+    for t in names:
+        if t.startswith("^"):
+            try:
+                re.compile(t)
+            except re.error as exc:
+                raise InvalidArgumentError(f"subscribe(): {t!r} is not a valid regular "
+                                           f"expression: {exc}") from None
+            # The pattern is matched fully; librdkafka's expression only from the start.
+            parts.append(f"(?:{t})(?s:.*)")
+        else:
+            parts.append(re.escape(t))
+    return None, "|".join(parts)
+
+
+def _assigned_offsets(partitions: list[TopicPartition]) -> list[tuple[TopicPartition, int]]:
+    """The (partition, offset) pairs of partitions given with an offset to start from."""
+    return [(TopicPartition(tp.topic, tp.partition), tp.offset) for tp in partitions
+            if tp.offset not in (OFFSET_INVALID, OFFSET_STORED)]
+
+
+def _async_self(obj: object) -> AsyncConsumer:
+    return cast("AsyncConsumer", obj)
+
+
+def _sync_self(obj: object) -> Consumer:
+    return cast("Consumer", obj)
+
+
+def _partition_list(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+    parts = list(partitions)
+    for tp in parts:
+        if not isinstance(tp, TopicPartition):
+            raise TypeError(f"expected TopicPartition, got {tp!r}")
+    return parts
+
+
+class AsyncConsumerCompat:
+    """Other clients' calls on :class:`AsyncConsumer`."""
+
+    def _start_at(self, partitions: list[TopicPartition]) -> None:
+        c = _async_self(self)
+        for tp, offset in _assigned_offsets(partitions):
+            if offset == OFFSET_BEGINNING:
+                c.seek_to_beginning(tp)
+            elif offset == OFFSET_END:
+                c.seek_to_end(tp)
+            elif offset >= 0:
+                c.seek(tp, offset)
+            else:
+                raise InvalidArgumentError(f"{tp}: offset {offset} is neither >= 0 nor "
+                                           f"OFFSET_BEGINNING/END/STORED/INVALID")
+
+    def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Add partitions to the manual assignment (confluent-kafka's), each starting at its
+        ``offset`` when given, else at the committed offset or ``auto.offset.reset``.
+
+        Raises:
+            IllegalStateError: subscribed (the group assigns partitions: no need to call
+                this from a rebalance listener).
+        """
+        c = _async_self(self)
+        parts = _partition_list(partitions)
+        if c._subs.subscribed:
+            raise IllegalStateError(
+                "incremental_assign() while subscribed: the group's assignment is applied "
+                "by the consumer itself (listeners need not assign)")
+        c.assign([*c._subs.assignment, *parts])
+
+    def incremental_unassign(self, partitions: Iterable[TopicPartition]
+                             ) -> None:
+        """Remove partitions from the manual assignment (confluent-kafka's).
+
+        Raises:
+            IllegalStateError: subscribed (see :meth:`incremental_assign`).
+        """
+        c = _async_self(self)
+        gone = {TopicPartition(tp.topic, tp.partition) for tp in _partition_list(partitions)}
+        if c._subs.subscribed:
+            raise IllegalStateError(
+                "incremental_unassign() while subscribed: the group's assignment is applied "
+                "by the consumer itself; unsubscribe() leaves the group")
+        c.assign([tp for tp in c._subs.assignment if tp not in gone])
+
+    def unassign(self) -> None:
+        """Drop the manual assignment (confluent-kafka's); fetching stops.
+
+        Raises:
+            IllegalStateError: subscribed: use unsubscribe() to leave the group.
+        """
+        c = _async_self(self)
+        if c._subs.subscribed:
+            raise IllegalStateError("unassign() while subscribed: use unsubscribe()")
+        c.assign([])
+
+    async def get_watermark_offsets(self, partition: TopicPartition,
+                                    timeout: float | None = None, cached: bool = False
+                                    ) -> tuple[int, int]:
+        """The partition's low and high watermarks (confluent-kafka's): the earliest offset
+        and the offset after the last record (the high watermark, whatever
+        ``isolation.level``).
+
+        Args:
+            cached: answer from the last fetch of an assigned partition, without a request:
+                the low watermark is :data:`OFFSET_INVALID` (not kept), so is the high one
+                before a fetch.
+
+        Raises:
+            KafkaTimeoutError: not answered within ``timeout`` (default request timeout).
+            IllegalStateError: ``cached`` for a partition not assigned.
+        """
+        c = _async_self(self)
+        tp = TopicPartition(partition.topic, partition.partition)
+        if cached:
+            return c._cached_watermarks(tp)
+        from kontrakt.clients.consumer._offsets import EARLIEST, LATEST, list_offsets
+
+        await c.start()
+        low = await list_offsets(c._client, {tp: EARLIEST}, timeout=timeout)
+        high = await list_offsets(c._client, {tp: LATEST}, timeout=timeout)
+        lo, hi = low.get(tp), high.get(tp)
+        return (OFFSET_INVALID if lo is None else lo.offset,
+                OFFSET_INVALID if hi is None else hi.offset)
+
+    def _cached_watermarks(self, tp: TopicPartition) -> tuple[int, int]:
+        c = _async_self(self)
+        hw = c._subs.state(TopicPartition(tp.topic, tp.partition)).highwater
+        return OFFSET_INVALID, (OFFSET_INVALID if hw is None else hw)
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """This consumer's group membership now, for ``send_offsets_to_transaction``
+        (KIP-447 fencing of zombie members).
+
+        Raises:
+            ConfigError: no ``group.id``.
+        """
+        c = _async_self(self)
+        coord = c._coordinator
+        if coord is None or not c._group_id:
+            raise ConfigError("consumer_group_metadata() needs group.id")
+        # KIP-848's member epoch stands for the classic protocol's generation.
+        generation: int = getattr(coord, "generation", getattr(coord, "member_epoch", -1))
+        return ConsumerGroupMetadata(c._group_id, generation, coord.member_id or "",
+                                     getattr(coord, "instance_id", None))
+
+    async def stop(self) -> None:
+        """aiokafka's name for :meth:`close` (commits when auto commit is on, leaves the
+        group)."""
+        c = _async_self(self)
+        await c.close()
+
+    async def getone(self, *partitions: TopicPartition
+                     ) -> ConsumerRecord[Any, Any]:
+        """The next record, waiting as long as it takes (aiokafka's).
+
+        Raises:
+            InvalidArgumentError: partitions given: read some partitions only by pausing
+                the others (pause()), or take a partition's records from getmany().
+            IllegalStateError: the consumer was closed while waiting.
+        """
+        c = _async_self(self)
+        if partitions:
+            raise InvalidArgumentError(
+                "getone(*partitions) is not supported: pause() the other partitions, or "
+                "use getmany(timeout) and take the partition's records")
+        while True:
+            rec = await c.poll(None)
+            if rec is not None:
+                return rec
+            c._check()
+
+    async def seek_to_committed(self, *partitions: TopicPartition
+                                ) -> dict[TopicPartition, int | None]:
+        """Move these (default: all assigned) partitions to their committed offsets
+        (aiokafka's); one without a commit starts over from ``auto.offset.reset``.
+
+        Returns:
+            Partition -> the committed offset, or None where nothing is committed.
+
+        Raises:
+            ConfigError: no ``group.id``.
+            KafkaTimeoutError: the committed offsets were not fetched in time.
+        """
+        c = _async_self(self)
+        parts = flat_partitions(partitions) or list(c._subs.assignment)
+        found = await c.committed(parts)
+        out: dict[TopicPartition, int | None] = {}
+        for tp in parts:
+            om = found.get(tp)
+            if om is not None:
+                c.seek(tp, om)
+                out[tp] = om.offset
+            else:
+                c._reset([tp], c._subs.default_reset)
+                out[tp] = None
+        return out
+
+    def metrics(self) -> dict[str, Any]:
+        """Counts since the consumer was created (kafka-python's and aiokafka's
+        ``metrics()``, in the Java client's names where it has them).
+
+        Returns:
+            ``records-consumed-total``, ``bytes-consumed-total`` (fetched bytes of the
+            batches the records came in), ``assigned-partitions``, and per partition
+            ``records-lag`` (None until both position and end are known) under
+            ``partitions`` (``"topic-partition"`` -> values).
+        """
+        c = _async_self(self)
+        buf = c._buffer
+        with buf.lock:
+            records, size = buf.consumed_counts()
+            states = list(c._subs.assignment.items())
+        return {
+            "records-consumed-total": records,
+            "bytes-consumed-total": size,
+            "assigned-partitions": len(states),
+            "partitions": {str(tp): {"records-lag": c.lag(tp),
+                                     "highwater": st.highwater,
+                                     "position": None if st.position is None
+                                     else st.position.offset}
+                           for tp, st in states},
+        }
+
+    def _statistics(self) -> dict[str, Any]:
+        """stats_cb's consumer fields, in librdkafka's names."""
+        c = _async_self(self)
+        buf = c._buffer
+        with buf.lock:
+            records, size = buf.consumed_counts()
+            states = list(c._subs.assignment.items())
+            buffered = buf.total_bytes
+        topics: dict[str, Any] = {}
+        for tp, st in states:
+            pos = st.position
+            lag = c.lag(tp)
+            parts = topics.setdefault(tp.topic, {"topic": tp.topic, "partitions": {}})
+            parts["partitions"][str(tp.partition)] = {
+                "partition": tp.partition,
+                "fetch_state": "paused" if st.paused else "active",
+                "app_offset": OFFSET_INVALID if pos is None else pos.offset,
+                "stored_offset": OFFSET_INVALID if st.stored is None else st.stored.offset,
+                "hi_offset": -1 if st.highwater is None else st.highwater,
+                "ls_offset": -1 if st.last_stable_offset is None else st.last_stable_offset,
+                "lo_offset": -1 if st.log_start_offset is None else st.log_start_offset,
+                "consumer_lag": -1 if lag is None else lag,
+            }
+        return {"rxmsgs": records, "rxmsg_bytes": size, "msg_size": buffered,
+                "topics": topics}
+
+
+class ConsumerCompat:
+    """Other clients' calls on the blocking :class:`Consumer` (see
+    :class:`AsyncConsumerCompat` for each)."""
+
+    def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """See :meth:`AsyncConsumer.incremental_assign`."""
+        c = _sync_self(self)
+        parts = list(partitions)
+        c._on_loop(lambda: c._async.incremental_assign(parts))
+
+    def incremental_unassign(self, partitions: Iterable[TopicPartition]) -> None:
+        """See :meth:`AsyncConsumer.incremental_unassign`."""
+        c = _sync_self(self)
+        parts = list(partitions)
+        c._on_loop(lambda: c._async.incremental_unassign(parts))
+
+    def unassign(self) -> None:
+        """See :meth:`AsyncConsumer.unassign`."""
+        c = _sync_self(self)
+        c._on_loop(c._async.unassign)
+
+    def get_watermark_offsets(self, partition: TopicPartition,
+                              timeout: float | None = None, cached: bool = False
+                              ) -> tuple[int, int]:
+        """See :meth:`AsyncConsumer.get_watermark_offsets`."""
+        c = _sync_self(self)
+        if cached:
+            return c._on_loop(lambda: c._async._cached_watermarks(partition))
+        c._ensure_started()
+        return c._call(c._async.get_watermark_offsets(partition, timeout))
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """See :meth:`AsyncConsumer.consumer_group_metadata`."""
+        c = _sync_self(self)
+        return c._on_loop(c._async.consumer_group_metadata)
+
+    def stop(self) -> None:
+        """aiokafka's name for :meth:`close`."""
+        c = _sync_self(self)
+        c.close()
+
+    def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
+        """See :meth:`AsyncConsumer.getone`."""
+        c = _sync_self(self)
+        if partitions:
+            raise InvalidArgumentError(
+                "getone(*partitions) is not supported: pause() the other partitions, or "
+                "use getmany(timeout) and take the partition's records")
+        while True:
+            rec = c.poll(None)
+            if rec is not None:
+                return rec
+            c._async._check()
+
+    def seek_to_committed(self, *partitions: TopicPartition
+                          ) -> dict[TopicPartition, int | None]:
+        """See :meth:`AsyncConsumer.seek_to_committed`."""
+        c = _sync_self(self)
+        c._ensure_started()
+        return c._call(c._async.seek_to_committed(*partitions))
+
+    def metrics(self) -> dict[str, Any]:
+        """See :meth:`AsyncConsumer.metrics`."""
+        c = _sync_self(self)
+        return c._on_loop(c._async.metrics)

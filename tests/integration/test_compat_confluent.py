@@ -1,0 +1,105 @@
+"""kontrakt.compat.confluent_kafka: confluent-kafka code runs with only its import changed,
+on Tansu; its results are checked against confluent-kafka itself reading the same topic."""
+
+from __future__ import annotations
+
+import pytest
+
+from kontrakt.compat.confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_CREATE_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from kontrakt.errors import KafkaTimeoutError
+from kontrakt.testing import TansuBroker
+
+pytestmark = [pytest.mark.integration, pytest.mark.interop, pytest.mark.timeout(90)]
+
+
+def test_a_confluent_kafka_program_runs_with_the_import_changed(
+        tansu_broker: TansuBroker, topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 1)
+    bs = tansu_broker.bootstrap_servers
+    reports: list[tuple[KafkaError | None, Message]] = []
+
+    # --- the program, as written for confluent-kafka ---
+    p = Producer({"bootstrap.servers": bs, "queue.buffering.max.ms": 1,
+                  "on_delivery": lambda err, msg: reports.append((err, msg))})
+    for i in range(5):
+        p.produce(topic_name, value=f"v{i}".encode(), key=b"k")
+    assert p.flush(10) == 0
+    p.close()
+    assert [(e, m.topic(), m.offset(), m.value()) for e, m in reports] == [
+        (None, topic_name, i, f"v{i}".encode()) for i in range(5)]
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"g-{topic_name}",
+                  "auto.offset.reset": "earliest", "enable.partition.eof": False,
+                  "session.timeout.ms": 1000, "heartbeat.interval.ms": 100,
+                  "enable.auto.commit": False})
+    c.subscribe([f"^{topic_name}$"])
+    got: list[Message] = []
+    for _ in range(200):
+        msg = c.poll(0.1)
+        if msg is None:
+            continue
+        if msg.error():
+            raise KafkaException(msg.error())
+        got.append(msg)
+        if len(got) == 5:
+            break
+    assert [m.value() for m in got] == [f"v{i}".encode() for i in range(5)]
+    assert got[0].key() == b"k" and got[0].partition() == 0 and len(got[0]) == 2
+    assert got[0].timestamp()[0] == TIMESTAMP_CREATE_TIME and got[0].timestamp()[1] > 0
+    committed = c.commit(message=got[2], asynchronous=False)
+    assert committed == [TopicPartition(topic_name, 0)] and committed[0].offset == 3
+    assert c.committed([TopicPartition(topic_name, 0)])[0].offset == 3
+    c.seek(TopicPartition(topic_name, 0, OFFSET_BEGINNING))
+    assert c.consume(1, timeout=10)[0].value() == b"v0"
+    with pytest.raises(KafkaException) as info:
+        c.position([TopicPartition("not-assigned", 0)])
+    err = info.value.args[0]
+    assert err.code() == KafkaError._STATE and not err.retriable() and not err.fatal()
+    c.close()
+    # --- end of the program ---
+
+    with pytest.raises(KafkaException) as info:
+        c.poll(0)
+    assert info.value.args[0].name() == "_STATE"
+
+
+def test_errors_carry_confluent_codes() -> None:
+    err = KafkaError.of(KafkaTimeoutError("slow"))
+    assert err.code() == KafkaError._TIMED_OUT and err.retriable() and err.str() == "slow"
+    from kontrakt.protocol.errors import UnknownTopicOrPartitionError
+
+    broker = KafkaError.of(UnknownTopicOrPartitionError())
+    assert broker == KafkaError.UNKNOWN_TOPIC_OR_PART == 3
+    assert broker.name() == "UNKNOWN_TOPIC_OR_PARTITION" and broker.retriable()
+
+
+def test_confluent_kafka_reads_what_the_compat_producer_wrote(
+        tansu_broker: TansuBroker, topic_name: str) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    tansu_broker.create_topic(topic_name, 1)
+    bs = tansu_broker.bootstrap_servers
+    p = Producer({"bootstrap.servers": bs})
+    p.produce(topic_name, b"hello", headers=[("h", b"1")])
+    p.flush(10)
+    p.close()
+    ref = ck.Consumer({"bootstrap.servers": bs, "group.id": f"ref-{topic_name}",
+                       "auto.offset.reset": "earliest"})
+    try:
+        ref.assign([ck.TopicPartition(topic_name, 0, 0)])
+        msg = None
+        for _ in range(100):
+            msg = ref.poll(0.2)
+            if msg is not None and not msg.error():
+                break
+        assert msg is not None and msg.value() == b"hello" and msg.headers() == [("h", b"1")]
+    finally:
+        ref.close()

@@ -522,10 +522,11 @@ class DeserializingConsumer:
         """
         return self._decode_batch(self._consumer.consume(num_records, timeout))
 
-    def getmany(self, timeout: float = 0.0, max_records: int | None = None
+    def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
+                timeout_ms: int | None = None
                 ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         """Deserialized records by partition; same error rules as :meth:`consume`."""
-        batches = self._consumer.getmany(timeout, max_records)
+        batches = self._consumer.getmany(timeout, max_records, timeout_ms=timeout_ms)
         return _by_partition(self._decode_batch(_flatten(batches)))
 
     def __iter__(self) -> Iterator[ConsumerRecord[Any, Any]]:
@@ -595,10 +596,11 @@ class AsyncDeserializingConsumer:
         :meth:`DeserializingConsumer.consume`."""
         return await self._decode_batch(await self._consumer.consume(num_records, timeout))
 
-    async def getmany(self, timeout: float = 0.0, max_records: int | None = None
+    async def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
+                      timeout_ms: int | None = None
                       ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         """Deserialized records by partition; see :meth:`DeserializingConsumer.getmany`."""
-        batches = await self._consumer.getmany(timeout, max_records)
+        batches = await self._consumer.getmany(timeout, max_records, timeout_ms=timeout_ms)
         return _by_partition(await self._decode_batch(_flatten(batches)))
 
     def __aiter__(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:

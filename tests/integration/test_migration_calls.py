@@ -136,7 +136,11 @@ def test_aiokafka_and_kafka_python_calls(tansu_broker: TansuBroker, topic_name: 
             assert m["records-consumed-total"] == 6
             assert m["bytes-consumed-total"] > 6 * 3
             assert m["partitions"][str(tp)]["records-lag"] == 0
+            assert await d.call("getmany", timeout_ms=50) == {}
+            with pytest.raises(InvalidArgumentError, match="pause"):
+                await d.call("getmany", tp, timeout_ms=50)
             await d.call("commit", offsets=[TopicPartition(topic_name, 0, 2)])
+            assert await d.call("committed", tp) == 2  # one partition: its offset
             assert await d.call("seek_to_committed") == {tp: 2}
             assert await d.call("position", tp) == 2
             assert (await d.call("getone")).value == b"0-2"
@@ -283,5 +287,27 @@ def test_producer_on_delivery_and_stats_cb_from_config(tansu_broker: TansuBroker
         while not reports or reports[-1]["txmsgs"] < 4:
             assert time.monotonic() < deadline, reports[-1:]
             p.poll(0.05)
+        assert p.send(topic_name, b"v4").get(timeout=10).offset == 4  # kafka-python's get
     assert delivered == [(None, 0), (None, 1), (None, 2)] and own == [3]
     assert reports[-1]["type"] == "producer" and reports[-1]["txmsg_bytes"] > 0
+
+
+def test_producer_stop_is_close(tansu_broker: TansuBroker, topic_name: str) -> None:
+    """aiokafka's AIOKafkaProducer.stop(): delivers what is buffered, then closes."""
+    tansu_broker.create_topic(topic_name, 1)
+    from kontrakt.clients.producer import AsyncProducer
+
+    async def main() -> None:
+        p = AsyncProducer(bootstrap_servers=tansu_broker.bootstrap_servers, linger_ms=1000)
+        await p.start()
+        fut = await p.send(topic_name, b"v")
+        await p.stop()
+        assert fut.done() and (await fut).offset == 0
+        with pytest.raises(IllegalStateError):
+            await p.send(topic_name, b"late")
+
+    asyncio.run(main())
+    sync = Producer(bootstrap_servers=tansu_broker.bootstrap_servers, linger_ms=1000)
+    fut = sync.send(topic_name, b"w")
+    sync.stop()
+    assert fut.result(0).offset == 1

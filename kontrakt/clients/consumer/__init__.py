@@ -6,6 +6,8 @@ Both take Kafka property names (``{"group.id": "g"}``) and/or snake_case keyword
 
 from __future__ import annotations
 
+from kontrakt._types import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, OFFSET_STORED
+from kontrakt.clients.consumer._compat import ConsumerGroupMetadata
 from kontrakt.clients.consumer._config import CONSUMER_OPTIONS
 from kontrakt.clients.consumer._consumer import DEFAULT_CLOSE_TIMEOUT, AsyncConsumer
 from kontrakt.clients.consumer._fetcher import FetchBuffer, Fetcher, FetchSession
@@ -16,8 +18,13 @@ from kontrakt.clients.consumer._sync import Consumer
 __all__ = [
     "CONSUMER_OPTIONS",
     "DEFAULT_CLOSE_TIMEOUT",
+    "OFFSET_BEGINNING",
+    "OFFSET_END",
+    "OFFSET_INVALID",
+    "OFFSET_STORED",
     "AsyncConsumer",
     "Consumer",
+    "ConsumerGroupMetadata",
     "FetchBuffer",
     "FetchPosition",
     "FetchSession",

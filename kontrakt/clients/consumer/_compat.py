@@ -33,6 +33,7 @@ __all__ = [
     "AsyncConsumerCompat",
     "ConsumerCompat",
     "ConsumerGroupMetadata",
+    "batch_timeout",
     "flat_partitions",
     "split_config",
     "subscription_of",
@@ -124,6 +125,20 @@ def subscription_of(topics: Iterable[str] | str | None, pattern: str | re.Patter
         else:
             parts.append(re.escape(t))
     return None, "|".join(parts)
+
+
+def batch_timeout(timeout: Any, timeout_ms: int | None) -> float:
+    """getmany()'s wait in seconds, from ``timeout`` (seconds) or aiokafka's ``timeout_ms``.
+
+    Raises:
+        InvalidArgumentError: a partition where the timeout goes (aiokafka's
+            ``getmany(*partitions)``).
+    """
+    if isinstance(timeout, TopicPartition):
+        raise InvalidArgumentError(
+            "getmany(*partitions) is not supported: its first argument is the timeout in "
+            "seconds; to read some partitions only, pause() the others")
+    return timeout_ms / 1000 if timeout_ms is not None else timeout
 
 
 def _assigned_offsets(partitions: list[TopicPartition]) -> list[tuple[TopicPartition, int]]:

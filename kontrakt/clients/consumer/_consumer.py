@@ -17,6 +17,7 @@ from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import CLIENT_OPTIONS, AsyncKafkaClient
 from kontrakt.clients.consumer._compat import (
     AsyncConsumerCompat,
+    batch_timeout,
     flat_partitions,
     split_config,
     subscription_of,
@@ -331,13 +332,15 @@ class AsyncConsumer(AsyncConsumerCompat):
         if self._coordinator is not None:
             self._coordinator.polled()
 
-    async def getmany(self, timeout: float = 0.0, max_records: int | None = None
+    async def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
+                      timeout_ms: int | None = None
                       ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         """Records of several partitions at once.
 
         Args:
             timeout: seconds to wait for the first record (0: return what is buffered).
             max_records: at most this many records (default ``max.poll.records``).
+            timeout_ms: or the wait in milliseconds (aiokafka's keyword).
 
         Returns:
             Partition -> records in offset order; empty when none arrived in time.
@@ -347,7 +350,10 @@ class AsyncConsumer(AsyncConsumerCompat):
                 ``none`` (raised until you seek).
             BrokerResponseError / CorruptRecordError: a partition failed for good.
             IllegalStateError: the consumer is closed.
+            InvalidArgumentError: partitions given first (aiokafka's
+                ``getmany(*partitions)``), which is not supported.
         """
+        timeout = batch_timeout(timeout, timeout_ms)
         await self.start()
         limit = max_records or self._max_poll_records
         deadline = time.monotonic() + timeout if timeout is not None else None
@@ -690,10 +696,19 @@ class AsyncConsumer(AsyncConsumerCompat):
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return task
 
+    @overload
     async def committed(self, partitions: Iterable[TopicPartition],
                         timeout: float | None = None
-                        ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """The group's committed offsets (None where nothing is committed).
+                        ) -> dict[TopicPartition, OffsetAndMetadata | None]: ...
+    @overload
+    async def committed(self, partitions: TopicPartition, timeout: float | None = None
+                        ) -> int | None: ...
+
+    async def committed(self, partitions: Iterable[TopicPartition] | TopicPartition,
+                        timeout: float | None = None
+                        ) -> dict[TopicPartition, OffsetAndMetadata | None] | int | None:
+        """The group's committed offsets (None where nothing is committed). Given one
+        partition (kafka-python's and aiokafka's form), its committed offset or None.
 
         Raises:
             ConfigError: no ``group.id``.
@@ -702,6 +717,10 @@ class AsyncConsumer(AsyncConsumerCompat):
         self._check()
         group = self._group()
         await self.start()
+        if isinstance(partitions, TopicPartition):
+            tp = TopicPartition(partitions.topic, partitions.partition)
+            om = (await group.fetch_committed([tp], timeout=timeout)).get(tp)
+            return None if om is None else om.offset
         return dict(await group.fetch_committed(list(partitions), timeout=timeout))
 
     async def list_topics(self) -> dict[str, list[int]]:

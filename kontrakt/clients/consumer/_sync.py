@@ -20,7 +20,7 @@ from typing import Any, TypeVar, overload
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from kontrakt.clients._sync import BackgroundStart, LoopThread, wait_done, weak_method
-from kontrakt.clients.consumer._compat import ConsumerCompat, split_config
+from kontrakt.clients.consumer._compat import ConsumerCompat, batch_timeout, split_config
 from kontrakt.clients.consumer._consumer import AsyncConsumer, close_deadline, run_listener_inline
 from kontrakt.clients.consumer._offsets import OffsetAndTimestamp, OffsetsLike
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError
@@ -291,10 +291,11 @@ class Consumer(ConsumerCompat):
                 self._async._check()
                 return buf.drain_one()
 
-    def getmany(self, timeout: float = 0.0, max_records: int | None = None
+    def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
+                timeout_ms: int | None = None
                 ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         """See :meth:`AsyncConsumer.getmany`."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + batch_timeout(timeout, timeout_ms)
         limit = max_records or self._async._max_poll_records
         buf = self._buffer
         while True:
@@ -428,10 +429,20 @@ class Consumer(ConsumerCompat):
         self._thread.loop.call_soon_threadsafe(task.add_done_callback, done)
         return out
 
+    @overload
     def committed(self, partitions: Iterable[TopicPartition], timeout: float | None = None
-                  ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None]: ...
+    @overload
+    def committed(self, partitions: TopicPartition, timeout: float | None = None
+                  ) -> int | None: ...
+
+    def committed(self, partitions: Iterable[TopicPartition] | TopicPartition,
+                  timeout: float | None = None
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None] | int | None:
         """See :meth:`AsyncConsumer.committed`."""
         self._ensure_started()
+        if isinstance(partitions, TopicPartition):
+            return self._call(self._async.committed(partitions, timeout))
         return self._call(self._async.committed(list(partitions), timeout))
 
     def list_topics(self) -> dict[str, list[int]]:

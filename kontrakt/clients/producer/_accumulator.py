@@ -672,6 +672,10 @@ class RecordFuture:
             self._raise_part_error()
         return self.metadata()
 
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """kafka-python's name for :meth:`result` (``producer.send(...).get(timeout=10)``)."""
+        return self.result(timeout)
+
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The delivery error, or None on success; waits like :meth:`result`."""
         b = self._batch

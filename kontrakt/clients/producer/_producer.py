@@ -539,6 +539,10 @@ class AsyncProducer(_ProducerCore):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    async def stop(self) -> None:
+        """aiokafka's name for :meth:`close` (delivers what is buffered first)."""
+        await self.close()
+
     async def close(self, timeout: float | None = None) -> None:
         """Send what is buffered (waiting up to ``timeout`` seconds, None = until every
         record is resolved, which ``delivery.timeout.ms`` bounds), then fail what is left

@@ -285,6 +285,10 @@ class Producer:
             self.poll(0)
         return 0
 
+    def stop(self) -> None:
+        """aiokafka's name for :meth:`close`."""
+        self.close()
+
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout``), fail what is left, run every pending delivery
         callback, and stop the I/O thread. Idempotent.

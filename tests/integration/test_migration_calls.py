@@ -17,7 +17,13 @@ from kontrakt._types import OFFSET_BEGINNING, TopicPartition
 from kontrakt.clients import AsyncKafkaClient
 from kontrakt.clients.consumer import AsyncConsumer, Consumer
 from kontrakt.clients.producer import Producer
-from kontrakt.errors import ConfigError, IllegalStateError, InvalidArgumentError, KafkaError
+from kontrakt.errors import (
+    ConfigError,
+    IllegalStateError,
+    InvalidArgumentError,
+    KafkaConnectionError,
+    KafkaError,
+)
 from kontrakt.protocol.records import RecordBatchBuilder
 from kontrakt.testing import TansuBroker
 from tests.integration.raw_ops import produce
@@ -311,3 +317,22 @@ def test_producer_stop_is_close(tansu_broker: TansuBroker, topic_name: str) -> N
     fut = sync.send(topic_name, b"w")
     sync.stop()
     assert fut.result(0).offset == 1
+
+
+def test_producer_error_cb_hears_failed_requests(tansu_broker_factory: Any,
+                                                 topic_name: str) -> None:
+    """With the broker gone, each failed produce request (retried, logged only at DEBUG)
+    reaches error_cb; the record fails after delivery.timeout.ms as before."""
+    broker = tansu_broker_factory()
+    broker.create_topic(topic_name, 1)
+    errors: list[BaseException] = []
+    with Producer(bootstrap_servers=broker.bootstrap_servers, error_cb=errors.append,
+                  linger_ms=0, request_timeout_ms=500, delivery_timeout_ms=3000,
+                  reconnect_backoff_max_ms=100) as p:
+        assert p.send_and_wait(topic_name, b"first").offset == 0
+        broker.stop()
+        fut = p.send(topic_name, b"lost")
+        with pytest.raises(KafkaError):
+            fut.result(10)
+    assert errors and all(isinstance(e, KafkaError) for e in errors), errors
+    assert any(isinstance(e, KafkaConnectionError) for e in errors), errors

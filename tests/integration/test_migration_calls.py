@@ -336,3 +336,25 @@ def test_producer_error_cb_hears_failed_requests(tansu_broker_factory: Any,
             fut.result(10)
     assert errors and all(isinstance(e, KafkaError) for e in errors), errors
     assert any(isinstance(e, KafkaConnectionError) for e in errors), errors
+
+
+@pytest.mark.parametrize("form", BOTH)
+def test_a_negative_timeout_waits_without_limit_as_in_librdkafka(
+        tansu_broker: TansuBroker, topic_name: str, form: str) -> None:
+    """poll(-1) / consume(n, -1) on a consumer that has not started yet wait for its start
+    and a record (they returned nothing at once before)."""
+    tansu_broker.create_topic(topic_name, 1)
+    bs = tansu_broker.bootstrap_servers
+
+    async def main() -> None:
+        await _fill(bs, topic_name, 1, 3)
+        for call, args in (("poll", (-1,)), ("consume", (2, -1))):
+            d = Driver(form, bootstrap_servers=bs, auto_offset_reset="earliest")
+            try:
+                await d.call("assign", [TopicPartition(topic_name, 0)])
+                got = await asyncio.wait_for(d.call(call, *args), 20)
+                assert got, call
+            finally:
+                await d.call("close")
+
+    asyncio.run(main())

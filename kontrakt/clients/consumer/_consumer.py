@@ -373,7 +373,8 @@ class AsyncConsumer(AsyncConsumerCompat):
         """The next record.
 
         Args:
-            timeout: seconds to wait (None: until a record arrives).
+            timeout: seconds to wait (None or negative, librdkafka's -1: until a record
+                arrives).
 
         Returns:
             A record, or None when none arrived in time.
@@ -398,7 +399,7 @@ class AsyncConsumer(AsyncConsumerCompat):
             rec = self._buffer.drain_one()
             if rec is not None or self._closed:
                 return rec
-            if deadline is None and timeout is not None:
+            if deadline is None and timeout is not None and timeout >= 0:
                 # Only now: a record already buffered needs no clock reading.
                 deadline = time.monotonic() + timeout
             if not await self._wait(deadline):
@@ -409,15 +410,16 @@ class AsyncConsumer(AsyncConsumerCompat):
                       ) -> list[ConsumerRecord[Any, Any]]:
         """Up to ``num_records`` records as one list (confluent-kafka's ``consume``).
 
-        Waits until at least one record is available (or ``timeout`` seconds pass), then
-        returns what is buffered, at most ``num_records``.
+        Waits until at least one record is available (or ``timeout`` seconds pass; None or
+        negative: no limit), then returns what is buffered, at most ``num_records``.
 
         Raises:
             See :meth:`getmany`.
         """
         if num_records < 1:
             raise ValueError("num_records must be >= 1")
-        got = await self.getmany(timeout=timeout if timeout is not None else 1e9,
+        got = await self.getmany(timeout=timeout if timeout is not None and timeout >= 0
+                                 else 1e9,
                                  max_records=num_records)
         out: list[ConsumerRecord[Any, Any]] = []
         for recs in got.values():

@@ -263,7 +263,8 @@ class Consumer(ConsumerCompat):
         return True
 
     def poll(self, timeout: float | None = None) -> ConsumerRecord[Any, Any] | None:
-        """The next record, or None after ``timeout`` seconds (None: wait forever).
+        """The next record, or None after ``timeout`` seconds (None or negative: wait
+        forever).
 
         Raises:
             See :meth:`AsyncConsumer.getmany`.
@@ -279,7 +280,8 @@ class Consumer(ConsumerCompat):
             rec = buf.drain_one()
             if rec is not None:
                 return rec
-        deadline = None if timeout is None else time.monotonic() + timeout
+        # A negative timeout waits as long as None does (librdkafka's -1).
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while True:
             if not self._prepare(deadline):
                 return None
@@ -314,7 +316,8 @@ class Consumer(ConsumerCompat):
         """See :meth:`AsyncConsumer.consume`."""
         if num_records < 1:
             raise ValueError("num_records must be >= 1")
-        got = self.getmany(timeout if timeout is not None else 1e9, num_records)
+        got = self.getmany(timeout if timeout is not None and timeout >= 0 else 1e9,
+                           num_records)
         return [r for recs in got.values() for r in recs]
 
     def __iter__(self) -> Iterator[ConsumerRecord[Any, Any]]:

@@ -30,6 +30,7 @@ from typing import Any
 from kontrakt._types import ConsumerRecord, RecordMetadata, TopicPartition
 from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.consumer import AsyncConsumer, Consumer
+from kontrakt.clients.consumer._compat import split_config
 from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
 from kontrakt.errors import (
     ConfigError,
@@ -472,10 +473,12 @@ class DeserializingConsumer:
         **kwargs: the same as snake_case keywords.
     """
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 **kwargs: Any) -> None:
+        config, topics = split_config(config, topics)
         rest, key_de, value_de = _split(config, kwargs, _CONSUMER_KEYS)
         self._decoding = _Decoding(key_de, value_de)
-        self._consumer = Consumer(rest, **kwargs)
+        self._consumer = Consumer(rest, *topics, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._consumer, name)
@@ -554,10 +557,12 @@ class AsyncDeserializingConsumer:
     :class:`AsyncConsumer` is available; the reading methods return deserialized records.
     """
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 **kwargs: Any) -> None:
+        config, topics = split_config(config, topics)
         rest, key_de, value_de = _split(config, kwargs, _CONSUMER_KEYS)
         self._decoding = _Decoding(key_de, value_de)
-        self._consumer = AsyncConsumer(rest, **kwargs)
+        self._consumer = AsyncConsumer(rest, *topics, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._consumer, name)

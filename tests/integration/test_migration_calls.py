@@ -116,7 +116,7 @@ def test_a_caret_topic_is_a_regex_as_in_confluent_kafka(tansu_broker: TansuBroke
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("form", BOTH)
+@pytest.mark.parametrize("form", FORMS)
 def test_aiokafka_and_kafka_python_calls(tansu_broker: TansuBroker, topic_name: str,
                                          form: str) -> None:
     """Topics as positional arguments, getone(), seek_to_committed(), metrics(), stop();

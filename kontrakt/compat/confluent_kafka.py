@@ -263,8 +263,77 @@ def _records(message: Message | ConsumerRecord[Any, Any]) -> ConsumerRecord[Any,
     return message.record() if isinstance(message, Message) else message
 
 
+class _Callbacks:
+    """confluent-kafka's ``on_assign`` / ``on_revoke`` / ``on_lost`` as a Kontrakt
+    rebalance listener: each gets ``(consumer, [TopicPartition, ...])``."""
+
+    def __init__(self, consumer: Consumer, on_assign: Callable[..., Any] | None,
+                 on_revoke: Callable[..., Any] | None, on_lost: Callable[..., Any] | None
+                 ) -> None:
+        self._consumer = consumer
+        self._assign, self._revoke, self._lost = on_assign, on_revoke, on_lost
+
+    def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
+        if self._assign is not None:
+            self._consumer._in_assign = True
+            try:
+                self._assign(self._consumer, sorted(partitions))
+            finally:
+                self._consumer._in_assign = False
+
+    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
+        if self._revoke is not None:
+            self._revoke(self._consumer, sorted(partitions))
+
+    def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
+        # confluent-kafka calls on_revoke when no on_lost is given.
+        cb = self._lost or self._revoke
+        if cb is not None:
+            cb(self._consumer, sorted(partitions))
+
+
 class Consumer(_Consumer):
-    """Kontrakt's blocking Consumer with confluent-kafka's records, errors and signatures."""
+    """Kontrakt's blocking Consumer with confluent-kafka's records, errors and signatures.
+
+    In ``on_assign``, ``consumer.assign(partitions)`` / ``incremental_assign(partitions)``
+    (confluent-kafka's way to choose where the assigned partitions start) seek each
+    partition given with an offset; the group has already assigned them.
+    """
+
+    _in_assign = False
+
+    @_raising
+    def subscribe(self, topics: Any = None,
+                  on_assign: Callable[..., Any] | None = None,
+                  on_revoke: Callable[..., Any] | None = None,
+                  on_lost: Callable[..., Any] | None = None, *,
+                  pattern: Any = None, listener: Any = None) -> None:
+        """confluent-kafka's subscribe: ``on_assign(consumer, partitions)``, ``on_revoke``,
+        ``on_lost``; names starting with ``^`` are regular expressions."""
+        if on_assign is not None or on_revoke is not None or on_lost is not None:
+            if listener is not None:
+                raise _errors.InvalidArgumentError(
+                    "subscribe() takes on_assign/on_revoke/on_lost or listener, not both")
+            listener = _Callbacks(self, on_assign, on_revoke, on_lost)
+        super().subscribe(topics, pattern=pattern, listener=listener)
+
+    @_raising
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Assign partitions; inside ``on_assign``, start them at their offsets instead."""
+        if self._in_assign:
+            for tp in partitions:
+                if tp.offset not in (OFFSET_INVALID, OFFSET_STORED):
+                    super().seek(tp)
+            return
+        super().assign(partitions)
+
+    @_raising
+    def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """See :meth:`assign`."""
+        if self._in_assign:
+            self.assign(partitions)
+            return
+        super().incremental_assign(partitions)
 
     @_raising
     def poll(self, timeout: float | None = None) -> Message | None:  # type: ignore[override]
@@ -325,10 +394,9 @@ class Consumer(_Consumer):
                 for tp, om in found.items()]
 
 
-for _name in ("subscribe", "assign", "unsubscribe", "close", "position", "pause", "resume",
+for _name in ("unsubscribe", "close", "position", "pause", "resume",
               "get_watermark_offsets", "offsets_for_times", "list_topics",
-              "incremental_assign", "incremental_unassign", "unassign",
-              "consumer_group_metadata"):
+              "incremental_unassign", "unassign", "consumer_group_metadata"):
     setattr(Consumer, _name, _raising(getattr(_Consumer, _name)))
 
 

@@ -103,3 +103,45 @@ def test_confluent_kafka_reads_what_the_compat_producer_wrote(
         assert msg is not None and msg.value() == b"hello" and msg.headers() == [("h", b"1")]
     finally:
         ref.close()
+
+
+def test_on_assign_chooses_where_the_assigned_partitions_start(
+        tansu_broker: TansuBroker, topic_name: str) -> None:
+    """confluent-kafka's idiom: on_assign sets each partition's offset and calls
+    consumer.assign(partitions); here auto.offset.reset=latest would read nothing."""
+    tansu_broker.create_topic(topic_name, 2)
+    bs = tansu_broker.bootstrap_servers
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(6):
+        p.produce(topic_name, f"v{i}".encode(), partition=i % 2)
+    p.flush(10)
+    p.close()
+    seen: list[tuple[str, list[TopicPartition]]] = []
+
+    def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        seen.append(("assign", list(partitions)))
+        for tp in partitions:
+            tp_at = TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)
+            consumer.assign([tp_at])
+
+    def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        seen.append(("revoke", list(partitions)))
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"g-{topic_name}",
+                  "auto.offset.reset": "latest", "session.timeout.ms": 1000,
+                  "heartbeat.interval.ms": 100})
+    try:
+        c.subscribe([topic_name], on_assign=on_assign, on_revoke=on_revoke)
+        got = []
+        for _ in range(300):
+            msg = c.poll(0.1)
+            if msg is not None:
+                got.append(msg.value())
+            if len(got) == 6:
+                break
+        assert sorted(got) == [f"v{i}".encode() for i in range(6)]
+        assert seen[0] == ("assign", [TopicPartition(topic_name, 0),
+                                      TopicPartition(topic_name, 1)])
+    finally:
+        c.close()
+    assert seen[-1][0] == "revoke"

@@ -109,6 +109,15 @@ ALIASES: dict[str, Alias | Refusal] = {
     "debug": Refusal(
         "Kontrakt logs with the logging module: logging.getLogger('kontrakt')"
         ".setLevel(logging.DEBUG) shows what debug=all would", _RDK),
+    "log.connection.close": Refusal(
+        "Kontrakt logs closed connections only at DEBUG", _RDK,
+        accepts=(True, False, "true", "false")),
+    "log_level": Refusal(
+        "Kontrakt logs with the logging module: set the level of "
+        "logging.getLogger('kontrakt')", _RDK),
+    "socket.keepalive.enable": Refusal(
+        "Kontrakt does not set TCP keepalive; idle connections are closed after "
+        "connections.max.idle.ms", _RDK),
     "enable.ssl.certificate.verification": Refusal(
         "to turn certificate checks off, pass an ssl.SSLContext built that way as "
         "ssl.context", _RDK, accepts=(True, "true")),

@@ -125,7 +125,6 @@ ALIASES: dict[str, Alias | Refusal] = {
         "commit results come back from commit() (raises) or commit_async(callback=cb), "
         "where cb(offsets, error) runs per commit", _RDK),
     "throttle_cb": Refusal("Kontrakt does not report broker throttling to callbacks", _RDK),
-    "oauth_cb": Refusal("SASL/OAUTHBEARER is not supported; use PLAIN or SCRAM", _RDK),
     # Java client names
     "max.request.size": Alias("message.max.bytes", _JAVA),
     "default.api.timeout.ms": Refusal(

@@ -371,6 +371,10 @@ class Consumer(ConsumerCompat):
         """See :meth:`AsyncConsumer.highwater`."""
         return self._on_loop(lambda: self._async.highwater(partition))
 
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        """See :meth:`AsyncConsumer.last_stable_offset`."""
+        return self._on_loop(lambda: self._async.last_stable_offset(partition))
+
     def lag(self, partition: TopicPartition) -> int | None:
         """See :meth:`AsyncConsumer.lag`."""
         return self._on_loop(lambda: self._async.lag(partition))
@@ -451,6 +455,10 @@ class Consumer(ConsumerCompat):
     def list_topics(self) -> dict[str, list[int]]:
         """See :meth:`AsyncConsumer.list_topics`."""
         return self._call(self._async.list_topics())
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """See :meth:`AsyncConsumer.partitions_for_topic`."""
+        return self._call(self._async.partitions_for_topic(topic))
 
     @property
     def config(self) -> Any:

@@ -814,27 +814,31 @@ class AsyncProducer(_ProducerCore):
 
     async def send_offsets_to_transaction(
             self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
-            group_id: str | Any, *, timeout: float | None = None) -> None:
+            group_id: str | Any, timeout: float | None = None) -> None:
         """Commit consumed offsets as part of the transaction (consume-transform-produce).
 
         Args:
             offsets: the next offsets to read, per partition.
             group_id: the consumer group id, or its group metadata (anything with
                 ``group_id``, ``generation_id``, ``member_id``, ``group_instance_id``).
-            timeout: unused (bounded by request.timeout.ms); kept for API symmetry.
+            timeout: seconds for both coordinator requests (AddOffsetsToTxn, then
+                TxnOffsetCommit) with their retries; None or more than request.timeout.ms
+                means request.timeout.ms.
 
         Raises:
-            TransactionAbortableError: the offsets could not be added (abort next).
+            TransactionAbortableError: the offsets could not be added (abort next), also
+                when ``timeout`` ran out (its cause is a KafkaTimeoutError).
             TransactionFatalError: fenced.
         """
         txn = self._transaction()
         if isinstance(group_id, str):
-            await txn.send_offsets(offsets, group_id)
+            await txn.send_offsets(offsets, group_id, timeout=timeout)
         else:
             await txn.send_offsets(
                 offsets, group_id.group_id, generation_id=getattr(group_id, "generation_id", -1),
                 member_id=getattr(group_id, "member_id", ""),
-                group_instance_id=getattr(group_id, "group_instance_id", None))
+                group_instance_id=getattr(group_id, "group_instance_id", None),
+                timeout=timeout)
 
     async def commit_transaction(self, timeout: float | None = None) -> None:
         """Send everything of the transaction, then commit it (EndTxn).

@@ -337,7 +337,7 @@ class Producer:
                                     timeout: float | None = None) -> None:
         """See :meth:`AsyncProducer.send_offsets_to_transaction`."""
         self._ensure_started()
-        self._thread.run(self._async.send_offsets_to_transaction(offsets, group_id))
+        self._thread.run(self._async.send_offsets_to_transaction(offsets, group_id, timeout))
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Flush, commit, and run pending delivery callbacks; see

@@ -173,13 +173,16 @@ class TransactionManager:
     # --- coordinator requests --------------------------------------------------------------
 
     async def _coordinator_request(self, req: Any, *, max_version: int | None = None,
-                                   group: str | None = None) -> Any:
+                                   group: str | None = None,
+                                   deadline: float | None = None) -> Any:
         """Send ``req`` to the transaction (or ``group``) coordinator, retrying connection
-        failures and coordinator moves until request.timeout.ms. Top-level error codes are
-        raised (retriable ones retried); per-partition codes are returned."""
+        failures and coordinator moves until request.timeout.ms (or the earlier monotonic
+        ``deadline``). Top-level error codes are raised (retriable ones retried);
+        per-partition codes are returned."""
         key, key_type = (group, "group") if group is not None else (
             self.transactional_id, "transaction")
-        deadline = time.monotonic() + self.request_timeout
+        limit = time.monotonic() + self.request_timeout
+        deadline = limit if deadline is None else min(deadline, limit)
         backoff = Backoff(self.retry_backoff, self.retry_backoff_max)
         while True:
             try:
@@ -208,20 +211,24 @@ class TransactionManager:
                 err = exc
             delay = backoff.next()
             if time.monotonic() + delay >= deadline:
+                bound = "request.timeout.ms" if deadline == limit else "the call's timeout"
                 raise KafkaTimeoutError(f"{type(req).API_NAME} did not succeed within "
-                                        f"request.timeout.ms: {err}")
+                                        f"{bound}: {err}")
             await asyncio.sleep(delay)
 
     async def send_offsets(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
                            group_id: str, *, generation_id: int = -1, member_id: str = "",
-                           group_instance_id: str | None = None) -> None:
-        """Add consumed offsets to the transaction (committed with it)."""
+                           group_instance_id: str | None = None,
+                           timeout: float | None = None) -> None:
+        """Add consumed offsets to the transaction (committed with it), both requests
+        within ``timeout`` seconds when given."""
         self.check_send()
         idem = self.idem
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             await self._coordinator_request(AddOffsetsToTxnRequest(
                 transactional_id=self.transactional_id, producer_id=idem.producer_id,
-                producer_epoch=idem.producer_epoch, group_id=group_id))
+                producer_epoch=idem.producer_epoch, group_id=group_id), deadline=deadline)
             self.offsets_added = True
             by_topic: dict[str, list[Any]] = {}
             for tp, om in offsets.items():
@@ -240,7 +247,7 @@ class TransactionManager:
                 group_instance_id=group_instance_id,
                 topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=p)
                         for t, p in by_topic.items()])
-            resp = await self._coordinator_request(req, group=group_id)
+            resp = await self._coordinator_request(req, group=group_id, deadline=deadline)
             for t in resp.topics:
                 for p in t.partitions:
                     if p.error_code:

@@ -1,0 +1,69 @@
+"""The sync forms do what their async forms do (issue 21's parity gaps), against real brokers.
+
+- ``Producer.send_offsets_to_transaction(..., timeout)`` bounds its coordinator requests by
+  ``timeout`` (it used to drop it and wait request.timeout.ms). The librdkafka mock cluster
+  answers AddOffsetsToTxn with injected retriable errors (``push_request_errors``), so the
+  call keeps retrying until a bound stops it.
+- ``Consumer.last_stable_offset`` and ``Consumer.partitions_for_topic`` exist and answer as
+  the AsyncConsumer's do (Tansu keeps the last stable offset of a partition).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kontrakt._types import TopicPartition
+from kontrakt.clients.consumer import Consumer
+from kontrakt.clients.producer import Producer
+from kontrakt.errors import KafkaTimeoutError, TransactionAbortableError
+from kontrakt.testing import MockCluster, TansuBroker
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+ADD_OFFSETS_TO_TXN = 25
+COORDINATOR_LOAD_IN_PROGRESS = 14
+
+
+def test_send_offsets_to_transaction_keeps_its_timeout(mock_cluster: MockCluster,
+                                                        topic_name: str) -> None:
+    mock_cluster.create_topic(topic_name, 1)
+    with Producer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                  transactional_id=f"{topic_name}-tx", request_timeout_ms=20000,
+                  retry_backoff_ms=20, retry_backoff_max_ms=100) as p:
+        p.init_transactions(10)
+        p.begin_transaction()
+        p.send_and_wait(topic_name, b"out", partition=0, timeout=10)
+        mock_cluster.push_request_errors(ADD_OFFSETS_TO_TXN, [COORDINATOR_LOAD_IN_PROGRESS] * 500)
+        start = time.monotonic()
+        with pytest.raises(TransactionAbortableError) as info:
+            p.send_offsets_to_transaction({TopicPartition(topic_name, 0): 1},
+                                          f"{topic_name}-g", 0.5)
+        took = time.monotonic() - start
+        mock_cluster.clear_request_errors(ADD_OFFSETS_TO_TXN)
+        assert isinstance(info.value.__cause__, KafkaTimeoutError)
+        assert "the call's timeout" in str(info.value)
+        # Well under request.timeout.ms (20 s): the 0.5 s bound was kept.
+        assert took < 5.0, took
+        p.abort_transaction(10)
+
+
+def test_sync_consumer_has_last_stable_offset_and_partitions_for_topic(
+        tansu_broker: TansuBroker, topic_name: str) -> None:
+    tansu_broker.create_topic(topic_name, 2)
+    bs = tansu_broker.bootstrap_servers
+    tp = TopicPartition(topic_name, 0)
+    with Producer(bootstrap_servers=bs) as p:
+        for i in range(3):
+            p.send_and_wait(topic_name, b"v%d" % i, partition=0, timeout=10)
+    with Consumer(bootstrap_servers=bs, auto_offset_reset="earliest",
+                  fetch_max_wait_ms=50) as c:
+        assert c.partitions_for_topic(topic_name) == {0, 1}
+        assert c.partitions_for_topic(f"{topic_name}-missing") is None
+        c.assign([tp])
+        assert c.last_stable_offset(tp) is None  # nothing fetched yet
+        got = c.consume(3, timeout=10)
+        assert [r.offset for r in got] == [0, 1, 2]
+        assert c.last_stable_offset(tp) == 3
+        assert c.highwater(tp) == 3

@@ -13,6 +13,7 @@ __all__ = [
     "OFFSET_INVALID",
     "OFFSET_STORED",
     "ConsumerRecord",
+    "DefaultTypeVar",
     "OffsetAndMetadata",
     "RecordMetadata",
     "TimestampType",
@@ -21,6 +22,19 @@ __all__ = [
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+# A TypeVar with a default (PEP 696) for type checkers, without a runtime dependency: they
+# read typing_extensions.TypeVar (typeshed ships its stub, so it need not be installed); at
+# run time typing.TypeVar is used and the default dropped (Python < 3.13 has no ``default``).
+# A default lets ``AvroDeserializer(client)`` be an ``AvroDeserializer[dict[str, Any]]`` and
+# ``SerializingProducer(conf)`` a ``SerializingProducer[Any, Any]`` where nothing says
+# otherwise. Here rather than in a module of its own: ``import kontrakt`` loads no more.
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar as DefaultTypeVar
+else:
+    def DefaultTypeVar(name: str, *constraints: Any, default: Any = None,
+                       **kwargs: Any) -> Any:
+        return TypeVar(name, *constraints, **kwargs)
 
 
 class TimestampType(IntEnum):

@@ -23,11 +23,11 @@ Failures are typed and lose nothing:
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import Any
+from typing import Any, Generic, overload
 
-from kontrakt._types import ConsumerRecord, RecordMetadata, TopicPartition
+from kontrakt._types import ConsumerRecord, DefaultTypeVar, RecordMetadata, TopicPartition
 from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.consumer import AsyncConsumer, Consumer
 from kontrakt.clients.consumer._compat import split_config
@@ -48,6 +48,20 @@ __all__ = [
     "DeserializingConsumer",
     "SerializingProducer",
 ]
+
+#: The key and value types of a client, solved from its (de)serializers; Any when they come
+#: in the config mapping.
+K = DefaultTypeVar("K", default=Any)
+V = DefaultTypeVar("V", default=Any)
+
+#: ``(obj, ctx) -> bytes | None``: what the producers call (AvroSerializer[T], ...).
+SerializerFn = Callable[[K, SerializationContext], "bytes | None"]
+#: The same, or returning an awaitable of it (AsyncAvroSerializer[T], ...).
+AsyncSerializerFn = Callable[[K, SerializationContext], "bytes | Awaitable[bytes | None] | None"]
+#: ``(data, ctx) -> obj``: what the consumers call (AvroDeserializer[T], ...).
+DeserializerFn = Callable[["bytes | None", SerializationContext], V]
+#: The same returning an awaitable (AsyncAvroDeserializer[T], ...).
+AsyncDeserializerFn = Callable[["bytes | None", SerializationContext], Awaitable[V]]
 
 _PRODUCER_KEYS = ("key.serializer", "value.serializer")
 _CONSUMER_KEYS = ("key.deserializer", "value.deserializer")
@@ -149,18 +163,24 @@ def _by_partition(records: list[ConsumerRecord[Any, Any]]
 # --- producers -------------------------------------------------------------------------
 
 
-class SerializingProducer:
-    """A :class:`~kontrakt.clients.producer.Producer` that serializes keys and values.
+class SerializingProducer(Generic[K, V]):
+    """A :class:`~kontrakt.clients.producer.Producer` that serializes keys and values,
+    typed by them: ``SerializingProducer[str, Order]`` after ``key_serializer=
+    StringSerializer(), value_serializer=AvroSerializer(client, Order)``.
 
     Args:
         config: producer options plus ``key.serializer`` / ``value.serializer``.
-        **kwargs: the same as snake_case keywords (``value_serializer=...``).
+        key_serializer / value_serializer: ``(obj, ctx) -> bytes | None`` callables.
+        **kwargs: the other options as snake_case keywords.
 
     Raises:
         ConfigError: an unknown option, or a serializer that is not callable.
     """
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, Any] | None = None, *,
+                 key_serializer: SerializerFn[K] | None = None,
+                 value_serializer: SerializerFn[V] | None = None, **kwargs: Any) -> None:
+        kwargs.update(key_serializer=key_serializer, value_serializer=value_serializer)
         rest, self._key_ser, self._value_ser = _split(config, kwargs, _PRODUCER_KEYS)
         self._producer = Producer(rest, **kwargs)
 
@@ -180,7 +200,7 @@ class SerializingProducer:
                 raise _serialization_error(MessageField.VALUE, topic, exc) from exc
         return key, value, hdrs
 
-    def produce(self, topic: str, key: Any = None, value: Any = None,
+    def produce(self, topic: str, key: K | None = None, value: V | None = None,
                 partition: int | None = None, on_delivery: Any = None,
                 timestamp: int | None = None, headers: Any = None) -> None:
         """confluent-kafka's ``SerializingProducer.produce`` (note: key before value).
@@ -196,7 +216,7 @@ class SerializingProducer:
         self._producer.produce(topic, v, k, partition=partition, on_delivery=on_delivery,
                                timestamp=timestamp, headers=hdrs or None)
 
-    def send(self, topic: str, value: Any = None, key: Any = None, *,
+    def send(self, topic: str, value: V | None = None, key: K | None = None, *,
              partition: int | None = None, timestamp_ms: int | None = None,
              headers: Any = None) -> RecordFuture:
         """Serialize and queue a record; returns its future (``result(timeout)``).
@@ -208,7 +228,7 @@ class SerializingProducer:
         return self._producer.send(topic, v, k, partition=partition, timestamp_ms=timestamp_ms,
                                    headers=hdrs or None)
 
-    def send_and_wait(self, topic: str, value: Any = None, key: Any = None, *,
+    def send_and_wait(self, topic: str, value: V | None = None, key: K | None = None, *,
                       partition: int | None = None, timestamp_ms: int | None = None,
                       headers: Any = None, timeout: float | None = None) -> RecordMetadata:
         """Serialize, send and wait for the acknowledgement (the record goes out at once,
@@ -281,7 +301,7 @@ class SerializingProducer:
         """See :meth:`Producer.metrics`."""
         return self._producer.metrics()
 
-    def __enter__(self) -> SerializingProducer:
+    def __enter__(self) -> SerializingProducer[K, V]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -295,17 +315,26 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-class AsyncSerializingProducer:
-    """An :class:`~kontrakt.clients.producer.AsyncProducer` that serializes keys and values.
+class AsyncSerializingProducer(Generic[K, V]):
+    """An :class:`~kontrakt.clients.producer.AsyncProducer` that serializes keys and values,
+    typed by them as :class:`SerializingProducer` is.
 
     Serializers may be sync callables or return awaitables (the ``Async`` serde classes).
 
     Args:
         config: producer options plus ``key.serializer`` / ``value.serializer``.
-        **kwargs: the same as snake_case keywords.
+        key_serializer / value_serializer: ``(obj, ctx) -> bytes | None`` callables, or
+            ``async`` ones.
+        **kwargs: the other options as snake_case keywords.
+
+    Raises:
+        ConfigError: an unknown option, or a serializer that is not callable.
     """
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: Mapping[str, Any] | None = None, *,
+                 key_serializer: AsyncSerializerFn[K] | None = None,
+                 value_serializer: AsyncSerializerFn[V] | None = None, **kwargs: Any) -> None:
+        kwargs.update(key_serializer=key_serializer, value_serializer=value_serializer)
         rest, self._key_ser, self._value_ser = _split(config, kwargs, _PRODUCER_KEYS)
         self._producer = AsyncProducer(rest, **kwargs)
 
@@ -331,7 +360,7 @@ class AsyncSerializingProducer:
                 raise _serialization_error(MessageField.VALUE, topic, exc) from exc
         return key, value, hdrs
 
-    async def send(self, topic: str, value: Any = None, key: Any = None, *,
+    async def send(self, topic: str, value: V | None = None, key: K | None = None, *,
                    partition: int | None = None, timestamp_ms: int | None = None,
                    headers: Any = None) -> RecordFuture:
         """Serialize and queue a record; ``await`` the returned future for its metadata.
@@ -343,7 +372,7 @@ class AsyncSerializingProducer:
         return await self._producer.send(topic, v, k, partition=partition,
                                          timestamp_ms=timestamp_ms, headers=hdrs or None)
 
-    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, *,
+    async def send_and_wait(self, topic: str, value: V | None = None, key: K | None = None, *,
                             partition: int | None = None, timestamp_ms: int | None = None,
                             headers: Any = None) -> RecordMetadata:
         """Serialize, send and wait for the acknowledgement (the record goes out at once,
@@ -409,7 +438,7 @@ class AsyncSerializingProducer:
         """The underlying byte-level producer."""
         return self._producer
 
-    async def __aenter__(self) -> AsyncSerializingProducer:
+    async def __aenter__(self) -> AsyncSerializingProducer[K, V]:
         await self.start()
         return self
 
@@ -426,6 +455,8 @@ class _Decoding:
     def __init__(self, key_de: Any, value_de: Any) -> None:
         self.key_de = key_de
         self.value_de = value_de
+        #: nothing to deserialize: records pass as they are
+        self.idle = key_de is None and value_de is None
 
     def decode(self, raw: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
         if self.key_de is None and self.value_de is None:
@@ -462,46 +493,49 @@ class _Decoding:
         return _rebuild(raw, key, value)
 
 
-class DeserializingConsumer:
-    """A :class:`~kontrakt.clients.consumer.Consumer` that deserializes keys and values.
+class DeserializingConsumer(Consumer, Generic[K, V]):
+    """A :class:`~kontrakt.clients.consumer.Consumer` that deserializes keys and values
+    (as confluent-kafka's, a ``Consumer`` itself).
 
     Every method of :class:`Consumer` is available (``subscribe``, ``assign``, ``commit``,
-    ``seek``, ...); the reading methods return deserialized records.
+    ``seek``, ...); the reading methods (``poll``, ``getmany``, ``consume``, iteration)
+    return deserialized records, typed ``ConsumerRecord[K, V]`` after the deserializers
+    given as keywords (``Any`` when they come in ``config``).
 
     Args:
         config: consumer options plus ``key.deserializer`` / ``value.deserializer``.
-        **kwargs: the same as snake_case keywords.
+        key_deserializer / value_deserializer: ``(data, ctx) -> obj`` callables.
+        **kwargs: the other options as snake_case keywords.
+
+    Raises:
+        ConfigError: an unknown option, or a deserializer that is not callable.
     """
 
     def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 key_deserializer: DeserializerFn[K] | None = None,
+                 value_deserializer: DeserializerFn[V] | None = None,
                  **kwargs: Any) -> None:
         config, topics = split_config(config, topics)
+        kwargs.update(key_deserializer=key_deserializer, value_deserializer=value_deserializer)
         rest, key_de, value_de = _split(config, kwargs, _CONSUMER_KEYS)
         self._decoding = _Decoding(key_de, value_de)
-        self._consumer = Consumer(rest, *topics, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._consumer, name)
+        super().__init__(rest, *topics, **kwargs)
 
     @property
-    def consumer(self) -> Consumer:
-        """The underlying byte-level consumer."""
-        return self._consumer
+    def consumer(self) -> DeserializingConsumer[K, V]:
+        """This consumer (kept from when it wrapped one; it is a :class:`Consumer` now)."""
+        return self
 
-    def poll(self, timeout: float | None = None) -> ConsumerRecord[Any, Any] | None:
+    def poll(self, timeout: float | None = None) -> ConsumerRecord[K, V] | None:
         """The next deserialized record, or None after ``timeout`` seconds.
 
         Raises:
             KeyDeserializationError / ValueDeserializationError: ``.record`` is the raw
                 record; the position is already past it.
+            Everything :meth:`Consumer.poll` raises.
         """
-        raw = self._consumer.poll(timeout)
+        raw = super().poll(timeout)
         return None if raw is None else self._decoding.decode(raw)
-
-    def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
-        """The next deserialized record, waiting as long as it takes (aiokafka's); errors
-        as in :meth:`poll` and :meth:`Consumer.getone`."""
-        return self._decoding.decode(self._consumer.getone(*partitions))
 
     def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
                       ) -> list[ConsumerRecord[Any, Any]]:
@@ -510,78 +544,99 @@ class DeserializingConsumer:
             try:
                 out.append(self._decoding.decode(raw))
             except SerializationError:
-                if _stop_before(self._consumer, raws, i, out):
+                if _stop_before(self, raws, i, out):
                     return out
                 raise
         return out
 
-    def consume(self, num_records: int = 1, timeout: float | None = None
-                ) -> list[ConsumerRecord[Any, Any]]:
-        """Up to ``num_records`` deserialized records within ``timeout`` seconds.
+    def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
+                timeout_ms: int | None = None
+                ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
+        """Deserialized records by partition (``consume`` and iteration read through it).
 
         Raises:
             KeyDeserializationError / ValueDeserializationError: the first record read was
-                bad (records before a bad one are returned first).
+                bad; records before a bad one are returned first, and the consumer is
+                rewound to it.
         """
-        return self._decode_batch(self._consumer.consume(num_records, timeout))
-
-    def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
-                timeout_ms: int | None = None
-                ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
-        """Deserialized records by partition; same error rules as :meth:`consume`."""
-        batches = self._consumer.getmany(timeout, max_records, timeout_ms=timeout_ms)
+        batches = super().getmany(timeout, max_records, timeout_ms=timeout_ms)
+        if self._decoding.idle:
+            return batches
         return _by_partition(self._decode_batch(_flatten(batches)))
 
-    def __iter__(self) -> Iterator[ConsumerRecord[Any, Any]]:
-        while True:
-            record = self.poll(None)
-            if record is not None:
-                yield record
+    def consume(self, num_records: int = 1, timeout: float | None = None
+                ) -> list[ConsumerRecord[K, V]]:
+        """Up to ``num_records`` deserialized records within ``timeout`` seconds; errors as
+        in :meth:`getmany`."""
+        return super().consume(num_records, timeout)
 
-    def close(self, autocommit: bool = True, timeout: float | None = None) -> None:
-        """Close the consumer (waiting at most ``timeout`` seconds, default 30, for the
-        brokers); see :meth:`Consumer.close`."""
-        self._consumer.close(autocommit, timeout)
+    def __iter__(self) -> Iterator[ConsumerRecord[K, V]]:
+        return super().__iter__()
 
-    def __enter__(self) -> DeserializingConsumer:
+    def __enter__(self) -> DeserializingConsumer[K, V]:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self._consumer.__exit__(*exc)  # commits less when leaving on an error
 
-
-class AsyncDeserializingConsumer:
+class AsyncDeserializingConsumer(AsyncConsumer, Generic[K, V]):
     """An :class:`~kontrakt.clients.consumer.AsyncConsumer` that deserializes keys and values.
 
-    Deserializers may be sync callables or return awaitables. Every method of
-    :class:`AsyncConsumer` is available; the reading methods return deserialized records.
+    Deserializers may be sync callables or return awaitables (the ``Async`` serde classes).
+    Every method of :class:`AsyncConsumer` is available; the reading methods return
+    deserialized records, typed ``ConsumerRecord[K, V]``.
+
+    Args:
+        config: consumer options plus ``key.deserializer`` / ``value.deserializer``.
+        key_deserializer / value_deserializer: ``(data, ctx) -> obj`` callables, or
+            ``async`` ones.
+        **kwargs: the other options as snake_case keywords.
+
+    Raises:
+        ConfigError: an unknown option, or a deserializer that is not callable.
     """
 
+    # One overload per (key, value) pair of sync / async deserializers: a union of the two
+    # callable types leaves the record types unsolved (Any) for the async ones.
+    @overload
     def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 key_deserializer: AsyncDeserializerFn[K] | None = None,
+                 value_deserializer: AsyncDeserializerFn[V] | None = None,
+                 **kwargs: Any) -> None: ...
+    @overload
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 key_deserializer: DeserializerFn[K] | None = None,
+                 value_deserializer: AsyncDeserializerFn[V] | None = None,
+                 **kwargs: Any) -> None: ...
+    @overload
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 key_deserializer: AsyncDeserializerFn[K] | None = None,
+                 value_deserializer: DeserializerFn[V] | None = None,
+                 **kwargs: Any) -> None: ...
+    @overload
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 key_deserializer: DeserializerFn[K] | None = None,
+                 value_deserializer: DeserializerFn[V] | None = None,
+                 **kwargs: Any) -> None: ...
+
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 key_deserializer: Any = None, value_deserializer: Any = None,
                  **kwargs: Any) -> None:
         config, topics = split_config(config, topics)
+        kwargs.update(key_deserializer=key_deserializer, value_deserializer=value_deserializer)
         rest, key_de, value_de = _split(config, kwargs, _CONSUMER_KEYS)
         self._decoding = _Decoding(key_de, value_de)
-        self._consumer = AsyncConsumer(rest, *topics, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._consumer, name)
+        super().__init__(rest, *topics, **kwargs)
 
     @property
-    def consumer(self) -> AsyncConsumer:
-        """The underlying byte-level consumer."""
-        return self._consumer
+    def consumer(self) -> AsyncDeserializingConsumer[K, V]:
+        """This consumer (kept from when it wrapped one; it is an :class:`AsyncConsumer`
+        now)."""
+        return self
 
-    async def poll(self, timeout: float | None = None) -> ConsumerRecord[Any, Any] | None:
+    async def poll(self, timeout: float | None = None) -> ConsumerRecord[K, V] | None:
         """The next deserialized record, or None after ``timeout``; errors as in
         :meth:`DeserializingConsumer.poll`."""
-        raw = await self._consumer.poll(timeout)
+        raw = await super().poll(timeout)
         return None if raw is None else await self._decoding.decode_async(raw)
-
-    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
-        """The next deserialized record, waiting as long as it takes (aiokafka's); errors
-        as in :meth:`poll` and :meth:`AsyncConsumer.getone`."""
-        return await self._decoding.decode_async(await self._consumer.getone(*partitions))
 
     async def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
                             ) -> list[ConsumerRecord[Any, Any]]:
@@ -590,45 +645,30 @@ class AsyncDeserializingConsumer:
             try:
                 out.append(await self._decoding.decode_async(raw))
             except SerializationError:
-                if _stop_before(self._consumer, raws, i, out):
+                if _stop_before(self, raws, i, out):
                     return out
                 raise
         return out
 
-    async def consume(self, num_records: int = 1, timeout: float | None = None
-                      ) -> list[ConsumerRecord[Any, Any]]:
-        """Up to ``num_records`` deserialized records; see
-        :meth:`DeserializingConsumer.consume`."""
-        return await self._decode_batch(await self._consumer.consume(num_records, timeout))
-
     async def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
                       timeout_ms: int | None = None
-                      ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
-        """Deserialized records by partition; see :meth:`DeserializingConsumer.getmany`."""
-        batches = await self._consumer.getmany(timeout, max_records, timeout_ms=timeout_ms)
+                      ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
+        """Deserialized records by partition (``consume`` and iteration read through it);
+        see :meth:`DeserializingConsumer.getmany`."""
+        batches = await super().getmany(timeout, max_records, timeout_ms=timeout_ms)
+        if self._decoding.idle:
+            return batches
         return _by_partition(await self._decode_batch(_flatten(batches)))
 
-    def __aiter__(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
-        return self._iterate()
+    async def consume(self, num_records: int = 1, timeout: float | None = None
+                      ) -> list[ConsumerRecord[K, V]]:
+        """Up to ``num_records`` deserialized records; see
+        :meth:`DeserializingConsumer.consume`."""
+        return await super().consume(num_records, timeout)
 
-    async def _iterate(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
-        while True:
-            record = await self.poll(None)
-            if record is not None:
-                yield record
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord[K, V]]:
+        return super().__aiter__()
 
-    async def start(self) -> None:
-        """Connect; see :meth:`AsyncConsumer.start`."""
-        await self._consumer.start()
-
-    async def close(self, autocommit: bool = True, timeout: float | None = None) -> None:
-        """Close the consumer (waiting at most ``timeout`` seconds, default 30, for the
-        brokers); see :meth:`AsyncConsumer.close`."""
-        await self._consumer.close(autocommit, timeout)
-
-    async def __aenter__(self) -> AsyncDeserializingConsumer:
+    async def __aenter__(self) -> AsyncDeserializingConsumer[K, V]:
         await self.start()
         return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self._consumer.__aexit__(*exc)  # commits less when leaving on an error

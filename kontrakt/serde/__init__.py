@@ -8,7 +8,7 @@ jsonschema or protobuf installed; ``from kontrakt.serde import AvroSerializer`` 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kontrakt.serde._context import (
     Deserializer,
@@ -53,6 +53,30 @@ from kontrakt.serde._strategies import (
     topic_record_subject_name_strategy,
     topic_subject_name_strategy,
 )
+
+if TYPE_CHECKING:
+    # The lazily loaded names (see __getattr__), for type checkers only: importing them here
+    # at run time would load fastavro, protobuf and jsonschema with kontrakt.serde.
+    # test_lazy_exports_are_declared_for_type_checkers keeps this list and _LAZY the same.
+    from kontrakt.serde._dataclasses import avro_schema_of, json_schema_of
+    from kontrakt.serde.avro import (
+        AsyncAvroDeserializer,
+        AsyncAvroSerializer,
+        AvroDeserializer,
+        AvroSerializer,
+    )
+    from kontrakt.serde.json_schema import (
+        AsyncJSONDeserializer,
+        AsyncJSONSerializer,
+        JSONDeserializer,
+        JSONSerializer,
+    )
+    from kontrakt.serde.protobuf import (
+        AsyncProtobufDeserializer,
+        AsyncProtobufSerializer,
+        ProtobufDeserializer,
+        ProtobufSerializer,
+    )
 
 _LAZY = {
     "AvroSerializer": "avro", "AvroDeserializer": "avro",
@@ -117,19 +141,22 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # Format classes load their codec (fastavro, protobuf, jsonschema) on first use only.
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kontrakt.serde' has no attribute {name!r}")
-    import importlib
+if not TYPE_CHECKING:
+    # Hidden from type checkers, which see the names imported above instead: a module
+    # __getattr__ would make every misspelled import from kontrakt.serde type-check as Any.
+    def __getattr__(name: str) -> Any:
+        # Format classes load their codec (fastavro, protobuf, jsonschema) on first use only.
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'kontrakt.serde' has no attribute {name!r}")
+        import importlib
 
-    try:
-        loaded = importlib.import_module(f"kontrakt.serde.{module}")
-    except ModuleNotFoundError as exc:
-        from kontrakt._extras import raise_missing_extra
+        try:
+            loaded = importlib.import_module(f"kontrakt.serde.{module}")
+        except ModuleNotFoundError as exc:
+            from kontrakt._extras import raise_missing_extra
 
-        raise_missing_extra(exc, f"kontrakt.serde.{name}")
-    value = getattr(loaded, name)
-    globals()[name] = value
-    return value
+            raise_missing_extra(exc, f"kontrakt.serde.{name}")
+        value = getattr(loaded, name)
+        globals()[name] = value
+        return value

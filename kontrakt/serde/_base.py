@@ -15,8 +15,9 @@ import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, Generic, NoReturn
 
+from kontrakt._types import DefaultTypeVar
 from kontrakt.errors import ConfigError, RuleError, SchemaRegistryError, SerializationError
 from kontrakt.serde._context import (
     MessageField,
@@ -77,6 +78,13 @@ __all__ = [
 ToDict = Callable[[Any, SerializationContext | None], Any]
 #: ``(decoded, ctx) -> obj``: what the format's codec read to an application object.
 FromDict = Callable[[Any, SerializationContext | None], Any]
+
+#: What a serializer shell accepts (``AvroSerializer[Order]``): anything, unless its schema
+#: is a dataclass or its ``to_dict`` says.
+ObjT = DefaultTypeVar("ObjT", contravariant=True, default=Any)
+#: What a deserializer shell returns (``AvroDeserializer[Order]``); the format picks its
+#: default.
+OutT = DefaultTypeVar("OutT", covariant=True, default=Any)
 
 
 def make_schema(schema_str: str, schema_type: str, references: Any = ()) -> Any:
@@ -703,13 +711,14 @@ class _Miss:
 MISS: Any = _Miss()
 
 
-class SyncSerializer:
-    """Shell: runs a :class:`SerializerCore` with a sync registry client."""
+class SyncSerializer(Generic[ObjT]):
+    """Shell: runs a :class:`SerializerCore` with a sync registry client; generic in the
+    type of object it serializes."""
 
     _core: SerializerCore
     _registry: Any
 
-    def __call__(self, obj: Any, ctx: SerializationContext | None = None) -> bytes | None:
+    def __call__(self, obj: ObjT | None, ctx: SerializationContext | None = None) -> bytes | None:
         """Serialize ``obj`` with the Confluent framing; ``None`` stays ``None``.
 
         Args:
@@ -743,13 +752,15 @@ class SyncSerializer:
         return out  # type: ignore[no-any-return]
 
 
-class AsyncSerializer:
-    """Shell: runs a :class:`SerializerCore` with an async registry client."""
+class AsyncSerializer(Generic[ObjT]):
+    """Shell: runs a :class:`SerializerCore` with an async registry client; generic in the
+    type of object it serializes."""
 
     _core: SerializerCore
     _registry: Any
 
-    async def __call__(self, obj: Any, ctx: SerializationContext | None = None) -> bytes | None:
+    async def __call__(self, obj: ObjT | None,
+                       ctx: SerializationContext | None = None) -> bytes | None:
         """Serialize ``obj`` (see :meth:`SyncSerializer.__call__`); awaits registry calls."""
         if obj is None:
             return None
@@ -761,13 +772,15 @@ class AsyncSerializer:
         return out  # type: ignore[no-any-return]
 
 
-class SyncDeserializer:
-    """Shell: runs a :class:`DeserializerCore` with a sync registry client."""
+class SyncDeserializer(Generic[OutT]):
+    """Shell: runs a :class:`DeserializerCore` with a sync registry client; generic in the
+    type of object it returns."""
 
     _core: DeserializerCore
     _registry: Any
 
-    def __call__(self, data: bytes | None, ctx: SerializationContext | None = None) -> Any:
+    def __call__(self, data: bytes | None,
+                 ctx: SerializationContext | None = None) -> OutT | None:
         """Deserialize Confluent-framed ``data``; ``None`` stays ``None``.
 
         Args:
@@ -792,16 +805,18 @@ class SyncDeserializer:
             key, sid, offset = core.locate(data, ctx)
             reader = run_sync(core.load(key, sid, ctx, data), self._registry)
             out = core.deserialize(data, offset, reader, ctx)
-        return out
+        return out  # type: ignore[no-any-return]
 
 
-class AsyncDeserializer:
-    """Shell: runs a :class:`DeserializerCore` with an async registry client."""
+class AsyncDeserializer(Generic[OutT]):
+    """Shell: runs a :class:`DeserializerCore` with an async registry client; generic in the
+    type of object it returns."""
 
     _core: DeserializerCore
     _registry: Any
 
-    async def __call__(self, data: bytes | None, ctx: SerializationContext | None = None) -> Any:
+    async def __call__(self, data: bytes | None,
+                       ctx: SerializationContext | None = None) -> OutT | None:
         """Deserialize ``data`` (see :meth:`SyncDeserializer.__call__`); awaits registry calls."""
         if data is None:
             return None
@@ -811,4 +826,4 @@ class AsyncDeserializer:
             key, sid, offset = core.locate(data, ctx)
             reader = await run_async(core.load(key, sid, ctx, data), self._registry)
             out = core.deserialize(data, offset, reader, ctx)
-        return out
+        return out  # type: ignore[no-any-return]

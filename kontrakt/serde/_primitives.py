@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kontrakt.serde._context import (
     SerializationContext,
@@ -37,6 +37,9 @@ __all__ = [
     "UUIDSerializer",
 ]
 
+#: The Python type a fixed-width serde takes or gives: int, or float for the floating ones.
+_N = TypeVar("_N", int, float)
+
 
 @dataclass(frozen=True, slots=True)
 class _Fixed:
@@ -55,7 +58,7 @@ _FLOAT64 = _Fixed(struct.Struct(">d"), "a double", (int, float))
 
 
 class _FixedWidth:
-    """Base of the fixed-width serdes: ``class X(_StructSerializer, fixed=_INT32)``."""
+    """Base of the fixed-width serdes: ``class X(_StructSerializer[int], fixed=_INT32)``."""
 
     _fixed: _Fixed
 
@@ -65,8 +68,8 @@ class _FixedWidth:
             cls._fixed = fixed
 
 
-class _StructSerializer(_FixedWidth):
-    def __call__(self, obj: Any, ctx: SerializationContext | None = None) -> bytes | None:
+class _StructSerializer(_FixedWidth, Generic[_N]):
+    def __call__(self, obj: _N | None, ctx: SerializationContext | None = None) -> bytes | None:
         """Encode ``obj``; ``None`` gives ``None``.
 
         Raises:
@@ -84,8 +87,9 @@ class _StructSerializer(_FixedWidth):
             raise serialization_error(f"{obj!r} does not fit in {fixed.what}: {e}", ctx, e) from e
 
 
-class _StructDeserializer(_FixedWidth):
-    def __call__(self, data: bytes | None, ctx: SerializationContext | None = None) -> Any:
+class _StructDeserializer(_FixedWidth, Generic[_N]):
+    def __call__(self, data: bytes | None,
+                 ctx: SerializationContext | None = None) -> _N | None:
         """Decode exactly one value; ``None`` gives ``None``.
 
         Raises:
@@ -98,46 +102,47 @@ class _StructDeserializer(_FixedWidth):
             raise deserialization_error(
                 f"{type(self).__name__} needs exactly {fixed.layout.size} bytes for {fixed.what},"
                 f" got {len(data)}", ctx, data)
-        return fixed.layout.unpack(data)[0]
+        value: _N = fixed.layout.unpack(data)[0]
+        return value
 
 
-class IntegerSerializer(_StructSerializer, fixed=_INT32):
+class IntegerSerializer(_StructSerializer[int], fixed=_INT32):
     """int32, 4 bytes big-endian (Kafka ``IntegerSerializer``)."""
 
 
-class IntegerDeserializer(_StructDeserializer, fixed=_INT32):
+class IntegerDeserializer(_StructDeserializer[int], fixed=_INT32):
     """int32, 4 bytes big-endian (Kafka ``IntegerDeserializer``)."""
 
 
-class LongSerializer(_StructSerializer, fixed=_INT64):
+class LongSerializer(_StructSerializer[int], fixed=_INT64):
     """int64, 8 bytes big-endian (Kafka ``LongSerializer``)."""
 
 
-class LongDeserializer(_StructDeserializer, fixed=_INT64):
+class LongDeserializer(_StructDeserializer[int], fixed=_INT64):
     """int64, 8 bytes big-endian (Kafka ``LongDeserializer``)."""
 
 
-class ShortSerializer(_StructSerializer, fixed=_INT16):
+class ShortSerializer(_StructSerializer[int], fixed=_INT16):
     """int16, 2 bytes big-endian (Kafka ``ShortSerializer``)."""
 
 
-class ShortDeserializer(_StructDeserializer, fixed=_INT16):
+class ShortDeserializer(_StructDeserializer[int], fixed=_INT16):
     """int16, 2 bytes big-endian (Kafka ``ShortDeserializer``)."""
 
 
-class DoubleSerializer(_StructSerializer, fixed=_FLOAT64):
+class DoubleSerializer(_StructSerializer[float], fixed=_FLOAT64):
     """IEEE 754 binary64, big-endian (Kafka ``DoubleSerializer``)."""
 
 
-class DoubleDeserializer(_StructDeserializer, fixed=_FLOAT64):
+class DoubleDeserializer(_StructDeserializer[float], fixed=_FLOAT64):
     """IEEE 754 binary64, big-endian (Kafka ``DoubleDeserializer``)."""
 
 
-class FloatSerializer(_StructSerializer, fixed=_FLOAT32):
+class FloatSerializer(_StructSerializer[float], fixed=_FLOAT32):
     """IEEE 754 binary32, big-endian (Kafka ``FloatSerializer``); rounds to float32."""
 
 
-class FloatDeserializer(_StructDeserializer, fixed=_FLOAT32):
+class FloatDeserializer(_StructDeserializer[float], fixed=_FLOAT32):
     """IEEE 754 binary32, big-endian (Kafka ``FloatDeserializer``)."""
 
 

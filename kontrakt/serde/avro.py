@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from kontrakt._extras import raise_missing_extra
+from kontrakt._types import DefaultTypeVar
 
 try:
     from fastavro import parse_schema, schemaless_reader, schemaless_writer
@@ -39,12 +40,26 @@ from kontrakt.serde._framing import SchemaId
 from kontrakt.serde._registry_io import Steps
 from kontrakt.serde.rules import RuleRegistry
 
+if TYPE_CHECKING:
+    from kontrakt.registry._models import Schema
+
 __all__ = [
     "AsyncAvroDeserializer",
     "AsyncAvroSerializer",
     "AvroDeserializer",
     "AvroSerializer",
 ]
+
+#: What the serializers accept: a dataclass given as schema_str, the first argument of
+#: to_dict, or anything.
+_In = DefaultTypeVar("_In", contravariant=True, default=Any)
+#: What the deserializers return: a dataclass given as schema_str, what from_dict returns,
+#: or (the common record schema) a dict; annotate e.g. ``AvroDeserializer[str]`` for a
+#: schema whose top level is not a record.
+_Out = DefaultTypeVar("_Out", covariant=True, default=dict[str, Any])
+#: Converters, typed by the object they take or make.
+_ToDictOf = Callable[[_In, SerializationContext | None], Any]
+_FromDictOf = Callable[[Any, SerializationContext | None], _Out]
 
 
 def _schema_text(text: str) -> str:
@@ -179,7 +194,7 @@ class _AvroDeserializerCore(_AvroFormat, TextSchemaDeserializerCore):
         return read
 
 
-class AvroSerializer(SyncSerializer):
+class AvroSerializer(SyncSerializer[_In]):
     """Serializes values to Avro with the Confluent framing (sync registry client).
 
     Args:
@@ -202,8 +217,9 @@ class AvroSerializer(SyncSerializer):
         ConfigError: unknown config key, wrong type, or conflicting options.
     """
 
-    def __init__(self, schema_registry_client: Any, schema_str: Any = None,
-                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None,
+    def __init__(self, schema_registry_client: Any,
+                 schema_str: str | Schema | type[_In] | None = None,
+                 to_dict: _ToDictOf[_In] | None = None, conf: Mapping[str, Any] | None = None,
                  rule_conf: Mapping[str, Any] | None = None,
                  rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
@@ -211,11 +227,12 @@ class AvroSerializer(SyncSerializer):
         self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
-class AsyncAvroSerializer(AsyncSerializer):
+class AsyncAvroSerializer(AsyncSerializer[_In]):
     """:class:`AvroSerializer` for an ``AsyncSchemaRegistryClient``; call it with ``await``."""
 
-    def __init__(self, schema_registry_client: Any, schema_str: Any = None,
-                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None,
+    def __init__(self, schema_registry_client: Any,
+                 schema_str: str | Schema | type[_In] | None = None,
+                 to_dict: _ToDictOf[_In] | None = None, conf: Mapping[str, Any] | None = None,
                  rule_conf: Mapping[str, Any] | None = None,
                  rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
@@ -223,7 +240,7 @@ class AsyncAvroSerializer(AsyncSerializer):
         self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
-class AvroDeserializer(SyncDeserializer):
+class AvroDeserializer(SyncDeserializer[_Out]):
     """Deserializes Confluent-framed Avro (sync registry client).
 
     Args:
@@ -253,8 +270,9 @@ class AvroDeserializer(SyncDeserializer):
     does.
     """
 
-    def __init__(self, schema_registry_client: Any, schema_str: Any = None,
-                 from_dict: FromDict | None = None, return_record_name: bool = False,
+    def __init__(self, schema_registry_client: Any,
+                 schema_str: str | Schema | type[_Out] | None = None,
+                 from_dict: _FromDictOf[_Out] | None = None, return_record_name: bool = False,
                  conf: Mapping[str, Any] | None = None,
                  rule_conf: Mapping[str, Any] | None = None,
                  rule_registry: RuleRegistry | None = None) -> None:
@@ -264,11 +282,12 @@ class AvroDeserializer(SyncDeserializer):
         self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
-class AsyncAvroDeserializer(AsyncDeserializer):
+class AsyncAvroDeserializer(AsyncDeserializer[_Out]):
     """:class:`AvroDeserializer` for an ``AsyncSchemaRegistryClient``; call it with ``await``."""
 
-    def __init__(self, schema_registry_client: Any, schema_str: Any = None,
-                 from_dict: FromDict | None = None, return_record_name: bool = False,
+    def __init__(self, schema_registry_client: Any,
+                 schema_str: str | Schema | type[_Out] | None = None,
+                 from_dict: _FromDictOf[_Out] | None = None, return_record_name: bool = False,
                  conf: Mapping[str, Any] | None = None,
                  rule_conf: Mapping[str, Any] | None = None,
                  rule_registry: RuleRegistry | None = None) -> None:

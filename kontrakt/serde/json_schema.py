@@ -10,9 +10,10 @@ registry's schema references.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
+from kontrakt._types import DefaultTypeVar
 from kontrakt.errors import ConfigError, SerializationError
 from kontrakt.serde._base import (
     AsyncDeserializer,
@@ -32,12 +33,26 @@ from kontrakt.serde._jsonvalidate import Check, compile_validator
 from kontrakt.serde._registry_io import Steps
 from kontrakt.serde.rules import RuleRegistry
 
+if TYPE_CHECKING:
+    from kontrakt.registry._models import Schema
+
 __all__ = [
     "AsyncJSONDeserializer",
     "AsyncJSONSerializer",
     "JSONDeserializer",
     "JSONSerializer",
 ]
+
+#: What the serializers accept: a dataclass given as schema_str, the first argument of
+#: to_dict, or anything.
+_In = DefaultTypeVar("_In", contravariant=True, default=Any)
+#: What the deserializers return: a dataclass given as schema_str, what from_dict returns,
+#: or (the common object schema) a dict; annotate e.g. ``JSONDeserializer[list[Any]]`` for a
+#: schema whose top level is not an object.
+_Out = DefaultTypeVar("_Out", covariant=True, default=dict[str, Any])
+#: Converters, typed by the object they take or make.
+_ToDictOf = Callable[[_In, SerializationContext | None], Any]
+_FromDictOf = Callable[[Any, SerializationContext | None], _Out]
 
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -163,7 +178,7 @@ class _JsonDeserializerCore(_JsonFormat, TextSchemaDeserializerCore):
         return read
 
 
-class JSONSerializer(SyncSerializer):
+class JSONSerializer(SyncSerializer[_In]):
     """Serializes values to JSON with the Confluent framing (sync registry client).
 
     Args:
@@ -184,8 +199,9 @@ class JSONSerializer(SyncSerializer):
         ConfigError: unknown config key, wrong type, or conflicting options.
     """
 
-    def __init__(self, schema_str: Any, schema_registry_client: Any,
-                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None,
+    def __init__(self, schema_str: str | Schema | type[_In] | None,
+                 schema_registry_client: Any,
+                 to_dict: _ToDictOf[_In] | None = None, conf: Mapping[str, Any] | None = None,
                  rule_conf: Mapping[str, Any] | None = None,
                  rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
@@ -193,11 +209,12 @@ class JSONSerializer(SyncSerializer):
         self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
-class AsyncJSONSerializer(AsyncSerializer):
+class AsyncJSONSerializer(AsyncSerializer[_In]):
     """:class:`JSONSerializer` for an ``AsyncSchemaRegistryClient``; call it with ``await``."""
 
-    def __init__(self, schema_str: Any, schema_registry_client: Any,
-                 to_dict: ToDict | None = None, conf: Mapping[str, Any] | None = None,
+    def __init__(self, schema_str: str | Schema | type[_In] | None,
+                 schema_registry_client: Any,
+                 to_dict: _ToDictOf[_In] | None = None, conf: Mapping[str, Any] | None = None,
                  rule_conf: Mapping[str, Any] | None = None,
                  rule_registry: RuleRegistry | None = None) -> None:
         self._registry = schema_registry_client
@@ -205,7 +222,7 @@ class AsyncJSONSerializer(AsyncSerializer):
         self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
-class JSONDeserializer(SyncDeserializer):
+class JSONDeserializer(SyncDeserializer[_Out]):
     """Deserializes Confluent-framed JSON, validating it (sync registry client).
 
     Args:
@@ -226,7 +243,8 @@ class JSONDeserializer(SyncDeserializer):
         ConfigError: unknown config key, wrong type, or neither schema nor registry.
     """
 
-    def __init__(self, schema_str: Any = None, from_dict: FromDict | None = None,
+    def __init__(self, schema_str: str | Schema | type[_Out] | None = None,
+                 from_dict: _FromDictOf[_Out] | None = None,
                  schema_registry_client: Any = None,
                  conf: Mapping[str, Any] | None = None,
                  rule_conf: Mapping[str, Any] | None = None,
@@ -237,10 +255,11 @@ class JSONDeserializer(SyncDeserializer):
         self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
-class AsyncJSONDeserializer(AsyncDeserializer):
+class AsyncJSONDeserializer(AsyncDeserializer[_Out]):
     """:class:`JSONDeserializer` for an ``AsyncSchemaRegistryClient``; call it with ``await``."""
 
-    def __init__(self, schema_str: Any = None, from_dict: FromDict | None = None,
+    def __init__(self, schema_str: str | Schema | type[_Out] | None = None,
+                 from_dict: _FromDictOf[_Out] | None = None,
                  schema_registry_client: Any = None,
                  conf: Mapping[str, Any] | None = None,
                  rule_conf: Mapping[str, Any] | None = None,

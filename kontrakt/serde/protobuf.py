@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kontrakt._extras import raise_missing_extra
+from kontrakt._types import DefaultTypeVar
 
 try:
     from google.protobuf.message import Message
@@ -56,6 +57,11 @@ __all__ = [
     "ProtobufDeserializer",
     "ProtobufSerializer",
 ]
+
+#: The message class (generated, or a dataclass model) a serializer takes.
+_In = DefaultTypeVar("_In", contravariant=True, default=Any)
+#: The message class a deserializer returns; with no message_type, dynamic messages (Any).
+_Out = DefaultTypeVar("_Out", covariant=True, default=Any)
 
 _ROOT_NAME = "default"
 
@@ -286,7 +292,7 @@ class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
         return _reader_for(GetMessageClass(desc))
 
 
-class ProtobufSerializer(SyncSerializer):
+class ProtobufSerializer(SyncSerializer[_In]):
     """Serializes generated Protobuf messages with the Confluent framing (sync registry client).
 
     Args:
@@ -309,7 +315,7 @@ class ProtobufSerializer(SyncSerializer):
         ConfigError: unknown config key, wrong type, or not a message class.
     """
 
-    def __init__(self, msg_type: Any, schema_registry_client: Any,
+    def __init__(self, msg_type: type[_In], schema_registry_client: Any,
                  conf: Mapping[str, Any] | None = None,
                  rule_conf: Mapping[str, Any] | None = None,
                  rule_registry: RuleRegistry | None = None) -> None:
@@ -318,10 +324,10 @@ class ProtobufSerializer(SyncSerializer):
         self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
-class AsyncProtobufSerializer(AsyncSerializer):
+class AsyncProtobufSerializer(AsyncSerializer[_In]):
     """:class:`ProtobufSerializer` for an ``AsyncSchemaRegistryClient``; use with ``await``."""
 
-    def __init__(self, msg_type: Any, schema_registry_client: Any,
+    def __init__(self, msg_type: type[_In], schema_registry_client: Any,
                  conf: Mapping[str, Any] | None = None,
                  rule_conf: Mapping[str, Any] | None = None,
                  rule_registry: RuleRegistry | None = None) -> None:
@@ -330,7 +336,7 @@ class AsyncProtobufSerializer(AsyncSerializer):
         self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
-class ProtobufDeserializer(SyncDeserializer):
+class ProtobufDeserializer(SyncDeserializer[_Out]):
     """Deserializes Confluent-framed Protobuf (sync registry client).
 
     Args:
@@ -350,7 +356,8 @@ class ProtobufDeserializer(SyncDeserializer):
         ConfigError: unknown config key, wrong type, or neither class nor registry.
     """
 
-    def __init__(self, message_type: Any = None, conf: Mapping[str, Any] | None = None,
+    def __init__(self, message_type: type[_Out] | None = None,
+                 conf: Mapping[str, Any] | None = None,
                  schema_registry_client: Any = None,
                  rule_conf: Mapping[str, Any] | None = None,
                  rule_registry: RuleRegistry | None = None) -> None:
@@ -360,10 +367,11 @@ class ProtobufDeserializer(SyncDeserializer):
         self._core.use_rules(rule_registry, rule_conf, schema_registry_client)
 
 
-class AsyncProtobufDeserializer(AsyncDeserializer):
+class AsyncProtobufDeserializer(AsyncDeserializer[_Out]):
     """:class:`ProtobufDeserializer` for an ``AsyncSchemaRegistryClient``; use with ``await``."""
 
-    def __init__(self, message_type: Any = None, conf: Mapping[str, Any] | None = None,
+    def __init__(self, message_type: type[_Out] | None = None,
+                 conf: Mapping[str, Any] | None = None,
                  schema_registry_client: Any = None,
                  rule_conf: Mapping[str, Any] | None = None,
                  rule_registry: RuleRegistry | None = None) -> None:

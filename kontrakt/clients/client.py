@@ -642,9 +642,11 @@ class KafkaClient:
         """Refresh metadata now; see :meth:`AsyncKafkaClient.refresh_metadata`."""
         return self._thread.run(self._async.refresh_metadata(topics))
 
-    def coordinator(self, key: str, key_type: str = "group") -> int:
-        """Find the coordinator node for a group or transactional id."""
-        return self._thread.run(ensure_started(self._async, self._async.coordinator(key, key_type)))
+    def coordinator(self, key: str, key_type: str = "group", *, refresh: bool = False) -> int:
+        """Find the coordinator node for a group or transactional id (cached; ``refresh``
+        looks it up again); see :meth:`AsyncKafkaClient.coordinator`."""
+        return self._thread.run(ensure_started(
+            self._async, self._async.coordinator(key, key_type, refresh=refresh)))
 
     def close(self, timeout: float | None = None) -> None:
         """Close connections and stop the loop thread. Idempotent.

@@ -374,13 +374,14 @@ class AsyncSerializingProducer(Generic[K, V]):
 
     async def send_and_wait(self, topic: str, value: V | None = None, key: K | None = None, *,
                             partition: int | None = None, timestamp_ms: int | None = None,
-                            headers: Any = None) -> RecordMetadata:
+                            headers: Any = None,
+                            timeout: float | None = None) -> RecordMetadata:
         """Serialize, send and wait for the acknowledgement (the record goes out at once,
-        as with :meth:`AsyncProducer.send_and_wait`)."""
+        as with :meth:`AsyncProducer.send_and_wait`, whose ``timeout`` this is)."""
         k, v, hdrs = await self._serialize(topic, key, value, headers)
         return await self._producer.send_and_wait(topic, v, k, partition=partition,
                                                   timestamp_ms=timestamp_ms,
-                                                  headers=hdrs or None)
+                                                  headers=hdrs or None, timeout=timeout)
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued and wait; see :meth:`AsyncProducer.flush`."""
@@ -392,18 +393,18 @@ class AsyncSerializingProducer(Generic[K, V]):
 
     # As SerializingProducer's: the producer's transaction, purge and metadata methods.
 
-    async def init_transactions(self) -> None:
+    async def init_transactions(self, timeout: float | None = None) -> None:
         """See :meth:`AsyncProducer.init_transactions`."""
-        await self._producer.init_transactions()
+        await self._producer.init_transactions(timeout)
 
     def begin_transaction(self) -> None:
         """See :meth:`AsyncProducer.begin_transaction`."""
         self._producer.begin_transaction()
 
-    async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_id: Any, *,
+    async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_id: Any,
                                           timeout: float | None = None) -> None:
         """See :meth:`AsyncProducer.send_offsets_to_transaction`."""
-        await self._producer.send_offsets_to_transaction(offsets, group_id, timeout=timeout)
+        await self._producer.send_offsets_to_transaction(offsets, group_id, timeout)
 
     async def commit_transaction(self, timeout: float | None = None) -> None:
         """See :meth:`AsyncProducer.commit_transaction`."""
@@ -421,9 +422,10 @@ class AsyncSerializingProducer(Generic[K, V]):
         """See :meth:`AsyncProducer.purge`."""
         return self._producer.purge(in_queue, in_flight)
 
-    async def list_topics(self, topic: str | None = None) -> dict[str, TopicInfo]:
+    async def list_topics(self, topic: str | None = None,
+                          timeout: float | None = None) -> dict[str, TopicInfo]:
         """See :meth:`AsyncProducer.list_topics`."""
-        return await self._producer.list_topics(topic)
+        return await self._producer.list_topics(topic, timeout)
 
     async def partitions_for(self, topic: str) -> list[int]:
         """See :meth:`AsyncProducer.partitions_for`."""

@@ -6,17 +6,23 @@
   call keeps retrying until a bound stops it.
 - ``Consumer.last_stable_offset`` and ``Consumer.partitions_for_topic`` exist and answer as
   the AsyncConsumer's do (Tansu keeps the last stable offset of a partition).
+- The async forms take the timeouts the sync ones do (``AsyncProducer.send_and_wait`` and
+  ``list_topics``), bounded as asked while the mock's brokers answer slowly (``set_rtt``);
+  ``AsyncProducer.closed`` and ``KafkaClient.coordinator(refresh=True)`` exist as their
+  other forms' do.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 from kontrakt._types import TopicPartition
+from kontrakt.clients import KafkaClient
 from kontrakt.clients.consumer import Consumer
-from kontrakt.clients.producer import Producer
+from kontrakt.clients.producer import AsyncProducer, Producer
 from kontrakt.errors import KafkaTimeoutError, TransactionAbortableError
 from kontrakt.testing import MockCluster, TansuBroker
 
@@ -67,3 +73,39 @@ def test_sync_consumer_has_last_stable_offset_and_partitions_for_topic(
         assert [r.offset for r in got] == [0, 1, 2]
         assert c.last_stable_offset(tp) == 3
         assert c.highwater(tp) == 3
+
+
+def test_async_producer_waits_take_a_timeout(mock_cluster: MockCluster,
+                                             topic_name: str) -> None:
+    mock_cluster.create_topic(topic_name, 1)
+
+    async def main() -> None:
+        p = AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers)
+        assert p.closed is False
+        async with p:
+            await p.send_and_wait(topic_name, b"warm", timeout=10)
+            assert topic_name in await p.list_topics(timeout=10)
+            mock_cluster.set_rtt(-1, 3000)
+            try:
+                for call in (p.send_and_wait(topic_name, b"slow", timeout=0.3),
+                             p.list_topics(timeout=0.3)):
+                    start = time.monotonic()
+                    with pytest.raises(KafkaTimeoutError, match=r"timeout 0\.3s"):
+                        await call
+                    assert time.monotonic() - start < 2.0
+            finally:
+                mock_cluster.set_rtt(-1, 0)
+            await p.flush(10)  # the slow record was still delivered
+        assert p.closed is True
+
+    asyncio.run(main())
+
+
+def test_sync_kafka_client_coordinator_refresh(mock_cluster: MockCluster,
+                                               topic_name: str) -> None:
+    group = f"{topic_name}-g"
+    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap_servers) as client:
+        first = client.coordinator(group)
+        mock_cluster.coordinator_set("group", group, first % 3 + 1)
+        assert client.coordinator(group) == first  # cached
+        assert client.coordinator(group, refresh=True) == first % 3 + 1

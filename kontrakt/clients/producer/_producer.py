@@ -7,14 +7,14 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from time import time as _time
 from time import time_ns as _time_ns
-from typing import Any
+from typing import Any, TypeVar
 
 from kontrakt._types import OffsetAndMetadata, RecordMetadata, TopicPartition
 from kontrakt.clients._hooks import ClientHooks
-from kontrakt.clients._wait import wait_event
+from kontrakt.clients._wait import wait_event, wait_within
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.producer._accumulator import (
@@ -102,6 +102,28 @@ def _exact_size(key: bytes | None, value: bytes | None,
     b = RecordBatchBuilder(max_batch_size=1 << 62)
     b.append(0, key, value, headers)
     return b.size_in_bytes
+
+
+_T = TypeVar("_T")
+
+
+async def _wait_for(fut: RecordFuture) -> RecordMetadata:
+    return await fut
+
+
+async def _bounded(coro: Coroutine[Any, Any, _T], timeout: float, what: str) -> _T:
+    """``coro``'s result within ``timeout`` seconds, or KafkaTimeoutError saying ``what``.
+
+    A KafkaTimeoutError of ``coro``'s own goes out as it is: on Python >= 3.11 it is also
+    the builtin TimeoutError that asyncio's timeouts raise, and must not be mistaken for
+    this wait's.
+    """
+    try:
+        return await wait_within(coro, timeout)
+    except KafkaTimeoutError:
+        raise
+    except asyncio.TimeoutError:
+        raise KafkaTimeoutError(f"{what} (timeout {timeout}s)") from None
 
 
 class _ProducerCore:
@@ -473,6 +495,11 @@ class AsyncProducer(_ProducerCore):
     # --- lifecycle ----------------------------------------------------------------------
 
     @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    @property
     def start_budget(self) -> float:
         """Seconds :meth:`start` may take: ``max.block.ms`` (``request.timeout.ms`` when
         that is 0)."""
@@ -722,9 +749,15 @@ class AsyncProducer(_ProducerCore):
     async def send_and_wait(self, topic: str, value: bytes | None = None,
                             key: bytes | None = None, *, partition: int | None = None,
                             timestamp_ms: int | None = None,
-                            headers: HeadersLike = None) -> RecordMetadata:
+                            headers: HeadersLike = None,
+                            timeout: float | None = None) -> RecordMetadata:
         """Send a record and wait for its acknowledgement (the batch goes out at once rather
         than after ``linger.ms``).
+
+        Args:
+            timeout: seconds to wait for the acknowledgement (None: as long as delivery
+                takes, bounded by ``delivery.timeout.ms``). The record stays queued when
+                the wait ends: it may still be delivered.
 
         Returns:
             The record's metadata.
@@ -732,6 +765,7 @@ class AsyncProducer(_ProducerCore):
         Raises:
             Everything :meth:`send` raises, and the delivery error (ProduceError,
             RecordTooLargeError, DeliveryTimeoutError once delivery.timeout.ms ran out).
+            KafkaTimeoutError: not acknowledged within ``timeout``.
         """
         # Appended as urgent: the sender is woken (and, on this loop, the request written)
         # by the append itself, with no lingering.
@@ -740,7 +774,11 @@ class AsyncProducer(_ProducerCore):
             res = await self._send_slow(topic, value, key, partition, timestamp_ms, headers,
                                         res)
         fut: RecordFuture = res
-        return await fut
+        if timeout is None:
+            return await fut
+        return await _bounded(_wait_for(fut), timeout,
+                              f"the record to {topic!r} was not acknowledged; it may still be "
+                              "delivered")
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send every buffered record now and wait until all are resolved.
@@ -791,10 +829,11 @@ class AsyncProducer(_ProducerCore):
                                     "(and a started producer)")
         return self._txn
 
-    async def init_transactions(self) -> None:
+    async def init_transactions(self, timeout: float | None = None) -> None:
         """Nothing to do: :meth:`start` registers the transactional id (InitProducerId at
         its coordinator, which also ends a transaction an older instance left open). Kept
-        for symmetry with the Java and confluent-kafka clients.
+        for symmetry with the Java and confluent-kafka clients (``timeout`` too: there is
+        nothing to wait for).
 
         Raises:
             IllegalStateError: no ``transactional.id``.
@@ -972,7 +1011,8 @@ class AsyncProducer(_ProducerCore):
                 return new_future(queued, 0, max(batch.max_timestamp, -1))
             await self._wait_memory(deadline - time.monotonic())
 
-    async def list_topics(self, topic: str | None = None) -> dict[str, TopicInfo]:
+    async def list_topics(self, topic: str | None = None,
+                          timeout: float | None = None) -> dict[str, TopicInfo]:
         """Fresh metadata of the cluster's topics (confluent-kafka's ``list_topics``): each
         topic's :class:`~kontrakt.clients.TopicInfo`, its partitions with their leader,
         replicas and in-sync replicas.
@@ -980,12 +1020,18 @@ class AsyncProducer(_ProducerCore):
         Args:
             topic: only this topic (an empty dict when the cluster does not have it; a
                 broker with ``auto.create.topics.enable`` creates it, as for any client).
+            timeout: seconds to wait (None: the client's request timeout bounds it).
 
         Raises:
             IllegalStateError: the producer is not started or closed.
             NoBrokersAvailableError / KafkaTimeoutError: no broker answered in time.
         """
         self._check(sending=False)
+        if timeout is not None:
+            return await _bounded(self._list_topics(topic), timeout, "list_topics")
+        return await self._list_topics(topic)
+
+    async def _list_topics(self, topic: str | None) -> dict[str, TopicInfo]:
         client = self._client
         if topic is None:
             client.track_all_topics(True)

@@ -158,7 +158,9 @@ class RecordMetadata(_TupleRecord):
         topic, partition: where the record went.
         offset: the record's offset (-1 when produced with acks=0).
         timestamp: the record's timestamp in ms (the broker's time for LogAppendTime topics).
-        serialized_key_size, serialized_value_size: -1 (not tracked).
+        serialized_key_size, serialized_value_size: the key's and value's size in bytes as
+            sent (after any serializer); -1 for a None key or value, and for the records
+            of a whole batch given to ``send_batch``.
     """
 
     __slots__ = ()

@@ -119,6 +119,9 @@ def test_a_sync_producers_delivery_callbacks_follow_the_split(mock_cluster: Mock
         assert p.flush(10) == 0
     assert [err for err, _ in seen] == [None] * 120
     assert [md.offset for _, md in seen] == list(range(1, 121))
+    # The sizes follow the record into its half too.
+    assert [(md.serialized_key_size, md.serialized_value_size) for _, md in seen] == [
+        (len(b"k%d" % i), 4) for i in range(120)]
     batches = asyncio.run(log_batches(mock_cluster.bootstrap_servers, topic_name, 0))
     assert [len(vs) for _, vs in batches] == [1, 64, 56]  # halves by bytes
 

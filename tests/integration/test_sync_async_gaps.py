@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -109,3 +110,49 @@ def test_sync_kafka_client_coordinator_refresh(mock_cluster: MockCluster,
         mock_cluster.coordinator_set("group", group, first % 3 + 1)
         assert client.coordinator(group) == first  # cached
         assert client.coordinator(group, refresh=True) == first % 3 + 1
+
+
+def test_record_metadata_carries_the_serialized_sizes(mock_cluster: MockCluster,
+                                                      topic_name: str) -> None:
+    """Every send path fills serialized_key_size / serialized_value_size (-1 for None):
+    staged records (bytes key and value, settled one by one and in bulk), records with
+    headers, a partition or a None key or value, send_and_wait, and the sync produce()'s
+    delivery callbacks."""
+    mock_cluster.create_topic(topic_name, 3)
+    bs = mock_cluster.bootstrap_servers
+    cases = [(b"k" * (i % 7), b"v" * (i * 13 % 300)) for i in range(600)]
+
+    async def main() -> list[tuple[int, int]]:
+        got: list[tuple[int, int]] = []
+        async with AsyncProducer(bootstrap_servers=bs, linger_ms=5) as p:
+            futs = [await p.send(topic_name, v, k) for k, v in cases]  # staged, in bulk
+            futs.append(await p.send(topic_name, b"abc", None))
+            futs.append(await p.send(topic_name, None, b"key", partition=1))
+            futs.append(await p.send(topic_name, b"vv", b"kkkk", headers=[("h", b"1")]))
+            for fut in futs:
+                md = await fut
+                got.append((md.serialized_key_size, md.serialized_value_size))
+            md = await p.send_and_wait(topic_name, b"12345", b"12", timeout=10)
+            got.append((md.serialized_key_size, md.serialized_value_size))
+        return got
+
+    got = asyncio.run(main())
+    assert got == [(len(k), len(v)) for k, v in cases] + [(-1, 3), (3, -1), (4, 2), (2, 5)]
+
+    # Callbacks run batch by batch (partition order), not in send order: each one compares
+    # with its own record's sizes.
+    seen: list[tuple[tuple[int, int], tuple[int, int]]] = []
+
+    def expect(sizes: tuple[int, int]) -> Any:
+        return lambda err, md: seen.append(
+            (sizes, (md.serialized_key_size, md.serialized_value_size)))
+
+    with Producer(bootstrap_servers=bs) as p:
+        for k, v in cases[:50]:
+            p.produce(topic_name, v, k, on_delivery=expect((len(k), len(v))))
+        p.produce(topic_name, None, b"kk", partition=0, on_delivery=expect((2, -1)))
+        md = p.send(topic_name, b"value", b"k").result(10)
+        assert (md.serialized_key_size, md.serialized_value_size) == (1, 5)
+        p.flush(10)
+    assert len(seen) == 51
+    assert [want for want, _ in seen] == [got for _, got in seen]

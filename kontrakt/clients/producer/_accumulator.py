@@ -365,10 +365,13 @@ class StagedChunk:
     """The records one settling of a :class:`KeyedStage` places: a staged record's future
     is (chunk, index, timestamp) until then, and reads its batch and offset delta here."""
 
-    __slots__ = ("batches", "callbacks", "deliveries", "indexes", "runs", "stage")
+    __slots__ = ("batches", "callbacks", "deliveries", "indexes", "runs", "sizes", "stage")
 
     def __init__(self, stage: KeyedStage) -> None:
         self.stage = stage
+        #: the records' key and value lengths in send order, once settled: the lists the
+        #: settling computes anyway, kept for their RecordMetadata (no cost per record)
+        self.sizes: tuple[list[int], list[int]] | None = None
         #: each record's batch and index there, in send order; None until the chunk settles
         #: (_UNLISTED while only ``runs`` says where its records went)
         self.batches: list[ProducerBatch] | None = None
@@ -531,16 +534,31 @@ class RecordFuture:
     _asyncio_future_blocking = False
 
     # One is made per record, so it is made the cheapest way Python has: a slots class
-    # without __init__, its three slots set by the maker (new_future, or inlined on the send
+    # without __init__, its slots set by the maker (new_future, or inlined on the send
     # fast paths). A tuple subclass costs ~45 ns more to make, a __init__ ~60 ns more.
     # _head: the record's batch, or its StagedChunk until the chunk settles; _at: its index
     # in the batch, or in the chunk; _timestamp: its timestamp, in milliseconds (an int),
-    # or a staged record's time.time() (a float, see KeyedStage.stamps).
-    __slots__ = ("_at", "_head", "_timestamp")
+    # or a staged record's time.time() (a float, see KeyedStage.stamps). _ksize / _vsize:
+    # the key's and value's lengths (-1: None), set only when _head is a batch; a staged
+    # record's are in its chunk's ``sizes``, so the staged send paths set nothing more.
+    __slots__ = ("_at", "_head", "_ksize", "_timestamp", "_vsize")
 
     _head: Any  # ProducerBatch | StagedChunk, told apart by type() on the hot paths
     _at: int
     _timestamp: int | float
+    _ksize: int
+    _vsize: int
+
+    def _sizes(self) -> tuple[int, int]:
+        """(serialized key size, serialized value size); -1 for None."""
+        head = self._head
+        if type(head) is ProducerBatch:
+            return self._ksize, self._vsize
+        sizes = head.sizes
+        if sizes is None:  # not settled yet
+            head.placed(self._at)
+            sizes = head.sizes
+        return sizes[0][self._at], sizes[1][self._at]
 
     @property
     def _batch(self) -> ProducerBatch:
@@ -553,7 +571,12 @@ class RecordFuture:
             # An async producer's future is only read on its loop's thread: keep where the
             # record was placed, so that later reads (gather reads each future 3-4 times)
             # skip the chunk's lookup. A sync producer's I/O thread reads (_head, _at) as a
-            # pair, so its futures keep pointing at their chunk.
+            # pair, so its futures keep pointing at their chunk. A batch-headed future
+            # carries its sizes itself (see __slots__): taken from the chunk here.
+            sizes = b.sizes
+            assert sizes is not None  # placed() settled the chunk
+            self._ksize = sizes[0][self._at]
+            self._vsize = sizes[1][self._at]
             self._head = batch
             self._at = index
         return batch
@@ -647,7 +670,7 @@ class RecordFuture:
             b, index = b.part(index)
         offset = b.base_offset + index if b.base_offset >= 0 else -1
         ts = b.log_append_time if b.log_append_time >= 0 else millis(self._timestamp)
-        return _new_tuple(RecordMetadata, (b.topic, b.partition, offset, ts, -1, -1))
+        return _new_tuple(RecordMetadata, (b.topic, b.partition, offset, ts, *self._sizes()))
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """The record's metadata, blocking (sync producers) until it is resolved.
@@ -824,13 +847,16 @@ def _take_callbacks(holder: ProducerBatch | StagedChunk, fut: RecordFuture,
     return taken
 
 
-def new_future(head: ProducerBatch | StagedChunk, at: int, timestamp: int | float
-               ) -> RecordFuture:
-    """A record's future: index ``at`` of batch (or staged chunk) ``head``."""
+def new_future(head: ProducerBatch | StagedChunk, at: int, timestamp: int | float,
+               ksize: int = -1, vsize: int = -1) -> RecordFuture:
+    """A record's future: index ``at`` of batch (or staged chunk) ``head``; ``ksize`` /
+    ``vsize`` its key's and value's lengths (-1: None or not known)."""
     fut = RecordFuture()
     fut._head = head
     fut._at = at
     fut._timestamp = timestamp
+    fut._ksize = ksize
+    fut._vsize = vsize
     return fut
 
 
@@ -1032,16 +1058,18 @@ class RecordAccumulator:
         if key is None:
             kb = b"\x01"
             klen = 0
+            ksize = -1
             key = b""
         else:
-            klen = len(key)
+            ksize = klen = len(key)
             kb = small[klen] if klen < _SMALL else encode_varint(klen)
         if value is None:
             vb = b"\x01"
             vlen = 0
+            vsize = -1
             value = b""
         else:
-            vlen = len(value)
+            vsize = vlen = len(value)
             vb = small[vlen] if vlen < _SMALL else encode_varint(vlen)
         hb = encode_headers(headers) if headers else b"\x00"
         rest = len(kb) + klen + len(vb) + vlen + len(hb)
@@ -1059,7 +1087,7 @@ class RecordAccumulator:
             if placed is None:
                 return ABORTED
             batch, index = placed
-            fut = new_future(batch, index, timestamp)
+            fut = new_future(batch, index, timestamp, ksize, vsize)
             if delivery is not None:
                 keep_hook(batch, delivery, fut, True)
             if index:
@@ -1181,6 +1209,7 @@ class RecordAccumulator:
         stage.chunk = StagedChunk(stage)
         key_lengths = [*map(len, keys)]
         value_lengths = [*map(len, values)]
+        chunk.sizes = (key_lengths, value_lengths)
         # The records' reservations give way to their encoded sizes (added below).
         self.used -= sum(key_lengths) + sum(value_lengths) + RECORD_OVERHEAD * n
         klen = key_lengths[0]
@@ -1586,7 +1615,7 @@ class RecordAccumulator:
                 head = fut._head
                 index = fut._at if type(head) is ProducerBatch else head.placed(fut._at)[1]
                 part, at = batch.part(index)
-                keep_hook(part, fn, new_future(part, at, fut._timestamp), True)
+                keep_hook(part, fn, new_future(part, at, fut._timestamp, *fut._sizes()), True)
             # In order: sequence order, or (without sequences) each put at the front.
             for part in parts if batch.base_sequence >= 0 else parts[::-1]:
                 self._reenqueue_locked(part)

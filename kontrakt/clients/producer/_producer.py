@@ -275,16 +275,18 @@ class _ProducerCore:
                 kb = b"\x01"
                 kk = b""
                 klen = 0
+                ksize = -1
             else:
-                klen = len(key)
+                ksize = klen = len(key)
                 kb = _SMALL_VARINTS[klen] if klen < _SMALL else encode_varint(klen)
                 kk = key
             if value is None:
                 vb = b"\x01"
                 vv = b""
                 vlen = 0
+                vsize = -1
             else:
-                vlen = len(value)
+                vsize = vlen = len(value)
                 vb = _SMALL_VARINTS[vlen] if vlen < _SMALL else encode_varint(vlen)
                 vv = value
             rest = 2 + len(kb) + klen + len(vb) + vlen
@@ -313,7 +315,7 @@ class _ProducerCore:
                                 if timestamp_ms > batch.max_timestamp:
                                     batch.max_timestamp = timestamp_ms
                                 acc.used += added
-                                return new_future(batch, count, timestamp_ms)
+                                return new_future(batch, count, timestamp_ms, ksize, vsize)
         size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (
             len(value) if value is not None else 0)
         if headers is not None:

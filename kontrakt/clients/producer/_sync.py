@@ -254,11 +254,16 @@ class Producer:
                     done += 1
                     index = fut._at
                     head = fut._head
-                    if head is not batch:  # staged: its index is in the chunk
+                    if head is not batch:  # staged: its index and sizes are in the chunk
+                        sizes = head.sizes
+                        ksize, vsize = sizes[0][index], sizes[1][index]
                         index = head.indexes[index]
+                    else:
+                        ksize, vsize = fut._ksize, fut._vsize
                     cb(err, _new_tuple(RecordMetadata, (
                         topic, partition, base + index if base >= 0 else -1,
-                        append_time if append_time >= 0 else millis(fut._timestamp), -1, -1)))
+                        append_time if append_time >= 0 else millis(fut._timestamp),
+                        ksize, vsize)))
             except BaseException:
                 # The callback's error goes to the caller; the batch's other records are
                 # still delivered, by the next poll().

@@ -57,7 +57,7 @@ from kontrakt.serde._strategies import (
 if TYPE_CHECKING:
     # The lazily loaded names (see __getattr__), for type checkers only: importing them here
     # at run time would load fastavro, protobuf and jsonschema with kontrakt.serde.
-    # test_lazy_exports_are_declared_for_type_checkers keeps this list and _LAZY the same.
+    # tests/typing/test_lazy_exports.py keeps this list and _LAZY the same.
     from kontrakt.serde._dataclasses import avro_schema_of, json_schema_of
     from kontrakt.serde.avro import (
         AsyncAvroDeserializer,

@@ -255,6 +255,11 @@ class SerializingProducer(Generic[K, V]):
         """The underlying byte-level producer."""
         return self._producer
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._producer.closed
+
     # The producer's own methods, as confluent-kafka's SerializingProducer (a Producer)
     # has them: transactions, purge, metadata, metrics.
 
@@ -439,6 +444,11 @@ class AsyncSerializingProducer(Generic[K, V]):
     def producer(self) -> AsyncProducer:
         """The underlying byte-level producer."""
         return self._producer
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._producer.closed
 
     async def __aenter__(self) -> AsyncSerializingProducer[K, V]:
         await self.start()

@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 
 from kontrakt._types import TopicPartition
-from kontrakt.clients import KafkaClient
+from kontrakt.clients import AsyncSerializingProducer, KafkaClient, SerializingProducer
 from kontrakt.clients.consumer import Consumer
 from kontrakt.clients.producer import AsyncProducer, Producer
 from kontrakt.errors import KafkaTimeoutError, TransactionAbortableError
+from kontrakt.serde import StringSerializer
 from kontrakt.testing import MockCluster, TansuBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -156,3 +157,19 @@ def test_record_metadata_carries_the_serialized_sizes(mock_cluster: MockCluster,
         p.flush(10)
     assert len(seen) == 51
     assert [want for want, _ in seen] == [got for _, got in seen]
+
+
+def test_serializing_producers_say_whether_they_are_closed(mock_cluster: MockCluster) -> None:
+    bs = mock_cluster.bootstrap_servers
+    p = SerializingProducer(bootstrap_servers=bs, value_serializer=StringSerializer())
+    assert p.closed is False
+    p.close()
+    assert p.closed is True
+
+    async def main() -> None:
+        ap = AsyncSerializingProducer(bootstrap_servers=bs)
+        async with ap:
+            assert ap.closed is False
+        assert ap.closed is True
+
+    asyncio.run(main())

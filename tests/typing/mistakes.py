@@ -31,9 +31,10 @@ class Order:
 
 
 def lazy_exports() -> None:
+    from kontrakt import Producr  # E: attr-defined
     from kontrakt.serde import AvroSerializr  # E: attr-defined
 
-    print(AvroSerializr)
+    print(AvroSerializr, Producr)
 
 
 def clients(bs: str) -> None:

@@ -56,14 +56,15 @@ if _typing.TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> _typing.Any:
-    if name in _CLIENTS:
-        from kontrakt import clients
+if not _typing.TYPE_CHECKING:  # hidden from type checkers: a misspelled name stays an error
+    def __getattr__(name: str) -> _typing.Any:
+        if name in _CLIENTS:
+            from kontrakt import clients
 
-        value = getattr(clients, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'kontrakt' has no attribute {name!r}")
+            value = getattr(clients, name)
+            globals()[name] = value
+            return value
+        raise AttributeError(f"module 'kontrakt' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -439,10 +439,10 @@ def _open_consumer(conn: Connection, topic: str, partitions: tuple[int, ...], gr
             consumer.subscribe([topic])
             yield consumer, []
             return
-        known = consumer.partitions_for_topic(topic) if hasattr(
-            consumer, "partitions_for_topic") else None
-        if known is None:
-            known = consumer.list_topics().get(topic)
+        known: set[int] | None = consumer.partitions_for_topic(topic)
+        if not known:
+            listed = consumer.list_topics().get(topic)
+            known = set(listed) if listed else None
         if not known:
             raise CliError(f"topic {topic!r} does not exist")
         chosen = sorted(known) if not partitions else list(partitions)

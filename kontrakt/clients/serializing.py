@@ -250,6 +250,10 @@ class SerializingProducer(Generic[K, V]):
         """Flush and close; see :meth:`Producer.close`."""
         self._producer.close(timeout)
 
+    def stop(self) -> None:
+        """aiokafka's name for :meth:`close`."""
+        self._producer.close()
+
     @property
     def producer(self) -> Producer:
         """The underlying byte-level producer."""
@@ -395,6 +399,10 @@ class AsyncSerializingProducer(Generic[K, V]):
     async def close(self, timeout: float | None = None) -> None:
         """Flush and close; see :meth:`AsyncProducer.close`."""
         await self._producer.close(timeout)
+
+    async def stop(self) -> None:
+        """aiokafka's name for :meth:`close` (delivers what is buffered first)."""
+        await self._producer.close()
 
     # As SerializingProducer's: the producer's transaction, purge and metadata methods.
 

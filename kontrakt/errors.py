@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "AuthenticationError",
     "BrokerResponseError",
     "CommitFailedError",
     "ConfigError",
@@ -102,6 +103,19 @@ class KafkaConnectionError(KafkaError):
 
 class NoBrokersAvailableError(KafkaConnectionError):
     """None of the bootstrap servers or known brokers could be reached."""
+
+    def __init__(self, message: str, *, broker: str | None = None) -> None:
+        super().__init__(message, broker=broker)
+
+
+class AuthenticationError(KafkaConnectionError):
+    """A broker refused the client's credentials (SASL), or the client refused the broker's
+    TLS certificate. Not retried: the same credentials fail the same way, so the first call
+    that needs a connection raises it at once (subclasses in
+    :mod:`kontrakt.clients._net.security` say which side refused and why)."""
+
+    retriable = False
+    invalid_metadata = False
 
     def __init__(self, message: str, *, broker: str | None = None) -> None:
         super().__init__(message, broker=broker)

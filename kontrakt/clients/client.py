@@ -21,6 +21,7 @@ from kontrakt.clients._sync import LoopThread, close_sync, ensure_started
 from kontrakt.clients._wait import cancel_and_wait, wait_event, wait_within
 from kontrakt.clients.cluster import BrokerInfo, ClusterMetadata, parse_bootstrap
 from kontrakt.errors import (
+    AuthenticationError,
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
@@ -366,6 +367,8 @@ class AsyncKafkaClient:
             try:
                 return await self.request(message, node=node, timeout=min(
                     timeout or remaining, remaining) if remaining > 0 else 0.001)
+            except AuthenticationError:
+                raise
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 delay = backoff.next()
                 if time.monotonic() + delay >= deadline:
@@ -440,6 +443,9 @@ class AsyncKafkaClient:
                 self.cluster.update(resp, all_topics=all_topics)
                 self._last_asked = (all_topics, asked)
                 return
+            except AuthenticationError:
+                # Refused credentials or certificate fail the same way on every retry.
+                raise
             except (KafkaConnectionError, KafkaTimeoutError, asyncio.TimeoutError,
                     TimeoutError) as exc:
                 address = self._describe_node(node)
@@ -532,6 +538,8 @@ class AsyncKafkaClient:
                 resp = await conn.send(req, version=version,
                                        timeout=max(0.001, deadline - time.monotonic()))
                 break
+            except AuthenticationError:
+                raise
             except (KafkaConnectionError, KafkaTimeoutError):
                 delay = backoff.next()
                 if time.monotonic() + delay >= deadline:

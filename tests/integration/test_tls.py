@@ -14,13 +14,20 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kontrakt.clients import AsyncKafkaClient
-from kontrakt.errors import ConfigError, KafkaConnectionError, NoBrokersAvailableError
+from kontrakt.clients._net.security import TlsCertificateError
+from kontrakt.errors import (
+    AuthenticationError,
+    ConfigError,
+    KafkaConnectionError,
+    NoBrokersAvailableError,
+)
 from kontrakt.protocol.messages import MetadataRequest
 from kontrakt.testing import TansuBroker, free_port
 
@@ -220,8 +227,24 @@ def test_tls_to_a_plaintext_listener_that_hangs_up_says_so() -> None:
 
 def test_untrusted_certificate_message_names_the_check(tls_broker: tuple[str, TlsTerminator],
                                                        certs: Path) -> None:
+    """A refused certificate is fatal: raised from the first attempt (it was retried for
+    request.timeout.ms and surfaced as NoBrokersAvailableError)."""
     bootstrap, _term = tls_broker
-    err = _tls_failure(bootstrap, ssl_ca_location=str(certs / "other.pem"))
+
+    async def main() -> TlsCertificateError:
+        client = AsyncKafkaClient(bootstrap_servers=bootstrap, security_protocol="SSL",
+                                  ssl_ca_location=str(certs / "other.pem"))
+        try:
+            with pytest.raises(TlsCertificateError) as info:
+                await client.start()
+            return info.value
+        finally:
+            await client.close()
+
+    start = time.monotonic()
+    err = asyncio.run(main())
+    assert time.monotonic() - start < 5.0  # generous; the retry loop took 30 s
+    assert isinstance(err, AuthenticationError) and not err.retriable
     assert f"TLS handshake with {bootstrap} failed: the broker's certificate was refused" \
         in str(err)
     assert "ssl.ca.location" in str(err)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kontrakt.clients._net.security import TlsHandshakeError, tls_failure, tls_handshake_failed
+from kontrakt.clients._net.security import tls_error, tls_handshake_failed
 from kontrakt.errors import (
     CorruptMessageError,
     KafkaConnectionError,
@@ -270,14 +270,13 @@ class BrokerConnection:
         # OSError with an empty message.
         except (asyncio.TimeoutError, TimeoutError):
             if s.ssl_context is not None:
-                raise TlsHandshakeError(
-                    tls_failure(self.address, None, s.connect_timeout)) from None
+                raise tls_error(self.address, None, s.connect_timeout) from None
             raise KafkaTimeoutError(
                 f"connecting to {self.address} took longer than {s.connect_timeout}s"
             ) from None
         except (OSError, ssl.SSLError) as exc:
             if s.ssl_context is not None and tls_handshake_failed(exc):
-                raise TlsHandshakeError(tls_failure(self.address, exc)) from exc
+                raise tls_error(self.address, exc) from exc
             raise KafkaConnectionError(f"cannot connect: {exc or type(exc).__name__}",
                                        broker=self.address) from exc
         assert isinstance(transport, asyncio.Transport)

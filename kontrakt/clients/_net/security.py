@@ -14,7 +14,7 @@ import ssl
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kontrakt.errors import ConfigError, KafkaConnectionError
+from kontrakt.errors import AuthenticationError, ConfigError, KafkaConnectionError
 
 if TYPE_CHECKING:
     from kontrakt.clients._net.connection import BrokerConnection
@@ -24,23 +24,31 @@ __all__ = [
     "SaslAuthenticationError",
     "ScramAuthenticator",
     "ScramClient",
+    "TlsCertificateError",
     "TlsHandshakeError",
     "build_sasl",
     "build_ssl_context",
     "load_client_certificate",
+    "tls_error",
     "tls_failure",
     "tls_handshake_failed",
 ]
 
 
-class SaslAuthenticationError(KafkaConnectionError):
+class SaslAuthenticationError(AuthenticationError):
     """SASL authentication with a broker failed (bad credentials, mechanism not enabled,
-    or a server signature that does not verify)."""
+    or a server signature that does not verify). Fatal: raised by the first call that
+    needs a connection, without retries. The message names the mechanism, the user and
+    the broker, never the secret.
 
-    retriable = False
+    Attributes:
+        mechanism: the SASL mechanism, e.g. ``SCRAM-SHA-512`` (None when not known).
+    """
 
-    def __init__(self, message: str, *, broker: str | None = None) -> None:
+    def __init__(self, message: str, *, broker: str | None = None,
+                 mechanism: str | None = None) -> None:
         super().__init__(message, broker=broker)
+        self.mechanism = mechanism
 
 
 class TlsHandshakeError(KafkaConnectionError):
@@ -50,6 +58,24 @@ class TlsHandshakeError(KafkaConnectionError):
 
     def __init__(self, message: str, *, broker: str | None = None) -> None:
         super().__init__(message, broker=broker)
+
+
+class TlsCertificateError(TlsHandshakeError, AuthenticationError):
+    """The broker's TLS certificate was refused (unknown CA, expired, host-name mismatch).
+    Fatal like a refused password: raised by the first call that needs a connection,
+    without retries."""
+
+    def __init__(self, message: str, *, broker: str | None = None) -> None:
+        super().__init__(message, broker=broker)
+
+
+def tls_error(address: str, exc: BaseException | None,
+              waited: float | None = None) -> TlsHandshakeError:
+    """The typed error for a failed TLS handshake with ``address`` (see :func:`tls_failure`):
+    :class:`TlsCertificateError` when the certificate was refused."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return TlsCertificateError(tls_failure(address, exc, waited))
+    return TlsHandshakeError(tls_failure(address, exc, waited))
 
 
 _PLAINTEXT_HINT = ("; if it is a plaintext listener, set security.protocol to PLAINTEXT "
@@ -240,28 +266,33 @@ class ScramClient:
             raise SaslAuthenticationError("SCRAM server signature does not verify")
 
 
-async def _handshake(conn: BrokerConnection, mechanism: str) -> None:
+async def _handshake(conn: BrokerConnection, mechanism: str, user: str | None) -> None:
     from kontrakt.protocol.messages import SaslHandshakeRequest
 
     resp = await conn.send(SaslHandshakeRequest(mechanism=mechanism))
     if resp.error_code:
         raise SaslAuthenticationError(
             f"broker does not enable SASL mechanism {mechanism} "
-            f"(enabled: {resp.mechanisms}, error code {resp.error_code})",
-            broker=conn.address,
+            f"(enabled: {', '.join(resp.mechanisms) or 'none'}; error code {resp.error_code})",
+            broker=conn.address, mechanism=mechanism,
         )
 
 
-async def _authenticate(conn: BrokerConnection, payload: bytes) -> bytes:
+async def _authenticate(conn: BrokerConnection, mechanism: str, user: str | None,
+                        payload: bytes) -> tuple[bytes, int]:
+    """One SaslAuthenticate round trip: the server's bytes and the session lifetime (ms,
+    0 when the broker sets none or speaks SaslAuthenticate v0)."""
     from kontrakt.protocol.messages import SaslAuthenticateRequest
 
     resp = await conn.send(SaslAuthenticateRequest(auth_bytes=payload))
     if resp.error_code:
+        who = f" as {user!r}" if user else ""
         raise SaslAuthenticationError(
-            f"SASL authentication failed: {resp.error_message} (code {resp.error_code})",
-            broker=conn.address,
+            f"SASL {mechanism} authentication{who} failed: "
+            f"{resp.error_message or 'no reason given'} (error code {resp.error_code})",
+            broker=conn.address, mechanism=mechanism,
         )
-    return bytes(resp.auth_bytes)
+    return bytes(resp.auth_bytes), int(resp.session_lifetime_ms or 0)
 
 
 class PlainAuthenticator:
@@ -276,9 +307,16 @@ class PlainAuthenticator:
     def __repr__(self) -> str:
         return f"PlainAuthenticator(username={self.username!r})"
 
-    async def authenticate(self, conn: BrokerConnection) -> None:
-        await _handshake(conn, self.mechanism)
-        await _authenticate(conn, f"\0{self.username}\0{self._password}".encode())
+    async def authenticate(self, conn: BrokerConnection) -> int:
+        """Log in on ``conn``; returns the session lifetime in ms (0: none).
+
+        Raises:
+            SaslAuthenticationError: the broker refused the mechanism or the credentials.
+        """
+        await _handshake(conn, self.mechanism, self.username)
+        _, lifetime = await _authenticate(conn, self.mechanism, self.username,
+                                          f"\0{self.username}\0{self._password}".encode())
+        return lifetime
 
 
 class ScramAuthenticator:
@@ -292,9 +330,26 @@ class ScramAuthenticator:
     def __repr__(self) -> str:
         return f"ScramAuthenticator({self.mechanism}, username={self.username!r})"
 
-    async def authenticate(self, conn: BrokerConnection) -> None:
-        await _handshake(conn, self.mechanism)
-        scram = ScramClient(self.mechanism, self.username, self._password)
-        server_first = await _authenticate(conn, scram.first_message())
-        server_final = await _authenticate(conn, scram.final_message(server_first))
-        scram.verify(server_final)
+    async def authenticate(self, conn: BrokerConnection) -> int:
+        """Log in on ``conn``; returns the session lifetime in ms (0: none).
+
+        Raises:
+            SaslAuthenticationError: the broker refused the mechanism or the credentials,
+                or its signature does not verify (it does not know the password).
+        """
+        mech, user = self.mechanism, self.username
+        await _handshake(conn, mech, user)
+        scram = ScramClient(mech, user, self._password)
+        server_first, _ = await _authenticate(conn, mech, user, scram.first_message())
+        try:
+            final = scram.final_message(server_first)
+        except SaslAuthenticationError as exc:
+            raise SaslAuthenticationError(f"SASL {mech} login as {user!r}: {exc}",
+                                          broker=conn.address, mechanism=mech) from None
+        server_final, lifetime = await _authenticate(conn, mech, user, final)
+        try:
+            scram.verify(server_final)
+        except SaslAuthenticationError as exc:
+            raise SaslAuthenticationError(f"SASL {mech} login as {user!r}: {exc}",
+                                          broker=conn.address, mechanism=mech) from None
+        return lifetime

@@ -174,9 +174,30 @@ SECURITY_OPTIONS = options(
            doc="'https' checks the broker's host name against its certificate"),
     Option("ssl.context", "any", doc="a ready ssl.SSLContext; overrides the ssl.* files"),
     Option("sasl.mechanism", "str", "PLAIN",
-           choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+           choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")),
     Option("sasl.username", "str"),
     Option("sasl.password", "str", secret=True),
+    # SASL/OAUTHBEARER (librdkafka's names; see docs/security.md)
+    Option("sasl.oauthbearer.method", "str", "default", choices=("default", "oidc"),
+           doc="'oidc': fetch tokens from sasl.oauthbearer.token.endpoint.url (client "
+               "credentials); 'default': oauth_cb, or the unsecured JWT for development"),
+    Option("sasl.oauthbearer.token.endpoint.url", "str",
+           doc="the OAuth/OIDC token endpoint (method oidc)"),
+    Option("sasl.oauthbearer.client.id", "str", doc="client id at the token endpoint"),
+    Option("sasl.oauthbearer.client.secret", "str", secret=True,
+           doc="client secret at the token endpoint"),
+    Option("sasl.oauthbearer.scope", "str", doc="scope asked of the token endpoint"),
+    Option("sasl.oauthbearer.extensions", "str",
+           doc="SASL extensions sent to the broker (KIP-342): key=value,key2=value2"),
+    Option("sasl.oauthbearer.config", "str",
+           doc="passed to oauth_cb; for the unsecured JWT: principal=... [scope=a,b] "
+               "[lifeSeconds=3600] [principalClaimName=sub] [scopeClaimName=scope] "
+               "[extension_NAME=value]"),
+    Option("enable.sasl.oauthbearer.unsecure.jwt", "bool", False,
+           doc="allow the unsecured JWT (alg none) token for development brokers"),
+    Option("oauth_cb", "any",
+           doc="token provider: oauth_cb(sasl.oauthbearer.config) -> (token, expiry in "
+               "epoch seconds[, principal, extensions]); plain or async"),
 )
 
 

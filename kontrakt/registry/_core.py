@@ -23,6 +23,7 @@ from urllib.parse import quote
 import httpx
 from cachetools import Cache, LRUCache, TTLCache
 
+from kontrakt._oauth import TokenCache, client_credentials_request, parse_token_response
 from kontrakt.errors import SchemaRegistryError
 from kontrakt.registry._config import RegistryClientConfig, parse_config
 from kontrakt.registry._errors import RegistryConnectionError, error_from_response
@@ -213,12 +214,6 @@ def copy_error(exc: SchemaRegistryError) -> SchemaRegistryError:
     return type(exc)(exc.http_status_code, exc.error_code, exc.error_message)
 
 
-@dataclass
-class _Token:
-    value: str = ""
-    refresh_at: float = 0.0
-
-
 class RegistryCore:
     """Caches and protocol logic shared by the sync, async and mock clients.
 
@@ -249,7 +244,7 @@ class RegistryCore:
         self._negative: TTLCache[Hashable, SchemaRegistryError] = TTLCache(
             cap, max(config.cache_negative_ttl_sec, 1e-6))
         self._good_url = 0
-        self._token = _Token()
+        self._token = TokenCache()
         self.requests_sent = 0
 
     # ------------------------------------------------------------------ caches
@@ -284,17 +279,12 @@ class RegistryCore:
         return random.random() * cap / 1000.0
 
     def _token_exchange(self, budget: _Budget) -> Exchange:
-        """Fetch an OAuth client-credentials token when the cached one is due to expire."""
+        """Fetch an OAuth client-credentials token when the cached one is due to expire
+        (request and answer as for Kafka's SASL/OAUTHBEARER: :mod:`kontrakt._oauth`)."""
         cfg = self.config
         assert cfg.oauth_endpoint and cfg.oauth_client_id and cfg.oauth_client_secret
-        form = {"grant_type": "client_credentials"}
-        if cfg.oauth_scope:
-            form["scope"] = cfg.oauth_scope
-        secret = base64.b64encode(
-            f"{cfg.oauth_client_id}:{cfg.oauth_client_secret}".encode()).decode()
-        content = "&".join(f"{_q(k)}={_q(v)}" for k, v in form.items()).encode()
-        headers = {"Content-Type": "application/x-www-form-urlencoded",
-                   "Accept": "application/json", "Authorization": f"Basic {secret}"}
+        headers, content = client_credentials_request(
+            cfg.oauth_client_id, cfg.oauth_client_secret, cfg.oauth_scope)
         last: BaseException | None = None
         for attempt in range(cfg.max_retries + 1):
             request = budget.request("POST", cfg.oauth_endpoint, (), headers, content)
@@ -302,13 +292,9 @@ class RegistryCore:
                 break
             reply = yield request
             if isinstance(reply, tuple) and 200 <= reply[0] < 300:
-                data = _shape("token", json.loads, reply[1])
-                token = _shape("token", lambda d: str(d["access_token"]), data)
-                lifetime = float(data.get("expires_in", 300))
-                # Refresh at 80% of the lifetime so a request never carries an expired token.
-                self._token.value = token
-                self._token.refresh_at = time.monotonic() + 0.8 * lifetime
-                return token
+                token = _shape("token", parse_token_response, reply[1])
+                self._token.store(token)
+                return str(token.value)
             if isinstance(reply, tuple) and reply[0] not in RETRIABLE_STATUS:
                 raise SchemaRegistryError(reply[0], -1, "OAuth token request refused: "
                                           f"{reply[1][:300]!r}")
@@ -334,9 +320,9 @@ class RegistryCore:
             if cfg.bearer_source == "STATIC_TOKEN":
                 token = cfg.bearer_token or ""
             else:
-                token = self._token.value
-                if not token or time.monotonic() >= self._token.refresh_at:
-                    token = yield from self._token_exchange(budget)
+                fresh = self._token.fresh()
+                token = fresh.value if fresh is not None else (
+                    yield from self._token_exchange(budget))
             headers["Authorization"] = f"Bearer {token}"
             if cfg.logical_cluster:
                 headers["target-sr-cluster"] = cfg.logical_cluster

@@ -12,7 +12,7 @@ import hmac
 import secrets
 import ssl
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kontrakt.errors import AuthenticationError, ConfigError, KafkaConnectionError
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PlainAuthenticator",
     "SaslAuthenticationError",
+    "SaslAuthenticator",
     "ScramAuthenticator",
     "ScramClient",
     "TlsCertificateError",
@@ -180,21 +181,42 @@ def load_client_certificate(ctx: ssl.SSLContext, cert: str, key: str | None,
                           "be PEM files") from None
 
 
-def build_sasl(cfg: Mapping[str, Any]) -> PlainAuthenticator | ScramAuthenticator | None:
-    """The SASL authenticator configured by ``sasl.*``, or None without SASL.
+def build_sasl(cfg: Mapping[str, Any]) -> SaslAuthenticator | None:
+    """The SASL authenticator configured by ``sasl.*`` (and ``oauth_cb``), or None without
+    SASL.
 
     Raises:
-        ConfigError: SASL is on but ``sasl.username`` / ``sasl.password`` are missing.
+        ConfigError: SASL is on but its options are missing or contradict each other
+            (PLAIN/SCRAM need ``sasl.username`` and ``sasl.password``; OAUTHBEARER a token
+            source: see :func:`kontrakt.clients._net.oauth.build_oauthbearer`).
     """
     if cfg["security.protocol"] not in ("SASL_PLAINTEXT", "SASL_SSL"):
         return None
+    mech = cfg["sasl.mechanism"]
+    if mech == "OAUTHBEARER":
+        from kontrakt.clients._net.oauth import build_oauthbearer
+
+        return build_oauthbearer(cfg)
     user, password = cfg.get("sasl.username"), cfg.get("sasl.password")
     if user is None or password is None:
         raise ConfigError("sasl.username and sasl.password are required for SASL")
-    mech = cfg["sasl.mechanism"]
     if mech == "PLAIN":
         return PlainAuthenticator(user, password)
     return ScramAuthenticator(mech, user, password)
+
+
+class SaslAuthenticator(Protocol):
+    """A SASL mechanism's client side, driven over a connection's SaslHandshake and
+    SaslAuthenticate requests."""
+
+    mechanism: str
+
+    async def authenticate(self, conn: BrokerConnection) -> int:
+        """Log in on ``conn``; return the session lifetime in ms the broker set (0: none).
+
+        Raises:
+            SaslAuthenticationError: the broker (or the token source) refused.
+        """
 
 
 class ScramClient:

@@ -69,6 +69,10 @@ class TokenCache:
             return None
         return self.token
 
+    def drop(self) -> None:
+        """Forget the token (the server refused it): the next use fetches another."""
+        self.token = None
+
     def store(self, token: OAuthToken) -> None:
         self.token = token
         self.refresh_at = time.monotonic() + REFRESH_AT * max(0.0, token.lifetime)
@@ -114,8 +118,8 @@ def jwt_claims(token: str) -> dict[str, Any]:
 def parse_token_response(body: bytes, *, now: float | None = None) -> OAuthToken:
     """The token in a token endpoint's JSON answer.
 
-    The lifetime is ``expires_in`` when given, else the JWT's ``exp`` claim, else
-    :data:`DEFAULT_LIFETIME`.
+    The lifetime is the shorter of ``expires_in`` and the JWT's ``exp`` claim (either when
+    only one is there), else :data:`DEFAULT_LIFETIME`.
 
     Raises:
         ValueError: the body is not JSON with a string ``access_token`` (the message never
@@ -130,12 +134,13 @@ def parse_token_response(body: bytes, *, now: float | None = None) -> OAuthToken
         claims: dict[str, Any] = jwt_claims(value)
     except ValueError:
         claims = {}
+    lifetimes = []
     if data.get("expires_in") is not None:
-        lifetime = float(data["expires_in"])
-    elif isinstance(claims.get("exp"), (int, float)):
-        lifetime = float(claims["exp"]) - now
-    else:
-        lifetime = DEFAULT_LIFETIME
+        lifetimes.append(float(data["expires_in"]))
+    if isinstance(claims.get("exp"), (int, float)):
+        # Identity providers round exp down to a second: the earlier of the two holds.
+        lifetimes.append(float(claims["exp"]) - now)
+    lifetime = min(lifetimes) if lifetimes else DEFAULT_LIFETIME
     sub = claims.get("sub")
     return OAuthToken(value, now + lifetime, lifetime, sub if isinstance(sub, str) else None)
 

@@ -42,6 +42,10 @@ def test_token_lifetime_from_expires_in_or_exp_claim() -> None:
     assert jwt_claims(jws.value) == {"sub": "alice", "iat": 1_000_000, "exp": 1_000_090}
     t = parse_token_response(json.dumps({"access_token": jws.value}).encode(), now=now + 30)
     assert (t.lifetime, t.principal) == (60.0, "alice")
+    # An exp rounded down ends the token before expires_in says: the earlier one holds.
+    t = parse_token_response(json.dumps({"access_token": jws.value, "expires_in": 90}).encode(),
+                             now=now + 0.5)
+    assert t.lifetime == 89.5
     with pytest.raises(ValueError, match="access_token"):
         parse_token_response(b'{"token": "x"}')
     assert "abc" not in repr(parse_token_response(b'{"access_token": "abc"}'))

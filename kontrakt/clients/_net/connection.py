@@ -12,6 +12,7 @@ request with a typed error and closes the connection, so nothing hangs on a conf
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 import struct
@@ -46,6 +47,11 @@ _API_VERSIONS_FIRST_TRY = 3
 _READ_BUFFER = 65536
 #: a buffer grown for a large frame is dropped once empty if larger than this
 _KEPT_BUFFER = 1 << 20
+#: SaslHandshake and SaslAuthenticate: the only requests written while re-authenticating
+_SASL_API_KEYS = frozenset({17, 36})
+#: re-authenticate at this fraction of the session lifetime the broker set (librdkafka's)
+_REAUTH_AT = 0.9
+_REAUTH_MARGIN = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +236,12 @@ class BrokerConnection:
         self._closed_error: BaseException | None = None
         self._on_close: list[Callable[[BrokerConnection], None]] = []
         self.last_used = time.monotonic()
+        #: while re-authenticating (KIP-368): frames of other requests, written after it
+        self._held: list[bytes] | None = None
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
+        #: in-band re-authentications completed on this connection
+        self.reauthentications = 0
 
     @property
     def address(self) -> str:
@@ -285,7 +297,8 @@ class BrokerConnection:
         try:
             await asyncio.wait_for(self._negotiate_versions(), s.connect_timeout)
             if s.sasl is not None:
-                await asyncio.wait_for(s.sasl.authenticate(self), s.connect_timeout)
+                lifetime = await asyncio.wait_for(s.sasl.authenticate(self), s.connect_timeout)
+                self._schedule_reauth(lifetime)
         except BaseException as exc:
             await self.close(exc if isinstance(exc, Exception) else None)
             if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and not isinstance(
@@ -295,6 +308,53 @@ class BrokerConnection:
                     f"handshake with {self.address} took longer than {s.connect_timeout}s"
                 ) from None
             raise
+
+    def _schedule_reauth(self, lifetime_ms: int | None) -> None:
+        """Re-authenticate before the session lifetime the broker set ends (KIP-368): a
+        broker with connections.max.reauth.ms closes a connection whose session lapsed.
+
+        At 90% of it (librdkafka's choice), but at least a second before it ends, for the
+        requests written before the re-authentication to be answered first (a broker reads
+        the next request of a connection only after answering the one before); never
+        before half of it.
+        """
+        if not lifetime_ms or lifetime_ms <= 0 or self._closed_error is not None:
+            return
+        lifetime = lifetime_ms / 1000
+        delay = max(lifetime / 2, min(lifetime * _REAUTH_AT, lifetime - _REAUTH_MARGIN))
+        self._reauth_timer = asyncio.get_running_loop().call_later(delay, self._begin_reauth)
+
+    def _begin_reauth(self) -> None:
+        self._reauth_timer = None
+        if self._closed_error is not None:
+            return
+        # From here, other requests' frames wait in _held: a broker reads every frame after
+        # SaslHandshake as part of the exchange until it ends. Requests already written are
+        # answered first (a broker handles a connection's requests in order).
+        self._held = []
+        self._reauth_task = asyncio.get_running_loop().create_task(
+            self._reauthenticate(), name=f"kontrakt-reauth-{self.address}")
+
+    async def _reauthenticate(self) -> None:
+        s = self.settings
+        try:
+            lifetime = await asyncio.wait_for(s.sasl.authenticate(self), s.request_timeout)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            log.warning("re-authentication with %s failed: %s", self.address, exc)
+            self._shutdown(exc if isinstance(exc, KafkaConnectionError) else
+                           KafkaConnectionError(f"re-authentication failed: {exc!r}",
+                                                broker=self.address))
+            return
+        finally:
+            self._reauth_task = None
+        held, self._held = self._held, None
+        if held and self._transport is not None and self._closed_error is None:
+            self._transport.write(b"".join(held))
+        self.reauthentications += 1
+        log.debug("re-authenticated with %s; next session lasts %s ms", self.address, lifetime)
+        self._schedule_reauth(lifetime)
 
     async def _negotiate_versions(self) -> None:
         # v3 is what every broker since Kafka 2.4 answers, and what librdkafka sends; v4 only
@@ -375,7 +435,10 @@ class BrokerConnection:
             fut = asyncio.get_running_loop().create_future()
             self._pending[corr] = _Pending(fut, type(request).RESPONSE_TYPE, version, callback)
         self.last_used = time.monotonic()
-        transport.write(frame)
+        if self._held is not None and type(request).API_KEY not in _SASL_API_KEYS:
+            self._held.append(frame)
+        else:
+            transport.write(frame)
         return fut
 
     async def send(self, request: Request, *, version: int | None = None,
@@ -399,7 +462,11 @@ class BrokerConnection:
         if version is None:
             version = self.negotiate(type(request))
         timeout = self.settings.request_timeout if timeout is None else timeout
-        async with self._slots:
+        # A re-authentication's requests take no in-flight slot: held requests may hold
+        # them all until it ends.
+        slot: contextlib.AbstractAsyncContextManager[Any] = (
+            contextlib.nullcontext() if type(request).API_KEY in _SASL_API_KEYS else self._slots)
+        async with slot:
             fut = self._write(request, version, expect_response)
             proto = self._proto
             if proto is not None:
@@ -475,6 +542,13 @@ class BrokerConnection:
         if self._closed_error is not None:
             return
         self._closed_error = error
+        self._held = None
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        task = self._reauth_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
         pending, self._pending = self._pending, {}
         for p in pending.values():
             if not p.future.done():

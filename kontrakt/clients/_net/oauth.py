@@ -123,6 +123,12 @@ class OAuthBearerAuthenticator:
         token: OAuthToken = await asyncio.shield(fetching)
         return token
 
+    def _forget(self, token: OAuthToken) -> None:
+        # A refused token is not offered again (revoked, or expired early): the next login
+        # fetches a new one.
+        if self._cache.token is token:
+            self._cache.drop()
+
     async def _refresh(self) -> OAuthToken:
         token, extensions = await self._fetch()
         self.fetches += 1
@@ -140,9 +146,14 @@ class OAuthBearerAuthenticator:
         token = await self.token()
         extensions = {**self._cache_extensions, **self.extensions}
         await _handshake(conn, self.mechanism, None)
-        reply, lifetime = await _authenticate(
-            conn, self.mechanism, None, client_initial_response(token.value, extensions))
+        try:
+            reply, lifetime = await _authenticate(
+                conn, self.mechanism, None, client_initial_response(token.value, extensions))
+        except SaslAuthenticationError:
+            self._forget(token)
+            raise
         if reply:
+            self._forget(token)
             # RFC 7628 3.2.2: an error challenge; the client answers 0x01 and the server
             # then fails the exchange (Kafka: SASL_AUTHENTICATION_FAILED).
             status = _error_status(reply)

@@ -55,6 +55,8 @@ EXPECTED = [
     (35, "DescribeLogDirs", "0-5", "2+"),
     (37, "CreatePartitions", "0-3", "2+"),
     (44, "IncrementalAlterConfigs", "0-1", "1+"),
+    (50, "DescribeUserScramCredentials", "0", "0+"),
+    (51, "AlterUserScramCredentials", "0", "0+"),
     (60, "DescribeCluster", "0-2", "0+"),
     (61, "DescribeProducers", "0", "0+"),
     (65, "DescribeTransactions", "0", "0+"),
@@ -114,6 +116,8 @@ def _non_null(t: Any, v: int, rng: random.Random, owner: type[Struct], null_p: f
         return "".join(rng.choice("abcxyz-._é☃") for _ in range(rng.randint(0, 12)))
     if t == "uuid":
         return uuid.UUID(int=rng.getrandbits(128))
+    if t == "bytes":
+        return rng.randbytes(rng.randint(0, 40))
     raise AssertionError(f"no generator for {t!r}")
 
 
@@ -242,6 +246,16 @@ def kp_classes() -> dict[tuple[int, bool], Any]:
     return _kafka_python_classes()
 
 
+def _without_bytes(obj: Any, ours: Any) -> Any:
+    """``obj`` without the entries that are bytes in ``ours`` (same shape)."""
+    if isinstance(ours, dict):
+        return {k: _without_bytes(obj[k], v) for k, v in ours.items()
+                if not isinstance(v, bytes)}
+    if isinstance(ours, list):
+        return [_without_bytes(o, v) for o, v in zip(obj, ours, strict=True)]
+    return obj
+
+
 @pytest.mark.parametrize(("key", "version"), CASES, ids=CASE_IDS)
 def test_bytes_equal_kafka_python(key: int, version: int,
                                   kp_classes: dict[tuple[int, bool], Any]) -> None:
@@ -261,7 +275,10 @@ def test_bytes_equal_kafka_python(key: int, version: int,
                 bits = their_dict.pop("authorized_operations")
                 ops = our_dict.pop("cluster_authorized_operations")
                 assert bits == [i for i in range(32) if ops & (1 << i)]
-            assert their_dict == our_dict, (cls.__name__, seed)
+            # (kafka-python's to_dict shows bytes fields as text: those are compared by
+            # the bytes below.)
+            assert _without_bytes(their_dict, our_dict) == _without_bytes(our_dict, our_dict), (
+                cls.__name__, seed)
             # ... and kafka-python writes exactly our bytes back.
             assert bytes(theirs.encode()) == data, (cls.__name__, version, seed)
             # Their bytes decode to our message.

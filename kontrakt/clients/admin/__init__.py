@@ -11,6 +11,14 @@ single entity raises that entity's own error (e.g. ``TopicAlreadyExistsError``, 
 from __future__ import annotations
 
 from kontrakt.clients.admin._admin import ADMIN_OPTIONS, AsyncAdminClient
+from kontrakt.clients.admin._scram import (
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialAlteration,
+    UserScramCredentialDeletion,
+    UserScramCredentialsDescription,
+    UserScramCredentialUpsertion,
+)
 from kontrakt.clients.admin._sync import AdminClient
 from kontrakt.clients.admin._types import (
     AclBinding,
@@ -90,7 +98,13 @@ __all__ = [
     "ReplicaInfo",
     "ResourcePatternType",
     "ResourceType",
+    "ScramCredentialInfo",
+    "ScramMechanism",
     "TopicDescription",
     "TransactionDescription",
     "TransactionListing",
+    "UserScramCredentialAlteration",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
+    "UserScramCredentialsDescription",
 ]

@@ -25,6 +25,7 @@ from kontrakt.clients.admin import _validate as v
 from kontrakt.clients.admin._acls import AclOperations
 from kontrakt.clients.admin._groups import GroupOperations
 from kontrakt.clients.admin._routing import Fatal, Router, error_for, finish
+from kontrakt.clients.admin._scram import ScramOperations
 from kontrakt.clients.admin._types import (
     AclOperation,
     AlterConfigOp,
@@ -75,7 +76,7 @@ def _operations(bits: int) -> frozenset[AclOperation] | None:
     return frozenset(op for op in AclOperation if bits & (1 << op.value))
 
 
-class AsyncAdminClient(GroupOperations, AclOperations):
+class AsyncAdminClient(GroupOperations, AclOperations, ScramOperations):
     """Asyncio Kafka admin client built on :class:`AsyncKafkaClient`.
 
     Args:

@@ -13,6 +13,10 @@ from typing import Any, TypeVar
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients._sync import LoopThread, close_sync, ensure_started
 from kontrakt.clients.admin._admin import AsyncAdminClient
+from kontrakt.clients.admin._scram import (
+    UserScramCredentialAlteration,
+    UserScramCredentialsDescription,
+)
 from kontrakt.clients.admin._types import (
     AclBinding,
     AclBindingFilter,
@@ -124,6 +128,20 @@ class AdminClient:
         return self._run(
             self._async.alter_consumer_group_offsets(
                 group_id, offsets, timeout=timeout, return_exceptions=return_exceptions
+            )
+        )
+
+    def alter_user_scram_credentials(
+        self,
+        alterations: Iterable[UserScramCredentialAlteration],
+        *,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[str, None]:
+        """Blocking form of :meth:`AsyncAdminClient.alter_user_scram_credentials``."""
+        return self._run(
+            self._async.alter_user_scram_credentials(
+                alterations, timeout=timeout, return_exceptions=return_exceptions
             )
         )
 
@@ -363,6 +381,20 @@ class AdminClient:
         return self._run(
             self._async.describe_transactions(
                 transactional_ids, timeout=timeout, return_exceptions=return_exceptions
+            )
+        )
+
+    def describe_user_scram_credentials(
+        self,
+        users: Iterable[str] | None = None,
+        *,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[str, UserScramCredentialsDescription]:
+        """Blocking form of :meth:`AsyncAdminClient.describe_user_scram_credentials``."""
+        return self._run(
+            self._async.describe_user_scram_credentials(
+                users, timeout=timeout, return_exceptions=return_exceptions
             )
         )
 

@@ -72,6 +72,12 @@ from kontrakt.protocol.messages._sasl import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
+from kontrakt.protocol.messages._scram import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from kontrakt.protocol.messages._topics import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -192,4 +198,12 @@ __all__ += [
     "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+]
+
+# SCRAM credential administration (KIP-554)
+__all__ += [
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
 ]

@@ -125,6 +125,16 @@ def test_failing_clients_do_not_show_secrets(tansu_broker: TansuBroker, tmp_path
         texts.append(repr(p))
         texts.append(_failure(lambda: p.send("t", b"v")))
 
+    # SASL/OAUTHBEARER whose token endpoint does not answer.
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers,
+                  security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
+                  sasl_oauthbearer_method="oidc", sasl_oauthbearer_client_id="alice",
+                  sasl_oauthbearer_client_secret=OAUTH,
+                  sasl_oauthbearer_token_endpoint_url=f"http://{CLOSED}/token",
+                  max_block_ms=500) as p:
+        texts.append(repr(p))
+        texts.append(_failure(lambda: p.send("t", b"v")))
+
     # A wrong key password (the key is encrypted with KEY reversed).
     key, cert = tmp_path / "client.key", tmp_path / "client.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-keyout", str(key),

@@ -227,6 +227,68 @@ class AlterConfigsResponse(Response):
     ) -> None: ...
 
 
+class AlterUserScramCredentialsRequest(Request):
+    class ScramCredentialDeletion(Struct):
+        name: str
+        mechanism: int
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            mechanism: int = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    class ScramCredentialUpsertion(Struct):
+        name: str
+        mechanism: int
+        iterations: int
+        salt: bytes
+        salted_password: bytes
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            mechanism: int = ...,
+            iterations: int = ...,
+            salt: bytes = ...,
+            salted_password: bytes = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion]
+    upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion]
+    def __init__(
+        self,
+        *,
+        deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion] = ...,
+        upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class AlterUserScramCredentialsResponse(Response):
+    class AlterUserScramCredentialsResult(Struct):
+        user: str
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self,
+            *,
+            user: str = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class ApiVersionsRequest(Request):
     client_software_name: str
     client_software_version: str
@@ -1344,6 +1406,64 @@ class DescribeTransactionsResponse(Response):
         *,
         throttle_time_ms: int = ...,
         transaction_states: list[DescribeTransactionsResponse.TransactionState] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class DescribeUserScramCredentialsRequest(Request):
+    class UserName(Struct):
+        name: str
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    users: list[DescribeUserScramCredentialsRequest.UserName] | None
+    def __init__(
+        self,
+        *,
+        users: list[DescribeUserScramCredentialsRequest.UserName] | None = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class DescribeUserScramCredentialsResponse(Response):
+    class DescribeUserScramCredentialsResult(Struct):
+        class CredentialInfo(Struct):
+            mechanism: int
+            iterations: int
+            def __init__(
+                self,
+                *,
+                mechanism: int = ...,
+                iterations: int = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        user: str
+        error_code: int
+        error_message: str | None
+        credential_infos: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo]
+        def __init__(
+            self,
+            *,
+            user: str = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            credential_infos: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult] = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
@@ -2793,6 +2913,8 @@ __all__ = [
     "AddPartitionsToTxnResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ConsumerGroupDescribeRequest",
@@ -2827,6 +2949,8 @@ __all__ = [
     "DescribeProducersResponse",
     "DescribeTransactionsRequest",
     "DescribeTransactionsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "EndTxnRequest",
     "EndTxnResponse",
     "FetchRequest",

@@ -99,8 +99,17 @@ class AsyncConsumer(AsyncConsumerCompat):
     record handed out (leaving ``async with`` on an exception: only what earlier polls
     returned).
 
+    ``_raw_batches=True`` (keyword, for :mod:`kontrakt.spark`'s columnar reads): the
+    consumer hands out each fetched batch undecoded as a
+    :class:`~kontrakt.clients.consumer._decoding.RawBatch` wherever it would hand out
+    records (``getmany`` lists, ``poll``), checked and filtered as records are (CRCs,
+    decompression bound, ``isolation.level``); ``max_records`` then counts batches, and the
+    position moves past a batch once it is handed out. Not with ``group.id`` (a commit
+    would take a batch for its last record).
+
     Raises:
-        ConfigError: unknown option or bad value (or topics without ``group.id``).
+        ConfigError: unknown option or bad value (or topics without ``group.id``);
+            ``_raw_batches`` with ``group.id``.
 
     Example::
 
@@ -112,7 +121,8 @@ class AsyncConsumer(AsyncConsumerCompat):
     """
 
     def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
-                 _listener_runner: ListenerRunner | None = None, **kwargs: Any) -> None:
+                 _listener_runner: ListenerRunner | None = None, _raw_batches: bool = False,
+                 **kwargs: Any) -> None:
         config, topics = split_config(config, topics)
         self.config = cfg = ClientConfig(CONSUMER_OPTIONS, config, **kwargs)
         self._hooks = ClientHooks(cfg, "consumer", self._statistics)
@@ -127,10 +137,14 @@ class AsyncConsumer(AsyncConsumerCompat):
         self._auto_store = bool(cfg["enable.auto.offset.store"])
         self._coordinator: Any = None
         if self._group_id:
+            if _raw_batches:
+                raise ConfigError("_raw_batches is for consumers without group.id: a commit "
+                                  "would take a handed-out batch for its last record")
             self._coordinator = _make_coordinator(self)
         self._fetcher = Fetcher(
             self._client, self._subs, self._buffer, cfg,
-            committed_lookup=self._coordinator.fetch_committed if self._coordinator else None)
+            committed_lookup=self._coordinator.fetch_committed if self._coordinator else None,
+            raw_batches=_raw_batches)
         self._data: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False

@@ -23,7 +23,8 @@ from kontrakt.protocol.records import (
     iter_batches,
 )
 
-__all__ = ["HEADER_COST", "RECORD_COST", "iter_partition_chunks", "parse_partition"]
+__all__ = ["HEADER_COST", "RAW_BATCH_COST", "RECORD_COST", "RawBatch", "iter_partition_batches",
+           "iter_partition_chunks", "parse_partition"]
 
 _TS_TYPES = {-1: TimestampType.NO_TIMESTAMP, 0: TimestampType.CREATE_TIME,
              1: TimestampType.LOG_APPEND_TIME}
@@ -38,6 +39,55 @@ _TIMESTAMP_TYPE_MASK = 0x08  # batch attributes bit 3: log append time
 #: records: the ones a hostile batch would be made of (7 bytes each encoded, ~250 decoded).
 RECORD_COST = 288
 HEADER_COST = 128
+
+
+class _Transactions:
+    """What ``read_committed`` hides of a partition's record set: the batches of the aborted
+    transactions a fetch response lists (producer id, first offset), up to their abort
+    marker, and every control batch.
+
+    Args:
+        aborted: the response's aborted transactions (None: none).
+        max_batch_bytes: the most a control batch may decompress to.
+    """
+
+    __slots__ = ("_active", "_at", "_max_batch_bytes", "_pending")
+
+    def __init__(self, aborted: list[Any] | None, max_batch_bytes: int | None) -> None:
+        self._pending = sorted(aborted or (), key=lambda a: a.first_offset)
+        self._active: set[int] = set()
+        self._at = 0
+        self._max_batch_bytes = max_batch_bytes
+
+    def wanted(self, batch: RecordBatch | LegacyBatch) -> bool:
+        """Whether ``batch`` (the next batch, in offset order) is handed out.
+
+        Raises:
+            CorruptRecordError: a control batch whose marker cannot be read.
+        """
+        pending = self._pending
+        active = self._active
+        last = batch.last_offset
+        while self._at < len(pending) and pending[self._at].first_offset <= last:
+            active.add(pending[self._at].producer_id)
+            self._at += 1
+        if batch.is_control:
+            if batch.producer_id in active and isinstance(batch, RecordBatch):
+                # Only the first record (the marker) is read: a control batch of millions
+                # of records costs no more than one.
+                buf, pos, end = batch.record_data(self._max_batch_bytes)
+                try:
+                    ctrl = decode_records_piece_as(
+                        buf, pos, end, min(1, batch.records_count), 0, 0, 0, 0,
+                        ConsumerRecord, "", 0, TimestampType.CREATE_TIME, -1, 1 << 62)[0]
+                except CorruptRecordError as exc:
+                    raise batch.corrupt(str(exc)) from None
+                key = ctrl[0].key if ctrl else None
+                if key is not None and len(key) >= 4 and int.from_bytes(
+                        key[2:4], "big") == ControlRecordType.ABORT:
+                    active.discard(batch.producer_id)
+            return False
+        return not (batch.is_transactional and batch.producer_id in active)
 
 
 def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_offset: int,
@@ -89,9 +139,7 @@ def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_
     """
     if not data:
         return
-    pending = sorted(aborted or (), key=lambda a: a.first_offset) if read_committed else []
-    active: set[int] = set()
-    ai = 0
+    txns = _Transactions(aborted, max_batch_bytes) if read_committed else None
     CR = ConsumerRecord
     TS = _TS_TYPES
     CREATE = TimestampType.CREATE_TIME
@@ -113,28 +161,7 @@ def iter_partition_chunks(topic: str, partition: int, data: bytes | None, fetch_
             nxt = batch.next_offset
             if nxt <= fetch_offset:
                 continue
-            wanted = not batch.is_control
-            if read_committed:
-                last = batch.last_offset
-                while ai < len(pending) and pending[ai].first_offset <= last:
-                    active.add(pending[ai].producer_id)
-                    ai += 1
-                if batch.is_control:
-                    if batch.producer_id in active and isinstance(batch, RecordBatch):
-                        # Only the first record (the marker) is read: a control batch of
-                        # millions of records costs no more than one.
-                        buf, pos, end = batch.record_data(max_batch_bytes)
-                        try:
-                            ctrl = decode(buf, pos, end, min(1, batch.records_count), 0, 0, 0,
-                                          0, CR, topic, partition, CREATE, -1, max_headers)[0]
-                        except CorruptRecordError as exc:
-                            raise batch.corrupt(str(exc)) from None
-                        key = ctrl[0].key if ctrl else None
-                        if key is not None and len(key) >= 4 and int.from_bytes(
-                                key[2:4], "big") == ControlRecordType.ABORT:
-                            active.discard(batch.producer_id)
-                elif batch.is_transactional and batch.producer_id in active:
-                    wanted = False
+            wanted = not batch.is_control if txns is None else txns.wanted(batch)
             if wanted:
                 if gc_on and not paused:
                     gc.disable()
@@ -280,3 +307,136 @@ def parse_partition(topic: str, partition: int, data: bytes | None, fetch_offset
             pass
         return recs, next_offset, epoch
     return [], fetch_offset, -1
+
+
+class RawBatch:
+    """One fetched batch's records, not decoded: what a consumer made with
+    ``_raw_batches=True`` hands out in place of records (:func:`iter_partition_batches`).
+
+    Batches are checked as the record path checks them (CRC with ``check.crcs``, the
+    decompression bound, ``read_committed``'s aborted and control batches left out), so a
+    caller that decodes ``data[pos:end]`` (e.g. with
+    :func:`~kontrakt.protocol.records.decode_records`) sees exactly the records a normal
+    consumer would, less those before ``min_offset``.
+
+    Attributes:
+        topic, partition: where the batch was fetched from.
+        data, pos, end: the v2 records' bytes (the response's buffer, or the decompressed
+            payload); for a legacy (magic 0/1) batch ``data`` is its records, decoded
+            (:class:`~kontrakt.protocol.records.Record` tuples) and ``pos``/``end`` are 0.
+        count: the records the batch header declares (legacy: ``len(data)``).
+        base_offset, base_timestamp, max_timestamp: from the batch header.
+        timestamp_type: 0 create time, 1 log append time.
+        min_offset: records before this offset are not the caller's (the fetch offset).
+        offset: the batch's last offset (a consumer's position moves past it).
+        leader_epoch: the batch's partition leader epoch.
+    """
+
+    __slots__ = ("base_offset", "base_timestamp", "count", "data", "end", "leader_epoch",
+                 "max_timestamp", "min_offset", "offset", "partition", "pos",
+                 "timestamp_type", "topic")
+
+    def __init__(self, topic: str, partition: int, data: Any, pos: int, end: int, count: int,
+                 base_offset: int, base_timestamp: int, timestamp_type: int,
+                 max_timestamp: int, min_offset: int, offset: int, leader_epoch: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.data = data
+        self.pos = pos
+        self.end = end
+        self.count = count
+        self.base_offset = base_offset
+        self.base_timestamp = base_timestamp
+        self.timestamp_type = timestamp_type
+        self.max_timestamp = max_timestamp
+        self.min_offset = min_offset
+        self.offset = offset
+        self.leader_epoch = leader_epoch
+
+    @property
+    def is_legacy(self) -> bool:
+        """True when ``data`` holds a legacy batch's decoded records."""
+        return isinstance(self.data, list)
+
+    def corrupt(self, message: str) -> CorruptRecordError:
+        """A :class:`CorruptRecordError` naming this batch (topic, partition, base offset)."""
+        return CorruptRecordError(message, topic=self.topic, partition=self.partition,
+                                  offset=self.base_offset)
+
+    def __repr__(self) -> str:
+        return (f"RawBatch({self.topic}/{self.partition}, offsets {self.base_offset}.."
+                f"{self.offset}, {self.count} records)")
+
+
+#: What a raw batch costs in memory besides its records' bytes (the object, its slot in a
+#: list; a decompressed payload's ``bytes`` header).
+RAW_BATCH_COST = 256
+
+
+def iter_partition_batches(topic: str, partition: int, data: bytes | None, fetch_offset: int,
+                           *, read_committed: bool, aborted: list[Any] | None,
+                           check_crcs: bool, chunk_bytes: int = 0,
+                           max_batch_bytes: int | None = None, chunk_cost: int | None = None
+                           ) -> Generator[tuple[list[RawBatch], int, int, int, int], None, None]:
+    """:func:`iter_partition_chunks` for a consumer that hands out :class:`RawBatch`es: the
+    same batches are selected, checked and decompressed, and the same tuples yielded, but
+    with the batches' bytes in place of decoded records (the caller decodes them, e.g. into
+    columns). A chunk is cut before a batch that would take its bytes past ``chunk_cost``
+    (None: no bound); a batch is never split (it holds at most ``max_batch_bytes``).
+
+    Raises:
+        DecompressionLimitError, CorruptRecordError: as :func:`iter_partition_chunks`, after
+            a chunk of the batches before the bad one.
+    """
+    if not data:
+        return
+    txns = _Transactions(aborted, max_batch_bytes) if read_committed else None
+    budget = chunk_cost if chunk_cost is not None else 1 << 62
+    out: list[RawBatch] = []
+    next_offset = fetch_offset
+    epoch = -1
+    size = cost = 0
+    try:
+        for batch in iter_batches(data, check_crcs=check_crcs, topic=topic, partition=partition):
+            nxt = batch.next_offset
+            if nxt <= fetch_offset:
+                continue
+            wanted = not batch.is_control if txns is None else txns.wanted(batch)
+            if wanted:
+                if isinstance(batch, RecordBatch):
+                    buf, pos, end = batch.record_data(max_batch_bytes)
+                    raw = RawBatch(
+                        topic, partition, buf, pos, end, batch.records_count,
+                        batch.base_offset, batch.base_timestamp,
+                        1 if batch.attributes & _TIMESTAMP_TYPE_MASK else 0,
+                        batch.max_timestamp, fetch_offset, nxt - 1, batch.leader_epoch)
+                else:
+                    recs = [r for part in batch.iter_records(check_crcs=check_crcs,
+                                                             max_size=max_batch_bytes)
+                            for r in part]
+                    raw = RawBatch(topic, partition, recs, 0, 0, len(recs), batch.base_offset,
+                                   -1, int(batch.timestamp_type), -1, fetch_offset, nxt - 1,
+                                   -1)
+                    end, pos = sum(len(r[3] or b"") + len(r[4] or b"") for r in recs), 0
+                    end += len(recs) * RECORD_COST
+                batch_cost = end - pos + RAW_BATCH_COST
+                if out and cost + batch_cost > budget:
+                    yield out, next_offset, epoch, size, cost
+                    out = []
+                    size = cost = 0
+                out.append(raw)
+                cost += batch_cost
+            # Accounted only now: a batch that fails is not part of any chunk.
+            next_offset = nxt
+            epoch = batch.leader_epoch
+            size += batch.size_in_bytes
+            if wanted and (size >= chunk_bytes or cost >= budget):
+                yield out, next_offset, epoch, size, cost
+                out = []
+                size = cost = 0
+    except CorruptRecordError:
+        if size:
+            yield out, next_offset, epoch, size, cost
+        raise
+    if size:
+        yield out, next_offset, epoch, size, cost

@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -39,6 +39,7 @@ from kontrakt.clients.client import AsyncKafkaClient, Backoff
 from kontrakt.clients.consumer._decoding import (
     HEADER_COST,
     RECORD_COST,
+    iter_partition_batches,
     iter_partition_chunks,
     parse_partition,
 )
@@ -377,11 +378,17 @@ class Fetcher:
         config: the consumer's validated options.
         committed_lookup: resolves partitions without a position from committed offsets
             (None without a group: the reset strategy applies at once).
+        raw_batches: buffer :class:`~kontrakt.clients.consumer._decoding.RawBatch`es
+            (checked, decompressed, read_committed applied) instead of decoded records
+            (:func:`iter_partition_batches` in place of :func:`iter_partition_chunks`).
     """
 
     def __init__(self, client: AsyncKafkaClient, subscription: SubscriptionState,
                  buffer: FetchBuffer, config: Mapping[str, Any], *,
-                 committed_lookup: CommittedLookup | None = None) -> None:
+                 committed_lookup: CommittedLookup | None = None,
+                 raw_batches: bool = False) -> None:
+        self._chunks: Callable[..., Generator[tuple[list[Any], int, int, int, int], None, None]] \
+            = iter_partition_batches if raw_batches else iter_partition_chunks
         self.client = client
         self.subs = subscription
         self.buffer = buffer
@@ -905,7 +912,7 @@ class Fetcher:
         if st.failed:
             return  # a batch before this response was corrupt
         buffer = self.buffer
-        chunks = iter_partition_chunks(
+        chunks = self._chunks(
             tp.topic, tp.partition, pd.records, offset, read_committed=self.read_committed,
             aborted=pd.aborted_transactions, check_crcs=self.check_crcs,
             chunk_bytes=self.chunk_bytes, max_batch_bytes=self.max_batch_bytes,

@@ -1,0 +1,95 @@
+"""Where a v2 batch's records start: the one sequential step of reading records as columns.
+
+A v2 record begins with its length (a zig-zag varint), so finding record ``i + 1`` needs
+record ``i``'s length, and nothing else: once the starts are known, every field of every
+record can be read column-wise (all timestamp deltas, then all offset deltas, ...) by a
+vectorised reader, e.g. ``kontrakt.spark._batches`` with Arrow compute kernels, without a
+Python object per record.
+
+:func:`record_starts` walks the lengths with one table lookup per record (a 64 Ki-entry
+table from a record's first two bytes to its whole size, for records under 8 KiB) in a list
+comprehension. Measured in-process on the project machine (2 shared cores, busy; a machine
+on which ``decode_records`` takes ~2.8 µs a record): ~0.28 µs a record for 10,000 records
+of 60-byte values.
+
+It checks only that the lengths lead from ``pos`` to exactly ``end``; the reader must check
+that each record's fields end where the next record starts (which also rules out a
+length that is negative or zero), as :func:`~kontrakt.protocol.records.decode_records`
+(the oracle) checks each record against its length.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kontrakt.errors import CorruptRecordError
+from kontrakt.protocol.records._model import ZIGZAG_DECODE, decode_varint_slow
+
+__all__ = ["record_starts"]
+
+_STEPS: list[int | None] = []
+
+
+def _steps() -> list[int | None]:
+    """``table[(b0 << 8) | b1]``: the size (length varint included) of a record whose first
+    two bytes are b0, b1, or None when its length varint takes three bytes or more."""
+    if not _STEPS:
+        zz = ZIGZAG_DECODE
+        table: list[int | None] = [None] * 65536
+        for b0 in range(256):
+            for b1 in range(256):
+                if b0 < 128:
+                    table[(b0 << 8) | b1] = 1 + zz[b0]
+                elif b1 < 128:
+                    table[(b0 << 8) | b1] = 2 + zz[(b0 & 127) | (b1 << 7)]
+        _STEPS[:] = table
+    return _STEPS
+
+
+def record_starts(data: Any, pos: int, end: int, count: int) -> list[int]:
+    """Where each of the ``count`` records in ``data[pos:end]`` starts, and where the last
+    ends: ``count + 1`` positions, the first ``pos`` and the last ``end``.
+
+    Args:
+        data: ``bytes`` holding the records (a batch's buffer or decompressed payload).
+        pos, end: where the records start and end.
+        count: the batch's record count.
+
+    Raises:
+        CorruptRecordError: the records' lengths do not lead from ``pos`` to ``end`` (a
+            malformed length, records running past ``end`` or stopping short of it); no
+            location attached. A walk that arrives at ``end`` through a wrong length (a
+            negative one) is the reader's to find (see the module's docstring).
+    """
+    step = _steps()
+    first = pos
+    try:
+        # Per record: two indexings, a table lookup, an add (no call, no branch); the list
+        # is built by the comprehension's own append.
+        starts = [first, *[pos := pos + step[(data[pos] << 8) | data[pos + 1]]
+                           for _ in range(count)]]
+    except (TypeError, IndexError):
+        # A record of 8 KiB or more (a three-byte length), or bytes that run out: the
+        # general loop, which says what is wrong.
+        starts = _starts_slow(data, first, end, count)
+    if starts[-1] != end:
+        # Walked again the slow way only when wrong, for a precise message.
+        starts = _starts_slow(data, first, end, count)
+    return starts
+
+
+def _starts_slow(data: Any, pos: int, end: int, count: int) -> list[int]:
+    starts = [pos]
+    for i in range(count):
+        if pos >= end:
+            raise CorruptRecordError(f"record {i} of {count} runs past the batch")
+        n, after = decode_varint_slow(data, pos)
+        if n < 1:
+            raise CorruptRecordError(f"record {i} has length {n}")
+        pos = after + n
+        if pos > end:
+            raise CorruptRecordError(f"record {i} of {count} runs past the batch")
+        starts.append(pos)
+    if pos != end:
+        raise CorruptRecordError(f"batch holds {end - pos} bytes after its {count} records")
+    return starts

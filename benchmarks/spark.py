@@ -14,7 +14,13 @@ SparkSession then reads, ``--rounds`` times interleaved (best round counts):
 Every read produces all columns (the data-source API has no column pruning), so count()
 measures the whole read. Figures are rows/s of the whole query, wall clock.
 
+``--task`` measures one Spark task instead, in this process and without Spark: the
+reader's ``read_range`` over one partition's whole range (consumer, columns, decoding,
+the Arrow record batches Spark would receive), best of ``--rounds``, as ns a record: the
+figure to compare code changes by on a shared machine (no JVM, no scheduling).
+
 Run:  .venv/bin/python benchmarks/spark.py [--records 500000] [--partitions 2] [--rounds 3]
+      .venv/bin/python benchmarks/spark.py --task [--records 200000] [--partitions 1]
 """
 
 from __future__ import annotations
@@ -102,11 +108,39 @@ def session() -> Any:
     return spark
 
 
+def task_rates(bootstrap: str, registry: str, topics: dict[str, tuple[str, str]],
+               rounds: int) -> None:
+    """One task's ``read_range`` per (name: (topic, value format)), in this process."""
+    from kontrakt.spark._options import parse_options
+    from kontrakt.spark._plan import plan_ranges, with_topics
+    from kontrakt.spark._source import resolve_plans
+    from kontrakt.spark._task import read_range
+
+    for name, (topic, fmt) in topics.items():
+        opts = with_topics(parse_options({
+            "kafka.bootstrap.servers": bootstrap, "schema.registry.url": registry,
+            "subscribe": topic, "value.format": fmt}))
+        key, value = resolve_plans(opts)
+        rng = plan_ranges(opts)[0]
+        best = float("inf")
+        for _ in range(rounds):
+            t = time.perf_counter()
+            rows = sum(b.num_rows for b in read_range(opts, key, value, rng))
+            took = time.perf_counter() - t
+            if rows != rng.end - rng.start:
+                raise RuntimeError(f"{name}: {rows} rows, expected {rng.end - rng.start}")
+            best = min(best, took)
+        print(f"  task {name:14s} {rows / best:12,.0f} rows/s  {best / rows * 1e9:7,.0f} "
+              f"ns/row  ({rows:,} rows, {os.getloadavg()[0]:.1f} load)", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--task", action="store_true",
+                    help="one task's read_range in this process, without Spark")
     args = ap.parse_args()
     n = args.records
     from pyspark.sql import functions as F
@@ -126,6 +160,10 @@ def main() -> None:
             produce(broker.bootstrap_servers, orders, args.partitions, avro_values(sid), n)
             print(f"produced 2 x {n:,} records in {time.perf_counter() - t:.1f} s",
                   flush=True)
+            if args.task:
+                task_rates(broker.bootstrap_servers, registry.url,
+                           {"binary": (raw, "binary"), "avro": (orders, "avro")}, args.rounds)
+                return
             spark = session()
 
             def load(topic: str, fmt: str) -> Any:

@@ -39,6 +39,10 @@ def _raw(chunk: Chunk, field: MessageField) -> Sequence[Any]:
     return chunk.keys if field is MessageField.KEY else chunk.values
 
 
+def _raw_array(chunk: Chunk, field: MessageField) -> pa.Array:
+    return chunk.key_array if field is MessageField.KEY else chunk.value_array
+
+
 class ColumnDecoder:
     """Decodes the key or value column of a batch of records of one topic."""
 
@@ -56,7 +60,7 @@ class BinaryDecoder(ColumnDecoder):
     """``format=binary``: the bytes as they are."""
 
     def decode(self, chunk: Chunk, field: MessageField) -> Decoded:
-        return pa.array(_raw(chunk, field), pa.binary()), {}
+        return _raw_array(chunk, field), {}
 
 
 class RowDecoder(ColumnDecoder):
@@ -92,7 +96,7 @@ class StringDecoder(ColumnDecoder):
         self._rows = RowDecoder(StringDeserializer(), _string_type())
 
     def decode(self, chunk: Chunk, field: MessageField) -> Decoded:
-        raw = pa.array(_raw(chunk, field), pa.binary())
+        raw = _raw_array(chunk, field)
         try:
             return raw.cast(pa.string()), {}
         except pa.ArrowInvalid:
@@ -187,12 +191,19 @@ class AvroColumnDecoder(ColumnDecoder):
         self._writers: dict[int, Any] = {}
         #: batches decoded record by record (the columnar decoder could not take them)
         self.fallbacks = 0
+        from kontrakt.spark._avro_vector import AvroVector, writer_schema
+
+        self._vector = AvroVector(lambda i: writer_schema(client, i), reader, data_type)
 
     def decode(self, chunk: Chunk, field: MessageField) -> Decoded:
         if self._columns is None or _id_in_headers(chunk, field):
             self.fallbacks += 1
             return self._rows.decode(chunk, field)
         try:
+            # Column-wise when the batch is a case it takes, else payload by payload.
+            got = self._vector.decode(_raw_array(chunk, field))
+            if got is not None:
+                return got, {}
             return self.decode_payloads(_raw(chunk, field)), {}
         except Exception as exc:
             # Decoded again record by record: each record gets its own value or error.

@@ -1,10 +1,12 @@
 """One Spark task: an offset range read with a consumer and yielded as Arrow record batches.
 
 An executor task reads one range with a sync :class:`~kontrakt.clients.consumer.Consumer`
-(manual assignment, no group, no commits), gathers the fetched records into chunks of up to
-:data:`CHUNK_RECORDS`, decodes each chunk's keys and values column-wise
-(:mod:`kontrakt.spark._columns`) and yields one ``pyarrow.RecordBatch`` per chunk, built to
-the DataFrame's exact Arrow schema.
+(manual assignment, no group, no commits) that hands over the fetched batches undecoded
+(``_raw_batches``: checked, decompressed and filtered for ``read_committed`` as records
+are). The task gathers batches until they hold :data:`CHUNK_RECORDS` records, reads them
+into Arrow columns in one vectorised pass (:mod:`kontrakt.spark._batches`: no Python object
+per record), decodes the keys and values column-wise (:mod:`kontrakt.spark._columns`) and
+yields ``pyarrow.RecordBatch``es built to the DataFrame's exact Arrow schema.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
 from kontrakt._types import ConsumerRecord, TopicPartition
 from kontrakt.clients.consumer import Consumer
+from kontrakt.clients.consumer._decoding import RawBatch
 from kontrakt.errors import (
     ConfigError,
     KafkaTimeoutError,
@@ -28,6 +31,7 @@ from kontrakt.errors import (
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField
 from kontrakt.spark._arrow import Chunk, arrow_schema, header_array, metadata_arrays
+from kontrakt.spark._batches import decode_batches
 from kontrakt.spark._columns import ColumnDecoder, column_decoder
 from kontrakt.spark._options import Mode, SourceOptions
 from kontrakt.spark._reader import (
@@ -46,11 +50,12 @@ __all__ = ["CHUNK_RECORDS", "BatchBuilder", "read_range"]
 log = logging.getLogger("kontrakt.spark")
 
 _METADATA_TIMEOUT_S = 30.0
-#: Records per yielded batch at most: large enough that the per-batch cost of building
-#: ~10 arrays (about 0.1 ms) is lost in the rows, small enough to keep a task's memory low.
+#: Fetched batches are read into columns once they hold this many records (and a yielded
+#: record batch holds at most 4 times as many): large enough that the per-chunk cost of
+#: the ~100 Arrow kernel calls that read and build the columns (~2-4 ms on the project
+#: machine) is lost in the rows, small enough to keep a task's memory low.
 CHUNK_RECORDS = 16_384
-
-Records = Sequence[ConsumerRecord[Any, Any]]
+_MAX_YIELD = 4 * CHUNK_RECORDS
 
 
 def read_range(opts: SourceOptions, key: ColumnPlan, value: ColumnPlan,
@@ -85,7 +90,7 @@ def read_range(opts: SourceOptions, key: ColumnPlan, value: ColumnPlan,
             column_decoder(value_plan, client, value.data_type), opts.mode)
         config = {**opts.consumer_config(), "auto.offset.reset": "none"}
         tp = TopicPartition(rng.topic, rng.partition)
-        with Consumer(config) as consumer:
+        with Consumer(config, _raw_batches=True) as consumer:
             consumer.assign([tp])
             consumer.seek(tp, rng.start)
             try:
@@ -148,33 +153,40 @@ class BatchBuilder:
         if mode == "PERMISSIVE":
             self._corrupt_type = self.schema.field(len(self.schema) - 1).type
 
-    def build(self, records: Records) -> pa.RecordBatch:
-        """The batch of ``records`` (records of the range, in offset order).
+    def build(self, chunk: Chunk | Sequence[ConsumerRecord[Any, Any]]) -> pa.RecordBatch:
+        """The batch of ``chunk``'s records (records of the range, in offset order; a
+        sequence of records is made a :class:`Chunk`).
 
         Raises:
             KeyDeserializationError, ValueDeserializationError: under FAILFAST, for the
                 first record (by offset) that could not be decoded.
         """
-        chunk = Chunk(records)
+        if not isinstance(chunk, Chunk):
+            chunk = Chunk(chunk)
         keys, key_errors = self.keys.decode(chunk, MessageField.KEY)
         values, value_errors = self.values.decode(chunk, MessageField.VALUE)
+        n = len(chunk)
         if (key_errors or value_errors) and self.mode == "FAILFAST":
-            _fail(records, key_errors, value_errors)
+            _fail(chunk, key_errors, value_errors)
         columns = [keys, values, *metadata_arrays(chunk, self.rng.topic, self.rng.partition)]
         if self.headers:
             columns.append(header_array(chunk))
         bad = sorted(set(key_errors) | set(value_errors))
         if self.mode == "PERMISSIVE":
-            corrupt: list[Any] = [None] * len(records)
-            for i in bad:
-                errors = [f"{field}: {type(exc).__name__}: {exc}"
-                          for field, exc in (("key", key_errors.get(i)),
-                                             ("value", value_errors.get(i))) if exc is not None]
-                corrupt[i] = (records[i].key, records[i].value, "; ".join(errors))
-            columns.append(pa.array(corrupt, self._corrupt_type))
+            if bad:
+                corrupt: list[Any] = [None] * n
+                for i in bad:
+                    errors = [f"{field}: {type(exc).__name__}: {exc}"
+                              for field, exc in (("key", key_errors.get(i)),
+                                                 ("value", value_errors.get(i)))
+                              if exc is not None]
+                    corrupt[i] = (chunk.keys[i], chunk.values[i], "; ".join(errors))
+                columns.append(pa.array(corrupt, self._corrupt_type))
+            else:
+                columns.append(pa.nulls(n, self._corrupt_type))
         batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
         if bad and self.mode == "DROPMALFORMED":
-            keep = [True] * len(records)
+            keep = [True] * n
             for i in bad:
                 keep[i] = False
             self.dropped += len(bad)
@@ -189,16 +201,16 @@ class BatchBuilder:
                         self.dropped, self.rng.start, self.rng.end)
 
 
-def _fail(records: Records, key_errors: dict[int, Exception],
+def _fail(chunk: Chunk, key_errors: dict[int, Exception],
           value_errors: dict[int, Exception]) -> None:
-    first_key = min(key_errors, default=len(records))
-    first_value = min(value_errors, default=len(records))
+    first_key = min(key_errors, default=len(chunk))
+    first_value = min(value_errors, default=len(chunk))
     # A record's key is decoded before its value.
     if first_key <= first_value:
         field, index, exc = MessageField.KEY, first_key, key_errors[first_key]
     else:
         field, index, exc = MessageField.VALUE, first_value, value_errors[first_value]
-    record = records[index]
+    record = chunk.records[index]
     error = KeyDeserializationError if field is MessageField.KEY else ValueDeserializationError
     raise error(
         f"{record.topic}/{record.partition} offset {record.offset}: the {field.value} could "
@@ -207,11 +219,13 @@ def _fail(records: Records, key_errors: dict[int, Exception],
 
 
 def _chunks(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: float,
-            fail_on_data_loss: bool = True) -> Iterator[list[ConsumerRecord[Any, Any]]]:
-    """The range's records in offset order, in lists of up to :data:`CHUNK_RECORDS`."""
+            fail_on_data_loss: bool = True) -> Iterator[Chunk]:
+    """The range's records in offset order, in chunks of about :data:`CHUNK_RECORDS` (at
+    most :data:`_MAX_YIELD`), read into columns a group of fetched batches at a time."""
     next_offset = rng.start
     deadline = time.monotonic() + timeout
-    chunk: list[ConsumerRecord[Any, Any]] = []
+    pending: list[RawBatch] = []
+    held = 0
     while next_offset < rng.end:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -220,27 +234,38 @@ def _chunks(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: f
                 f"{timeout:g}s (reading offsets {rng.start}..{rng.end}); raise "
                 f"kafkaConsumer.pollTimeoutMs if the cluster is slow")
         try:
-            batch = consumer.getmany(min(1.0, remaining), rng.end - next_offset).get(tp, [])
+            # The consumer hands out batches: max_records counts them.
+            batches = cast("list[RawBatch]",
+                           consumer.getmany(min(1.0, remaining), 1 << 20).get(tp, []))
         except OffsetOutOfRangeResetError as exc:
             next_offset = _skip_lost(consumer, tp, rng, next_offset, exc, fail_on_data_loss)
             continue
-        if batch and batch[-1].offset >= rng.end:
-            batch = [r for r in batch if r.offset < rng.end]
-            next_offset = rng.end
-        elif batch:
-            next_offset = batch[-1].offset + 1
-        chunk.extend(batch)
-        while len(chunk) >= CHUNK_RECORDS:
-            yield chunk[:CHUNK_RECORDS]
-            chunk = chunk[CHUNK_RECORDS:]
-        if batch:
+        for raw in batches:
+            if raw.offset >= next_offset:
+                pending.append(raw)
+                held += raw.count
+                next_offset = raw.offset + 1
+            if held >= CHUNK_RECORDS:
+                yield from _split(pending, tp, rng)
+                pending = []
+                held = 0
+        if batches:
             deadline = time.monotonic() + timeout
         elif consumer.position(tp) >= rng.end:
             # The range ends in offsets that hold no records (transaction markers,
             # compacted-away records): the position has moved past them.
             break
-    if chunk:
-        yield chunk
+    if pending:
+        yield from _split(pending, tp, rng)
+
+
+def _split(batches: list[RawBatch], tp: TopicPartition, rng: OffsetRange) -> Iterator[Chunk]:
+    """The records of ``batches`` within the range, as chunks of at most :data:`_MAX_YIELD`."""
+    columns = decode_batches(batches).between(rng.start, rng.end)
+    n = len(columns)
+    for start in range(0, n, _MAX_YIELD):
+        part = columns if n <= _MAX_YIELD else columns.slice(start, _MAX_YIELD)
+        yield Chunk.of_columns(part, tp.topic, tp.partition)
 
 
 def _skip_lost(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, next_offset: int,

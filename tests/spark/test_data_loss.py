@@ -17,8 +17,10 @@ import pytest
 
 pytest.importorskip("pyspark", reason="needs the spark extra")
 
-from kontrakt._types import ConsumerRecord, TimestampType, TopicPartition
+from kontrakt._types import TopicPartition
+from kontrakt.clients.consumer._decoding import RawBatch, iter_partition_batches
 from kontrakt.errors import ConfigError, OffsetOutOfRangeResetError
+from kontrakt.protocol.records import RecordBatchBuilder
 from kontrakt.spark._options import parse_options
 from kontrakt.spark._plan import offset_for
 from kontrakt.spark._reader import OffsetRange
@@ -50,19 +52,26 @@ class DeletedLogConsumer:
         return {tp: self.begin for tp in tps}
 
     def getmany(self, timeout: float, max_records: int
-                ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+                ) -> dict[TopicPartition, list[RawBatch]]:
+        """The rest of the log as one batch, handed out undecoded as the reader's consumer
+        (``_raw_batches=True``) hands batches out."""
         if self.pos < self.begin:
             raise OffsetOutOfRangeResetError(f"partition {TP} has no valid position")
-        stop = min(self.end, self.pos + max_records)
-        out = [ConsumerRecord("t", 0, o, 1000 + o, TimestampType.CREATE_TIME, None,
-                              str(o).encode()) for o in range(self.pos, stop)]
-        self.pos = stop
-        return {TP: out} if out else {}
+        if self.pos >= self.end:
+            return {}
+        builder = RecordBatchBuilder(base_offset=self.pos)
+        for o in range(self.pos, self.end):
+            builder.append(1000 + o, None, str(o).encode())
+        out = [raw for batches, *_ in iter_partition_batches(
+            "t", 0, builder.build(), self.pos, read_committed=False, aborted=None,
+            check_crcs=True) for raw in batches]
+        self.pos = self.end
+        return {TP: out}
 
 
 def _offsets(consumer: DeletedLogConsumer, rng: OffsetRange, fail: bool) -> list[int]:
     chunks = _chunks(cast(Any, consumer), TP, rng, 5.0, fail_on_data_loss=fail)
-    return [record.offset for chunk in chunks for record in chunk]
+    return [offset for chunk in chunks for offset in chunk.offsets]
 
 
 def test_fail_on_data_loss_is_a_boolean_option_defaulting_to_true() -> None:

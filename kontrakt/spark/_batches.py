@@ -140,6 +140,7 @@ def decode_batches(batches: Sequence[RawBatch]) -> RecordColumns:
         return _reference(batches)
     starts = array("q")
     ends = array("q")
+    moved = array("q")  # per record: where its batch's records moved to in ``buf``
     base_offsets = array("q")
     base_stamps = array("q")
     log_append = False
@@ -150,17 +151,20 @@ def decode_batches(batches: Sequence[RawBatch]) -> RecordColumns:
             # The record decoder says what is wrong, as a consumer would.
             return _reference(batches)
         n = b.count
-        if shifts is not None and shifts[i]:
-            shift = shifts[i]
-            st = array("q", [s + shift for s in st])
         starts += st[:n]
         ends += st[1:]
+        if shifts is not None:
+            moved += array("q", [shifts[i]]) * n
         base_offsets += array("q", [b.base_offset]) * n
         base_stamps += array("q", [b.max_timestamp if b.timestamp_type else b.base_timestamp]
                              ) * n
         log_append = log_append or b.timestamp_type == 1
+    start_array, end_array = _ints(starts), _ints(ends)
+    if shifts is not None:
+        start_array = pc.add(start_array, _ints(moved))
+        end_array = pc.add(end_array, _ints(moved))
     try:
-        fields = _read_fields(buf, _ints(starts), _ints(ends))
+        fields = _read_fields(buf, start_array, end_array)
     except (pa.ArrowIndexError, IndexError):
         fields = None
     if fields is None:

@@ -86,6 +86,20 @@ class RecordColumns:
             self.values.slice(start, length),
             None if self.headers is None else self.headers[start:start + length])
 
+    @staticmethod
+    def concat(parts: Sequence[RecordColumns]) -> RecordColumns:
+        """The records of ``parts``, one after another (the arrays are copied)."""
+        if len(parts) == 1:
+            return parts[0]
+        headers = None
+        if any(p.headers is not None for p in parts):
+            headers = [h for p in parts
+                       for h in (p.headers if p.headers is not None else [[]] * len(p))]
+        offsets, stamps, kinds, keys, values = (
+            pa.concat_arrays([getattr(p, name) for p in parts])
+            for name in ("offsets", "timestamps", "timestamp_types", "keys", "values"))
+        return RecordColumns(offsets, stamps, kinds, keys, values, headers)
+
     def filter(self, keep: pa.Array) -> RecordColumns:
         """The records where ``keep`` (a boolean array) is true."""
         headers = self.headers
@@ -159,6 +173,8 @@ def decode_batches(batches: Sequence[RawBatch]) -> RecordColumns:
         base_stamps += array("q", [b.max_timestamp if b.timestamp_type else b.base_timestamp]
                              ) * n
         log_append = log_append or b.timestamp_type == 1
+    if not starts:
+        return _reference(batches)  # empty batches (valid on the wire): empty columns
     start_array, end_array = _ints(starts), _ints(ends)
     if shifts is not None:
         start_array = pc.add(start_array, _ints(moved))

@@ -31,7 +31,7 @@ from kontrakt.errors import (
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField
 from kontrakt.spark._arrow import Chunk, arrow_schema, header_array, metadata_arrays
-from kontrakt.spark._batches import decode_batches
+from kontrakt.spark._batches import RecordColumns, decode_batches
 from kontrakt.spark._columns import ColumnDecoder, column_decoder
 from kontrakt.spark._options import Mode, SourceOptions
 from kontrakt.spark._reader import (
@@ -50,12 +50,11 @@ __all__ = ["CHUNK_RECORDS", "BatchBuilder", "read_range"]
 log = logging.getLogger("kontrakt.spark")
 
 _METADATA_TIMEOUT_S = 30.0
-#: Fetched batches are read into columns once they hold this many records (and a yielded
-#: record batch holds at most 4 times as many): large enough that the per-chunk cost of
-#: the ~100 Arrow kernel calls that read and build the columns (~2-4 ms on the project
-#: machine) is lost in the rows, small enough to keep a task's memory low.
+#: Records per yielded batch (all but a range's last hold exactly this many); fetched
+#: batches are read into columns once they hold at least as many: large enough that the
+#: per-chunk cost of the ~100 Arrow kernel calls that read and decode the columns (~2-4 ms
+#: on the project machine) is lost in the rows, small enough to keep a task's memory low.
 CHUNK_RECORDS = 16_384
-_MAX_YIELD = 4 * CHUNK_RECORDS
 
 
 def read_range(opts: SourceOptions, key: ColumnPlan, value: ColumnPlan,
@@ -220,12 +219,14 @@ def _fail(chunk: Chunk, key_errors: dict[int, Exception],
 
 def _chunks(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: float,
             fail_on_data_loss: bool = True) -> Iterator[Chunk]:
-    """The range's records in offset order, in chunks of about :data:`CHUNK_RECORDS` (at
-    most :data:`_MAX_YIELD`), read into columns a group of fetched batches at a time."""
+    """The range's records in offset order, in chunks of :data:`CHUNK_RECORDS` (the last
+    one fewer), read into columns a group of fetched batches at a time."""
     next_offset = rng.start
     deadline = time.monotonic() + timeout
     pending: list[RawBatch] = []
     held = 0
+    # Records read but not yet yielded: the tail of a group, yielded with the next group's.
+    rest: list[RecordColumns] = []
     while next_offset < rng.end:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -246,9 +247,10 @@ def _chunks(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: f
                 held += raw.count
                 next_offset = raw.offset + 1
             if held >= CHUNK_RECORDS:
-                yield from _split(pending, tp, rng)
+                rest.append(decode_batches(pending).between(rng.start, rng.end))
                 pending = []
                 held = 0
+                yield from _full_chunks(rest, tp)
         if batches:
             deadline = time.monotonic() + timeout
         elif consumer.position(tp) >= rng.end:
@@ -256,16 +258,26 @@ def _chunks(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, timeout: f
             # compacted-away records): the position has moved past them.
             break
     if pending:
-        yield from _split(pending, tp, rng)
+        rest.append(decode_batches(pending).between(rng.start, rng.end))
+    yield from _full_chunks(rest, tp)
+    if rest and len(rest[0]):
+        yield Chunk.of_columns(rest[0], tp.topic, tp.partition)
 
 
-def _split(batches: list[RawBatch], tp: TopicPartition, rng: OffsetRange) -> Iterator[Chunk]:
-    """The records of ``batches`` within the range, as chunks of at most :data:`_MAX_YIELD`."""
-    columns = decode_batches(batches).between(rng.start, rng.end)
+def _full_chunks(rest: list[RecordColumns], tp: TopicPartition) -> Iterator[Chunk]:
+    """Chunks of :data:`CHUNK_RECORDS` records taken from ``rest``, which keeps the
+    remainder (as its one element)."""
+    columns = RecordColumns.concat(rest) if len(rest) > 1 else rest[0] if rest else None
+    rest.clear()
+    if columns is None:
+        return
     n = len(columns)
-    for start in range(0, n, _MAX_YIELD):
-        part = columns if n <= _MAX_YIELD else columns.slice(start, _MAX_YIELD)
-        yield Chunk.of_columns(part, tp.topic, tp.partition)
+    done = 0
+    while n - done >= CHUNK_RECORDS:
+        yield Chunk.of_columns(columns.slice(done, CHUNK_RECORDS), tp.topic, tp.partition)
+        done += CHUNK_RECORDS
+    if done < n:
+        rest.append(columns.slice(done, n - done) if done else columns)
 
 
 def _skip_lost(consumer: Consumer, tp: TopicPartition, rng: OffsetRange, next_offset: int,

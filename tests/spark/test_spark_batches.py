@@ -9,19 +9,28 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 pytest.importorskip("pyspark", reason="needs the spark extra")
 
+import pyarrow as pa
+
+from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import AsyncConsumer
-from kontrakt.clients.consumer._decoding import iter_partition_batches, parse_partition
+from kontrakt.clients.consumer._decoding import (
+    RawBatch,
+    iter_partition_batches,
+    parse_partition,
+)
 from kontrakt.errors import ConfigError, CorruptRecordError
 from kontrakt.protocol.records import ControlRecordType, RecordBatchBuilder, build_control_batch
 from kontrakt.protocol.records._columnar import record_starts
 from kontrakt.spark._arrow import Chunk
 from kontrakt.spark._batches import decode_batches
+from kontrakt.spark._reader import OffsetRange
+from kontrakt.spark._task import CHUNK_RECORDS, _chunks
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PID = 41
@@ -179,3 +188,43 @@ def test_record_starts_walks_short_and_long_lengths() -> None:
 def test_raw_batches_are_refused_with_a_group() -> None:
     with pytest.raises(ConfigError, match=r"group\.id"):
         AsyncConsumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "g"}, _raw_batches=True)
+
+
+class _BatchConsumer:
+    """Hands out one raw batch per getmany, as a ``_raw_batches`` consumer does."""
+
+    def __init__(self, raw: list[RawBatch]) -> None:
+        self.raw = raw
+
+    def getmany(self, timeout: float, max_records: int) -> dict[TopicPartition, Any]:
+        return {TopicPartition("t", 3): [self.raw.pop(0)]} if self.raw else {}
+
+    def position(self, tp: TopicPartition) -> int:
+        return 1 << 40
+
+
+def test_a_task_yields_chunks_of_chunk_records_across_fetched_batches() -> None:
+    blobs = []
+    for base in range(0, 30_000, 10_000):
+        b = RecordBatchBuilder(base_offset=base, max_batch_size=1 << 30)
+        for i in range(10_000):
+            b.append(1_000 + base + i, None, b"%d" % (base + i),
+                     [("h", None)] if base + i == 12_345 else None)
+        blobs.append(b.build())
+    raw = [r for recs, *_ in iter_partition_batches(
+        "t", 3, b"".join(blobs), 0, read_committed=False, aborted=None, check_crcs=True)
+        for r in recs]
+    chunks = list(_chunks(cast(Any, _BatchConsumer(raw)), TopicPartition("t", 3),
+                          OffsetRange("t", 3, 5, 29_990), 5.0))
+    assert [len(c) for c in chunks] == [CHUNK_RECORDS, 29_985 - CHUNK_RECORDS]
+    assert [o for c in chunks for o in c.offsets] == list(range(5, 29_990))
+    assert [v for c in chunks for v in c.values] == [b"%d" % i for i in range(5, 29_990)]
+    headers = [h for c in chunks for h in c.headers]
+    assert headers[12_340] == [("h", None)] and sum(map(len, headers)) == 1
+
+
+def test_empty_batches_give_empty_columns() -> None:
+    empty = RecordBatchBuilder(base_offset=7).build()
+    raw = RawBatch("t", 3, empty, 61, len(empty), 0, 7, -1, 0, -1, 7, 6, 0)
+    columns = decode_batches([raw, raw])
+    assert len(columns) == 0 and columns.values.type == pa.binary()

@@ -20,9 +20,9 @@ schema and says precisely what is wrong with a payload):
 * every payload exactly consumed, unions with a valid index, lengths not negative, ints in
   32 bits, strings UTF-8.
 
-Measured in-process on the project machine (2 shared cores, busy), the 5-field ``Order``
-record of ``benchmarks/spark.py``, 16,384 payloads: ~0.6 µs a record, against ~5-8 µs for
-the per-record columnar decoder in the same runs.
+Measured in-process on the project machine (CPU time, 2 cores shared at a load of 17), the
+5-field ``Order`` record of ``benchmarks/spark.py``, 16,384 payloads: 0.55-0.64 µs a record,
+against 2.9-3.0 µs for the per-record columnar decoder in the same runs.
 """
 
 from __future__ import annotations

@@ -5,8 +5,11 @@ the column's Arrow type, and says which records could not be decoded (their slot
 the reader decides what the ``mode`` option makes of those. ``binary`` and ``string`` are
 vectorised; ``avro`` uses the columnar decoder compiled per writer schema
 (:mod:`kontrakt.spark._avro_columns`) and falls back to the row path for a batch it cannot
-take whole; json and protobuf decode record by record with Kontrakt's registry
-deserializers and build the array from the values.
+take whole; json goes through Arrow's JSON reader (:mod:`kontrakt.spark._json_columns`)
+and protobuf through column fillers compiled per writer message
+(:mod:`kontrakt.spark._proto_columns`), each falling back to the row path (record by record
+with Kontrakt's registry deserializers, the array built from the values) for a batch they
+cannot take whole.
 """
 
 from __future__ import annotations
@@ -65,24 +68,53 @@ class BinaryDecoder(ColumnDecoder):
 
 class RowDecoder(ColumnDecoder):
     """Decodes record by record with ``decode`` (bytes, context → the Spark value), then
-    builds the array from the values."""
+    builds the array from the values.
 
-    def __init__(self, decode: Decoder, data_type: DataType) -> None:
+    Args:
+        decode: the record decoder.
+        data_type: the column's Spark type.
+        topic: the records' topic, for the deserializers' context.
+    """
+
+    def __init__(self, decode: Decoder, data_type: DataType, topic: str = "") -> None:
         self._decode = decode
         self._type = arrow_type(data_type)
+        self.topic = topic
 
     def decode(self, chunk: Chunk, field: MessageField) -> Decoded:
+        headers = chunk.headers if chunk.has_headers else None
+        return self.decode_values(_raw(chunk, field), field, headers, chunk.offsets)
+
+    def decode_values(self, payloads: Sequence[Any], field: MessageField,
+                      headers: Sequence[Any] | None = None,
+                      offsets: Sequence[int] | None = None) -> Decoded:
+        """The array of ``payloads`` (with their records' headers and offsets, when known)
+        and the errors of those that could not be decoded, or whose value does not fit the
+        column (their slot is null)."""
         decode = self._decode
+        topic = self.topic
         values: list[Any] = []
         errors: dict[int, Exception] = {}
-        for i, (record, data) in enumerate(zip(chunk.records, _raw(chunk, field),
-                                               strict=True)):
+        for i, data in enumerate(payloads):
             try:
                 values.append(decode(data, SerializationContext(
-                    record.topic, field, record.headers, record.partition, record.offset)))
+                    topic, field, None if headers is None else headers[i], None,
+                    None if offsets is None else offsets[i])))
             except Exception as exc:
                 errors[i] = exc
                 values.append(None)
+        try:
+            return pa.array(values, self._type), errors
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            pass
+        # A value that does not fit its column (a number beyond the column's type, a
+        # document's property of another type than the schema's): the record's error.
+        for i, value in enumerate(values):
+            try:
+                pa.array([value], self._type)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                errors[i] = exc
+                values[i] = None
         return pa.array(values, self._type), errors
 
 
@@ -117,8 +149,10 @@ def row_decoder(plan: FieldPlan, client: SchemaRegistryClient | None) -> Decoder
     if plan.fmt == "json":
         from kontrakt.serde import JSONDeserializer
 
-        # Documents are validated against the schema they were written with.
-        deserialize = JSONDeserializer(None, schema_registry_client=client)
+        # Documents are validated against the schema they were written with only when the
+        # option asks for it (see kontrakt.spark._json_columns).
+        deserialize = JSONDeserializer(None, schema_registry_client=client,
+                                       conf={"validate": plan.validate})
     elif plan.fmt == "protobuf":
         from kontrakt.serde import ProtobufDeserializer
 
@@ -142,7 +176,7 @@ def row_decoder(plan: FieldPlan, client: SchemaRegistryClient | None) -> Decoder
 
 
 def column_decoder(plan: FieldPlan, client: SchemaRegistryClient | None,
-                   data_type: DataType) -> ColumnDecoder:
+                   data_type: DataType, topic: str = "") -> ColumnDecoder:
     """The decoder of one topic's key or value column.
 
     Args:
@@ -150,14 +184,23 @@ def column_decoder(plan: FieldPlan, client: SchemaRegistryClient | None,
         client: the registry client (registry formats).
         data_type: the column's Spark type (of every topic's schema: nullability may be
             wider than this topic's own).
+        topic: the topic, for the deserializers' context in the row path.
     """
     if plan.fmt == "binary":
         return BinaryDecoder()
     if plan.fmt == "string":
         return StringDecoder()
-    rows = RowDecoder(row_decoder(plan, client), data_type)
+    rows = RowDecoder(row_decoder(plan, client), data_type, topic)
     if plan.fmt == "avro" and client is not None:
         return AvroColumnDecoder(plan, client, data_type, rows)
+    if plan.fmt == "json":
+        from kontrakt.spark._json_columns import JsonColumnDecoder
+
+        return JsonColumnDecoder(client, data_type, rows, plan.validate)
+    if plan.fmt == "protobuf" and client is not None:
+        from kontrakt.spark._proto_columns import ProtoColumnDecoder
+
+        return ProtoColumnDecoder(plan, client, data_type, rows)
     return rows
 
 

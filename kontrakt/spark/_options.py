@@ -22,7 +22,8 @@ from kontrakt.errors import ConfigError
 
 __all__ = [
     "AVRO_NAME", "DEFAULT_RECORD_NAME", "EARLIEST", "FORMATS", "LATEST", "MODES",
-    "REGISTRY_FORMATS", "OffsetSpec", "SourceOptions", "TimestampSpec", "parse_options",
+    "REGISTRY_FORMATS", "OffsetSpec", "SchemaChoice", "SourceOptions", "TimestampSpec",
+    "parse_options",
 ]
 
 EARLIEST = -2
@@ -52,6 +53,9 @@ _KNOWN = {
     "minoffsetspertrigger", "maxtriggerdelay", "mode", "columnnameofcorruptrecord",
     # Spark's own, handed to the source along with the user's options
     "path", "checkpointlocation",
+    # which schema decodes a column (_schema_choice)
+    "key.subjects", "value.subjects", "key.schema.version", "value.schema.version",
+    "key.schema.id", "value.schema.id", "key.json.validate", "value.json.validate",
 }
 # Set by the source itself (Spark's Kafka source refuses them too): a group would commit
 # offsets the query does not own, and the decoding is the data source's job.
@@ -137,11 +141,23 @@ class SourceOptions:
     include_headers: bool = True
     mode: Mode = "FAILFAST"
     corrupt_column: str = "_corrupt_record"
+    key_schema: SchemaChoice = field(default_factory=lambda: SchemaChoice())
+    value_schema: SchemaChoice = field(default_factory=lambda: SchemaChoice())
 
     def subject(self, is_key: bool, topic: str) -> str:
-        """The registry subject of a topic's keys or values (TopicNameStrategy default)."""
+        """The registry subject of a topic's keys or values: ``<key|value>.subjects``'
+        entry for the topic, else ``<key|value>.subject``, else ``<topic>-key`` /
+        ``<topic>-value`` (TopicNameStrategy)."""
+        choice = self.key_schema if is_key else self.value_schema
+        mapped = choice.subjects.get(topic)
+        if mapped:
+            return mapped
         given = self.key_subject if is_key else self.value_subject
         return given or f"{topic}-{'key' if is_key else 'value'}"
+
+    def schema_choice(self, is_key: bool) -> SchemaChoice:
+        """How the key's or value's reader schema is chosen."""
+        return self.key_schema if is_key else self.value_schema
 
     def consumer_config(self) -> dict[str, str | bool]:
         """The Kafka consumer properties: no group, no auto commit, raw bytes."""
@@ -254,7 +270,76 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
         max_trigger_delay_s=_duration_s(opts, "maxtriggerdelay", 900.0),
         include_headers=_bool(opts, "includeheaders", True),
         mode=next(m for m in MODES if m == mode), corrupt_column=corrupt,
+        key_schema=_schema_choice(opts, "key", key_format, known, write),
+        value_schema=_schema_choice(opts, "value", value_format, known, write),
     )
+
+
+# -- which schema decodes a column ----------------------------------------------------------
+@dataclass(frozen=True)
+class SchemaChoice:
+    """How a key or value column's reader schema is chosen (``<key|value>.`` options).
+
+    Attributes:
+        subjects: ``<key|value>.subjects``: JSON ``{"topic": "subject"}``: the subject of
+            each named topic (others: ``<key|value>.subject`` or ``<topic>-key|value``).
+        version: ``<key|value>.schema.version``: the version of each topic's subject to read
+            with (default the latest).
+        schema_id: ``<key|value>.schema.id``: the schema (by registry id) to read with, for
+            every topic.
+        json_validate: ``<key|value>.json.validate`` (default false): validate each JSON
+            document against the schema it was written with, as the registry deserializers
+            do; without it a document is only checked against the column's Spark type, as
+            Spark's ``from_json`` checks.
+    """
+
+    subjects: dict[str, str] = field(default_factory=dict)
+    version: int | None = None
+    schema_id: int | None = None
+    json_validate: bool = False
+
+
+def _schema_choice(opts: Mapping[str, str], side: str, fmt: Format,
+                   topics: tuple[str, ...] | None, write: bool) -> SchemaChoice:
+    names = {f"{side}.subjects": "subjects", f"{side}.schema.version": "version",
+             f"{side}.schema.id": "id", f"{side}.json.validate": "validate"}
+    given = [name for name in names if name in opts]
+    if not given:
+        return SchemaChoice()
+    if write:
+        raise ConfigError(f"option {given[0]!r} is for reads; a write takes {side}.subject")
+    if fmt not in REGISTRY_FORMATS:
+        raise ConfigError(f"option {given[0]!r} needs {side}.format avro, json or protobuf; "
+                          f"got {fmt}")
+    if f"{side}.json.validate" in opts and fmt != "json":
+        raise ConfigError(f"option '{side}.json.validate' is for {side}.format=json, not {fmt}")
+    if f"{side}.schema.version" in opts and f"{side}.schema.id" in opts:
+        raise ConfigError(f"options '{side}.schema.version' and '{side}.schema.id' both pin "
+                          f"the {side} schema; give one")
+    subjects: dict[str, str] = {}
+    raw = opts.get(f"{side}.subjects")
+    if raw is not None:
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict) or not all(
+                isinstance(v, str) and v.strip() for v in doc.values()):
+            raise ConfigError(f"option '{side}.subjects' must be JSON such as "
+                              f"{{\"topic\": \"subject\"}}; got {raw!r}")
+        for topic in doc:
+            if topics is not None and topic not in topics:
+                raise ConfigError(f"option '{side}.subjects' names topic {topic!r}, which is "
+                                  f"not subscribed to")
+        subjects = {str(t): v.strip() for t, v in doc.items()}
+    version = opts.get(f"{side}.schema.version")
+    schema_id = opts.get(f"{side}.schema.id")
+    return SchemaChoice(
+        subjects=subjects,
+        version=(None if version is None or version.strip().lower() == "latest"
+                 else _positive_int(opts, f"{side}.schema.version", 0)),
+        schema_id=None if schema_id is None else _positive_int(opts, f"{side}.schema.id", 0),
+        json_validate=_bool(opts, f"{side}.json.validate", False))
 
 
 _COLUMN_NAMES = ("key", "value", "topic", "partition", "offset", "timestamp",

@@ -248,7 +248,7 @@ def test_json_writer_refuses_what_json_mapping_refuses() -> None:
     ({"type": ["string", "integer"]}, "several non-null types"),
     ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, "several non-null schemas"),
     ({"type": "object", "properties": {"next": {"$ref": "#"}}}, "refers to itself"),
-    ({"$ref": "other.json#/x"}, "points outside the schema"),
+    ({"$ref": "other.json#/x"}, "names no schema reference"),
     ({"type": "object"}, "needs 'properties' or an 'additionalProperties'"),
     ({}, "type None has no Spark type"),
 ])

@@ -9,7 +9,8 @@ SparkSession then reads, ``--rounds`` times interleaved (best round counts):
 * ``binary count``: ``value.format=binary``, ``count()``;
 * ``avro count``: ``value.format=avro``, ``count()``;
 * ``avro sum(qty)``: ``value.format=avro``, ``sum(value.qty)`` (checked against the sum
-  written).
+  written); ``json sum(qty)`` / ``protobuf sum(qty)``: the same records as JSON Schema and
+  Protobuf (two more topics).
 
 Every read produces all columns (the data-source API has no column pruning), so count()
 measures the whole read. Figures are rows/s of the whole query, wall clock.
@@ -83,6 +84,32 @@ def avro_values(schema_id: int) -> Callable[[int], bytes]:
                                         "note": None if i % 3 else "gift wrap"})
         return out.getvalue()
     return value
+
+
+ORDER_JSON = ('{"type": "object", "properties": {"id": {"type": "integer"}, "customer": '
+              '{"type": "string"}, "qty": {"type": "integer"}, "price": {"type": "number"}, '
+              '"note": {"type": ["null", "string"]}}}')
+ORDER_PROTO = ('syntax = "proto3"; message Order { int64 id = 1; string customer = 2; '
+               'int32 qty = 3; double price = 4; optional string note = 5; }')
+
+
+def json_or_proto_values(fmt: str, schema_id: int) -> Callable[[int], bytes]:
+    """The Order records as Confluent-framed JSON (compact) or Protobuf (message 0)."""
+    import json
+
+    prefix = b"\0" + schema_id.to_bytes(4, "big")
+    if fmt == "json":
+        return lambda i: prefix + json.dumps(
+            {"id": i, "customer": f"customer-{i % 1000}", "qty": i % 7, "price": i * 0.25,
+             "note": None if i % 3 else "gift wrap"}, separators=(",", ":")).encode()
+    from google.protobuf.message_factory import GetMessageClass
+
+    from kontrakt.spark._reader import proto_file
+
+    cls = GetMessageClass(proto_file(ORDER_PROTO, ()).message_types_by_name["Order"])
+    return lambda i: prefix + b"\0" + cls(
+        id=i, customer=f"customer-{i % 1000}", qty=i % 7, price=i * 0.25,
+        **({} if i % 3 else {"note": "gift wrap"})).SerializeToString()
 
 
 def session() -> Any:
@@ -164,6 +191,15 @@ def main() -> None:
             produce(broker.bootstrap_servers, raw, args.partitions,
                     lambda i: b"%060d" % i, n)
             produce(broker.bootstrap_servers, orders, args.partitions, avro_values(sid), n)
+            others = {}  # json / protobuf: the same Order records
+            for fmt, text, kind in (("json", ORDER_JSON, "JSON"),
+                                    ("protobuf", ORDER_PROTO, "PROTOBUF")):
+                others[fmt] = topic = f"bench-{fmt}-{tag}"
+                broker.create_topic(topic, args.partitions)
+                with SchemaRegistryClient({"url": registry.url}) as client:
+                    fid = client.register_schema(f"{topic}-value", Schema(text, kind))
+                produce(broker.bootstrap_servers, topic, args.partitions,
+                        json_or_proto_values(fmt, fid), n)
             print(f"produced 2 x {n:,} records in {time.perf_counter() - t:.1f} s",
                   flush=True)
             if args.task:
@@ -180,16 +216,21 @@ def main() -> None:
 
             expected_qty = sum(i % 7 for i in range(n))
 
-            def avro_sum() -> int:
-                got = load(orders, "avro").agg(F.sum("value.qty")).collect()[0][0]
+            def decoded_sum(topic: str, fmt: str) -> int:
+                got = load(topic, fmt).agg(F.sum("value.qty")).collect()[0][0]
                 if got != expected_qty:
                     raise RuntimeError(f"sum(qty) = {got}, expected {expected_qty}")
                 return n
+
+            def avro_sum() -> int:
+                return decoded_sum(orders, "avro")
 
             cases: dict[str, Callable[[], int]] = {
                 "binary count": lambda: load(raw, "binary").count(),
                 "avro count": lambda: load(orders, "avro").count(),
                 "avro sum(qty)": avro_sum,
+                "json sum(qty)": lambda: decoded_sum(others["json"], "json"),
+                "protobuf sum(qty)": lambda: decoded_sum(others["protobuf"], "protobuf"),
             }
             best: dict[str, float] = {}
             for r in range(args.rounds):

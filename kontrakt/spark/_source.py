@@ -92,6 +92,19 @@ class KontraktDataSource(DataSource):
             all map to the same Spark type (nullability aside: a field is nullable if any
             of them has it nullable); if two differ, the query fails then with a ``ConfigError``
             naming both topics, subjects and types.
+        key.subjects, value.subjects: reads: JSON ``{"topic": "subject"}``, the subject of
+            each named topic (a topic not named: ``value.subject`` or its own).
+        key.schema.version, value.schema.version: reads: read with that version of each
+            topic's subject instead of the latest (avro: every writer version resolves to
+            it; json, protobuf: fields are taken by name). ``latest`` is the default.
+        key.schema.id, value.schema.id: reads: read with the schema of that registry id,
+            for every topic (not with ``schema.version``).
+        key.json.validate, value.json.validate: reads, json: ``true`` validates each
+            document against the schema it was written with, as the registry
+            deserializers do (record by record, about twice the cost). Default false: as
+            Spark's ``from_json``, a document is checked against the column's type only
+            (a value of another type is a malformed record, see ``mode``); the schema's
+            other keywords (``required``, ``minimum``, ``pattern``, ...) are not checked.
         schema.registry.url: required for avro, json and protobuf;
             ``schema.registry.<property>`` is passed to the registry client
             (``schema.registry.basic.auth.user.info``, ...).

@@ -182,26 +182,26 @@ def resolve_field(opts: SourceOptions, client: SchemaRegistryClient | None,
     topic = opts.topics[0] if topic is None else topic
     choice = opts.schema_choice(is_key)
     subject = opts.subject(is_key, topic)
-    if choice.schema_id is not None:
-        where = f"{path}.schema.id={choice.schema_id}"
-    elif choice.version is not None:
-        where = f"version {choice.version} of subject {subject!r} ({path}.schema.version)"
-    else:
-        where = f"subject {subject!r}"
     try:
         if choice.schema_id is not None:
+            where = f"schema id {choice.schema_id} ({path}.schema.id)"
             schema = client.get_schema(choice.schema_id)
         elif choice.version is not None:
+            where = f"version {choice.version} of subject {subject!r} ({path}.schema.version)"
             schema = client.get_version(subject, choice.version).schema
         else:
+            where = f"subject {subject!r}"
             schema = client.get_latest_version(subject).schema
     except SchemaRegistryError as exc:
         if exc.http_status_code != 404:
             raise
-        raise ConfigError(
-            f"{path}.format={fmt} needs a schema: {where} (topic {topic!r}) is not in the "
-            f"registry ({exc}); register one or set {path}.subject, {path}.subjects, "
-            f"{path}.schema.version or {path}.schema.id") from exc
+        if choice.schema_id is None and choice.version is None:
+            raise ConfigError(
+                f"{path}.format={fmt} needs a schema under subject {subject!r} (topic "
+                f"{topic!r}), and the registry has none ({exc}); register one or set "
+                f"{path}.subject or {path}.subjects") from exc
+        raise ConfigError(f"{path}.format={fmt}: the registry has no {where} (topic "
+                          f"{topic!r}): {exc}") from exc
     if schema.schema_type != _SCHEMA_TYPES[fmt]:
         raise ConfigError(f"{where} holds a {schema.schema_type} schema, not "
                           f"{_SCHEMA_TYPES[fmt]} (topic {topic!r}); set the matching "

@@ -24,9 +24,10 @@ the array is validated in full afterwards. Maps (which Arrow's JSON reader canno
 and non-object roots take the row path.
 
 Measured in-process on the project machine (2 shared cores), a 6-property document with a
-nested object and an array, 100,000 payloads: 2.1-2.9 µs a record this way, against
-18-25 µs for the row path (``json.loads`` 5-11 µs, the compiled validator 8 µs, the
-converter 4 µs, ``pa.array`` 0.7 µs).
+nested object and an array, 100,000 payloads: with the machine quiet (load < 3), Arrow's
+reader 2.1-2.9 µs a record against about 24 µs for the row path (``json.loads`` 5-11 µs,
+the compiled validator 8 µs, the converter 4 µs, ``pa.array`` 0.7 µs); busy (load 5-14,
+``benchmarks/spark_decoders.py``), 5.8-15 µs against 30-250 µs.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("pyspark", reason="needs the spark extra")
 
+import pyarrow as pa
+
 from kontrakt.registry import MockSchemaRegistryClient, Schema
 from kontrakt.serde import MessageField
 from kontrakt.spark._columns import RowDecoder, column_decoder, row_decoder
@@ -292,3 +294,49 @@ def test_bad_payloads_get_their_own_errors() -> None:
         got, errors = new.decode(FakeChunk(payloads), MessageField.VALUE)
         assert sorted(errors) == [0, 2, 3]
         assert got.to_pylist()[0] is None and got.to_pylist()[2] is None
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_decoders_run_as_arrow_udfs_over_columns_of_framed_bytes(
+        spark: Any, client: Any, registry_url: str, topic_name: str) -> None:
+    """The embedded registry and the shared session: a DataFrame that already holds
+    Confluent-framed JSON and Protobuf bytes (as read from files) is decoded by ``arrow_udf``
+    functions that wrap ``decode_payloads``."""
+    import json
+
+    from google.protobuf.message_factory import GetMessageClass
+    from pyspark.sql.functions import arrow_udf
+
+    doc = {"type": "object", "properties": {"id": {"type": "integer"},
+                                            "tags": {"type": "array",
+                                                     "items": {"type": "string"}}}}
+    json_id = client.register_schema(f"{topic_name}-json", Schema(json.dumps(doc), "JSON"))
+    proto_prefix = _register(client, f"{topic_name}-proto", V1)
+    plans = [FieldPlan(fmt, client.get_latest_version(f"{topic_name}-{name}").schema)
+             for fmt, name in (("json", "json"), ("protobuf", "proto"))]
+    types = [p.spark_type() for p in plans]
+    url = registry_url
+
+    def udf(plan: FieldPlan, data_type: Any) -> Any:
+        def decode(payloads: pa.Array) -> pa.Array:
+            from kontrakt.registry import SchemaRegistryClient
+            from kontrakt.spark._columns import column_decoder
+
+            with SchemaRegistryClient({"url": url}) as c:
+                decoder: Any = column_decoder(plan, c, data_type)
+                return decoder.decode_payloads(payloads.to_pylist())
+        return arrow_udf(decode, data_type)
+
+    order = GetMessageClass(_proto_descriptor(V1))
+    rows = [(b"\0" + json_id.to_bytes(4, "big") + json.dumps({"id": i, "tags": ["t"] * i}
+                                                              ).encode(),
+             proto_prefix + order(id=i, name=f"n{i}", kind=i % 2).SerializeToString())
+            for i in range(3)]
+    df = spark.createDataFrame([*rows, (None, None)], "j binary, p binary")
+    out = df.select(udf(plans[0], types[0])("j").alias("j"),
+                    udf(plans[1], types[1])("p").alias("p")).collect()
+    assert [None if r.j is None else tuple(r.j) for r in out] == [
+        (0, []), (1, ["t"]), (2, ["t", "t"]), None]
+    assert [None if r.p is None else (r.p.id, r.p.name, r.p.kind) for r in out] == [
+        (0, "n0", "SHOP"), (1, "n1", "WEB"), (2, "n2", "SHOP"), None]

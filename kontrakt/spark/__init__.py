@@ -31,8 +31,12 @@ column path). Protobuf's ``google.protobuf.Timestamp`` and ``Duration`` are
 has them (to the microsecond). A read of several topics
 (``subscribe`` = ``orders-eu,orders-us``) decodes each topic's records with its own
 subject's latest schema (``orders-eu-value``, ``orders-us-value``); those schemas must map
-to the same Spark type, or the query fails before reading. See :class:`KontraktDataSource`
-for the options and columns.
+to the same Spark type, or the query fails before reading; ``value.subjects`` (JSON
+``{"topic": "subject"}``) names other subjects, and ``value.schema.version`` /
+``value.schema.id`` pin the reader schema instead of the latest. JSON documents are checked
+against the column's type, as Spark's ``from_json`` does (``value.json.validate=true``
+validates them against their writer schema too). See :class:`KontraktDataSource` for the
+options and columns.
 """
 
 from __future__ import annotations

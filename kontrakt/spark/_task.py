@@ -85,8 +85,8 @@ def read_range(opts: SourceOptions, key: ColumnPlan, value: ColumnPlan,
         key_plan, value_plan = _topic_plans(opts, client, key, value, rng.topic)
         builder = BatchBuilder(
             output_schema(key, value, opts), rng,
-            column_decoder(key_plan, client, key.data_type),
-            column_decoder(value_plan, client, value.data_type), opts.mode)
+            column_decoder(key_plan, client, key.data_type, rng.topic),
+            column_decoder(value_plan, client, value.data_type, rng.topic), opts.mode)
         config = {**opts.consumer_config(), "auto.offset.reset": "none"}
         tp = TopicPartition(rng.topic, rng.partition)
         with Consumer(config, _raw_batches=True) as consumer:

@@ -217,3 +217,16 @@ def test_a_document_arrow_would_misread_is_decoded_by_the_row_path() -> None:
         assert got.to_pylist() == [None, None, {"id": 3, "name": None, "price": None,
                                                 "lines": None}, None, None]
         assert new.fallbacks == 1
+
+
+def test_row_path_errors_name_the_topic_and_offset_without_the_records() -> None:
+    """The row path reads only the chunk's columns (not ``chunk.records``); the topic comes
+    from ``column_decoder``."""
+    with MockSchemaRegistryClient({"url": "mock://"}) as client:
+        client.register_schema("t-value", Schema(json.dumps(ORDER), "JSON"))
+        plan = FieldPlan("json", client.get_latest_version("t-value").schema)
+        decoder = column_decoder(plan, client, plan.spark_type(), "orders")
+        chunk = FakeChunk([b"not framed"])
+        chunk.offsets = (41,)
+        _, errors = decoder.decode(chunk, MessageField.VALUE)
+        assert "(topic 'orders', value, offset 41)" in str(errors[0])

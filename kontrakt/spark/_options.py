@@ -51,6 +51,8 @@ _KNOWN = {
     "startingtimestamp", "endingoffsetsbytimestamp", "endingtimestamp",
     "startingoffsetsbytimestampstrategy", "minpartitions", "maxrecordsperpartition",
     "minoffsetspertrigger", "maxtriggerdelay", "mode", "columnnameofcorruptrecord",
+    # the exactly-once sink (writes only)
+    "exactlyonce", "transactionalidprefix",
     # Spark's own, handed to the source along with the user's options
     "path", "checkpointlocation",
     # which schema decodes a column (_schema_choice)
@@ -111,6 +113,11 @@ class SourceOptions:
             that cannot be decoded does.
         corrupt_column: ``columnNameOfCorruptRecord``: PERMISSIVE's column of raw bytes and
             error (default ``_corrupt_record``).
+        exactly_once: ``exactlyOnce`` (writes, default false): each task writes in one
+            Kafka transaction that the driver-side commit ends, with a per-task marker
+            so that a replayed micro-batch is not written twice.
+        transactional_id_prefix: ``transactionalIdPrefix``: the start of the sink's
+            transactional ids and marker group ids (default ``kontrakt-sink``).
     """
 
     kafka: dict[str, str]
@@ -143,6 +150,9 @@ class SourceOptions:
     corrupt_column: str = "_corrupt_record"
     key_schema: SchemaChoice = field(default_factory=lambda: SchemaChoice())
     value_schema: SchemaChoice = field(default_factory=lambda: SchemaChoice())
+    # The exactly-once sink (see kontrakt.spark._sink_txn).
+    exactly_once: bool = False
+    transactional_id_prefix: str = "kontrakt-sink"
 
     def subject(self, is_key: bool, topic: str) -> str:
         """The registry subject of a topic's keys or values: ``<key|value>.subjects``'
@@ -249,6 +259,7 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
     if ending == "earliest" or (isinstance(ending, dict) and any(
             o == EARLIEST for parts in ending.values() for o in parts.values())):
         raise ConfigError("endingOffsets cannot be earliest (-2)")
+    exactly_once, txn_prefix = _sink_options(opts, kafka, topics, write)
     return SourceOptions(
         kafka=kafka, registry=registry, topics=topics, starting=starting, ending=ending,
         key_format=key_format, value_format=value_format,
@@ -272,6 +283,7 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
         mode=next(m for m in MODES if m == mode), corrupt_column=corrupt,
         key_schema=_schema_choice(opts, "key", key_format, known, write),
         value_schema=_schema_choice(opts, "value", value_format, known, write),
+        exactly_once=exactly_once, transactional_id_prefix=txn_prefix,
     )
 
 
@@ -340,6 +352,27 @@ def _schema_choice(opts: Mapping[str, str], side: str, fmt: Format,
                  else _positive_int(opts, f"{side}.schema.version", 0)),
         schema_id=None if schema_id is None else _positive_int(opts, f"{side}.schema.id", 0),
         json_validate=_bool(opts, f"{side}.json.validate", False))
+
+
+def _sink_options(opts: Mapping[str, str], kafka: Mapping[str, str], topics: tuple[str, ...],
+                  write: bool) -> tuple[bool, str]:
+    """``exactlyOnce`` and ``transactionalIdPrefix`` (writes only)."""
+    given = [name for name in ("exactlyOnce", "transactionalIdPrefix") if name.lower() in opts]
+    if given and not write:
+        raise ConfigError(f"option {given[0]!r} is for writes only")
+    if write and "transactional.id" in kafka:
+        raise ConfigError("option 'kafka.transactional.id' is not supported: with "
+                          "exactlyOnce=true the sink derives one per task from "
+                          "transactionalIdPrefix, the query id and the partition id")
+    exactly_once = _bool(opts, "exactlyonce", False)
+    prefix = opts.get("transactionalidprefix", "kontrakt-sink").strip()
+    if not prefix:
+        raise ConfigError("option 'transactionalIdPrefix' must not be empty")
+    if exactly_once and not topics:
+        raise ConfigError("exactlyOnce=true needs the 'topic' option: each task's marker "
+                          "(the batch it committed last) is kept as a group offset of that "
+                          "topic's partition 0")
+    return exactly_once, prefix
 
 
 _COLUMN_NAMES = ("key", "value", "topic", "partition", "offset", "timestamp",

@@ -198,7 +198,10 @@ class KontraktDataSource(DataSource):
         ``value.subject``, ``auto.register.schemas`` (true: derive and register an avro
         or json subject's missing schema, see above), ``key.avro.recordName`` / ``namespace`` (and
         ``value.``), ``use.latest.version`` (true) and ``normalize.schemas`` for the
-        registry serializers, and ``kafka.<property>`` for the producer.
+        registry serializers, and ``kafka.<property>`` for the producer;
+        ``exactlyOnce`` (false) and ``transactionalIdPrefix`` (``kontrakt-sink``): each
+        task writes in one transaction that :meth:`commit` commits (see
+        :class:`~kontrakt.spark._writer.KontraktWriter`).
         A registry-format column must have the type a read of the subject's latest schema
         gives (nullability aside); records carry that schema's id.
 
@@ -215,11 +218,13 @@ class KontraktDataSource(DataSource):
                               " use mode append")
         opts = parse_options(self.options, write=True)
         key, value = plan_write(opts, schema)
-        return KontraktWriter(opts, key, value, tuple(schema.fieldNames()))
+        return KontraktWriter(opts, key, value, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """A streaming writer (``writeStream.format("kontrakt")``, output mode append); same
-        options and columns as :meth:`writer`. At least once.
+        options and columns as :meth:`writer`. At least once, or with ``exactlyOnce=true``
+        exactly once for read_committed consumers, within the window
+        :class:`~kontrakt.spark._writer.KontraktStreamWriter` describes.
 
         Raises:
             ConfigError: as :meth:`writer`.
@@ -231,7 +236,7 @@ class KontraktDataSource(DataSource):
                               "append-only; use output mode append")
         opts = parse_options(self.options, write=True)
         key, value = plan_write(opts, schema)
-        return KontraktStreamWriter(opts, key, value, tuple(schema.fieldNames()))
+        return KontraktStreamWriter(opts, key, value, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A micro-batch reader (PySpark 4.2+); offsets are checkpointed by Spark."""

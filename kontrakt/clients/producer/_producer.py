@@ -502,6 +502,15 @@ class AsyncProducer(_ProducerCore):
         return self._closed
 
     @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """The (producer id, epoch) the broker gave this idempotent or transactional
+        producer; (-1, -1) before it started or without idempotence. A transaction left
+        open by a producer that is gone can be ended with them (EndTxn), as a sink that
+        commits its tasks' transactions elsewhere does."""
+        idem = self._idem
+        return (-1, -1) if idem is None else (idem.producer_id, idem.producer_epoch)
+
+    @property
     def start_budget(self) -> float:
         """Seconds :meth:`start` may take: ``max.block.ms`` (``request.timeout.ms`` when
         that is 0)."""

@@ -428,6 +428,11 @@ class Producer:
     def closed(self) -> bool:
         return self._async._closed
 
+    @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """See :attr:`AsyncProducer.producer_id_and_epoch`."""
+        return self._async.producer_id_and_epoch
+
 
 class _DeliveryQueue:
     """Batches whose ``produce()`` callbacks are due, handed from the I/O thread to

@@ -549,6 +549,10 @@ class KontraktStreamWriter(_ProduceTask, DataSourceStreamArrowWriter):
       :meth:`commit` but before it recorded the micro-batch as done, the replay finds no
       marker and writes the micro-batch again.
     * A new checkpoint is a new query id: nothing is deduplicated across checkpoints.
+    * A second attempt that starts while the first is done but not yet committed (Spark's
+      speculative execution, ``spark.speculation``, off by default) fences the first, whose
+      commit message Spark may keep: the commit then fails and the micro-batch is written
+      on restart.
     * While a task's transaction is open (until :meth:`commit`, :meth:`abort` or the next
       attempt), read_committed consumers of its partitions wait at its first record.
     """

@@ -255,6 +255,11 @@ class SerializingProducer(Generic[K, V]):
         self._producer.close()
 
     @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """See :attr:`Producer.producer_id_and_epoch`."""
+        return self._producer.producer_id_and_epoch
+
+    @property
     def producer(self) -> Producer:
         """The underlying byte-level producer."""
         return self._producer
@@ -403,6 +408,11 @@ class AsyncSerializingProducer(Generic[K, V]):
     async def stop(self) -> None:
         """aiokafka's name for :meth:`close` (delivers what is buffered first)."""
         await self._producer.close()
+
+    @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """See :attr:`AsyncProducer.producer_id_and_epoch`."""
+        return self._producer.producer_id_and_epoch
 
     # As SerializingProducer's: the producer's transaction, purge and metadata methods.
 

@@ -22,10 +22,11 @@ from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import Consumer
 from kontrakt.errors import ConfigError, KafkaTimeoutError
 from kontrakt.spark._options import EARLIEST, LATEST, OffsetSpec, SourceOptions, TimestampSpec
+from kontrakt.spark._pushdown import RangeLimits
 from kontrakt.spark._reader import OffsetRange
 
 __all__ = [
-    "edge_offsets", "end_offsets", "matching_topics", "offset_for", "plan_ranges",
+    "edge_offsets", "end_offsets", "matching_topics", "narrow", "offset_for", "plan_ranges",
     "planner_config", "select_partitions", "split_ranges", "start_offsets", "with_topics",
 ]
 
@@ -247,10 +248,11 @@ def end_offsets(consumer: Consumer, opts: SourceOptions, tps: list[TopicPartitio
     return out
 
 
-def plan_ranges(opts: SourceOptions) -> list[OffsetRange]:
+def plan_ranges(opts: SourceOptions, limits: RangeLimits | None = None) -> list[OffsetRange]:
     """The offset ranges of a batch read, one per Spark task (resolved now, on the driver):
     each partition from its start to its end (see :func:`start_offsets`,
-    :func:`end_offsets`), split by :func:`split_ranges`; empty ranges are left out.
+    :func:`end_offsets`), narrowed by pushed filters' ``limits`` (see :func:`narrow`),
+    split by :func:`split_ranges`; empty ranges are left out.
 
     Raises:
         ConfigError: a missing topic or partition, offsets outside a partition, or a start
@@ -262,14 +264,51 @@ def plan_ranges(opts: SourceOptions) -> list[OffsetRange]:
         begin, end = edge_offsets(consumer, tps)
         starts = start_offsets(consumer, opts, tps, begin, end)
         stops = end_offsets(consumer, opts, tps, begin, end)
-    ranges = []
-    for tp in tps:
-        if starts[tp] > stops[tp]:
-            raise ConfigError(f"{tp.topic}/{tp.partition}: the start {starts[tp]} is after "
-                              f"the end {stops[tp]} (startingOffsets / endingOffsets or "
-                              f"their by-timestamp variants)")
-        ranges.append(OffsetRange(tp.topic, tp.partition, starts[tp], stops[tp]))
+        ranges = []
+        for tp in tps:
+            if starts[tp] > stops[tp]:
+                raise ConfigError(f"{tp.topic}/{tp.partition}: the start {starts[tp]} is "
+                                  f"after the end {stops[tp]} (startingOffsets / "
+                                  f"endingOffsets or their by-timestamp variants)")
+            ranges.append(OffsetRange(tp.topic, tp.partition, starts[tp], stops[tp]))
+        if limits is not None:
+            ranges = narrow(consumer, ranges, limits)
     return split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
+
+
+def narrow(consumer: Consumer, ranges: list[OffsetRange], limits: RangeLimits
+           ) -> list[OffsetRange]:
+    """``ranges`` cut to what pushed filters can let through: partitions the topic and
+    partition filters reject are left out, offsets are cut to the offset bounds, and with a
+    timestamp lower bound a range starts at the first offset whose record is that late
+    (every earlier record is older, so fails the filter; no record that late: nothing of
+    the range can pass). Ranges that become empty are left out.
+
+    The options were resolved first, on every partition, so a pushed filter never changes
+    what they mean or which of them fail.
+
+    Raises:
+        KafkaTimeoutError: a timestamp lookup took longer than 30 s.
+    """
+    cut = []
+    for r in ranges:
+        start, end = limits.clamp(r.start, r.end)
+        if limits.admits(TopicPartition(r.topic, r.partition)) and start < end:
+            cut.append(OffsetRange(r.topic, r.partition, start, end))
+    if limits.timestamp_from_ms is None or not cut:
+        return cut
+    # The lookup comes after the ends were fixed: every record below an end was there
+    # when it was asked, so "none that late" holds for the whole range.
+    found = consumer.offsets_for_times(
+        {TopicPartition(r.topic, r.partition): limits.timestamp_from_ms for r in cut},
+        _METADATA_TIMEOUT_S)
+    out = []
+    for r in cut:
+        hit = found.get(TopicPartition(r.topic, r.partition))
+        start = r.end if hit is None else max(r.start, hit.offset)
+        if start < r.end:
+            out.append(OffsetRange(r.topic, r.partition, start, r.end))
+    return out
 
 
 def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None,

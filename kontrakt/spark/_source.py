@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -17,6 +18,7 @@ from pyspark.sql.types import StructType
 from kontrakt.errors import ConfigError
 from kontrakt.spark._options import SourceOptions, parse_options
 from kontrakt.spark._plan import plan_ranges, with_topics
+from kontrakt.spark._pushdown import RangeLimits, called_for_pushdown, push_filters
 from kontrakt.spark._reader import (
     ColumnPlan,
     OffsetRange,
@@ -27,7 +29,9 @@ from kontrakt.spark._reader import (
 )
 from kontrakt.spark._task import read_range
 
-__all__ = ["KontraktBatchReader", "KontraktDataSource", "resolve_plans"]
+__all__ = [
+    "KontraktBatchReader", "KontraktDataSource", "KontraktPushdownReader", "resolve_plans",
+]
 
 
 def resolve_plans(opts: SourceOptions) -> tuple[ColumnPlan, ColumnPlan]:
@@ -149,6 +153,14 @@ class KontraktDataSource(DataSource):
             ``topLevelRecord``, no namespace, as Spark's ``to_avro``); a nested struct is a
             record named after its field, in its parent record's full name as namespace.
 
+    Filter pushdown (batch reads, PySpark 4.1+ with
+    ``spark.sql.python.filterPushdown.enabled=true``): a query's filters on ``topic`` and
+    ``partition`` leave whole partitions out, comparisons of ``offset`` cut the planned
+    ranges, and a lower bound on ``timestamp`` (``>=``, ``>``, ``=``) starts each range at
+    the first offset whose record is that late (a ListOffsets lookup, as
+    startingTimestamp); Spark still checks the timestamp filters and everything else.
+    The options are resolved first; filters only narrow what they give.
+
     A record that cannot be decoded (``mode=FAILFAST``) fails its task with
     ``KeyDeserializationError`` / ``ValueDeserializationError`` naming the option and its
     topic, partition and offset; ``DROPMALFORMED`` leaves it out (logged per task);
@@ -185,6 +197,8 @@ class KontraktDataSource(DataSource):
         opts = with_topics(parse_options(self.options))
         key, value = resolve_plans(opts)
         check_schema(schema, output_schema(key, value, opts))
+        if called_for_pushdown():
+            return KontraktPushdownReader(opts, key, value)
         return KontraktBatchReader(opts, key, value)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -255,11 +269,13 @@ class KontraktBatchReader(DataSourceReader):
         self.opts = opts
         self.key = key
         self.value = value
+        self.limits: RangeLimits | None = None
 
     def partitions(self) -> list[InputPartition]:
         """One Spark partition per Kafka partition with records in range, or more with
-        ``maxRecordsPerPartition`` / ``minPartitions`` (offsets resolved now)."""
-        return [InputPartition(r) for r in plan_ranges(self.opts)]
+        ``maxRecordsPerPartition`` / ``minPartitions`` (offsets resolved now), narrowed by
+        the filters pushed (see :class:`KontraktPushdownReader`)."""
+        return [InputPartition(r) for r in plan_ranges(self.opts, self.limits)]
 
     def read(self, partition: InputPartition) -> Any:
         """The rows of one partition's range (runs on an executor)."""
@@ -267,3 +283,22 @@ class KontraktBatchReader(DataSourceReader):
         if rng is None:  # Spark reads one empty partition when partitions() returned none
             return iter(())
         return read_range(self.opts, self.key, self.value, rng)
+
+
+class KontraktPushdownReader(KontraktBatchReader):
+    """The batch reader PySpark's filter-pushdown planner gets (PySpark 4.1+ with
+    ``spark.sql.python.filterPushdown.enabled=true``): filters on ``topic``,
+    ``partition``, ``offset`` and ``timestamp`` narrow the planned offset ranges.
+
+    A separate class because PySpark refuses a reader that overrides ``pushFilters`` while
+    the setting is off; :meth:`KontraktDataSource.reader` hands this one to the pushdown
+    planner only (see :func:`~kontrakt.spark._pushdown.called_for_pushdown`).
+    """
+
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+        """Keep what narrows the ranges (see :func:`~kontrakt.spark._pushdown.push_filters`)
+        and return the filters Spark must still evaluate: all but exact ``topic``,
+        ``partition`` and ``offset`` comparisons (``timestamp`` ones only move a range's
+        start, so Spark checks them again)."""
+        self.limits, remaining = push_filters(filters)
+        return remaining

@@ -53,6 +53,7 @@ _KNOWN = {
     "minoffsetspertrigger", "maxtriggerdelay", "mode", "columnnameofcorruptrecord",
     # the exactly-once sink (writes only)
     "exactlyonce", "transactionalidprefix",
+    "filterpushdown",
     # Spark's own, handed to the source along with the user's options
     "path", "checkpointlocation",
     # which schema decodes a column (_schema_choice)
@@ -118,6 +119,8 @@ class SourceOptions:
             so that a replayed micro-batch is not written twice.
         transactional_id_prefix: ``transactionalIdPrefix``: the start of the sink's
             transactional ids and marker group ids (default ``kontrakt-sink``).
+        filter_pushdown: ``filterPushdown`` (default false): pushed filters narrow the
+            planned offset ranges (see ``_pushdown``).
     """
 
     kafka: dict[str, str]
@@ -153,6 +156,7 @@ class SourceOptions:
     # The exactly-once sink (see kontrakt.spark._sink_txn).
     exactly_once: bool = False
     transactional_id_prefix: str = "kontrakt-sink"
+    filter_pushdown: bool = False
 
     def subject(self, is_key: bool, topic: str) -> str:
         """The registry subject of a topic's keys or values: ``<key|value>.subjects``'
@@ -284,6 +288,7 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
         key_schema=_schema_choice(opts, "key", key_format, known, write),
         value_schema=_schema_choice(opts, "value", value_format, known, write),
         exactly_once=exactly_once, transactional_id_prefix=txn_prefix,
+        filter_pushdown=_bool(opts, "filterpushdown", False),
     )
 
 

@@ -154,10 +154,12 @@ class KontraktDataSource(DataSource):
             record named after its field, in its parent record's full name as namespace.
 
     Filter pushdown (batch reads, PySpark 4.1+ with
-    ``spark.sql.python.filterPushdown.enabled=true``): a query's filters on ``topic`` and
-    ``partition`` leave whole partitions out, comparisons of ``offset`` cut the planned
-    ranges, and a lower bound on ``timestamp`` (``>=``, ``>``, ``=``) starts each range at
-    the first offset whose record is that late (a ListOffsets lookup, as
+    ``spark.sql.python.filterPushdown.enabled=true`` and the option ``filterPushdown=true``,
+    default false: PySpark reuses the narrowed plan for later queries of the same DataFrame
+    that push no filter, see :class:`KontraktPushdownReader`): a query's filters on
+    ``topic`` and ``partition`` leave whole partitions out, comparisons of ``offset`` cut
+    the planned ranges, and a lower bound on ``timestamp`` (``>=``, ``>``, ``=``) starts
+    each range at the first offset whose record is that late (a ListOffsets lookup, as
     startingTimestamp); Spark still checks the timestamp filters and everything else.
     The options are resolved first; filters only narrow what they give.
 
@@ -293,12 +295,21 @@ class KontraktPushdownReader(KontraktBatchReader):
     A separate class because PySpark refuses a reader that overrides ``pushFilters`` while
     the setting is off; :meth:`KontraktDataSource.reader` hands this one to the pushdown
     planner only (see :func:`~kontrakt.spark._pushdown.called_for_pushdown`).
+
+    Narrowing needs the ``filterPushdown`` option too, because PySpark (4.1 to 4.3 at
+    least) keeps the partitions planned with pushed filters on the DataFrame's source and
+    plans a later query of the same DataFrame that pushes no filter (``df.count()`` after
+    ``df.where("partition = 0").show()``) with them: it would silently miss rows. With the
+    option, use such a DataFrame for filtered queries only.
     """
 
     def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
-        """Keep what narrows the ranges (see :func:`~kontrakt.spark._pushdown.push_filters`)
-        and return the filters Spark must still evaluate: all but exact ``topic``,
-        ``partition`` and ``offset`` comparisons (``timestamp`` ones only move a range's
-        start, so Spark checks them again)."""
+        """With the ``filterPushdown`` option, keep what narrows the ranges (see
+        :func:`~kontrakt.spark._pushdown.push_filters`) and return the filters Spark must
+        still evaluate: all but exact ``topic``, ``partition`` and ``offset`` comparisons
+        (``timestamp`` ones only move a range's start, so Spark checks them again).
+        Without it, return them all and narrow nothing (see the class docstring)."""
+        if not self.opts.filter_pushdown:
+            return filters
         self.limits, remaining = push_filters(filters)
         return remaining

@@ -15,6 +15,7 @@ runs against Tansu, where a timestamp bound narrows nothing but must not change 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,7 +33,7 @@ from kontrakt.testing import TansuBroker
 from tests.spark.test_spark_plan import END, T0, TOPIC, broker  # noqa: F401 (fixture)
 from tests.unit.consumer.fake_broker import FakeBroker
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)  # the first Spark test also starts the session
 
 UTC = dt.timezone.utc
 
@@ -47,7 +48,7 @@ def _push(fake: FakeBroker, filters: list[Any], **options: str
     """The planned (partition, start, end) ranges after pushing ``filters``, and the
     filters handed back to Spark."""
     opts = parse_options({"kafka.bootstrap.servers": fake.bootstrap, "subscribe": TOPIC,
-                          **options})
+                          "filterPushdown": "true", **options})
     plan = ColumnPlan(BinaryType(), ())
     reader = KontraktPushdownReader(opts, plan, plan)
     remaining = list(reader.pushFilters(filters))
@@ -72,6 +73,13 @@ def test_partition_and_offset_filters_cut_ranges_exactly(broker: FakeBroker) -> 
     assert _push(broker, [ds.GreaterThanOrEqual(("offset",), 4)],
                  maxRecordsPerPartition="3")[0] == [
         (0, 4, 7), (0, 7, 10), (1, 4, 7), (1, 7, 10)]
+
+
+def test_nothing_is_narrowed_without_the_option(broker: FakeBroker) -> None:
+    filters = [ds.EqualTo(("partition",), 1), ds.GreaterThan(("offset",), 2)]
+    ranges, remaining = _push(broker, filters, filterPushdown="false")
+    assert ranges == [(0, 0, END), (1, 0, END)]
+    assert len(remaining) == 2 and all(a is b for a, b in zip(remaining, filters, strict=True))
 
 
 def test_topic_filters_decide_whole_partitions(broker: FakeBroker) -> None:
@@ -116,36 +124,65 @@ def test_a_timestamp_lower_bound_starts_at_the_first_record_that_late(
         (0, 0, END), (1, 0, END)]
 
 
-def test_pushdown_gives_the_same_rows_and_plans_fewer_offsets(
-        spark: Any, tansu_broker: TansuBroker, topic_name: str) -> None:
-    """With ``maxRecordsPerPartition=1`` every planned offset is a Spark partition, so the
-    scan's partition count is the number of offsets planned."""
+PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+
+
+@pytest.fixture
+def eight_records(spark: Any, tansu_broker: TansuBroker, topic_name: str) -> Iterator[Any]:
+    """8 records in 2 partitions (value ``v<i>`` in partition i % 2), and a function giving
+    a fresh DataFrame over them; filter pushdown is on meanwhile."""
     tansu_broker.create_topic(topic_name, 2)
     with Producer({"bootstrap.servers": tansu_broker.bootstrap_servers}) as p:
         for i in range(8):
             p.send(topic_name, b"v%d" % i, partition=i % 2)
         p.flush(10)
+
+    def load(**options: str) -> Any:
+        reader = (spark.read.format("kontrakt")
+                  .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+                  .option("subscribe", topic_name))
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return reader.load()
+
+    before = spark.conf.get(PUSHDOWN)
+    spark.conf.set(PUSHDOWN, "true")
+    try:
+        yield load
+    finally:
+        spark.conf.set(PUSHDOWN, before)
+
+
+def test_pushdown_gives_the_same_rows_and_plans_fewer_offsets(
+        spark: Any, eight_records: Any, topic_name: str) -> None:
+    """With ``maxRecordsPerPartition=2`` the scan's partition count shows the offsets
+    planned: 4 pieces of 2 for the whole topic, 1 for the two offsets the filter keeps."""
     early = dt.datetime(2001, 1, 1, tzinfo=UTC)
 
-    def run() -> tuple[list[tuple[int, int, bytes]], int]:
-        # A new DataFrame each time: one keeps the scan it was planned with.
-        query = (spark.read.format("kontrakt")
-                 .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
-                 .option("subscribe", topic_name).option("maxRecordsPerPartition", "1").load()
-                 .where(f"partition = 1 AND offset BETWEEN 1 AND 2 AND value != X'7631'"
-                        f" AND topic = '{topic_name}' AND timestamp >= '{early.isoformat()}'"))
+    def run(pushdown: str) -> tuple[list[tuple[int, int, bytes]], int]:
+        # A new DataFrame each time: PySpark keeps a DataFrame's planned scan (see below).
+        query = eight_records(maxRecordsPerPartition="2", filterPushdown=pushdown).where(
+            f"partition = 1 AND offset BETWEEN 1 AND 2 AND value != X'7631'"
+            f" AND topic = '{topic_name}' AND timestamp >= '{early.isoformat()}'")
         rows = query.select("partition", "offset", "value").collect()
         return (sorted((r.partition, r.offset, bytes(r.value)) for r in rows),
                 query.rdd.getNumPartitions())
 
-    key = "spark.sql.python.filterPushdown.enabled"
-    before = spark.conf.get(key)
-    try:
-        spark.conf.set(key, "true")
-        pushed, planned = run()
-        spark.conf.set(key, "false")
-        plain, unpushed = run()
-    finally:
-        spark.conf.set(key, before)
+    pushed, planned = run("true")
+    plain, unpushed = run("false")
     assert pushed == plain == [(1, 1, b"v3"), (1, 2, b"v5")]
-    assert (planned, unpushed) == (2, 8)
+    assert (planned, unpushed) == (1, 4)
+
+
+def test_a_reused_dataframe_reads_everything_by_default(eight_records: Any) -> None:
+    """PySpark (4.1 to 4.3) plans a query that pushes no filter with the partitions the
+    DataFrame's last pushdown planned: with ``filterPushdown=true`` the count after a
+    filtered query misses the rows the filter left out, which is why the option is off
+    by default. If the second assertion fails, PySpark stopped reusing them: the default
+    can turn on."""
+    df = eight_records()
+    assert df.where("partition = 1").count() == 4
+    assert df.count() == 8
+    narrowed = eight_records(filterPushdown="true")
+    assert narrowed.where("partition = 1").count() == 4
+    assert narrowed.count() == 4, "PySpark no longer reuses a pushed scan's partitions"

@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -130,3 +131,67 @@ def test_dev_broker_command_says_when_its_port_is_taken() -> None:
     assert run.stderr.strip() == (f"kontrakt test broker: 127.0.0.1:{port} is already in use "
                                   "(a broker running there already?); choose another with "
                                   "--port")
+
+
+def _spark_block() -> str:
+    text = README.read_text()
+    section = text[text.index("## Spark\n"):]
+    section = section[:section.index("\n## ", 1)]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None, "the Spark section has a Python block"
+    return code.group(1)
+
+
+def _show_rows(out: str, header: str) -> list[list[str]]:
+    """The rows of the ``DataFrame.show()`` table whose header line is ``header``."""
+    lines = out.splitlines()
+    start = lines.index(header) + 2  # header, then the +---+ rule
+    rows = []
+    for line in lines[start:]:
+        if line.startswith("+"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+@pytest.mark.timeout(900)  # one JVM; slow on a busy 2-core machine
+def test_spark_section_runs_as_written(tmp_path: Path) -> None:
+    """The Spark section's block runs unchanged, once (a JVM costs seconds), against the
+    quickstart's broker and registry: it writes 100 orders, reads them back (a grouped sum
+    and a filtered read, with filter pushdown on) and copies them."""
+    pytest.importorskip("pyspark", reason="needs the spark extra")
+    java_home = os.environ.get("JAVA_HOME")
+    if shutil.which("java") is None and not (
+            java_home and os.path.exists(os.path.join(java_home, "bin", "java"))):
+        pytest.skip("the Spark section needs a Java 17+ runtime (java on PATH or JAVA_HOME)")
+    from kontrakt import TopicPartition
+    from kontrakt.clients.consumer import Consumer
+
+    commands, _ = _quickstart_blocks()
+    ports = [int(p) for c in commands for p in re.findall(r"--port (\d+)", c)]
+    busy = [p for p in ports if _port_taken(p)]
+    if busy:
+        pytest.skip(f"the quickstart's ports {busy} are in use on this machine")
+    code = _spark_block()
+    with _running(commands[0]) as broker, _running(commands[1]) as registry:
+        _wait_for_line(broker, "listening on 127.0.0.1:", 60)
+        _wait_for_line(registry, "listening on http://127.0.0.1:", 60)
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=_env(), cwd=tmp_path, timeout=600)
+        assert run.returncode == 0, run.stderr[-5000:]
+        counts = _show_rows(run.stdout, "|partition|count(1)|sum(value.qty)|")
+        assert [r[0] for r in counts] == ["0", "1"]
+        assert sum(int(r[1]) for r in counts) == 100
+        assert sum(int(r[2]) for r in counts) == sum(i % 7 for i in range(100))
+        first = _show_rows(run.stdout, "|offset|key|qty|")
+        assert [int(r[0]) for r in first] == [0, 1, 2, 3, 4]
+        assert all(int(qty) == int(key) % 7 for _, key, qty in first)
+        copied = 0
+        with Consumer(bootstrap_servers=f"127.0.0.1:{ports[0]}") as consumer:
+            consumer.assign([TopicPartition("orders-copy", p) for p in (0, 1)])
+            consumer.seek_to_beginning()
+            for _ in range(100):
+                copied += len(consumer.consume(100, 0.2))
+                if copied >= 100:
+                    break
+        assert copied == 100

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from operator import itemgetter
@@ -18,6 +19,7 @@ __all__ = [
     "RecordMetadata",
     "TimestampType",
     "TopicPartition",
+    "header_list",
 ]
 
 K = TypeVar("K")
@@ -222,3 +224,13 @@ class ConsumerRecord(Generic[K, V], _TupleRecord):
         @property
         def leader_epoch(self) -> int: ...
 
+
+def header_list(headers: Any) -> list[tuple[str, bytes | None]]:
+    """A fresh ``[(name, value), ...]`` of a record's headers given as pairs or a mapping
+    (``None``: none). Never the caller's own object: serializers that carry the schema id
+    in a header, and trace propagation, append to it."""
+    if headers is None:
+        return []
+    if isinstance(headers, Mapping):
+        return list(headers.items())
+    return list(headers)

@@ -40,7 +40,7 @@ client's own (reached through attribute access).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 try:
@@ -55,7 +55,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
                             name="opentelemetry", extra="otel") from exc
 
 from kontrakt import __version__
-from kontrakt._types import ConsumerRecord, RecordMetadata
+from kontrakt._types import ConsumerRecord, RecordMetadata, header_list
 
 __all__ = ["MAX_LINKS", "instrument_consumer", "instrument_producer"]
 
@@ -84,13 +84,6 @@ _SETTER = _HeaderSetter()
 _GETTER = _HeaderGetter()
 
 
-def _headers(headers: Any) -> list[tuple[str, bytes | None]]:
-    """A fresh list of the caller's headers (never the caller's own object)."""
-    if headers is None:
-        return []
-    if isinstance(headers, Mapping):
-        return list(headers.items())
-    return list(headers)
 
 
 def _key_attribute(key: Any) -> str | None:
@@ -136,7 +129,7 @@ class _Telemetry:
             attributes["messaging.kafka.message.key"] = key_text
         span = self.tracer.start_span(f"send {topic}", kind=SpanKind.PRODUCER,
                                       attributes=attributes)
-        carrier = _headers(headers)
+        carrier = header_list(headers)
         propagate.inject(carrier, context=trace.set_span_in_context(span), setter=_SETTER)
         return span, carrier, time.perf_counter()
 

@@ -27,7 +27,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, Generic, overload
 
-from kontrakt._types import ConsumerRecord, DefaultTypeVar, RecordMetadata, TopicPartition
+from kontrakt._types import (
+    ConsumerRecord,
+    DefaultTypeVar,
+    RecordMetadata,
+    TopicPartition,
+    header_list,
+)
 from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.consumer import AsyncConsumer, Consumer
 from kontrakt.clients.consumer._compat import split_config
@@ -84,13 +90,6 @@ def _split(config: Mapping[str, Any] | None, kwargs: dict[str, Any],
     return rest, found[0], found[1]
 
 
-def _headers(headers: Any) -> list[tuple[str, bytes | None]]:
-    # A fresh list: serializers that carry the schema id in a header append to it.
-    if headers is None:
-        return []
-    if isinstance(headers, Mapping):
-        return list(headers.items())
-    return list(headers)
 
 
 def _serialization_error(field: MessageField, topic: str,
@@ -186,7 +185,7 @@ class SerializingProducer(Generic[K, V]):
 
     def _serialize(self, topic: str, key: Any, value: Any,
                    headers: Any) -> tuple[Any, Any, list[tuple[str, bytes | None]]]:
-        hdrs = _headers(headers)
+        hdrs = header_list(headers)
         if self._key_ser is not None:
             try:
                 key = self._key_ser(key, SerializationContext(topic, MessageField.KEY, hdrs))
@@ -358,7 +357,7 @@ class AsyncSerializingProducer(Generic[K, V]):
 
     async def _serialize(self, topic: str, key: Any, value: Any,
                          headers: Any) -> tuple[Any, Any, list[tuple[str, bytes | None]]]:
-        hdrs = _headers(headers)
+        hdrs = header_list(headers)
         if self._key_ser is not None:
             try:
                 key = await _maybe_await(

@@ -159,6 +159,11 @@ class _Budget:
             return None
         return Sleep(seconds)
 
+    def cut_short(self, request: HttpRequest) -> bool:
+        """Whether ``request`` had less time than an attempt is given (the call's deadline
+        was near)."""
+        return not self.cfg.timeout or (request.timeout or 0.0) < self.cfg.timeout
+
     def spent(self) -> str:
         return (f"{self.attempts} attempt{'s' if self.attempts != 1 else ''} in "
                 f"{time.monotonic() - self.start:.1f} s")
@@ -372,6 +377,12 @@ class RegistryCore:
                 last_request = request
                 reply = yield request
                 if isinstance(reply, BaseException):
+                    if (isinstance(last, SchemaRegistryError) and budget.cut_short(request)
+                            and isinstance(reply, httpx.TimeoutException)):
+                        # The call's own deadline ended this attempt: the registry's last
+                        # answer (a 5xx) says more than "no answer in a millisecond".
+                        out_of_time = True
+                        break
                     last = reply
                     if not repeatable and not _not_sent(reply):
                         raise RegistryConnectionError(

@@ -277,6 +277,24 @@ def test_total_timeout_bounds_5xx_retries() -> None:
     assert 0.2 < took < 1.0 and 3 < route.call_count < 100
 
 
+@respx.mock
+def test_an_attempt_cut_short_by_the_deadline_keeps_the_registry_s_last_answer() -> None:
+    """The last attempt before total.timeout.ms gets what time is left; when that runs out
+    (here: any attempt given less than 0.1 s times out), the call reports the registry's
+    last answer, not "no answer within a millisecond" (seen once in a CI run)."""
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.extensions["timeout"]["read"] < 0.1:
+            raise httpx.ReadTimeout("cut short", request=request)
+        return reply(500, {"error_code": 50001, "message": "store"})
+
+    respx.get(f"{URL}/subjects").mock(side_effect=answer)
+    conf = fast(**{"max.retries": 1000, "retries.wait.ms": 20, "retries.max.wait.ms": 20,
+                   "total.timeout.ms": 300})
+    with SchemaRegistryClient(conf) as c:
+        err, _ = timed(lambda: c.get_subjects())
+    assert isinstance(err, SchemaRegistryError) and err.error_code == 50001, err
+
+
 def test_timeout_keys_are_validated() -> None:
     for key in ("connect.timeout.ms", "total.timeout.ms"):
         for bad in (0, -5, "soon", True):

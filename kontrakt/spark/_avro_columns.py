@@ -54,6 +54,7 @@ from kontrakt.spark._avro_tree import (
     PRIMITIVES,
     NoColumnarPlan,
     Node,
+    SourceWriter,
     append_null,
     append_value,
     build_array,
@@ -74,21 +75,20 @@ __all__ = ["AvroColumns", "NoColumnarPlan", "decode_bare", "null_appender", "par
 
 
 # -- code generation ------------------------------------------------------------------------
-class _Codegen:
+class _Codegen(SourceWriter):
     """Writes the decoder of one (writer, reader) pair as Python source."""
 
     def __init__(self, writer: Any, named: Mapping[str, Any]) -> None:
-        self.named = dict(named)
-        collect_named_types(writer, self.named)
-        self.env: dict[str, Any] = {
+        super().__init__({
             "_F": struct.Struct("<f").unpack_from,
             "_D": struct.Struct("<d").unpack_from, "fail": fail, "corrupt": corrupt,
             "uuid_text": uuid_text, "uuid_fixed": uuid_fixed, "to_decimal": to_decimal,
             "append_value": append_value, "_MAXI": MAX_ITEMS,
-        }
+        }, "t")
+        self.named = dict(named)
+        collect_named_types(writer, self.named)
         self.skips: dict[str, str] = {}  # writer record name -> skip function name
         self.functions: list[str] = []
-        self._n = 0
 
     def deref(self, s: Any) -> Any:
         while isinstance(s, str) and s not in PRIMITIVES:
@@ -99,15 +99,6 @@ class _Codegen:
                 and "logicalType" not in s:
             return self.deref(s["type"])
         return s
-
-    def tmp(self, prefix: str = "t") -> str:
-        self._n += 1
-        return f"{prefix}{self._n}"
-
-    def const(self, value: Any) -> str:
-        name = self.tmp("K")
-        self.env[name] = value
-        return name
 
     # primitives
     def varint(self, out: list[str], ind: str, var: str) -> None:

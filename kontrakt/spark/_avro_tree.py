@@ -32,10 +32,10 @@ from kontrakt.errors import SerializationError
 from kontrakt.serde._avro_bounds import LIMIT_DEFAULTS
 from kontrakt.spark._arrow import arrow_type, int_array
 
-__all__ = ["MAX_ITEMS", "NAMED", "PRIMITIVES", "NoColumnarPlan", "Node", "append_null",
-           "append_value", "build_array", "corrupt", "fail", "kind_of", "logical_of",
-           "raw_value", "shape", "short_name", "to_decimal", "uuid_fixed",
-           "uuid_text"]
+__all__ = ["MAX_ITEMS", "NAMED", "PRIMITIVES", "NoColumnarPlan", "Node", "SourceWriter",
+           "alloc_slot", "append_null", "append_value", "build_array", "corrupt", "fail",
+           "kind_of", "logical_of", "raw_value", "shape", "short_name", "to_decimal",
+           "uuid_fixed", "uuid_text"]
 
 MAX_ITEMS = LIMIT_DEFAULTS["max.collection.items"]
 PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
@@ -91,9 +91,29 @@ class Node:
         self.mask = -1  # null flags (nullable struct/list/map)
 
 
-def _alloc(slots: list[int]) -> int:
+def alloc_slot(slots: list[int]) -> int:
+    """The next free slot (``slots[0]`` counts them)."""
     slots[0] += 1
     return slots[0] - 1
+
+
+class SourceWriter:
+    """What the column decoders' code generators share: the names the generated source
+    sees (``env``), fresh temporaries and constants bound into ``env``."""
+
+    def __init__(self, env: dict[str, Any], prefix: str) -> None:
+        self.env = env
+        self._prefix = prefix
+        self._n = 0
+
+    def tmp(self, prefix: str | None = None) -> str:
+        self._n += 1
+        return f"{prefix or self._prefix}{self._n}"
+
+    def const(self, value: Any) -> str:
+        name = self.tmp("K")
+        self.env[name] = value
+        return name
 
 
 def shape(r: Any, dt: DataType, nullable: bool, slots: list[int]) -> Node:
@@ -105,12 +125,12 @@ def shape(r: Any, dt: DataType, nullable: bool, slots: list[int]) -> Node:
             return node
         if not members or isinstance(dt, (NullType,)) or not isinstance(dt, StructType):
             node = Node("leaf", dt, True, union="numeric")
-            node.slot = _alloc(slots)
+            node.slot = alloc_slot(slots)
             return node
         children = [shape(m, f.dataType, True, slots) for m, f in zip(members, dt.fields,
                                                                         strict=True)]
         node = Node("struct", dt, True, children, union="struct")
-        node.mask = _alloc(slots)
+        node.mask = alloc_slot(slots)
         return node
     kind = kind_of(r)
     if kind in ("record", "error") and isinstance(dt, StructType):
@@ -122,21 +142,21 @@ def shape(r: Any, dt: DataType, nullable: bool, slots: list[int]) -> Node:
     elif kind == "array" and isinstance(dt, ArrayType):
         node = Node("list", dt, nullable,
                      [shape(r["items"], dt.elementType, dt.containsNull, slots)])
-        node.slot = _alloc(slots)
+        node.slot = alloc_slot(slots)
     elif kind == "map" and isinstance(dt, MapType):
         key = Node("leaf", StringType(), False)
-        key.slot = _alloc(slots)
+        key.slot = alloc_slot(slots)
         node = Node("map", dt, nullable,
                      [key, shape(r["values"], dt.valueType, dt.valueContainsNull, slots)])
-        node.slot = _alloc(slots)
+        node.slot = alloc_slot(slots)
     elif kind in ("record", "error", "array", "map"):
         raise NoColumnarPlan(f"the {kind} does not map to {dt.simpleString()}")
     else:
         node = Node("leaf", dt, nullable)
-        node.slot = _alloc(slots)
+        node.slot = alloc_slot(slots)
         return node
     if nullable:
-        node.mask = _alloc(slots)
+        node.mask = alloc_slot(slots)
     return node
 
 
@@ -166,7 +186,10 @@ def short_name(name: str) -> str:
 
 
 # -- building the arrays --------------------------------------------------------------------
-def build_array(node: Node, L: list[list[Any]], n: int) -> pa.Array:
+def build_array(node: Node, L: list[list[Any]], n: int, text_as_bytes: bool = True
+                ) -> pa.Array:
+    """The Arrow array of ``node`` from the slot lists ``L``. ``text_as_bytes``: string
+    leaves hold UTF-8 bytes (Avro's), else ``str`` (Protobuf's)."""
     kind = arrow_type(node.data_type)
     mask = None
     if node.mask >= 0:
@@ -174,21 +197,22 @@ def build_array(node: Node, L: list[list[Any]], n: int) -> pa.Array:
         mask = pa.array(flags, pa.bool_()) if any(flags) else None
     if node.kind == "leaf":
         values = L[node.slot]
-        if isinstance(node.data_type, StringType):
+        if text_as_bytes and isinstance(node.data_type, StringType):
             return pa.array(values, pa.binary()).cast(pa.string())
         if isinstance(node.data_type, NullType):
             return pa.nulls(len(values))
         return pa.array(values, kind)
     if node.kind == "struct":
-        children = [build_array(c, L, n) for c in node.children]
+        children = [build_array(c, L, n, text_as_bytes) for c in node.children]
         return pa.StructArray.from_arrays(children, fields=list(kind), mask=mask)
     counts = L[node.slot]
     offsets = int_array([0, *itertools.accumulate(counts)], "i", pa.int32())
     if node.kind == "list":
-        return pa.ListArray.from_arrays(offsets, build_array(node.children[0], L, n), type=kind,
-                                        mask=mask)
-    keys = build_array(node.children[0], L, n)
-    items = build_array(node.children[1], L, n)
+        return pa.ListArray.from_arrays(offsets, build_array(node.children[0], L, n,
+                                                             text_as_bytes),
+                                        type=kind, mask=mask)
+    keys = build_array(node.children[0], L, n, text_as_bytes)
+    items = build_array(node.children[1], L, n, text_as_bytes)
     return pa.MapArray.from_arrays(offsets, keys, items, type=kind, mask=mask)
 
 

@@ -27,7 +27,6 @@ once and appends repeated scalars with one ``extend``.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -37,8 +36,15 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from kontrakt.errors import SerializationError
 from kontrakt.serde import MessageField
-from kontrakt.spark._arrow import Chunk, arrow_type, int_array
-from kontrakt.spark._avro_tree import NoColumnarPlan, Node, append_null
+from kontrakt.spark._arrow import Chunk
+from kontrakt.spark._avro_tree import (
+    NoColumnarPlan,
+    Node,
+    SourceWriter,
+    alloc_slot,
+    append_null,
+    build_array,
+)
 from kontrakt.spark._columns import ColumnDecoder, Decoded, RowDecoder, _id_in_headers, _raw
 from kontrakt.spark._proto_types import (
     _DURATION_SECONDS,
@@ -63,11 +69,6 @@ _TIMESTAMP = "google.protobuf.Timestamp"
 _DURATION = "google.protobuf.Duration"
 
 
-def _alloc(slots: list[int]) -> int:
-    slots[0] += 1
-    return slots[0] - 1
-
-
 def _shape(dt: DataType, nullable: bool, slots: list[int]) -> Node:
     """The column tree of a Spark type (every struct, list and map nullable or not as the
     type says; leaves hold raw values)."""
@@ -76,37 +77,18 @@ def _shape(dt: DataType, nullable: bool, slots: list[int]) -> Node:
                     [_shape(f.dataType, f.nullable, slots) for f in dt.fields])
     elif isinstance(dt, ArrayType):
         node = Node("list", dt, nullable, [_shape(dt.elementType, dt.containsNull, slots)])
-        node.slot = _alloc(slots)
+        node.slot = alloc_slot(slots)
     elif isinstance(dt, MapType):
         node = Node("map", dt, nullable, [_shape(dt.keyType, False, slots),
                                           _shape(dt.valueType, dt.valueContainsNull, slots)])
-        node.slot = _alloc(slots)
+        node.slot = alloc_slot(slots)
     else:
         node = Node("leaf", dt, nullable)
-        node.slot = _alloc(slots)
+        node.slot = alloc_slot(slots)
         return node
     if nullable:
-        node.mask = _alloc(slots)
+        node.mask = alloc_slot(slots)
     return node
-
-
-def _build(node: Node, L: list[list[Any]]) -> pa.Array:
-    kind = arrow_type(node.data_type)
-    mask = None
-    if node.mask >= 0:
-        flags = L[node.mask]
-        mask = pa.array(flags, pa.bool_()) if any(flags) else None
-    if node.kind == "leaf":
-        return pa.array(L[node.slot], kind)
-    if node.kind == "struct":
-        return pa.StructArray.from_arrays([_build(c, L) for c in node.children],
-                                          fields=list(kind), mask=mask)
-    offsets = int_array([0, *itertools.accumulate(L[node.slot])], "i", pa.int32())
-    if node.kind == "list":
-        return pa.ListArray.from_arrays(offsets, _build(node.children[0], L), type=kind,
-                                        mask=mask)
-    return pa.MapArray.from_arrays(offsets, _build(node.children[0], L),
-                                   _build(node.children[1], L), type=kind, mask=mask)
 
 
 def _timestamp_micros(msg: Any) -> int:
@@ -154,21 +136,11 @@ def _single_kind(field: Any) -> str:
     return f"scalar{field.type}"
 
 
-class _Codegen:
+class _Codegen(SourceWriter):
     """Writes the filler of one (writer message, reader message) pair as Python source."""
 
     def __init__(self) -> None:
-        self.env: dict[str, Any] = {"_ts": _timestamp_micros, "_du": _duration_micros}
-        self._n = 0
-
-    def tmp(self, prefix: str = "v") -> str:
-        self._n += 1
-        return f"{prefix}{self._n}"
-
-    def const(self, value: Any) -> str:
-        name = self.tmp("K")
-        self.env[name] = value
-        return name
+        super().__init__({"_ts": _timestamp_micros, "_du": _duration_micros}, "v")
 
     def null(self, out: list[str], ind: str, node: Node) -> None:
         """Append a null to ``node``: inline, a call costs more than the appends."""
@@ -335,7 +307,7 @@ class ProtoColumns:
         Raises:
             pyarrow.ArrowInvalid: a value that does not fit its column.
         """
-        return _build(self.root, L)
+        return build_array(self.root, L, 0, text_as_bytes=False)
 
 
 class ProtoColumnDecoder(ColumnDecoder):

@@ -439,13 +439,16 @@ class DekRoutes:
             raise SchemaRegistryError(500, 50070, f"Could not generate encrypted dek for "
                                                   f"{subject}: {e}") from None
 
-    def _delete_deks(self, r: Any, raw_version: str | None) -> Any:
-        from kontrakt.registry.server._app import NO_CONTENT
+    def _dek_targets(self, r: Any, name: str, subject: str, raw_version: str | None
+                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The KEK, and the DEKs a delete or undelete names: one version, or (no version)
+        every version of the subject under ``?algorithm=`` (deleted ones included).
 
-        name, subject = check_name(r.args[0]), _check_subject(r.args[1])
+        Raises:
+            SchemaRegistryError: a bad version or algorithm (422), no such KEK or DEK (404).
+        """
         version = None if raw_version is None else _version(raw_version)
-        permanent = r.flag("permanent")
-        self._kek(name, True)
+        kek = self._kek(name, True)
         algorithm = _algorithm(r.q("algorithm"))
         if raw_version is None:
             targets = self._deks(name, subject, r.q("algorithm") or None, True)
@@ -454,6 +457,14 @@ class DekRoutes:
             targets = [one] if one is not None else []
         if not targets:
             raise _not_found(subject)
+        return kek, targets
+
+    def _delete_deks(self, r: Any, raw_version: str | None) -> Any:
+        from kontrakt.registry.server._app import NO_CONTENT
+
+        name, subject = check_name(r.args[0]), _check_subject(r.args[1])
+        permanent = r.flag("permanent")
+        _, targets = self._dek_targets(r, name, subject, raw_version)
         ops: list[dict[str, Any]] = []
         for rec in targets:
             if permanent:
@@ -473,16 +484,7 @@ class DekRoutes:
         from kontrakt.registry.server._app import NO_CONTENT
 
         name, subject = check_name(r.args[0]), _check_subject(r.args[1])
-        version = None if raw_version is None else _version(raw_version)
-        kek = self._kek(name, True)
-        algorithm = _algorithm(r.q("algorithm"))
-        if raw_version is None:
-            targets = self._deks(name, subject, r.q("algorithm") or None, True)
-        else:
-            one = self._find_dek(name, subject, algorithm, version, True)
-            targets = [one] if one is not None else []
-        if not targets:
-            raise _not_found(subject)
+        kek, targets = self._dek_targets(r, name, subject, raw_version)
         if kek["deleted"]:
             raise SchemaRegistryError(404, 40472, f"Key '{name}' must be undeleted first")
         ops = [{"op": "dek", "rec": {**rec, "deleted": False, "ts": _now_ms()}}

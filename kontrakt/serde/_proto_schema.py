@@ -53,11 +53,16 @@ def new_pool() -> Any:
         wrappers_pb2,
     )
 
+    from kontrakt.serde.rules._proto_fields import meta_file
+
     pool = descriptor_pool.DescriptorPool()
     # Dependencies first: type.proto imports any and source_context; api imports type.
     for mod in (any_pb2, source_context_pb2, type_pb2, api_pb2, descriptor_pb2, duration_pb2,
                 empty_pb2, field_mask_pb2, struct_pb2, timestamp_pb2, wrappers_pb2):
         pool.AddSerializedFile(mod.DESCRIPTOR.serialized_pb)
+    # confluent/meta.proto (field tags for data-contract rules) is never registered as a
+    # reference either: schemas import it as a known file.
+    pool.Add(meta_file())
     return pool
 
 
@@ -101,7 +106,10 @@ def proto_text_to_files(name: str, sources: Mapping[str, str]) -> list[Any]:
             "(pip install grpcio-tools), or a registry that serves format=serialized") from e
     import importlib.resources
 
+    from kontrakt.serde.rules._proto_fields import META_PROTO
+
     include = str(importlib.resources.files("grpc_tools") / "_proto")
+    sources = {"confluent/meta.proto": META_PROTO, **sources}
     with tempfile.TemporaryDirectory(prefix="kontrakt-proto-") as tmp:
         for path, text in sources.items():
             full = os.path.join(tmp, path)

@@ -106,17 +106,38 @@ class RuledReading:
             else:
                 migrate = plan_migrations(steps, subject, self.rule_registry)
         plan = self.read_plan(writer, latest, sid, ctx, data)
+        if plan is not None and plan.walks_fields():
+            plan.schema_view = self.rule_view(
+                reader_parsed if latest is not None else writer_parsed, sid)
         if plan is None and migrate is None:
             return self.make_reader(writer_parsed, reader_parsed, sid)
         if migrate is None:
             return self.with_rules(self.make_reader(writer_parsed, reader_parsed, sid,
                                                     convert=False), plan)
-        raw = self.make_reader(writer_parsed, writer_parsed, sid, convert=False)
+        raw = self.migration_reader(writer_parsed, sid)
+        finish = self.migration_result(writer_parsed, reader_parsed, sid)
         run = migrate.apply
 
         def migrated(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
-            return run(raw(data, offset, ctx), ctx, data)
+            value = run(raw(data, offset, ctx), ctx, data)
+            return value if finish is None else finish(value)
         return self.with_rules(migrated, plan)
+
+    # -- format hooks (the defaults suit formats that decode to dicts) ---------------------
+    def rule_view(self, parsed: Any, sid: SchemaId) -> Any:
+        """What field rules walk with, from the parsed schema read with (see
+        ``RulePlan.schema_view``); None by default (the walk reads the registry schema)."""
+        return None
+
+    def migration_reader(self, writer: Any, sid: SchemaId) -> Any:
+        """``read(data, offset, ctx)`` giving what migration rules take (a dict), decoded
+        with the parsed writer schema alone."""
+        return self.make_reader(writer, writer, sid, convert=False)
+
+    def migration_result(self, writer: Any, reader: Any, sid: SchemaId) -> Any:
+        """``finish(value)`` turning what the migration rules give into the reader's value,
+        or None to keep it as it is."""
+        return None
 
     def _rule_subject(self, ctx: SerializationContext | None, data: bytes) -> str | None:
         try:

@@ -49,7 +49,7 @@ from kontrakt.serde._proto_schema import (
 )
 from kontrakt.serde._registry_io import LookupSchema, RegisterSchema, Steps
 from kontrakt.serde._strategies import reference_subject_name_strategy
-from kontrakt.serde.rules import RuleRegistry
+from kontrakt.serde.rules import FieldRuleExecutor, RuleRegistry
 
 __all__ = [
     "AsyncProtobufDeserializer",
@@ -84,7 +84,60 @@ def _is_message_class(cls: Any) -> bool:
     return isinstance(cls, type) and issubclass(cls, Message)
 
 
-class _ProtobufSerializerCore(SerializerCore):
+def _by_import_name(ref: Any) -> Any:
+    # One file per import name: the descriptor pool rejects a second file of that name.
+    return ref.name
+
+
+def _build(root_text: str, deps: list[tuple[str, str]]) -> Any:
+    """Load the root file and its imports (dependencies first) into a fresh pool."""
+    pool = new_pool()
+    decoded = [(name, decode_serialized(name, text)) for name, text in deps]
+    root = decode_serialized(_ROOT_NAME, root_text)
+    if root is not None and all(fdp is not None for _, fdp in decoded):
+        for _, fdp in decoded:
+            pool.Add(fdp)
+        pool.Add(root)
+        return pool.FindFileByName(_ROOT_NAME)
+    if root is not None or any(fdp is not None for _, fdp in decoded):
+        raise SerializationError("cannot mix .proto text and serialized descriptors in one "
+                                 "schema and its references")
+    # .proto text throughout: compile the import graph at once.
+    sources = dict(deps)
+    sources[_ROOT_NAME + ".proto"] = root_text
+    for fdp in proto_text_to_files(_ROOT_NAME + ".proto", sources):
+        pool.Add(fdp)
+    return pool.FindFileByName(_ROOT_NAME + ".proto")
+
+
+def _schema_message(file_desc: Any, full_name: str | None, indexes: Any) -> Any:
+    """The message of a parsed schema file that a rule walks with: the one named
+    ``full_name`` (the message being written), else the one at ``indexes``."""
+    if full_name is not None:
+        for desc in _messages(file_desc.message_types_by_name.values()):
+            if desc.full_name == full_name:
+                return desc
+    return message_by_indexes(file_desc, indexes or (0,))
+
+
+def _messages(descs: Any) -> Any:
+    for desc in descs:
+        yield desc
+        yield from _messages(desc.nested_types)
+
+
+def _walks_fields(schema: Any, registry: RuleRegistry) -> bool:
+    """Whether a domain rule of registry ``schema`` runs on fields (needs the parsed schema
+    to name and tag them)."""
+    rule_set = getattr(schema, "rule_set", None)
+    for raw in getattr(rule_set, "domain_rules", None) or ():
+        kind = raw.get("type") if isinstance(raw, Mapping) else None
+        if kind and isinstance(registry.get_executor(str(kind)), FieldRuleExecutor):
+            return True
+    return False
+
+
+class _ProtobufSerializerCore(SerializerCore, ReferenceParsing):
     schema_type = "PROTOBUF"
     fetch_format = "serialized"
     extra_defaults = {
@@ -95,6 +148,7 @@ class _ProtobufSerializerCore(SerializerCore):
 
     def __init__(self, msg_type: Any, conf: Mapping[str, Any] | None, owner: str) -> None:
         SerializerCore.__init__(self, conf, owner)
+        ReferenceParsing.__init__(self)
         self.model: Any = None
         if _is_dataclass_type(msg_type):
             from kontrakt.serde._dataclass_proto import proto_model
@@ -145,13 +199,50 @@ class _ProtobufSerializerCore(SerializerCore):
         return make_schema(descriptor_to_text_b64(self.file.serialized_pb), "PROTOBUF", refs)
 
     def local_parsed(self) -> Any:
-        return None
+        # What field rules walk with when the local schema is the one written: the class's.
+        if self.model is not None:
+            return self.model.message_class.DESCRIPTOR
+        return self.msg_type.DESCRIPTOR
 
     def parse(self, schema: Any) -> Steps:
         # With use.latest.version the message is still written by its own class; the
-        # registered schema only supplies the id. Confluent behaves the same way.
-        return None
-        yield  # pragma: no cover
+        # registered schema supplies the id and, for field rules only, the descriptor that
+        # names and tags the fields (parsed once per schema, as Confluent's serializer does).
+        if not _walks_fields(schema, self.rule_registry):
+            return None
+        file_desc = yield from self.parse_schema(schema)
+        return _schema_message(file_desc, self.record_name, self.indexes)
+
+    reference_key = staticmethod(_by_import_name)
+
+    @staticmethod
+    def build(root_text: str, deps: list[tuple[str, str]]) -> Any:
+        """Load the root file and its imports (dependencies first) into a fresh pool."""
+        return _build(root_text, deps)
+
+    def resolve(self, subject: str, ctx: SerializationContext | None) -> Steps:
+        resolved = yield from SerializerCore.resolve(self, subject, ctx)
+        if resolved.rules is not None:
+            # Set right after the plan is cached; a record another thread serializes in
+            # between walks with its own class's descriptor, the same one as here unless
+            # the latest schema renamed or retagged fields.
+            resolved.rules.schema_view = resolved.parsed
+        return resolved
+
+    def convert(self, obj: Any, ctx: SerializationContext | None) -> Any:
+        # The rules see the message that is written: a dataclass model's message.
+        if self.model is not None and isinstance(obj, self.msg_type):
+            return self.model.to_message(obj)
+        return obj
+
+    def encode_value(self, value: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
+        if self.model is not None:
+            if not isinstance(value, self.model.message_class):
+                raise SerializationError(f"{self.owner} writes {self.msg_type.__name__} "
+                                         f"instances, got {type(value).__name__}")
+            data: bytes = value.SerializeToString()
+            return data
+        return self.encode(value, ctx, parsed)
 
     def encode(self, obj: Any, ctx: SerializationContext | None, parsed: Any) -> bytes:
         if self.model is not None:
@@ -185,7 +276,6 @@ class _ProtobufSerializerCore(SerializerCore):
 
 class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
     protobuf = True
-    migrates = False  # messages, not dicts: migration rules refuse (see ruled_reader)
     fetch_format = "serialized"
     extra_defaults = {"use.deprecated.format": False}
 
@@ -235,11 +325,60 @@ class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
                          data: bytes) -> Steps:
         writer = yield from self.fetch_writer(sid, ctx, data)
         try:
-            return self.read_plan(writer, None, sid, ctx, data)
+            plan = self.read_plan(writer, None, sid, ctx, data)
+            if plan is not None and plan.walks_fields():
+                parsed = yield from self.parse(writer, sid)
+                plan.schema_view = self.rule_view(parsed, sid)
+            return plan
         except RuleError as e:
             err = deserialization_error(f"{self.owner}: {e}", ctx, data, e)
             err.rule = e.rule
             raise err from e
+        except SerializationError as e:
+            if type(e) is SerializationError:
+                raise deserialization_error(str(e), ctx, data, e) from e
+            raise
+
+    def rule_view(self, parsed: Any, sid: SchemaId) -> Any:
+        # The schema-side descriptor of the message read: the one the writer's indexes
+        # name, found by its name in the schema read with.
+        if parsed is None:
+            return None
+        name = self.record_name
+        if name is None:
+            return message_by_indexes(parsed, sid.message_indexes or (0,))
+        return _schema_message(parsed, name, sid.message_indexes)
+
+    def migration_reader(self, writer: Any, sid: SchemaId) -> Any:
+        # Migration rules see dicts, as Confluent's: decoded with the writer's own message
+        # type, then json_format with the .proto field names.
+        from google.protobuf.message_factory import GetMessageClass
+
+        from kontrakt.serde.rules._proto_fields import to_plain
+
+        from_string = GetMessageClass(message_by_indexes(writer, sid.message_indexes or (0,)))
+        parse = from_string.FromString
+
+        def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+            return to_plain(parse(data[offset:]))
+        return read
+
+    def migration_result(self, writer: Any, reader: Any, sid: SchemaId) -> Any:
+        from kontrakt.serde.rules._proto_fields import from_plain
+
+        if self.model is not None:
+            cls = self.model.message_class
+            from_message = self.model.from_message
+            return lambda value: from_message(from_plain(cls, value))
+        if self.message_type is not None:
+            cls = self.message_type
+        else:
+            from google.protobuf.message_factory import GetMessageClass
+
+            writer_desc = message_by_indexes(writer, sid.message_indexes or (0,))
+            desc = reader.message_types_by_name.get(writer_desc.name, writer_desc)
+            cls = GetMessageClass(desc)
+        return lambda value: from_plain(cls, value)
 
     def _typed_reader(self) -> Any:
         if self.model is None:
@@ -251,31 +390,12 @@ class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
             return from_message(from_string(data[offset:]))
         return read
 
-    @staticmethod
-    def reference_key(ref: Any) -> Any:
-        # One file per import name: the descriptor pool rejects a second file of that name.
-        return ref.name
+    reference_key = staticmethod(_by_import_name)
 
     @staticmethod
     def build(root_text: str, deps: list[tuple[str, str]]) -> Any:
         """Load the root file and its imports (dependencies first) into a fresh pool."""
-        pool = new_pool()
-        decoded = [(name, decode_serialized(name, text)) for name, text in deps]
-        root = decode_serialized(_ROOT_NAME, root_text)
-        if root is not None and all(fdp is not None for _, fdp in decoded):
-            for _, fdp in decoded:
-                pool.Add(fdp)
-            pool.Add(root)
-            return pool.FindFileByName(_ROOT_NAME)
-        if root is not None or any(fdp is not None for _, fdp in decoded):
-            raise SerializationError("cannot mix .proto text and serialized descriptors in one "
-                                     "schema and its references")
-        # .proto text throughout: compile the import graph at once.
-        sources = dict(deps)
-        sources[_ROOT_NAME + ".proto"] = root_text
-        for fdp in proto_text_to_files(_ROOT_NAME + ".proto", sources):
-            pool.Add(fdp)
-        return pool.FindFileByName(_ROOT_NAME + ".proto")
+        return _build(root_text, deps)
 
     def make_reader(self, writer: Any, reader: Any, sid: SchemaId, convert: bool = True) -> Any:
         # Protobuf readers have no from_dict step: ``convert`` changes nothing.

@@ -272,9 +272,14 @@ def _validate_protobuf(schema: str, refs: list[tuple[str, str, str]]) -> bytes |
         if "message" not in schema and "enum" not in schema and "syntax" not in schema:
             raise _invalid("Invalid Protobuf schema: no syntax, message or enum") from None
         return None
+    from kontrakt.serde.rules._proto_fields import META_PROTO
+
     wkt = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    # confluent/meta.proto (field tags, rule options) is known to every Confluent registry
+    # without a reference, as the well-known types are; a reference of that name wins.
+    known = [("confluent/meta.proto", "", META_PROTO)]
     with tempfile.TemporaryDirectory(prefix="kontrakt-proto-") as tmp:
-        for name, _ref_type, text in refs:
+        for name, _ref_type, text in [*known, *refs]:
             path = os.path.join(tmp, name)
             if not os.path.abspath(path).startswith(tmp + os.sep):
                 raise _invalid(f"Invalid Protobuf reference name {name!r}")

@@ -116,15 +116,18 @@ class RuleContext:
         index: its position in ``rules``.
         rules: the rules being run, in run order.
         original: the record's bytes when reading, else None.
+        schema_view: the format's parsed form of ``target`` that field rules walk with
+            (Protobuf: the message ``Descriptor``), or None.
     """
 
-    __slots__ = ("index", "original", "rule", "rule_mode", "rules", "ser_ctx", "source",
-                 "subject", "target")
+    __slots__ = ("index", "original", "rule", "rule_mode", "rules", "schema_view", "ser_ctx",
+                 "source", "subject", "target")
 
     def __init__(self, ser_ctx: Any, source: Any, target: Any, subject: str | None,
                  rule_mode: str, rule: Rule, index: int, rules: Sequence[Rule],
-                 original: bytes | None = None) -> None:
+                 original: bytes | None = None, schema_view: Any = None) -> None:
         self.original = original
+        self.schema_view = schema_view
         self.ser_ctx = ser_ctx
         self.source = source
         self.target = target
@@ -179,10 +182,12 @@ class RuleExecutor(RuleBase):
 
 
 class FieldRuleExecutor(RuleExecutor):
-    """Runs a rule on each field of a message (Avro, JSON Schema), the fields chosen by tags.
+    """Runs a rule on each field of a message (Avro, JSON Schema, Protobuf), the fields
+    chosen by tags.
 
     A subclass gives :meth:`new_transform`; a rule with ``tags`` sees only the fields that
-    carry one of them (inline ``confluent:tags`` or the schema metadata's ``tags`` by path),
+    carry one of them (inline ``confluent:tags`` or ``(confluent.field_meta).tags``, or the
+    schema metadata's ``tags`` by path),
     a rule without sees every field. Of two ``TRANSFORM`` rules alike in kind, mode, type and
     tags, only the first to write (the last to read) runs, so a pair such as
     encrypt/decrypt applies once, as Confluent's field executors do.
@@ -210,7 +215,7 @@ class FieldRuleExecutor(RuleExecutor):
                 return value
             return field_transform(ctx, field, value)
         result = walk_fields(ctx.target, message, visit, rule.kind == "CONDITION",
-                             rule.describe())
+                             rule.describe(), ctx.schema_view)
         return True if rule.kind == "CONDITION" else result
 
 
@@ -334,18 +339,29 @@ def _applies(rule: Rule, mode: str) -> bool:
 
 class RulePlan:
     """The rules of one schema that run in one mode, in run order; built once per schema by
-    :func:`plan_rules` and run on every record with :meth:`apply`."""
+    :func:`plan_rules` and run on every record with :meth:`apply`.
 
-    __slots__ = ("mode", "registry", "rules", "source", "subject", "target")
+    ``schema_view`` is set by a serde whose field rules need the parsed target schema
+    (Protobuf: the message ``Descriptor`` naming and tagging the fields); None otherwise.
+    """
+
+    __slots__ = ("mode", "registry", "rules", "schema_view", "source", "subject", "target")
 
     def __init__(self, rules: Sequence[Rule], mode: str, target: Any, source: Any,
                  subject: str | None, registry: RuleRegistry) -> None:
+        self.schema_view: Any = None
         self.rules = tuple(rules)
         self.mode = mode
         self.target = target
         self.source = source
         self.subject = subject
         self.registry = registry
+
+    def walks_fields(self) -> bool:
+        """Whether a rule of the plan runs on fields (its executor is a
+        :class:`FieldRuleExecutor`), so that the serde must supply ``schema_view``."""
+        return any(isinstance(self.registry.get_executor(r.type), FieldRuleExecutor)
+                   for r in self.rules if r.type)
 
     def apply(self, message: Any, ser_ctx: Any, original: bytes | None = None) -> Any:
         """Run every rule on ``message``; returns the (transformed) message. ``original``:
@@ -366,7 +382,7 @@ class RulePlan:
             if replayed is not None and rule.name == replayed:
                 continue
             ctx = RuleContext(ser_ctx, self.source, self.target, self.subject, self.mode, rule,
-                              index, self.rules, original)
+                              index, self.rules, original, self.schema_view)
             try:
                 message = self._run(ctx, rule, message)
             except RuleError as e:

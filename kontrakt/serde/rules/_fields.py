@@ -1,10 +1,11 @@
-"""Field-level rules: walking an Avro or JSON Schema message with its schema, field by
-field, with tags.
+"""Field-level rules: walking an Avro, JSON Schema or Protobuf message with its schema,
+field by field, with tags.
 
-A field's tags are its inline ``confluent:tags`` and the tags the target schema's metadata
-gives to paths matching its full name (Avro ``Record.field``, JSON Schema ``$.a.b``; ``*``
-matches within one dotted part, ``**`` across parts, ``?`` one character), as Confluent's
-data contracts define them.
+A field's tags are its inline ``confluent:tags`` (Protobuf: ``(confluent.field_meta).tags``)
+and the tags the target schema's metadata gives to paths matching its full name (Avro
+``Record.field``, JSON Schema ``$.a.b``, Protobuf ``package.Message.field``; ``*`` matches
+within one dotted part, ``**`` across parts, ``?`` one character), as Confluent's data
+contracts define them. The Protobuf walk lives in :mod:`._proto_fields`.
 """
 
 from __future__ import annotations
@@ -304,21 +305,22 @@ class _JsonWalker:
 
 
 def walk_fields(target: Any, message: Any, visit: Callable[[FieldContext, Any], Any],
-                condition: bool, describe: str) -> Any:
+                condition: bool, describe: str, schema_view: Any = None) -> Any:
     """Apply ``visit(field, value)`` to every field of ``message`` (an Avro record or JSON
-    document as a dict) under ``target`` (the registry ``Schema``); returns the new message,
-    a copy.
+    document as a dict, a Protobuf message) under ``target`` (the registry ``Schema``);
+    returns the new message, a copy.
 
     ``visit`` sees only fields whose value is a scalar; for a condition, a False result
-    refuses the message.
+    refuses the message. ``schema_view``: for Protobuf, the message ``Descriptor`` of
+    ``target`` that names and tags the fields (None: the message's own descriptor).
 
     Raises:
         RuleConditionError: a condition gave False for a field (named in the message).
-        RuleError: a Protobuf schema, or JSON Schema constructs the walk does not follow
-            (field rules there are not supported yet).
+        RuleError: JSON Schema constructs the walk does not follow (field rules there are
+            not supported yet), or a schema type without a walk.
     """
     kind = getattr(target, "schema_type", "AVRO") or "AVRO"
-    if kind not in ("AVRO", "JSON"):
+    if kind not in ("AVRO", "JSON", "PROTOBUF"):
         raise RuleError(f"{describe}: field rules on {kind} schemas are not supported yet")
     tags_by_path = dict(getattr(getattr(target, "metadata", None), "tags", None) or {})
 
@@ -330,6 +332,11 @@ def walk_fields(target: Any, message: Any, visit: Callable[[FieldContext, Any], 
         return found
 
     try:
+        if kind == "PROTOBUF":
+            from kontrakt.serde.rules._proto_fields import walk_message
+
+            return walk_message(schema_view, message, visit, tags_of, condition, FieldContext,
+                                _Refused, describe)
         if kind == "JSON":
             root = _json_schema(target.schema_str)
             return _JsonWalker(root, visit, tags_of, condition, describe).value(

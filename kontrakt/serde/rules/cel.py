@@ -271,10 +271,12 @@ class CelExecutor(RuleExecutor):
 
 
 class CelFieldExecutor(FieldRuleExecutor):
-    """Runs ``CEL_FIELD`` rules on each scalar field of an Avro or JSON Schema message.
+    """Runs ``CEL_FIELD`` rules on each scalar field of an Avro, JSON Schema or Protobuf
+    message.
 
     The expression sees ``value`` (the field's value), ``name``, ``fullName``
-    (``Record.field`` in Avro, ``$.a.b`` in JSON Schema), ``typeName`` (``STRING``,
+    (``Record.field`` in Avro, ``$.a.b`` in JSON Schema, ``package.Message.field`` in
+    Protobuf), ``typeName`` (``STRING``,
     ``INT``, ...), ``tags`` and ``message`` (the record holding the field). A ``CONDITION``
     must hold for every field it selects; a ``TRANSFORM`` gives each field's new value.
     """

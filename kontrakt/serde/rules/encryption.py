@@ -65,8 +65,8 @@ def _now_ms() -> int:
 
 
 class FieldEncryptionExecutor(FieldRuleExecutor):
-    """Runs ``ENCRYPT`` rules on the tagged string and bytes fields of Avro and JSON Schema
-    messages (see the module docs).
+    """Runs ``ENCRYPT`` rules on the tagged string and bytes fields of Avro, JSON Schema and
+    Protobuf messages (see the module docs).
 
     Args:
         dek_client: the DEK registry client to use; by default one over the registry client

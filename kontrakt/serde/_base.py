@@ -50,6 +50,7 @@ from kontrakt.serde.rules import (
     RulePlan,
     RuleRegistry,
     configure_registry,
+    plan_encoding,
     plan_rules,
 )
 
@@ -160,6 +161,8 @@ class Resolved:
     #: None.
     write: Any = None
     rules: RulePlan | None = None
+    #: the schema's encoding rules (``ENCRYPT_PAYLOAD``), run on the encoded payload
+    encoding: RulePlan | None = None
 
 
 def _registered_id(answer: Any) -> tuple[int, uuid.UUID | None]:
@@ -267,10 +270,12 @@ class SerializerCore(_CoreConfig):
         # The rules are planned once per subject; a schema with none keeps the plain writer.
         try:
             rules = plan_rules(registered, WRITE, subject, self.rule_registry)
+            encoding = plan_encoding(registered, WRITE, subject, self.rule_registry)
         except RuleError as e:
             raise self._rule_error(e, ctx) from e
-        write = self.make_writer(parsed, prefix) if self.fast_prefix and rules is None else None
-        resolved = Resolved(sid, prefix, parsed, write, rules)
+        write = (self.make_writer(parsed, prefix)
+                 if self.fast_prefix and rules is None and encoding is None else None)
+        resolved = Resolved(sid, prefix, parsed, write, rules, encoding)
         self.resolved[subject] = resolved
         if self.topic_strategy and ctx is not None and ctx.field is not MessageField.NONE:
             value = ctx.field is _VALUE
@@ -309,6 +314,8 @@ class SerializerCore(_CoreConfig):
                 payload = self.encode_value(value, ctx, r.parsed)
             else:
                 payload = self.encode(obj, ctx, r.parsed)
+            if r.encoding is not None:
+                payload = r.encoding.apply(payload, ctx)
         except Exception as e:
             self.encode_failed(e, obj, ctx)
         return self.id_serializer(payload, ctx, r.schema_id)

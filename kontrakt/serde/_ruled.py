@@ -22,6 +22,7 @@ from kontrakt.serde.rules import (
     RulePlan,
     RuleRegistry,
     migration_rules,
+    plan_encoding,
     plan_migrations,
     plan_rules,
 )
@@ -80,8 +81,9 @@ class RuledReading:
     def ruled_reader(self, writer: Any, latest: Any, writer_parsed: Any, reader_parsed: Any,
                      sid: SchemaId, ctx: SerializationContext | None, data: bytes,
                      steps: list[Migration] | None = None) -> Any:
-        """The reader for ``sid``, running the migrations of ``steps`` (see
-        :meth:`find_migrations`) and the READ rules :meth:`read_plan` finds.
+        """The reader for ``sid``, running the writer schema's encoding rules (see
+        :meth:`with_encoding`), the migrations of ``steps`` (see :meth:`find_migrations`)
+        and the READ rules :meth:`read_plan` finds.
 
         With migrations, the payload is decoded with the writer's schema alone and the
         migration rules turn it into the latest schema's shape (as Confluent's deserializers
@@ -93,6 +95,35 @@ class RuledReading:
                 the subject; a Protobuf deserializer): refused rather than skipped.
         """
         subject = self._rule_subject(ctx, data)
+        reader = self._ruled(writer, latest, writer_parsed, reader_parsed, sid, ctx, data, steps,
+                             subject)
+        return self.with_encoding(reader, writer, subject)
+
+    def with_encoding(self, reader: Any, writer: Any, subject: str | None) -> Any:
+        """``reader`` preceded by the writer schema's encoding rules (``ENCRYPT_PAYLOAD``),
+        run on the payload before it is decoded, as Confluent's deserializers do; ``reader``
+        itself when there are none.
+
+        Raises:
+            RuleError: a rule set that cannot be run (an unknown mode).
+        """
+        plan = plan_encoding(writer, READ, subject, self.rule_registry)
+        if plan is None:
+            return reader
+        apply = plan.apply
+
+        def decoded(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+            payload = apply(data[offset:], ctx, data)
+            if not isinstance(payload, (bytes, bytearray)):
+                raise RuleError(f"the encoding rules of the writer's schema gave "
+                                f"{type(payload).__name__}, not bytes")
+            # The framing head stays, so that the rules after see a whole record.
+            return reader(data[:offset] + payload, offset, ctx)
+        return decoded
+
+    def _ruled(self, writer: Any, latest: Any, writer_parsed: Any, reader_parsed: Any,
+               sid: SchemaId, ctx: SerializationContext | None, data: bytes,
+               steps: list[Migration] | None, subject: str | None) -> Any:
         migrate = None
         if latest is not None and other_schema(latest, sid):
             if steps is None:

@@ -311,9 +311,16 @@ class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
             # is never skipped. Without one, the bytes are all there is.
             read = self._typed_reader()
             if self.has_registry:
-                plan = yield from self._typed_read_plan(sid, ctx, data)
+                writer = yield from self.fetch_writer(sid, ctx, data)
+                plan = yield from self._typed_read_plan(writer, sid, ctx, data)
                 if plan is not None:
                     read = self.with_rules(read, plan)
+                try:
+                    read = self.with_encoding(read, writer, self._rule_subject(ctx, data))
+                except RuleError as e:
+                    err = deserialization_error(f"{self.owner}: {e}", ctx, data, e)
+                    err.rule = e.rule
+                    raise err from e
             self.readers[key] = read
             return read
         return (yield from DeserializerCore.load(self, key, sid, ctx, data))
@@ -321,9 +328,8 @@ class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
     def parse(self, schema: Any, sid: SchemaId | None) -> Steps:
         return (yield from self.parse_schema(schema))
 
-    def _typed_read_plan(self, sid: SchemaId, ctx: SerializationContext | None,
+    def _typed_read_plan(self, writer: Any, sid: SchemaId, ctx: SerializationContext | None,
                          data: bytes) -> Steps:
-        writer = yield from self.fetch_writer(sid, ctx, data)
         try:
             plan = self.read_plan(writer, None, sid, ctx, data)
             if plan is not None and plan.walks_fields():

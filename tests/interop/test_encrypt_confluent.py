@@ -437,3 +437,65 @@ def test_protobuf_each_side_reads_what_the_other_encrypted(
     assert our_de(yours, ctx) == value
     if algorithm == "AES256_SIV":
         assert mine == yours  # deterministic, with the one DEK both took from the registry
+
+
+@pytest.mark.parametrize(("fmt", "algorithm"), [
+    ("avro", "AES256_GCM"), ("avro", "AES256_SIV"), ("protobuf", "AES256_GCM")])
+def test_payload_encryption_both_ways(clients: tuple[Any, SchemaRegistryClient], fmt: str,
+                                      algorithm: str) -> None:
+    """``ENCRYPT_PAYLOAD`` in ``encodingRules``: confluent-kafka's deserializer with its
+    ``EncryptionExecutor`` reads what kontrakt's serializer encrypted, and the reverse."""
+    from confluent_kafka.schema_registry.rules.encryption.encrypt_executor import (
+        EncryptionExecutor as CEncryptionExecutor,
+    )
+
+    from kontrakt.serde.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from kontrakt.serde.rules.encryption import PayloadEncryptionExecutor
+    from tests.unit.serde.test_protobuf_rules import TAGGED, person, person_class
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from confluent_kafka.schema_registry import protobuf as cproto
+
+    confluent_client, client = clients
+    topic = f"enc-payload-{fmt}-{algorithm.lower()}"
+    rule = {**_rule(f"kek-payload-{fmt}-{algorithm}", **{"encrypt.dek.algorithm": algorithm}),
+            "type": "ENCRYPT_PAYLOAD", "name": "whole"}
+    del rule["tags"]
+    text, kind = (AVRO, "AVRO") if fmt == "avro" else (TAGGED, "PROTOBUF")
+    client.register_schema(f"{topic}-value", Schema(text, kind, rule_set=RuleSet(
+        encoding_rules=(rule,))))
+    ours_reg, theirs_reg = RuleRegistry(), CRuleRegistry()
+    ours_exec, theirs_exec = PayloadEncryptionExecutor(), CEncryptionExecutor()
+    _OPEN.extend((ours_exec, theirs_exec))
+    ours_reg.register_executor(ours_exec)
+    theirs_reg.register_executor(theirs_exec)
+    conf = {"secret": SECRET}
+    ctx, cctx = SerializationContext(topic, MessageField.VALUE), CContext(topic, CField.VALUE)
+    if fmt == "avro":
+        value: Any = AVRO_VALUES[0]
+        ours = AvroSerializer(client, conf=LATEST, rule_registry=ours_reg, rule_conf=conf)
+        theirs = cavro.AvroSerializer(confluent_client, conf=LATEST, rule_registry=theirs_reg,
+                                      rule_conf=conf)
+        our_de = AvroDeserializer(client, rule_registry=ours_reg, rule_conf=conf)
+        their_de = cavro.AvroDeserializer(confluent_client, rule_registry=theirs_reg,
+                                          rule_conf=conf)
+        mine, yours = ours(dict(value), ctx), theirs(dict(value), cctx)
+        assert b"Lyon" not in mine and b"Lyon" not in yours
+    else:
+        cls = person_class(TAGGED)
+        value = person(cls)
+        ours = ProtobufSerializer(cls, client, conf=LATEST, rule_registry=ours_reg,
+                                  rule_conf=conf)
+        theirs = cproto.ProtobufSerializer(cls, confluent_client, {
+            **LATEST, "use.deprecated.format": False}, rule_registry=theirs_reg,
+            rule_conf=conf)
+        our_de = ProtobufDeserializer(cls, schema_registry_client=client,
+                                      rule_registry=ours_reg, rule_conf=conf)
+        their_de = cproto.ProtobufDeserializer(cls, {"use.deprecated.format": False},
+                                               confluent_client, rule_registry=theirs_reg,
+                                               rule_conf=conf)
+        mine, yours = ours(value, ctx), theirs(value, cctx)
+    assert their_de(mine, cctx) == value
+    assert our_de(yours, ctx) == value
+    assert (mine == yours) == (algorithm == "AES256_SIV")

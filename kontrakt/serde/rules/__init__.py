@@ -9,8 +9,12 @@ its records pay nothing. Executors are looked up by the rule's ``type`` (``CEL``
 its own); a rule whose type has no executor fails the record (fail closed), as does a
 ``CONDITION`` that is false, unless the rule's ``onFailure`` says ``NONE``.
 
+A ``ruleSet``'s ``encodingRules`` (:func:`plan_encoding`) run on the encoded payload instead:
+after the format's encoder when writing, before its decoder when reading.
+
 Register the CEL executor with ``kontrakt.serde.rules.cel.CelExecutor.register()``, field-level
-encryption with ``kontrakt.serde.rules.encryption.FieldEncryptionExecutor.register()``.
+encryption with ``kontrakt.serde.rules.encryption.FieldEncryptionExecutor.register()``,
+whole-payload encryption with ``...encryption.PayloadEncryptionExecutor.register()``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ __all__ = [
     "RuleExecutor",
     "RulePlan",
     "RuleRegistry",
+    "plan_encoding",
     "plan_migrations",
     "plan_rules",
 ]
@@ -480,10 +485,31 @@ def plan_rules(schema: Any, mode: str, subject: str | None,
     rule_set = getattr(schema, "rule_set", None)
     if rule_set is None or not rule_set.domain_rules:
         return None
-    if rule_set.enable_at not in (None, "ALL", "CLIENT"):
+    return _phase_plan(schema, rule_set.domain_rules, mode, subject, registry)
+
+
+def plan_encoding(schema: Any, mode: str, subject: str | None,
+                  registry: RuleRegistry) -> RulePlan | None:
+    """The encoding rules (``encodingRules``, e.g. ``ENCRYPT_PAYLOAD``) of registry
+    ``schema`` to run in ``mode`` on the encoded payload: after the format's encoder when
+    writing (``WRITE``), before its decoder when reading (``READ``, in reverse order), as
+    Confluent's serdes run them. None when none applies (see :func:`plan_rules`).
+
+    Raises:
+        RuleError: a rule of the set has a mode that is not one of the six.
+    """
+    rule_set = getattr(schema, "rule_set", None)
+    if rule_set is None or not rule_set.encoding_rules:
+        return None
+    return _phase_plan(schema, rule_set.encoding_rules, mode, subject, registry)
+
+
+def _phase_plan(schema: Any, raw_rules: Sequence[Mapping[str, Any]], mode: str,
+                subject: str | None, registry: RuleRegistry) -> RulePlan | None:
+    if schema.rule_set.enable_at not in (None, "ALL", "CLIENT"):
         return None
     rules = []
-    for raw in rule_set.domain_rules:
+    for raw in raw_rules:
         rule = Rule.from_dict(raw)
         if rule.mode not in _MODES:
             raise RuleError(f"{rule.describe()}: unknown mode {rule.mode!r}")

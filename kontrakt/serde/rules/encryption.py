@@ -26,6 +26,10 @@ when the rule cannot run (no KEK, no DEK when reading, no KMS driver or secret, 
 the rule fails, and its ``onFailure`` (``ERROR`` by default) refuses the record with an
 error naming the rule.
 
+``ENCRYPT_PAYLOAD`` (:class:`PayloadEncryptionExecutor`), a rule of the schema's
+``encodingRules``, encrypts the whole encoded payload instead, with the same parameters
+and keys; the schema id framing stays in the clear.
+
 The executor finds the DEK registry through the serde's registry client (or the
 ``dek_client`` it is given). Its DEK registry calls are blocking; with an async serde they
 happen on the event loop the first time each KEK and DEK is needed, then come from cache.
@@ -44,11 +48,21 @@ from typing import Any
 
 from kontrakt.errors import RuleError, SchemaRegistryError
 from kontrakt.registry._dek import Dek, DekRegistryClient, Kek
-from kontrakt.serde.rules import READ, WRITE, FieldRuleExecutor, RuleContext, RuleRegistry
+from kontrakt.serde.rules import (
+    READ,
+    WRITE,
+    FieldRuleExecutor,
+    RuleBase,
+    RuleContext,
+    RuleExecutor,
+    RuleRegistry,
+)
+from kontrakt.serde.rules._fields import FieldContext
 from kontrakt.serde.rules.encryption_kms import DekCipher, kek_aead, new_dek
 
 __all__ = ["ENCRYPT_DEK_ALGORITHM", "ENCRYPT_DEK_EXPIRY_DAYS", "ENCRYPT_KEK_NAME",
-           "ENCRYPT_KMS_KEY_ID", "ENCRYPT_KMS_TYPE", "FieldEncryptionExecutor"]
+           "ENCRYPT_KMS_KEY_ID", "ENCRYPT_KMS_TYPE", "FieldEncryptionExecutor",
+           "PayloadEncryptionExecutor"]
 
 ENCRYPT_KEK_NAME = "encrypt.kek.name"
 ENCRYPT_KMS_TYPE = "encrypt.kms.type"
@@ -64,9 +78,9 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class FieldEncryptionExecutor(FieldRuleExecutor):
-    """Runs ``ENCRYPT`` rules on the tagged string and bytes fields of Avro, JSON Schema and
-    Protobuf messages (see the module docs).
+class _Encryption(RuleBase):
+    """What the ``ENCRYPT`` and ``ENCRYPT_PAYLOAD`` executors share: the KMS config, the DEK
+    registry client, and the KEKs, DEKs and ciphers they resolve.
 
     Args:
         dek_client: the DEK registry client to use; by default one over the registry client
@@ -89,13 +103,13 @@ class FieldEncryptionExecutor(FieldRuleExecutor):
         self._ciphers: dict[tuple[str, str, int, str], DekCipher] = {}
         self._resolved: dict[tuple[Any, ...], tuple[Dek, DekCipher]] = {}
 
-    def type(self) -> str:
-        return "ENCRYPT"
-
-    @classmethod
-    def register(cls) -> None:
-        """Register a ``FieldEncryptionExecutor`` in the process-wide :class:`RuleRegistry`."""
-        RuleRegistry.register_rule_executor(cls())
+    def _named(self, ctx: RuleContext, run: Callable[[], Any]) -> Any:
+        try:
+            return run()
+        except RuleError as e:
+            if str(e).startswith(f"rule {ctx.rule.name!r}"):
+                raise
+            raise RuleError(f"{ctx.rule.describe()}: {e}") from e
 
     def configure(self, client_conf: Mapping[str, Any], rule_conf: Mapping[str, Any]) -> None:
         """Take the KMS config from a serde's ``rule_conf`` (``secret`` for the local KMS,
@@ -133,19 +147,6 @@ class FieldEncryptionExecutor(FieldRuleExecutor):
         """Close the DEK registry client this executor opened."""
         if self._owned_transport is not None:
             self._owned_transport.close()
-
-    def transform(self, ctx: RuleContext, message: Any) -> Any:
-        """Encrypt (WRITE) or decrypt (READ) the tagged fields of ``message``.
-
-        Raises:
-            RuleError: naming the rule, when it cannot run (see the module docs).
-        """
-        try:
-            return super().transform(ctx, message)
-        except RuleError as e:
-            if str(e).startswith(f"rule {ctx.rule.name!r}"):
-                raise
-            raise RuleError(f"{ctx.rule.describe()}: {e}") from e
 
     def new_transform(self, ctx: RuleContext) -> Any:
         rule = ctx.rule
@@ -272,12 +273,75 @@ class FieldEncryptionExecutor(FieldRuleExecutor):
         return client.get_dek(kek.name, subject, algorithm, new_version)
 
 
+class FieldEncryptionExecutor(_Encryption, FieldRuleExecutor):
+    """Runs ``ENCRYPT`` rules on the tagged string and bytes fields of Avro, JSON Schema and
+    Protobuf messages (see the module docs).
+
+    Args:
+        dek_client: the DEK registry client to use; by default one over the registry client
+            of the first serde built with this executor (a later serde with another
+            registry is refused).
+        clock: milliseconds since the epoch (tests move it to expire DEKs).
+    """
+
+    def type(self) -> str:
+        return "ENCRYPT"
+
+    @classmethod
+    def register(cls) -> None:
+        """Register a ``FieldEncryptionExecutor`` in the process-wide :class:`RuleRegistry`."""
+        RuleRegistry.register_rule_executor(cls())
+
+    def transform(self, ctx: RuleContext, message: Any) -> Any:
+        """Encrypt (WRITE) or decrypt (READ) the tagged fields of ``message``.
+
+        Raises:
+            RuleError: naming the rule, when it cannot run (see the module docs).
+        """
+        return self._named(ctx, lambda: FieldRuleExecutor.transform(self, ctx, message))
+
+
+class PayloadEncryptionExecutor(_Encryption, RuleExecutor):
+    """Runs ``ENCRYPT_PAYLOAD`` rules: the whole encoded payload (after the format's encoder,
+    before the schema id framing) is encrypted when writing and decrypted when reading, as
+    Confluent's serdes do with a schema's ``encodingRules``. Parameters, KEKs, DEKs, expiry
+    and the version prefix are as ``ENCRYPT``'s (see the module docs); the DEK is the
+    subject's.
+
+    Args:
+        dek_client: as :class:`FieldEncryptionExecutor`'s.
+        clock: milliseconds since the epoch (tests move it to expire DEKs).
+    """
+
+    def type(self) -> str:
+        return "ENCRYPT_PAYLOAD"
+
+    @classmethod
+    def register(cls) -> None:
+        """Register a ``PayloadEncryptionExecutor`` in the process-wide
+        :class:`RuleRegistry`."""
+        RuleRegistry.register_rule_executor(cls())
+
+    def transform(self, ctx: RuleContext, message: Any) -> Any:
+        """Encrypt (WRITE) or decrypt (READ) ``message``, the payload bytes.
+
+        Raises:
+            RuleError: naming the rule, when it cannot run (see the module docs), or when
+                run on something else than bytes (as a domain rule).
+        """
+        if not isinstance(message, (bytes, bytearray, memoryview)):
+            raise RuleError(f"{ctx.rule.describe()}: ENCRYPT_PAYLOAD runs on the encoded "
+                            "payload; put it in the rule set's encodingRules")
+        payload = FieldContext(None, "payload", "payload", "BYTES", frozenset())
+        return self._named(ctx, lambda: self.new_transform(ctx)(ctx, payload, bytes(message)))
+
+
 class _Transform:
     """One record's encryption or decryption: the KEK and DEK looked up on the first field."""
 
     __slots__ = ("_deks", "algorithm", "ctx", "executor", "expiry_days", "kek_name")
 
-    def __init__(self, executor: FieldEncryptionExecutor, ctx: RuleContext, kek_name: str,
+    def __init__(self, executor: _Encryption, ctx: RuleContext, kek_name: str,
                  algorithm: str, expiry_days: int) -> None:
         self.executor = executor
         self.ctx = ctx

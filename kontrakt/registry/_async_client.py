@@ -329,8 +329,25 @@ class AsyncSchemaRegistryClient(ClientShell):
     async def update_global_mode(self, mode: str, force: bool = False) -> str:
         return await self._run(self._core.update_global_mode(mode, force))
 
-    async def get_contexts(self, offset: int = 0, limit: int = -1) -> list[str]:
-        return await self._run(self._core.get_contexts(offset, limit))
+    async def get_contexts(self, offset: int = 0, limit: int = -1,
+                           context_prefix: str | None = None) -> list[str]:
+        return await self._run(self._core.get_contexts(offset, limit, context_prefix))
+
+    async def modify_schema_tags(
+        self,
+        subject_name: str,
+        version: int | str,
+        tags_to_add: Any = None,
+        tags_to_remove: Any = None,
+        new_version: int | None = None,
+        metadata: Any = None,
+        rule_set: Any = None,
+        rules_to_merge: Any = None,
+        rules_to_remove: Any = None,
+    ) -> RegisteredSchema:
+        return await self._run(self._core.modify_schema_tags(
+            subject_name, version, tags_to_add, tags_to_remove, new_version, metadata,
+            rule_set, rules_to_merge, rules_to_remove))
 
 
 def _share_docstrings() -> None:

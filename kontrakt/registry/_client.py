@@ -741,13 +741,55 @@ class SchemaRegistryClient(ClientShell):
         """
         return self._run(self._core.update_global_mode(mode, force))
 
-    def get_contexts(self, offset: int = 0, limit: int = -1) -> list[str]:
+    def get_contexts(self, offset: int = 0, limit: int = -1,
+                     context_prefix: str | None = None) -> list[str]:
         """List schema contexts.
 
         Args:
             offset, limit: paging.
+            context_prefix: only contexts whose names start with it (``contextPrefix``).
 
         Returns:
             Context names (``.`` is the default).
         """
-        return self._run(self._core.get_contexts(offset, limit))
+        return self._run(self._core.get_contexts(offset, limit, context_prefix))
+
+    def modify_schema_tags(
+        self,
+        subject_name: str,
+        version: int | str,
+        tags_to_add: Any = None,
+        tags_to_remove: Any = None,
+        new_version: int | None = None,
+        metadata: Any = None,
+        rule_set: Any = None,
+        rules_to_merge: Any = None,
+        rules_to_remove: Any = None,
+    ) -> RegisteredSchema:
+        """Add or remove inline tags of a version's fields and records, registering the
+        result as a new version (``POST /subjects/{subject}/versions/{version}/tags``).
+
+        Args:
+            subject_name: the subject.
+            version: the version to start from (or ``"latest"``).
+            tags_to_add, tags_to_remove: ``{field path: [tags]}`` (``Record.full.name.field``)
+                or the registry's ``[{"entity": {"entityPath", "entityType"}, "tags"}]``
+                (``entityType`` ``SR_FIELD`` or ``SR_RECORD``).
+            new_version: the version the result must get (the subject's next one).
+            metadata: the new version's metadata (default: the version's).
+            rule_set: the new version's rule set.
+            rules_to_merge, rules_to_remove: merge rules into, or remove rules by name from,
+                the previous version's rule set instead.
+
+        Returns:
+            The new version (or the existing one when nothing changed).
+
+        Raises:
+            SubjectNotFoundError / VersionNotFoundError: 40401 / 40402.
+            InvalidSchemaError: an entity the schema lacks, a schema type whose tags the
+                registry does not rewrite, or a ``new_version`` that is not next (42201).
+            IncompatibleSchemaError: the result is incompatible (40901).
+        """
+        return self._run(self._core.modify_schema_tags(
+            subject_name, version, tags_to_add, tags_to_remove, new_version, metadata,
+            rule_set, rules_to_merge, rules_to_remove))

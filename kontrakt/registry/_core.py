@@ -191,6 +191,21 @@ def _shape(what: str, fn: Any, *args: Any) -> Any:
         raise SchemaRegistryError(200, -1, f"unexpected {what} response: {exc!r}") from None
 
 
+def _schema_tags(tags: Any) -> list[dict[str, Any]]:
+    """Tags for the tags endpoint: ``{field path: [tags]}`` (``SR_FIELD`` entities), or the
+    registry's own ``[{"entity": {"entityPath", "entityType"}, "tags": [...]}]``."""
+    if isinstance(tags, Mapping):
+        return [{"entity": {"entityPath": str(path), "entityType": "SR_FIELD"},
+                 "tags": [str(t) for t in names]} for path, names in tags.items()]
+    return [dict(item) for item in tags]
+
+
+def _plain(value: Any) -> Any:
+    """A ``Metadata`` / ``RuleSet`` (or a plain mapping) as the registry's JSON."""
+    to_dict = getattr(value, "to_dict", None)
+    return to_dict() if callable(to_dict) else (dict(value) if value is not None else None)
+
+
 def _read(path: str, params: Iterable[tuple[str, str]] = ()) -> Call:
     """A GET: identical reads in flight share one request, and "not found" is remembered."""
     query = tuple(params)
@@ -688,9 +703,35 @@ class RegistryCore:
         body = yield Call("PUT", "/mode", (("force", _b(force)),), {"mode": str(mode).upper()})
         return str(body["mode"])
 
-    def get_contexts(self, offset: int = 0, limit: int = -1) -> Op[list[str]]:
-        body = yield self._paged("/contexts", offset, limit)
+    def get_contexts(self, offset: int = 0, limit: int = -1,
+                     context_prefix: str | None = None) -> Op[list[str]]:
+        body = yield self._paged("/contexts", offset, limit, contextPrefix=context_prefix)
         return [str(c) for c in body]
+
+    def modify_schema_tags(self, subject_name: str, version: int | str,
+                           tags_to_add: Any = None, tags_to_remove: Any = None,
+                           new_version: int | None = None,
+                           metadata: Mapping[str, Any] | None = None,
+                           rule_set: Mapping[str, Any] | None = None,
+                           rules_to_merge: Mapping[str, Any] | None = None,
+                           rules_to_remove: Iterable[str] | None = None
+                           ) -> Op[RegisteredSchema]:
+        request: dict[str, Any] = {}
+        for member, tags in (("tagsToAdd", tags_to_add), ("tagsToRemove", tags_to_remove)):
+            if tags is not None:
+                request[member] = _schema_tags(tags)
+        for member, value in (("newVersion", new_version), ("metadata", _plain(metadata)),
+                              ("ruleSet", _plain(rule_set)),
+                              ("rulesToMerge", _plain(rules_to_merge))):
+            if value is not None:
+                request[member] = value
+        if rules_to_remove is not None:
+            request["rulesToRemove"] = list(rules_to_remove)
+        body = yield Call("POST", f"/subjects/{_q(subject_name)}/versions/{_q(str(version))}"
+                          "/tags", (), request)
+        self._forget_subject(subject_name)
+        return _shape("tags", RegisteredSchema.from_dict,  # type: ignore[no-any-return]
+                      {"subject": subject_name, **body})
 
 
 # Re-exported for callers that validate a level before sending it.

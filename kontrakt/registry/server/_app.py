@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, unquote
 from kontrakt.registry._errors import InvalidVersionError, SchemaRegistryError
 from kontrakt.registry.server._dek import DekRoutes
 from kontrakt.registry.server._state import RegistryState
+from kontrakt.registry.server._tags import tag_schema
 from kontrakt.registry.server._validate import SCHEMA_TYPES
 
 __all__ = ["NO_CONTENT", "RegistryApp"]
@@ -157,6 +158,8 @@ class RegistryApp:
             lambda r: self._get_version(r)["schema"], own)
         add("DELETE", f"subjects/{s}/versions/{v}", lambda r: self.state.delete_version(
             r.args[0], parse_version(r.args[1]), r.flag("permanent")), own)
+        add("POST", f"subjects/{s}/versions/{v}/tags", lambda r: tag_schema(
+            self.state, r.args[0], parse_version(r.args[1]), r.body), own)
         add("GET", f"subjects/{s}/versions/{v}/referencedby", lambda r: _page(
             self.state.referenced_by(r.args[0], parse_version(r.args[1])), r))
         add("GET", f"subjects/{s}/metadata", self._with_metadata, own)
@@ -181,7 +184,9 @@ class RegistryApp:
         add("PUT", f"mode/{s}", lambda r: self.state.set_mode(
             r.args[0], r.body, r.flag("force")))
         add("DELETE", f"mode/{s}", lambda r: self.state.delete_mode(r.args[0]))
-        add("GET", "contexts", lambda r: _page(self.state.context_names(), r))
+        add("GET", "contexts", lambda r: _page([
+            c for c in self.state.context_names() if c.startswith(r.q("contextPrefix") or "")],
+            r))
         # Confluent's server metadata: clients and tools read the cluster id and version.
         add("GET", "v1/metadata/id", lambda r: {"id": "", "scope": {"path": [], "clusters": {
             "kafka-cluster": "", "schema-registry-cluster": _CLUSTER_ID}}})

@@ -82,6 +82,9 @@ def _dek_key(rec: dict[str, Any]) -> _DekKey:
             int(rec["version"]))
 
 
+_DEFAULT_QUALIFIER = ":.:"
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -118,6 +121,11 @@ def _check_subject(subject: Any) -> str:
     if not isinstance(subject, str) or not subject or any(
             ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f for c in subject):
         raise _invalid("subject")
+    # A subject qualified with the default context (":.:s") is the DEK of "s", as
+    # Confluent's DEK registry orders and finds them; other contexts' subjects keep their
+    # qualifier and so their own DEKs.
+    if subject.startswith(_DEFAULT_QUALIFIER) and len(subject) > len(_DEFAULT_QUALIFIER):
+        return subject[len(_DEFAULT_QUALIFIER):]
     return subject
 
 
@@ -376,7 +384,7 @@ class DekRoutes:
         name = check_name(r.args[0])
         body = r.body if isinstance(r.body, dict) else {}
         subject = _check_subject(body.get("subject", path_subject))
-        if path_subject is not None and subject != path_subject:
+        if path_subject is not None and subject != _check_subject(path_subject):
             raise _invalid("subject")
         algorithm = _algorithm(body.get("algorithm"))
         version = body.get("version", 1)

@@ -392,6 +392,8 @@ class DeserializerCore(RuledReading, _CoreConfig):
         self.id_deserializer: Callable[..., tuple[SchemaId, int]] = (
             self.conf["schema.id.deserializer"])
         self.readers: dict[Any, Any] = {}
+        #: whether the strategy has named a subject in a schema context (see context_subject)
+        self.contexts = False
         self.fast = (self.id_deserializer is dual_schema_id_deserializer
                      and not self.per_subject)
         #: bytes of the framing head on the warm path (magic byte, id, Protobuf's [0] index)
@@ -451,7 +453,31 @@ class DeserializerCore(RuledReading, _CoreConfig):
             key = (key, sid.message_indexes)
         if self.per_subject:
             key = (key, self.subject(ctx, data))
+        elif self.contexts:
+            key = (key, self.context_subject(ctx))
         return key, sid, offset
+
+    def context_subject(self, ctx: SerializationContext | None) -> str | None:
+        """The subject named by the strategy when it is in a schema context (``:.ctx:s``).
+
+        Ids are numbered per context, so the writer id of such a record is looked up with
+        the subject, as Confluent's deserializers do; in the default context the subject is
+        left out (the id alone names the schema, and a strategy that needs the record's
+        name cannot answer before the schema is known).
+        """
+        try:
+            subject = self.strategy(ctx, self.record_name)
+        except Exception:
+            return None
+        if not (isinstance(subject, str) and subject.startswith(":.")):
+            return None
+        if not self.contexts:
+            # From now on the cache keys name the context, and the warm path's bytes-only
+            # keys (the framing head) are off: one id can name two schemas.
+            self.contexts = True
+            self.fast = False
+            self.readers = {k: v for k, v in self.readers.items() if not isinstance(k, bytes)}
+        return subject
 
     def subject(self, ctx: SerializationContext | None, data: bytes | None) -> str | None:
         """The subject whose latest version is the reader schema."""
@@ -504,7 +530,7 @@ class DeserializerCore(RuledReading, _CoreConfig):
         """The registry ``Schema`` of ``sid``; an unknown id is a deserialization error."""
         try:
             if sid.id is not None:
-                return (yield GetSchema(sid.id, None, self.fetch_format))
+                return (yield GetSchema(sid.id, self.context_subject(ctx), self.fetch_format))
             return (yield GetSchemaByGuid(str(sid.guid), self.fetch_format))
         except SchemaRegistryError as e:
             what = f"schema id {sid.id}" if sid.id is not None else f"schema GUID {sid.guid}"

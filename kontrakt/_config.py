@@ -174,9 +174,19 @@ SECURITY_OPTIONS = options(
            doc="'https' checks the broker's host name against its certificate"),
     Option("ssl.context", "any", doc="a ready ssl.SSLContext; overrides the ssl.* files"),
     Option("sasl.mechanism", "str", "PLAIN",
-           choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")),
+           choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")),
     Option("sasl.username", "str"),
     Option("sasl.password", "str", secret=True),
+    # SASL/GSSAPI (Kerberos; the kontrakt[gssapi] extra; librdkafka's names)
+    Option("sasl.kerberos.service.name", "str", "kafka",
+           doc="Kerberos service name of the brokers: the client asks for tickets to "
+               "<service>/<broker host>"),
+    Option("sasl.kerberos.principal", "str",
+           doc="the client's Kerberos principal (default: the ticket cache's, or the "
+               "keytab's first)"),
+    Option("sasl.kerberos.keytab", "str",
+           doc="keytab file to log in from (default: the ticket cache, or the keytab "
+               "KRB5_CLIENT_KTNAME names)"),
     # SASL/OAUTHBEARER (librdkafka's names; see docs/security.md)
     Option("sasl.oauthbearer.method", "str", "default", choices=("default", "oidc"),
            doc="'oidc': fetch tokens from sasl.oauthbearer.token.endpoint.url (client "

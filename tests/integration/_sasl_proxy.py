@@ -8,7 +8,9 @@ broker's authenticating half and forwards every other request to a real Tansu:
   (SASL_AUTHENTICATION_FAILED with a message, then the connection is closed).
 - SCRAM-SHA-256/512 is verified by ``scramp`` (an independent SCRAM implementation, the one
   pg8000 uses), PLAIN against a user table, OAUTHBEARER by a validator the test passes (the
-  test validates the JWT with ``joserfc``, independent of the client's code).
+  test validates the JWT with ``joserfc``, independent of the client's code), GSSAPI by a
+  Kerberos acceptor on the ``gssapi`` binding with the service's keytab (as a Kafka broker's
+  JAAS login does), ending with RFC 4752's security-layer round ("no security layer").
 - A request other than ApiVersions before authentication closes the connection; so does any
   request after the session lifetime has run out without re-authentication (KIP-368), and a
   re-authentication as another principal.
@@ -74,6 +76,8 @@ class SaslProxy:
     Args:
         scram_users / plain_users: user -> password.
         oauth: validates an OAUTHBEARER token and its extensions.
+        gssapi_keytab: the service keytab GSSAPI logins are accepted with (any service
+            principal in it; the client's Kerberos principal becomes the login's principal).
         session_lifetime_ms: the lifetime returned by SaslAuthenticate v1+ (0: none); the
             proxy closes a connection that sends a request after it.
         fail_with: sends SASL_AUTHENTICATION_FAILED with this message to every login.
@@ -86,11 +90,13 @@ class SaslProxy:
     def __init__(self, port: int, target: tuple[str, int], *,
                  scram_users: dict[str, str] | None = None,
                  plain_users: dict[str, str] | None = None,
-                 oauth: OAuthValidator | None = None, session_lifetime_ms: int = 0) -> None:
+                 oauth: OAuthValidator | None = None, session_lifetime_ms: int = 0,
+                 gssapi_keytab: str | None = None) -> None:
         self.target = target
         self.session_lifetime_ms = session_lifetime_ms
         self.plain_users = plain_users or {}
         self.oauth = oauth
+        self.gssapi_keytab = gssapi_keytab
         self._scram: dict[str, tuple[scramp.ScramMechanism, dict[str, tuple[object, ...]]]] = {}
         for name in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
             mech = scramp.ScramMechanism(name)
@@ -98,7 +104,8 @@ class SaslProxy:
                                         for u, p in (scram_users or {}).items()})
         self.mechanisms = [*(["PLAIN"] if plain_users else []),
                            *(list(self._scram) if scram_users else []),
-                           *(["OAUTHBEARER"] if oauth else [])]
+                           *(["OAUTHBEARER"] if oauth else []),
+                           *(["GSSAPI"] if gssapi_keytab else [])]
         self.accepted = 0
         self.logins: list[Login] = []
         self.refusals: list[str] = []
@@ -181,6 +188,8 @@ class SaslProxy:
             return self._plain()
         if mechanism == "OAUTHBEARER":
             return self._oauthbearer()
+        if mechanism == "GSSAPI":
+            return self._gssapi()
         return self._scram_exchange(mechanism)
 
     def _plain(self) -> _Exchange:
@@ -227,6 +236,32 @@ class SaslProxy:
             assert reply == b"\x01", reply
             raise _Refused(f"Authentication failed: {exc}") from None
         return principal, expiry_ms, pairs
+
+    def _gssapi(self) -> _Exchange:
+        import gssapi
+
+        creds = gssapi.Credentials(usage="accept", store={"keytab": self.gssapi_keytab})
+        ctx = gssapi.SecurityContext(creds=creds, usage="accept")
+        token = yield b""
+        try:
+            out = ctx.step(token)
+            while not ctx.complete:
+                token = yield out or b""
+                out = ctx.step(token)
+            if out:
+                # The last context token (mutual authentication); the client answers with
+                # an empty message (RFC 4752 3.1).
+                empty = yield out
+                if empty:
+                    raise _Refused("GSSAPI: expected an empty message after the context")
+            # Offer only "no security layer" (bit 0), with a largest buffer of 0.
+            reply = yield ctx.wrap(b"\x01\x00\x00\x00", False).message
+            chosen = ctx.unwrap(reply).message
+        except gssapi.exceptions.GSSError as exc:
+            raise _Refused(f"Authentication failed: GSSAPI: {exc.gen_message()}") from None
+        if len(chosen) < 4 or chosen[0] != 1:
+            raise _Refused(f"GSSAPI: the client chose security layer {chosen[:1].hex()}")
+        return str(ctx.initiator_name), None, {}
 
 
 class _Session:

@@ -188,7 +188,8 @@ def build_sasl(cfg: Mapping[str, Any]) -> SaslAuthenticator | None:
     Raises:
         ConfigError: SASL is on but its options are missing or contradict each other
             (PLAIN/SCRAM need ``sasl.username`` and ``sasl.password``; OAUTHBEARER a token
-            source: see :func:`kontrakt.clients._net.oauth.build_oauthbearer`).
+            source: see :func:`kontrakt.clients._net.oauth.build_oauthbearer`), or GSSAPI
+            without the ``gssapi`` package.
     """
     if cfg["security.protocol"] not in ("SASL_PLAINTEXT", "SASL_SSL"):
         return None
@@ -197,6 +198,10 @@ def build_sasl(cfg: Mapping[str, Any]) -> SaslAuthenticator | None:
         from kontrakt.clients._net.oauth import build_oauthbearer
 
         return build_oauthbearer(cfg)
+    if mech == "GSSAPI":
+        from kontrakt.clients._net.kerberos import build_gssapi
+
+        return build_gssapi(cfg)
     user, password = cfg.get("sasl.username"), cfg.get("sasl.password")
     if user is None or password is None:
         raise ConfigError("sasl.username and sasl.password are required for SASL")

@@ -66,6 +66,12 @@ from kontrakt.protocol.messages._offsets import (
     OffsetForLeaderEpochResponse,
 )
 from kontrakt.protocol.messages._produce import ProduceRequest, ProduceResponse
+from kontrakt.protocol.messages._quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
 from kontrakt.protocol.messages._sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -77,6 +83,16 @@ from kontrakt.protocol.messages._scram import (
     AlterUserScramCredentialsResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
+)
+from kontrakt.protocol.messages._tokens import (
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenResponse,
+    DescribeDelegationTokenRequest,
+    DescribeDelegationTokenResponse,
+    ExpireDelegationTokenRequest,
+    ExpireDelegationTokenResponse,
+    RenewDelegationTokenRequest,
+    RenewDelegationTokenResponse,
 )
 from kontrakt.protocol.messages._topics import (
     CreatePartitionsRequest,
@@ -198,6 +214,22 @@ __all__ += [
     "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+]
+
+# Delegation tokens (KIP-48) and client quotas (KIP-546)
+__all__ += [
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
+    "CreateDelegationTokenRequest",
+    "CreateDelegationTokenResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
+    "DescribeDelegationTokenRequest",
+    "DescribeDelegationTokenResponse",
+    "ExpireDelegationTokenRequest",
+    "ExpireDelegationTokenResponse",
+    "RenewDelegationTokenRequest",
+    "RenewDelegationTokenResponse",
 ]
 
 # SCRAM credential administration (KIP-554)

@@ -167,6 +167,84 @@ class AddPartitionsToTxnResponse(Response):
     ) -> None: ...
 
 
+class AlterClientQuotasRequest(Request):
+    class EntryData(Struct):
+        class EntityData(Struct):
+            entity_type: str
+            entity_name: str | None
+            def __init__(
+                self,
+                *,
+                entity_type: str = ...,
+                entity_name: str | None = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        class OpData(Struct):
+            key: str
+            value: float
+            remove: bool
+            def __init__(
+                self,
+                *,
+                key: str = ...,
+                value: float = ...,
+                remove: bool = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        entity: list[AlterClientQuotasRequest.EntryData.EntityData]
+        ops: list[AlterClientQuotasRequest.EntryData.OpData]
+        def __init__(
+            self,
+            *,
+            entity: list[AlterClientQuotasRequest.EntryData.EntityData] = ...,
+            ops: list[AlterClientQuotasRequest.EntryData.OpData] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    entries: list[AlterClientQuotasRequest.EntryData]
+    validate_only: bool
+    def __init__(
+        self,
+        *,
+        entries: list[AlterClientQuotasRequest.EntryData] = ...,
+        validate_only: bool = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class AlterClientQuotasResponse(Response):
+    class EntryData(Struct):
+        class EntityData(Struct):
+            entity_type: str
+            entity_name: str | None
+            def __init__(
+                self,
+                *,
+                entity_type: str = ...,
+                entity_name: str | None = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        error_code: int
+        error_message: str | None
+        entity: list[AlterClientQuotasResponse.EntryData.EntityData]
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            entity: list[AlterClientQuotasResponse.EntryData.EntityData] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponse.EntryData]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        entries: list[AlterClientQuotasResponse.EntryData] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class AlterConfigsRequest(Request):
     class AlterConfigsResource(Struct):
         class AlterableConfig(Struct):
@@ -544,6 +622,62 @@ class CreateAclsResponse(Response):
         *,
         throttle_time_ms: int = ...,
         results: list[CreateAclsResponse.AclCreationResult] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class CreateDelegationTokenRequest(Request):
+    class CreatableRenewers(Struct):
+        principal_type: str
+        principal_name: str
+        def __init__(
+            self,
+            *,
+            principal_type: str = ...,
+            principal_name: str = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    owner_principal_type: str | None
+    owner_principal_name: str | None
+    renewers: list[CreateDelegationTokenRequest.CreatableRenewers]
+    max_lifetime_ms: int
+    def __init__(
+        self,
+        *,
+        owner_principal_type: str | None = ...,
+        owner_principal_name: str | None = ...,
+        renewers: list[CreateDelegationTokenRequest.CreatableRenewers] = ...,
+        max_lifetime_ms: int = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class CreateDelegationTokenResponse(Response):
+    error_code: int
+    principal_type: str
+    principal_name: str
+    token_requester_principal_type: str
+    token_requester_principal_name: str
+    issue_timestamp_ms: int
+    expiry_timestamp_ms: int
+    max_timestamp_ms: int
+    token_id: str
+    hmac: bytes
+    throttle_time_ms: int
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        principal_type: str = ...,
+        principal_name: str = ...,
+        token_requester_principal_type: str = ...,
+        token_requester_principal_name: str = ...,
+        issue_timestamp_ms: int = ...,
+        expiry_timestamp_ms: int = ...,
+        max_timestamp_ms: int = ...,
+        token_id: str = ...,
+        hmac: bytes = ...,
+        throttle_time_ms: int = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
@@ -998,6 +1132,76 @@ class DescribeAclsResponse(Response):
     ) -> None: ...
 
 
+class DescribeClientQuotasRequest(Request):
+    class ComponentData(Struct):
+        entity_type: str
+        match_type: int
+        match: str | None
+        def __init__(
+            self,
+            *,
+            entity_type: str = ...,
+            match_type: int = ...,
+            match: str | None = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    components: list[DescribeClientQuotasRequest.ComponentData]
+    strict: bool
+    def __init__(
+        self,
+        *,
+        components: list[DescribeClientQuotasRequest.ComponentData] = ...,
+        strict: bool = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class DescribeClientQuotasResponse(Response):
+    class EntryData(Struct):
+        class EntityData(Struct):
+            entity_type: str
+            entity_name: str | None
+            def __init__(
+                self,
+                *,
+                entity_type: str = ...,
+                entity_name: str | None = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        class ValueData(Struct):
+            key: str
+            value: float
+            def __init__(
+                self,
+                *,
+                key: str = ...,
+                value: float = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        entity: list[DescribeClientQuotasResponse.EntryData.EntityData]
+        values: list[DescribeClientQuotasResponse.EntryData.ValueData]
+        def __init__(
+            self,
+            *,
+            entity: list[DescribeClientQuotasResponse.EntryData.EntityData] = ...,
+            values: list[DescribeClientQuotasResponse.EntryData.ValueData] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponse.EntryData] | None
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        entries: list[DescribeClientQuotasResponse.EntryData] | None = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class DescribeClusterRequest(Request):
     include_cluster_authorized_operations: bool
     endpoint_type: int
@@ -1138,6 +1342,76 @@ class DescribeConfigsResponse(Response):
         *,
         throttle_time_ms: int = ...,
         results: list[DescribeConfigsResponse.DescribeConfigsResult] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class DescribeDelegationTokenRequest(Request):
+    class DescribeDelegationTokenOwner(Struct):
+        principal_type: str
+        principal_name: str
+        def __init__(
+            self,
+            *,
+            principal_type: str = ...,
+            principal_name: str = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None
+    def __init__(
+        self,
+        *,
+        owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class DescribeDelegationTokenResponse(Response):
+    class DescribedDelegationToken(Struct):
+        class DescribedDelegationTokenRenewer(Struct):
+            principal_type: str
+            principal_name: str
+            def __init__(
+                self,
+                *,
+                principal_type: str = ...,
+                principal_name: str = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        principal_type: str
+        principal_name: str
+        token_requester_principal_type: str
+        token_requester_principal_name: str
+        issue_timestamp: int
+        expiry_timestamp: int
+        max_timestamp: int
+        token_id: str
+        hmac: bytes
+        renewers: list[DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer]
+        def __init__(
+            self,
+            *,
+            principal_type: str = ...,
+            principal_name: str = ...,
+            token_requester_principal_type: str = ...,
+            token_requester_principal_name: str = ...,
+            issue_timestamp: int = ...,
+            expiry_timestamp: int = ...,
+            max_timestamp: int = ...,
+            token_id: str = ...,
+            hmac: bytes = ...,
+            renewers: list[DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    error_code: int
+    tokens: list[DescribeDelegationTokenResponse.DescribedDelegationToken]
+    throttle_time_ms: int
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        tokens: list[DescribeDelegationTokenResponse.DescribedDelegationToken] = ...,
+        throttle_time_ms: int = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
@@ -1496,6 +1770,32 @@ class EndTxnResponse(Response):
         error_code: int = ...,
         producer_id: int = ...,
         producer_epoch: int = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ExpireDelegationTokenRequest(Request):
+    hmac: bytes
+    expiry_time_period_ms: int
+    def __init__(
+        self,
+        *,
+        hmac: bytes = ...,
+        expiry_time_period_ms: int = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ExpireDelegationTokenResponse(Response):
+    error_code: int
+    expiry_timestamp_ms: int
+    throttle_time_ms: int
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        expiry_timestamp_ms: int = ...,
+        throttle_time_ms: int = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
@@ -2728,6 +3028,32 @@ class ProduceResponse(Response):
     ) -> None: ...
 
 
+class RenewDelegationTokenRequest(Request):
+    hmac: bytes
+    renew_period_ms: int
+    def __init__(
+        self,
+        *,
+        hmac: bytes = ...,
+        renew_period_ms: int = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class RenewDelegationTokenResponse(Response):
+    error_code: int
+    expiry_timestamp_ms: int
+    throttle_time_ms: int
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        expiry_timestamp_ms: int = ...,
+        throttle_time_ms: int = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class SaslAuthenticateRequest(Request):
     auth_bytes: bytes
     def __init__(
@@ -2911,6 +3237,8 @@ __all__ = [
     "AddOffsetsToTxnResponse",
     "AddPartitionsToTxnRequest",
     "AddPartitionsToTxnResponse",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "AlterUserScramCredentialsRequest",
@@ -2923,6 +3251,8 @@ __all__ = [
     "ConsumerGroupHeartbeatResponse",
     "CreateAclsRequest",
     "CreateAclsResponse",
+    "CreateDelegationTokenRequest",
+    "CreateDelegationTokenResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",
@@ -2937,10 +3267,14 @@ __all__ = [
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
     "DescribeAclsResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
+    "DescribeDelegationTokenRequest",
+    "DescribeDelegationTokenResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
     "DescribeLogDirsRequest",
@@ -2953,6 +3287,8 @@ __all__ = [
     "DescribeUserScramCredentialsResponse",
     "EndTxnRequest",
     "EndTxnResponse",
+    "ExpireDelegationTokenRequest",
+    "ExpireDelegationTokenResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
@@ -2985,6 +3321,8 @@ __all__ = [
     "OffsetForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "RenewDelegationTokenRequest",
+    "RenewDelegationTokenResponse",
     "SaslAuthenticateRequest",
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",

@@ -11,6 +11,13 @@ single entity raises that entity's own error (e.g. ``TopicAlreadyExistsError``, 
 from __future__ import annotations
 
 from kontrakt.clients.admin._admin import ADMIN_OPTIONS, AsyncAdminClient
+from kontrakt.clients.admin._quotas import (
+    ClientQuotaAlteration,
+    ClientQuotaEntity,
+    ClientQuotaFilter,
+    ClientQuotaFilterComponent,
+    ClientQuotaMatchType,
+)
 from kontrakt.clients.admin._scram import (
     ScramCredentialInfo,
     ScramMechanism,
@@ -20,6 +27,7 @@ from kontrakt.clients.admin._scram import (
     UserScramCredentialUpsertion,
 )
 from kontrakt.clients.admin._sync import AdminClient
+from kontrakt.clients.admin._tokens import DelegationToken, KafkaPrincipal, TokenInformation
 from kontrakt.clients.admin._types import (
     AclBinding,
     AclBindingFilter,
@@ -71,6 +79,11 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigOpType",
     "AsyncAdminClient",
+    "ClientQuotaAlteration",
+    "ClientQuotaEntity",
+    "ClientQuotaFilter",
+    "ClientQuotaFilterComponent",
+    "ClientQuotaMatchType",
     "ClusterDescription",
     "ConfigEntry",
     "ConfigResource",
@@ -83,8 +96,10 @@ __all__ = [
     "ConsumerGroupState",
     "ConsumerGroupType",
     "CreatedTopic",
+    "DelegationToken",
     "DeletedRecords",
     "IsolationLevel",
+    "KafkaPrincipal",
     "ListOffsetsResultInfo",
     "LogDirDescription",
     "MemberAssignment",
@@ -100,6 +115,7 @@ __all__ = [
     "ResourceType",
     "ScramCredentialInfo",
     "ScramMechanism",
+    "TokenInformation",
     "TopicDescription",
     "TransactionDescription",
     "TransactionListing",

@@ -24,8 +24,10 @@ from kontrakt._config import Option, options
 from kontrakt.clients.admin import _validate as v
 from kontrakt.clients.admin._acls import AclOperations
 from kontrakt.clients.admin._groups import GroupOperations
+from kontrakt.clients.admin._quotas import ClientQuotaOperations
 from kontrakt.clients.admin._routing import Fatal, Router, error_for, finish
 from kontrakt.clients.admin._scram import ScramOperations
+from kontrakt.clients.admin._tokens import DelegationTokenOperations
 from kontrakt.clients.admin._types import (
     AclOperation,
     AlterConfigOp,
@@ -76,7 +78,8 @@ def _operations(bits: int) -> frozenset[AclOperation] | None:
     return frozenset(op for op in AclOperation if bits & (1 << op.value))
 
 
-class AsyncAdminClient(GroupOperations, AclOperations, ScramOperations):
+class AsyncAdminClient(GroupOperations, AclOperations, ScramOperations,
+                       DelegationTokenOperations, ClientQuotaOperations):
     """Asyncio Kafka admin client built on :class:`AsyncKafkaClient`.
 
     Args:

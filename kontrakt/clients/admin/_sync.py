@@ -13,10 +13,16 @@ from typing import Any, TypeVar
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients._sync import LoopThread, close_sync, ensure_started
 from kontrakt.clients.admin._admin import AsyncAdminClient
+from kontrakt.clients.admin._quotas import (
+    ClientQuotaAlteration,
+    ClientQuotaEntity,
+    ClientQuotaFilter,
+)
 from kontrakt.clients.admin._scram import (
     UserScramCredentialAlteration,
     UserScramCredentialsDescription,
 )
+from kontrakt.clients.admin._tokens import DelegationToken, KafkaPrincipal
 from kontrakt.clients.admin._types import (
     AclBinding,
     AclBindingFilter,
@@ -128,6 +134,84 @@ class AdminClient:
         return self._run(
             self._async.alter_consumer_group_offsets(
                 group_id, offsets, timeout=timeout, return_exceptions=return_exceptions
+            )
+        )
+
+    def alter_client_quotas(
+        self,
+        alterations: Iterable[ClientQuotaAlteration],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[ClientQuotaEntity, None]:
+        """Blocking form of :meth:`AsyncAdminClient.alter_client_quotas`."""
+        return self._run(
+            self._async.alter_client_quotas(
+                alterations, validate_only=validate_only, timeout=timeout,
+                return_exceptions=return_exceptions,
+            )
+        )
+
+    def create_delegation_token(
+        self,
+        *,
+        owner: KafkaPrincipal | None = None,
+        renewers: Iterable[KafkaPrincipal] | None = None,
+        max_lifetime_ms: int = -1,
+        timeout: float | None = None,
+    ) -> DelegationToken:
+        """Blocking form of :meth:`AsyncAdminClient.create_delegation_token`."""
+        return self._run(
+            self._async.create_delegation_token(
+                owner=owner, renewers=renewers, max_lifetime_ms=max_lifetime_ms,
+                timeout=timeout,
+            )
+        )
+
+    def describe_client_quotas(
+        self,
+        filter: ClientQuotaFilter | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """Blocking form of :meth:`AsyncAdminClient.describe_client_quotas`."""
+        return self._run(self._async.describe_client_quotas(filter, timeout=timeout))
+
+    def describe_delegation_token(
+        self,
+        owners: Iterable[KafkaPrincipal] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> list[DelegationToken]:
+        """Blocking form of :meth:`AsyncAdminClient.describe_delegation_token`."""
+        return self._run(self._async.describe_delegation_token(owners, timeout=timeout))
+
+    def expire_delegation_token(
+        self,
+        hmac: bytes,
+        *,
+        expiry_time_period_ms: int = -1,
+        timeout: float | None = None,
+    ) -> int:
+        """Blocking form of :meth:`AsyncAdminClient.expire_delegation_token`."""
+        return self._run(
+            self._async.expire_delegation_token(
+                hmac, expiry_time_period_ms=expiry_time_period_ms, timeout=timeout
+            )
+        )
+
+    def renew_delegation_token(
+        self,
+        hmac: bytes,
+        *,
+        renew_time_period_ms: int = -1,
+        timeout: float | None = None,
+    ) -> int:
+        """Blocking form of :meth:`AsyncAdminClient.renew_delegation_token`."""
+        return self._run(
+            self._async.renew_delegation_token(
+                hmac, renew_time_period_ms=renew_time_period_ms, timeout=timeout
             )
         )
 

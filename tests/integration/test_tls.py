@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from kontrakt import AdminClient, Producer
 from kontrakt.clients import AsyncKafkaClient
-from kontrakt.clients._net.security import TlsCertificateError
+from kontrakt.clients._net.security import TlsCertificateError, TlsPlaintextListenerError
 from kontrakt.errors import (
     AuthenticationError,
     ConfigError,
@@ -171,9 +172,9 @@ def test_missing_ca_file_is_a_config_error(tmp_path: Path) -> None:
 
 def _tls_failure(bootstrap: str, **options: object) -> NoBrokersAvailableError:
     async def main() -> NoBrokersAvailableError:
-        client = AsyncKafkaClient(bootstrap_servers=bootstrap, security_protocol="SSL",
-                                  request_timeout_ms=1500, reconnect_backoff_ms=20,
-                                  socket_connection_setup_timeout_ms=500, **options)
+        client = AsyncKafkaClient(**{"bootstrap_servers": bootstrap, "security_protocol": "SSL",
+                                     "request_timeout_ms": 1500, "reconnect_backoff_ms": 20,
+                                     "socket_connection_setup_timeout_ms": 500, **options})
         try:
             with pytest.raises(NoBrokersAvailableError) as info:
                 await client.start()
@@ -184,13 +185,73 @@ def _tls_failure(bootstrap: str, **options: object) -> NoBrokersAvailableError:
     return asyncio.run(main())
 
 
-def test_tls_to_a_silent_plaintext_listener_says_so(tansu_broker: TansuBroker) -> None:
+def test_tls_to_a_plaintext_kafka_listener_fails_at_once(tansu_broker: TansuBroker) -> None:
     """Tansu's plaintext port waits for the rest of the 'request' a ClientHello seems to
-    announce: the handshake gets no answer within socket.connection.setup.timeout.ms."""
-    err = _tls_failure(tansu_broker.bootstrap_servers)
-    message = str(err)
-    assert f"no TLS session with {tansu_broker.bootstrap_servers} within 0.5s" in message
-    assert "set security.protocol to PLAINTEXT" in message
+    announce, so the handshake gets no answer; the client probes the port with a plaintext
+    ApiVersions request, which Tansu answers: a fatal, typed error after about a second,
+    from every client, with the default timeouts (it used to take request.timeout.ms, 30 s,
+    and end as NoBrokersAvailableError)."""
+    bootstrap = tansu_broker.bootstrap_servers
+    conf = {"bootstrap.servers": bootstrap, "security.protocol": "SSL"}
+
+    async def main() -> None:
+        client = AsyncKafkaClient(conf)
+        try:
+            await client.request(MetadataRequest(topics=None))
+        finally:
+            await client.close()
+
+    def sync_producer() -> None:
+        with Producer(conf) as p:
+            p.send_and_wait("t", b"x")
+
+    def sync_admin() -> None:
+        with AdminClient(conf) as a:
+            a.list_topics()
+
+    for call in (lambda: asyncio.run(main()), sync_producer, sync_admin):
+        start = time.monotonic()
+        with pytest.raises(TlsPlaintextListenerError) as info:
+            call()
+        took = time.monotonic() - start
+        err = info.value
+        assert isinstance(err, AuthenticationError) and not err.retriable
+        assert f"TLS handshake with {bootstrap} failed: it is a plaintext Kafka listener" \
+            in str(err), str(err)
+        assert "set security.protocol to PLAINTEXT" in str(err)
+        assert took < 5, f"took {took:.1f}s"
+
+
+def test_tls_to_a_silent_listener_that_is_not_kafka_times_out() -> None:
+    """A port that takes the ClientHello and never answers, nor answers the plaintext probe,
+    is not shown to be plaintext Kafka: the handshake times out as before (retriable)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def hold() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            held.append(conn)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    try:
+        err = _tls_failure(f"127.0.0.1:{port}", socket_connection_setup_timeout_ms=2500,
+                           request_timeout_ms=3000)
+    finally:
+        stop.set()
+        thread.join(5)
+        for c in held:
+            c.close()
+        server.close()
+    assert f"no TLS session with 127.0.0.1:{port} within 2.5s" in str(err), str(err)
+    assert len(held) >= 2  # the handshake's connection and the probe's
 
 
 def test_tls_to_a_plaintext_listener_that_hangs_up_says_so() -> None:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kontrakt.clients._net.plaintext_probe import open_tls
 from kontrakt.clients._net.security import tls_error, tls_handshake_failed
 from kontrakt.errors import (
     CorruptMessageError,
@@ -272,12 +273,14 @@ class BrokerConnection:
         s = self.settings
         loop = asyncio.get_running_loop()
         proto = _KafkaProtocol(self, loop)
+        opening = loop.create_connection(lambda: proto, self.host, self.port, ssl=s.ssl_context,
+                                         server_hostname=self.host if s.ssl_context else None)
         try:
-            transport, _ = await asyncio.wait_for(
-                loop.create_connection(lambda: proto, self.host, self.port, ssl=s.ssl_context,
-                                       server_hostname=self.host if s.ssl_context else None),
-                s.connect_timeout,
-            )
+            if s.ssl_context is None:
+                transport, _ = await asyncio.wait_for(opening, s.connect_timeout)
+            else:
+                # Fails at once when the port turns out to be a plaintext Kafka listener.
+                transport, _ = await open_tls(opening, self.host, self.port, s.connect_timeout)
         # Timeouts first: since Python 3.11 asyncio's TimeoutError is the builtin one, an
         # OSError with an empty message.
         except (asyncio.TimeoutError, TimeoutError):

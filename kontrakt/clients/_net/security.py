@@ -27,6 +27,7 @@ __all__ = [
     "ScramClient",
     "TlsCertificateError",
     "TlsHandshakeError",
+    "TlsPlaintextListenerError",
     "build_sasl",
     "build_ssl_context",
     "load_client_certificate",
@@ -65,6 +66,15 @@ class TlsCertificateError(TlsHandshakeError, AuthenticationError):
     """The broker's TLS certificate was refused (unknown CA, expired, host-name mismatch).
     Fatal like a refused password: raised by the first call that needs a connection,
     without retries."""
+
+    def __init__(self, message: str, *, broker: str | None = None) -> None:
+        super().__init__(message, broker=broker)
+
+
+class TlsPlaintextListenerError(TlsHandshakeError, AuthenticationError):
+    """``security.protocol`` asks for TLS but the broker's port is a plaintext Kafka
+    listener (it answered a plaintext request). Fatal: retrying cannot change it, so the
+    first call that needs a connection raises it after about a second."""
 
     def __init__(self, message: str, *, broker: str | None = None) -> None:
         super().__init__(message, broker=broker)

@@ -106,6 +106,46 @@ def test_async_client_logs_in_from_the_keytab(realm: Realm) -> None:
     assert realm.proxy.logins[before:][0].principal == f"alice@{REALM}"
 
 
+def test_default_credentials_come_from_the_client_keytab(realm: Realm, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without sasl.kerberos.keytab or .principal, the library's defaults apply: here an
+    empty ticket cache and the client keytab named by KRB5_CLIENT_KTNAME."""
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'ccache'}")
+    monkeypatch.setenv("KRB5_CLIENT_KTNAME", str(realm.alice_keytab))
+    conf = realm.conf()
+    del conf["sasl.kerberos.keytab"], conf["sasl.kerberos.principal"]
+    before = len(realm.proxy.logins)
+    with KafkaClient(conf) as k:
+        k.request(MetadataRequest(topics=None))
+    assert [x.principal for x in realm.proxy.logins[before:]] == [f"alice@{REALM}"]
+
+
+def test_sessions_renewed_in_band(realm: Realm) -> None:
+    """A broker session of 1.5 s (KIP-368): the connection logs in again with Kerberos in
+    band, before the session ends, and is never closed or opened again."""
+    port = free_port("127.0.0.1")
+    with SaslProxy(port, realm.proxy.target, gssapi_keytab=realm.proxy.gssapi_keytab,
+                   session_lifetime_ms=1500) as proxy:
+        async def main() -> int:
+            k = AsyncKafkaClient({**realm.conf(), "bootstrap.servers": proxy.bootstrap})
+            n = 0
+            try:
+                deadline = time.monotonic() + 4
+                while time.monotonic() < deadline:
+                    await k.request(MetadataRequest(topics=None))
+                    n += 1
+                    await asyncio.sleep(0.05)
+            finally:
+                await k.close()
+            return n
+
+        requests = asyncio.run(main())
+        assert requests > 10
+        assert proxy.expired == 0 and proxy.accepted == 1
+        assert [x.reauthentication for x in proxy.logins][:3] == [False, True, True]
+        assert {x.principal for x in proxy.logins} == {f"alice@{REALM}"}
+
+
 def _refused(conf: dict[str, Any]) -> tuple[SaslAuthenticationError, float]:
     start = time.monotonic()
     with pytest.raises(SaslAuthenticationError) as info, KafkaClient(conf) as k:

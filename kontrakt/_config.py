@@ -177,6 +177,9 @@ SECURITY_OPTIONS = options(
            choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")),
     Option("sasl.username", "str"),
     Option("sasl.password", "str", secret=True),
+    Option("sasl.scram.tokenauth", "bool", False,
+           doc="SCRAM login with a delegation token (user: the token id, password: the "
+               "base64 of its HMAC); Java's ScramLoginModule tokenauth option"),
     # SASL/GSSAPI (Kerberos; the kontrakt[gssapi] extra; librdkafka's names)
     Option("sasl.kerberos.service.name", "str", "kafka",
            doc="Kerberos service name of the brokers: the client asks for tickets to "

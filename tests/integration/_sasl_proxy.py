@@ -8,7 +8,10 @@ broker's authenticating half and forwards every other request to a real Tansu:
   (SASL_AUTHENTICATION_FAILED with a message, then the connection is closed).
 - SCRAM-SHA-256/512 is verified by ``scramp`` (an independent SCRAM implementation, the one
   pg8000 uses), PLAIN against a user table, OAUTHBEARER by a validator the test passes (the
-  test validates the JWT with ``joserfc``, independent of the client's code), GSSAPI by a
+  test validates the JWT with ``joserfc``, independent of the client's code); a SCRAM login
+  with Kafka's ``tokenauth=true`` extension checks a delegation token (``tokens``): the
+  keys come from ``scramp``, the proof is checked here from RFC 5802 (scramp refuses
+  Kafka's multi-letter extension names) and the principal is the token's owner; GSSAPI by a
   Kerberos acceptor on the ``gssapi`` binding with the service's keytab (as a Kafka broker's
   JAAS login does), ending with RFC 4752's security-layer round ("no security layer").
 - A request other than ApiVersions before authentication closes the connection; so does any
@@ -24,6 +27,10 @@ stopped by :meth:`SaslProxy.close`.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import secrets
 import socket
 import struct
 import threading
@@ -76,6 +83,8 @@ class SaslProxy:
     Args:
         scram_users / plain_users: user -> password.
         oauth: validates an OAUTHBEARER token and its extensions.
+        tokens: delegation tokens for SCRAM ``tokenauth`` logins: token id -> (owner,
+            password, i.e. the base64 of the token's HMAC).
         gssapi_keytab: the service keytab GSSAPI logins are accepted with (any service
             principal in it; the client's Kerberos principal becomes the login's principal).
         session_lifetime_ms: the lifetime returned by SaslAuthenticate v1+ (0: none); the
@@ -91,19 +100,21 @@ class SaslProxy:
                  scram_users: dict[str, str] | None = None,
                  plain_users: dict[str, str] | None = None,
                  oauth: OAuthValidator | None = None, session_lifetime_ms: int = 0,
-                 gssapi_keytab: str | None = None) -> None:
+                 gssapi_keytab: str | None = None,
+                 tokens: dict[str, tuple[str, str]] | None = None) -> None:
         self.target = target
         self.session_lifetime_ms = session_lifetime_ms
         self.plain_users = plain_users or {}
         self.oauth = oauth
         self.gssapi_keytab = gssapi_keytab
+        self.tokens = tokens if tokens is not None else {}
         self._scram: dict[str, tuple[scramp.ScramMechanism, dict[str, tuple[object, ...]]]] = {}
         for name in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
             mech = scramp.ScramMechanism(name)
             self._scram[name] = (mech, {u: mech.make_auth_info(p, iteration_count=4096)
                                         for u, p in (scram_users or {}).items()})
         self.mechanisms = [*(["PLAIN"] if plain_users else []),
-                           *(list(self._scram) if scram_users else []),
+                           *(list(self._scram) if scram_users or tokens is not None else []),
                            *(["OAUTHBEARER"] if oauth else []),
                            *(["GSSAPI"] if gssapi_keytab else [])]
         self.accepted = 0
@@ -203,6 +214,8 @@ class SaslProxy:
         mech, users = self._scram[mechanism]
         server = mech.make_server(lambda user: users[user])
         first = yield b""
+        if first.decode().endswith(",tokenauth=true"):
+            return (yield from self._scram_token(mechanism, first.decode()))
         try:
             server.set_client_first(first.decode())
         except (KeyError, scramp.ScramException):
@@ -216,6 +229,34 @@ class SaslProxy:
                            f"credentials with SASL mechanism {mechanism}") from None
         yield server.get_server_final().encode()
         return server.client_first_bare.split(",")[0][2:], None, {}
+
+    def _scram_token(self, mechanism: str, first: str) -> _Exchange:
+        """A delegation-token login: SCRAM with the token id as the user name."""
+        digest = hashlib.sha256 if mechanism.endswith("256") else hashlib.sha512
+        refused = _Refused("Authentication failed during authentication due to invalid "
+                           f"credentials with SASL mechanism {mechanism}")
+        bare = first.split(",", 2)[2]
+        attrs = dict(p.split("=", 1) for p in bare.split(","))
+        if attrs["n"] not in self.tokens:
+            raise refused
+        owner, password = self.tokens[attrs["n"]]
+        salt, stored_key, server_key, iterations = scramp.ScramMechanism(
+            mechanism).make_auth_info(password, iteration_count=4096)
+        nonce = attrs["r"] + secrets.token_urlsafe(12)
+        server_first = f"r={nonce},s={base64.b64encode(salt).decode()},i={iterations}"
+        final = (yield server_first.encode()).decode()
+        without_proof, _, proof = final.rpartition(",p=")
+        if without_proof != f"c=biws,r={nonce}":
+            raise refused
+        auth_message = f"{bare},{server_first},{without_proof}".encode()
+        signature = hmac.new(stored_key, auth_message, digest).digest()
+        client_key = bytes(a ^ b for a, b in zip(base64.b64decode(proof), signature,
+                                                 strict=True))
+        if digest(client_key).digest() != stored_key:
+            raise refused
+        server_signature = hmac.new(server_key, auth_message, digest).digest()
+        yield b"v=" + base64.b64encode(server_signature)
+        return owner, None, {"tokenauth": "true"}
 
     def _oauthbearer(self) -> _Exchange:
         # RFC 7628: gs2-header, then kvpairs separated by 0x01, ended by two 0x01.

@@ -217,7 +217,8 @@ def build_sasl(cfg: Mapping[str, Any]) -> SaslAuthenticator | None:
         raise ConfigError("sasl.username and sasl.password are required for SASL")
     if mech == "PLAIN":
         return PlainAuthenticator(user, password)
-    return ScramAuthenticator(mech, user, password)
+    return ScramAuthenticator(mech, user, password,
+                              token_auth=bool(cfg.get("sasl.scram.tokenauth")))
 
 
 class SaslAuthenticator(Protocol):
@@ -240,10 +241,13 @@ class ScramClient:
     Args:
         mechanism: ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``.
         nonce: the client nonce (random by default; fixed only in tests).
+        extensions: SCRAM extensions Kafka reads from the client-first message, e.g.
+            ``{"tokenauth": "true"}`` for a delegation-token login.
     """
 
     def __init__(self, mechanism: str, username: str, password: str,
-                 nonce: str | None = None) -> None:
+                 nonce: str | None = None, extensions: Mapping[str, str] | None = None
+                 ) -> None:
         if mechanism == "SCRAM-SHA-256":
             self._hash = hashlib.sha256
         elif mechanism == "SCRAM-SHA-512":
@@ -254,7 +258,10 @@ class ScramClient:
         self.username = username.replace("=", "=3D").replace(",", "=2C")
         self.password = password
         self.nonce = nonce or secrets.token_urlsafe(18)
-        self._client_first_bare = f"n={self.username},r={self.nonce}"
+        # Kafka appends its extensions to client-first-message-bare (they are then part of
+        # the AuthMessage both sides sign).
+        ext = "".join(f",{k}={v}" for k, v in (extensions or {}).items())
+        self._client_first_bare = f"n={self.username},r={self.nonce}{ext}"
         self._server_signature = b""
 
     def first_message(self) -> bytes:
@@ -357,12 +364,20 @@ class PlainAuthenticator:
 
 
 class ScramAuthenticator:
-    """SASL/SCRAM-SHA-256 or SCRAM-SHA-512."""
+    """SASL/SCRAM-SHA-256 or SCRAM-SHA-512.
 
-    def __init__(self, mechanism: str, username: str, password: str) -> None:
+    Args:
+        token_auth: log in with a delegation token (``sasl.scram.tokenauth``): the user is
+            the token id, the password the base64 of its HMAC, and the SCRAM extension
+            ``tokenauth=true`` tells the broker so.
+    """
+
+    def __init__(self, mechanism: str, username: str, password: str, *,
+                 token_auth: bool = False) -> None:
         self.mechanism = mechanism
         self.username = username
         self._password = password
+        self.token_auth = token_auth
 
     def __repr__(self) -> str:
         return f"ScramAuthenticator({self.mechanism}, username={self.username!r})"
@@ -376,7 +391,8 @@ class ScramAuthenticator:
         """
         mech, user = self.mechanism, self.username
         await _handshake(conn, mech, user)
-        scram = ScramClient(mech, user, self._password)
+        scram = ScramClient(mech, user, self._password,
+                            extensions={"tokenauth": "true"} if self.token_auth else None)
         server_first, _ = await _authenticate(conn, mech, user, scram.first_message())
         try:
             final = scram.final_message(server_first)

@@ -1,0 +1,98 @@
+"""MkDocs hooks: the pages made from the code at build time, so that they cannot drift.
+
+- ``reference/configuration.md``: every option table (see ``_gen_config.py``).
+- ``cli.md``: the ``--help`` of every ``kontrakt`` command, taken from the click tree.
+- In ``operations.md``, the ``<!-- loggers -->`` marker becomes the list of ``kontrakt.*``
+  logger names found in the source.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+_HERE = Path(__file__).resolve().parent
+_ROOT = _HERE.parent
+_LOGGER = re.compile(r"""getLogger\(\s*["'](kontrakt(?:\.[\w.]+)?)["']\s*\)""")
+
+
+def _gen_config() -> Any:
+    spec = importlib.util.spec_from_file_location("_kontrakt_docs_gen_config",
+                                                  _HERE / "_gen_config.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being made
+    spec.loader.exec_module(module)
+    return module
+
+
+def cli_page() -> str:
+    """Markdown with the help text of every command and subcommand."""
+    import click
+
+    from kontrakt.cli import cli
+
+    out = ["# Command line", "",
+           "`kontrakt` comes with the package (`pip install 'kontrakt[cli]'` adds the live",
+           "progress display). This page is generated from the commands themselves: each",
+           "section is that command's `--help`.", ""]
+
+    def walk(cmd: click.Command, path: list[str], parent: click.Context | None) -> None:
+        # As click makes it when the command runs: the group's context_settings (``-h``
+        # for help, the width) reach every subcommand through the parent context.
+        settings = {"terminal_width": 100, "max_content_width": 100, **cmd.context_settings}
+        ctx = click.Context(cmd, info_name=path[-1], parent=parent, **settings)
+        name = " ".join(path)
+        out.extend([f"{'#' * min(len(path) + 1, 4)} `{name}`", "", "```text",
+                    cmd.get_help(ctx), "```", ""])
+        if isinstance(cmd, click.Group):
+            for sub in sorted(cmd.list_commands(ctx)):
+                child = cmd.get_command(ctx, sub)
+                if child is not None and not child.hidden:
+                    walk(child, [*path, sub], ctx)
+
+    walk(cli, ["kontrakt"], None)
+    return "\n".join(out)
+
+
+def logger_names() -> list[str]:
+    """Every ``kontrakt.*`` logger name the library's source asks for."""
+    found: set[str] = set()
+    for path in (_ROOT / "kontrakt").rglob("*.py"):
+        found.update(_LOGGER.findall(path.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def on_files(files: Files, config: Any) -> Files:
+    gen = _gen_config()
+    files.append(File.generated(config, "reference/configuration.md",
+                                content=gen.render_reference(gen.option_tables())))
+    files.append(File.generated(config, "cli.md", content=cli_page()))
+    return files
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    if "<!-- loggers -->" in markdown:
+        rows = ["| Logger | What logs there |", "| --- | --- |"]
+        rows += [f"| `{name}` | {_LOGGER_ROLES.get(name, '')} |" for name in logger_names()]
+        markdown = markdown.replace("<!-- loggers -->", "\n".join(rows))
+    return markdown
+
+
+# What each logger covers (a name found in the source but missing here still gets its row).
+_LOGGER_ROLES = {
+    "kontrakt": "the root: set its level to tune or silence every other one",
+    "kontrakt.admin": "the admin client (retries, routing to controllers and coordinators)",
+    "kontrakt.client": "the network core: metadata, connections, retries",
+    "kontrakt.connection": "one broker connection: connects, SASL, failures",
+    "kontrakt.consumer.fetcher": "fetching: failed fetches, session resets, offset resets",
+    "kontrakt.consumer.group": "group membership: joins, assignments, rebalances, commits",
+    "kontrakt.producer": "the producer: batches, retries, idempotence, transactions",
+    "kontrakt.registry.server": "the embedded Schema Registry server",
+    "kontrakt.spark": "the Spark data source (driver and executors)",
+}

@@ -1,0 +1,106 @@
+"""The documentation site builds in strict mode, and its generated pages follow the code.
+
+The build runs ``mkdocs build --strict`` with the project's ``mkdocs.yml`` (the docs extra,
+part of dev, installs MkDocs Material and mkdocstrings): a broken cross-reference, a missing
+page or a page left out of the nav fails it.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kontrakt.clients.admin import ADMIN_OPTIONS
+from kontrakt.clients.consumer._config import CONSUMER_OPTIONS
+from kontrakt.clients.producer._config import PRODUCER_OPTIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+# The build takes ~15 s of CPU; on a loaded 2-core machine its wall time can triple.
+BUILD_TIMEOUT = 240
+
+
+def _mkdocs(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config),
+         "-d", str(site)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    done = _mkdocs(ROOT / "mkdocs.yml", out)
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}{done.stderr}"
+    return out
+
+
+def _first_column(page: Path) -> set[str]:
+    text = page.read_text(encoding="utf-8")
+    return {html.unescape(m) for m in re.findall(r"<tr>\s*<td><code>([^<]+)</code></td>", text)}
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 30)
+def test_the_configuration_reference_lists_every_client_option(site: Path) -> None:
+    listed = _first_column(site / "reference" / "configuration" / "index.html")
+    for table in (PRODUCER_OPTIONS, CONSUMER_OPTIONS, ADMIN_OPTIONS):
+        missing = sorted(set(table) - listed)
+        assert not missing, f"options missing from the configuration reference: {missing}"
+    # the registry client's keys are there too (a table not produced would be missed)
+    assert {"url", "basic.auth.user.info", "total.timeout.ms"} <= listed
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 30)
+def test_every_page_is_built_with_the_api_reference(site: Path) -> None:
+    for page in ("getting-started", "typed-events", "contract-tests", "spark", "testing",
+                 "security", "operations", "cli", "migrating-from-confluent-kafka",
+                 "migrating-from-aiokafka", "migrating-from-kafka-python"):
+        assert (site / page / "index.html").is_file(), page
+    api = (site / "reference" / "api" / "clients" / "index.html").read_text(encoding="utf-8")
+    assert 'id="kontrakt.clients.Consumer.poll"' in api
+    # every kontrakt.* logger the source asks for has its row on the operations page
+    operations = (site / "operations" / "index.html").read_text(encoding="utf-8")
+    for path in (ROOT / "kontrakt").rglob("*.py"):
+        for name in re.findall(r"""getLogger\(\s*["'](kontrakt[\w.]*)["']""",
+                               path.read_text(encoding="utf-8")):
+            assert f"<code>{name}</code>" in operations, name
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 30)
+def test_the_command_line_page_has_each_commands_help(site: Path) -> None:
+    page = html.unescape((site / "cli" / "index.html").read_text(encoding="utf-8"))
+    done = subprocess.run([sys.executable, "-m", "kontrakt.cli", "topics", "--help"],
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=60, check=True)
+    # the help as the command prints it, option lines included
+    options = [line.strip() for line in done.stdout.splitlines()
+               if line.strip().startswith("-")]
+    assert options
+    for line in options:
+        assert line in page, line
+    for command in ("dev", "produce", "consume", "topics create", "groups reset-offsets",
+                    "cluster", "schemas check", "schemas test-compatibility"):
+        assert f"kontrakt {command}</code>" in page, command
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 30)
+def test_a_broken_reference_fails_the_strict_build(tmp_path: Path) -> None:
+    """The project's settings (strict, mkdocstrings, autorefs) on one page whose link
+    names an object that does not exist: the build must fail naming it."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text(
+        "# Broken\n\nSee [`poll`][kontrakt.clients.Consumer.no_such_method].\n",
+        encoding="utf-8")
+    config = tmp_path / "mkdocs.yml"
+    config.write_text(f"INHERIT: {ROOT / 'mkdocs.yml'}\ndocs_dir: {docs}\nhooks: []\n"
+                      "nav:\n  - index.md\n", encoding="utf-8")
+    done = _mkdocs(config, tmp_path / "site")
+    assert done.returncode != 0
+    assert "kontrakt.clients.Consumer.no_such_method" in done.stdout + done.stderr

@@ -125,6 +125,21 @@ class AsyncAdminClient(GroupOperations, AclOperations, ScramOperations,
         """
         await self._client.close(timeout)
 
+    def metrics(self) -> dict[str, Any]:
+        """Counts of the requests this client sent and the errors brokers answered with.
+        Totals count since the client was created; ``*-rate`` values are per second over
+        the last minute; latencies are in milliseconds.
+
+        Returns:
+            ``request-total`` / ``-rate``, ``response-total``, ``request-latency-avg`` /
+            ``-max`` (request to response), ``request-error-total`` (requests that got no
+            response: connection lost, timed out), ``error-total`` / ``-rate`` (non-zero
+            error codes in responses, one per topic, partition, group... that failed, retried
+            ones included), ``requests-by-api`` (API name -> requests) and
+            ``errors-by-name`` (Kafka's error name, e.g. ``TOPIC_ALREADY_EXISTS`` -> count).
+        """
+        return self._router.metrics.snapshot()
+
     async def __aenter__(self) -> AsyncAdminClient:
         await self.start()
         return self

@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from kontrakt.clients.admin._metrics import AdminMetrics
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
 from kontrakt.errors import KafkaError, KafkaTimeoutError, PartialFailureError
 from kontrakt.protocol.errors import (
@@ -77,6 +78,7 @@ class Router:
     def __init__(self, client: AsyncKafkaClient, default_timeout: float) -> None:
         self.client = client
         self.default_timeout = default_timeout
+        self.metrics = AdminMetrics()
 
     # --- time --------------------------------------------------------------------------
 
@@ -109,8 +111,17 @@ class Router:
             raise _timeout(request_type.API_NAME)
         conn = await asyncio.wait_for(self.client.connection(node), self.remaining(deadline))
         version = conn.negotiate(request_type)
-        return await self.client.request(build(version), node=node, version=version,
-                                         timeout=self.remaining(deadline))
+        request = build(version)
+        self.metrics.request_sent(request_type.API_NAME)
+        sent = time.monotonic()
+        try:
+            response = await self.client.request(request, node=node, version=version,
+                                                 timeout=self.remaining(deadline))
+        except BaseException:
+            self.metrics.failed()
+            raise
+        self.metrics.response(time.monotonic() - sent, response)
+        return response
 
     async def call(self, attempt: Callable[[], Awaitable[T]], deadline: float) -> T:
         """Run ``attempt`` until it succeeds, retrying retriable :class:`KafkaError` with

@@ -98,6 +98,15 @@ class AdminClient:
         """
         close_sync(self._thread, self._async.close, timeout)
 
+    def metrics(self) -> dict[str, Any]:
+        """See :meth:`AsyncAdminClient.metrics`."""
+        if not self._thread.running:
+            return self._async.metrics()  # closed: nothing updates them any more
+
+        async def on_loop() -> dict[str, Any]:
+            return self._async.metrics()
+        return self._thread.run(on_loop())
+
     def __enter__(self) -> AdminClient:
         return self
 

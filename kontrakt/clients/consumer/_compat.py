@@ -23,6 +23,7 @@ from kontrakt._types import (
     ConsumerRecord,
     TopicPartition,
 )
+from kontrakt.clients.consumer._metrics import consumer_metrics
 from kontrakt.errors import ConfigError, IllegalStateError, InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -324,30 +325,23 @@ class AsyncConsumerCompat:
         return out
 
     def metrics(self) -> dict[str, Any]:
-        """Counts since the consumer was created (kafka-python's and aiokafka's
-        ``metrics()``, in the Java client's names where it has them).
+        """Counters, rates and lag, in the Java consumer's metric names (kafka-python's and
+        aiokafka's ``metrics()``). Totals count since the consumer was created; ``*-rate``
+        values are per second over the last minute; latencies are in milliseconds.
 
         Returns:
-            ``records-consumed-total``, ``bytes-consumed-total`` (fetched bytes of the
-            batches the records came in), ``assigned-partitions``, and per partition
-            ``records-lag`` (None until both position and end are known) under
-            ``partitions`` (``"topic-partition"`` -> values).
+            ``records-consumed-total`` / ``-rate`` (records handed to the application),
+            ``bytes-consumed-total`` / ``-rate`` (fetched bytes of the batches they came
+            in), ``fetch-total`` / ``-rate``, ``fetch-latency-avg`` / ``-max`` (request to
+            response, the broker's wait included), ``fetch-size-avg`` / ``-max`` (record
+            bytes per response), ``records-lag-max`` (None until a lag is known),
+            ``assigned-partitions``, ``rebalance-total`` (assignments received),
+            ``commit-total`` / ``-rate``, ``commit-latency-avg`` / ``-max`` (successful
+            commits, retries included), and under ``partitions``
+            (``"topic-partition"`` -> values) each partition's ``records-lag``,
+            ``highwater`` and ``position``.
         """
-        c = _async_self(self)
-        buf = c._buffer
-        with buf.lock:
-            records, size = buf.consumed_counts()
-            states = list(c._subs.assignment.items())
-        return {
-            "records-consumed-total": records,
-            "bytes-consumed-total": size,
-            "assigned-partitions": len(states),
-            "partitions": {str(tp): {"records-lag": c.lag(tp),
-                                     "highwater": st.highwater,
-                                     "position": None if st.position is None
-                                     else st.position.offset}
-                           for tp, st in states},
-        }
+        return consumer_metrics(_async_self(self))
 
     def _statistics(self) -> dict[str, Any]:
         """stats_cb's consumer fields, in librdkafka's names."""

@@ -24,6 +24,7 @@ from kontrakt.clients.consumer._compat import (
 )
 from kontrakt.clients.consumer._config import CONSUMER_OPTIONS, reset_strategy
 from kontrakt.clients.consumer._fetcher import FetchBuffer, Fetcher
+from kontrakt.clients.consumer._metrics import attach as attach_metrics
 from kontrakt.clients.consumer._offsets import (
     EARLIEST,
     LATEST,
@@ -145,6 +146,7 @@ class AsyncConsumer(AsyncConsumerCompat):
             self._client, self._subs, self._buffer, cfg,
             committed_lookup=self._coordinator.fetch_committed if self._coordinator else None,
             raw_batches=_raw_batches)
+        attach_metrics(self)
         self._data: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False

@@ -43,6 +43,7 @@ from kontrakt.clients.consumer._decoding import (
     iter_partition_chunks,
     parse_partition,
 )
+from kontrakt.clients.consumer._metrics import ConsumerMetrics
 from kontrakt.clients.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kontrakt.clients.consumer._subscription import (
     FetchPosition,
@@ -420,6 +421,7 @@ class Fetcher:
         self._timer: asyncio.TimerHandle | None = None
         self.error: BaseException | None = None
         self.fetches = 0
+        self.metrics = ConsumerMetrics()
         self._progress: asyncio.Event | None = None
         #: the decoding of the last response received (see _fetch_inner)
         self._decode_tail: asyncio.Future[None] | None = None
@@ -767,8 +769,10 @@ class Fetcher:
                 session.enabled = False
             session_id, epoch, send, forget, full = session.build(wanted)
             req = self._request(version, session_id, epoch, send, forget)
+            sent = time.monotonic()
             resp = await conn.send(req, version=version,
                                    timeout=self.request_timeout + self.max_wait_ms / 1000)
+            self.metrics.fetch_done(time.monotonic() - sent, resp)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             log.debug("fetch from node %s failed: %s", node, exc)
             report_error(exc)

@@ -183,6 +183,8 @@ class GroupCoordinator:
         #: Set by a revocation waiting for the application to poll (see _await_poll).
         self._poll_waiter: asyncio.Future[None] | None = None
         self.rebalances = 0
+        #: called with the seconds each successful commit took (the consumer's metrics)
+        self.on_commit: Callable[[float], None] = lambda _latency: None
         #: partition -> the lowest leader epoch the coordinator accepts in a commit
         self._epoch_floors: dict[TopicPartition, int] = {}
 
@@ -422,14 +424,16 @@ class GroupCoordinator:
         """
         if not offsets:
             return
-        deadline = time.monotonic() + (timeout or self.request_timeout)
+        started = time.monotonic()
+        deadline = started + (timeout or self.request_timeout)
         if self._close_deadline is not None:
             # While closing (the auto commit, or the revoke listener's own commit): no
             # longer than close(timeout) allows, finding the coordinator included.
             deadline = min(deadline, self._close_deadline)
             await self._within(self._commit(offsets, deadline), deadline, "OffsetCommit")
-            return
-        await self._commit(offsets, deadline)
+        else:
+            await self._commit(offsets, deadline)
+        self.on_commit(time.monotonic() - started)
 
     async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
                       deadline: float) -> None:

@@ -1,0 +1,131 @@
+"""metrics() of the consumer and the admin client after known traffic against Tansu: counts
+of records, fetches, commits, rebalances, lag and requests, and broker errors by name."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from kontrakt._types import TopicPartition
+from kontrakt.clients import AdminClient, AsyncAdminClient, AsyncConsumer, Consumer, Producer
+from kontrakt.clients.admin import NewTopic
+from kontrakt.errors import TopicAlreadyExistsError
+from kontrakt.testing import TansuBroker
+
+pytestmark = pytest.mark.integration
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int) -> None:
+    with Producer(bootstrap_servers=bootstrap, linger_ms=0) as p:
+        for v in values:
+            p.send(topic, v, partition=partition)
+        assert p.flush(10) == 0
+
+
+def test_consumer_metrics_after_known_traffic(tansu_broker: TansuBroker, topic_name: str
+                                              ) -> None:
+    """12 records in two partitions consumed by a group member, one explicit commit; then
+    5 more fetched but not polled show up as lag."""
+    bs = tansu_broker.bootstrap_servers
+    tansu_broker.create_topic(topic_name, 2)
+    _produce(bs, topic_name, [b"a%02d" % i for i in range(7)], 0)
+    _produce(bs, topic_name, [b"b%02d" % i for i in range(5)], 1)
+    with Consumer(bootstrap_servers=bs, group_id=topic_name, auto_offset_reset="earliest",
+                  enable_auto_commit=False, session_timeout_ms=2000) as c:
+        c.subscribe([topic_name])
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 12 and time.monotonic() < deadline:
+            got.extend(c.consume(12 - len(got), timeout=1.0))
+        assert len(got) == 12
+        m = c.metrics()
+        assert m["records-consumed-total"] == 12
+        assert m["records-consumed-rate"] > 0
+        assert m["bytes-consumed-total"] > 12 * 3
+        assert m["fetch-total"] >= 1 and m["fetch-rate"] > 0
+        assert 0 < m["fetch-latency-avg"] <= m["fetch-latency-max"]
+        assert m["fetch-size-max"] > 12 * 3 / 2  # at least one partition's records in one
+        assert m["assigned-partitions"] == 2
+        assert m["rebalance-total"] == 1
+        assert m["records-lag-max"] == 0
+        assert m["commit-total"] == 0 and m["commit-latency-avg"] == 0.0
+        c.commit()
+        m = c.metrics()
+        assert m["commit-total"] == 1
+        assert 0 < m["commit-latency-avg"] == m["commit-latency-max"]
+
+        # Fetched in the background, not polled: the position stays, the end moves.
+        _produce(bs, topic_name, [b"c%02d" % i for i in range(5)], 0)
+        deadline = time.monotonic() + 15
+        while c.metrics()["records-lag-max"] != 5 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the background fetch has no event to wait on from here
+        m = c.metrics()
+        assert m["records-lag-max"] == 5
+        assert m["partitions"][str(TopicPartition(topic_name, 0))]["records-lag"] == 5
+        assert m["partitions"][str(TopicPartition(topic_name, 1))]["records-lag"] == 0
+        assert m["records-consumed-total"] == 12
+
+
+def test_async_consumer_metrics_without_a_group(tansu_broker: TansuBroker, topic_name: str
+                                                ) -> None:
+    """AsyncConsumer.metrics() returns the same names; no group: no rebalance, no commit."""
+    bs = tansu_broker.bootstrap_servers
+    tansu_broker.create_topic(topic_name, 1)
+    _produce(bs, topic_name, [b"x%d" % i for i in range(4)], 0)
+
+    async def main() -> dict[str, Any]:
+        async with AsyncConsumer(bootstrap_servers=bs, auto_offset_reset="earliest") as c:
+            c.assign([TopicPartition(topic_name, 0)])
+            got = 0
+            deadline = time.monotonic() + 15
+            while got < 4 and time.monotonic() < deadline:
+                got += sum(len(v) for v in (await c.getmany(timeout=0.5)).values())
+            assert got == 4
+            return c.metrics()
+
+    m = asyncio.run(main())
+    assert m["records-consumed-total"] == 4
+    assert m["fetch-total"] >= 1 and m["fetch-latency-max"] > 0
+    assert m["rebalance-total"] == 0 and m["commit-total"] == 0
+    assert m["records-lag-max"] == 0
+
+
+def _admin_traffic(admin: Any, topic: str) -> None:
+    admin.create_topics([NewTopic(topic, num_partitions=1)])
+    with pytest.raises(TopicAlreadyExistsError):
+        admin.create_topics([NewTopic(topic, num_partitions=1)])
+
+
+async def _async_admin_traffic(admin: AsyncAdminClient, topic: str) -> None:
+    await admin.create_topics([NewTopic(topic, num_partitions=1)])
+    with pytest.raises(TopicAlreadyExistsError):
+        await admin.create_topics([NewTopic(topic, num_partitions=1)])
+
+
+@pytest.mark.parametrize("form", ["AdminClient", "AsyncAdminClient"])
+def test_admin_metrics_count_requests_and_broker_errors(tansu_broker: TansuBroker,
+                                                        topic_name: str, form: str) -> None:
+    """Two CreateTopics requests for one topic: one created, one TOPIC_ALREADY_EXISTS."""
+    bs = tansu_broker.bootstrap_servers
+    if form == "AdminClient":
+        with AdminClient(bootstrap_servers=bs) as admin:
+            assert admin.metrics()["request-total"] == 0
+            _admin_traffic(admin, topic_name)
+            m = admin.metrics()
+    else:
+        async def main() -> dict[str, Any]:
+            async with AsyncAdminClient(bootstrap_servers=bs) as admin:
+                assert admin.metrics()["request-total"] == 0
+                await _async_admin_traffic(admin, topic_name)
+                return admin.metrics()
+        m = asyncio.run(main())
+    assert m["requests-by-api"] == {"CreateTopics": 2}
+    assert m["request-total"] == m["response-total"] == 2
+    assert m["request-rate"] > 0
+    assert 0 < m["request-latency-avg"] <= m["request-latency-max"]
+    assert m["request-error-total"] == 0
+    assert m["errors-by-name"] == {"TOPIC_ALREADY_EXISTS": 1}
+    assert m["error-total"] == 1 and m["error-rate"] > 0

@@ -1,10 +1,12 @@
 """metrics() of the consumer and the admin client after known traffic against Tansu: counts
-of records, fetches, commits, rebalances, lag and requests, and broker errors by name."""
+of records, fetches, commits, rebalances, lag and requests, and broker errors by name. Every
+name a client returns must be on the documentation's metrics page (docs/metrics.md)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,14 @@ from kontrakt.clients.admin import NewTopic
 from kontrakt.errors import TopicAlreadyExistsError
 from kontrakt.testing import TansuBroker
 
+METRICS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+
+
+def _assert_documented(metrics: dict[str, Any]) -> None:
+    page = METRICS_PAGE.read_text(encoding="utf-8")
+    missing = sorted(name for name in metrics if f"`{name}`" not in page)
+    assert not missing, f"metrics missing from docs/metrics.md: {missing}"
+
 pytestmark = pytest.mark.integration
 
 
@@ -23,6 +33,7 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int) ->
         for v in values:
             p.send(topic, v, partition=partition)
         assert p.flush(10) == 0
+        _assert_documented(p.metrics())
 
 
 def test_consumer_metrics_after_known_traffic(tansu_broker: TansuBroker, topic_name: str
@@ -67,6 +78,7 @@ def test_consumer_metrics_after_known_traffic(tansu_broker: TansuBroker, topic_n
         assert m["partitions"][str(TopicPartition(topic_name, 0))]["records-lag"] == 5
         assert m["partitions"][str(TopicPartition(topic_name, 1))]["records-lag"] == 0
         assert m["records-consumed-total"] == 12
+        _assert_documented(m)
 
 
 def test_async_consumer_metrics_without_a_group(tansu_broker: TansuBroker, topic_name: str
@@ -129,3 +141,4 @@ def test_admin_metrics_count_requests_and_broker_errors(tansu_broker: TansuBroke
     assert m["request-error-total"] == 0
     assert m["errors-by-name"] == {"TOPIC_ALREADY_EXISTS": 1}
     assert m["error-total"] == 1 and m["error-rate"] > 0
+    _assert_documented(m)

@@ -2,6 +2,8 @@
 
 - ``reference/configuration.md``: every option table (see ``_gen_config.py``).
 - ``cli.md``: the ``--help`` of every ``kontrakt`` command, taken from the click tree.
+- ``reference/errors.md``: the error tree of ``kontrakt.errors`` (API from docstrings) and a
+  table of every broker error code.
 - In ``operations.md``, the ``<!-- loggers -->`` marker becomes the list of ``kontrakt.*``
   logger names found in the source.
 """
@@ -60,6 +62,33 @@ def cli_page() -> str:
     return "\n".join(out)
 
 
+def errors_page() -> str:
+    """The error reference: Kontrakt's own error classes rendered by mkdocstrings (the
+    generated broker classes, re-exported by ``kontrakt.errors`` too, are the table)."""
+    import kontrakt.errors as errors
+    from kontrakt.protocol.errors import ERRORS_BY_CODE
+
+    own = sorted(name for name in errors.__all__
+                 if getattr(getattr(errors, name), "__module__", "") == "kontrakt.errors")
+    out = ["# Errors", "",
+           "Every exception Kontrakt raises derives from `KontraktError`. `ConfigError` is also",
+           "a `ValueError`, and `KafkaTimeoutError` a `TimeoutError`. Each broker error code has",
+           "a class of its own (a `BrokerResponseError`), importable from `kontrakt.errors`:",
+           "`except TopicAlreadyExistsError` works as it reads.", "",
+           "## Broker error codes", "",
+           "| Code | Name | Class | Retriable | Meaning |", "| --- | --- | --- | --- | --- |"]
+    for code in sorted(ERRORS_BY_CODE):
+        cls = ERRORS_BY_CODE[code]
+        meaning = (cls.description or "").replace("|", "\\|")
+        out.append(f"| {code} | `{cls.error_name}` | `{cls.__name__}` | "
+                   f"{'yes' if cls.retriable else 'no'} | {meaning} |")
+    out += ["", "## Kontrakt's error classes", "", "::: kontrakt.errors", "    options:",
+            "      show_root_heading: false", "      heading_level: 3",
+            "      members_order: alphabetical", "      members:"]
+    out += [f"        - {name}" for name in own]
+    return "\n".join(out) + "\n"
+
+
 def logger_names() -> list[str]:
     """Every ``kontrakt.*`` logger name the library's source asks for."""
     found: set[str] = set()
@@ -73,6 +102,7 @@ def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "reference/configuration.md",
                                 content=gen.render_reference(gen.option_tables())))
     files.append(File.generated(config, "cli.md", content=cli_page()))
+    files.append(File.generated(config, "reference/errors.md", content=errors_page()))
     return files
 
 

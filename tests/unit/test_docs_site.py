@@ -64,6 +64,9 @@ def test_every_page_is_built_with_the_api_reference(site: Path) -> None:
         assert (site / page / "index.html").is_file(), page
     api = (site / "reference" / "api" / "clients" / "index.html").read_text(encoding="utf-8")
     assert 'id="kontrakt.clients.Consumer.poll"' in api
+    errors = (site / "reference" / "errors" / "index.html").read_text(encoding="utf-8")
+    assert 'id="kontrakt.errors.KontraktError"' in errors
+    assert "<code>TOPIC_ALREADY_EXISTS</code>" in errors
     # every kontrakt.* logger the source asks for has its row on the operations page
     operations = (site / "operations" / "index.html").read_text(encoding="utf-8")
     for path in (ROOT / "kontrakt").rglob("*.py"):

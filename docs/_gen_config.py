@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -90,8 +91,7 @@ def option_tables() -> list[OptionTable]:
     tables.append(OptionTable(
         "Schema Registry client", "`SchemaRegistryClient` and its async form "
         "(confluent-kafka's names; see the class's docstring for each).",
-        tuple(OptionRow(k, "", fields.get(k.replace(".", "_")))
-              for k in registry_config._KEYS)))
+        tuple(OptionRow(k, "", _registry_default(k, fields)) for k in registry_config._KEYS)))
     tables.append(OptionTable(
         "Serializers (registry formats)", "Every Avro, JSON Schema and Protobuf serializer.",
         _defaults(serde_base.SERIALIZER_DEFAULTS)))
@@ -112,8 +112,37 @@ def option_tables() -> list[OptionTable]:
         "Spark data source", "Options of `spark.read/readStream/write.format(\"kontrakt\")`, "
         "compared case-insensitively (as Spark does); `kafka.*` options go to the Kafka "
         "clients with the prefix removed. Meanings: see [Spark pipelines](../spark.md).",
-        tuple(OptionRow(k) for k in sorted(spark_options._KNOWN))))
+        tuple(OptionRow(k) for k in _spark_names(spark_options))))
     return tables
+
+
+def _registry_default(key: str, fields: Mapping[str, Any]) -> Any:
+    """The settings field of ``key``: same name (``max.retries``), or in seconds for a
+    ``.ms`` key (``connect.timeout.ms`` is ``connect_timeout``)."""
+    attr = key.replace(".", "_")
+    if attr in fields:
+        return fields[attr]
+    if key.endswith(".ms") and attr[:-3] in fields and fields[attr[:-3]] is not None:
+        return round(fields[attr[:-3]] * 1000)
+    return None
+
+
+def _spark_names(module: Any) -> list[str]:
+    """The data source's option names (kept lower-cased in the code, since Spark compares
+    them case-insensitively) in the spelling the package's source or the Spark guide gives
+    them (``startingOffsets``)."""
+    from pathlib import Path
+
+    package = Path(inspect.getfile(module)).parent
+    guide = Path(__file__).resolve().parent / "spark.md"
+    text = "\n".join(p.read_text(encoding="utf-8")
+                     for p in [*sorted(package.glob("*.py")), guide] if p.is_file())
+    out = []
+    for name in sorted(module._KNOWN):
+        spelled = {m.group(1) for m in re.finditer(
+            r"[`\"'](" + re.escape(name) + r")[`\"']", text, re.IGNORECASE)} - {name}
+        out.append(min(spelled) if spelled else name)  # the lower-cased _KNOWN entry left out
+    return sorted(out, key=str.lower)
 
 
 def _serde_extras(module: str) -> dict[str, dict[str, Any]]:

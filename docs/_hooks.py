@@ -46,8 +46,9 @@ def cli_page() -> str:
 
     def walk(cmd: click.Command, path: list[str], parent: click.Context | None) -> None:
         # As click makes it when the command runs: the group's context_settings (``-h``
-        # for help, the width) reach every subcommand through the parent context.
-        settings = {"terminal_width": 100, "max_content_width": 100, **cmd.context_settings}
+        # for help) reach every subcommand through the parent context; 80 columns, as the
+        # help reads when piped (the build's own terminal must not change the page).
+        settings = {"terminal_width": 80, **cmd.context_settings}
         ctx = click.Context(cmd, info_name=path[-1], parent=parent, **settings)
         name = " ".join(path)
         out.extend([f"{'#' * min(len(path) + 1, 4)} `{name}`", "", "```text",

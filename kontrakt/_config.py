@@ -1,17 +1,24 @@
-"""One configuration model for every client.
+"""One configuration mechanism for every component: option tables.
 
-Clients accept ``config`` as a mapping with Kafka property names (``"bootstrap.servers"``,
-``"linger.ms"``) and/or keyword options with snake_case names (``bootstrap_servers=``,
-``linger_ms=``). Each client declares which :class:`Option` objects it understands; unknown
-keys raise :class:`~kontrakt.errors.ConfigError` naming close matches. Secret options never
-appear in ``repr`` or logs.
+Each component declares its options once, as :class:`Option` rows (name, type, default,
+bounds, choices, aliases, doc, secret flag) gathered in a table, and parses what the user
+gave against it: the Kafka clients through :class:`ClientConfig` (Kafka property names
+and/or snake_case keywords, peers' names via :mod:`kontrakt._aliases`), the Schema Registry
+client, the registry-bound serdes and the Spark data source through :class:`OptionTable`.
+Each component then builds its own frozen typed settings from the parsed values
+(``ClientSettings``, ``ProducerSettings``, ``RegistryClientConfig``, ``SourceOptions``).
+
+Unknown keys raise :class:`~kontrakt.errors.ConfigError` naming close matches; a bad value
+raises it with ``.option`` set to the option's name. Each table keeps the wording its users
+have always seen (its :class:`Style`). Secret options never appear in ``repr``, logs or
+error messages. :func:`option_tables` lists every table, for the configuration reference.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kontrakt._aliases import resolve_alias
@@ -19,20 +26,31 @@ from kontrakt.errors import ConfigError
 
 __all__ = [
     "COMMON_OPTIONS",
+    "KAFKA_STYLE",
     "SECURITY_OPTIONS",
     "ClientConfig",
     "Option",
+    "OptionTable",
+    "Style",
+    "option_tables",
     "options",
 ]
 
 
-# Converters take the value and how to show it in an error: its repr, or for a secret
-# option only its type (a mistyped password must not end up in a traceback or a log).
+class _Invalid(Exception):
+    """A converter's complaint about a value: what it must be (``"an integer"``); the
+    table's :class:`Style` turns it into the ConfigError's message."""
+
+    def __init__(self, expect: str, wrong_type: bool = False) -> None:
+        super().__init__(expect)
+        self.expect = expect
+        #: the value is not even of a type that could be converted (a dict for a number)
+        self.wrong_type = wrong_type
 
 
-def _to_int(name: str, value: Any, shown: str) -> int:
+def _to_int(value: Any) -> int:
     if isinstance(value, bool):
-        raise ConfigError(f"{name} must be an integer, got {shown}")
+        raise _Invalid("an integer", True)
     if isinstance(value, int):
         return value
     if isinstance(value, str):
@@ -40,49 +58,145 @@ def _to_int(name: str, value: Any, shown: str) -> int:
             return int(value.strip())
         except ValueError:
             pass
-    raise ConfigError(f"{name} must be an integer, got {shown}")
+    raise _Invalid("an integer", not isinstance(value, str))
 
 
-def _to_bool(name: str, value: Any, shown: str) -> bool:
+def _to_number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _Invalid("a number", True)
+    try:
+        return float(value)
+    except ValueError:
+        raise _Invalid("a number") from None
+
+
+def _to_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise ConfigError(f"{name} must be true or false, got {shown}")
+    raise _Invalid("true or false", not isinstance(value, str))
 
 
-def _to_str(name: str, value: Any, shown: str) -> str:
+def _to_flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise _Invalid("a bool", True)
+
+
+def _to_str(value: Any) -> str:
     if isinstance(value, str):
         return value
-    raise ConfigError(f"{name} must be a string, got {shown}")
+    raise _Invalid("a string", True)
 
 
-def _to_servers(name: str, value: Any, shown: str) -> tuple[str, ...]:
+def _to_callable(value: Any) -> Any:
+    if callable(value):
+        return value
+    raise _Invalid("callable", True)
+
+
+def _to_mapping(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return value
+    raise _Invalid("a dict", True)
+
+
+def _to_servers(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         items = [v.strip() for v in value.split(",")]
     elif isinstance(value, Iterable):
         items = [str(v).strip() for v in value]
     else:
-        raise ConfigError(f"{name} must be 'host:port[,host:port...]' or a list, got {shown}")
+        raise _Invalid("'host:port[,host:port...]' or a list", True)
     items = [v for v in items if v]
     if not items:
-        raise ConfigError(f"{name} is empty: give at least one host:port")
+        raise _Invalid("")  # worded by _servers_error
     for item in items:
         host, sep, port = item.rpartition(":")
         if not sep or not host or not port.isdigit():
-            raise ConfigError(f"{name}: {item!r} is not host:port")
+            raise _Invalid(f": {item!r} is not host:port")
         if not 0 < int(port) < 65536:
-            raise ConfigError(f"{name}: the port of {item!r} must be in 1..65535")
+            raise _Invalid(f": the port of {item!r} must be in 1..65535")
     return tuple(items)
 
 
-_CONVERTERS: dict[str, Callable[[str, Any, str], Any]] = {
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _to_duration(value: Any) -> float:
+    """Seconds from ``15m``, ``30s`` or ``500ms`` (a bare number is milliseconds, as Spark
+    reads ``maxTriggerDelay``)."""
+    import re
+
+    found = re.fullmatch(r"\s*(\d+)\s*(ms|s|min|m|h|d)?\s*", str(value).lower())
+    if found is None:
+        raise _Invalid("a duration such as 15m, 30s or 500ms")
+    return int(found.group(1)) * _DURATION_UNITS[found.group(2) or "ms"]
+
+
+#: The value types an option can have, by ``Option.kind``. ``text`` takes any value as its
+#: ``str()``; ``flag`` is a bool that must be a real bool; ``number`` is a float.
+KINDS: dict[str, Callable[[Any], Any]] = {
     "int": _to_int,
+    "number": _to_number,
     "bool": _to_bool,
+    "flag": _to_flag,
     "str": _to_str,
+    "text": str,
     "servers": _to_servers,
-    "any": lambda _n, v, _s: v,
+    "duration": _to_duration,
+    "callable": _to_callable,
+    "mapping": _to_mapping,
+    "any": lambda v: v,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Style:
+    """How a table words its errors. Each component had its own words before the tables
+    were shared, and users and tests rely on them, so a table keeps them.
+
+    Templates are ``str.format`` strings. ``invalid`` and ``wrong_type`` get ``name`` (the
+    option), ``key`` (as the user wrote it), ``owner``, ``expect`` (``"an integer"``),
+    ``shown`` (the value's repr, or for a secret only its type) and ``type``; ``unknown``
+    gets ``key``, ``owner`` and ``hint``.
+
+    Attributes:
+        invalid: a bad value.
+        wrong_type: a value of a type that cannot be converted (default: ``invalid``).
+        unknown: a key the table does not have.
+        hint: appended to ``unknown`` when there are close matches (``{close}``).
+        close_n: how many close matches to name.
+        close_sep: how they are joined.
+        close_repr: quote them (``'linger.ms'``) or not.
+        choices: the ``expect`` of an option with choices (``{choices}``: a list, or
+            ``{joined}``: comma-separated).
+        minimum: the ``expect`` of a value below the minimum.
+        maximum: the ``expect`` of a value above the maximum.
+    """
+
+    invalid: str = "{name} must be {expect}, got {shown}"
+    wrong_type: str | None = None
+    unknown: str = "unknown configuration key {key!r}{hint}"
+    hint: str = "; did you mean {close}?"
+    close_n: int = 3
+    close_sep: str = ", "
+    close_repr: bool = True
+    choices: str = "one of {choices}"
+    minimum: str = ">= {minimum}"
+    maximum: str = "<= {maximum}"
+
+    def unknown_key(self, key: str, candidates: Iterable[str], owner: str = "") -> str:
+        """The message for an unknown ``key``, naming close matches among ``candidates``."""
+        close = difflib.get_close_matches(key, list(candidates), n=self.close_n, cutoff=0.6)
+        shown = [repr(c) if self.close_repr else c for c in close]
+        hint = self.hint.format(close=self.close_sep.join(shown)) if close else ""
+        return self.unknown.format(key=key, owner=owner, hint=hint)
+
+
+#: The Kafka clients' words (``linger.ms must be >= 0, got -1``).
+KAFKA_STYLE = Style()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,53 +204,166 @@ class Option:
     """One configuration option.
 
     Attributes:
-        name: the Kafka property name, e.g. ``"request.timeout.ms"``.
-        kind: ``int``, ``bool``, ``str``, ``servers`` or ``any``.
+        name: the property name, e.g. ``"request.timeout.ms"``.
+        kind: the value type, a key of :data:`KINDS`: ``int``, ``number``, ``bool``,
+            ``flag``, ``str``, ``text``, ``servers``, ``duration``, ``callable``,
+            ``mapping`` or ``any``.
         default: value when not given (None means unset).
         choices: allowed values (compared case-insensitively for strings).
-        minimum: smallest allowed value for ints.
+        minimum: smallest allowed value for numbers.
         secret: hide the value in ``repr`` and in error messages.
         doc: what it does.
+        maximum: largest allowed value for numbers.
+        aliases: other names the table accepts for this option.
+        expect: how an error words what the value must be, for every failure (overrides
+            the kind's and the bounds' wording, e.g. ``"a positive integer"``).
     """
 
     name: str
     kind: str
     default: Any = None
     choices: tuple[Any, ...] | None = None
-    minimum: int | None = None
+    minimum: int | float | None = None
     secret: bool = False
     doc: str = ""
+    maximum: int | float | None = None
+    aliases: tuple[str, ...] = ()
+    expect: str | None = None
 
     @property
     def attr(self) -> str:
         """The snake_case keyword name (``request_timeout_ms``)."""
         return self.name.replace(".", "_").replace("-", "_")
 
-    def convert(self, value: Any) -> Any:
+    def convert(self, value: Any, style: Style = KAFKA_STYLE, *, key: str | None = None,
+                owner: str = "") -> Any:
         """Validate and convert a user-given value.
 
+        Args:
+            value: as given; None means unset and is returned as is.
+            style: how the error is worded (the option's table's).
+            key: the key as the user wrote it (default ``name``).
+            owner: the component, for styles that name it.
+
         Raises:
-            ConfigError: wrong type, value not among ``choices``, or below ``minimum``.
+            ConfigError: wrong type, value not among ``choices``, or out of bounds; its
+                ``option`` is this option's name.
         """
         if value is None:
             return None
+        try:
+            out = KINDS[self.kind](value)
+            if self.choices is not None:
+                norm = out.lower() if isinstance(out, str) else out
+                allowed = [c.lower() if isinstance(c, str) else c for c in self.choices]
+                if norm not in allowed:
+                    raise _Invalid(style.choices.format(
+                        choices=list(self.choices),
+                        joined=", ".join(str(c) for c in self.choices)))
+                out = self.choices[allowed.index(norm)]
+            if isinstance(out, (int, float)) and not isinstance(out, bool):
+                if self.minimum is not None and out < self.minimum:
+                    raise _Invalid(style.minimum.format(minimum=self.minimum))
+                if self.maximum is not None and out > self.maximum:
+                    raise _Invalid(style.maximum.format(maximum=self.maximum))
+        except _Invalid as bad:
+            raise ConfigError(self._message(bad, value, style, key, owner),
+                              option=self.name) from None
+        return out
+
+    def _message(self, bad: _Invalid, value: Any, style: Style, key: str | None,
+                 owner: str) -> str:
         shown = (f"a value of type {type(value).__name__} (not shown: {self.name} is secret)"
                  if self.secret else repr(value))
-        out = _CONVERTERS[self.kind](self.name, value, shown)
-        if self.choices is not None:
-            norm = out.lower() if isinstance(out, str) else out
-            allowed = [c.lower() if isinstance(c, str) else c for c in self.choices]
-            if norm not in allowed:
-                raise ConfigError(f"{self.name} must be one of {list(self.choices)}, got {shown}")
-            out = self.choices[allowed.index(norm)]
-        if self.minimum is not None and isinstance(out, int) and out < self.minimum:
-            raise ConfigError(f"{self.name} must be >= {self.minimum}, got {shown}")
-        return out
+        if self.kind == "servers" and self.expect is None and not bad.wrong_type:
+            if not bad.expect:
+                return f"{self.name} is empty: give at least one host:port"
+            return f"{self.name}{bad.expect}"
+        template = style.wrong_type if bad.wrong_type and style.wrong_type else style.invalid
+        return template.format(name=self.name, key=self.name if key is None else key,
+                               owner=owner, expect=self.expect or bad.expect, shown=shown,
+                               type=type(value).__name__)
 
 
 def options(*opts: Option) -> dict[str, Option]:
     """Index options by property name."""
     return {o.name: o for o in opts}
+
+
+@dataclass(frozen=True)
+class OptionTable:
+    """A component's options and how it words errors about them.
+
+    Args:
+        component: what the options configure (``"schema registry client"``); the key of
+            the table in :func:`option_tables`.
+        options: the options by name.
+        style: the wording of errors.
+        fold_case: keys are matched case-insensitively (Spark's options).
+    """
+
+    component: str
+    options: Mapping[str, Option]
+    style: Style = KAFKA_STYLE
+    fold_case: bool = False
+    _index: dict[str, Option] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index: dict[str, Option] = {}
+        for opt in self.options.values():
+            for name in (opt.name, *opt.aliases):
+                index[name.lower() if self.fold_case else name] = opt
+        object.__setattr__(self, "_index", index)
+
+    def find(self, key: str) -> Option | None:
+        """The option ``key`` names (by name or alias), or None."""
+        return self._index.get(key.lower() if self.fold_case else key)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.find(key) is not None
+
+    def unknown(self, key: str, owner: str = "") -> ConfigError:
+        """The error for a key the table does not have, naming close matches."""
+        names = sorted(self._index) if self.fold_case else list(self._index)
+        return ConfigError(self.style.unknown_key(key, names, owner), option=key)
+
+    def convert(self, key: str, value: Any, owner: str = "") -> Any:
+        """``value`` of option ``key`` validated and converted (None stays None).
+
+        Raises:
+            ConfigError: unknown key or bad value.
+        """
+        opt = self.find(key)
+        if opt is None:
+            raise self.unknown(key, owner)
+        return opt.convert(value, self.style, key=key, owner=owner)
+
+    def value(self, given: Mapping[str, Any], key: str, owner: str = "") -> Any:
+        """Option ``key``'s value in ``given`` (looked up by name; with ``fold_case``,
+        ``given`` must have lower-case keys) converted, or its default when absent."""
+        opt = self.find(key)
+        assert opt is not None, key
+        lookup = opt.name.lower() if self.fold_case else opt.name
+        raw = given.get(lookup)
+        if raw is None:
+            return opt.default
+        return opt.convert(raw, self.style, key=lookup, owner=owner)
+
+    def parse(self, given: Mapping[str, Any], owner: str = "") -> dict[str, Any]:
+        """Every option's value by name: the converted given value, else (not given, or
+        given as None) the default.
+
+        Raises:
+            ConfigError: an unknown key (naming close matches) or a bad value.
+        """
+        out = {name: opt.default for name, opt in self.options.items()}
+        for key, value in given.items():
+            opt = self.find(key)
+            if opt is None:
+                raise self.unknown(key, owner)
+            if value is not None:
+                out[opt.name] = opt.convert(value, self.style, key=key, owner=owner)
+        return out
 
 
 COMMON_OPTIONS = options(
@@ -302,7 +529,7 @@ def _alias(key: str, value: Any, allowed: Mapping[str, Option]) -> tuple[Option,
     """
     found = resolve_alias(key, value, allowed)
     if found is False:
-        raise ConfigError(_unknown(key, allowed))
+        raise ConfigError(_unknown(key, allowed), option=key)
     if found is None or found is True:
         return None
     name, converted = found
@@ -310,7 +537,88 @@ def _alias(key: str, value: Any, allowed: Mapping[str, Option]) -> tuple[Option,
 
 
 def _unknown(key: str, allowed: Mapping[str, Option]) -> str:
-    names = list(allowed) + [o.attr for o in allowed.values()]
-    close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
-    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    return f"unknown configuration key {key!r}{hint}"
+    return KAFKA_STYLE.unknown_key(key, list(allowed) + [o.attr for o in allowed.values()])
+
+
+# -- the tables, for the configuration reference ------------------------------------------
+
+def _shown_default(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    name = getattr(value, "__qualname__", None)
+    if name is not None:
+        return f"{getattr(value, '__module__', '')}.{name}".lstrip(".")
+    return repr(value)
+
+
+def _rows(table: Mapping[str, Option]) -> list[dict[str, Any]]:
+    from kontrakt._aliases import ALIASES, Alias
+
+    peer: dict[str, list[str]] = {}
+    for alias, entry in ALIASES.items():
+        if isinstance(entry, Alias):
+            peer.setdefault(entry.name, []).append(alias)
+    return [
+        {
+            "name": opt.name,
+            "type": opt.kind,
+            "default": None if opt.secret else _shown_default(opt.default),
+            "doc": opt.doc,
+            "secret": opt.secret,
+            "choices": None if opt.choices is None else [_shown_default(c)
+                                                         for c in opt.choices],
+            "minimum": opt.minimum,
+            "maximum": opt.maximum,
+            "aliases": [*opt.aliases, *peer.get(opt.name, ())],
+        }
+        for opt in table.values()
+    ]
+
+
+def option_tables() -> dict[str, list[dict[str, Any]]]:
+    """Every component's options, for generating the configuration reference.
+
+    Returns:
+        ``{component: [row, ...]}`` with components ``"client"`` (what every Kafka client
+        shares: connection, bootstrap, security), ``"producer"``, ``"consumer"``,
+        ``"admin"`` (each including the ``client`` rows), ``"schema registry client"``,
+        ``"serializer"`` and ``"deserializer"`` (every registry-bound serde), then
+        ``"<format> serializer"`` / ``"<format> deserializer"`` for the formats' own
+        options (``avro``, ``json``, ``protobuf``; only those whose extra is installed),
+        and ``"spark"`` (the data source's own options; ``kafka.*`` and
+        ``schema.registry.*`` pass the client and registry options through). Rows are in
+        declaration order, each a dict with exactly these keys:
+
+        - ``name`` (str): the property name as users write it.
+        - ``type`` (str): one of ``int``, ``number``, ``bool``, ``flag`` (a Python bool),
+          ``str``, ``text`` (any value, as a string), ``servers``, ``duration``,
+          ``callable``, ``mapping``, ``any``.
+        - ``default``: None (unset), a bool, int, float or str; a callable default is
+          given as its dotted name; a secret's default is always None.
+        - ``doc`` (str): what it does (may be empty).
+        - ``secret`` (bool): never shown in repr, logs or errors.
+        - ``choices`` (list or None): the allowed values.
+        - ``minimum``, ``maximum`` (number or None): bounds.
+        - ``aliases`` (list of str): other names accepted (librdkafka's, the Java
+          client's, kafka-python's), not counting the snake_case keyword form.
+
+        The shape is stable: keys are only ever added.
+    """
+    from kontrakt.clients.admin._admin import ADMIN_OPTIONS
+    from kontrakt.clients.client import CLIENT_OPTIONS
+    from kontrakt.clients.consumer._config import CONSUMER_OPTIONS
+    from kontrakt.clients.producer._config import PRODUCER_OPTIONS
+    from kontrakt.registry._config import REGISTRY_TABLE
+    from kontrakt.serde._base import DESERIALIZER_TABLE, SERIALIZER_TABLE, format_tables
+    from kontrakt.spark._options import SPARK_TABLE
+
+    out = {
+        "client": _rows(CLIENT_OPTIONS),
+        "producer": _rows(PRODUCER_OPTIONS),
+        "consumer": _rows(CONSUMER_OPTIONS),
+        "admin": _rows(ADMIN_OPTIONS),
+    }
+    for table in (REGISTRY_TABLE, SERIALIZER_TABLE, DESERIALIZER_TABLE, *format_tables(),
+                  SPARK_TABLE):
+        out[table.component] = _rows(table.options)
+    return out

@@ -58,10 +58,15 @@ class KontraktError(Exception):
 
 
 class ConfigError(KontraktError, ValueError):
-    """A client configuration is invalid: unknown key, wrong type or out-of-range value."""
+    """A client configuration is invalid: unknown key, wrong type or out-of-range value.
 
-    def __init__(self, message: str) -> None:
+    Attributes:
+        option: the option (or unknown key) at fault, when one is (None otherwise).
+    """
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
         super().__init__(message)
+        self.option = option
 
 
 class IllegalStateError(KontraktError):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 import ssl
 from collections.abc import Mapping
@@ -10,21 +9,57 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from kontrakt.clients._net.security import load_client_certificate
+from kontrakt._config import Option, OptionTable, Style, options
+from kontrakt.clients._net.security import tls_context
 from kontrakt.errors import ConfigError
 
-__all__ = ["RegistryClientConfig", "parse_config"]
+__all__ = ["REGISTRY_TABLE", "RegistryClientConfig", "parse_config"]
 
-_KEYS = (
-    "url", "basic.auth.user.info", "basic.auth.credentials.source", "sasl.username",
-    "sasl.password", "bearer.auth.credentials.source", "bearer.auth.token",
-    "bearer.auth.logical.cluster", "bearer.auth.identity.pool.id", "bearer.auth.client.id",
-    "bearer.auth.client.secret", "bearer.auth.scope", "bearer.auth.issuer.endpoint.url",
-    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
-    "proxy", "timeout", "connect.timeout.ms", "total.timeout.ms", "max.retries",
-    "retries.wait.ms", "retries.max.wait.ms",
-    "cache.capacity", "cache.latest.ttl.sec", "cache.negative.ttl.sec",
-)
+#: The registry client's words (``max.retries must be a number, not dict``).
+REGISTRY_STYLE = Style(invalid="{name} must be {expect}, got {shown}",
+                       wrong_type="{name} must be {expect}, not {type}",
+                       unknown="unknown Schema Registry client property {key!r}{hint}",
+                       close_repr=False)
+
+REGISTRY_TABLE = OptionTable("schema registry client", options(
+    Option("url", "any", doc="one or more comma-separated registry URLs (required)"),
+    Option("basic.auth.user.info", "text", secret=True,
+           doc="'username:password' for HTTP basic authentication"),
+    Option("basic.auth.credentials.source", "text",
+           doc="URL (credentials in the url), USER_INFO or SASL_INHERIT"),
+    Option("sasl.username", "text", doc="user name with SASL_INHERIT"),
+    Option("sasl.password", "text", secret=True, doc="password with SASL_INHERIT"),
+    Option("bearer.auth.credentials.source", "text", doc="STATIC_TOKEN or OAUTHBEARER"),
+    Option("bearer.auth.token", "text", secret=True, doc="the token with STATIC_TOKEN"),
+    Option("bearer.auth.logical.cluster", "text", doc="target-sr-cluster header"),
+    Option("bearer.auth.identity.pool.id", "text", doc="Confluent-Identity-Pool-Id header"),
+    Option("bearer.auth.client.id", "text", doc="OAuth client id (OAUTHBEARER)"),
+    Option("bearer.auth.client.secret", "text", secret=True,
+           doc="OAuth client secret (OAUTHBEARER)"),
+    Option("bearer.auth.scope", "text", doc="OAuth scope (OAUTHBEARER)"),
+    Option("bearer.auth.issuer.endpoint.url", "text", doc="OAuth token endpoint (OAUTHBEARER)"),
+    Option("ssl.ca.location", "text", doc="CA bundle (PEM) to verify the registry with"),
+    Option("ssl.certificate.location", "text", doc="client certificate (PEM)"),
+    Option("ssl.key.location", "text", doc="client private key (PEM)"),
+    Option("ssl.key.password", "text", secret=True, doc="password of the private key"),
+    Option("proxy", "text", doc="HTTP(S) proxy URL"),
+    Option("timeout", "number", 30.0, minimum=0,
+           doc="seconds to wait for each read or write of an attempt"),
+    Option("connect.timeout.ms", "number", 10_000, minimum=1,
+           doc="ms to open a connection (TCP and TLS), per attempt"),
+    Option("total.timeout.ms", "number", 30_000, minimum=1,
+           doc="ms one REST call may take in all: attempts, backoff sleeps, fail-over"),
+    Option("max.retries", "number", 3, minimum=0, doc="retries of a failed REST call"),
+    Option("retries.wait.ms", "number", 1000, minimum=0, doc="first wait before a retry"),
+    Option("retries.max.wait.ms", "number", 20000, minimum=0,
+           doc="longest wait between retries"),
+    Option("cache.capacity", "number", 1000, minimum=1, doc="schemas kept per cache"),
+    Option("cache.latest.ttl.sec", "number", None, minimum=0,
+           doc="seconds a latest-version answer is cached (unset: until evicted)"),
+    Option("cache.negative.ttl.sec", "number", 1.0, minimum=0,
+           doc="seconds a not-found answer is cached"),
+), REGISTRY_STYLE)
+_KEYS = tuple(REGISTRY_TABLE.options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,40 +93,15 @@ class RegistryClientConfig:
     cache_negative_ttl_sec: float = 1.0
 
 
-def _number(conf: dict[str, Any], key: str, default: float | None, minimum: float = 0
-            ) -> float | None:
-    raw = conf.get(key)
-    if raw is None:
-        return default
-    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
-        raise ConfigError(f"{key} must be a number, not {type(raw).__name__}")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{key} must be a number, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigError(f"{key} must be >= {minimum}, got {raw!r}")
-    return value
-
-
-def _ssl_context(conf: dict[str, Any]) -> ssl.SSLContext | bool:
-    ca = conf.get("ssl.ca.location")
-    cert = conf.get("ssl.certificate.location")
-    key = conf.get("ssl.key.location")
-    password = conf.get("ssl.key.password")
+def _ssl_context(conf: Mapping[str, Any]) -> ssl.SSLContext | bool:
+    ca, cert, key = conf["ssl.ca.location"], conf["ssl.certificate.location"], \
+        conf["ssl.key.location"]
     if ca is None and cert is None and key is None:
         return True
     if key is not None and cert is None:
-        raise ConfigError("ssl.certificate.location is required with ssl.key.location")
-    try:
-        ctx = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"cannot load the TLS CA bundle ssl.ca.location={ca!r}: "
-                          f"{exc.strerror or exc}") from None
-    if cert is not None:
-        load_client_certificate(ctx, str(cert), None if key is None else str(key),
-                                None if password is None else str(password))
-    return ctx
+        raise ConfigError("ssl.certificate.location is required with ssl.key.location",
+                          option="ssl.certificate.location")
+    return tls_context(ca=ca, cert=cert, key=key, password=conf["ssl.key.password"])
 
 
 _USERINFO = re.compile(r"^((?:[a-zA-Z][a-zA-Z0-9+.-]*:)?//)?[^/?#]*@")
@@ -117,14 +127,10 @@ def parse_config(config: Mapping[str, Any] | None, options: Mapping[str, Any]
         ConfigError: unknown key (with close matches), missing or malformed ``url``, bad
             numbers, conflicting credentials or unreadable TLS files.
     """
-    conf: dict[str, Any] = dict(config or {})
+    given: dict[str, Any] = dict(config or {})
     for name, value in options.items():
-        conf[name.replace("_", ".")] = value
-    for key in conf:
-        if key not in _KEYS:
-            near = difflib.get_close_matches(key, _KEYS, n=3)
-            hint = f"; did you mean {', '.join(near)}?" if near else ""
-            raise ConfigError(f"unknown Schema Registry client property {key!r}{hint}")
+        given[name.replace("_", ".")] = value
+    conf = REGISTRY_TABLE.parse(given)
     raw_url = conf.get("url")
     if not isinstance(raw_url, str) or not raw_url.strip():
         raise ConfigError("url is required: one or more comma-separated registry URLs")
@@ -180,21 +186,10 @@ def parse_config(config: Mapping[str, Any] | None, options: Mapping[str, Any]
                      "bearer.auth.issuer.endpoint.url"):
             if not conf.get(need):
                 raise ConfigError(f"OAUTHBEARER needs {need}")
-    max_retries = _number(conf, "max.retries", 3)
-    wait = _number(conf, "retries.wait.ms", 1000)
-    max_wait = _number(conf, "retries.max.wait.ms", 20000)
-    capacity = _number(conf, "cache.capacity", 1000, minimum=1)
-    timeout = _number(conf, "timeout", 30.0)
-    connect_ms = _number(conf, "connect.timeout.ms", 10_000, minimum=1)
-    total_ms = _number(conf, "total.timeout.ms", 30_000, minimum=1)
-    assert max_retries is not None and wait is not None and max_wait is not None
-    assert capacity is not None and timeout is not None
-    assert connect_ms is not None and total_ms is not None
-    neg = _number(conf, "cache.negative.ttl.sec", 1.0)
 
     def opt(key: str) -> str | None:
-        v = conf.get(key)
-        return str(v) if v is not None else None
+        v: str | None = conf[key]
+        return v
 
     return RegistryClientConfig(
         urls=tuple(urls), basic_auth=basic, bearer_source=bearer,
@@ -203,10 +198,12 @@ def parse_config(config: Mapping[str, Any] | None, options: Mapping[str, Any]
         oauth_client_id=opt("bearer.auth.client.id"),
         oauth_client_secret=opt("bearer.auth.client.secret"),
         oauth_scope=opt("bearer.auth.scope"), oauth_endpoint=opt("bearer.auth.issuer.endpoint.url"),
-        verify=_ssl_context(conf), proxy=opt("proxy"), timeout=timeout,
-        connect_timeout=connect_ms / 1000.0, total_timeout=total_ms / 1000.0,
-        max_retries=int(max_retries), retries_wait_ms=int(wait),
-        retries_max_wait_ms=int(max_wait), cache_capacity=int(capacity),
-        cache_latest_ttl_sec=_number(conf, "cache.latest.ttl.sec", None),
-        cache_negative_ttl_sec=neg if neg is not None else 1.0,
+        verify=_ssl_context(conf), proxy=opt("proxy"), timeout=float(conf["timeout"]),
+        connect_timeout=conf["connect.timeout.ms"] / 1000.0,
+        total_timeout=conf["total.timeout.ms"] / 1000.0,
+        max_retries=int(conf["max.retries"]), retries_wait_ms=int(conf["retries.wait.ms"]),
+        retries_max_wait_ms=int(conf["retries.max.wait.ms"]),
+        cache_capacity=int(conf["cache.capacity"]),
+        cache_latest_ttl_sec=conf["cache.latest.ttl.sec"],
+        cache_negative_ttl_sec=float(conf["cache.negative.ttl.sec"]),
     )

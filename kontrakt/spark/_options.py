@@ -11,19 +11,19 @@ Names and meanings follow Spark's built-in Kafka source where it has one
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
+from kontrakt._config import Option, OptionTable, Style, options
 from kontrakt.errors import ConfigError
 
 __all__ = [
     "AVRO_NAME", "DEFAULT_RECORD_NAME", "EARLIEST", "FORMATS", "LATEST", "MODES",
-    "REGISTRY_FORMATS", "OffsetSpec", "SchemaChoice", "SourceOptions", "TimestampSpec",
-    "parse_options",
+    "REGISTRY_FORMATS", "SPARK_TABLE", "OffsetSpec", "SchemaChoice", "SourceOptions",
+    "TimestampSpec", "parse_options",
 ]
 
 EARLIEST = -2
@@ -42,34 +42,94 @@ TimestampSpec = int | dict[str, dict[int, int]] | None
 Mode = Literal["FAILFAST", "PERMISSIVE", "DROPMALFORMED"]
 MODES: tuple[Mode, ...] = ("FAILFAST", "PERMISSIVE", "DROPMALFORMED")
 
-_KNOWN = {
-    "subscribe", "topic", "startingoffsets", "endingoffsets", "maxoffsetspertrigger",
-    "kafkaconsumer.polltimeoutms", "key.format", "value.format", "key.subject",
-    "value.subject", "includeheaders", "failondataloss", "auto.register.schemas",
-    "key.avro.recordname", "key.avro.namespace", "value.avro.recordname",
-    "value.avro.namespace", "subscribepattern", "assign", "startingoffsetsbytimestamp",
-    "startingtimestamp", "endingoffsetsbytimestamp", "endingtimestamp",
-    "startingoffsetsbytimestampstrategy", "minpartitions", "maxrecordsperpartition",
-    "minoffsetspertrigger", "maxtriggerdelay", "mode", "columnnameofcorruptrecord",
-    # the exactly-once sink (writes only)
-    "exactlyonce", "transactionalidprefix",
-    "filterpushdown",
+_DEFAULT_POLL_TIMEOUT_MS = 120_000
+# Spark's own defaults for the record it derives (its Avro options recordName and
+# recordNamespace), so that a schema registered here looks like one to_avro would write.
+DEFAULT_RECORD_NAME = "topLevelRecord"
+
+#: The data source's words (``option 'minpartitions' must be a positive integer; got '0'``).
+SPARK_STYLE = Style(invalid="option {key!r} must be {expect}; got {shown}",
+                    unknown="unknown option {key!r} for the kontrakt data source{hint}",
+                    close_n=2, close_sep=" or ", close_repr=False, choices="one of {joined}")
+
+
+
+def _positive(name: str, default: int | None = None, doc: str = "") -> Option:
+    return Option(name, "int", default, minimum=1, expect="a positive integer", doc=doc)
+
+
+#: The data source's own options (``kafka.*`` and ``schema.registry.*`` pass Kafka client
+#: and registry client options through); names are matched case-insensitively, as Spark
+#: hands them over.
+SPARK_TABLE = OptionTable("spark", options(
+    Option("subscribe", "text", doc="comma-separated topics to read"),
+    Option("subscribePattern", "text", doc="read the topics whose whole name matches"),
+    Option("assign", "text", doc='JSON {"topic": [0, 1]}: the only partitions read'),
+    Option("topic", "text", doc="the topic a write goes to (else each row's topic column)"),
+    Option("startingOffsets", "text", "earliest",
+           doc='earliest, latest or JSON {"topic": {"0": 12}} (-2 earliest, -1 latest)'),
+    Option("endingOffsets", "text", "latest", doc="batch reads: as startingOffsets"),
+    Option("startingOffsetsByTimestamp", "text",
+           doc='JSON {"topic": {"0": ms}}: start at the first record at or after'),
+    Option("startingTimestamp", "text", doc="ms: start every partition there (wins)"),
+    Option("endingOffsetsByTimestamp", "text", doc="batch reads: as the starting one"),
+    Option("endingTimestamp", "text", doc="batch reads: as startingTimestamp"),
+    Option("startingOffsetsByTimestampStrategy", "text", "error", choices=("error", "latest"),
+           doc="no record at or after a starting timestamp: fail, or start at the end"),
+    _positive("maxOffsetsPerTrigger", None,
+           doc="streaming: at most this many offsets per micro-batch"),
+    _positive("minOffsetsPerTrigger", None,
+           doc="streaming: wait for this many new offsets (up to maxTriggerDelay)"),
+    Option("maxTriggerDelay", "duration", 900.0,
+           doc="streaming: longest wait for minOffsetsPerTrigger (default 15m)"),
+    _positive("kafkaConsumer.pollTimeoutMs", _DEFAULT_POLL_TIMEOUT_MS,
+           doc="a task fails when a partition yields nothing for this long"),
+    _positive("minPartitions", None, doc="split offset ranges into tasks"),
+    _positive("maxRecordsPerPartition", None,
+           doc="split offset ranges into tasks of at most this many records"),
+    Option("failOnDataLoss", "bool", True,
+           doc="fail when offsets to read were deleted (false: skip them, warning)"),
+    Option("includeHeaders", "bool", True, doc="add the headers column"),
+    Option("mode", "text", "FAILFAST", choices=MODES,
+           doc="what a record that cannot be decoded does"),
+    Option("columnNameOfCorruptRecord", "text", "_corrupt_record",
+           doc="PERMISSIVE's column of raw bytes and error"),
+    Option("filterPushdown", "bool", False, doc="pushed filters narrow the offset ranges"),
+    Option("exactlyOnce", "bool", False,
+           doc="writes: each task writes in one Kafka transaction"),
+    Option("transactionalIdPrefix", "text", "kontrakt-sink",
+           doc="writes: start of the sink's transactional ids and marker groups"),
+    Option("auto.register.schemas", "bool", True,
+           doc="writes: register a schema derived from the column's type"),
+    Option("use.latest.version", "text", doc="writes: passed to the registry serializers"),
+    Option("normalize.schemas", "text", doc="writes: passed to the registry serializers"),
+    *(opt for side in ("key", "value") for opt in (
+        Option(f"{side}.format", "text", "binary", choices=FORMATS,
+               doc=f"how {side}s are decoded / encoded"),
+        Option(f"{side}.subject", "text", doc=f"registry subject (default <topic>-{side})"),
+        Option(f"{side}.subjects", "text", doc='JSON {"topic": "subject"}'),
+        Option(f"{side}.schema.version", "text",
+               doc="the subject's version to read with (default latest)"),
+        _positive(f"{side}.schema.id", None,
+               doc="the schema (registry id) to read with"),
+        Option(f"{side}.json.validate", "bool", False,
+               doc="validate each JSON document against its writer schema"),
+        Option(f"{side}.avro.recordName", "text", DEFAULT_RECORD_NAME,
+               doc="writes: the derived schema's top record name"),
+        Option(f"{side}.avro.namespace", "text", doc="writes: its namespace"),
+    )),
     # Spark's own, handed to the source along with the user's options
-    "path", "checkpointlocation",
-    # which schema decodes a column (_schema_choice)
-    "key.subjects", "value.subjects", "key.schema.version", "value.schema.version",
-    "key.schema.id", "value.schema.id", "key.json.validate", "value.json.validate",
-}
+    Option("path", "text", doc="(Spark's)"),
+    Option("checkpointLocation", "text", doc="(Spark's)"),
+), SPARK_STYLE, fold_case=True)
+_KNOWN = {name.lower() for name in SPARK_TABLE.options}
+
 # Set by the source itself (Spark's Kafka source refuses them too): a group would commit
 # offsets the query does not own, and the decoding is the data source's job.
 _FORBIDDEN_KAFKA = {
     "group.id", "auto.offset.reset", "enable.auto.commit", "key.deserializer",
     "value.deserializer", "key.serializer", "value.serializer",
 }
-_DEFAULT_POLL_TIMEOUT_MS = 120_000
-# Spark's own defaults for the record it derives (its Avro options recordName and
-# recordNamespace), so that a schema registered here looks like one to_avro would write.
-DEFAULT_RECORD_NAME = "topLevelRecord"
 AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """What the Avro specification allows as a record or field name (and a namespace part)."""
 
@@ -207,10 +267,8 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
             registry[key[len("schema.registry."):]] = value
         elif key in ("use.latest.version", "normalize.schemas"):
             serializer[key] = value
-        elif key not in _KNOWN:
-            close = difflib.get_close_matches(key, sorted(_KNOWN), n=2)
-            hint = f"; did you mean {' or '.join(close)}?" if close else ""
-            raise ConfigError(f"unknown option {key!r} for the kontrakt data source{hint}")
+        elif key not in SPARK_TABLE:
+            raise SPARK_TABLE.unknown(key)
     isolation = kafka.get("isolation.level")
     if isolation is not None:
         # Checked here so the error comes while the query is analysed, in Spark's words.
@@ -252,10 +310,7 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
     if strategy not in ("error", "latest"):
         raise ConfigError(f"option 'startingOffsetsByTimestampStrategy' must be error or "
                           f"latest; got {strategy!r}")
-    mode = opts.get("mode", "FAILFAST").strip().upper()
-    if mode not in MODES:
-        raise ConfigError(f"option 'mode' must be one of {', '.join(MODES)}; got "
-                          f"{opts['mode']!r}")
+    mode = _value(opts, "mode", "FAILFAST")
     corrupt = opts.get("columnnameofcorruptrecord", "_corrupt_record").strip()
     if not corrupt or corrupt in _COLUMN_NAMES:
         raise ConfigError(f"option 'columnNameOfCorruptRecord' must be a new column name; "
@@ -284,7 +339,7 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
         min_offsets_per_trigger=_optional_int(opts, "minoffsetspertrigger"),
         max_trigger_delay_s=_duration_s(opts, "maxtriggerdelay", 900.0),
         include_headers=_bool(opts, "includeheaders", True),
-        mode=next(m for m in MODES if m == mode), corrupt_column=corrupt,
+        mode=mode, corrupt_column=corrupt,
         key_schema=_schema_choice(opts, "key", key_format, known, write),
         value_schema=_schema_choice(opts, "value", value_format, known, write),
         exactly_once=exactly_once, transactional_id_prefix=txn_prefix,
@@ -450,20 +505,11 @@ def _optional_int(opts: Mapping[str, str], key: str) -> int | None:
     return _positive_int(opts, key, 0) if key in opts else None
 
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-
-
 def _duration_s(opts: Mapping[str, str], key: str, default: float) -> float:
     """A duration such as ``15m``, ``30s`` or ``500ms`` (a bare number is milliseconds, as
     Spark reads ``maxTriggerDelay``)."""
-    raw = opts.get(key)
-    if raw is None:
-        return default
-    found = re.fullmatch(r"\s*(\d+)\s*(ms|s|min|m|h|d)?\s*", raw.lower())
-    if found is None:
-        raise ConfigError(f"option {key!r} must be a duration such as 15m, 30s or 500ms; "
-                          f"got {raw!r}")
-    return int(found.group(1)) * _UNITS[found.group(2) or "ms"]
+    value: float = _value(opts, key, default)
+    return value
 
 
 def _record_names(opts: Mapping[str, str], field: str, fmt: Format) -> tuple[str, str]:
@@ -483,34 +529,38 @@ def _record_names(opts: Mapping[str, str], field: str, fmt: Format) -> tuple[str
     return name, namespace
 
 
-def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
+def _value(opts: Mapping[str, str], key: str, default: Any, how: Option | None = None
+           ) -> Any:
+    """Option ``key`` of ``opts`` converted by its declaration in :data:`SPARK_TABLE` (or
+    by ``how``); ``default`` when it is not given. Choices are compared stripped."""
     raw = opts.get(key)
     if raw is None:
         return default
-    value = raw.strip().lower()
-    if value not in ("true", "false"):
-        raise ConfigError(f"option {key!r} must be true or false; got {raw!r}")
-    return value == "true"
+    declared = SPARK_TABLE.find(key)
+    opt = declared if how is None else replace(
+        how, name=key if declared is None else declared.name)
+    assert opt is not None, key
+    if opt.choices is not None:
+        raw = raw.strip()
+    return opt.convert(raw, SPARK_STYLE, key=key)
+
+
+_BOOL = Option("", "bool")
+_POSITIVE_INT = _positive("")
+
+
+def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
+    value: bool = _value(opts, key, default, _BOOL)
+    return value
 
 
 def _format(opts: Mapping[str, str], key: str) -> Format:
-    value = opts.get(key, "binary").strip().lower()
-    for fmt in FORMATS:
-        if value == fmt:
-            return fmt
-    raise ConfigError(f"option {key!r} must be one of {', '.join(FORMATS)}; got {value!r}")
+    value: Format = _value(opts, key, "binary")
+    return value
 
 
 def _positive_int(opts: Mapping[str, str], key: str, default: int) -> int:
-    raw = opts.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ConfigError(f"option {key!r} must be a positive integer; got {raw!r}")
+    value: int = _value(opts, key, default, _POSITIVE_INT)
     return value
 
 

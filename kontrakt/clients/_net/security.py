@@ -31,6 +31,7 @@ __all__ = [
     "build_sasl",
     "build_ssl_context",
     "load_client_certificate",
+    "tls_context",
     "tls_error",
     "tls_failure",
     "tls_handshake_failed",
@@ -134,18 +135,39 @@ def build_ssl_context(cfg: Mapping[str, Any]) -> ssl.SSLContext | None:
     ready = cfg.get("ssl.context")
     if ready is not None:
         if not isinstance(ready, ssl.SSLContext):
-            raise ConfigError("ssl.context must be an ssl.SSLContext")
+            raise ConfigError("ssl.context must be an ssl.SSLContext", option="ssl.context")
         return ready
-    ca = cfg.get("ssl.ca.location")
+    return tls_context(ca=cfg.get("ssl.ca.location"),
+                       cert=cfg.get("ssl.certificate.location") or None,
+                       key=cfg.get("ssl.key.location"), password=cfg.get("ssl.key.password"),
+                       check_hostname=cfg.get("ssl.endpoint.identification.algorithm") != "none")
+
+
+def tls_context(*, ca: str | None = None, cert: str | None = None, key: str | None = None,
+                password: str | None = None, check_hostname: bool = True) -> ssl.SSLContext:
+    """The TLS client context of every Kontrakt connection: Kafka brokers and the Schema
+    Registry both build theirs here, from the same ``ssl.*`` option names.
+
+    Args:
+        ca: ``ssl.ca.location``: the CA bundle (PEM) to verify the server with; None or
+            empty: the system's trust store.
+        cert: ``ssl.certificate.location``: the client certificate (PEM), for mutual TLS.
+        key: ``ssl.key.location``: its private key (PEM; None: in the certificate's file).
+        password: ``ssl.key.password``: the key's password.
+        check_hostname: check the server's host name against its certificate.
+
+    Raises:
+        ConfigError: the CA bundle, certificate or key cannot be loaded (see
+            :func:`load_client_certificate`); the message never shows the password.
+    """
     try:
-        ctx = ssl.create_default_context(cafile=ca)
+        ctx = ssl.create_default_context(cafile=ca or None)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"cannot load the TLS CA bundle ssl.ca.location={ca!r}: "
-                          f"{exc.strerror or exc}") from exc
-    if cfg.get("ssl.certificate.location"):
-        load_client_certificate(ctx, cfg["ssl.certificate.location"],
-                                 cfg.get("ssl.key.location"), cfg.get("ssl.key.password"))
-    if cfg.get("ssl.endpoint.identification.algorithm") == "none":
+                          f"{exc.strerror or exc}", option="ssl.ca.location") from exc
+    if cert:
+        load_client_certificate(ctx, cert, key, password)
+    if not check_hostname:
         ctx.check_hostname = False
     return ctx
 

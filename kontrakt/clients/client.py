@@ -15,13 +15,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kontrakt._config import COMMON_OPTIONS, SECURITY_OPTIONS, ClientConfig, Option
-from kontrakt.clients._net.connection import BrokerConnection, ConnectionSettings
-from kontrakt.clients._net.security import TlsHandshakeError, build_sasl, build_ssl_context
+from kontrakt.clients._net.connection import BrokerConnection
+from kontrakt.clients._net.security import TlsHandshakeError
+from kontrakt.clients._settings import ClientSettings
 from kontrakt.clients._sync import LoopThread, close_sync, ensure_started
 from kontrakt.clients._wait import cancel_and_wait, wait_event, wait_within
-from kontrakt.clients.cluster import BrokerInfo, ClusterMetadata, parse_bootstrap
+from kontrakt.clients.cluster import BrokerInfo, ClusterMetadata
 from kontrakt.errors import (
     AuthenticationError,
+    ConfigError,
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
@@ -84,6 +86,9 @@ class AsyncKafkaClient:
     Args:
         config: Kafka property names to values (``{"bootstrap.servers": "host:9092"}``).
         **kwargs: the same options with snake_case names (``bootstrap_servers=``).
+        settings: instead of ``config``, settings a client already parsed from its own
+            validated configuration (:meth:`ClientSettings.of`), so that nothing is
+            validated twice.
 
     Options: ``bootstrap.servers`` (required), ``client.id``, ``request.timeout.ms``,
     ``socket.connection.setup.timeout.ms``, ``metadata.max.age.ms``, ``retry.backoff.ms``,
@@ -92,7 +97,7 @@ class AsyncKafkaClient:
     ``connections.max.idle.ms``, ``security.protocol``, ``ssl.*``, ``sasl.*``.
 
     Raises:
-        ConfigError: unknown option or bad value.
+        ConfigError: unknown option or bad value; both ``settings`` and a config.
 
     Example::
 
@@ -101,19 +106,19 @@ class AsyncKafkaClient:
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, *,
+                 settings: ClientSettings | None = None,
                  _options: Mapping[str, Option] | None = None, **kwargs: Any) -> None:
-        self.config = ClientConfig(_options or CLIENT_OPTIONS, config, **kwargs)
-        cfg = self.config
-        self._bootstrap = parse_bootstrap(cfg.require("bootstrap.servers"))
-        self._settings = ConnectionSettings(
-            client_id=cfg["client.id"],
-            request_timeout=cfg["request.timeout.ms"] / 1000,
-            connect_timeout=cfg["socket.connection.setup.timeout.ms"] / 1000,
-            max_in_flight=cfg["max.in.flight.requests.per.connection"],
-            max_frame_bytes=cfg["receive.message.max.bytes"],
-            ssl_context=build_ssl_context(cfg),
-            sasl=build_sasl(cfg),
-        )
+        if settings is None:
+            settings = ClientSettings.of(ClientConfig(_options or CLIENT_OPTIONS, config,
+                                                      **kwargs))
+        elif config or kwargs:
+            raise ConfigError("give AsyncKafkaClient either settings or a config, not both")
+        #: the connection, bootstrap and security settings, parsed once
+        self.settings = settings
+        #: the validated configuration (every option of the client that owns this core)
+        self.config = settings.config
+        self._bootstrap = settings.bootstrap
+        self._settings = settings.connection
         self.cluster = ClusterMetadata()
         self._nodes: dict[int, _NodeState] = {}
         # Dedicated coordinator connections, by broker id: a broker answers one connection's
@@ -253,9 +258,8 @@ class AsyncKafkaClient:
         self._check()
         state = pool.get(node_id)
         if state is None:
-            cfg = self.config
-            state = _NodeState(Backoff(cfg["reconnect.backoff.ms"] / 1000,
-                                       cfg["reconnect.backoff.max.ms"] / 1000))
+            state = _NodeState(Backoff(self.settings.reconnect_backoff,
+                                       self.settings.reconnect_backoff_max))
             pool[node_id] = state
         if state.conn is not None and state.conn.connected:
             return state.conn
@@ -359,9 +363,9 @@ class AsyncKafkaClient:
         """Like :meth:`request`, but retries connection failures and timeouts on another
         (or the same) broker with backoff until ``deadline`` (monotonic seconds; default:
         now + ``request.timeout.ms``). Error codes in responses are still returned."""
-        cfg = self.config
-        deadline = deadline or time.monotonic() + cfg["request.timeout.ms"] / 1000
-        backoff = Backoff(cfg["retry.backoff.ms"] / 1000, cfg["retry.backoff.max.ms"] / 1000)
+        st = self.settings
+        deadline = deadline or time.monotonic() + st.request_timeout
+        backoff = Backoff(st.retry_backoff, st.retry_backoff_max)
         while True:
             remaining = deadline - time.monotonic()
             try:
@@ -417,12 +421,12 @@ class AsyncKafkaClient:
 
     async def _refresh_metadata_now(self, timeout: float | None = None,
                                     budget_name: str | None = None) -> None:
-        cfg = self.config
+        st = self.settings
         if timeout is None:
-            timeout = cfg["request.timeout.ms"] / 1000
-            budget_name = budget_name or f"request.timeout.ms={cfg['request.timeout.ms']}"
+            timeout = st.request_timeout
+            budget_name = budget_name or f"request.timeout.ms={self.config['request.timeout.ms']}"
         deadline = time.monotonic() + timeout
-        backoff = Backoff(cfg["retry.backoff.ms"] / 1000, cfg["retry.backoff.max.ms"] / 1000)
+        backoff = Backoff(st.retry_backoff, st.retry_backoff_max)
         #: address -> why it failed last, in the order first tried
         tried: dict[str, str] = {}
         while True:
@@ -477,9 +481,8 @@ class AsyncKafkaClient:
 
     async def _metadata_loop(self) -> None:
         assert self._refresh_wanted is not None
-        cfg = self.config
-        max_age = cfg["metadata.max.age.ms"] / 1000
-        min_gap = cfg["retry.backoff.ms"] / 1000
+        max_age = self.settings.metadata_max_age
+        min_gap = self.settings.retry_backoff
         try:
             while True:
                 age = time.monotonic() - self.cluster.updated_at
@@ -525,9 +528,9 @@ class AsyncKafkaClient:
         ck = (_COORDINATOR_TYPES[key_type], key)
         if not refresh and ck in self._coordinators:
             return self._coordinators[ck]
-        cfg = self.config
-        deadline = time.monotonic() + cfg["request.timeout.ms"] / 1000
-        backoff = Backoff(cfg["retry.backoff.ms"] / 1000, cfg["retry.backoff.max.ms"] / 1000)
+        st = self.settings
+        deadline = time.monotonic() + st.request_timeout
+        backoff = Backoff(st.retry_backoff, st.retry_backoff_max)
         while True:
             try:
                 conn = await self.connection(self.least_loaded_node())

@@ -13,8 +13,9 @@ from typing import Any, overload
 from kontrakt._config import ClientConfig
 from kontrakt._types import OFFSET_BEGINNING, ConsumerRecord, OffsetAndMetadata, TopicPartition
 from kontrakt.clients._hooks import ClientHooks
+from kontrakt.clients._settings import ClientSettings
 from kontrakt.clients._wait import wait_event
-from kontrakt.clients.client import CLIENT_OPTIONS, AsyncKafkaClient
+from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.consumer._compat import (
     AsyncConsumerCompat,
     batch_timeout,
@@ -127,8 +128,7 @@ class AsyncConsumer(AsyncConsumerCompat):
         config, topics = split_config(config, topics)
         self.config = cfg = ClientConfig(CONSUMER_OPTIONS, config, **kwargs)
         self._hooks = ClientHooks(cfg, "consumer", self._statistics)
-        client_cfg = {k: cfg[k] for k in CLIENT_OPTIONS if cfg[k] is not None}
-        self._client = AsyncKafkaClient(client_cfg)
+        self._client = AsyncKafkaClient(settings=ClientSettings.of(cfg))
         self._client.owner = "AsyncConsumer"
         self._subs = SubscriptionState(reset_strategy(cfg["auto.offset.reset"]))
         self._buffer = FetchBuffer(cfg["queued.max.messages.kbytes"] * 1024)

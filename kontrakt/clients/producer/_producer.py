@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from kontrakt._types import OffsetAndMetadata, RecordMetadata, TopicPartition
 from kontrakt.clients._hooks import ClientHooks
+from kontrakt.clients._settings import ClientSettings
 from kontrakt.clients._wait import wait_event, wait_within
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.cluster import TopicInfo
@@ -28,7 +29,7 @@ from kontrakt.clients.producer._accumulator import (
     keep_hook,
     new_future,
 )
-from kontrakt.clients.producer._config import client_config, parse_producer_config
+from kontrakt.clients.producer._config import parse_producer_config
 from kontrakt.clients.producer._idempotence import IdempotenceState
 from kontrakt.clients.producer._metrics import ProducerMetrics
 from kontrakt.clients.producer._partitioner import (
@@ -140,7 +141,7 @@ class _ProducerCore:
                 "on_delivery is the blocking Producer's (for produce()); with AsyncProducer, "
                 "await send()'s future or add a done callback to it")
         self._hooks = ClientHooks(self.config, "producer", self._statistics)
-        self._client = AsyncKafkaClient(client_config(self.config))
+        self._client = AsyncKafkaClient(settings=ClientSettings.of(self.config))
         self._acc = RecordAccumulator(
             # A batch must fit a produce request's limit too.
             batch_size=min(s.batch_size, s.message_max_bytes), linger=s.linger,

@@ -609,7 +609,7 @@ def option_tables() -> dict[str, list[dict[str, Any]]]:
     from kontrakt.clients.consumer._config import CONSUMER_OPTIONS
     from kontrakt.clients.producer._config import PRODUCER_OPTIONS
     from kontrakt.registry._config import REGISTRY_TABLE
-    from kontrakt.serde._base import DESERIALIZER_TABLE, SERIALIZER_TABLE, format_tables
+    from kontrakt.serde._conf import DESERIALIZER_TABLE, SERIALIZER_TABLE, format_tables
     from kontrakt.spark._options import SPARK_TABLE
 
     out = {

@@ -17,6 +17,7 @@ error messages. :func:`option_tables` lists every table, for the configuration r
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,8 +128,6 @@ _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "
 def _to_duration(value: Any) -> float:
     """Seconds from ``15m``, ``30s`` or ``500ms`` (a bare number is milliseconds, as Spark
     reads ``maxTriggerDelay``)."""
-    import re
-
     found = re.fullmatch(r"\s*(\d+)\s*(ms|s|min|m|h|d)?\s*", str(value).lower())
     if found is None:
         raise _Invalid("a duration such as 15m, 30s or 500ms")
@@ -459,7 +458,8 @@ class ClientConfig(Mapping[str, Any]):
 
     def __init__(self, allowed: Mapping[str, Option], config: Mapping[str, Any] | None = None,
                  **kwargs: Any) -> None:
-        by_attr = {o.attr: o for o in allowed.values()}
+        # snake_case keywords and declared aliases (peers' names come from _aliases)
+        by_attr = {name: o for o in allowed.values() for name in (o.attr, *o.aliases)}
         values: dict[str, Any] = {name: o.default for name, o in allowed.items()}
         given: dict[str, Any] = {}
         for key, value in (config or {}).items():

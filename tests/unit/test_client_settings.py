@@ -62,3 +62,13 @@ def test_settings_and_a_config_together_are_refused() -> None:
     with pytest.raises(ConfigError, match="either settings or a config"):
         AsyncKafkaClient({"client.id": "x"}, settings=settings)
     assert AsyncKafkaClient(settings=settings).settings is settings
+
+
+def test_settings_never_show_secrets() -> None:
+    cfg = ClientConfig(CLIENT_OPTIONS, {"bootstrap.servers": SERVERS,
+                                        "security.protocol": "SASL_PLAINTEXT",
+                                        "sasl.mechanism": "SCRAM-SHA-256",
+                                        "sasl.username": "alice", "sasl.password": "s3cr3t-pw"})
+    settings = ClientSettings.of(cfg)
+    assert settings.connection.sasl is not None
+    assert "s3cr3t-pw" not in repr(settings) and "alice" in repr(settings)

@@ -133,3 +133,17 @@ def test_option_tables_list_every_component_in_a_stable_shape() -> None:
                                           "minimum": 1}
     spark = {r["name"]: r for r in tables["spark"]}
     assert spark["minPartitions"]["type"] == "int" and spark["mode"]["default"] == "FAILFAST"
+
+
+def test_declared_aliases_and_bounds_work_in_both_parsers() -> None:
+    from kontrakt._config import Option, OptionTable, options
+
+    table = options(Option("fetch.size", "int", 10, minimum=1, maximum=100,
+                           aliases=("fetch_bytes",), doc="d"))
+    assert ClientConfig(table, {"fetch_bytes": "20"})["fetch.size"] == 20
+    assert OptionTable("t", table).parse({"fetch_bytes": "30"}) == {"fetch.size": 30}
+    for parse in (lambda v: ClientConfig(table, {"fetch.size": v}),
+                  lambda v: OptionTable("t", table).parse({"fetch.size": v})):
+        with pytest.raises(ConfigError, match=r"fetch\.size must be <= 100, got 101") as info:
+            parse(101)
+        assert info.value.option == "fetch.size"

@@ -86,9 +86,9 @@ class AsyncKafkaClient:
     Args:
         config: Kafka property names to values (``{"bootstrap.servers": "host:9092"}``).
         **kwargs: the same options with snake_case names (``bootstrap_servers=``).
-        settings: instead of ``config``, settings a client already parsed from its own
-            validated configuration (:meth:`ClientSettings.of`), so that nothing is
-            validated twice.
+        _settings: for Kontrakt's own clients: instead of ``config``, the settings the
+            client already parsed from its validated configuration
+            (:meth:`ClientSettings.of`), so that nothing is validated twice.
 
     Options: ``bootstrap.servers`` (required), ``client.id``, ``request.timeout.ms``,
     ``socket.connection.setup.timeout.ms``, ``metadata.max.age.ms``, ``retry.backoff.ms``,
@@ -97,7 +97,7 @@ class AsyncKafkaClient:
     ``connections.max.idle.ms``, ``security.protocol``, ``ssl.*``, ``sasl.*``.
 
     Raises:
-        ConfigError: unknown option or bad value; both ``settings`` and a config.
+        ConfigError: unknown option or bad value; both ``_settings`` and a config.
 
     Example::
 
@@ -106,8 +106,9 @@ class AsyncKafkaClient:
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, *,
-                 settings: ClientSettings | None = None,
+                 _settings: ClientSettings | None = None,
                  _options: Mapping[str, Option] | None = None, **kwargs: Any) -> None:
+        settings = _settings
         if settings is None:
             settings = ClientSettings.of(ClientConfig(_options or CLIENT_OPTIONS, config,
                                                       **kwargs))

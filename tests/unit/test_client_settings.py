@@ -60,8 +60,8 @@ def test_every_client_hands_its_core_the_settings_it_parsed() -> None:
 def test_settings_and_a_config_together_are_refused() -> None:
     settings = ClientSettings.of(ClientConfig(CLIENT_OPTIONS, {"bootstrap.servers": SERVERS}))
     with pytest.raises(ConfigError, match="either settings or a config"):
-        AsyncKafkaClient({"client.id": "x"}, settings=settings)
-    assert AsyncKafkaClient(settings=settings).settings is settings
+        AsyncKafkaClient({"client.id": "x"}, _settings=settings)
+    assert AsyncKafkaClient(_settings=settings).settings is settings
 
 
 def test_settings_never_show_secrets() -> None:

@@ -128,7 +128,7 @@ class AsyncConsumer(AsyncConsumerCompat):
         config, topics = split_config(config, topics)
         self.config = cfg = ClientConfig(CONSUMER_OPTIONS, config, **kwargs)
         self._hooks = ClientHooks(cfg, "consumer", self._statistics)
-        self._client = AsyncKafkaClient(settings=ClientSettings.of(cfg))
+        self._client = AsyncKafkaClient(_settings=ClientSettings.of(cfg))
         self._client.owner = "AsyncConsumer"
         self._subs = SubscriptionState(reset_strategy(cfg["auto.offset.reset"]))
         self._buffer = FetchBuffer(cfg["queued.max.messages.kbytes"] * 1024)

@@ -141,7 +141,7 @@ class _ProducerCore:
                 "on_delivery is the blocking Producer's (for produce()); with AsyncProducer, "
                 "await send()'s future or add a done callback to it")
         self._hooks = ClientHooks(self.config, "producer", self._statistics)
-        self._client = AsyncKafkaClient(settings=ClientSettings.of(self.config))
+        self._client = AsyncKafkaClient(_settings=ClientSettings.of(self.config))
         self._acc = RecordAccumulator(
             # A batch must fit a produce request's limit too.
             batch_size=min(s.batch_size, s.message_max_bytes), linger=s.linger,

@@ -391,7 +391,8 @@ COMMON_OPTIONS = options(
 
 SECURITY_OPTIONS = options(
     Option("security.protocol", "str", "PLAINTEXT",
-           choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+           choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+           doc="how to talk to brokers: TLS (SSL), SASL authentication, both, or neither"),
     Option("ssl.ca.location", "str", doc="CA bundle (PEM) to verify brokers with"),
     Option("ssl.certificate.location", "str", doc="client certificate (PEM)"),
     Option("ssl.key.location", "str", doc="client private key (PEM)"),
@@ -400,9 +401,10 @@ SECURITY_OPTIONS = options(
            doc="'https' checks the broker's host name against its certificate"),
     Option("ssl.context", "any", doc="a ready ssl.SSLContext; overrides the ssl.* files"),
     Option("sasl.mechanism", "str", "PLAIN",
-           choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")),
-    Option("sasl.username", "str"),
-    Option("sasl.password", "str", secret=True),
+           choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"),
+           doc="the SASL mechanism (security.protocol SASL_PLAINTEXT or SASL_SSL)"),
+    Option("sasl.username", "str", doc="user name for PLAIN and SCRAM"),
+    Option("sasl.password", "str", secret=True, doc="password for PLAIN and SCRAM"),
     Option("sasl.scram.tokenauth", "bool", False,
            doc="SCRAM login with a delegation token (user: the token id, password: the "
                "base64 of its HMAC); Java's ScramLoginModule tokenauth option"),

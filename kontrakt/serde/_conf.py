@@ -57,6 +57,21 @@ DESERIALIZER_DEFAULTS: dict[str, Any] = {
     n: o.default for n, o in DESERIALIZER_TABLE.options.items()}
 
 
+#: What the formats' own options (their cores' ``extra_defaults``, which give the
+#: defaults) mean, for the configuration reference.
+_FORMAT_DOCS = {
+    "max.collection.items": "Avro reads: most items of one array or entries of one map",
+    "max.decoded.values": "Avro reads: most values one record decodes to",
+    "max.nesting.depth": "Avro reads: deepest nesting of records, arrays and maps",
+    "validate": "JSON: validate each document against its schema",
+    "skip.known.types": "Protobuf: do not register google/protobuf well-known imports",
+    "reference.subject.name.strategy": "Protobuf: (ctx, import path) -> the subject an "
+                                       "imported file is registered under",
+    "use.deprecated.format": "Protobuf: message indexes without zig-zag encoding (the "
+                             "pre-5.5.0 Confluent format)",
+}
+
+
 def _declared(name: str, default: Any) -> Option:
     """The option ``name`` as the serde tables declare it, else one inferred from its
     default (a format's own options: a bool must be a bool, a callable stays callable)."""
@@ -65,7 +80,7 @@ def _declared(name: str, default: Any) -> Option:
         if found is not None:
             return found
     kind = "flag" if isinstance(default, bool) else "callable" if callable(default) else "any"
-    return Option(name, kind, default)
+    return Option(name, kind, default, doc=_FORMAT_DOCS.get(name, ""))
 
 
 def serde_table(component: str, defaults: Mapping[str, Any]) -> OptionTable:

@@ -41,6 +41,8 @@ WELL_KNOWN = {
         f"google.protobuf.{n}Value" for n in ("Double", "Float", "Int64", "UInt64", "Int32",
                                               "UInt32", "Bool", "String", "Bytes")),
     "google/protobuf/descriptor.proto": (),
+    # Confluent's field and message meta options: a known dependency of every schema.
+    "confluent/meta.proto": ("confluent.Meta", "confluent.Rule"),
 }
 _TOKEN = re.compile(
     r"""(?P<ws>\s+)|(?P<lc>//[^\n]*)|(?P<bc>/\*.*?\*/)

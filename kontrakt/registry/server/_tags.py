@@ -18,8 +18,10 @@ version takes the request's ``metadata`` (else the version's), and its ``ruleSet
 ``newVersion``, when given, must be the subject's next version. The new version is
 registered like any other (compatibility checked, config defaults and overrides applied).
 
-Tags are rewritten in Avro schemas only; other schema types are refused (422), not
-silently left untagged.
+Avro schemas are rewritten here; JSON Schema ones by :mod:`._tags_json` (the
+``confluent:tags`` keyword at a path of type words, ``object.address.object.street``) and
+Protobuf ones by :mod:`._tags_proto` (``(confluent.field_meta)`` /
+``(confluent.message_meta)`` options at ``Message.Nested.field``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from kontrakt.errors import SchemaRegistryError
 from kontrakt.registry._errors import InvalidSchemaError
 from kontrakt.registry.server._contracts import merge_rule_sets
+from kontrakt.registry.server._tags_json import merged_tags, retag_json
+from kontrakt.registry.server._tags_proto import retag_proto
 
 if TYPE_CHECKING:
     from kontrakt.registry.server._state import RegistryState
@@ -118,9 +122,7 @@ def retag_avro(text: str, add: dict[tuple[str, str], list[str]],
     _records(schema, "", records)
     for key in [*add, *(k for k in remove if k not in add)]:
         node = _node(records, *key)
-        tags = [t for t in node.get(_TAGS) or () if isinstance(t, str)]
-        tags.extend(t for t in add.get(key, ()) if t not in tags)
-        tags = [t for t in tags if t not in remove.get(key, ())]
+        tags = merged_tags(node.get(_TAGS), add.get(key), remove.get(key))
         if tags:
             node[_TAGS] = tags
         else:
@@ -147,7 +149,7 @@ def tag_schema(state: RegistryState, subject: str, version: int | None,
 
     Raises:
         SchemaRegistryError: a malformed request (422), an unknown subject or version
-            (404), an entity the schema lacks or a non-Avro schema (42201), a
+            (404), an entity the schema lacks (42201), a
             ``newVersion`` that is not the next one (42201), or what registering the new
             version raises (an incompatible schema: 40901).
     """
@@ -174,10 +176,10 @@ def tag_schema(state: RegistryState, subject: str, version: int | None,
             before = new_version - 1 if new_version is not None else None
             previous = state.get_version(subject, before, False).get("ruleSet")
     schema_type = current.get("schemaType") or "AVRO"
-    if schema_type != "AVRO":
-        raise InvalidSchemaError(422, 42201, f"Tags can be modified in AVRO schemas only, "
-                                 f"not in {schema_type} ones")
-    text = retag_avro(current["schema"], add, remove) if add or remove else current["schema"]
+    retag = {"AVRO": retag_avro, "JSON": retag_json, "PROTOBUF": retag_proto}.get(schema_type)
+    if retag is None:
+        raise InvalidSchemaError(422, 42201, f"Tags cannot be modified in {schema_type} schemas")
+    text = retag(current["schema"], add, remove) if add or remove else current["schema"]
     rule_set = body.get("ruleSet")
     if previous is not None or body.get("rulesToMerge") is not None or to_remove is not None:
         rule_set = _pruned(merge_rule_sets(previous, body.get("rulesToMerge")),

@@ -150,10 +150,50 @@ def canonical_protobuf(schema: str, refs: list[tuple[str, str, str]]) -> str:
     try:
         fdp = _main_descriptor(schema, refs)
         if fdp is not None:
-            return descriptor_to_proto_text(fdp)
+            return descriptor_to_proto_text(fdp) + _custom_options(fdp)
     except InvalidSchemaError:
         pass
     return schema.strip()
+
+
+def _custom_options(fdp: Any) -> str:
+    """The custom options (extensions, unknown to the pool here) of a file's elements, which
+    the printed text drops: two schemas differing only in them, e.g. in the tags of
+    ``(confluent.field_meta)``, are different schemas, as in Confluent's canonical string."""
+    out: list[str] = []
+
+    def add(name: str, owner: Any) -> None:
+        if not owner.HasField("options"):
+            return
+        known = type(owner.options)()
+        known.CopyFrom(owner.options)
+        known.DiscardUnknownFields()
+        raw = owner.options.SerializeToString(deterministic=True)
+        if raw != known.SerializeToString(deterministic=True):
+            out.append(f"// {name} {raw.hex()}")
+
+    def visit(prefix: str, message: Any) -> None:
+        name = f"{prefix}.{message.name}"
+        add(name, message)
+        for f in message.field:
+            add(f"{name}.{f.name}", f)
+        for o in message.oneof_decl:
+            add(f"{name}.{o.name}", o)
+        for e in message.enum_type:
+            add(f"{name}.{e.name}", e)
+            for v in e.value:
+                add(f"{name}.{e.name}.{v.name}", v)
+        for nested in message.nested_type:
+            visit(name, nested)
+
+    add("", fdp)
+    for message in fdp.message_type:
+        visit("", message)
+    for e in fdp.enum_type:
+        add(f".{e.name}", e)
+        for v in e.value:
+            add(f".{e.name}.{v.name}", v)
+    return "".join(f"{line}\n" for line in out)
 
 
 #: Name given to the file in ``format=serialized`` answers; clients rename it (Confluent's

@@ -21,7 +21,7 @@ from kontrakt import TopicPartition
 from kontrakt.clients.consumer import Consumer
 from kontrakt.clients.serializing import SerializingProducer
 from kontrakt.errors import ValueDeserializationError, ValueSerializationError
-from kontrakt.registry import Schema, SchemaRegistryClient
+from kontrakt.registry import Schema, SchemaNotFoundError, SchemaRegistryClient
 from kontrakt.registry._models import RuleSet
 from kontrakt.registry.server import RegistryServer
 from kontrakt.serde import MessageField, SerializationContext
@@ -505,10 +505,8 @@ def test_field_encryption_in_a_schema_context(
         server: RegistryServer, clients: tuple[Any, SchemaRegistryClient]) -> None:
     """Subjects in a context (``:.ctx:topic-value``): confluent-kafka's executor passes the
     context on its KEK calls (``?context=.ctx``) and keys the DEK by the qualified subject;
-    kontrakt's uses the same DEK, and confluent's deserializer reads both sides' records.
-
-    (kontrakt's deserializer is not used: it looks writer ids up without the subject, so in
-    the default context; see the report of this change.)"""
+    kontrakt's uses the same DEK, and both deserializers read both sides' records (each
+    looks the writer id up with the strategy's subject, so in the context)."""
     confluent_client, client = clients
     topic = "enc-context"
     subject = f":.enc-ctx:{topic}-value"
@@ -525,13 +523,26 @@ def test_field_encryption_in_a_schema_context(
                                   rule_conf=conf)
     their_de = cavro.AvroDeserializer(confluent_client, conf={"subject.name.strategy": strategy},
                                       rule_registry=_theirs(), rule_conf=conf)
+    our_de = AvroDeserializer(client, conf={"subject.name.strategy": strategy},
+                              rule_registry=_ours(), rule_conf=conf)
     ctx, cctx = SerializationContext(topic, MessageField.VALUE), CContext(topic, CField.VALUE)
     value = AVRO_VALUES[0]
     yours = theirs(dict(value), cctx)
     mine = ours(dict(value), ctx)
     assert mine[:5] == yours[:5]  # the context's own schema id
+    assert b"123-45-6789" not in mine and b"123-45-6789" not in yours
+    # The id means another schema (none, or one without this KEK's rule) in the default
+    # context, so a reader looking it up there could not read these records.
+    writer_id = int.from_bytes(mine[1:5], "big")
+    try:
+        in_default: Schema | None = client.get_schema(writer_id)
+    except SchemaNotFoundError:
+        in_default = None
+    assert in_default != client.get_schema(writer_id, subject_name=subject)
     assert their_de(mine, cctx) == value
     assert their_de(yours, cctx) == value
+    assert our_de(mine, ctx) == value
+    assert our_de(yours, ctx) == value
     import httpx
 
     deks = httpx.get(f"{server.url}/dek-registry/v1/keks/kek-in-context/deks",

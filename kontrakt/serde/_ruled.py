@@ -8,6 +8,7 @@ sync and async shells share it; the readers it returns run the planned rules per
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from kontrakt.errors import RuleError, SchemaRegistryError, SerializationError
@@ -36,6 +37,31 @@ def other_schema(latest: Any, sid: SchemaId) -> bool:
         return getattr(latest, "schema_id", sid.id) != sid.id
     return str(getattr(latest, "guid", sid.guid)) != str(sid.guid)
 
+
+
+class _Read:
+    """A reader that can be told the record's original bytes apart from the bytes it decodes:
+    after the encoding rules (``ENCRYPT_PAYLOAD``) the two differ, and the rules run after
+    must see the record as it arrived (a DLQ gets those bytes, as from Confluent's
+    deserializers)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[bytes, int, SerializationContext | None, bytes], Any]
+                 ) -> None:
+        self.fn = fn
+
+    def __call__(self, data: bytes, offset: int, ctx: SerializationContext | None,
+                 original: bytes | None = None) -> Any:
+        return self.fn(data, offset, ctx, data if original is None else original)
+
+
+def _told_original(reader: Any) -> Callable[[bytes, int, SerializationContext | None, bytes],
+                                             Any]:
+    """``reader`` as a function of ``(data, offset, ctx, original)``."""
+    if isinstance(reader, _Read):
+        return reader.fn
+    return lambda data, offset, ctx, original: reader(data, offset, ctx)
 
 
 class RuledReading:
@@ -111,15 +137,18 @@ class RuledReading:
         if plan is None:
             return reader
         apply = plan.apply
+        inner = _told_original(reader)
 
-        def decoded(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
-            payload = apply(data[offset:], ctx, data)
+        def decoded(data: bytes, offset: int, ctx: SerializationContext | None,
+                    original: bytes) -> Any:
+            payload = apply(data[offset:], ctx, original)
             if not isinstance(payload, (bytes, bytearray)):
                 raise RuleError(f"the encoding rules of the writer's schema gave "
                                 f"{type(payload).__name__}, not bytes")
-            # The framing head stays, so that the rules after see a whole record.
-            return reader(data[:offset] + payload, offset, ctx)
-        return decoded
+            # The framing head stays, so that the rules after see a whole record; they are
+            # told the record as it arrived.
+            return inner(data[:offset] + payload, offset, ctx, original)
+        return _Read(decoded)
 
     def _ruled(self, writer: Any, latest: Any, writer_parsed: Any, reader_parsed: Any,
                sid: SchemaId, ctx: SerializationContext | None, data: bytes,
@@ -149,10 +178,11 @@ class RuledReading:
         finish = self.migration_result(writer_parsed, reader_parsed, sid)
         run = migrate.apply
 
-        def migrated(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
-            value = run(raw(data, offset, ctx), ctx, data)
+        def migrated(data: bytes, offset: int, ctx: SerializationContext | None,
+                     original: bytes) -> Any:
+            value = run(raw(data, offset, ctx), ctx, original)
             return value if finish is None else finish(value)
-        return self.with_rules(migrated, plan)
+        return self.with_rules(_Read(migrated), plan)
 
     # -- format hooks (the defaults suit formats that decode to dicts) ---------------------
     def rule_view(self, parsed: Any, sid: SchemaId) -> Any:
@@ -195,10 +225,12 @@ class RuledReading:
         ``from_dict``."""
         from_dict = getattr(self, "from_dict", None)
         apply = plan.apply if plan is not None else None
+        inner = _told_original(raw)
 
-        def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
-            value = raw(data, offset, ctx)
+        def read(data: bytes, offset: int, ctx: SerializationContext | None,
+                 original: bytes) -> Any:
+            value = inner(data, offset, ctx, original)
             if apply is not None:
-                value = apply(value, ctx, data)
+                value = apply(value, ctx, original)
             return value if from_dict is None else from_dict(value, ctx)
-        return read
+        return _Read(read)

@@ -102,7 +102,12 @@ def clients(server: RegistryServer) -> Iterator[tuple[Any, SchemaRegistryClient]
     ours = SchemaRegistryClient({"url": server.url})
     yield theirs, ours
     while _OPEN:
-        _OPEN.pop().close()
+        item = _OPEN.pop()
+        closer = getattr(item, "close", None)
+        if closer is not None:
+            closer()
+        else:  # confluent-kafka's DekRegistryClient closes as a context manager only
+            item.__exit__(None, None, None)
     ours.close()
     theirs.__exit__(None, None, None)
 
@@ -573,3 +578,70 @@ def test_confluents_dek_client_with_contexts(server: RegistryServer) -> None:
                         base64.b64encode(b"\x03" * 44).decode())
     assert fresh.get_dek("kek-ctx-client", ":.team:plain-value").encrypted_key_material != \
         material
+
+
+@pytest.mark.integration
+def test_dlq_on_read_gets_the_record_as_it_arrived_not_decrypted(
+        tansu_broker: TansuBroker, clients: tuple[Any, SchemaRegistryClient],
+        topic_name: str) -> None:
+    """A READ condition with ``onFailure: DLQ`` behind ``ENCRYPT_PAYLOAD``, on Tansu: the
+    DLQ receives the record's original (encrypted) bytes, as Confluent's deserializers send
+    it (their DlqAction sends ``ctx.originalValue()``, the bytes given to the
+    deserializer), not the decrypted payload; replayed with the DLQ record's headers, both
+    kontrakt's and confluent-kafka's deserializers decrypt and read it."""
+    from confluent_kafka.schema_registry.rules.encryption.encrypt_executor import (
+        EncryptionExecutor as CEncryptionExecutor,
+    )
+
+    from kontrakt.clients.producer import Producer
+    from kontrakt.serde.rules.cel import CelExecutor
+    from kontrakt.serde.rules.dlq import DlqAction
+    from kontrakt.serde.rules.encryption import PayloadEncryptionExecutor
+
+    pytest.importorskip("celpy")
+    confluent_client, client = clients
+    dlq_topic = f"{topic_name}-dlq"
+    tansu_broker.create_topic(dlq_topic, 1)
+    whole = {**_rule("kek-dlq-payload"), "type": "ENCRYPT_PAYLOAD", "name": "whole"}
+    del whole["tags"]
+    client.register_schema(f"{topic_name}-value", Schema(AVRO, "AVRO", rule_set=RuleSet(
+        domain_rules=({"name": "small", "kind": "CONDITION", "mode": "READ", "type": "CEL",
+                       "expr": "message.id < 0", "onFailure": "DLQ"},),
+        encoding_rules=(whole,))))
+    bootstrap = {"bootstrap.servers": tansu_broker.bootstrap_servers}
+    ours = RuleRegistry()
+    for item in (PayloadEncryptionExecutor(), CelExecutor()):
+        ours.register_executor(item)
+    ours.register_action(DlqAction())
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    value = AVRO_VALUES[0]
+    with Producer(bootstrap) as dlq_out:
+        rule_conf = {"secret": SECRET, "producer": dlq_out, "dlq.topic": dlq_topic,
+                     "dlq.auto.flush": "true"}
+        data = AvroSerializer(client, conf=LATEST, rule_registry=ours,
+                              rule_conf=rule_conf)(dict(value), ctx)
+        assert value["ssn"].encode() not in data
+        de = AvroDeserializer(client, rule_registry=ours, rule_conf=rule_conf)
+        with pytest.raises(ValueDeserializationError, match="sent to DLQ topic") as info:
+            de(data, ctx)
+        assert info.value.rule.name == "small"
+    tp = TopicPartition(dlq_topic, 0)
+    dead: list[Any] = []
+    with Consumer({**bootstrap, "enable.auto.commit": False}) as consumer:
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        deadline = time.monotonic() + 20
+        while not dead and time.monotonic() < deadline:
+            dead.extend(consumer.consume(1, timeout=1))
+    assert len(dead) == 1 and dead[0].value == data  # the bytes as they arrived
+    assert dict(dead[0].headers)["__rule.name"] == b"small"
+    replay = SerializationContext(topic_name, MessageField.VALUE, list(dead[0].headers))
+    assert de(dead[0].value, replay) == value
+    theirs = CRuleRegistry()
+    their_exec = CEncryptionExecutor()
+    _OPEN.append(their_exec)
+    theirs.register_executor(their_exec)
+    their_de = cavro.AvroDeserializer(confluent_client, rule_registry=theirs,
+                                      rule_conf={"secret": SECRET})
+    creplay = CContext(topic_name, CField.VALUE, list(dead[0].headers))
+    assert their_de(dead[0].value, creplay) == value

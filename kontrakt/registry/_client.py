@@ -772,9 +772,11 @@ class SchemaRegistryClient(ClientShell):
         Args:
             subject_name: the subject.
             version: the version to start from (or ``"latest"``).
-            tags_to_add, tags_to_remove: ``{field path: [tags]}`` (``Record.full.name.field``)
-                or the registry's ``[{"entity": {"entityPath", "entityType"}, "tags"}]``
-                (``entityType`` ``SR_FIELD`` or ``SR_RECORD``).
+            tags_to_add, tags_to_remove: ``{field path: [tags]}`` (Avro
+                ``Record.full.name.field``, JSON Schema ``object.address.object.street``,
+                Protobuf ``Message.Nested.field`` without the package) or the registry's
+                ``[{"entity": {"entityPath", "entityType"}, "tags"}]`` (``entityType``
+                ``SR_FIELD`` or ``SR_RECORD``).
             new_version: the version the result must get (the subject's next one).
             metadata: the new version's metadata (default: the version's).
             rule_set: the new version's rule set.

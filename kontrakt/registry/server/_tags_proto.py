@@ -38,6 +38,16 @@ def _bad(message: str) -> InvalidSchemaError:
     return InvalidSchemaError(422, 42201, message)
 
 
+def _literal(token: str) -> str:
+    """A string literal's value (Protobuf escapes are Python's for what tags use); the text
+    between the quotes if Python cannot read it."""
+    try:
+        value = ast.literal_eval(token)
+    except (ValueError, SyntaxError):
+        return token[1:-1]
+    return value if isinstance(value, str) else token[1:-1]
+
+
 @dataclass(frozen=True, slots=True)
 class _Tok:
     kind: str
@@ -147,9 +157,8 @@ class _Source:
                 j = self.statement_end(i)
                 if v in ("syntax", "package", "import"):
                     self.header_end = self.toks[j].end
-                    if v == "import" and any(
-                            t.kind == "str" and ast.literal_eval(t.value) == _META_IMPORT
-                            for t in self.toks[i:j]):
+                    if v == "import" and any(t.kind == "str" and _literal(t.value) ==
+                                             _META_IMPORT for t in self.toks[i:j]):
                         self.has_meta_import = True
                 i = j + 1
 
@@ -253,15 +262,7 @@ class _Source:
             k = last + 1
 
     def _strings(self, i: int, j: int) -> list[str]:
-        out: list[str] = []
-        for t in self.toks[i:j + 1]:
-            if t.kind == "str":
-                try:
-                    value = ast.literal_eval(t.value)
-                except (ValueError, SyntaxError):
-                    value = t.value[1:-1]
-                out.append(value if isinstance(value, str) else t.value[1:-1])
-        return out
+        return [_literal(t.value) for t in self.toks[i:j + 1] if t.kind == "str"]
 
 
 def _field_of(src: _Source, ids: list[str], path: str) -> _Field:

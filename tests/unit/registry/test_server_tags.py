@@ -369,3 +369,27 @@ def test_json_tags_from_the_endpoint_drive_cel_field_rules(client: SchemaRegistr
     assert json.loads(data[5:])["customer"] == {"name": "Ann!", "address": {"city": "Lyon"}}
     got = JSONDeserializer(None, schema_registry_client=client, rule_registry=rules)(data, ctx)
     assert got["customer"] == {"name": "Ann!", "address": {"city": "***"}}
+
+
+def test_protobuf_scanner_skips_what_is_not_a_field() -> None:
+    """Enums (with value options), maps, reserved ranges, nested extends and services are
+    stepped over; a tag with a quote is written escaped and read back as it was."""
+    from kontrakt.registry.server._tags_proto import retag_proto
+
+    text = ('syntax = "proto2";\npackage p;\nimport "google/protobuf/descriptor.proto";\n'
+            "message M {\n  enum E { A = 0; B = 1 [deprecated = true]; }\n"
+            "  map<string, int32> counts = 1;\n  reserved 5 to 7;\n"
+            "  extend google.protobuf.FieldOptions { optional int32 weight = 50001; }\n"
+            "  optional E kind = 2 [default = B];\n}\n"
+            "service S { rpc Get (M) returns (M) { option deprecated = true; } }\n")
+    out = retag_proto(text, {("SR_FIELD", "M.counts"): ['say "hi"'],
+                             ("SR_FIELD", "M.kind"): ["K"]}, {})
+    assert ('map<string, int32> counts = 1 [(confluent.field_meta) = '
+            '{ tags: ["say \\"hi\\""] }];') in out
+    assert 'optional E kind = 2 [default = B, (confluent.field_meta) = { tags: ["K"] }];' in out
+    assert 'import "google/protobuf/descriptor.proto";\nimport "confluent/meta.proto";' in out
+    again = retag_proto(out, {}, {("SR_FIELD", "M.counts"): ['say "hi"']})
+    assert "map<string, int32> counts = 1;" in again
+    for path in ("M.E", "M.weight", "S.Get"):
+        with pytest.raises(InvalidSchemaError):
+            retag_proto(text, {("SR_FIELD", path): ["X"]}, {})

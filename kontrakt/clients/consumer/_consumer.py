@@ -8,7 +8,7 @@ import inspect
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from kontrakt._config import ClientConfig
 from kontrakt._types import OFFSET_BEGINNING, ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -42,6 +42,10 @@ from kontrakt.errors import (
     InvalidArgumentError,
     KafkaTimeoutError,
 )
+
+if TYPE_CHECKING:
+    # Imported when a consumer has a group.id (_make_coordinator).
+    from kontrakt.clients.group._membership import GroupMembership
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "AsyncConsumer", "ListenerRunner"]
 
@@ -136,7 +140,7 @@ class AsyncConsumer(AsyncConsumerCompat):
         self._listener_runner = _listener_runner or run_listener_inline
         self._max_poll_records = int(cfg["max.poll.records"])
         self._auto_store = bool(cfg["enable.auto.offset.store"])
-        self._coordinator: Any = None
+        self._coordinator: GroupMembership | None = None
         if self._group_id:
             if _raw_batches:
                 raise ConfigError("_raw_batches is for consumers without group.id: a commit "
@@ -622,7 +626,7 @@ class AsyncConsumer(AsyncConsumerCompat):
 
     # --- commits --------------------------------------------------------------------------
 
-    def _group(self) -> Any:
+    def _group(self) -> GroupMembership:
         if self._coordinator is None:
             raise ConfigError("commits need group.id")
         return self._coordinator
@@ -764,7 +768,7 @@ class AsyncConsumer(AsyncConsumerCompat):
         return self._client
 
 
-def _make_coordinator(consumer: AsyncConsumer) -> Any:
+def _make_coordinator(consumer: AsyncConsumer) -> GroupMembership:
     from kontrakt.clients.group._coordinator import make_coordinator
 
     return make_coordinator(consumer._client, consumer._subs, consumer.config,

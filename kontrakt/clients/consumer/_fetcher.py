@@ -58,7 +58,12 @@ from kontrakt.errors import (
     OffsetOutOfRangeResetError,
     UnsupportedVersionError,
 )
-from kontrakt.protocol.errors import for_code
+from kontrakt.protocol.errors import (
+    FetchSessionIdNotFoundError,
+    InvalidFetchSessionEpochError,
+    OffsetOutOfRangeError,
+    for_code,
+)
 from kontrakt.protocol.messages import (
     FetchRequest,
     OffsetForLeaderEpochRequest,
@@ -71,8 +76,9 @@ __all__ = ["HEADER_COST", "RECORD_COST", "CompletedFetch", "FetchBuffer", "Fetch
 log = logging.getLogger("kontrakt.consumer.fetcher")
 
 _MAX_FETCH_VERSION = 12  # v13+ names topics by id only; 12 has sessions and epochs
-_OFFSET_OUT_OF_RANGE = 1
-_SESSION_ERRORS = {70, 71}  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+_OFFSET_OUT_OF_RANGE = OffsetOutOfRangeError.code
+#: The broker lost or refused the fetch session: start a new one.
+_SESSION_ERRORS = frozenset((FetchSessionIdNotFoundError.code, InvalidFetchSessionEpochError.code))
 _INT32_MAX = 2**31 - 1
 #: Decoded records are handed to the buffer after about this many bytes of batches, and the
 #: loop then runs once per _LOOP_READ bytes decoded: asyncio reads up to 256 KiB per socket

@@ -59,13 +59,9 @@ __all__ = [
 # --- coordinator exports (added by the group coordinator's author) -------------------------
 # Add the coordinator's imports below this line and extend __all__ with
 # `__all__ += [...]` so the two halves can be edited independently.
-from kontrakt.clients.group._consumer_protocol import (
-    ConsumerGroupMembership,
-)
-from kontrakt.clients.group._coordinator import (
-    GroupCoordinator,
-    parse_strategies,
-)
+from kontrakt.clients.group._classic import GroupCoordinator
+from kontrakt.clients.group._consumer_protocol import ConsumerGroupMembership
+from kontrakt.clients.group._membership import parse_strategies
 
 __all__ += ["ConsumerGroupMembership", "GroupCoordinator", "parse_strategies"]
 # --- end of coordinator exports ------------------------------------------------------------

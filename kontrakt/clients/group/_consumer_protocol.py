@@ -20,7 +20,7 @@ names (as the Java client does for a ``java.util.regex.Pattern``): Python regula
 are not the RE2 dialect the broker would use.
 
 Offset fetching and committing, listener calls and revocation are shared with the classic
-:class:`~kontrakt.clients.group.GroupCoordinator`, which this class extends.
+:class:`~kontrakt.clients.group.GroupCoordinator` (:mod:`._membership`, :mod:`._offsets`).
 """
 
 from __future__ import annotations
@@ -37,18 +37,21 @@ from typing import Any
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
-from kontrakt.clients.group._coordinator import (
-    _COORDINATOR_ERRORS,
-    GroupCoordinator,
-    ListenerRunner,
-)
+from kontrakt.clients.group._membership import GroupMembership
+from kontrakt.clients.group._offsets import COORDINATOR_ERRORS
+from kontrakt.clients.group._types import GroupBuffer, GroupSubscription, ListenerRunner
 from kontrakt.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
-from kontrakt.protocol.errors import for_code
+from kontrakt.protocol.errors import (
+    FencedMemberEpochError,
+    StaleMemberEpochError,
+    UnknownMemberIdError,
+    for_code,
+)
 from kontrakt.protocol.messages import ConsumerGroupHeartbeatRequest, OffsetCommitRequest
 
 __all__ = ["LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "ConsumerGroupMembership"]
@@ -61,9 +64,8 @@ LEAVE_EPOCH = -1
 #: ``session.timeout.ms`` so that the same ``group.instance.id`` can come back to it.
 STATIC_LEAVE_EPOCH = -2
 
-UNKNOWN_MEMBER_ID = 25
-FENCED_MEMBER_EPOCH = 110
-STALE_MEMBER_EPOCH = 113
+#: The coordinator dropped the member: its partitions are lost, it rejoins with epoch 0.
+_DROPPED = frozenset((FencedMemberEpochError.code, UnknownMemberIdError.code))
 
 _TP = ConsumerGroupHeartbeatRequest.TopicPartitions
 
@@ -73,7 +75,7 @@ def new_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class ConsumerGroupMembership(GroupCoordinator):
+class ConsumerGroupMembership(GroupMembership):
     """Offsets and KIP-848 group membership for one consumer.
 
     Args:
@@ -91,8 +93,8 @@ class ConsumerGroupMembership(GroupCoordinator):
     call, as :class:`~kontrakt.errors.UnsupportedVersionError` or the broker's error class.
     """
 
-    def __init__(self, client: AsyncKafkaClient, subscription: Any, config: Mapping[str, Any],
-                 *, buffer: Any, wake: Callable[[], None],
+    def __init__(self, client: AsyncKafkaClient, subscription: GroupSubscription,
+                 config: Mapping[str, Any], *, buffer: GroupBuffer, wake: Callable[[], None],
                  listener_runner: ListenerRunner) -> None:
         super().__init__(client, subscription, config, buffer=buffer, wake=wake,
                          listener_runner=listener_runner)
@@ -264,13 +266,13 @@ class ConsumerGroupMembership(GroupCoordinator):
                 self._reconciled = None if self._target != self._owned() else self._target
             return True
         message = f"ConsumerGroupHeartbeat {self.group_id!r}: {resp.error_message or ''}"
-        if code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
+        if code in _DROPPED:
             log.info("group %s: %s; rejoining with epoch 0", self.group_id,
                      for_code(code).__name__)
             await self._fenced_member()
             self._rejoin = True
             return True
-        if code in _COORDINATOR_ERRORS:
+        if code in COORDINATOR_ERRORS:
             self._coordinator_error(code)
             return False
         error = for_code(code)(message)
@@ -392,7 +394,7 @@ class ConsumerGroupMembership(GroupCoordinator):
         from the membership task itself (its auto commit: the next one follows) nor while
         closing (no heartbeat would come).
         """
-        if code != STALE_MEMBER_EPOCH:
+        if code != StaleMemberEpochError.code:
             return False
         task = self._task
         if (self._closing or task is None or task.done()

@@ -1,0 +1,363 @@
+"""Consumer group membership, what both protocols share: the background task, listener
+calls, revocation (with its commit), losing partitions, the poll timeout and closing.
+
+:class:`GroupMembership` extends :class:`~._offsets.GroupOffsets`; the classic protocol
+(:class:`~._classic.GroupCoordinator`: JoinGroup, SyncGroup, Heartbeat) and KIP-848
+(:class:`~._consumer_protocol.ConsumerGroupMembership`: ConsumerGroupHeartbeat) extend it
+with how to join, stay and leave. The task is idle until the consumer subscribes; each turn
+of its loop (:meth:`GroupMembership._turn`) is the protocol's. Listener callbacks run through
+a runner the consumer supplies (the sync consumer runs them on the application's thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kontrakt._types import TopicPartition
+from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.clients.group._assignors import Assignor, RebalanceProtocol, assignor_for
+from kontrakt.clients.group._offsets import GroupOffsets
+from kontrakt.clients.group._types import GroupBuffer, GroupSubscription, ListenerRunner
+from kontrakt.errors import ConfigError, KafkaError
+
+__all__ = ["GroupMembership", "parse_strategies"]
+
+log = logging.getLogger("kontrakt.consumer.group")
+
+
+def parse_strategies(value: Any) -> list[Assignor]:
+    """``partition.assignment.strategy`` as assignors: a name, a comma-separated string,
+    or a list of names, classes and :class:`Assignor` objects.
+
+    Raises:
+        ConfigError: unknown names, duplicates, or an empty list.
+    """
+    items: list[Any]
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, Iterable):
+        items = list(value)
+    else:
+        items = [value]
+    assignors = [assignor_for(x) for x in items]
+    if not assignors:
+        raise ConfigError("partition.assignment.strategy is empty")
+    names = [a.name for a in assignors]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"partition.assignment.strategy names an assignor twice: {names}")
+    return assignors
+
+
+def _rebalance_protocol(assignors: list[Assignor]) -> RebalanceProtocol:
+    # Cooperative only when every configured assignor can run it (as the Java client does).
+    if all(RebalanceProtocol.COOPERATIVE in a.supported_protocols for a in assignors):
+        return RebalanceProtocol.COOPERATIVE
+    return RebalanceProtocol.EAGER
+
+
+class GroupMembership(GroupOffsets):
+    """Offsets and group membership for one consumer; a protocol subclass says how to take
+    a turn (:meth:`_turn`), leave (:meth:`_leave_group`) and what being a member means.
+
+    Args:
+        client: the consumer's network core.
+        subscription: the consumer's subscription state.
+        config: the consumer's validated options.
+        buffer: the consumer's fetch buffer (its lock guards positions).
+        wake: called to make the fetcher re-plan after the assignment changes.
+        listener_runner: runs listener callbacks.
+    """
+
+    def __init__(self, client: AsyncKafkaClient, subscription: GroupSubscription,
+                 config: Mapping[str, Any], *, buffer: GroupBuffer, wake: Callable[[], None],
+                 listener_runner: ListenerRunner) -> None:
+        super().__init__(client, subscription, config, buffer=buffer)
+        self.wake = wake
+        self.run_listener = listener_runner
+        self.session_timeout_ms = int(config["session.timeout.ms"])
+        self.heartbeat_interval = config["heartbeat.interval.ms"] / 1000
+        self.max_poll_interval = config["max.poll.interval.ms"] / 1000
+        self.rebalance_timeout_ms = int(config["rebalance.timeout.ms"]
+                                        or config["max.poll.interval.ms"])
+        self.auto_commit = bool(config["enable.auto.commit"])
+        self.auto_commit_interval = config["auto.commit.interval.ms"] / 1000
+        self.exclude_internal = bool(config["exclude.internal.topics"])
+        self.rack: str | None = config.get("client.rack")
+        self.assignors = parse_strategies(config["partition.assignment.strategy"])
+        self.protocol = _rebalance_protocol(self.assignors)
+        #: The application's rebalance listener (methods looked up by name), or None.
+        self.listener: object | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._changed: asyncio.Event | None = None
+        self._rejoin = True
+        self._error: BaseException | None = None
+        self._last_poll = time.monotonic()
+        self._poll_timed_out = False
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+        self._leaving = False
+        #: Set by a revocation waiting for the application to poll (see _await_poll).
+        self._poll_waiter: asyncio.Future[None] | None = None
+        self.rebalances = 0
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the membership task (idle until the consumer subscribes)."""
+        self._changed = asyncio.Event()
+        self._stable = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._run(),
+                                                            name="kontrakt-group")
+
+    def raise_if_failed(self) -> None:
+        """Raise (once) the error the membership task died with."""
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    def polled(self) -> None:
+        """The application polled (any thread): resets the max.poll.interval.ms clock, and
+        the records it was handed before count as processed (the consumer has just bumped
+        ``buffer.poll_seq``), which a revocation may be waiting for."""
+        self._last_poll = time.monotonic()
+        waiter = self._poll_waiter
+        if waiter is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(_settle, waiter)
+        if self._poll_timed_out and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._resume_after_poll_timeout)
+
+    def _resume_after_poll_timeout(self) -> None:
+        if self._poll_timed_out:
+            self._poll_timed_out = False
+            self._request_rejoin()
+
+    def subscription_changed(self) -> None:
+        """Rejoin soon with the new subscription."""
+        if self.subs.pattern is not None:
+            self.client.track_all_topics(True)
+        else:
+            self.client.add_topics(self.subs.topics)
+        self._request_rejoin()
+
+    def unsubscribe(self) -> None:
+        """Leave the group in the background (after revoking)."""
+        self._leaving = True
+        if self._changed is not None:
+            self._changed.set()
+
+    def _request_rejoin(self) -> None:
+        self._rejoin = True
+        if self._changed is not None:
+            self._changed.set()
+
+    async def close(self, autocommit: bool = True, *, deadline: float,
+                    processed: bool = True) -> None:
+        """Commit (auto commit), revoke, leave the group and stop.
+
+        Every network step — the auto commit, commits the revoke listener makes, leaving
+        the group — gives up at ``deadline`` (time.monotonic()); a commit that does not make
+        it is logged (the listener's own commits raise KafkaTimeoutError to it).
+
+        Args:
+            autocommit: commit first when ``enable.auto.commit`` is on.
+            deadline: when to stop waiting for the brokers.
+            processed: the application is done with every record handed out (a plain
+                close); False commits only what it moved past by polling again (it is
+                closing on an error, possibly in the middle of a batch).
+
+        Classic: dynamic members send LeaveGroup, static ones do not. KIP-848: a heartbeat
+        with epoch -1 (static members: -2).
+        """
+        self._closing = True
+        self._close_deadline = deadline
+        for task in self._background_tasks():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        try:
+            if self.subs.assignment and self._is_member():
+                parts = set(self.subs.assignment)
+                with self.buffer.lock:
+                    for st in self.subs.assignment.values():
+                        st.paused = True  # what the commit covers is all that is handed out
+                if autocommit and self.auto_commit:
+                    await self._commit_quietly(parts, processed=processed)
+                await self._call_listener("on_partitions_revoked", parts)
+        finally:
+            if self._leaves_group():
+                with contextlib.suppress(KafkaError):
+                    await self._within(self._leave_group("consumer closed"),
+                                       min(deadline, time.monotonic() + 5), "LeaveGroup")
+            self.subs.set_assignment(())
+
+    def _background_tasks(self) -> list[asyncio.Task[None]]:
+        return [] if self._task is None else [self._task]
+
+    def _is_member(self) -> bool:
+        """Whether the group counts this consumer as a member now."""
+        raise NotImplementedError
+
+    def _leaves_group(self) -> bool:
+        """Whether closing or giving up the membership tells the coordinator."""
+        raise NotImplementedError
+
+    # --- listener -----------------------------------------------------------------------
+
+    async def _call_listener(self, method: str, partitions: set[TopicPartition]) -> None:
+        listener = self.listener
+        if listener is None:
+            return
+        fn = getattr(listener, method, None)
+        if fn is None and method == "on_partitions_lost":
+            fn = getattr(listener, "on_partitions_revoked", None)
+        if fn is None:
+            return
+        try:
+            await self.run_listener(fn, set(partitions))
+        except Exception:
+            log.exception("rebalance listener %s failed", method)
+
+    # --- membership ---------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        assert self._changed is not None
+        try:
+            # Until closed: asyncio.wait_for (before 3.12) can swallow the cancellation
+            # close() sends when the event it waits on is set at the same moment.
+            while not self._closing:
+                if self._leaving:
+                    self._leaving = False
+                    await self._give_up_membership("unsubscribed", lost=False)
+                if not self.subs.subscribed or self._poll_timed_out:
+                    self._changed.clear()
+                    await self._changed.wait()
+                    continue
+                await self._turn()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # supervised: raised by the consumer's next call
+            log.error("group membership failed: %r", exc)
+            self._error = exc
+
+    async def _turn(self) -> None:
+        """One turn of a subscribed member's loop (join, heartbeat, auto commit)."""
+        raise NotImplementedError
+
+    async def _give_up_membership(self, reason: str, *, lost: bool) -> None:
+        """Hand every partition back (lost, or committed and revoked), leave the group and
+        rejoin from scratch when subscribed again."""
+        await self._stop_side_work()
+        parts = set(self.subs.assignment)
+        if parts:
+            if lost:
+                await self._call_listener("on_partitions_lost", parts)
+            else:
+                if self.auto_commit:
+                    await self._commit_quietly(parts)
+                await self._call_listener("on_partitions_revoked", parts)
+        with self.buffer.lock:
+            self.subs.set_assignment(())
+        if self._leaves_group():
+            with contextlib.suppress(KafkaError):
+                await self._leave_group(reason)
+        self._forget_membership()
+        self._rejoin = True
+
+    async def _stop_side_work(self) -> None:
+        """Stop membership work running beside the main task (none by default)."""
+
+    def _forget_membership(self) -> None:
+        """Back to a non-member (a new one joins next)."""
+        raise NotImplementedError
+
+    async def _leave_group(self, reason: str) -> None:
+        """Tell the coordinator this member leaves (``reason`` where the protocol has one)."""
+        raise NotImplementedError
+
+    def _topics_to_join(self) -> frozenset[str]:
+        if self.subs.pattern is None:
+            return frozenset(self.subs.topics)
+        internal = [t for t, info in self.client.cluster.topics.items() if info.is_internal]
+        return frozenset(self.subs.match_pattern(self.client.cluster.topics,
+                                                 exclude_internal=self.exclude_internal,
+                                                 internal=internal))
+
+    async def _revoke(self, partitions: set[TopicPartition], *, commit: bool) -> None:
+        """Stop handing out records of ``partitions``, commit them, call the listener."""
+        if not partitions:
+            return
+        with self.buffer.lock:
+            for tp in partitions:
+                st = self.subs.assignment.get(tp)
+                if st is not None:
+                    st.paused = True  # nothing more is handed out from here on
+                    st.gen += 1
+        if commit and self.auto_commit:
+            await self._await_poll(partitions)
+            await self._commit_quietly(partitions)
+        await self._call_listener("on_partitions_revoked", partitions)
+
+    async def _await_poll(self, partitions: set[TopicPartition]) -> None:
+        """Before committing revoked partitions: wait until the application has polled
+        again when it may still be processing records of them (as the Java client, whose
+        rebalances run inside poll(), commits only what earlier polls returned), at most
+        session.timeout.ms / 2 so that the member is not dropped meanwhile. If it does not
+        poll in time, the commit covers only what it moved past: its last records of these
+        partitions may be consumed again by their next owner, but none is lost.
+        """
+        waiter = self._loop.create_future() if self._loop is not None else None
+        if waiter is None:
+            return
+        # Published before looking: a poll that bumps ``poll_seq`` after the look below
+        # reads the waiter afterwards (the application thread bumps, then reads it).
+        self._poll_waiter = waiter
+        try:
+            with self.buffer.lock:
+                seq = self.buffer.poll_seq
+                busy = any(st.poll_seq == seq for tp, st in self.subs.assignment.items()
+                           if tp in partitions)
+            if busy:
+                await _wait_future(waiter, self.session_timeout_ms / 2000)
+        finally:
+            self._poll_waiter = None
+
+    async def _lost_all(self) -> None:
+        parts = set(self.subs.assignment)
+        self.generation = -1
+        if parts:
+            with self.buffer.lock:
+                for tp in parts:
+                    st = self.subs.assignment[tp]
+                    st.paused = True
+                    st.gen += 1
+            await self._call_listener("on_partitions_lost", parts)
+            with self.buffer.lock:
+                self.subs.set_assignment(())
+
+    async def _poll_timeout(self, now: float, poll_deadline: float) -> bool:
+        """Leave the group (partitions lost) when the application stopped polling for
+        max.poll.interval.ms; it rejoins at its next poll."""
+        if now < poll_deadline:
+            return False
+        log.warning("max.poll.interval.ms (%s ms) exceeded without a poll: leaving group %s",
+                    int(self.max_poll_interval * 1000), self.group_id)
+        self._poll_timed_out = True
+        await self._give_up_membership("consumer poll timeout has expired", lost=True)
+        return True
+
+
+def _settle(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def _wait_future(fut: asyncio.Future[None], timeout: float) -> None:
+    """Wait for ``fut`` at most ``timeout`` seconds (without cancelling it)."""
+    with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+        await asyncio.wait_for(asyncio.shield(fut), timeout)

@@ -1,12 +1,18 @@
-"""Consumer options: the network core's options plus fetching, offsets and groups."""
+"""Consumer options (the network core's plus fetching, offsets and groups), declared here and
+parsed once into :class:`ConsumerSettings` (with the group's :class:`GroupSettings`)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from kontrakt._config import Option, options
 from kontrakt.clients._hooks import HOOK_OPTIONS
 from kontrakt.clients.client import CLIENT_OPTIONS
+from kontrakt.clients.group._settings import GroupSettings, group_settings
 
-__all__ = ["CONSUMER_OPTIONS", "GROUP_OPTION_NAMES"]
+__all__ = ["CONSUMER_OPTIONS", "GROUP_OPTION_NAMES", "ConsumerSettings", "consumer_settings"]
 
 _FETCH = options(
     Option("fetch.min.bytes", "int", 1, minimum=1,
@@ -96,3 +102,64 @@ _RESET_ALIASES = {"smallest": "earliest", "beginning": "earliest", "largest": "l
 def reset_strategy(value: str) -> str:
     """Normalise an ``auto.offset.reset`` value (librdkafka aliases) to earliest/latest/none."""
     return _RESET_ALIASES.get(value, value)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    """The consumer options after validation, in the units the code uses (seconds, bytes).
+
+    The network core's own options stay in the :class:`~kontrakt._config.ClientConfig`
+    (``AsyncKafkaClient`` parses them).
+    """
+
+    fetch_max_wait_ms: int
+    fetch_min_bytes: int
+    fetch_max_bytes: int
+    max_partition_fetch_bytes: int
+    #: The most bytes one fetched batch may decompress to (max.partition.fetch.bytes x
+    #: max.decompressed.batch.multiple).
+    max_batch_bytes: int
+    #: queued.max.messages.kbytes, in bytes.
+    queued_max_bytes: int
+    max_poll_records: int
+    #: earliest, latest or none (librdkafka's aliases resolved).
+    auto_offset_reset: str
+    check_crcs: bool
+    read_committed: bool
+    rack: str | None
+    fetch_sessions: bool
+    request_timeout: float
+    retry_backoff: float
+    retry_backoff_max: float
+    auto_offset_store: bool
+    #: The group's settings; None without ``group.id``.
+    group: GroupSettings | None
+
+
+def consumer_settings(cfg: Mapping[str, Any]) -> ConsumerSettings:
+    """The settings of a validated consumer configuration (``CONSUMER_OPTIONS``).
+
+    Raises:
+        ConfigError: a bad ``partition.assignment.strategy`` (checked with ``group.id`` only).
+    """
+    partition_max = int(cfg["max.partition.fetch.bytes"])
+    return ConsumerSettings(
+        fetch_max_wait_ms=int(cfg["fetch.max.wait.ms"]),
+        fetch_min_bytes=int(cfg["fetch.min.bytes"]),
+        fetch_max_bytes=int(cfg["fetch.max.bytes"]),
+        max_partition_fetch_bytes=partition_max,
+        max_batch_bytes=partition_max * int(cfg["max.decompressed.batch.multiple"]),
+        queued_max_bytes=cfg["queued.max.messages.kbytes"] * 1024,
+        max_poll_records=int(cfg["max.poll.records"]),
+        auto_offset_reset=reset_strategy(cfg["auto.offset.reset"]),
+        check_crcs=bool(cfg["check.crcs"]),
+        read_committed=cfg["isolation.level"] == "read_committed",
+        rack=cfg.get("client.rack"),
+        fetch_sessions=bool(cfg.get("fetch.sessions", True)),
+        request_timeout=cfg["request.timeout.ms"] / 1000,
+        retry_backoff=cfg["retry.backoff.ms"] / 1000,
+        retry_backoff_max=cfg["retry.backoff.max.ms"] / 1000,
+        auto_offset_store=bool(cfg["enable.auto.offset.store"]),
+        group=group_settings(cfg) if cfg["group.id"] else None,
+    )
+

@@ -8,7 +8,7 @@ import inspect
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
 from kontrakt._config import ClientConfig
 from kontrakt._types import OFFSET_BEGINNING, ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -23,7 +23,7 @@ from kontrakt.clients.consumer._compat import (
     split_config,
     subscription_of,
 )
-from kontrakt.clients.consumer._config import CONSUMER_OPTIONS, reset_strategy
+from kontrakt.clients.consumer._config import CONSUMER_OPTIONS, consumer_settings
 from kontrakt.clients.consumer._fetcher import FetchBuffer, Fetcher
 from kontrakt.clients.consumer._metrics import attach as attach_metrics
 from kontrakt.clients.consumer._offsets import (
@@ -36,16 +36,15 @@ from kontrakt.clients.consumer._offsets import (
     offsets_after,
 )
 from kontrakt.clients.consumer._subscription import SubscriptionState
+from kontrakt.clients.group._coordinator import make_coordinator
+from kontrakt.clients.group._membership import GroupMembership
+from kontrakt.clients.group._settings import GroupSettings
 from kontrakt.errors import (
     ConfigError,
     IllegalStateError,
     InvalidArgumentError,
     KafkaTimeoutError,
 )
-
-if TYPE_CHECKING:
-    # Imported when a consumer has a group.id (_make_coordinator).
-    from kontrakt.clients.group._membership import GroupMembership
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "AsyncConsumer", "ListenerRunner"]
 
@@ -134,20 +133,21 @@ class AsyncConsumer(AsyncConsumerCompat):
         self._hooks = ClientHooks(cfg, "consumer", self._statistics)
         self._client = AsyncKafkaClient(_settings=ClientSettings.of(cfg))
         self._client.owner = "AsyncConsumer"
-        self._subs = SubscriptionState(reset_strategy(cfg["auto.offset.reset"]))
-        self._buffer = FetchBuffer(cfg["queued.max.messages.kbytes"] * 1024)
         self._group_id: str | None = cfg["group.id"]
+        if self._group_id and _raw_batches:
+            raise ConfigError("_raw_batches is for consumers without group.id: a commit "
+                              "would take a handed-out batch for its last record")
+        self._settings = settings = consumer_settings(cfg)
+        self._subs = SubscriptionState(settings.auto_offset_reset)
+        self._buffer = FetchBuffer(settings.queued_max_bytes)
         self._listener_runner = _listener_runner or run_listener_inline
-        self._max_poll_records = int(cfg["max.poll.records"])
-        self._auto_store = bool(cfg["enable.auto.offset.store"])
+        self._max_poll_records = settings.max_poll_records
+        self._auto_store = settings.auto_offset_store
         self._coordinator: GroupMembership | None = None
-        if self._group_id:
-            if _raw_batches:
-                raise ConfigError("_raw_batches is for consumers without group.id: a commit "
-                                  "would take a handed-out batch for its last record")
-            self._coordinator = _make_coordinator(self)
+        if settings.group is not None:
+            self._coordinator = _make_coordinator(self, settings.group)
         self._fetcher = Fetcher(
-            self._client, self._subs, self._buffer, cfg,
+            self._client, self._subs, self._buffer, settings,
             committed_lookup=self._coordinator.fetch_committed if self._coordinator else None,
             raw_batches=_raw_batches)
         attach_metrics(self)
@@ -460,7 +460,7 @@ class AsyncConsumer(AsyncConsumerCompat):
 
     async def _until(self, ready: Callable[[], bool], timeout: float | None, what: str) -> None:
         deadline = time.monotonic() + (timeout if timeout is not None else
-                                       self.config["request.timeout.ms"] / 1000)
+                                       self._settings.request_timeout)
         self._fetcher.wake()
         while not ready():
             self._check()
@@ -768,10 +768,8 @@ class AsyncConsumer(AsyncConsumerCompat):
         return self._client
 
 
-def _make_coordinator(consumer: AsyncConsumer) -> GroupMembership:
-    from kontrakt.clients.group._coordinator import make_coordinator
-
-    return make_coordinator(consumer._client, consumer._subs, consumer.config,
+def _make_coordinator(consumer: AsyncConsumer, settings: GroupSettings) -> GroupMembership:
+    return make_coordinator(consumer._client, consumer._subs, settings,
                             buffer=consumer._buffer, wake=lambda: consumer._fetcher.wake(),
                             listener_runner=consumer._listener_runner)
 

@@ -36,6 +36,7 @@ from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from kontrakt.clients._hooks import report_error
 from kontrakt.clients._wait import cancel_and_wait, wait_event
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
+from kontrakt.clients.consumer._config import ConsumerSettings
 from kontrakt.clients.consumer._decoding import (
     HEADER_COST,
     RECORD_COST,
@@ -382,7 +383,7 @@ class Fetcher:
         client: the started network core.
         subscription: the partitions and their positions.
         buffer: where decoded records go.
-        config: the consumer's validated options.
+        settings: the consumer's settings.
         committed_lookup: resolves partitions without a position from committed offsets
             (None without a group: the reset strategy applies at once).
         raw_batches: buffer :class:`~kontrakt.clients.consumer._decoding.RawBatch`es
@@ -391,7 +392,7 @@ class Fetcher:
     """
 
     def __init__(self, client: AsyncKafkaClient, subscription: SubscriptionState,
-                 buffer: FetchBuffer, config: Mapping[str, Any], *,
+                 buffer: FetchBuffer, settings: ConsumerSettings, *,
                  committed_lookup: CommittedLookup | None = None,
                  raw_batches: bool = False) -> None:
         self._chunks: Callable[..., Generator[tuple[list[Any], int, int, int, int], None, None]] \
@@ -400,19 +401,18 @@ class Fetcher:
         self.subs = subscription
         self.buffer = buffer
         self.committed_lookup = committed_lookup
-        self.max_wait_ms = int(config["fetch.max.wait.ms"])
-        self.min_bytes = int(config["fetch.min.bytes"])
-        self.max_bytes = int(config["fetch.max.bytes"])
-        self.partition_max_bytes = int(config["max.partition.fetch.bytes"])
+        self.max_wait_ms = settings.fetch_max_wait_ms
+        self.min_bytes = settings.fetch_min_bytes
+        self.max_bytes = settings.fetch_max_bytes
+        self.partition_max_bytes = settings.max_partition_fetch_bytes
         #: the most bytes one fetched batch may decompress to
-        self.max_batch_bytes = self.partition_max_bytes * int(
-            config["max.decompressed.batch.multiple"])
-        self.read_committed = config["isolation.level"] == "read_committed"
-        self.check_crcs = bool(config["check.crcs"])
-        self.rack = config.get("client.rack") or ""
-        self.sessions_enabled = bool(config.get("fetch.sessions", True))
-        self.request_timeout = config["request.timeout.ms"] / 1000
-        self._retry = (config["retry.backoff.ms"] / 1000, config["retry.backoff.max.ms"] / 1000)
+        self.max_batch_bytes = settings.max_batch_bytes
+        self.read_committed = settings.read_committed
+        self.check_crcs = settings.check_crcs
+        self.rack = settings.rack or ""
+        self.sessions_enabled = settings.fetch_sessions
+        self.request_timeout = settings.request_timeout
+        self._retry = (settings.retry_backoff, settings.retry_backoff_max)
         self._sessions: dict[int, FetchSession] = {}
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._inflight_tps: set[TopicPartition] = set()

@@ -61,7 +61,7 @@ __all__ = [
 # `__all__ += [...]` so the two halves can be edited independently.
 from kontrakt.clients.group._classic import GroupCoordinator
 from kontrakt.clients.group._consumer_protocol import ConsumerGroupMembership
-from kontrakt.clients.group._membership import parse_strategies
+from kontrakt.clients.group._settings import parse_strategies
 
 __all__ += ["ConsumerGroupMembership", "GroupCoordinator", "parse_strategies"]
 # --- end of coordinator exports ------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kontrakt.clients._wait import wait_event
@@ -37,6 +37,7 @@ from kontrakt.clients.group._protocol import (
     encode_assignment,
     encode_subscription,
 )
+from kontrakt.clients.group._settings import GroupSettings
 from kontrakt.clients.group._types import GroupBuffer, GroupSubscription, ListenerRunner
 from kontrakt.errors import (
     ConfigError,
@@ -77,16 +78,16 @@ class GroupCoordinator(GroupMembership):
     Args:
         client: the consumer's network core.
         subscription: the consumer's subscription state.
-        config: the consumer's validated options.
+        settings: the consumer's group settings.
         buffer: the consumer's fetch buffer (its lock guards positions).
         wake: called to make the fetcher re-plan after the assignment changes.
         listener_runner: runs listener callbacks.
     """
 
     def __init__(self, client: AsyncKafkaClient, subscription: GroupSubscription,
-                 config: Mapping[str, Any], *, buffer: GroupBuffer, wake: Callable[[], None],
+                 settings: GroupSettings, *, buffer: GroupBuffer, wake: Callable[[], None],
                  listener_runner: ListenerRunner) -> None:
-        super().__init__(client, subscription, config, buffer=buffer, wake=wake,
+        super().__init__(client, subscription, settings, buffer=buffer, wake=wake,
                          listener_runner=listener_runner)
         self.protocol_name: str | None = None
         self.leader = False

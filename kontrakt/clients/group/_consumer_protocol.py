@@ -39,6 +39,7 @@ from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
 from kontrakt.clients.group._membership import GroupMembership
 from kontrakt.clients.group._offsets import COORDINATOR_ERRORS
+from kontrakt.clients.group._settings import GroupSettings
 from kontrakt.clients.group._types import GroupBuffer, GroupSubscription, ListenerRunner
 from kontrakt.errors import (
     KafkaConnectionError,
@@ -81,7 +82,7 @@ class ConsumerGroupMembership(GroupMembership):
     Args:
         client: the consumer's network core.
         subscription: the consumer's :class:`SubscriptionState`.
-        config: the consumer's validated options (``group.remote.assignor`` picks the
+        settings: the consumer's group settings (``group.remote.assignor`` picks the
             coordinator's assignor, e.g. ``uniform`` or ``range``; None: the broker's
             default).
         buffer: the consumer's fetch buffer (its lock guards positions).
@@ -94,11 +95,11 @@ class ConsumerGroupMembership(GroupMembership):
     """
 
     def __init__(self, client: AsyncKafkaClient, subscription: GroupSubscription,
-                 config: Mapping[str, Any], *, buffer: GroupBuffer, wake: Callable[[], None],
+                 settings: GroupSettings, *, buffer: GroupBuffer, wake: Callable[[], None],
                  listener_runner: ListenerRunner) -> None:
-        super().__init__(client, subscription, config, buffer=buffer, wake=wake,
+        super().__init__(client, subscription, settings, buffer=buffer, wake=wake,
                          listener_runner=listener_runner)
-        self.server_assignor: str | None = config.get("group.remote.assignor")
+        self.server_assignor = settings.remote_assignor
         self.member_id = new_member_id()
         self.member_epoch = 0
         self.heartbeat_interval = 0.0  # until the coordinator says otherwise

@@ -15,49 +15,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from kontrakt._types import TopicPartition
 from kontrakt.clients.client import AsyncKafkaClient
-from kontrakt.clients.group._assignors import Assignor, RebalanceProtocol, assignor_for
 from kontrakt.clients.group._offsets import GroupOffsets
+from kontrakt.clients.group._settings import GroupSettings
 from kontrakt.clients.group._types import GroupBuffer, GroupSubscription, ListenerRunner
-from kontrakt.errors import ConfigError, KafkaError
+from kontrakt.errors import KafkaError
 
-__all__ = ["GroupMembership", "parse_strategies"]
+__all__ = ["GroupMembership"]
 
 log = logging.getLogger("kontrakt.consumer.group")
-
-
-def parse_strategies(value: Any) -> list[Assignor]:
-    """``partition.assignment.strategy`` as assignors: a name, a comma-separated string,
-    or a list of names, classes and :class:`Assignor` objects.
-
-    Raises:
-        ConfigError: unknown names, duplicates, or an empty list.
-    """
-    items: list[Any]
-    if isinstance(value, str):
-        items = [v.strip() for v in value.split(",") if v.strip()]
-    elif isinstance(value, Iterable):
-        items = list(value)
-    else:
-        items = [value]
-    assignors = [assignor_for(x) for x in items]
-    if not assignors:
-        raise ConfigError("partition.assignment.strategy is empty")
-    names = [a.name for a in assignors]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"partition.assignment.strategy names an assignor twice: {names}")
-    return assignors
-
-
-def _rebalance_protocol(assignors: list[Assignor]) -> RebalanceProtocol:
-    # Cooperative only when every configured assignor can run it (as the Java client does).
-    if all(RebalanceProtocol.COOPERATIVE in a.supported_protocols for a in assignors):
-        return RebalanceProtocol.COOPERATIVE
-    return RebalanceProtocol.EAGER
 
 
 class GroupMembership(GroupOffsets):
@@ -67,29 +36,29 @@ class GroupMembership(GroupOffsets):
     Args:
         client: the consumer's network core.
         subscription: the consumer's subscription state.
-        config: the consumer's validated options.
+        settings: the consumer's group settings.
         buffer: the consumer's fetch buffer (its lock guards positions).
         wake: called to make the fetcher re-plan after the assignment changes.
         listener_runner: runs listener callbacks.
     """
 
     def __init__(self, client: AsyncKafkaClient, subscription: GroupSubscription,
-                 config: Mapping[str, Any], *, buffer: GroupBuffer, wake: Callable[[], None],
+                 settings: GroupSettings, *, buffer: GroupBuffer, wake: Callable[[], None],
                  listener_runner: ListenerRunner) -> None:
-        super().__init__(client, subscription, config, buffer=buffer)
+        super().__init__(client, subscription, settings, buffer=buffer)
         self.wake = wake
         self.run_listener = listener_runner
-        self.session_timeout_ms = int(config["session.timeout.ms"])
-        self.heartbeat_interval = config["heartbeat.interval.ms"] / 1000
-        self.max_poll_interval = config["max.poll.interval.ms"] / 1000
-        self.rebalance_timeout_ms = int(config["rebalance.timeout.ms"]
-                                        or config["max.poll.interval.ms"])
-        self.auto_commit = bool(config["enable.auto.commit"])
-        self.auto_commit_interval = config["auto.commit.interval.ms"] / 1000
-        self.exclude_internal = bool(config["exclude.internal.topics"])
-        self.rack: str | None = config.get("client.rack")
-        self.assignors = parse_strategies(config["partition.assignment.strategy"])
-        self.protocol = _rebalance_protocol(self.assignors)
+        self.session_timeout_ms = settings.session_timeout_ms
+        #: Seconds between heartbeats (KIP-848: the coordinator's choice, once it answers).
+        self.heartbeat_interval = settings.heartbeat_interval
+        self.max_poll_interval = settings.max_poll_interval
+        self.rebalance_timeout_ms = settings.rebalance_timeout_ms
+        self.auto_commit = settings.auto_commit
+        self.auto_commit_interval = settings.auto_commit_interval
+        self.exclude_internal = settings.exclude_internal_topics
+        self.rack = settings.rack
+        self.assignors = list(settings.assignors)
+        self.protocol = settings.rebalance_protocol
         #: The application's rebalance listener (methods looked up by name), or None.
         self.listener: object | None = None
         self._task: asyncio.Task[None] | None = None

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients._net.connection import BrokerConnection
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
+from kontrakt.clients.group._settings import GroupSettings
 from kontrakt.clients.group._types import GroupBuffer, GroupSubscription
 from kontrakt.errors import (
     CommitFailedError,
@@ -71,20 +72,21 @@ class GroupOffsets:
     Args:
         client: the consumer's network core.
         subscription: the consumer's subscription (what it is a member for).
-        config: the consumer's validated options.
+        settings: the consumer's group settings.
         buffer: the consumer's fetch buffer (its lock guards positions).
     """
 
     def __init__(self, client: AsyncKafkaClient, subscription: GroupSubscription,
-                 config: Mapping[str, Any], *, buffer: GroupBuffer) -> None:
+                 settings: GroupSettings, *, buffer: GroupBuffer) -> None:
         self.client = client
         self.subs = subscription
         self.buffer = buffer
-        self.group_id: str = config["group.id"]
-        self.instance_id: str | None = config["group.instance.id"]
-        self.auto_store = bool(config["enable.auto.offset.store"])
-        self.request_timeout = config["request.timeout.ms"] / 1000
-        self._retry = (config["retry.backoff.ms"] / 1000, config["retry.backoff.max.ms"] / 1000)
+        self.settings = settings
+        self.group_id = settings.group_id
+        self.instance_id = settings.instance_id
+        self.auto_store = settings.auto_offset_store
+        self.request_timeout = settings.request_timeout
+        self._retry = (settings.retry_backoff, settings.retry_backoff_max)
         #: The membership the commits carry (-1 / "": none).
         self.member_id = ""
         self.generation = -1

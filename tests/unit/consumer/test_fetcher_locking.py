@@ -9,13 +9,13 @@ from typing import Any
 
 from kontrakt import ConsumerRecord, TimestampType, TopicPartition
 from kontrakt._config import ClientConfig
-from kontrakt.clients.consumer._config import CONSUMER_OPTIONS
+from kontrakt.clients.consumer._config import CONSUMER_OPTIONS, consumer_settings
 from kontrakt.clients.consumer._fetcher import CompletedFetch, FetchBuffer, Fetcher
 from kontrakt.clients.consumer._subscription import SubscriptionState
 
 
 def _fetcher() -> Fetcher:
-    cfg = ClientConfig(CONSUMER_OPTIONS, None)
+    cfg = consumer_settings(ClientConfig(CONSUMER_OPTIONS, None))
     client: Any = object()  # never used: nothing is fetched here
     return Fetcher(client, SubscriptionState(), FetchBuffer(1 << 20), cfg)
 

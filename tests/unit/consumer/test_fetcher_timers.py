@@ -8,13 +8,13 @@ import threading
 from typing import Any
 
 from kontrakt._config import ClientConfig
-from kontrakt.clients.consumer._config import CONSUMER_OPTIONS
+from kontrakt.clients.consumer._config import CONSUMER_OPTIONS, consumer_settings
 from kontrakt.clients.consumer._fetcher import FetchBuffer, Fetcher
 from kontrakt.clients.consumer._subscription import SubscriptionState
 
 
 def _fetcher() -> Fetcher:
-    cfg = ClientConfig(CONSUMER_OPTIONS, None)
+    cfg = consumer_settings(ClientConfig(CONSUMER_OPTIONS, None))
     client: Any = object()  # never used: no fetch is planned here
     return Fetcher(client, SubscriptionState(), FetchBuffer(1 << 20), cfg)
 

@@ -28,7 +28,7 @@ from kontrakt.spark._options import parse_options
 from kontrakt.spark._plan import matching_topics, plan_ranges, split_ranges
 from kontrakt.spark._reader import ColumnPlan, OffsetRange
 from kontrakt.spark._stream import KontraktStreamReader
-from tests.unit.consumer.fake_broker import FakeBroker
+from tests._crafted_broker import FakeBroker
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -30,8 +30,8 @@ from kontrakt.spark._options import parse_options
 from kontrakt.spark._reader import ColumnPlan
 from kontrakt.spark._source import KontraktPushdownReader
 from kontrakt.testing import TansuBroker
+from tests._crafted_broker import FakeBroker
 from tests.spark.test_spark_plan import END, T0, TOPIC, broker  # noqa: F401 (fixture)
-from tests.unit.consumer.fake_broker import FakeBroker
 
 pytestmark = pytest.mark.timeout(300)  # the first Spark test also starts the session
 

@@ -2,7 +2,7 @@
 
 The request/response codecs of these APIs are round-tripped (and checked byte for byte against
 kafka-python) in tests/unit/test_messages_admin_apis.py; here the admin client's building,
-routing, retrying and decoding is checked against a crafted peer (see ``_crafted.py``).
+routing, retrying and decoding is checked against a crafted peer (see ``tests/_crafted_broker.py``).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from kontrakt.protocol.messages import (
     ListTransactionsResponse,
     OffsetDeleteResponse,
 )
-from tests.unit.admin._crafted import NODE_ID, CraftedBroker
+from tests._crafted_broker import NODE_ID, CraftedBroker
 
 FAST = {"retry.backoff.ms": 10, "retry.backoff.max.ms": 50, "request.timeout.ms": 3000}
 

@@ -3,7 +3,7 @@
 No test broker implements DescribeUserScramCredentials / AlterUserScramCredentials
 (TEST-BROKERS.md: Tansu cannot store SCRAM users, the mock cluster has no admin APIs), so
 the admin client's requests and its handling of answers are checked against the crafted
-peer of ``_crafted.py``; the codecs are checked byte for byte against kafka-python in
+peer of ``tests/_crafted_broker.py``; the codecs are checked byte for byte against kafka-python in
 tests/unit/test_messages_admin_apis.py. The salted credential the client sends is checked
 with ``scramp`` (an independent SCRAM implementation): it derives the same keys from the
 password, and a SCRAM server holding the credential accepts a login with the password.
@@ -36,7 +36,7 @@ from kontrakt.protocol.messages import (
     AlterUserScramCredentialsResponse,
     DescribeUserScramCredentialsResponse,
 )
-from tests.unit.admin._crafted import CraftedBroker
+from tests._crafted_broker import CraftedBroker
 
 FAST = {"retry.backoff.ms": 10, "retry.backoff.max.ms": 50, "request.timeout.ms": 3000}
 RESOURCE_NOT_FOUND = 91

@@ -20,8 +20,8 @@ from kontrakt.clients.consumer import AsyncConsumer
 from kontrakt.errors import CorruptRecordError
 from kontrakt.protocol.messages import FetchResponse
 from kontrakt.protocol.records import iter_batches
+from tests._crafted_broker import FakeBroker
 from tests.unit.bombs import rss_growth, rss_mark
-from tests.unit.consumer.fake_broker import FakeBroker
 
 TOPIC = "bombs"
 

@@ -22,9 +22,9 @@ from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import AsyncConsumer
 from kontrakt.protocol.records import CompressionType, compress, iter_batches
 from kontrakt.protocol.records._builder import frame_batch
+from tests._crafted_broker import FakeBroker
 from tests.unit.bombs import _varint, rss_growth, rss_mark
 from tests.unit.consumer.bomb_child import _serve
-from tests.unit.consumer.fake_broker import FakeBroker
 
 TOPIC = "bombs"  # the topic bomb_child's broker serves
 TS = 1_700_000_000_000

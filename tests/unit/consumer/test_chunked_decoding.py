@@ -17,7 +17,7 @@ from kontrakt.clients.consumer._fetcher import iter_partition_chunks, parse_part
 from kontrakt.errors import CorruptRecordError
 from kontrakt.protocol.messages import FetchResponse
 from kontrakt.protocol.records import ControlRecordType, RecordBatchBuilder, build_control_batch
-from tests.unit.consumer.fake_broker import FakeBroker
+from tests._crafted_broker import FakeBroker
 
 TOPIC = "chunks"
 TP0 = TopicPartition(TOPIC, 0)

@@ -39,7 +39,7 @@ from kontrakt.clients.consumer import AsyncConsumer, Consumer
 from kontrakt.clients.consumer._fetcher import iter_partition_chunks, parse_partition
 from kontrakt.protocol.messages import FetchResponse
 from kontrakt.protocol.records import RecordBatchBuilder
-from tests.unit.consumer.fake_broker import FakeBroker
+from tests._crafted_broker import FakeBroker
 from tests.unit.consumer.flood_child import batch, tiny_records, value_records
 
 ROOT = Path(__file__).resolve().parents[3]

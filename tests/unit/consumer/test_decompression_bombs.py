@@ -30,8 +30,8 @@ from kontrakt.clients.consumer import AsyncConsumer
 from kontrakt.errors import ConfigError, CorruptRecordError, DecompressionLimitError
 from kontrakt.protocol.records import CompressionType, RecordBatchBuilder
 from kontrakt.protocol.records._builder import frame_batch
+from tests._crafted_broker import FakeBroker
 from tests.unit import bombs
-from tests.unit.consumer.fake_broker import FakeBroker
 from tests.unit.test_records_decompression_limits import _text
 
 ROOT = Path(__file__).resolve().parents[3]

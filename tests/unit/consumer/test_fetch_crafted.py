@@ -19,7 +19,7 @@ from kontrakt.clients.consumer import AsyncConsumer, Consumer, OffsetAndTimestam
 from kontrakt.errors import OffsetOutOfRangeResetError
 from kontrakt.protocol.messages import FetchResponse, ListOffsetsResponse
 from kontrakt.protocol.records import ControlRecordType, RecordBatchBuilder, build_control_batch
-from tests.unit.consumer.fake_broker import FakeBroker
+from tests._crafted_broker import FakeBroker
 
 TOPIC = "crafted"
 TP0 = TopicPartition(TOPIC, 0)

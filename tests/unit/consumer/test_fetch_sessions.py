@@ -20,7 +20,7 @@ from kontrakt.clients.consumer._fetcher import CompletedFetch, parse_partition
 from kontrakt.errors import ConfigError, IllegalStateError
 from kontrakt.protocol.messages import FetchResponse
 from kontrakt.protocol.records import RecordBatchBuilder
-from tests.unit.consumer.fake_broker import FakeBroker
+from tests._crafted_broker import FakeBroker
 
 TOPIC = "sessions"
 

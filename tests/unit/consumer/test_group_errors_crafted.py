@@ -28,7 +28,7 @@ from kontrakt.protocol.messages import (
     SyncGroupResponse,
 )
 from kontrakt.protocol.records import RecordBatchBuilder
-from tests.unit.consumer.fake_broker import FakeBroker
+from tests._crafted_broker import FakeBroker
 
 TOPIC = "crafted-group"
 TP0 = TopicPartition(TOPIC, 0)

@@ -15,7 +15,7 @@ from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import AsyncConsumer
 from kontrakt.protocol.messages import FetchResponse, ListOffsetsResponse
 from kontrakt.protocol.records import RecordBatchBuilder
-from tests.unit.consumer.fake_broker import FakeBroker
+from tests._crafted_broker import FakeBroker
 
 TOPIC = "oor"
 TP0 = TopicPartition(TOPIC, 0)

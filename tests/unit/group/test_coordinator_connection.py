@@ -13,7 +13,7 @@ from typing import Any
 from kontrakt.clients import AsyncKafkaClient
 from kontrakt.clients.client import COORDINATOR_ID_BASE
 from kontrakt.protocol.messages import FindCoordinatorResponse
-from tests.unit.consumer.fake_broker import FakeBroker
+from tests._crafted_broker import FakeBroker
 
 FIND_COORDINATOR = 10
 

@@ -18,7 +18,7 @@ from typing import Any
 from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import AsyncConsumer
 from kontrakt.protocol.messages import ConsumerGroupHeartbeatResponse, OffsetCommitResponse
-from tests.unit.consumer.fake_broker import FakeBroker
+from tests._crafted_broker import FakeBroker
 from tests.unit.consumer.test_group_errors_crafted import RECORDS, TOPIC
 from tests.unit.consumer.test_group_errors_crafted import Coordinator as ClassicCoordinator
 

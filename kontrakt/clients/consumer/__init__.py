@@ -7,11 +7,13 @@ Both take Kafka property names (``{"group.id": "g"}``) and/or snake_case keyword
 from __future__ import annotations
 
 from kontrakt._types import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, OFFSET_STORED
+from kontrakt.clients.consumer._buffer import FetchBuffer
 from kontrakt.clients.consumer._compat import ConsumerGroupMetadata
 from kontrakt.clients.consumer._config import CONSUMER_OPTIONS
 from kontrakt.clients.consumer._consumer import DEFAULT_CLOSE_TIMEOUT, AsyncConsumer
-from kontrakt.clients.consumer._fetcher import FetchBuffer, Fetcher, FetchSession
+from kontrakt.clients.consumer._fetcher import Fetcher
 from kontrakt.clients.consumer._offsets import OffsetAndTimestamp
+from kontrakt.clients.consumer._session import FetchSession
 from kontrakt.clients.consumer._subscription import FetchPosition, SubscriptionState
 from kontrakt.clients.consumer._sync import Consumer
 

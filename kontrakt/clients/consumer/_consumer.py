@@ -16,6 +16,7 @@ from kontrakt.clients._hooks import ClientHooks
 from kontrakt.clients._settings import ClientSettings
 from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.clients.consumer._buffer import FetchBuffer
 from kontrakt.clients.consumer._compat import (
     AsyncConsumerCompat,
     batch_timeout,
@@ -24,7 +25,7 @@ from kontrakt.clients.consumer._compat import (
     subscription_of,
 )
 from kontrakt.clients.consumer._config import CONSUMER_OPTIONS, consumer_settings
-from kontrakt.clients.consumer._fetcher import FetchBuffer, Fetcher
+from kontrakt.clients.consumer._fetcher import Fetcher
 from kontrakt.clients.consumer._metrics import attach as attach_metrics
 from kontrakt.clients.consumer._offsets import (
     EARLIEST,

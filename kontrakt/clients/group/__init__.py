@@ -4,6 +4,13 @@ The sans-I/O half (this package's :mod:`._protocol` and :mod:`._assignors`) enco
 the subscription / assignment bytes carried by JoinGroup and SyncGroup and computes assignments
 on the group leader. The coordinator state machine drives the JoinGroup / SyncGroup / Heartbeat
 exchange with the broker.
+
+Layout of the client side, imports pointing one way (down this list):
+:mod:`._coordinator` (``make_coordinator``: picks the protocol), :mod:`._classic` (JoinGroup,
+SyncGroup, Heartbeat) and :mod:`._consumer_protocol` (KIP-848 ConsumerGroupHeartbeat), both
+over :mod:`._membership` (what they share), over :mod:`._offsets` (OffsetFetch, OffsetCommit),
+reading :mod:`._settings` (``GroupSettings``) and typed against :mod:`._types` (the
+protocols the consumer's subscription and buffer satisfy).
 """
 
 from __future__ import annotations

@@ -55,6 +55,8 @@ class CraftedBroker:
         versions: api key -> (lowest, highest) version to advertise. Keys with a handler and
             the built-in ones not listed here are advertised with every version the
             protocol spec knows.
+        max_versions: api key -> highest version to advertise (an older broker), the lowest
+            as the spec declares it.
         leader_epoch: the leader epoch Metadata reports for every partition.
 
     Attributes:
@@ -65,10 +67,14 @@ class CraftedBroker:
 
     def __init__(self, handlers: dict[int, Handler], *, topics: dict[str, int] | None = None,
                  versions: dict[int, tuple[int, int]] | None = None,
+                 max_versions: dict[int, int] | None = None,
                  leader_epoch: int = 0) -> None:
         self.handlers = handlers
         self.topics = dict(topics or {})
         self.versions = dict(versions or {})
+        specs = registry()
+        for key, hi in (max_versions or {}).items():  # an older broker: lowest as declared
+            self.versions[key] = (specs[key].valid.lo, hi)
         self.leader_epoch = leader_epoch
         self.requests: list[tuple[int, int, Any]] = []
         self.seen: list[tuple[int, int, Any]] = []

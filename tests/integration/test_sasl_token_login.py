@@ -22,8 +22,8 @@ from kontrakt.clients._net.security import SaslAuthenticationError
 from kontrakt.clients.admin import AsyncAdminClient, DelegationToken
 from kontrakt.protocol.messages import MetadataRequest
 from kontrakt.testing import TansuBroker, free_port
+from tests._crafted_broker import CraftedBroker
 from tests.integration._sasl_proxy import SaslProxy
-from tests.unit.admin._crafted import CraftedBroker
 from tests.unit.admin._token_store import TokenStore
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ from typing import Any
 from kontrakt.clients.admin import NewTopic
 from kontrakt.clients.admin._metrics import error_codes
 from kontrakt.protocol.messages import CreateTopicsResponse, DescribeGroupsResponse
-from tests.unit.admin._crafted import CraftedBroker
+from tests._crafted_broker import CraftedBroker
 from tests.unit.admin.test_admin_crafted import run
 
 

@@ -26,7 +26,7 @@ from kontrakt.clients.admin import (
 from kontrakt.errors import InvalidArgumentError, PartialFailureError
 from kontrakt.protocol.errors import InvalidRequestError
 from kontrakt.protocol.messages import AlterClientQuotasResponse, DescribeClientQuotasResponse
-from tests.unit.admin._crafted import CraftedBroker
+from tests._crafted_broker import CraftedBroker
 
 FAST = {"retry.backoff.ms": 10, "retry.backoff.max.ms": 50, "request.timeout.ms": 3000}
 INVALID_REQUEST = 42

@@ -30,7 +30,7 @@ from kontrakt.protocol.errors import (
 from kontrakt.protocol.messages import (
     CreateDelegationTokenResponse,
 )
-from tests.unit.admin._crafted import CraftedBroker
+from tests._crafted_broker import CraftedBroker
 from tests.unit.admin._token_store import EXPIRY, NOW, TokenStore
 
 FAST = {"retry.backoff.ms": 10, "retry.backoff.max.ms": 50, "request.timeout.ms": 3000}

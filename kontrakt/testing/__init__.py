@@ -4,6 +4,9 @@
   process on a free port of 127.0.0.1.
 - :class:`MockCluster` drives librdkafka's mock cluster (bundled with ``confluent-kafka``)
   through ctypes: several brokers, leader moves, injected errors and delays.
+- :class:`Cluster` is a pure-Python Kafka cluster of N brokers inside this process (an
+  asyncio loop in a daemon thread): starts in milliseconds, serves the client APIs with
+  Kafka's semantics, and takes the mock cluster's fault controls.
 - :func:`send_request` sends one protocol request on a blocking socket (probing, fault tests).
 
 With the package installed, pytest loads :mod:`kontrakt.testing.pytest_plugin`, which offers
@@ -17,6 +20,7 @@ Both brokers depart from Apache Kafka in measured ways; see the project's TEST-B
 
 from __future__ import annotations
 
+from kontrakt.testing._cluster import Cluster
 from kontrakt.testing._mock_cluster import MockCluster, MockRequest
 from kontrakt.testing._tansu import TansuBroker
 from kontrakt.testing._util import (
@@ -31,6 +35,7 @@ from kontrakt.testing._util import (
 __all__ = [
     "BrokerHarnessError",
     "BrokerStartError",
+    "Cluster",
     "MissingDependencyError",
     "MockCluster",
     "MockClusterError",

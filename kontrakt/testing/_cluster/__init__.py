@@ -1,0 +1,14 @@
+"""An in-process, pure-Python Kafka cluster for tests and development (:class:`Cluster`).
+
+Modules, one job each: ``_server`` (listeners, connections, dispatch, injected faults),
+``_state`` (brokers, topics, settings), ``_log`` (a partition's batches, idempotent producer
+state, transaction markers), ``_data`` (metadata, produce, fetch, offsets lookups),
+``_topics`` (topic admin and configs), ``_groups`` and ``_offsets`` (classic groups and
+committed offsets), ``_txn`` (producer ids and transactions), ``_faults`` (error replies).
+"""
+
+from __future__ import annotations
+
+from kontrakt.testing._cluster._cluster import Cluster
+
+__all__ = ["Cluster"]

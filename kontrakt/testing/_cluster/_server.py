@@ -1,0 +1,218 @@
+"""Listeners, connections and request dispatch, with the injected faults applied.
+
+Each broker is one asyncio server on 127.0.0.1. A connection reads one request at a time and
+answers it before reading the next, as a Kafka broker does (it mutes a channel until the
+response is sent), so a long-polling Fetch holds back the requests queued behind it on the
+same connection exactly as it would against Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import struct
+from collections.abc import Callable
+from typing import Any, Final
+
+from kontrakt.errors import KontraktError
+from kontrakt.protocol import errors as E
+from kontrakt.protocol.headers import decode_request, encode_response
+from kontrakt.protocol.messages import ApiVersionsResponse, FindCoordinatorResponse
+from kontrakt.protocol.spec import Response, registry
+from kontrakt.testing._cluster._data import DataHandlers
+from kontrakt.testing._cluster._faults import error_response
+from kontrakt.testing._cluster._groups import GroupCoordinator
+from kontrakt.testing._cluster._state import ClusterState, RequestContext
+from kontrakt.testing._cluster._topics import TopicHandlers
+from kontrakt.testing._cluster._txn import TransactionCoordinator
+
+__all__ = ["DROP_CONNECTION", "ClusterServer"]
+
+#: An injected "error" that closes the connection instead of answering (librdkafka's
+#: RD_KAFKA_RESP_ERR__TRANSPORT, -195, means the same to its mock cluster).
+DROP_CONNECTION: Final = -195
+_API_VERSIONS = 18
+_MAX_FRAME = 100 * 1024 * 1024
+
+Handler = Callable[[RequestContext, int, Any], Any]
+
+
+class _Close(Exception):
+    """Close the connection without answering (unknown API or version, injected drop)."""
+
+
+class ClusterServer:
+    """The brokers' listeners and the table of request handlers."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        data = DataHandlers(state)
+        topics = TopicHandlers(state)
+        txns = TransactionCoordinator(state)
+        groups = GroupCoordinator(state)
+        state.txns = txns
+        state.groups = groups
+        self.handlers: dict[int, Handler] = {
+            0: data.produce, 1: data.fetch, 2: data.list_offsets, 3: data.metadata,
+            8: groups.offset_commit, 9: groups.offset_fetch, 10: self.find_coordinator,
+            11: groups.join_group, 12: groups.heartbeat, 13: groups.leave_group,
+            14: groups.sync_group, 15: groups.describe_groups, 16: groups.list_groups,
+            18: self.api_versions, 19: topics.create_topics, 20: topics.delete_topics,
+            21: data.delete_records, 22: txns.init_producer_id, 23: data.offset_for_leader_epoch,
+            24: txns.add_partitions, 25: txns.add_offsets, 26: txns.end_txn,
+            28: txns.txn_offset_commit, 32: topics.describe_configs, 33: topics.alter_configs,
+            37: topics.create_partitions, 42: groups.delete_groups,
+            44: topics.incremental_alter_configs, 47: groups.offset_delete,
+            60: data.describe_cluster,
+        }
+        specs = registry()
+        # Versions this server answers: Kontrakt's declarations (every version it can decode).
+        self.versions = {k: (specs[k].valid.lo, specs[k].valid.hi or specs[k].valid.lo)
+                         for k in self.handlers}
+        self.servers: dict[int, asyncio.base_events.Server] = {}
+        self.connections: dict[int, set[asyncio.StreamWriter]] = {
+            n: set() for n in state.brokers}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.request_counts: dict[int, int] = {}
+
+    async def start(self, ports: dict[int, int]) -> None:
+        """Open every broker's listener (port 0: any free port)."""
+        for node_id, broker in self.state.brokers.items():
+            server = await asyncio.start_server(
+                functools.partial(self._serve, node_id), "127.0.0.1", ports.get(node_id, 0))
+            self.servers[node_id] = server
+            broker.port = server.sockets[0].getsockname()[1]
+        self._tasks.add(asyncio.get_running_loop().create_task(self._ticker()))
+
+    async def stop(self) -> None:
+        """Close listeners, connections and background tasks."""
+        for task in self._tasks:
+            task.cancel()
+        for server in self.servers.values():
+            server.close()
+        for node_id in self.connections:
+            self.drop_connections(node_id)
+        for server in self.servers.values():
+            await server.wait_closed()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def drop_connections(self, node_id: int) -> None:
+        """Close every client connection to a broker."""
+        for writer in list(self.connections[node_id]):
+            writer.close()
+
+    async def _ticker(self) -> None:
+        """Session expiry, rebalance timeouts and transaction timeouts."""
+        while True:
+            await asyncio.sleep(0.02)
+            self.state.groups.tick()
+            self.state.txns.expire()
+
+    # --- one connection ---------------------------------------------------------------------
+    async def _serve(self, node_id: int, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        broker = self.state.brokers[node_id]
+        conns = self.connections[node_id]
+        conns.add(writer)
+        peer = writer.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple) else "127.0.0.1"
+        try:
+            while broker.up:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                if not 0 < size <= _MAX_FRAME:
+                    break
+                frame = await reader.readexactly(size)
+                if not broker.up:
+                    break
+                out = await self._handle(node_id, host, frame)
+                if out is None:
+                    continue
+                writer.write(out)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError,
+                _Close):
+            pass
+        finally:
+            conns.discard(writer)
+            writer.close()
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def _handle(self, node_id: int, host: str, frame: bytes) -> bytes | None:
+        """The response frame, or None for no response (acks=0).
+
+        Raises:
+            _Close: the connection must be closed without an answer.
+        """
+        api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
+        if api_key == _API_VERSIONS and not self._supported(api_key, version):
+            # Kafka answers an unknown ApiVersions version in v0 so the client can downgrade.
+            return encode_response(self._versions(E.UnsupportedVersionError.code), 0,
+                                   correlation_id)
+        if not self._supported(api_key, version):
+            raise _Close
+        try:
+            header, req = decode_request(frame)
+        except KontraktError:
+            raise _Close from None
+        self.request_counts[api_key] = self.request_counts.get(api_key, 0) + 1
+        ctx = RequestContext(node_id, header.client_id, host)
+        error, delay_ms = self._injected(node_id, api_key)
+        delay_ms += self.state.brokers[node_id].rtt_ms
+        if error == DROP_CONNECTION:
+            raise _Close
+        resp: Response | None
+        if error:
+            resp = error_response(api_key, version, req, error)
+        else:
+            result = self.handlers[api_key](ctx, version, req)
+            resp = await result if inspect.isawaitable(result) else result
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1000)
+        if resp is None:
+            return None
+        return encode_response(resp, version, correlation_id)
+
+    def _supported(self, api_key: int, version: int) -> bool:
+        lo_hi = self.versions.get(api_key)
+        return lo_hi is not None and lo_hi[0] <= version <= lo_hi[1]
+
+    def _injected(self, node_id: int, api_key: int) -> tuple[int, int]:
+        for queues in (self.state.brokers[node_id].errors, self.state.errors):
+            queue = queues.get(api_key)
+            if queue:
+                return queue.popleft()
+        return 0, 0
+
+    # --- the two handlers that describe the server itself -------------------------------------
+    def _versions(self, error: int = 0) -> Response:
+        ar = ApiVersionsResponse
+        return ar(error_code=error, api_keys=[
+            ar.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(self.versions.items())])
+
+    def api_versions(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        return self._versions()
+
+    def find_coordinator(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        st = self.state
+        fr = FindCoordinatorResponse
+        keys = req.coordinator_keys if version >= 4 else [req.key]
+        found = []
+        for key in keys:
+            node = st.coordinator_for(req.key_type, key) if req.key_type in (0, 1) else -1
+            if node < 0:
+                found.append((key, -1, "", -1, E.InvalidRequestError.code))
+            elif not st.brokers[node].up:
+                found.append((key, -1, "", -1, E.CoordinatorNotAvailableError.code))
+            else:
+                found.append((key, node, "127.0.0.1", st.brokers[node].port, 0))
+        if version >= 4:
+            return fr(coordinators=[fr.Coordinator(key=k, node_id=n, host=h, port=p,
+                                                   error_code=e) for k, n, h, p, e in found])
+        _k, n, h, p, e = found[0]
+        return fr(error_code=e, node_id=n, host=h, port=p)

@@ -1,0 +1,222 @@
+"""Idempotent and transactional producers: InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn, TxnOffsetCommit and EndTxn (control markers, fencing by epoch, timeouts).
+
+The coordinator completes each transaction synchronously: EndTxn writes the markers into every
+partition of the transaction before answering, so PrepareCommit / PrepareAbort are never
+observable and CONCURRENT_TRANSACTIONS is never returned.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kontrakt.protocol import errors as E
+from kontrakt.protocol.messages import (
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnResponse,
+    EndTxnResponse,
+    InitProducerIdResponse,
+    TxnOffsetCommitResponse,
+)
+from kontrakt.protocol.spec import Response
+from kontrakt.testing._cluster._state import ClusterState, RequestContext
+
+__all__ = ["TransactionCoordinator"]
+
+_EPOCH_MAX = 32767
+_TXN_KEY = 1
+
+
+@dataclass(slots=True)
+class _Txn:
+    """A transactional id's state."""
+
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    groups: set[str] = field(default_factory=set)
+    started: float = 0.0  # monotonic time of the first partition added
+
+    @property
+    def ongoing(self) -> bool:
+        return bool(self.partitions or self.groups)
+
+
+class TransactionCoordinator:
+    """Producer ids, epochs and ongoing transactions of the cluster."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.txns: dict[str, _Txn] = {}
+
+    # --- queries used by other handlers -----------------------------------------------------
+    def partition_writers(self, topic: str, partition: int) -> set[int]:
+        """Producer ids whose ongoing transaction holds the partition."""
+        return {t.producer_id for t in self.txns.values()
+                if (topic, partition) in t.partitions}
+
+    def _fenced(self, version: int, first_new_version: int) -> int:
+        """PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for versions that predate it."""
+        if version < first_new_version:
+            return E.InvalidProducerEpochError.code
+        return E.ProducerFencedError.code
+
+    def _check(self, ctx: RequestContext, tid: str, pid: int, epoch: int, version: int,
+               first_new_version: int = 2) -> tuple[int, _Txn | None]:
+        if self.state.coordinator_for(_TXN_KEY, tid) != ctx.node_id:
+            return E.NotCoordinatorError.code, None
+        txn = self.txns.get(tid)
+        if txn is None or txn.producer_id != pid:
+            return E.InvalidProducerIdMappingError.code, None
+        if epoch != txn.epoch:
+            return self._fenced(version, first_new_version), None
+        return 0, txn
+
+    # --- handlers ---------------------------------------------------------------------------
+    def init_producer_id(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        st = self.state
+        ir = InitProducerIdResponse
+        tid = req.transactional_id
+        if tid is None:
+            return ir(error_code=0, producer_id=st.new_producer_id(), producer_epoch=0)
+        if st.coordinator_for(_TXN_KEY, tid) != ctx.node_id:
+            return ir(error_code=E.NotCoordinatorError.code, producer_epoch=-1)
+        if not 0 < req.transaction_timeout_ms <= st.settings.transaction_max_timeout_ms:
+            return ir(error_code=E.InvalidTransactionTimeoutError.code, producer_epoch=-1)
+        txn = self.txns.get(tid)
+        if txn is None:
+            txn = self.txns[tid] = _Txn(st.new_producer_id(), 0, req.transaction_timeout_ms)
+            return ir(error_code=0, producer_id=txn.producer_id, producer_epoch=0)
+        if version >= 3 and req.producer_id >= 0 and (
+                req.producer_id != txn.producer_id or req.producer_epoch != txn.epoch):
+            # KIP-360: a producer bumping its own epoch must still hold the current one.
+            return ir(error_code=self._fenced(version, 4), producer_epoch=-1)
+        if txn.ongoing:
+            self._complete(txn, commit=False, bump=True)
+        txn.epoch += 1
+        if txn.epoch > _EPOCH_MAX - 1:
+            txn.producer_id, txn.epoch = st.new_producer_id(), 0
+        txn.timeout_ms = req.transaction_timeout_ms
+        self._fence_everywhere(txn)
+        return ir(error_code=0, producer_id=txn.producer_id, producer_epoch=txn.epoch)
+
+    def add_partitions(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        ar = AddPartitionsToTxnResponse
+        if version >= 4:
+            results = []
+            for t in req.transactions:
+                topics = self._add(ctx, version, t.transactional_id, t.producer_id,
+                                   t.producer_epoch, t.topics, t.verify_only)
+                results.append(ar.AddPartitionsToTxnResult(transactional_id=t.transactional_id,
+                                                           topic_results=topics))
+            return ar(results_by_transaction=results)
+        return ar(results_by_topic_v3_and_below=self._add(
+            ctx, version, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+            req.v3_and_below_producer_epoch, req.v3_and_below_topics, False))
+
+    def _add(self, ctx: RequestContext, version: int, tid: str, pid: int, epoch: int,
+             topics: Any, verify_only: bool) -> list[Any]:
+        st = self.state
+        rcls = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+        pcls = rcls.AddPartitionsToTxnPartitionResult
+        error, txn = self._check(ctx, tid, pid, epoch, version)
+        unknown = {(t.name, p) for t in topics for p in t.partitions
+                   if st.partition(t.name, p) is None}
+        if not error and unknown:
+            error = -2  # per partition below
+        out = []
+        for t in topics:
+            parts = []
+            for p in t.partitions:
+                code = error
+                if error == -2:
+                    code = (E.UnknownTopicOrPartitionError.code if (t.name, p) in unknown
+                            else E.OperationNotAttemptedError.code)
+                elif verify_only and txn is not None and (t.name, p) not in txn.partitions:
+                    code = E.InvalidTxnStateError.code
+                parts.append(pcls(partition_index=p, partition_error_code=code))
+            out.append(rcls(name=t.name, results_by_partition=parts))
+        if not error and txn is not None and not verify_only:
+            if not txn.ongoing:
+                txn.started = time.monotonic()
+            txn.partitions.update((t.name, p) for t in topics for p in t.partitions)
+        return out
+
+    def add_offsets(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        error, txn = self._check(ctx, req.transactional_id, req.producer_id,
+                                 req.producer_epoch, version)
+        if not error and txn is not None:
+            if not txn.ongoing:
+                txn.started = time.monotonic()
+            txn.groups.add(req.group_id)
+        return AddOffsetsToTxnResponse(error_code=error)
+
+    def txn_offset_commit(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        tr = TxnOffsetCommitResponse
+        pcls = tr.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition
+        txn = self.txns.get(req.transactional_id)
+        error = 0
+        if self.state.coordinator_for(0, req.group_id) != ctx.node_id:
+            error = E.NotCoordinatorError.code
+        elif txn is None or txn.producer_id != req.producer_id:
+            error = E.InvalidProducerIdMappingError.code
+        elif req.producer_epoch != txn.epoch:
+            error = self._fenced(version, 2)
+        elif req.group_id not in txn.groups:
+            error = E.InvalidTxnStateError.code
+        else:
+            error = self.state.groups.check_txn_member(req, version)
+        if not error:
+            self.state.groups.stage_txn_offsets(req.producer_id, req.group_id, req.topics)
+        return tr(topics=[tr.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            pcls(partition_index=p.partition_index, error_code=error) for p in t.partitions])
+            for t in req.topics])
+
+    def end_txn(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        error, txn = self._check(ctx, req.transactional_id, req.producer_id,
+                                 req.producer_epoch, version)
+        if not error and txn is not None:
+            if not txn.ongoing:
+                error = E.InvalidTxnStateError.code
+            else:
+                self._complete(txn, commit=req.committed, bump=False)
+        return EndTxnResponse(error_code=error, producer_id=req.producer_id,
+                              producer_epoch=req.producer_epoch)
+
+    # --- completion -------------------------------------------------------------------------
+    def _complete(self, txn: _Txn, *, commit: bool, bump: bool) -> None:
+        """Write the markers and publish or drop the transaction's offsets.
+
+        Args:
+            bump: the coordinator aborts on its own (timeout, a new InitProducerId): the
+                markers carry the next epoch, which fences the producer's late writes.
+        """
+        st = self.state
+        if bump:
+            txn.epoch += 1
+        now = st.now_ms()
+        for topic, index in sorted(txn.partitions):
+            found = st.partition(topic, index)
+            if found is not None:
+                found[1].write_marker(txn.producer_id, txn.epoch, commit=commit, now_ms=now)
+        for group in txn.groups:
+            st.groups.end_txn_offsets(txn.producer_id, group, commit)
+        txn.partitions.clear()
+        txn.groups.clear()
+        st.notify()
+
+    def _fence_everywhere(self, txn: _Txn) -> None:
+        for topic in self.state.topics.values():
+            for log in topic.partitions:
+                if log.producer_epoch(txn.producer_id) >= 0:
+                    log.fence(txn.producer_id, txn.epoch)
+
+    def expire(self) -> None:
+        """Abort (and fence) transactions open longer than their timeout, as Kafka does."""
+        now = time.monotonic()
+        for txn in self.txns.values():
+            if txn.ongoing and (now - txn.started) * 1000 > txn.timeout_ms:
+                self._complete(txn, commit=False, bump=True)

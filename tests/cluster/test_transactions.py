@@ -1,0 +1,293 @@
+"""Transactions on the cluster: markers, the last stable offset, the aborted-transaction index
+and fencing, run by Kontrakt and by every peer that has transactions, and read back by
+read_committed consumers of all four clients. Neither Tansu (no aborted transactions in
+Fetch) nor the mock cluster (read_committed filters nothing) can check this."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import warnings
+from typing import Any
+
+import pytest
+
+from kontrakt import Consumer, Producer
+from kontrakt._types import TopicPartition as TP
+from kontrakt.protocol import errors as E
+from kontrakt.protocol.messages import (
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    FetchRequest,
+    FindCoordinatorRequest,
+    InitProducerIdRequest,
+    ListOffsetsRequest,
+)
+from kontrakt.protocol.records import iter_batches
+from kontrakt.testing import Cluster, send_request
+from tests.cluster.conftest import batch, call
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka
+
+import aiokafka
+import confluent_kafka
+
+pytestmark = pytest.mark.interop
+
+
+def _read_kontrakt(bs: str, topic: str, isolation: str, expect: int) -> list[bytes]:
+    out: list[bytes] = []
+    with Consumer(bootstrap_servers=bs, isolation_level=isolation,
+                  auto_offset_reset="earliest") as c:
+        c.assign([TP(topic, 0)])
+        end = c.end_offsets([TP(topic, 0)])[TP(topic, 0)]
+        deadline = time.monotonic() + 10
+        while c.position(TP(topic, 0)) < end and time.monotonic() < deadline:
+            r = c.poll(0.2)
+            if r is not None:
+                out.append(r.value)
+    assert len(out) == expect, out
+    return out
+
+
+def _read_confluent(bs: str, topic: str, expect: int) -> list[bytes]:
+    c = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": "rc-ck",
+                                  "isolation.level": "read_committed",
+                                  "auto.offset.reset": "earliest", "log_level": 3})
+    out: list[bytes] = []
+    try:
+        c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 10
+        while len(out) < expect and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                out.append(m.value())
+        # Nothing beyond the committed records arrives.
+        extra = c.poll(0.5)
+        assert extra is None or extra.error() is not None
+    finally:
+        c.close()
+    return out
+
+
+def _read_kafka_python(bs: str, topic: str, expect: int) -> list[bytes]:
+    c = kafka.KafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed",
+                            auto_offset_reset="earliest", enable_auto_commit=False)
+    out: list[bytes] = []
+    try:
+        c.assign([kafka.TopicPartition(topic, 0)])
+        deadline = time.monotonic() + 10
+        while len(out) < expect and time.monotonic() < deadline:
+            for recs in c.poll(200).values():
+                out.extend(r.value for r in recs)
+        for recs in c.poll(500).values():
+            out.extend(r.value for r in recs)
+    finally:
+        c.close()
+    return out
+
+
+def _read_aiokafka(bs: str, topic: str, expect: int) -> list[bytes]:
+    async def main() -> list[bytes]:
+        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed",
+                                      auto_offset_reset="earliest", enable_auto_commit=False)
+        await c.start()
+        out: list[bytes] = []
+        try:
+            c.assign([aiokafka.TopicPartition(topic, 0)])
+            deadline = time.monotonic() + 10
+            while len(out) < expect and time.monotonic() < deadline:
+                for recs in (await c.getmany(timeout_ms=200)).values():
+                    out.extend(r.value for r in recs)
+            for recs in (await c.getmany(timeout_ms=500)).values():
+                out.extend(r.value for r in recs)
+        finally:
+            await c.stop()
+        return out
+
+    return asyncio.run(main())
+
+
+def _check_everyone_hides_aborted(bs: str, topic: str, committed: list[bytes],
+                                  total: int) -> None:
+    assert _read_kontrakt(bs, topic, "read_committed", len(committed)) == committed
+    assert len(_read_kontrakt(bs, topic, "read_uncommitted", total)) == total
+    assert _read_confluent(bs, topic, len(committed)) == committed
+    assert _read_kafka_python(bs, topic, len(committed)) == committed
+    assert _read_aiokafka(bs, topic, len(committed)) == committed
+
+
+def test_kontrakt_transactions_commit_and_abort(cluster: Cluster, topic: str) -> None:
+    cluster.create_topic(topic)
+    bs = cluster.bootstrap_servers
+    with Producer(bootstrap_servers=bs, transactional_id="tx-k") as p:
+        p.init_transactions()
+        for tag, commit in (("a", True), ("b", False), ("c", True)):
+            p.begin_transaction()
+            for i in range(3):
+                p.send(topic, f"{tag}{i}".encode(), partition=0)
+            p.flush(10)  # written before the abort, so read_committed has to hide them
+            if commit:
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+    # 9 records and 3 markers.
+    assert cluster.end_offsets(topic) == [12]
+    committed = [f"{t}{i}".encode() for t in "ac" for i in range(3)]
+    _check_everyone_hides_aborted(bs, topic, committed, 9)
+
+
+def test_confluent_transaction_with_offsets_commits_them_only_on_commit(
+        cluster: Cluster, topic: str) -> None:
+    cluster.create_topic(topic)
+    cluster.create_topic(topic + "-in")
+    bs = cluster.bootstrap_servers
+    p = confluent_kafka.Producer({"bootstrap.servers": bs, "transactional.id": "tx-ck",
+                                  "log_level": 0})
+    p.init_transactions(10)
+    meta_consumer = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": "tx-group",
+                                              "log_level": 0})
+    group = meta_consumer.consumer_group_metadata()
+    meta_consumer.close()
+    for tag, offset, commit in (("x", 5, False), ("y", 7, True), ("z", 9, False)):
+        p.begin_transaction()
+        for i in range(4):
+            p.produce(topic, f"{tag}{i}".encode(), partition=0)
+        assert p.flush(10) == 0  # written before an abort, so read_committed must hide them
+        p.send_offsets_to_transaction(
+            [confluent_kafka.TopicPartition(topic + "-in", 0, offset)], group, 10)
+        if commit:
+            p.commit_transaction(10)
+        else:
+            p.abort_transaction(10)
+    with Consumer(bootstrap_servers=bs, group_id="tx-group") as c:
+        got = c.committed([TP(topic + "-in", 0)])[TP(topic + "-in", 0)]
+        assert got is not None and got.offset == 7
+    _check_everyone_hides_aborted(bs, topic, [f"y{i}".encode() for i in range(4)], 12)
+
+
+def test_peer_transactions_of_kafka_python_and_aiokafka(cluster: Cluster, topic: str) -> None:
+    cluster.create_topic(topic)
+    bs = cluster.bootstrap_servers
+    kp = kafka.KafkaProducer(bootstrap_servers=bs, transactional_id="tx-kp")
+    try:
+        kp.init_transactions()
+        kp.begin_transaction()
+        kp.send(topic, b"kp-commit", partition=0)
+        kp.commit_transaction()
+        kp.begin_transaction()
+        kp.send(topic, b"kp-abort", partition=0)
+        kp.flush(10)
+        kp.abort_transaction()
+    finally:
+        kp.close(5)
+
+    async def aio() -> None:
+        ap = aiokafka.AIOKafkaProducer(bootstrap_servers=bs, transactional_id="tx-aio")
+        await ap.start()
+        try:
+            async with ap.transaction():
+                await ap.send_and_wait(topic, b"aio-commit", partition=0)
+            await ap.begin_transaction()
+            await ap.send_and_wait(topic, b"aio-abort", partition=0)
+            await ap.abort_transaction()
+        finally:
+            await ap.stop()
+
+    asyncio.run(aio())
+    _check_everyone_hides_aborted(bs, topic, [b"kp-commit", b"aio-commit"], 4)
+
+
+def _raw(cluster: Cluster, tid: str, msg: Any, version: int) -> Any:
+    found = send_request(cluster.bootstrap_servers.split(",")[0],
+                         FindCoordinatorRequest(key=tid, key_type=1), 3)
+    return send_request(f"{found.host}:{found.port}", msg, version)
+
+
+def test_open_transaction_holds_the_lso_and_a_new_producer_fences_the_old(
+        cluster: Cluster, topic: str) -> None:
+    cluster.create_topic(topic)
+    tid = "tx-raw"
+    init = _raw(cluster, tid, InitProducerIdRequest(transactional_id=tid,
+                                                    transaction_timeout_ms=60000), 4)
+    pid, epoch = init.producer_id, init.producer_epoch
+    APT = AddPartitionsToTxnRequest
+    call(cluster, topic, 0, _produce_req(topic, batch([b"plain"])), 9)
+    denied = call(cluster, topic, 0, _produce_req(topic, batch(
+        [b"t0"], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+        transactional=True)), 9)
+    assert denied.responses[0].partition_responses[0].error_code == \
+        E.InvalidTxnStateError.code  # the partition was not added to the transaction
+    added = _raw(cluster, tid, APT(v3_and_below_transactional_id=tid,
+                                   v3_and_below_producer_id=pid,
+                                   v3_and_below_producer_epoch=epoch,
+                                   v3_and_below_topics=[APT.AddPartitionsToTxnTopic(
+                                       name=topic, partitions=[0])]), 3)
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
+        .partition_error_code == 0
+    ok = call(cluster, topic, 0, _produce_req(topic, batch(
+        [b"t0", b"t1"], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+        transactional=True)), 9)
+    assert ok.responses[0].partition_responses[0].base_offset == 1
+    call(cluster, topic, 0, _produce_req(topic, batch([b"after"])), 9)
+
+    def latest(isolation: int) -> int:
+        LR = ListOffsetsRequest
+        resp = call(cluster, topic, 0, LR(replica_id=-1, isolation_level=isolation, topics=[
+            LR.ListOffsetsTopic(name=topic, partitions=[
+                LR.ListOffsetsTopic.ListOffsetsPartition(partition_index=0,
+                                                         timestamp=-1)])]), 5)
+        return int(resp.topics[0].partitions[0].offset)
+
+    assert (latest(0), latest(1)) == (4, 1)  # the LSO stops at the open transaction
+    # A second InitProducerId for the same id aborts the open transaction and fences.
+    again = _raw(cluster, tid, InitProducerIdRequest(transactional_id=tid,
+                                                     transaction_timeout_ms=60000), 4)
+    # As Kafka: the abort fences with epoch + 1, the new producer then gets epoch + 2.
+    assert (again.producer_id, again.producer_epoch) == (pid, epoch + 2)
+    assert latest(1) == 5  # the abort marker ended it
+    late = _raw(cluster, tid, EndTxnRequest(transactional_id=tid, producer_id=pid,
+                                            producer_epoch=epoch, committed=True), 3)
+    assert late.error_code == E.ProducerFencedError.code
+    stale = call(cluster, topic, 0, _produce_req(topic, batch(
+        [b"t2"], producer_id=pid, producer_epoch=epoch, base_sequence=2,
+        transactional=True)), 9)
+    assert stale.responses[0].partition_responses[0].error_code in (
+        E.InvalidProducerEpochError.code, E.InvalidTxnStateError.code)
+    FR = FetchRequest
+    part = call(cluster, topic, 0, FR(max_wait_ms=0, min_bytes=1, isolation_level=1, topics=[
+        FR.FetchTopic(topic=topic, partitions=[FR.FetchTopic.FetchPartition(
+            partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])]), 11) \
+        .responses[0].partitions[0]
+    assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(pid, 1)]
+    assert (part.high_watermark, part.last_stable_offset) == (5, 5)
+    assert [b.is_control for b in iter_batches(part.records)] == [False, False, False, True]
+
+
+def test_transactions_time_out_and_are_aborted(topic: str) -> None:
+    with Cluster(1, transaction_max_timeout_ms=60000) as cluster:
+        cluster.create_topic(topic)
+        bs = cluster.bootstrap_servers
+        p = confluent_kafka.Producer({"bootstrap.servers": bs, "transactional.id": "tx-slow",
+                                      "transaction.timeout.ms": 1000, "log_level": 0})
+        p.init_transactions(10)
+        p.begin_transaction()
+        p.produce(topic, b"never", partition=0)
+        p.flush(10)
+        deadline = time.monotonic() + 10
+        while cluster.end_offsets(topic) != [2] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cluster.end_offsets(topic) == [2]  # the record and the abort marker
+        with pytest.raises(confluent_kafka.KafkaException):
+            p.commit_transaction(10)
+        assert _read_kontrakt(bs, topic, "read_committed", 0) == []
+
+
+def _produce_req(topic: str, records: bytes) -> Any:
+    from kontrakt.protocol.messages import ProduceRequest as PR
+
+    return PR(acks=-1, timeout_ms=5000, topic_data=[PR.TopicProduceData(
+        name=topic, partition_data=[PR.TopicProduceData.PartitionProduceData(
+            index=0, records=records)])])

@@ -6,9 +6,9 @@ import asyncio
 import threading
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 from kontrakt.errors import IllegalStateError, InvalidArgumentError
 from kontrakt.protocol import messages as _messages  # noqa: F401  (fills the API registry)
@@ -315,27 +315,28 @@ class Cluster:
         self._run(move)
 
     def broker_down(self, broker_id: int) -> None:
-        """Close the broker's connections and refuse to serve new ones (-1: every broker).
+        """Close the broker's connections and drop every new one at once (-1: every broker).
 
-        Leadership does not move (as in the mock cluster): partitions it leads report
-        LEADER_NOT_AVAILABLE until :meth:`broker_up` or :meth:`set_partition_leader`.
+        Unlike the mock cluster, which closes its listener (ECONNREFUSED), the port keeps
+        accepting and closes each connection immediately (see ``ClusterServer.broker_down``
+        for why); clients see a failed connection in both cases. Leadership does not move
+        (as in the mock cluster): Metadata reports LEADER_NOT_AVAILABLE for the partitions
+        it leads until :meth:`broker_up` or :meth:`set_partition_leader`.
         """
         ids = self._broker(broker_id)
 
-        def down(st: ClusterState, s: ClusterServer) -> None:
+        def down(_st: ClusterState, s: ClusterServer) -> None:
             for i in ids:
-                st.brokers[i].up = False
-                s.drop_connections(i)
-            st.notify()
+                s.broker_down(i)
         self._run(down)
 
     def broker_up(self, broker_id: int) -> None:
         """Let the broker serve again (-1: every broker)."""
         ids = self._broker(broker_id)
 
-        def up(st: ClusterState, _s: ClusterServer) -> None:
+        def up(_st: ClusterState, s: ClusterServer) -> None:
             for i in ids:
-                st.brokers[i].up = True
+                s.broker_up(i)
         self._run(up)
 
     def set_rtt(self, broker_id: int, rtt_ms: int) -> None:
@@ -398,7 +399,3 @@ class Cluster:
             for b in st.brokers.values():
                 b.errors.pop(api_key, None)
         self._run(clear)
-
-    def call(self, fn: Callable[[ClusterState], Awaitable[_T] | _T]) -> Any:
-        """Run ``fn(state)`` on the cluster's loop (for tests that inspect internals)."""
-        return self._run(lambda st, _s: fn(st))

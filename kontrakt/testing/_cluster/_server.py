@@ -97,10 +97,26 @@ class ClusterServer:
             await server.wait_closed()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    def broker_down(self, node_id: int) -> None:
+        """Close the broker's connections; new ones are closed as soon as they are accepted.
+
+        The listener stays open on purpose: closing an asyncio server while it accepts a
+        connection can leave that connection attached to nothing and open forever
+        (CPython 3.11's ``Server._attach`` asserts once the server is closed), and a test
+        broker must never hang a client. Clients see a connection failure either way.
+        """
+        self.state.brokers[node_id].up = False
+        self.drop_connections(node_id)
+        self.state.notify()
+
+    def broker_up(self, node_id: int) -> None:
+        """Serve connections to the broker again."""
+        self.state.brokers[node_id].up = True
+
     def drop_connections(self, node_id: int) -> None:
         """Close every client connection to a broker."""
         for writer in list(self.connections[node_id]):
-            writer.close()
+            writer.transport.abort()
 
     async def _ticker(self) -> None:
         """Session expiry, rebalance timeouts and transaction timeouts."""
@@ -117,6 +133,9 @@ class ClusterServer:
             self._tasks.add(task)
         broker = self.state.brokers[node_id]
         conns = self.connections[node_id]
+        if not broker.up:
+            writer.transport.abort()
+            return
         conns.add(writer)
         peer = writer.get_extra_info("peername")
         host = peer[0] if isinstance(peer, tuple) else "127.0.0.1"

@@ -19,6 +19,7 @@ from kontrakt.testing import Cluster, send_request
 def cluster() -> Iterator[Cluster]:
     with Cluster(num_brokers=3) as c:
         yield c
+        assert c.internal_errors() == []
 
 
 @pytest.fixture

@@ -255,6 +255,11 @@ class Cluster:
         self._broker(broker_id)
         return self._run(lambda st, _s: ("127.0.0.1", st.brokers[broker_id].port))
 
+    def internal_errors(self) -> list[tuple[int, int, BaseException]]:
+        """(api key, version, exception) of each request the cluster itself failed on (its
+        own bugs; the connection was closed). Tests may assert this stays empty."""
+        return self._run(lambda _st, s: list(s.internal_errors))
+
     def request_counts(self) -> dict[int, int]:
         """How many requests of each API key the brokers have received."""
         return self._run(lambda _st, s: dict(s.request_counts))

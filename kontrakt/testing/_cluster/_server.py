@@ -11,15 +11,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import logging
 import struct
 from collections.abc import Callable
 from typing import Any, Final
 
-from kontrakt.errors import KontraktError
+from kontrakt.errors import KontraktError, UnsupportedVersionError
 from kontrakt.protocol import errors as E
 from kontrakt.protocol.headers import decode_request, encode_response
 from kontrakt.protocol.messages import ApiVersionsResponse, FindCoordinatorResponse
-from kontrakt.protocol.spec import Response, registry
+from kontrakt.protocol.spec import Response, Struct, registry
 from kontrakt.testing._cluster._data import DataHandlers
 from kontrakt.testing._cluster._faults import error_response
 from kontrakt.testing._cluster._groups import GroupCoordinator
@@ -36,6 +37,8 @@ _API_VERSIONS = 18
 _MAX_FRAME = 100 * 1024 * 1024
 
 Handler = Callable[[RequestContext, int, Any], Any]
+
+_log = logging.getLogger("kontrakt.testing.cluster")
 
 
 class _Close(Exception):
@@ -75,6 +78,8 @@ class ClusterServer:
             n: set() for n in state.brokers}
         self._tasks: set[asyncio.Task[None]] = set()
         self.request_counts: dict[int, int] = {}
+        #: (api key, version, exception) of every request a handler failed on
+        self.internal_errors: list[tuple[int, int, BaseException]] = []
 
     async def start(self, ports: dict[int, int]) -> None:
         """Open every broker's listener (port 0: any free port)."""
@@ -185,16 +190,29 @@ class ClusterServer:
         if error == DROP_CONNECTION:
             raise _Close
         resp: Response | None
-        if error:
-            resp = error_response(api_key, version, req, error)
-        else:
-            result = self.handlers[api_key](ctx, version, req)
-            resp = await result if inspect.isawaitable(result) else result
-        if delay_ms > 0:
-            await asyncio.sleep(delay_ms / 1000)
-        if resp is None:
-            return None
-        return encode_response(resp, version, correlation_id)
+        try:
+            if error:
+                resp = error_response(api_key, version, req, error)
+            else:
+                result = self.handlers[api_key](ctx, version, req)
+                resp = await result if inspect.isawaitable(result) else result
+            if delay_ms > 0:
+                await asyncio.sleep(delay_ms / 1000)
+            if resp is None:
+                return None
+            try:
+                return encode_response(resp, version, correlation_id)
+            except UnsupportedVersionError:
+                # Handlers fill fields once for every version; like a broker's generated
+                # code, leave out what this version cannot carry.
+                _fit(resp, version)
+                return encode_response(resp, version, correlation_id)
+        except Exception as exc:
+            # A bug of this broker, not the client's: record it for the test to see, and
+            # close the connection as Kafka does when it cannot answer.
+            self.internal_errors.append((api_key, version, exc))
+            _log.exception("broker %d failed on API %d v%d", node_id, api_key, version)
+            raise _Close from exc
 
     def _supported(self, api_key: int, version: int) -> bool:
         lo_hi = self.versions.get(api_key)
@@ -235,3 +253,17 @@ class ClusterServer:
                                                    error_code=e) for k, n, h, p, e in found])
         _k, n, h, p, e = found[0]
         return fr(error_code=e, node_id=n, host=h, port=p)
+
+
+def _fit(msg: Struct, version: int) -> None:
+    """Reset (in place, recursively) the fields ``version`` cannot carry to their defaults."""
+    for f in type(msg).FIELDS:
+        value = getattr(msg, f.name)
+        if version not in f.versions:
+            setattr(msg, f.name, f.default_value())
+        elif isinstance(value, Struct):
+            _fit(value, version)
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, Struct):
+                    _fit(item, version)

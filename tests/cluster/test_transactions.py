@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from kontrakt import Consumer, Producer
+from kontrakt import AsyncProducer, Consumer, Producer
 from kontrakt._types import TopicPartition as TP
+from kontrakt.errors import TransactionAbortableError, TransactionFatalError
 from kontrakt.protocol import errors as E
 from kontrakt.protocol.messages import (
     AddPartitionsToTxnRequest,
@@ -254,8 +255,10 @@ def test_open_transaction_holds_the_lso_and_a_new_producer_fences_the_old(
     stale = call(cluster, topic, 0, _produce_req(topic, batch(
         [b"t2"], producer_id=pid, producer_epoch=epoch, base_sequence=2,
         transactional=True)), 9)
-    assert stale.responses[0].partition_responses[0].error_code in (
-        E.InvalidProducerEpochError.code, E.InvalidTxnStateError.code)
+    # The fenced epoch is named as such (the client then knows it was fenced), not as a
+    # partition missing from the transaction.
+    assert stale.responses[0].partition_responses[0].error_code == \
+        E.InvalidProducerEpochError.code
     FR = FetchRequest
     part = call(cluster, topic, 0, FR(max_wait_ms=0, min_bytes=1, isolation_level=1, topics=[
         FR.FetchTopic(topic=topic, partitions=[FR.FetchTopic.FetchPartition(
@@ -264,6 +267,30 @@ def test_open_transaction_holds_the_lso_and_a_new_producer_fences_the_old(
     assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(pid, 1)]
     assert (part.high_watermark, part.last_stable_offset) == (5, 5)
     assert [b.is_control for b in iter_batches(part.records)] == [False, False, False, True]
+
+
+def test_a_new_kontrakt_producer_fences_the_old_one(cluster: Cluster, topic: str) -> None:
+    cluster.create_topic(topic)
+    bs = cluster.bootstrap_servers
+
+    async def main() -> None:
+        old = AsyncProducer(bootstrap_servers=bs, transactional_id="tx-zombie")
+        await old.start()
+        try:
+            old.begin_transaction()
+            await old.send_and_wait(topic, b"old", partition=0)
+            async with AsyncProducer(bootstrap_servers=bs, transactional_id="tx-zombie") as new:
+                new.begin_transaction()
+                await new.send_and_wait(topic, b"new", partition=0)
+                await new.commit_transaction()
+            with pytest.raises((TransactionFatalError, TransactionAbortableError)):
+                await old.send_and_wait(topic, b"zombie", partition=0)
+                await old.commit_transaction()
+        finally:
+            await old.close()
+
+    asyncio.run(main())
+    assert _read_kontrakt(bs, topic, "read_committed", 1) == [b"new"]
 
 
 def test_transactions_time_out_and_are_aborted(topic: str) -> None:

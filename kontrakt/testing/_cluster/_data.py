@@ -3,6 +3,7 @@ and DescribeCluster."""
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from typing import Any
@@ -120,12 +121,11 @@ class DataHandlers:
                     parts.append(pr.TopicProduceResponse.PartitionProduceResponse(
                         index=pd.index, error_code=error, base_offset=-1))
                     continue
-                allowed = st.txns.partition_writers(topic.name, pd.index)
                 result = log.append(
                     bytes(pd.records or b""), now_ms=now,
                     log_append_time=topic.config("message.timestamp.type") == "LogAppendTime",
                     max_message_bytes=int(topic.config("max.message.bytes")),
-                    transactional_ok=allowed)
+                    verify_txn=functools.partial(st.txns.verify, topic.name, pd.index))
                 appended = appended or not result.error
                 parts.append(pr.TopicProduceResponse.PartitionProduceResponse(
                     index=pd.index, error_code=result.error, base_offset=result.base_offset,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -210,8 +211,8 @@ class PartitionLog:
         return stored
 
     def append(self, records: bytes, *, now_ms: int, log_append_time: bool,
-               max_message_bytes: int, transactional_ok: set[int] | None = None
-               ) -> AppendResult:
+               max_message_bytes: int,
+               verify_txn: Callable[[int, int], int] | None = None) -> AppendResult:
         """Validate and append the batches of one partition's produce data.
 
         Idempotence follows Kafka's ProducerStateManager: a batch whose sequence range matches
@@ -224,8 +225,9 @@ class PartitionLog:
             now_ms: the broker's clock, for log-append-time topics.
             log_append_time: the topic's ``message.timestamp.type`` is LogAppendTime.
             max_message_bytes: the topic's ``max.message.bytes``.
-            transactional_ok: producer ids allowed to write transactional batches here (those
-                whose transaction holds this partition); None: no check.
+            verify_txn: ``verify_txn(producer_id, epoch)`` is the error for a transactional
+                batch (0 when the producer's ongoing transaction holds this partition), as
+                Kafka's transaction verification (KIP-890); None: no check.
 
         Returns:
             The error code and the base offset of the first batch appended.
@@ -245,9 +247,15 @@ class PartitionLog:
         append_time = now_ms if log_append_time else -1
         for b in batches:
             pid = b.producer_id
-            if b.is_transactional and (pid < 0 or (transactional_ok is not None
-                                                  and pid not in transactional_ok)):
-                return AppendResult(E.InvalidTxnStateError.code)
+            if b.is_transactional:
+                if pid < 0:
+                    return AppendResult(E.InvalidTxnStateError.code)
+                entry = self._producers.get(pid)
+                if entry is not None and b.producer_epoch < entry.epoch:
+                    return AppendResult(E.InvalidProducerEpochError.code)
+                err = verify_txn(pid, b.producer_epoch) if verify_txn is not None else 0
+                if err:
+                    return AppendResult(err)
             if pid >= 0 and b.base_sequence >= 0:
                 err, dup_offset = self._check_sequence(b)
                 if err:

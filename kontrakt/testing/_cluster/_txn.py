@@ -53,10 +53,18 @@ class TransactionCoordinator:
         self.txns: dict[str, _Txn] = {}
 
     # --- queries used by other handlers -----------------------------------------------------
-    def partition_writers(self, topic: str, partition: int) -> set[int]:
-        """Producer ids whose ongoing transaction holds the partition."""
-        return {t.producer_id for t in self.txns.values()
-                if (topic, partition) in t.partitions}
+    def verify(self, topic: str, partition: int, producer_id: int, epoch: int) -> int:
+        """The error for a transactional batch of ``producer_id`` at ``epoch`` written to the
+        partition: INVALID_PRODUCER_EPOCH for a fenced epoch, INVALID_TXN_STATE when its
+        ongoing transaction does not hold the partition, else 0."""
+        for txn in self.txns.values():
+            if txn.producer_id == producer_id:
+                if epoch < txn.epoch:
+                    return E.InvalidProducerEpochError.code
+                if epoch == txn.epoch and (topic, partition) in txn.partitions:
+                    return 0
+                break
+        return E.InvalidTxnStateError.code
 
     def _fenced(self, version: int, first_new_version: int) -> int:
         """PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for versions that predate it."""

@@ -113,3 +113,39 @@ def test_delete_records_and_list_offsets_by_every_spec(admin: AdminClient, clust
 
     assert admin.delete_records({tp: 4})[tp].low_watermark == 4
     assert admin.list_offsets({tp: OffsetSpec.earliest()})[tp].offset == 4
+
+
+def test_log_dirs_producers_and_transactions(admin: AdminClient, cluster: Cluster,
+                                             topic: str) -> None:
+    """Admin calls neither Tansu nor the mock cluster answers: DescribeLogDirs,
+    DescribeProducers, DescribeTransactions and ListTransactions."""
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    tp = TP(topic, 0)
+    with Producer(bootstrap_servers=cluster.bootstrap_servers, transactional_id="adm-tx") as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"a", partition=0)
+        p.send(topic, b"b", partition=0)
+        p.flush(10)
+        ongoing = admin.describe_transactions(["adm-tx"])["adm-tx"]
+        assert ongoing.state == "Ongoing"
+        assert set(ongoing.topic_partitions) == {tp}
+        assert ongoing.transaction_start_time_ms > 0
+        listed = admin.list_transactions(states=["Ongoing"])
+        assert [(t.transactional_id, t.producer_id) for t in listed] == [
+            ("adm-tx", ongoing.producer_id)]
+        producers = admin.describe_producers([tp])[tp]
+        assert [(s.producer_id, s.last_sequence, s.current_transaction_start_offset)
+                for s in producers] == [(ongoing.producer_id, 1, 0)]
+        p.commit_transaction()
+    done = admin.describe_transactions(["adm-tx"])["adm-tx"]
+    assert done.state == "CompleteCommit" and not done.topic_partitions
+    assert admin.list_transactions(states=["Ongoing"]) == []
+    assert admin.describe_producers([tp])[tp][0].current_transaction_start_offset == -1
+
+    dirs = admin.describe_log_dirs()
+    assert sorted(dirs) == [1, 2, 3]
+    for broker, by_path in dirs.items():
+        (path, described), = by_path.items()
+        assert path == f"/kontrakt-cluster/broker-{broker}"
+        assert described.replicas[tp].size > 0  # two records and the commit marker

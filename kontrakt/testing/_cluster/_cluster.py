@@ -44,11 +44,12 @@ class Cluster:
     client, static membership, rebalance and session timeouts), OffsetCommit / OffsetFetch
     (metadata kept), ListGroups, DescribeGroups, DeleteGroups, OffsetDelete, InitProducerId,
     AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn (commit/abort markers,
-    fencing by epoch, transaction timeouts).
+    fencing by epoch, transaction timeouts), DescribeProducers, DescribeTransactions,
+    ListTransactions, DescribeLogDirs (one directory per broker).
 
-    Not served (yet): SASL, TLS, ACLs, quotas, the KIP-848 consumer protocol, fetch sessions,
-    DescribeLogDirs and the transactions admin APIs; a client asking for them sees them
-    missing from ApiVersions.
+    Not served (yet): SASL, TLS, ACLs, quotas, SCRAM users, the KIP-848 consumer protocol,
+    fetch sessions (declined), KIP-714 telemetry, persistence; a client asking for those APIs
+    sees them missing from ApiVersions.
 
     Every partition has one replica that matters: the high watermark is the log end. Faults
     are set with the method names of librdkafka's mock cluster (:meth:`broker_down`,

@@ -12,6 +12,8 @@ from kontrakt.protocol import errors as E
 from kontrakt.protocol.messages import (
     DeleteRecordsResponse,
     DescribeClusterResponse,
+    DescribeLogDirsResponse,
+    DescribeProducersResponse,
     FetchResponse,
     ListOffsetsResponse,
     MetadataResponse,
@@ -278,6 +280,49 @@ class DataHandlers:
                                   end_offset=end))
             topics_out.append(orr.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
         return orr(topics=topics_out)
+
+
+    def describe_producers(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        st = self.state
+        dr = DescribeProducersResponse
+        pcls = dr.TopicResponse.PartitionResponse
+        topics = []
+        for t in req.topics:
+            parts = []
+            for index in t.partition_indexes:
+                found = st.partition(t.name, index)
+                error = E.UnknownTopicOrPartitionError.code if found is None else \
+                    st.leader_error(found[0], index, ctx.node_id)
+                if error or found is None:
+                    parts.append(pcls(partition_index=index, error_code=error))
+                    continue
+                parts.append(pcls(partition_index=index, error_code=0, active_producers=[
+                    pcls.ProducerState(producer_id=pid, producer_epoch=epoch,
+                                       last_sequence=seq, last_timestamp=ts,
+                                       coordinator_epoch=0, current_txn_start_offset=start)
+                    for pid, epoch, seq, ts, start in found[1].active_producers()]))
+            topics.append(dr.TopicResponse(name=t.name, partitions=parts))
+        return dr(topics=topics)
+
+    def describe_log_dirs(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        """One log dir per broker holding every replica placed on it (all in sync)."""
+        st = self.state
+        dr = DescribeLogDirsResponse
+        tcls = dr.DescribeLogDirsResult.DescribeLogDirsTopic
+        wanted = None if req.topics is None else {(t.topic, p) for t in req.topics
+                                                  for p in t.partitions}
+        topics = []
+        for name, topic in sorted(st.topics.items()):
+            parts = [tcls.DescribeLogDirsPartition(
+                partition_index=i, partition_size=log.size_in_bytes(), offset_lag=0,
+                is_future_key=False)
+                for i, log in enumerate(topic.partitions)
+                if ctx.node_id in topic.replicas[i]
+                and (wanted is None or (name, i) in wanted)]
+            if parts:
+                topics.append(tcls(name=name, partitions=parts))
+        return dr(error_code=0, results=[dr.DescribeLogDirsResult(
+            error_code=0, log_dir=f"/kontrakt-cluster/broker-{ctx.node_id}", topics=topics)])
 
 
 def _lookup(log: PartitionLog, timestamp: int, committed: bool) -> tuple[int, int]:

@@ -56,6 +56,7 @@ class AbortedTxn:
 @dataclass(slots=True)
 class _ProducerEntry:
     epoch: int
+    last_timestamp: int = -1
     # (first sequence, last sequence, base offset, append time) of the last batches
     recent: list[tuple[int, int, int, int]] = field(default_factory=list)
 
@@ -278,8 +279,10 @@ class PartitionLog:
                 entry.recent.append((b.base_sequence, b.last_sequence, stored.base_offset,
                                      append_time))
                 del entry.recent[:-_DEDUP_WINDOW]
+                entry.last_timestamp = b.max_timestamp
             elif pid >= 0:
-                self._producers.setdefault(pid, _ProducerEntry(b.producer_epoch))
+                entry = self._producers.setdefault(pid, _ProducerEntry(b.producer_epoch))
+                entry.last_timestamp = b.max_timestamp
             if b.is_transactional:
                 self.open_txns.setdefault(pid, stored.base_offset)
         return AppendResult(0, first_offset, append_time)
@@ -311,6 +314,12 @@ class PartitionLog:
         """The epoch last seen from ``producer_id`` here, or -1."""
         entry = self._producers.get(producer_id)
         return -1 if entry is None else entry.epoch
+
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp, open transaction's first
+        offset or -1) of every producer with state here, for DescribeProducers."""
+        return [(pid, e.epoch, e.recent[-1][1] if e.recent else -1, e.last_timestamp,
+                 self.open_txns.get(pid, -1)) for pid, e in sorted(self._producers.items())]
 
     def fence(self, producer_id: int, epoch: int) -> None:
         """Raise the producer's epoch (markers and epoch bumps fence older writers)."""

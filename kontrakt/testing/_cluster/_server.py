@@ -67,7 +67,9 @@ class ClusterServer:
             28: txns.txn_offset_commit, 32: topics.describe_configs, 33: topics.alter_configs,
             37: topics.create_partitions, 42: groups.delete_groups,
             44: topics.incremental_alter_configs, 47: groups.offset_delete,
-            60: data.describe_cluster,
+            60: data.describe_cluster, 35: data.describe_log_dirs,
+            61: data.describe_producers, 65: txns.describe_transactions,
+            66: txns.list_transactions,
         }
         specs = registry()
         # Versions this server answers: Kontrakt's declarations (every version it can decode).

@@ -8,6 +8,7 @@ observable and CONCURRENT_TRANSACTIONS is never returned.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,8 +17,10 @@ from kontrakt.protocol import errors as E
 from kontrakt.protocol.messages import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
+    DescribeTransactionsResponse,
     EndTxnResponse,
     InitProducerIdResponse,
+    ListTransactionsResponse,
     TxnOffsetCommitResponse,
 )
 from kontrakt.protocol.spec import Response
@@ -27,6 +30,8 @@ __all__ = ["TransactionCoordinator"]
 
 _EPOCH_MAX = 32767
 _TXN_KEY = 1
+_STATES = frozenset({"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+                     "CompleteAbort", "Dead", "PrepareEpochFence"})
 
 
 @dataclass(slots=True)
@@ -39,10 +44,22 @@ class _Txn:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
     started: float = 0.0  # monotonic time of the first partition added
+    started_ms: int = -1  # the same in wall-clock ms, for DescribeTransactions
+    last_state: str = "Empty"  # CompleteCommit / CompleteAbort once one ended
 
     @property
     def ongoing(self) -> bool:
         return bool(self.partitions or self.groups)
+
+    @property
+    def state(self) -> str:
+        """Kafka's name for the transaction's state."""
+        return "Ongoing" if self.ongoing else self.last_state
+
+    def begin(self, now_ms: int) -> None:
+        if not self.ongoing:
+            self.started = time.monotonic()
+            self.started_ms = now_ms
 
 
 class TransactionCoordinator:
@@ -148,8 +165,7 @@ class TransactionCoordinator:
                 parts.append(pcls(partition_index=p, partition_error_code=code))
             out.append(rcls(name=t.name, results_by_partition=parts))
         if not error and txn is not None and not verify_only:
-            if not txn.ongoing:
-                txn.started = time.monotonic()
+            txn.begin(st.now_ms())
             txn.partitions.update((t.name, p) for t in topics for p in t.partitions)
         return out
 
@@ -157,8 +173,7 @@ class TransactionCoordinator:
         error, txn = self._check(ctx, req.transactional_id, req.producer_id,
                                  req.producer_epoch, version)
         if not error and txn is not None:
-            if not txn.ongoing:
-                txn.started = time.monotonic()
+            txn.begin(self.state.now_ms())
             txn.groups.add(req.group_id)
         return AddOffsetsToTxnResponse(error_code=error)
 
@@ -214,7 +229,63 @@ class TransactionCoordinator:
             st.groups.end_txn_offsets(txn.producer_id, group, commit)
         txn.partitions.clear()
         txn.groups.clear()
+        txn.started_ms = -1
+        txn.last_state = "CompleteCommit" if commit else "CompleteAbort"
         st.notify()
+
+    # --- transactions admin -------------------------------------------------------------------
+    def describe_transactions(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        dr = DescribeTransactionsResponse
+        out = []
+        for tid in req.transactional_ids:
+            txn = self.txns.get(tid)
+            error = 0
+            if self.state.coordinator_for(_TXN_KEY, tid) != ctx.node_id:
+                error = E.NotCoordinatorError.code
+            elif txn is None:
+                error = E.TransactionalIdNotFoundError.code
+            if error or txn is None:
+                out.append(dr.TransactionState(error_code=error, transactional_id=tid,
+                                               transaction_state="", producer_id=-1,
+                                               producer_epoch=-1, transaction_start_time_ms=-1))
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for topic, index in sorted(txn.partitions):
+                by_topic.setdefault(topic, []).append(index)
+            out.append(dr.TransactionState(
+                error_code=0, transactional_id=tid, transaction_state=txn.state,
+                transaction_timeout_ms=txn.timeout_ms,
+                transaction_start_time_ms=txn.started_ms, producer_id=txn.producer_id,
+                producer_epoch=txn.epoch, topics=[dr.TransactionState.TopicData(
+                    topic=t, partitions=ps) for t, ps in by_topic.items()]))
+        return dr(transaction_states=out)
+
+    def list_transactions(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        lr = ListTransactionsResponse
+        states = set(req.state_filters)
+        unknown = sorted(states - _STATES)
+        pids = set(req.producer_id_filters)
+        min_ms = req.duration_filter if version >= 1 else -1
+        pattern = None
+        if version >= 2 and req.transactional_id_pattern is not None:
+            try:
+                pattern = re.compile(req.transactional_id_pattern)
+            except re.error:
+                return lr(error_code=E.InvalidRegularExpressionError.code)
+        now = self.state.now_ms()
+        out = []
+        for tid, txn in sorted(self.txns.items()):
+            if self.state.coordinator_for(_TXN_KEY, tid) != ctx.node_id:
+                continue
+            if (states and txn.state not in states) or (pids and txn.producer_id not in pids):
+                continue
+            if min_ms >= 0 and (txn.started_ms < 0 or now - txn.started_ms < min_ms):
+                continue
+            if pattern is not None and not pattern.fullmatch(tid):
+                continue
+            out.append(lr.TransactionState(transactional_id=tid, producer_id=txn.producer_id,
+                                           transaction_state=txn.state))
+        return lr(error_code=0, unknown_state_filters=unknown, transaction_states=out)
 
     def _fence_everywhere(self, txn: _Txn) -> None:
         for topic in self.state.topics.values():

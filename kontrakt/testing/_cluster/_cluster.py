@@ -37,8 +37,8 @@ class Cluster:
     IncrementalAlterConfigs, Produce (acks 0/1/all, v2 batches stored as sent with
     broker-assigned offsets, idempotent sequence checks, LogAppendTime topics), Fetch (high
     watermark, log start offset, max bytes, long polling woken by produce, read_committed
-    through the last stable offset and the aborted-transaction index; fetch sessions are
-    declined, which Kafka allows), ListOffsets (earliest, latest, by timestamp, max
+    through the last stable offset and the aborted-transaction index, incremental fetch
+    sessions), ListOffsets (earliest, latest, by timestamp, max
     timestamp), DeleteRecords, OffsetForLeaderEpoch, FindCoordinator, classic groups
     (JoinGroup, SyncGroup, Heartbeat, LeaveGroup: any protocol type, several members of any
     client, static membership, rebalance and session timeouts), OffsetCommit / OffsetFetch
@@ -48,7 +48,7 @@ class Cluster:
     ListTransactions, DescribeLogDirs (one directory per broker).
 
     Not served (yet): SASL, TLS, ACLs, quotas, SCRAM users, the KIP-848 consumer protocol,
-    fetch sessions (declined), KIP-714 telemetry, persistence; a client asking for those APIs
+    KIP-714 telemetry, persistence; a client asking for those APIs
     sees them missing from ApiVersions.
 
     Every partition has one replica that matters: the high watermark is the log end. Faults

@@ -1,10 +1,9 @@
-"""The data path: Metadata, Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch
-and DescribeCluster."""
+"""The data path (Fetch aside, in :mod:`._fetch`): Metadata, Produce, ListOffsets,
+DeleteRecords, OffsetForLeaderEpoch, DescribeCluster, DescribeProducers, DescribeLogDirs."""
 
 from __future__ import annotations
 
 import functools
-import time
 import uuid
 from typing import Any
 
@@ -14,7 +13,6 @@ from kontrakt.protocol.messages import (
     DescribeClusterResponse,
     DescribeLogDirsResponse,
     DescribeProducersResponse,
-    FetchResponse,
     ListOffsetsResponse,
     MetadataResponse,
     OffsetForLeaderEpochResponse,
@@ -24,7 +22,7 @@ from kontrakt.protocol.spec import Response
 from kontrakt.testing._cluster._log import PartitionLog
 from kontrakt.testing._cluster._state import ClusterState, RequestContext, Topic
 
-__all__ = ["DataHandlers"]
+__all__ = ["DataHandlers", "epoch_error"]
 
 _LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL = -1, -2, -3, -4
 _READ_COMMITTED = 1
@@ -141,70 +139,6 @@ class DataHandlers:
             return None
         return pr(responses=topics_out)
 
-    # --- fetch ------------------------------------------------------------------------------
-    async def fetch(self, ctx: RequestContext, version: int, req: Any) -> Response:
-        st = self.state
-        if req.session_id != 0:
-            return FetchResponse(error_code=E.FetchSessionIdNotFoundError.code, session_id=0)
-        deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
-        while True:
-            resp, size = self._fetch_once(ctx, version, req)
-            remaining = deadline - time.monotonic()
-            if size >= req.min_bytes or remaining <= 0 or not st.brokers[ctx.node_id].up:
-                return resp
-            await st.wait_change(remaining)
-
-    def _fetch_once(self, ctx: RequestContext, version: int, req: Any) -> tuple[Response, int]:
-        st = self.state
-        fr = FetchResponse
-        pd_cls = fr.FetchableTopicResponse.PartitionData
-        by_id = version >= 13
-        committed = req.isolation_level == _READ_COMMITTED
-        budget = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
-        total = 0
-        topics_out = []
-        for ft in req.topics:
-            topic = self._resolve(ft.topic, ft.topic_id, by_id)
-            parts = []
-            for fp in ft.partitions:
-                log = None
-                if topic is None or not 0 <= fp.partition < len(topic.partitions):
-                    error = (E.UnknownTopicIdError.code if by_id
-                             else E.UnknownTopicOrPartitionError.code)
-                else:
-                    log = topic.partitions[fp.partition]
-                    error = st.leader_error(topic, fp.partition, ctx.node_id) \
-                        or _epoch_error(log, fp.current_leader_epoch)
-                if error or log is None:
-                    parts.append(pd_cls(partition_index=fp.partition, error_code=error,
-                                        high_watermark=-1, records=None))
-                    continue
-                if not log.log_start_offset <= fp.fetch_offset <= log.log_end_offset:
-                    parts.append(pd_cls(partition_index=fp.partition,
-                                        error_code=E.OffsetOutOfRangeError.code,
-                                        high_watermark=log.high_watermark,
-                                        last_stable_offset=log.last_stable_offset,
-                                        log_start_offset=log.log_start_offset, records=None))
-                    continue
-                limit = log.last_stable_offset if committed else log.high_watermark
-                data, upper = log.read(fp.fetch_offset, limit,
-                                       min(fp.partition_max_bytes, budget - total),
-                                       at_least_one=total == 0)
-                total += len(data)
-                aborted = None
-                if committed:
-                    aborted = [pd_cls.AbortedTransaction(producer_id=a.producer_id,
-                                                         first_offset=a.first_offset)
-                               for a in log.aborted_between(fp.fetch_offset, upper)]
-                parts.append(pd_cls(
-                    partition_index=fp.partition, error_code=0,
-                    high_watermark=log.high_watermark, last_stable_offset=log.last_stable_offset,
-                    log_start_offset=log.log_start_offset, aborted_transactions=aborted,
-                    records=data))
-            topics_out.append(fr.FetchableTopicResponse(topic=ft.topic, topic_id=ft.topic_id,
-                                                        partitions=parts))
-        return fr(error_code=0, session_id=0, responses=topics_out), total
-
     # --- offsets ----------------------------------------------------------------------------
     def list_offsets(self, ctx: RequestContext, version: int, req: Any) -> Response:
         st = self.state
@@ -223,7 +157,7 @@ class DataHandlers:
                     continue
                 log = found[1]
                 error = st.leader_error(topic, lp.partition_index, ctx.node_id) \
-                    or _epoch_error(log, lp.current_leader_epoch)
+                    or epoch_error(log, lp.current_leader_epoch)
                 if error:
                     parts.append(pcls(partition_index=lp.partition_index, error_code=error))
                     continue
@@ -271,7 +205,7 @@ class DataHandlers:
                     continue
                 topic, log = found
                 error = st.leader_error(topic, p.partition, ctx.node_id) \
-                    or _epoch_error(log, p.current_leader_epoch)
+                    or epoch_error(log, p.current_leader_epoch)
                 if error:
                     parts.append(pcls(partition=p.partition, error_code=error))
                     continue
@@ -340,7 +274,7 @@ def _lookup(log: PartitionLog, timestamp: int, committed: bool) -> tuple[int, in
     return log.offset_for_timestamp(timestamp, limit)
 
 
-def _epoch_error(log: PartitionLog, current_leader_epoch: int) -> int:
+def epoch_error(log: PartitionLog, current_leader_epoch: int) -> int:
     """FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a client's leader epoch, else 0."""
     if current_leader_epoch < 0 or current_leader_epoch == log.leader_epoch:
         return 0

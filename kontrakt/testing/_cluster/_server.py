@@ -23,6 +23,7 @@ from kontrakt.protocol.messages import ApiVersionsResponse, FindCoordinatorRespo
 from kontrakt.protocol.spec import Response, Struct, registry
 from kontrakt.testing._cluster._data import DataHandlers
 from kontrakt.testing._cluster._faults import error_response
+from kontrakt.testing._cluster._fetch import FetchHandler
 from kontrakt.testing._cluster._groups import GroupCoordinator
 from kontrakt.testing._cluster._state import ClusterState, RequestContext
 from kontrakt.testing._cluster._topics import TopicHandlers
@@ -51,13 +52,14 @@ class ClusterServer:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         data = DataHandlers(state)
+        fetch = FetchHandler(state)
         topics = TopicHandlers(state)
         txns = TransactionCoordinator(state)
         groups = GroupCoordinator(state)
         state.txns = txns
         state.groups = groups
         self.handlers: dict[int, Handler] = {
-            0: data.produce, 1: data.fetch, 2: data.list_offsets, 3: data.metadata,
+            0: data.produce, 1: fetch.fetch, 2: data.list_offsets, 3: data.metadata,
             8: groups.offset_commit, 9: groups.offset_fetch, 10: self.find_coordinator,
             11: groups.join_group, 12: groups.heartbeat, 13: groups.leave_group,
             14: groups.sync_group, 15: groups.describe_groups, 16: groups.list_groups,

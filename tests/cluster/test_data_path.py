@@ -208,3 +208,25 @@ def test_produce_versions_old_and_new(cluster: Cluster, topic: str, version: int
     else:
         assert produce(cluster, topic, batch([b"v"]), version=version).error_code == 0
     assert cluster.end_offsets(topic) == [1]
+
+
+def test_log_append_time_topics_restamp_batches(cluster: Cluster, topic: str) -> None:
+    cluster.create_topic(topic, config={"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    resp = produce(cluster, topic, batch([b"a", b"b"], timestamps=[5, 6]))
+    after = int(time.time() * 1000)
+    assert resp.error_code == 0 and before <= resp.log_append_time_ms <= after
+    (stored,) = list(iter_batches(fetch(cluster, topic, 0).records))  # CRC checked
+    assert stored.timestamp_type == 1 and stored.max_timestamp == resp.log_append_time_ms
+    assert [r.timestamp for r in stored.records()] == [resp.log_append_time_ms] * 2
+
+
+def test_oversized_and_corrupt_batches_are_refused(cluster: Cluster, topic: str) -> None:
+    """Tansu ignores max.message.bytes (see tests/integration/test_producer_split.py)."""
+    cluster.create_topic(topic, config={"max.message.bytes": "300"})
+    assert produce(cluster, topic, batch([b"x" * 500])).error_code == \
+        E.MessageTooLargeError.code
+    good = bytearray(batch([b"ok"]))
+    good[-1] ^= 0xFF  # flip a payload byte: the CRC no longer matches
+    assert produce(cluster, topic, bytes(good)).error_code == E.CorruptMessageError.code
+    assert cluster.end_offsets(topic) == [0]

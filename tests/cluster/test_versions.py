@@ -9,12 +9,13 @@ import struct
 
 import pytest
 
+from kontrakt.errors import IllegalStateError, InvalidArgumentError
 from kontrakt.protocol import errors as E
 from kontrakt.protocol import messages as _messages  # noqa: F401  (fills the registry)
 from kontrakt.protocol.headers import decode_response, encode_request
 from kontrakt.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kontrakt.protocol.spec import registry
-from kontrakt.testing import Cluster, send_request
+from kontrakt.testing import BrokerStartError, Cluster, free_port, send_request
 
 
 def test_every_advertised_version_of_every_api_answers(cluster: Cluster) -> None:
@@ -54,3 +55,28 @@ def test_cluster_sizes(num_brokers: int) -> None:
     with Cluster(num_brokers) as c:
         assert len(c.bootstrap_servers.split(",")) == num_brokers
     assert c.closed
+
+
+def test_fixed_ports_and_a_taken_port() -> None:
+    with Cluster(2) as first:
+        port = first.broker_address(2)[1]
+        with pytest.raises(BrokerStartError):
+            Cluster(2, ports={1: port}).start()
+    with Cluster(1, ports={1: port}) as again:  # free again once the first closed
+        assert again.bootstrap_servers == f"127.0.0.1:{port}"
+    with pytest.raises(IllegalStateError):
+        again.start()
+    with pytest.raises(InvalidArgumentError):
+        Cluster(0)
+
+
+def test_a_failed_start_leaves_no_listener_open() -> None:
+    with Cluster(1) as first:
+        taken = first.broker_address(1)[1]
+        own = free_port()
+        probe = Cluster(2, ports={1: own, 2: taken})
+        with pytest.raises(BrokerStartError):
+            probe.start()
+        # Broker 1 of the failed cluster had opened its port: it is closed again.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", own))

@@ -87,11 +87,18 @@ class ClusterServer:
 
     async def start(self, ports: dict[int, int]) -> None:
         """Open every broker's listener (port 0: any free port)."""
-        for node_id, broker in self.state.brokers.items():
-            server = await asyncio.start_server(
-                functools.partial(self._serve, node_id), "127.0.0.1", ports.get(node_id, 0))
-            self.servers[node_id] = server
-            broker.port = server.sockets[0].getsockname()[1]
+        try:
+            for node_id, broker in self.state.brokers.items():
+                server = await asyncio.start_server(
+                    functools.partial(self._serve, node_id), "127.0.0.1",
+                    ports.get(node_id, 0))
+                self.servers[node_id] = server
+                broker.port = server.sockets[0].getsockname()[1]
+        except BaseException:
+            for server in self.servers.values():
+                server.close()
+                await server.wait_closed()
+            raise
         self._tasks.add(asyncio.get_running_loop().create_task(self._ticker()))
 
     async def stop(self) -> None:

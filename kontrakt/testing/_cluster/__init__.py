@@ -2,9 +2,10 @@
 
 Modules, one job each: ``_server`` (listeners, connections, dispatch, injected faults),
 ``_state`` (brokers, topics, settings), ``_log`` (a partition's batches, idempotent producer
-state, transaction markers), ``_data`` (metadata, produce, fetch, offsets lookups),
-``_topics`` (topic admin and configs), ``_groups`` and ``_offsets`` (classic groups and
-committed offsets), ``_txn`` (producer ids and transactions), ``_faults`` (error replies).
+state, transaction markers), ``_data`` (metadata, produce, offsets lookups, producers and
+log dirs), ``_fetch`` (fetch and its sessions), ``_topics`` (topic admin and configs),
+``_groups`` and ``_offsets`` (classic groups and committed offsets), ``_consumer_groups``
+(KIP-848), ``_txn`` (producer ids and transactions), ``_faults`` (error replies).
 """
 
 from __future__ import annotations

@@ -41,15 +41,18 @@ class Cluster:
     sessions), ListOffsets (earliest, latest, by timestamp, max
     timestamp), DeleteRecords, OffsetForLeaderEpoch, FindCoordinator, classic groups
     (JoinGroup, SyncGroup, Heartbeat, LeaveGroup: any protocol type, several members of any
-    client, static membership, rebalance and session timeouts), OffsetCommit / OffsetFetch
+    client, static membership, rebalance and session timeouts), the KIP-848 consumer
+    protocol (ConsumerGroupHeartbeat with the server-side "uniform" and "range" assignors and
+    Kafka's revoke-before-reassign reconciliation, ConsumerGroupDescribe, member epochs
+    checked on commits), OffsetCommit / OffsetFetch
     (metadata kept), ListGroups, DescribeGroups, DeleteGroups, OffsetDelete, InitProducerId,
     AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn (commit/abort markers,
     fencing by epoch, transaction timeouts), DescribeProducers, DescribeTransactions,
     ListTransactions, DescribeLogDirs (one directory per broker).
 
-    Not served (yet): SASL, TLS, ACLs, quotas, SCRAM users, the KIP-848 consumer protocol,
-    KIP-714 telemetry, persistence; a client asking for those APIs
-    sees them missing from ApiVersions.
+    Not served (yet): SASL, TLS, ACLs, quotas, SCRAM users, KIP-714 telemetry, persistence,
+    static membership in KIP-848 groups (instance ids are kept, not enforced); a client
+    asking for those APIs sees them missing from ApiVersions.
 
     Every partition has one replica that matters: the high watermark is the log end. Faults
     are set with the method names of librdkafka's mock cluster (:meth:`broker_down`,
@@ -86,6 +89,9 @@ class Cluster:
             here so tests can use short sessions).
         group_max_session_timeout_ms: ``group.max.session.timeout.ms``.
         transaction_max_timeout_ms: ``transaction.max.timeout.ms``.
+        group_consumer_heartbeat_interval_ms: ``group.consumer.heartbeat.interval.ms`` for
+            KIP-848 members (Kafka: 5000; 1000 here so tests reconcile quickly).
+        group_consumer_session_timeout_ms: ``group.consumer.session.timeout.ms``.
         ports: node id -> port to listen on; other brokers take free ports.
         cluster_id: the id Metadata reports (random by default).
 
@@ -103,6 +109,8 @@ class Cluster:
                  group_min_session_timeout_ms: int = 1000,
                  group_max_session_timeout_ms: int = 1_800_000,
                  transaction_max_timeout_ms: int = 900_000,
+                 group_consumer_heartbeat_interval_ms: int = 1000,
+                 group_consumer_session_timeout_ms: int = 45_000,
                  ports: Mapping[int, int] | None = None,
                  cluster_id: str | None = None) -> None:
         if not 1 <= num_brokers <= 100:
@@ -116,7 +124,9 @@ class Cluster:
             group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
             group_min_session_timeout_ms=group_min_session_timeout_ms,
             group_max_session_timeout_ms=group_max_session_timeout_ms,
-            transaction_max_timeout_ms=transaction_max_timeout_ms)
+            transaction_max_timeout_ms=transaction_max_timeout_ms,
+            group_consumer_heartbeat_interval_ms=group_consumer_heartbeat_interval_ms,
+            group_consumer_session_timeout_ms=group_consumer_session_timeout_ms)
         self._num_brokers = num_brokers
         self._settings = settings
         self._ports = dict(ports or {})

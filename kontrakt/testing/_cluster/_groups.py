@@ -86,6 +86,7 @@ class Group:
     join_deadline: float = 0.0
     delay_until: float = 0.0
     offsets: dict[tuple[str, int], Committed] = field(default_factory=dict)
+    kip848: Any = None  # a ConsumerGroupState once a KIP-848 member joined
 
 
 class GroupCoordinator(OffsetStore):
@@ -378,11 +379,12 @@ class GroupCoordinator(OffsetStore):
         for gid, group in sorted(self.groups.items()):
             if self.state.coordinator_for(_GROUP_KEY, gid) != ctx.node_id:
                 continue
-            if (states and group.state.lower() not in states) or (
-                    types and "classic" not in types):
+            kind = "consumer" if group.kip848 is not None else "classic"
+            state = group.kip848.state() if group.kip848 is not None else group.state
+            if (states and state.lower() not in states) or (types and kind not in types):
                 continue
             out.append(lr.ListedGroup(group_id=gid, protocol_type=group.protocol_type or "",
-                                      group_state=group.state, group_type="classic"))
+                                      group_state=state, group_type=kind))
         return lr(error_code=0, groups=out)
 
     def describe_groups(self, ctx: RequestContext, version: int, req: Any) -> Response:
@@ -421,7 +423,7 @@ class GroupCoordinator(OffsetStore):
             if not error:
                 if group is None:
                     error = E.GroupIdNotFoundError.code
-                elif group.members:
+                elif group.members or (group.kip848 is not None and group.kip848.members):
                     error = E.NonEmptyGroupError.code
                 else:
                     del self.groups[gid]
@@ -431,6 +433,8 @@ class GroupCoordinator(OffsetStore):
 
 def _compatible(group: Group, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
     """A joining member fits the group: same protocol type, one protocol in common."""
+    if group.kip848 is not None and group.kip848.members:
+        return False  # a KIP-848 group with members
     if not group.members:
         return True
     if protocol_type != group.protocol_type:

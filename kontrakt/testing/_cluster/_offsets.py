@@ -42,6 +42,7 @@ class OffsetStore:
         self.groups: dict[str, Group] = {}
         # (producer id, group id) -> offsets a transaction has not committed yet
         self.pending: dict[tuple[int, str], dict[tuple[str, int], Committed]] = {}
+        self.kip848: Any = None  # the ConsumerGroupCoordinator, set by the server
 
     # Provided by the group coordinator.
     def _coordinator_error(self, ctx: RequestContext, group_id: str) -> int:
@@ -71,6 +72,8 @@ class OffsetStore:
             return 0
         if generation < 0 and not req.member_id and not group.members:
             return 0  # a commit outside group management (assign())
+        if group.kip848 is not None:
+            return int(self.kip848.member_epoch_error(group, req.member_id, generation))
         if group.state == "CompletingRebalance":
             return E.RebalanceInProgressError.code
         error = self._member_error(group, req.member_id, iid, generation)
@@ -134,6 +137,13 @@ class OffsetStore:
                 wanted = None if g.topics is None else [(t.name, list(t.partition_indexes))
                                                         for t in g.topics]
                 error, found = self._fetch_group(ctx, g.group_id, wanted, stable)
+                group = self.groups.get(g.group_id)
+                if not error and version >= 9 and g.member_id and group is not None \
+                        and group.kip848 is not None:
+                    error = int(self.kip848.member_epoch_error(group, g.member_id,
+                                                               g.member_epoch))
+                    if error:
+                        found = []
                 groups.append(gcls(group_id=g.group_id, error_code=error, topics=[
                     gcls.OffsetFetchResponseTopics(name=name, partitions=[
                         gcls.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(

@@ -21,6 +21,7 @@ from kontrakt.protocol import errors as E
 from kontrakt.protocol.headers import decode_request, encode_response
 from kontrakt.protocol.messages import ApiVersionsResponse, FindCoordinatorResponse
 from kontrakt.protocol.spec import Response, Struct, registry
+from kontrakt.testing._cluster._consumer_groups import ConsumerGroupCoordinator
 from kontrakt.testing._cluster._data import DataHandlers
 from kontrakt.testing._cluster._faults import error_response
 from kontrakt.testing._cluster._fetch import FetchHandler
@@ -56,6 +57,9 @@ class ClusterServer:
         topics = TopicHandlers(state)
         txns = TransactionCoordinator(state)
         groups = GroupCoordinator(state)
+        kip848 = ConsumerGroupCoordinator(state, groups)
+        groups.kip848 = kip848
+        self.kip848 = kip848
         state.txns = txns
         state.groups = groups
         self.handlers: dict[int, Handler] = {
@@ -71,7 +75,7 @@ class ClusterServer:
             44: topics.incremental_alter_configs, 47: groups.offset_delete,
             60: data.describe_cluster, 35: data.describe_log_dirs,
             61: data.describe_producers, 65: txns.describe_transactions,
-            66: txns.list_transactions,
+            66: txns.list_transactions, 68: kip848.heartbeat, 69: kip848.describe,
         }
         specs = registry()
         # Versions this server answers: Kontrakt's declarations (every version it can decode).
@@ -139,6 +143,7 @@ class ClusterServer:
         while True:
             await asyncio.sleep(0.02)
             self.state.groups.tick()
+            self.kip848.tick()
             self.state.txns.expire()
 
     # --- one connection ---------------------------------------------------------------------

@@ -111,6 +111,8 @@ class ClusterSettings:
     transaction_max_timeout_ms: int = 900_000
     offset_metadata_max_bytes: int = 4096
     message_max_bytes: int = 1_048_588
+    group_consumer_heartbeat_interval_ms: int = 1000
+    group_consumer_session_timeout_ms: int = 45_000
 
     def broker_configs(self) -> dict[str, tuple[str, int]]:
         """The broker configs DescribeConfigs reports: name -> (value, type)."""
@@ -126,6 +128,10 @@ class ClusterSettings:
             "transaction.max.timeout.ms": (str(self.transaction_max_timeout_ms), _INT),
             "offset.metadata.max.bytes": (str(self.offset_metadata_max_bytes), _INT),
             "message.max.bytes": (str(self.message_max_bytes), _INT),
+            "group.consumer.heartbeat.interval.ms": (
+                str(self.group_consumer_heartbeat_interval_ms), _INT),
+            "group.consumer.session.timeout.ms": (
+                str(self.group_consumer_session_timeout_ms), _INT),
         }
 
 

@@ -1,0 +1,169 @@
+"""The KIP-848 consumer group protocol on the cluster: reconciliation on the wire by Kafka's
+rules (revoke before reassign, member epochs, fencing, stale commits), and Kontrakt and
+confluent-kafka members (group.protocol=consumer) sharing one group. Tansu has no KIP-848;
+the mock cluster has it only for librdkafka members."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from kontrakt import Consumer, Producer
+from kontrakt._types import TopicPartition as TP
+from kontrakt.protocol import errors as E
+from kontrakt.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+    FindCoordinatorRequest,
+    MetadataRequest,
+    OffsetCommitRequest,
+)
+from kontrakt.testing import Cluster, send_request
+
+HB = ConsumerGroupHeartbeatRequest
+GROUP = "g848"
+
+
+def _coordinator(cluster: Cluster) -> str:
+    found = send_request(cluster.bootstrap_servers.split(",")[0],
+                         FindCoordinatorRequest(key=GROUP, key_type=0), 3)
+    return f"{found.host}:{found.port}"
+
+
+def _hb(cluster: Cluster, member: str, epoch: int, topics: list[str] | None = None,
+        owned: list[int] | None = None, topic_id: Any = None) -> Any:
+    return send_request(_coordinator(cluster), HB(
+        group_id=GROUP, member_id=member, member_epoch=epoch, rebalance_timeout_ms=5000,
+        subscribed_topic_names=topics, server_assignor="range" if epoch == 0 else None,
+        topic_partitions=None if owned is None else [HB.TopicPartitions(
+            topic_id=topic_id, partitions=owned)] if owned else []), 1)
+
+
+def _parts(resp: Any) -> list[int] | None:
+    if resp.assignment is None:
+        return None
+    return sorted(p for tp in resp.assignment.topic_partitions for p in tp.partitions)
+
+
+def test_partitions_move_only_after_their_owner_lets_go(cluster: Cluster, topic: str) -> None:
+    cluster.create_topic(topic, partitions=2)
+    tid = send_request(cluster.bootstrap_servers.split(",")[0], MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0].topic_id
+    a = _hb(cluster, "a", 0, [topic], [], tid)
+    assert (a.error_code, a.member_epoch, _parts(a)) == (0, 1, [0, 1])
+    b = _hb(cluster, "b", 0, [topic], [], tid)
+    # The range assignor gives b partition 1, but a still holds it: b gets nothing yet.
+    assert (b.error_code, b.member_epoch, _parts(b)) == (0, 2, [])
+    a = _hb(cluster, "a", 1, owned=[0, 1], topic_id=tid)
+    assert (a.member_epoch, _parts(a)) == (1, [0])  # let go of 1; epoch stays
+    b = _hb(cluster, "b", 2, owned=[], topic_id=tid)
+    assert _parts(b) is None  # still held: nothing changed for b
+    a = _hb(cluster, "a", 1, owned=[0], topic_id=tid)
+    assert (a.member_epoch, _parts(a)) == (2, None)  # confirmed: a moves to epoch 2
+    b = _hb(cluster, "b", 2, owned=[], topic_id=tid)
+    assert _parts(b) == [1]
+    described = send_request(_coordinator(cluster), ConsumerGroupDescribeRequest(
+        group_ids=[GROUP]), 0).groups[0]
+    assert (described.group_state, described.group_epoch, described.assignor_name) == (
+        "Stable", 2, "range")
+    # Fencing and stale commits.
+    assert _hb(cluster, "a", 1).error_code == E.FencedMemberEpochError.code
+    assert _hb(cluster, "nobody", 3).error_code == E.UnknownMemberIdError.code
+    OC = OffsetCommitRequest
+
+    def commit(member: str, epoch: int) -> int:
+        resp = send_request(_coordinator(cluster), OC(
+            group_id=GROUP, generation_id_or_member_epoch=epoch, member_id=member,
+            topics=[OC.OffsetCommitRequestTopic(name=topic, partitions=[
+                OC.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                    partition_index=1, committed_offset=3, committed_metadata="")])]), 9)
+        return int(resp.topics[0].partitions[0].error_code)
+
+    assert commit("b", 1) == E.StaleMemberEpochError.code
+    assert commit("b", 2) == 0
+    left = _hb(cluster, "a", -1)
+    assert (left.error_code, left.member_epoch) == (0, -1)
+    b = _hb(cluster, "b", 2)
+    assert (b.member_epoch, _parts(b)) == (3, [0, 1])
+
+
+def test_members_without_heartbeats_expire(topic: str) -> None:
+    with Cluster(1, group_consumer_session_timeout_ms=300) as cluster:
+        cluster.create_topic(topic)
+        assert _hb(cluster, "a", 0, [topic], []).member_epoch == 1
+        deadline = time.monotonic() + 5
+        while _hb(cluster, "a", 1).error_code != E.UnknownMemberIdError.code:
+            assert time.monotonic() < deadline
+            time.sleep(0.4)
+
+
+def test_kontrakt_and_confluent_members_share_a_group(topic: str) -> None:
+    import confluent_kafka
+
+    with Cluster(3, group_consumer_heartbeat_interval_ms=200) as cluster:
+        cluster.create_topic(topic, partitions=6)
+        bs = cluster.bootstrap_servers
+        with Producer(bootstrap_servers=bs) as p:
+            for i in range(60):
+                p.send(topic, b"%d" % i, partition=i % 6)
+            p.flush(10)
+        seen: set[tuple[int, int]] = set()
+        kontrakt = Consumer(bootstrap_servers=bs, group_id=GROUP, group_protocol="consumer",
+                            auto_offset_reset="earliest")
+        confluent = confluent_kafka.Consumer({
+            "bootstrap.servers": bs, "group.id": GROUP, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "log_level": 3})
+        try:
+            kontrakt.subscribe([topic])
+            confluent.subscribe([topic])
+            deadline = time.monotonic() + 20
+            mine: set[int] = set()
+            theirs: set[int] = set()
+            while time.monotonic() < deadline:
+                r = kontrakt.poll(0.05)
+                if r is not None:
+                    seen.add((r.partition, r.offset))
+                m = confluent.poll(0.05)
+                if m is not None and m.error() is None:
+                    seen.add((m.partition(), m.offset()))
+                mine = {tp.partition for tp in kontrakt.assignment()}
+                theirs = {tp.partition for tp in confluent.assignment()}
+                if len(mine) == 3 and len(theirs) == 3 and len(seen) == 60:
+                    break
+            assert (len(mine), len(theirs), mine & theirs, len(seen)) == (3, 3, set(), 60)
+            kontrakt.commit()
+            committed = kontrakt.committed([TP(topic, p) for p in mine])
+            assert all(o is not None and o.offset == 10 for o in committed.values())
+        finally:
+            confluent.close()
+        try:
+            deadline = time.monotonic() + 20
+            while len(kontrakt.assignment()) < 6 and time.monotonic() < deadline:
+                kontrakt.poll(0.05)
+            assert len(kontrakt.assignment()) == 6  # the leaver's partitions came over
+        finally:
+            kontrakt.close()
+        assert cluster.internal_errors() == []
+
+
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_assignors_cover_every_partition_once(cluster: Cluster, topic: str,
+                                              assignor: str) -> None:
+    cluster.create_topic(topic, partitions=5)
+    tid = send_request(cluster.bootstrap_servers.split(",")[0], MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0].topic_id
+    got = {}
+    for member in ("m1", "m2", "m3"):
+        resp = send_request(_coordinator(cluster), HB(
+            group_id=GROUP, member_id=member, member_epoch=0, subscribed_topic_names=[topic],
+            server_assignor=assignor, topic_partitions=[]), 1)
+        assert resp.error_code == 0
+    described = send_request(_coordinator(cluster), ConsumerGroupDescribeRequest(
+        group_ids=[GROUP]), 0).groups[0]
+    for m in described.members:
+        got[m.member_id] = sorted(p for tp in m.target_assignment.topic_partitions
+                                  if tp.topic_id == tid for p in tp.partitions)
+    assert sorted(p for ps in got.values() for p in ps) == [0, 1, 2, 3, 4]
+    assert sorted(len(ps) for ps in got.values()) == [1, 2, 2]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 import uuid
 from collections import deque
@@ -50,9 +51,10 @@ class Cluster:
     fencing by epoch, transaction timeouts), DescribeProducers, DescribeTransactions,
     ListTransactions, DescribeLogDirs (one directory per broker).
 
-    Not served (yet): SASL, TLS, ACLs, quotas, SCRAM users, KIP-714 telemetry, persistence,
-    static membership in KIP-848 groups (instance ids are kept, not enforced); a client
-    asking for those APIs sees them missing from ApiVersions.
+    TLS listeners: pass ``ssl_context``. Not served (yet): SASL, ACLs, quotas, SCRAM
+    users, KIP-714 telemetry, persistence, static membership in KIP-848 groups (instance ids
+    are kept, not enforced); a client asking for those APIs sees them missing from
+    ApiVersions.
 
     Every partition has one replica that matters: the high watermark is the log end. Faults
     are set with the method names of librdkafka's mock cluster (:meth:`broker_down`,
@@ -94,6 +96,9 @@ class Cluster:
         group_consumer_session_timeout_ms: ``group.consumer.session.timeout.ms``.
         ports: node id -> port to listen on; other brokers take free ports.
         cluster_id: the id Metadata reports (random by default).
+        ssl_context: a server-side context (certificate loaded) to make every listener TLS;
+            clients then use ``security.protocol=SSL``. Client certificates are checked
+            when the context asks for them (``verify_mode``).
 
     Raises:
         InvalidArgumentError: an argument is out of range (a ValueError).
@@ -112,7 +117,8 @@ class Cluster:
                  group_consumer_heartbeat_interval_ms: int = 1000,
                  group_consumer_session_timeout_ms: int = 45_000,
                  ports: Mapping[int, int] | None = None,
-                 cluster_id: str | None = None) -> None:
+                 cluster_id: str | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         if not 1 <= num_brokers <= 100:
             raise InvalidArgumentError(f"num_brokers must be 1..100, got {num_brokers}")
         if num_partitions < 1 or default_replication_factor < 1:
@@ -131,6 +137,7 @@ class Cluster:
         self._settings = settings
         self._ports = dict(ports or {})
         self._cluster_id = cluster_id or uuid.uuid4().hex[:22]
+        self._ssl_context = ssl_context
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._state: ClusterState | None = None
@@ -167,7 +174,7 @@ class Cluster:
 
             async def boot() -> tuple[ClusterState, ClusterServer]:
                 state = ClusterState(self._num_brokers, self._settings, self._cluster_id)
-                server = ClusterServer(state)
+                server = ClusterServer(state, self._ssl_context)
                 await server.start(self._ports)
                 return state, server
 

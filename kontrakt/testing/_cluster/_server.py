@@ -12,6 +12,7 @@ import asyncio
 import functools
 import inspect
 import logging
+import ssl
 import struct
 from collections.abc import Callable
 from typing import Any, Final
@@ -50,8 +51,9 @@ class _Close(Exception):
 class ClusterServer:
     """The brokers' listeners and the table of request handlers."""
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, ssl_context: ssl.SSLContext | None = None) -> None:
         self.state = state
+        self.ssl_context = ssl_context
         data = DataHandlers(state)
         fetch = FetchHandler(state)
         topics = TopicHandlers(state)
@@ -95,7 +97,7 @@ class ClusterServer:
             for node_id, broker in self.state.brokers.items():
                 server = await asyncio.start_server(
                     functools.partial(self._serve, node_id), "127.0.0.1",
-                    ports.get(node_id, 0))
+                    ports.get(node_id, 0), ssl=self.ssl_context)
                 self.servers[node_id] = server
                 broker.port = server.sockets[0].getsockname()[1]
         except BaseException:

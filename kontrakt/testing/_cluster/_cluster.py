@@ -13,6 +13,7 @@ from typing import ClassVar, TypeVar
 
 from kontrakt.errors import IllegalStateError, InvalidArgumentError
 from kontrakt.protocol import messages as _messages  # noqa: F401  (fills the API registry)
+from kontrakt.testing._cluster._sasl import MECHANISMS
 from kontrakt.testing._cluster._server import DROP_CONNECTION, ClusterServer
 from kontrakt.testing._cluster._state import ClusterSettings, ClusterState, validate_topic_config
 from kontrakt.testing._util import BrokerStartError
@@ -51,10 +52,10 @@ class Cluster:
     fencing by epoch, transaction timeouts), DescribeProducers, DescribeTransactions,
     ListTransactions, DescribeLogDirs (one directory per broker).
 
-    TLS listeners: pass ``ssl_context``. Not served (yet): SASL, ACLs, quotas, SCRAM
-    users, KIP-714 telemetry, persistence, static membership in KIP-848 groups (instance ids
-    are kept, not enforced); a client asking for those APIs sees them missing from
-    ApiVersions.
+    TLS listeners: pass ``ssl_context``; SASL PLAIN and SCRAM: pass ``sasl_users``. Not
+    served (yet): OAUTHBEARER, ACLs, quotas, the SCRAM user admin APIs, KIP-714 telemetry,
+    persistence, static membership in KIP-848 groups (instance ids are kept, not
+    enforced); a client asking for those APIs sees them missing from ApiVersions.
 
     Every partition has one replica that matters: the high watermark is the log end. Faults
     are set with the method names of librdkafka's mock cluster (:meth:`broker_down`,
@@ -99,6 +100,10 @@ class Cluster:
         ssl_context: a server-side context (certificate loaded) to make every listener TLS;
             clients then use ``security.protocol=SSL``. Client certificates are checked
             when the context asks for them (``verify_mode``).
+        sasl_users: user name -> password: every connection must then authenticate with
+            SaslHandshake v1 + SaslAuthenticate (``security.protocol`` SASL_PLAINTEXT, or
+            SASL_SSL with ``ssl_context``) before any request but ApiVersions.
+        sasl_mechanisms: the mechanisms offered, among PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
 
     Raises:
         InvalidArgumentError: an argument is out of range (a ValueError).
@@ -118,9 +123,15 @@ class Cluster:
                  group_consumer_session_timeout_ms: int = 45_000,
                  ports: Mapping[int, int] | None = None,
                  cluster_id: str | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None,
+                 sasl_users: Mapping[str, str] | None = None,
+                 sasl_mechanisms: Sequence[str] = MECHANISMS) -> None:
         if not 1 <= num_brokers <= 100:
             raise InvalidArgumentError(f"num_brokers must be 1..100, got {num_brokers}")
+        unknown = [m for m in sasl_mechanisms if m not in MECHANISMS]
+        if unknown:
+            raise InvalidArgumentError(f"unknown SASL mechanism(s) {unknown}; "
+                                       f"known: {list(MECHANISMS)}")
         if num_partitions < 1 or default_replication_factor < 1:
             raise InvalidArgumentError("num_partitions and default_replication_factor must "
                                        "be at least 1")
@@ -132,7 +143,9 @@ class Cluster:
             group_max_session_timeout_ms=group_max_session_timeout_ms,
             transaction_max_timeout_ms=transaction_max_timeout_ms,
             group_consumer_heartbeat_interval_ms=group_consumer_heartbeat_interval_ms,
-            group_consumer_session_timeout_ms=group_consumer_session_timeout_ms)
+            group_consumer_session_timeout_ms=group_consumer_session_timeout_ms,
+            sasl_users=dict(sasl_users) if sasl_users else None,
+            sasl_mechanisms=tuple(sasl_mechanisms))
         self._num_brokers = num_brokers
         self._settings = settings
         self._ports = dict(ports or {})

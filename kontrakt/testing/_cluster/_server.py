@@ -15,18 +15,25 @@ import logging
 import ssl
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kontrakt.errors import KontraktError, UnsupportedVersionError
 from kontrakt.protocol import errors as E
 from kontrakt.protocol.headers import decode_request, encode_response
-from kontrakt.protocol.messages import ApiVersionsResponse, FindCoordinatorResponse
+from kontrakt.protocol.messages import (
+    ApiVersionsResponse,
+    FindCoordinatorResponse,
+    SaslAuthenticateResponse,
+    SaslHandshakeResponse,
+)
 from kontrakt.protocol.spec import Response, Struct, registry
 from kontrakt.testing._cluster._consumer_groups import ConsumerGroupCoordinator
 from kontrakt.testing._cluster._data import DataHandlers
 from kontrakt.testing._cluster._faults import error_response
 from kontrakt.testing._cluster._fetch import FetchHandler
 from kontrakt.testing._cluster._groups import GroupCoordinator
+from kontrakt.testing._cluster._sasl import SaslFailure, SaslSession, ScramCredential
 from kontrakt.testing._cluster._state import ClusterState, RequestContext
 from kontrakt.testing._cluster._topics import TopicHandlers
 from kontrakt.testing._cluster._txn import TransactionCoordinator
@@ -37,11 +44,21 @@ __all__ = ["DROP_CONNECTION", "ClusterServer"]
 #: RD_KAFKA_RESP_ERR__TRANSPORT, -195, means the same to its mock cluster).
 DROP_CONNECTION: Final = -195
 _API_VERSIONS = 18
+_SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
 _MAX_FRAME = 100 * 1024 * 1024
 
 Handler = Callable[[RequestContext, int, Any], Any]
 
 _log = logging.getLogger("kontrakt.testing.cluster")
+
+
+@dataclass(slots=True)
+class _Connection:
+    """Per-connection state: SASL progress."""
+
+    authenticated: bool
+    sasl: SaslSession | None = None
+    close_after: bool = False
 
 
 class _Close(Exception):
@@ -75,6 +92,7 @@ class ClusterServer:
             28: txns.txn_offset_commit, 32: topics.describe_configs, 33: topics.alter_configs,
             37: topics.create_partitions, 42: groups.delete_groups,
             44: topics.incremental_alter_configs, 47: groups.offset_delete,
+            17: self._sasl_placeholder, 36: self._sasl_placeholder,
             60: data.describe_cluster, 35: data.describe_log_dirs,
             61: data.describe_producers, 65: txns.describe_transactions,
             66: txns.list_transactions, 68: kip848.heartbeat, 69: kip848.describe,
@@ -83,6 +101,7 @@ class ClusterServer:
         # Versions this server answers: Kontrakt's declarations (every version it can decode).
         self.versions = {k: (specs[k].valid.lo, specs[k].valid.hi or specs[k].valid.lo)
                          for k in self.handlers}
+        self._credentials: dict[tuple[str, str], ScramCredential] = {}
         self.servers: dict[int, asyncio.base_events.Server] = {}
         self.connections: dict[int, set[asyncio.StreamWriter]] = {
             n: set() for n in state.brokers}
@@ -162,6 +181,7 @@ class ClusterServer:
         conns.add(writer)
         peer = writer.get_extra_info("peername")
         host = peer[0] if isinstance(peer, tuple) else "127.0.0.1"
+        conn = _Connection(authenticated=not self.state.settings.sasl_users)
         try:
             while broker.up:
                 (size,) = struct.unpack(">i", await reader.readexactly(4))
@@ -170,11 +190,13 @@ class ClusterServer:
                 frame = await reader.readexactly(size)
                 if not broker.up:
                     break
-                out = await self._handle(node_id, host, frame)
+                out = await self._handle(node_id, host, frame, conn)
                 if out is None:
                     continue
                 writer.write(out)
                 await writer.drain()
+                if conn.close_after:
+                    break
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError,
                 _Close):
             pass
@@ -184,7 +206,8 @@ class ClusterServer:
             if task is not None:
                 self._tasks.discard(task)
 
-    async def _handle(self, node_id: int, host: str, frame: bytes) -> bytes | None:
+    async def _handle(self, node_id: int, host: str, frame: bytes,
+                      conn: _Connection) -> bytes | None:
         """The response frame, or None for no response (acks=0).
 
         Raises:
@@ -202,6 +225,10 @@ class ClusterServer:
         except KontraktError:
             raise _Close from None
         self.request_counts[api_key] = self.request_counts.get(api_key, 0) + 1
+        if api_key in (_SASL_HANDSHAKE, _SASL_AUTHENTICATE):
+            return encode_response(self._sasl(api_key, req, conn), version, correlation_id)
+        if not conn.authenticated and api_key != _API_VERSIONS:
+            raise _Close  # as Kafka: any other request before authentication disconnects
         ctx = RequestContext(node_id, header.client_id, host)
         error, delay_ms = self._injected(node_id, api_key)
         delay_ms += self.state.brokers[node_id].rtt_ms
@@ -232,6 +259,32 @@ class ClusterServer:
             _log.exception("broker %d failed on API %d v%d", node_id, api_key, version)
             raise _Close from exc
 
+    def _sasl(self, api_key: int, req: Any, conn: _Connection) -> Response:
+        settings = self.state.settings
+        enabled = list(settings.sasl_mechanisms) if settings.sasl_users else []
+        if api_key == _SASL_HANDSHAKE:
+            if req.mechanism not in enabled or conn.sasl is not None:
+                conn.close_after = conn.sasl is not None
+                return SaslHandshakeResponse(error_code=E.UnsupportedSaslMechanismError.code
+                                             if conn.sasl is None
+                                             else E.IllegalSaslStateError.code,
+                                             mechanisms=enabled)
+            conn.sasl = SaslSession(req.mechanism, settings.sasl_users or {},
+                                    self._credentials)
+            return SaslHandshakeResponse(error_code=0, mechanisms=enabled)
+        if conn.sasl is None or conn.sasl.done:
+            conn.close_after = True
+            return SaslAuthenticateResponse(error_code=E.IllegalSaslStateError.code,
+                                            error_message="Unexpected SaslAuthenticate")
+        try:
+            answer = conn.sasl.step(bytes(req.auth_bytes))
+        except SaslFailure as exc:
+            conn.close_after = True
+            return SaslAuthenticateResponse(error_code=E.SaslAuthenticationFailedError.code,
+                                            error_message=str(exc))
+        conn.authenticated = conn.sasl.done
+        return SaslAuthenticateResponse(error_code=0, auth_bytes=answer)
+
     def _supported(self, api_key: int, version: int) -> bool:
         lo_hi = self.versions.get(api_key)
         return lo_hi is not None and lo_hi[0] <= version <= lo_hi[1]
@@ -249,6 +302,9 @@ class ClusterServer:
         return ar(error_code=error, api_keys=[
             ar.ApiVersion(api_key=k, min_version=lo, max_version=hi)
             for k, (lo, hi) in sorted(self.versions.items())])
+
+    def _sasl_placeholder(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        raise AssertionError("SASL requests are answered by _sasl with the connection")
 
     def api_versions(self, ctx: RequestContext, version: int, req: Any) -> Response:
         return self._versions()

@@ -113,6 +113,9 @@ class ClusterSettings:
     message_max_bytes: int = 1_048_588
     group_consumer_heartbeat_interval_ms: int = 1000
     group_consumer_session_timeout_ms: int = 45_000
+    # SASL: user -> password; None: the listeners need no authentication
+    sasl_users: dict[str, str] | None = None
+    sasl_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
     def broker_configs(self) -> dict[str, tuple[str, int]]:
         """The broker configs DescribeConfigs reports: name -> (value, type)."""

@@ -1,0 +1,102 @@
+"""SASL on the cluster: PLAIN and SCRAM-SHA-256/512 checked by every client's own SASL code
+(Kontrakt, confluent-kafka, kafka-python, aiokafka); wrong passwords fail; a request before
+authentication closes the connection. Neither test broker lets SASL succeed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import warnings
+from collections.abc import Iterator
+
+import pytest
+
+from kontrakt import Consumer, Producer
+from kontrakt._types import TopicPartition as TP
+from kontrakt.errors import AuthenticationError, KafkaConnectionError
+from kontrakt.protocol.messages import ApiVersionsRequest, MetadataRequest
+from kontrakt.testing import Cluster, send_request
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka
+
+import aiokafka
+import confluent_kafka
+
+USERS = {"alice": "alice-secret", "bob,=": "b0b"}
+
+
+@pytest.fixture
+def secured(topic: str) -> Iterator[Cluster]:
+    with Cluster(2, sasl_users=USERS) as cluster:
+        cluster.create_topic(topic, partitions=1)
+        yield cluster
+        assert cluster.internal_errors() == []
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kontrakt_authenticates_with_every_mechanism(secured: Cluster, topic: str,
+                                                     mechanism: str) -> None:
+    auth = dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
+                sasl_username="bob,=", sasl_password="b0b")
+    bs = secured.bootstrap_servers
+    with Producer(bootstrap_servers=bs, **auth) as p:
+        assert p.send_and_wait(topic, mechanism.encode(), partition=0).offset == 0
+    with Consumer(bootstrap_servers=bs, auto_offset_reset="earliest", **auth) as c:
+        c.assign([TP(topic, 0)])
+        r = c.poll(10)
+        assert r is not None and r.value == mechanism.encode()
+
+
+def test_wrong_passwords_and_unauthenticated_requests_fail(secured: Cluster,
+                                                           topic: str) -> None:
+    bs = secured.bootstrap_servers
+    for mechanism in ("PLAIN", "SCRAM-SHA-512"):
+        with pytest.raises(AuthenticationError), Producer(
+                bootstrap_servers=bs, security_protocol="SASL_PLAINTEXT",
+                sasl_mechanism=mechanism, sasl_username="alice", sasl_password="nope",
+                max_block_ms=3000, request_timeout_ms=2000) as p:
+            p.send_and_wait(topic, b"x", partition=0)
+    address = bs.split(",")[0]
+    assert send_request(address, ApiVersionsRequest(), 3).error_code == 0  # allowed
+    with pytest.raises(KafkaConnectionError):
+        send_request(address, MetadataRequest(topics=None), 12)
+    assert secured.end_offsets(topic) == [0]
+
+
+def test_peers_authenticate(secured: Cluster, topic: str) -> None:
+    bs = secured.bootstrap_servers
+    cp = confluent_kafka.Producer({
+        "bootstrap.servers": bs, "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
+        "sasl.password": "alice-secret", "log_level": 3})
+    cp.produce(topic, b"confluent", partition=0)
+    assert cp.flush(10) == 0
+    kp = kafka.KafkaProducer(bootstrap_servers=bs, security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="PLAIN", sasl_plain_username="alice",
+                             sasl_plain_password="alice-secret")
+    kp.send(topic, b"kafka-python", partition=0).get(10)
+    kp.close(5)
+
+    async def aio() -> None:
+        ap = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=bs, security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice",
+            sasl_plain_password="alice-secret")
+        await ap.start()
+        try:
+            await ap.send_and_wait(topic, b"aiokafka", partition=0)
+        finally:
+            await ap.stop()
+
+    asyncio.run(aio())
+    bad = confluent_kafka.Producer({
+        "bootstrap.servers": bs, "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",
+        "sasl.password": "wrong", "log_level": 0, "message.timeout.ms": 2000})
+    bad.produce(topic, b"never", partition=0)
+    deadline = time.monotonic() + 10
+    while bad.flush(0.2) and time.monotonic() < deadline:
+        pass
+    assert secured.end_offsets(topic) == [3]

@@ -8,13 +8,26 @@ import asyncio
 import time
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from kontrakt import Consumer, Producer
 from kontrakt._types import TopicPartition as TP
+from kontrakt.clients.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from kontrakt.errors import AuthenticationError, KafkaConnectionError
-from kontrakt.protocol.messages import ApiVersionsRequest, MetadataRequest
+from kontrakt.protocol import errors as E
+from kontrakt.protocol.messages import (
+    AlterUserScramCredentialsRequest,
+    ApiVersionsRequest,
+    MetadataRequest,
+)
 from kontrakt.testing import Cluster, send_request
 
 with warnings.catch_warnings():
@@ -100,3 +113,61 @@ def test_peers_authenticate(secured: Cluster, topic: str) -> None:
     while bad.flush(0.2) and time.monotonic() < deadline:
         pass
     assert secured.end_offsets(topic) == [3]
+
+
+def test_scram_credentials_altered_by_admin_are_the_ones_checked(topic: str) -> None:
+    admin_auth = dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                      sasl_username="admin", sasl_password="pw")
+    with Cluster(1, sasl_users={"admin": "pw"}) as cluster:
+        cluster.create_topic(topic)
+        bs = cluster.bootstrap_servers
+        sha512 = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+
+        def carol_can_produce(mechanism: str) -> bool:
+            try:
+                with Producer(bootstrap_servers=bs, security_protocol="SASL_PLAINTEXT",
+                              sasl_mechanism=mechanism, sasl_username="carol",
+                              sasl_password="c4rol", max_block_ms=3000) as p:
+                    p.send_and_wait(topic, b"c", partition=0)
+                return True
+            except AuthenticationError:
+                return False
+
+        with AdminClient(bootstrap_servers=bs, **admin_auth) as admin:
+            assert not carol_can_produce("SCRAM-SHA-512")
+            admin.alter_user_scram_credentials([
+                UserScramCredentialUpsertion("carol", sha512, "c4rol")])
+            described = admin.describe_user_scram_credentials(["carol"])["carol"]
+            assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] \
+                == [(ScramMechanism.SCRAM_SHA_512, 8192)]
+            everyone = admin.describe_user_scram_credentials()
+            assert sorted(everyone) == ["admin", "carol"]
+            assert carol_can_produce("SCRAM-SHA-512")
+            assert not carol_can_produce("SCRAM-SHA-256")  # no credential for that one
+            admin.alter_user_scram_credentials([
+                UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512)])
+            assert not carol_can_produce("SCRAM-SHA-512")
+            missing = admin.describe_user_scram_credentials(["carol"],
+                                                            return_exceptions=True)
+            assert isinstance(missing["carol"], E.ResourceNotFoundError)
+        assert cluster.end_offsets(topic) == [1]
+
+
+def test_scram_credential_requests_are_checked(cluster: Cluster) -> None:
+    """Kafka's checks, sent raw (Kontrakt's admin client refuses these itself)."""
+    AR = AlterUserScramCredentialsRequest
+    address = cluster.bootstrap_servers.split(",")[0]
+
+    def upsert(name: str, mechanism: int, iterations: int) -> Any:
+        return AR.ScramCredentialUpsertion(name=name, mechanism=mechanism,
+                                           iterations=iterations, salt=b"s" * 16,
+                                           salted_password=b"p" * 32)
+
+    resp = send_request(address, AR(deletions=[AR.ScramCredentialDeletion(
+        name="ghost", mechanism=1)], upsertions=[
+        upsert("weak", 1, 100), upsert("odd", 9, 4096), upsert("twice", 1, 4096),
+        upsert("twice", 1, 4096), upsert("fine", 2, 4096)]), 0)
+    assert {r.user: r.error_code for r in resp.results} == {
+        "ghost": E.ResourceNotFoundError.code, "weak": E.UnacceptableCredentialError.code,
+        "odd": E.UnsupportedSaslMechanismError.code, "twice": E.DuplicateResourceError.code,
+        "fine": 0}

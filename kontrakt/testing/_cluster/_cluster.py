@@ -50,10 +50,11 @@ class Cluster:
     (metadata kept), ListGroups, DescribeGroups, DeleteGroups, OffsetDelete, InitProducerId,
     AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn (commit/abort markers,
     fencing by epoch, transaction timeouts), DescribeProducers, DescribeTransactions,
-    ListTransactions, DescribeLogDirs (one directory per broker).
+    ListTransactions, DescribeLogDirs (one directory per broker), Describe- and
+    AlterUserScramCredentials (the credentials SCRAM authentication checks).
 
     TLS listeners: pass ``ssl_context``; SASL PLAIN and SCRAM: pass ``sasl_users``. Not
-    served (yet): OAUTHBEARER, ACLs, quotas, the SCRAM user admin APIs, KIP-714 telemetry,
+    served (yet): OAUTHBEARER, ACLs, quotas, KIP-714 telemetry,
     persistence, static membership in KIP-848 groups (instance ids are kept, not
     enforced); a client asking for those APIs sees them missing from ApiVersions.
 
@@ -100,7 +101,8 @@ class Cluster:
         ssl_context: a server-side context (certificate loaded) to make every listener TLS;
             clients then use ``security.protocol=SSL``. Client certificates are checked
             when the context asks for them (``verify_mode``).
-        sasl_users: user name -> password: every connection must then authenticate with
+        sasl_users: user name -> password (may be empty: users can then be added with
+            AlterUserScramCredentials): every connection must then authenticate with
             SaslHandshake v1 + SaslAuthenticate (``security.protocol`` SASL_PLAINTEXT, or
             SASL_SSL with ``ssl_context``) before any request but ApiVersions.
         sasl_mechanisms: the mechanisms offered, among PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
@@ -144,7 +146,7 @@ class Cluster:
             transaction_max_timeout_ms=transaction_max_timeout_ms,
             group_consumer_heartbeat_interval_ms=group_consumer_heartbeat_interval_ms,
             group_consumer_session_timeout_ms=group_consumer_session_timeout_ms,
-            sasl_users=dict(sasl_users) if sasl_users else None,
+            sasl_users=dict(sasl_users) if sasl_users is not None else None,
             sasl_mechanisms=tuple(sasl_mechanisms))
         self._num_brokers = num_brokers
         self._settings = settings

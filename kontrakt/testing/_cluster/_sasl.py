@@ -10,9 +10,16 @@ import hmac
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["MECHANISMS", "SaslFailure", "SaslSession", "ScramCredential"]
+from kontrakt.protocol import errors as E
+from kontrakt.protocol.messages import (
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResponse,
+)
+from kontrakt.protocol.spec import Response
+
+__all__ = ["MECHANISMS", "SaslFailure", "SaslSession", "ScramAdmin", "ScramCredential"]
 
 MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _HASHES: Final = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -35,9 +42,16 @@ class ScramCredential:
     @classmethod
     def make(cls, mechanism: str, password: str, iterations: int = _ITERATIONS,
              salt: bytes | None = None) -> ScramCredential:
-        name = _HASHES[mechanism]
+        """The credential for a password (a random salt unless given)."""
         salt = salt if salt is not None else os.urandom(16)
-        salted = hashlib.pbkdf2_hmac(name, password.encode(), salt, iterations)
+        salted = hashlib.pbkdf2_hmac(_HASHES[mechanism], password.encode(), salt, iterations)
+        return cls.from_salted(mechanism, salt, iterations, salted)
+
+    @classmethod
+    def from_salted(cls, mechanism: str, salt: bytes, iterations: int,
+                    salted: bytes) -> ScramCredential:
+        """The credential for a salted password (what AlterUserScramCredentials sends)."""
+        name = _HASHES[mechanism]
         client_key = hmac.new(salted, b"Client Key", name).digest()
         return cls(salt, iterations, hashlib.new(name, client_key).digest(),
                    hmac.new(salted, b"Server Key", name).digest())
@@ -109,14 +123,10 @@ class SaslSession:
         nonce = attrs.get("r", "")
         if not nonce:
             raise SaslFailure("SCRAM client-first message without a nonce")
-        password = self.users.get(user)
-        if password is None:
+        cred = self.credentials.get((self.mechanism, user))
+        if cred is None:
             raise SaslFailure("Authentication failed during authentication due to invalid "
                               "credentials with SASL mechanism " + self.mechanism)
-        key = (self.mechanism, user)
-        cred = self.credentials.get(key)
-        if cred is None:
-            cred = self.credentials[key] = ScramCredential.make(self.mechanism, password)
         server_first = (f"r={nonce}{base64.b64encode(os.urandom(18)).decode()},"
                         f"s={base64.b64encode(cred.salt).decode()},i={cred.iterations}")
         self._scram = (f"{parts[0]},{parts[1]},", bare, server_first, cred)
@@ -149,3 +159,82 @@ class SaslSession:
         self.done = True
         server_signature = hmac.new(cred.server_key, auth_message, name).digest()
         return b"v=" + base64.b64encode(server_signature)
+
+
+#: KIP-554's mechanism numbers.
+_MECHANISM_IDS: Final = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+_MIN_ITERATIONS, _MAX_ITERATIONS = 4096, 16384
+
+
+class ScramAdmin:
+    """DescribeUserScramCredentials and AlterUserScramCredentials over the cluster's SCRAM
+    credentials (which SCRAM authentication uses)."""
+
+    def __init__(self, credentials: dict[tuple[str, str], ScramCredential]) -> None:
+        self.credentials = credentials
+
+    def describe(self, ctx: Any, version: int, req: Any) -> Response:
+        dr = DescribeUserScramCredentialsResponse
+        users = sorted({u for _m, u in self.credentials}) if not req.users else \
+            [u.name for u in req.users]
+        results = []
+        for user in users:
+            infos = [dr.DescribeUserScramCredentialsResult.CredentialInfo(
+                mechanism=mid, iterations=self.credentials[(mech, user)].iterations)
+                for mid, mech in sorted(_MECHANISM_IDS.items())
+                if (mech, user) in self.credentials]
+            error, message = 0, None
+            if users.count(user) > 1:
+                error, message = E.DuplicateResourceError.code, f"Duplicate user {user}"
+            elif not infos:
+                error, message = (E.ResourceNotFoundError.code,
+                                  f"Attempt to describe a user credential that does not "
+                                  f"exist: {user}")
+            results.append(dr.DescribeUserScramCredentialsResult(
+                user=user, error_code=error, error_message=message,
+                credential_infos=[] if error else infos))
+        return dr(error_code=0, results=results)
+
+    def alter(self, ctx: Any, version: int, req: Any) -> Response:
+        ar = AlterUserScramCredentialsResponse
+        changes = [(d.name, d.mechanism, None) for d in req.deletions] + \
+            [(u.name, u.mechanism, u) for u in req.upsertions]
+        seen: dict[tuple[str, int], int] = {}
+        for name, mid, _u in changes:
+            seen[(name, mid)] = seen.get((name, mid), 0) + 1
+        errors: dict[str, tuple[int, str]] = {}
+        for name, mid, upsert in changes:
+            mech = _MECHANISM_IDS.get(mid)
+            if name in errors:
+                continue
+            if not name:
+                errors[name] = (E.UnacceptableCredentialError.code, "Username must not be empty")
+            elif mech is None:
+                errors[name] = (E.UnsupportedSaslMechanismError.code,
+                                f"Unknown SCRAM mechanism {mid}")
+            elif seen[(name, mid)] > 1:
+                errors[name] = (E.DuplicateResourceError.code,
+                                f"A user credential cannot be altered twice in the same "
+                                f"request: {name}")
+            elif upsert is None and (mech, name) not in self.credentials:
+                errors[name] = (E.ResourceNotFoundError.code,
+                                f"Attempt to delete a user credential that does not exist: "
+                                f"{name}")
+            elif upsert is not None and not (
+                    _MIN_ITERATIONS <= upsert.iterations <= _MAX_ITERATIONS):
+                errors[name] = (E.UnacceptableCredentialError.code,
+                                f"Iterations must be within {_MIN_ITERATIONS}.."
+                                f"{_MAX_ITERATIONS}")
+        for name, mid, upsert in changes:
+            mech = _MECHANISM_IDS.get(mid)
+            if name in errors or mech is None:
+                continue
+            if upsert is None:
+                self.credentials.pop((mech, name), None)
+            else:
+                self.credentials[(mech, name)] = ScramCredential.from_salted(
+                    mech, bytes(upsert.salt), upsert.iterations, bytes(upsert.salted_password))
+        return ar(results=[ar.AlterUserScramCredentialsResult(
+            user=name, error_code=errors.get(name, (0, None))[0],
+            error_message=errors.get(name, (0, None))[1])
+            for name in dict.fromkeys(n for n, _m, _u in changes)])

@@ -33,7 +33,12 @@ from kontrakt.testing._cluster._data import DataHandlers
 from kontrakt.testing._cluster._faults import error_response
 from kontrakt.testing._cluster._fetch import FetchHandler
 from kontrakt.testing._cluster._groups import GroupCoordinator
-from kontrakt.testing._cluster._sasl import SaslFailure, SaslSession, ScramCredential
+from kontrakt.testing._cluster._sasl import (
+    SaslFailure,
+    SaslSession,
+    ScramAdmin,
+    ScramCredential,
+)
 from kontrakt.testing._cluster._state import ClusterState, RequestContext
 from kontrakt.testing._cluster._topics import TopicHandlers
 from kontrakt.testing._cluster._txn import TransactionCoordinator
@@ -97,11 +102,18 @@ class ClusterServer:
             61: data.describe_producers, 65: txns.describe_transactions,
             66: txns.list_transactions, 68: kip848.heartbeat, 69: kip848.describe,
         }
+        # SCRAM credentials: made for the configured users, then kept by the admin APIs.
+        self._credentials: dict[tuple[str, str], ScramCredential] = {
+            (mech, user): ScramCredential.make(mech, password)
+            for user, password in (state.settings.sasl_users or {}).items()
+            for mech in state.settings.sasl_mechanisms if mech.startswith("SCRAM")}
+        scram = ScramAdmin(self._credentials)
+        self.handlers[50] = scram.describe
+        self.handlers[51] = scram.alter
         specs = registry()
         # Versions this server answers: Kontrakt's declarations (every version it can decode).
         self.versions = {k: (specs[k].valid.lo, specs[k].valid.hi or specs[k].valid.lo)
                          for k in self.handlers}
-        self._credentials: dict[tuple[str, str], ScramCredential] = {}
         self.servers: dict[int, asyncio.base_events.Server] = {}
         self.connections: dict[int, set[asyncio.StreamWriter]] = {
             n: set() for n in state.brokers}
@@ -181,7 +193,7 @@ class ClusterServer:
         conns.add(writer)
         peer = writer.get_extra_info("peername")
         host = peer[0] if isinstance(peer, tuple) else "127.0.0.1"
-        conn = _Connection(authenticated=not self.state.settings.sasl_users)
+        conn = _Connection(authenticated=self.state.settings.sasl_users is None)
         try:
             while broker.up:
                 (size,) = struct.unpack(">i", await reader.readexactly(4))
@@ -261,7 +273,7 @@ class ClusterServer:
 
     def _sasl(self, api_key: int, req: Any, conn: _Connection) -> Response:
         settings = self.state.settings
-        enabled = list(settings.sasl_mechanisms) if settings.sasl_users else []
+        enabled = list(settings.sasl_mechanisms) if settings.sasl_users is not None else []
         if api_key == _SASL_HANDSHAKE:
             if req.mechanism not in enabled or conn.sasl is not None:
                 conn.close_after = conn.sasl is not None

@@ -149,3 +149,15 @@ def test_log_dirs_producers_and_transactions(admin: AdminClient, cluster: Cluste
         (path, described), = by_path.items()
         assert path == f"/kontrakt-cluster/broker-{broker}"
         assert described.replicas[tp].size > 0  # two records and the commit marker
+
+
+def test_every_topic_config_kontrakt_knows_is_accepted(admin: AdminClient, topic: str) -> None:
+    """The cluster knows every topic config key Kontrakt's admin client validates against,
+    and DescribeConfigs reports each one."""
+    from kontrakt.clients.admin import TOPIC_CONFIG_NAMES
+
+    admin.create_topics([NewTopic(topic, 1, 1, config={"compression.zstd.level": "5"})])
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([res])[res]
+    assert set(TOPIC_CONFIG_NAMES) <= set(configs)
+    assert configs["compression.zstd.level"].value == "5"

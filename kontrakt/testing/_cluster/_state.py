@@ -34,16 +34,25 @@ _LONG_MAX = str(2**63 - 1)
 #: Kafka's topic-level configuration keys with their defaults and types.
 TOPIC_CONFIG_DEFAULTS: Final[dict[str, tuple[str, int]]] = {
     "cleanup.policy": ("delete", _LIST),
+    "compression.gzip.level": ("-1", _INT),
+    "compression.lz4.level": ("9", _INT),
     "compression.type": ("producer", _STRING),
+    "compression.zstd.level": ("3", _INT),
     "delete.retention.ms": ("86400000", _LONG),
     "file.delete.delay.ms": ("60000", _LONG),
     "flush.messages": (_LONG_MAX, _LONG),
     "flush.ms": (_LONG_MAX, _LONG),
+    "follower.replication.throttled.replicas": ("", _LIST),
     "index.interval.bytes": ("4096", _INT),
+    "leader.replication.throttled.replicas": ("", _LIST),
     "local.retention.bytes": ("-2", _LONG),
     "local.retention.ms": ("-2", _LONG),
     "max.compaction.lag.ms": (_LONG_MAX, _LONG),
     "max.message.bytes": ("1048588", _INT),
+    # Kafka 3.x keys that 4.0 dropped, accepted so clients aimed at 3.x can set them
+    "message.downconversion.enable": ("true", _BOOLEAN),
+    "message.format.version": ("3.0-IV1", _STRING),
+    "message.timestamp.difference.max.ms": (_LONG_MAX, _LONG),
     "message.timestamp.after.max.ms": ("3600000", _LONG),
     "message.timestamp.before.max.ms": (_LONG_MAX, _LONG),
     "message.timestamp.type": ("CreateTime", _STRING),
@@ -51,6 +60,8 @@ TOPIC_CONFIG_DEFAULTS: Final[dict[str, tuple[str, int]]] = {
     "min.compaction.lag.ms": ("0", _LONG),
     "min.insync.replicas": ("1", _INT),
     "preallocate": ("false", _BOOLEAN),
+    "remote.log.copy.disable": ("false", _BOOLEAN),
+    "remote.log.delete.on.disable": ("false", _BOOLEAN),
     "remote.storage.enable": ("false", _BOOLEAN),
     "retention.bytes": ("-1", _LONG),
     "retention.ms": ("604800000", _LONG),
@@ -87,7 +98,7 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
         return f"Invalid value {value} for configuration {name}: expected true or false"
     if name in _CHOICES and value not in _CHOICES[name]:
         return f"Invalid value {value} for configuration {name}: one of {sorted(_CHOICES[name])}"
-    if name == "cleanup.policy" and not set(value.split(",")) <= {"delete", "compact"}:
+    if name == "cleanup.policy" and not set(value.split(",")) <= {"delete", "compact", ""}:
         return f"Invalid value {value} for configuration {name}"
     return None
 

@@ -83,6 +83,7 @@ def test_partitions_move_only_after_their_owner_lets_go(cluster: Cluster, topic:
 
     assert commit("b", 1) == E.StaleMemberEpochError.code
     assert commit("b", 2) == 0
+    assert commit("", -1) == E.UnknownMemberIdError.code  # not while the group has members
     left = _hb(cluster, "a", -1)
     assert (left.error_code, left.member_epoch) == (0, -1)
     b = _hb(cluster, "b", 2)

@@ -70,8 +70,9 @@ class OffsetStore:
                 return E.IllegalGenerationError.code
             self._new_group(req.group_id)
             return 0
-        if generation < 0 and not req.member_id and not group.members:
-            return 0  # a commit outside group management (assign())
+        if generation < 0 and not req.member_id and not group.members and not (
+                group.kip848 is not None and group.kip848.members):
+            return 0  # a commit outside group management (assign()) to an empty group
         if group.kip848 is not None:
             return int(self.kip848.member_epoch_error(group, req.member_id, generation))
         if group.state == "CompletingRebalance":

@@ -168,3 +168,17 @@ def test_assignors_cover_every_partition_once(cluster: Cluster, topic: str,
                                   if tp.topic_id == tid for p in tp.partitions)
     assert sorted(p for ps in got.values() for p in ps) == [0, 1, 2, 3, 4]
     assert sorted(len(ps) for ps in got.values()) == [1, 2, 2]
+
+
+def test_classic_apis_see_a_consumer_protocol_group_as_such(cluster: Cluster,
+                                                            topic: str) -> None:
+    from kontrakt.protocol.messages import DescribeGroupsRequest, ListGroupsRequest
+
+    cluster.create_topic(topic)
+    assert _hb(cluster, "a", 0, [topic], []).error_code == 0
+    listed = send_request(_coordinator(cluster), ListGroupsRequest(), 5).groups
+    assert [(g.group_id, g.group_type, g.protocol_type) for g in listed] == [
+        (GROUP, "consumer", "consumer")]
+    described = send_request(_coordinator(cluster), DescribeGroupsRequest(
+        groups=[GROUP]), 6).groups[0]
+    assert described.error_code == E.GroupIdNotFoundError.code

@@ -393,6 +393,8 @@ class GroupCoordinator(OffsetStore):
         for gid in req.groups:
             error = self._coordinator_error(ctx, gid)
             group = self.groups.get(gid)
+            if group is not None and group.kip848 is not None:
+                group = None  # as Kafka 4: a consumer-protocol group is not a classic one
             if error or group is None:
                 if not error and version >= 6:
                     error = E.GroupIdNotFoundError.code

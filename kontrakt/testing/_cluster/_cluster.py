@@ -40,23 +40,25 @@ class Cluster:
     broker-assigned offsets, idempotent sequence checks, LogAppendTime topics), Fetch (high
     watermark, log start offset, max bytes, long polling woken by produce, read_committed
     through the last stable offset and the aborted-transaction index, incremental fetch
-    sessions), ListOffsets (earliest, latest, by timestamp, max
-    timestamp), DeleteRecords, OffsetForLeaderEpoch, FindCoordinator, classic groups
+    sessions), ListOffsets (earliest, latest, by timestamp, max timestamp), DeleteRecords,
+    OffsetForLeaderEpoch, FindCoordinator, classic groups
     (JoinGroup, SyncGroup, Heartbeat, LeaveGroup: any protocol type, several members of any
     client, static membership, rebalance and session timeouts), the KIP-848 consumer
     protocol (ConsumerGroupHeartbeat with the server-side "uniform" and "range" assignors and
     Kafka's revoke-before-reassign reconciliation, ConsumerGroupDescribe, member epochs
-    checked on commits), OffsetCommit / OffsetFetch
-    (metadata kept), ListGroups, DescribeGroups, DeleteGroups, OffsetDelete, InitProducerId,
+    checked on commits), OffsetCommit / OffsetFetch (metadata kept), ListGroups,
+    DescribeGroups, DeleteGroups, OffsetDelete, InitProducerId,
     AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn (commit/abort markers,
     fencing by epoch, transaction timeouts), DescribeProducers, DescribeTransactions,
     ListTransactions, DescribeLogDirs (one directory per broker), Describe- and
     AlterUserScramCredentials (the credentials SCRAM authentication checks).
 
     TLS listeners: pass ``ssl_context``; SASL PLAIN and SCRAM: pass ``sasl_users``. Not
-    served (yet): OAUTHBEARER, ACLs, quotas, KIP-714 telemetry,
-    persistence, static membership in KIP-848 groups (instance ids are kept, not
-    enforced); a client asking for those APIs sees them missing from ApiVersions.
+    served (yet): OAUTHBEARER, ACLs, quotas, KIP-714 telemetry, persistence, static
+    membership in KIP-848 groups (instance ids are kept, not enforced); a client asking for
+    those APIs sees them missing from ApiVersions. Topic configs are stored and described
+    but retention, compaction and broker-side recompression (``compression.type``) are not
+    applied: logs keep every batch as sent until DeleteRecords or DeleteTopics.
 
     Every partition has one replica that matters: the high watermark is the log end. Faults
     are set with the method names of librdkafka's mock cluster (:meth:`broker_down`,

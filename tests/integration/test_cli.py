@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -229,9 +230,17 @@ def _children(pid: int) -> set[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
-def test_dev_serves_and_stops_cleanly(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "kontrakt.cli", "dev", "--broker-port", "0",
-                             "--registry-port", "0", "--storage", str(tmp_path / "state")],
+@pytest.mark.parametrize(("broker", "stop_signal"), [
+    ("tansu", signal.SIGTERM),
+    (None, signal.SIGTERM),  # the default: the in-process cluster
+    (None, signal.SIGINT),  # Ctrl-C
+], ids=["tansu-sigterm", "cluster-sigterm", "cluster-ctrl-c"])
+def test_dev_serves_and_stops_cleanly(tmp_path: Path, broker: str | None,
+                                      stop_signal: signal.Signals) -> None:
+    chosen = ["--broker", broker] if broker else []
+    proc = subprocess.Popen([sys.executable, "-m", "kontrakt.cli", "dev", *chosen,
+                             "--broker-port", "0", "--registry-port", "0",
+                             "--storage", str(tmp_path / "state")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -240,18 +249,31 @@ def test_dev_serves_and_stops_cleanly(tmp_path: Path) -> None:
         while not any(line.startswith("Ctrl-C") for line in lines):
             assert time.monotonic() < deadline and proc.poll() is None, lines
             lines.append(proc.stdout.readline())
+        assert ("(Tansu, in memory)" if broker else "(in-process cluster, 1 broker, in memory)") \
+            in lines[0], lines
         exports = next(line for line in lines if line.startswith("export"))
         env = dict(part.split("=", 1) for part in exports.split()[1:])
         children = _children(proc.pid)
-        assert children, "the broker runs as a child process"
+        if broker == "tansu":
+            assert children, "the broker runs as a child process"
+        else:
+            assert not children, "the cluster runs in the command's own process"
         run_env = {**os.environ, **env}
         cli = [sys.executable, "-m", "kontrakt.cli"]
         assert subprocess.run([*cli, "topics", "create", "dev-t"], env=run_env,
                               timeout=60, check=False).returncode == 0
+        produced = subprocess.run([*cli, "produce", "dev-t"], input="hello\n", env=run_env,
+                                  timeout=60, capture_output=True, text=True, check=False)
+        assert produced.returncode == 0, produced.stderr
+        consumed = subprocess.run([*cli, "consume", "dev-t", "-e"], env=run_env, timeout=60,
+                                  capture_output=True, text=True, check=False)
+        assert consumed.stdout.split() == ["hello"], consumed.stderr
         assert subprocess.run([*cli, "schemas", "list"], env=run_env, timeout=60,
                               capture_output=True, check=False).returncode == 0
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(stop_signal)
         assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else ""
+        assert proc.stdout.read().strip() == "stopping"
+        assert proc.stderr is not None and proc.stderr.read() == ""  # no traceback, no warning
         time.sleep(0.2)
         assert not [c for c in children if Path(f"/proc/{c}").exists()], "a child was left"
         assert (tmp_path / "state" / "registry.journal").exists()
@@ -259,3 +281,21 @@ def test_dev_serves_and_stops_cleanly(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
         proc.communicate(timeout=10)  # reaps it and closes its pipes
+
+
+def test_dev_names_a_taken_port_and_a_bad_combination() -> None:
+    cli = [sys.executable, "-m", "kontrakt.cli", "dev", "--no-registry"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        got = subprocess.run([*cli, "--broker-port", str(port)], capture_output=True,
+                             text=True, timeout=60, check=False)
+    assert got.returncode == 3, got.stderr
+    assert f"127.0.0.1:{port} is already in use; choose another --broker-port" in got.stderr
+    bad = subprocess.run([*cli, "--broker", "tansu", "--brokers", "3"], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and "--brokers needs --broker cluster" in bad.stderr
+    helped = subprocess.run([*cli, "--help"], capture_output=True, text=True, timeout=60,
+                            check=False).stdout
+    assert "in memory only" in " ".join(helped.split())

@@ -38,7 +38,7 @@ from kontrakt.protocol.records import RecordBatchBuilder
 from kontrakt.testing import TansuBroker
 from tests.integration.raw_ops import produce
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_cluster]
 
 
 @pytest.fixture
@@ -105,6 +105,10 @@ def test_unknown_topics_fail_fast_not_after_the_timeout(admin: AdminClient,
     assert time.monotonic() - start < 5  # default_api_timeout_ms is 10 s
 
 
+@pytest.mark.tansu_only(
+    "Kafka's DescribeConfigs lists every topic config, defaults included (source "
+    "DEFAULT_CONFIG), as Cluster does; Tansu lists only the keys set, which the last "
+    "assertion expects")
 def test_incremental_alter_configs_and_describe(admin: AdminClient, topic_name: str) -> None:
     admin.create_topics([NewTopic(topic_name, 1, config={"cleanup.policy": "compact"})])
     res = ConfigResource(ConfigResource.Type.TOPIC, topic_name)
@@ -177,6 +181,9 @@ def test_list_offsets_earliest_and_latest(tansu_broker: TansuBroker, topic_name:
     asyncio.run(main())
 
 
+@pytest.mark.tansu_only(
+    "checks the errors for APIs Tansu lacks; Cluster serves them, as Kafka does (tested "
+    "in tests/cluster/test_admin.py)")
 def test_operations_tansu_lacks_end_in_typed_errors(admin: AdminClient,
                                                     topic_name: str) -> None:
     admin.create_topics([NewTopic(topic_name, 1)])

@@ -77,6 +77,7 @@ def test_topics_lifecycle(run: Any, topic_name: str) -> None:
     assert missing.returncode == 2 and topic_name in missing.stderr
 
 
+@pytest.mark.also_on_cluster
 def test_produce_and_consume_raw_kcat_style(run: Any, topic_name: str,
                                             tansu_broker: TansuBroker) -> None:
     assert run("topics", "create", topic_name).returncode == 0
@@ -102,6 +103,7 @@ def test_produce_and_consume_raw_kcat_style(run: Any, topic_name: str,
     assert short.returncode == 1 and "7 of the 9" in short.stderr
 
 
+@pytest.mark.also_on_cluster
 def test_bad_input_is_named_and_earlier_records_are_kept(run: Any, topic_name: str) -> None:
     assert run("topics", "create", topic_name).returncode == 0
     got = run("produce", topic_name, "--format", "json", stdin='{"a": 1}\n{"a": 2}\nnot json\n')
@@ -146,6 +148,7 @@ def test_avro_and_protobuf_through_the_registry(run: Any, topic_name: str,
     assert json.loads(out.stdout) == {"text": "hi", "n": 7}
 
 
+@pytest.mark.also_on_cluster
 def test_groups_lag_and_reset(run: Any, topic_name: str, tansu_broker: TansuBroker) -> None:
     group = f"g-{topic_name}"[:200]
     assert run("topics", "create", topic_name).returncode == 0
@@ -177,6 +180,7 @@ def test_groups_lag_and_reset(run: Any, topic_name: str, tansu_broker: TansuBrok
     assert run("groups", "delete", group).returncode == 0
 
 
+@pytest.mark.also_on_cluster
 def test_cluster(run: Any, tansu_broker: TansuBroker) -> None:
     got = json.loads(run("cluster", "--api-versions", "--json").stdout)
     port = int(tansu_broker.bootstrap_servers.rsplit(":", 1)[1])

@@ -27,7 +27,7 @@ from kontrakt.protocol.records import Record
 from kontrakt.testing import TansuBroker
 from tests.integration.raw_ops import fetch
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_cluster]
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

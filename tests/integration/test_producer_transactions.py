@@ -25,7 +25,7 @@ from kontrakt.protocol.messages import FetchRequest, OffsetFetchRequest
 from kontrakt.protocol.records import ControlRecordType, iter_batches, parse_control_record
 from kontrakt.testing import TansuBroker
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_cluster]
 
 
 async def read_log(bs: str, topic: str, isolation: int) -> tuple[int, list[Any]]:

@@ -42,7 +42,7 @@ from kontrakt.serde import (
 )
 from kontrakt.testing import TansuBroker
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_cluster]
 
 N = 20
 

@@ -1,11 +1,13 @@
 """The pytest plugin's in-process cluster fixtures, run in an inner pytest session as a user
 would: ``kafka_cluster`` is one cluster per session (its size from the ini option) and closed
-at the end, ``kafka_cluster_factory`` clusters are closed after each test, failed or not."""
+at the end, ``kafka_cluster_factory`` clusters are closed after each test, failed or not; and
+docs/testing.md's example runs as written and names every fixture the plugin offers."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -18,6 +20,7 @@ import kontrakt.testing
 pytestmark = pytest.mark.integration
 
 REPO = Path(kontrakt.testing.__file__).resolve().parents[2]
+DOC = REPO / "docs" / "testing.md"
 
 
 def _pytest_args(folder: Path) -> list[str]:
@@ -54,8 +57,6 @@ def pytest_sessionfinish(session):
 
 INNER_TESTS = '''
 from kontrakt import Consumer, Producer
-
-import conftest
 
 FACTORY = []
 
@@ -132,3 +133,29 @@ def test_the_plugin_imports_no_optional_peer() -> None:
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_testing_page_example_runs_as_written(tmp_path: Path) -> None:
+    text = DOC.read_text()
+    modules = re.findall(r"```python\n# (test_\w+\.py)\n(.*?)```", text, re.S)
+    ini = re.findall(r"```ini\n(.*?)```", text, re.S)
+    assert [name for name, _ in modules] == ["test_orders.py"] and len(ini) == 1
+    for name, code in modules:
+        (tmp_path / name).write_text(code)
+    # The page's ini as written, plus the suite's rule that any warning fails.
+    (tmp_path / "pytest.ini").write_text(ini[0] + "filterwarnings = error\n")
+    (tmp_path / "test_size.py").write_text(
+        "def test_the_session_cluster_has_the_pages_size(kafka_cluster):\n"
+        "    assert kafka_cluster.num_brokers == 3\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(_pytest_args(tmp_path), cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=90, check=False)
+    assert "3 passed" in done.stdout and done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_testing_page_names_every_fixture() -> None:
+    from kontrakt.testing import pytest_plugin
+
+    rows = set(re.findall(r"^\| `(\w+)` \|", DOC.read_text(), re.M))
+    assert rows == set(pytest_plugin.__all__)

@@ -21,7 +21,7 @@ from kontrakt.clients.consumer import AsyncConsumer
 from kontrakt.testing import TansuBroker
 from tests.integration.test_groups import _fill
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_cluster, pytest.mark.timeout(60)]
 
 SESSION_MS = 2000
 

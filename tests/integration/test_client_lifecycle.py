@@ -28,7 +28,7 @@ from kontrakt.clients.producer import Producer
 from kontrakt.testing import TansuBroker
 from tests.integration.raw_ops import fetch
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_cluster]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -30,7 +30,7 @@ from kontrakt.errors import InvalidArgumentError, KafkaTimeoutError, KontraktErr
 from kontrakt.testing import MockCluster, TansuBroker
 from tests.integration.test_groups import _fill
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_cluster, pytest.mark.timeout(60)]
 
 FORMS: dict[str, Callable[..., Any]] = {
     "Consumer": Consumer, "AsyncConsumer": AsyncConsumer,

@@ -21,7 +21,7 @@ from kontrakt.testing import TansuBroker
 from tests.integration.test_consumer_close import FORMS, Driver, _config
 from tests.integration.test_groups import _fill
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_cluster, pytest.mark.timeout(60)]
 
 RECORDS = 20
 

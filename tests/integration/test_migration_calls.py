@@ -30,7 +30,7 @@ from tests.integration.raw_ops import produce
 from tests.integration.test_consumer_close import FORMS, Driver, _config
 from tests.integration.test_groups import _fill
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_cluster, pytest.mark.timeout(90)]
 
 BOTH = ["Consumer", "AsyncConsumer"]
 

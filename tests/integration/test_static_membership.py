@@ -52,7 +52,7 @@ from kontrakt.protocol.records import RecordBatchBuilder
 from kontrakt.testing import TansuBroker
 from tests.integration.raw_ops import produce
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.also_on_cluster]
 
 SESSION_MS = 2000
 

@@ -15,10 +15,10 @@ Example::
 
 Fixtures:
     kafka_cluster: one in-process :class:`~kontrakt.testing.Cluster` shared by the whole
-        session, the default broker for tests: pure Python, no package or binary to install,
-        started in milliseconds and closed at the end of the session. Tests share its topics
-        and groups, so use unique names (``topic_name``). It has one broker unless the ini
-        option ``kontrakt_cluster_brokers`` says how many.
+        session (one per pytest-xdist worker), the default broker for tests: pure Python, no
+        package or binary to install, started in milliseconds and closed at the end of the
+        session. Tests share its topics and groups, so use unique names (``topic_name``). It
+        has one broker unless the ini option ``kontrakt_cluster_brokers`` says how many.
     kafka_cluster_factory: ``factory(num_brokers=1, **kwargs)`` starts a fresh
         :class:`~kontrakt.testing.Cluster` (keywords as for ``Cluster``, e.g.
         ``auto_create_topics=True``); every one is closed when the test ends. Use it for

@@ -22,6 +22,10 @@ if command -v krb5-config >/dev/null; then
     .venv/bin/python -m pip install --quiet -e '.[gssapi]' \
         || echo "warning: the gssapi package did not build: GSSAPI tests will skip"
 fi
+# The other supported Pythons' venvs (tests/integration/test_other_pythons.py) are built while
+# ruff, mypy and the first tests run: a cold build takes minutes of mostly pip; the test waits
+# for this build (a file lock) or reuses a venv it made earlier.
+.venv/bin/python tests/integration/_other_pythons.py >.venv-other-pythons.log 2>&1 &
 echo "== ruff"
 .venv/bin/ruff check kontrakt tests benchmarks examples
 echo "== mypy --strict"

@@ -3,7 +3,8 @@
 Since Python 3.11 ``concurrent.futures.TimeoutError`` is the builtin ``TimeoutError``, which
 ``KafkaTimeoutError`` subclasses: a bridge that caught it around ``future.result(timeout)``
 replaced every inner timeout with ``operation did not finish within Nones``. One test per
-blocking client, on the interpreter running the suite (CI runs it on 3.10 to 3.13).
+blocking client, on the interpreter running the suite; ``test_other_pythons.py`` runs this file
+again under 3.10, 3.12 and 3.13 (each where an interpreter is found), in the same suite.
 """
 
 from __future__ import annotations

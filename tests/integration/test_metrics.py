@@ -5,6 +5,8 @@ name a client returns must be on the documentation's metrics page (docs/metrics.
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,60 @@ def test_consumer_metrics_after_known_traffic(tansu_broker: TansuBroker, topic_n
         _assert_documented(m)
 
 
+def test_stats_cb_carries_the_consumer_metrics_in_librdkafkas_names(
+        tansu_broker: TansuBroker, topic_name: str) -> None:
+    """stats_cb's JSON after known traffic: per partition ``rxmsgs`` / ``rxbytes`` (received
+    from the broker) and ``consumer_lag``, the group's ``cgrp.rebalance_cnt``; records
+    fetched but not polled count as received and as lag, not as consumed."""
+    bs = tansu_broker.bootstrap_servers
+    tansu_broker.create_topic(topic_name, 2)
+    _produce(bs, topic_name, [b"a%02d" % i for i in range(7)], 0)
+    _produce(bs, topic_name, [b"b%02d" % i for i in range(5)], 1)
+    reports: list[dict[str, Any]] = []
+    arrived = threading.Condition()
+
+    def stats_cb(doc: str) -> None:
+        with arrived:
+            reports.append(json.loads(doc))
+            arrived.notify_all()
+
+    def report_where(check: Any, timeout: float = 15.0) -> dict[str, Any]:
+        with arrived:
+            assert arrived.wait_for(lambda: bool(reports) and check(reports[-1]), timeout), \
+                reports[-1:]
+            return reports[-1]
+
+    def partitions(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        parts: dict[str, dict[str, Any]] = doc["topics"][topic_name]["partitions"]
+        return parts
+
+    with Consumer(bootstrap_servers=bs, group_id=topic_name, auto_offset_reset="earliest",
+                  enable_auto_commit=False, session_timeout_ms=2000, stats_cb=stats_cb,
+                  statistics_interval_ms=50) as c:
+        c.subscribe([topic_name])
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 12 and time.monotonic() < deadline:
+            got.extend(c.consume(12 - len(got), timeout=1.0))
+        assert len(got) == 12
+        doc = report_where(lambda d: d["rxmsgs"] == 12)
+        p0, p1 = partitions(doc)["0"], partitions(doc)["1"]
+        assert (p0["rxmsgs"], p1["rxmsgs"]) == (7, 5)
+        assert p0["rxbytes"] > 7 * 3 and p1["rxbytes"] > 5 * 3
+        # Every fetch was consumed to its end: the partitions' bytes add up to the total.
+        assert p0["rxbytes"] + p1["rxbytes"] == doc["rxmsg_bytes"]
+        assert (p0["consumer_lag"], p1["consumer_lag"]) == (0, 0)
+        assert doc["cgrp"] == {"join_state": "steady", "rebalance_cnt": 1,
+                               "assignment_size": 2}
+
+        # Fetched in the background, not polled: received and lagging, not consumed.
+        _produce(bs, topic_name, [b"c%02d" % i for i in range(5)], 0)
+        doc = report_where(lambda d: partitions(d)["0"]["consumer_lag"] == 5
+                           and partitions(d)["0"]["rxmsgs"] == 12)
+        assert doc["rxmsgs"] == 12 and partitions(doc)["1"]["rxmsgs"] == 5
+        assert c.metrics()["records-lag-max"] == 5
+
+
 def test_async_consumer_metrics_without_a_group(tansu_broker: TansuBroker, topic_name: str
                                                 ) -> None:
     """AsyncConsumer.metrics() returns the same names; no group: no rebalance, no commit."""
@@ -142,3 +198,4 @@ def test_admin_metrics_count_requests_and_broker_errors(tansu_broker: TansuBroke
     assert m["errors-by-name"] == {"TOPIC_ALREADY_EXISTS": 1}
     assert m["error-total"] == 1 and m["error-rate"] > 0
     _assert_documented(m)
+

@@ -24,6 +24,7 @@ from kontrakt._types import (
     TopicPartition,
 )
 from kontrakt.clients.consumer._metrics import consumer_metrics
+from kontrakt.clients.consumer._stats import consumer_statistics
 from kontrakt.errors import ConfigError, IllegalStateError, InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -345,29 +346,7 @@ class AsyncConsumerCompat:
 
     def _statistics(self) -> dict[str, Any]:
         """stats_cb's consumer fields, in librdkafka's names."""
-        c = _async_self(self)
-        buf = c._buffer
-        with buf.lock:
-            records, size = buf.consumed_counts()
-            states = list(c._subs.assignment.items())
-            buffered = buf.total_bytes
-        topics: dict[str, Any] = {}
-        for tp, st in states:
-            pos = st.position
-            lag = c.lag(tp)
-            parts = topics.setdefault(tp.topic, {"topic": tp.topic, "partitions": {}})
-            parts["partitions"][str(tp.partition)] = {
-                "partition": tp.partition,
-                "fetch_state": "paused" if st.paused else "active",
-                "app_offset": OFFSET_INVALID if pos is None else pos.offset,
-                "stored_offset": OFFSET_INVALID if st.stored is None else st.stored.offset,
-                "hi_offset": -1 if st.highwater is None else st.highwater,
-                "ls_offset": -1 if st.last_stable_offset is None else st.last_stable_offset,
-                "lo_offset": -1 if st.log_start_offset is None else st.log_start_offset,
-                "consumer_lag": -1 if lag is None else lag,
-            }
-        return {"rxmsgs": records, "rxmsg_bytes": size, "msg_size": buffered,
-                "topics": topics}
+        return consumer_statistics(_async_self(self))
 
 
 class ConsumerCompat:

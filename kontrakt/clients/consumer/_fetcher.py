@@ -678,6 +678,7 @@ class Fetcher:
                 if epoch >= 0:
                     st.last_fetched_epoch = epoch
                 buffer.add(CompletedFetch(tp, st, gen, records, next_offset, epoch, size, cost))
+                self.metrics.partition_received(tp, len(records), size)
                 for _ in range(max(1, size // _LOOP_READ)):
                     await asyncio.sleep(0)
         except CorruptRecordError as exc:

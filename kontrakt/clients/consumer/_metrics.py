@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kontrakt.clients._rates import RateWindow
 
 if TYPE_CHECKING:
+    from kontrakt._types import TopicPartition
     from kontrakt.clients.consumer._consumer import AsyncConsumer
 
 __all__ = ["ConsumerMetrics", "attach", "consumer_metrics"]
@@ -30,7 +31,8 @@ class ConsumerMetrics:
 
     __slots__ = (
         "commit_latency_max", "commit_latency_sum", "commits", "consumed", "fetch_bytes",
-        "fetch_latency_max", "fetch_latency_sum", "fetch_size_max", "fetches", "window",
+        "fetch_latency_max", "fetch_latency_sum", "fetch_size_max", "fetches", "received",
+        "window",
     )
 
     def __init__(self, clock: Callable[[], float] | None = None) -> None:
@@ -45,6 +47,8 @@ class ConsumerMetrics:
         self.commits = 0
         self.commit_latency_sum = 0.0
         self.commit_latency_max = 0.0
+        #: per partition: [records, fetched bytes] decoded from its fetch responses
+        self.received: dict[TopicPartition, list[int]] = {}
 
     def _counters(self) -> tuple[int, ...]:
         records, size = self.consumed()
@@ -63,6 +67,15 @@ class ConsumerMetrics:
         now = self.window.now()
         if self.window.due(now):
             self.window.sample(now, self._counters())
+
+    def partition_received(self, tp: TopicPartition, records: int, size: int) -> None:
+        """A chunk of ``tp``'s fetched records was decoded into the buffer (once per chunk)."""
+        counts = self.received.get(tp)
+        if counts is None:
+            self.received[tp] = [records, size]
+        else:
+            counts[0] += records
+            counts[1] += size
 
     def commit_done(self, latency: float) -> None:
         """An offset commit succeeded after ``latency`` seconds (retries included)."""

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kontrakt._config import COMMON_OPTIONS, SECURITY_OPTIONS, ClientConfig, Option
+from kontrakt.clients._client_metrics import ClientMetrics
 from kontrakt.clients._net.connection import BrokerConnection
 from kontrakt.clients._net.security import TlsHandshakeError
 from kontrakt.clients._settings import ClientSettings
@@ -143,6 +144,7 @@ class AsyncKafkaClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         #: the public client this one serves, for the unclosed-client warning
         self.owner = "AsyncKafkaClient"
+        self._metrics = ClientMetrics()
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -355,8 +357,8 @@ class AsyncKafkaClient:
         target = self.least_loaded_node() if node is None else node
         conn = await self.connection(target)
         expect = not (message.API_KEY == 0 and getattr(message, "acks", 1) == 0)
-        return await conn.send(message, version=version, timeout=timeout,
-                               expect_response=expect)
+        return await self._metrics.timed(message.API_NAME, conn.send(
+            message, version=version, timeout=timeout, expect_response=expect))
 
     async def request_with_retries(self, message: Request, *, node: int | None = None,
                                    timeout: float | None = None,
@@ -382,6 +384,22 @@ class AsyncKafkaClient:
                 if node is not None and node >= 0:
                     self.request_metadata_refresh()
                 await asyncio.sleep(delay)
+
+    def metrics(self) -> dict[str, Any]:
+        """The requests this client sent through its request path (:meth:`request`,
+        metadata refreshes, coordinator lookups), in the Java client's network metric
+        names; call on the client's event loop. Totals count since the client was created,
+        ``*-rate`` values are per second over the last minute, latencies in milliseconds.
+
+        Returns:
+            ``request-total`` / ``-rate``, ``response-total``, ``request-latency-avg`` /
+            ``-max``, ``request-error-total`` (no response: connection lost, timed out),
+            ``error-total`` / ``-rate`` (error codes in responses), ``errors-by-name``
+            (Kafka's error name -> count), and under ``apis`` (API name, ``Metadata`` ->
+            values) each API's ``request-total``, ``response-total``,
+            ``request-error-total``, ``error-total``, ``request-latency-avg`` / ``-max``.
+        """
+        return self._metrics.snapshot()
 
     # --- metadata -------------------------------------------------------------------
 
@@ -539,8 +557,8 @@ class AsyncKafkaClient:
                 # v4 (KIP-699) batches keys; older versions carry a single key.
                 req = (FindCoordinatorRequest(key_type=ck[0], coordinator_keys=[key])
                        if version >= 4 else FindCoordinatorRequest(key=key, key_type=ck[0]))
-                resp = await conn.send(req, version=version,
-                                       timeout=max(0.001, deadline - time.monotonic()))
+                resp = await self._metrics.timed(req.API_NAME, conn.send(
+                    req, version=version, timeout=max(0.001, deadline - time.monotonic())))
                 break
             except AuthenticationError:
                 raise
@@ -659,6 +677,15 @@ class KafkaClient:
         looks it up again); see :meth:`AsyncKafkaClient.coordinator`."""
         return self._thread.run(ensure_started(
             self._async, self._async.coordinator(key, key_type, refresh=refresh)))
+
+    def metrics(self) -> dict[str, Any]:
+        """See :meth:`AsyncKafkaClient.metrics`."""
+        if not self._thread.running:
+            return self._async.metrics()  # closed: nothing updates them any more
+
+        async def on_loop() -> dict[str, Any]:
+            return self._async.metrics()
+        return self._thread.run(on_loop())
 
     def close(self, timeout: float | None = None) -> None:
         """Close connections and stop the loop thread. Idempotent.

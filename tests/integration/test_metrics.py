@@ -8,16 +8,25 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kontrakt._types import TopicPartition
-from kontrakt.clients import AdminClient, AsyncAdminClient, AsyncConsumer, Consumer, Producer
+from kontrakt.clients import (
+    AdminClient,
+    AsyncAdminClient,
+    AsyncConsumer,
+    Consumer,
+    KafkaClient,
+    Producer,
+)
 from kontrakt.clients.admin import NewTopic
-from kontrakt.errors import TopicAlreadyExistsError
-from kontrakt.testing import TansuBroker
+from kontrakt.errors import KafkaTimeoutError, TopicAlreadyExistsError
+from kontrakt.protocol.messages import CreateTopicsRequest, MetadataRequest
+from kontrakt.testing import MockCluster, TansuBroker
 
 METRICS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
@@ -199,3 +208,51 @@ def test_admin_metrics_count_requests_and_broker_errors(tansu_broker: TansuBroke
     assert m["error-total"] == 1 and m["error-rate"] > 0
     _assert_documented(m)
 
+
+def test_kafka_client_metrics_count_requests_by_api(tansu_broker: TansuBroker,
+                                                    topic_name: str) -> None:
+    """The low-level client's requests, by API: two CreateTopics (the second refused with
+    TOPIC_ALREADY_EXISTS), a coordinator lookup, the metadata refreshes."""
+    def create() -> int:
+        req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name=topic_name, num_partitions=1, replication_factor=1)], timeout_ms=10000)
+        return int(client.request(req).topics[0].error_code)
+
+    with KafkaClient(bootstrap_servers=tansu_broker.bootstrap_servers) as client:
+        assert client.metrics()["request-total"] == 0
+        assert create() == 0
+        assert create() == TopicAlreadyExistsError.code
+        client.coordinator(topic_name)
+        client.refresh_metadata([topic_name])
+        m = client.metrics()
+    apis = m["apis"]
+    assert apis["CreateTopics"]["request-total"] == apis["CreateTopics"]["response-total"] == 2
+    assert apis["CreateTopics"]["error-total"] == 1
+    assert m["errors-by-name"]["TOPIC_ALREADY_EXISTS"] == 1
+    assert apis["FindCoordinator"]["response-total"] >= 1
+    assert apis["Metadata"]["response-total"] >= 1
+    assert m["request-total"] == sum(a["request-total"] for a in apis.values())
+    assert m["response-total"] == m["request-total"] and m["request-error-total"] == 0
+    assert m["request-rate"] > 0 and m["error-total"] >= 1
+    for a in apis.values():
+        assert 0 < a["request-latency-avg"] <= a["request-latency-max"]
+    assert m["request-latency-max"] == max(a["request-latency-max"] for a in apis.values())
+    _assert_documented(m)
+    _assert_documented(apis["CreateTopics"])
+
+
+def test_kafka_client_metrics_count_a_request_without_response(
+        mock_cluster_factory: Callable[..., MockCluster]) -> None:
+    """A request the broker does not answer in time counts as a request error of its API
+    (librdkafka's mock cluster delays its responses on demand; Tansu cannot)."""
+    mc = mock_cluster_factory(1)
+    with KafkaClient(bootstrap_servers=mc.bootstrap_servers) as client:
+        client.refresh_metadata()
+        before = client.metrics()["apis"]["Metadata"]
+        mc.set_rtt(1, 3000)
+        with pytest.raises(KafkaTimeoutError):
+            client.request(MetadataRequest(topics=None), node=1, timeout=0.3)
+        mc.set_rtt(1, 0)
+        after = client.metrics()["apis"]["Metadata"]
+    assert after["request-error-total"] == before["request-error-total"] + 1
+    assert after["request-total"] >= before["request-total"] + 1

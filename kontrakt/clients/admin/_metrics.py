@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from kontrakt.clients._client_metrics import error_codes
 from kontrakt.clients._rates import RateWindow
 from kontrakt.protocol.errors import for_code
 
@@ -19,26 +20,6 @@ __all__ = ["AdminMetrics", "error_codes"]
 
 # The rated counters, in the order the window stores them.
 _RATED = ("requests", "errors")
-
-
-def error_codes(message: Any) -> list[int]:
-    """Every non-zero ``error_code`` in a response: its own and those of the structs it
-    holds (per topic, partition, group, resource...)."""
-    found: list[int] = []
-    stack = [message]
-    while stack:
-        item = stack.pop()
-        for name in getattr(type(item), "__slots__", ()):
-            value = getattr(item, name, None)
-            if name == "error_code":
-                if value:
-                    found.append(value)
-            elif isinstance(value, list):
-                stack.extend(v for v in value if hasattr(type(v), "__slots__"))
-            elif value is not None and hasattr(type(value), "__slots__") and not isinstance(
-                    value, (str, bytes, int, float)):
-                stack.append(value)
-    return found
 
 
 class AdminMetrics:

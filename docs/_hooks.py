@@ -6,6 +6,8 @@
   table of every broker error code.
 - In ``operations.md``, the ``<!-- loggers -->`` marker becomes the list of ``kontrakt.*``
   logger names found in the source.
+- A ``<!-- README: Title -->`` marker becomes the body of the README's ``## Title`` section
+  (``spark.md`` is the README's Spark section, whose example a test runs as written).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from mkdocs.structure.files import File, Files
 
 _HERE = Path(__file__).resolve().parent
 _ROOT = _HERE.parent
+_README_MARKER = re.compile(r"<!-- README: (.+?) -->")
 _LOGGER = re.compile(r"""getLogger\(\s*["'](kontrakt(?:\.[\w.]+)?)["']\s*\)""")
 
 
@@ -98,6 +101,27 @@ def logger_names() -> list[str]:
     return sorted(found)
 
 
+def readme_section(title: str) -> str:
+    """The body of the README's ``## title`` section, up to the next ``## `` heading.
+
+    Raises:
+        ValueError: the README has no such section.
+    """
+    text = (_ROOT / "README.md").read_text(encoding="utf-8")
+    heading = f"\n## {title}\n"
+    start = text.find(heading)
+    if start < 0:
+        raise ValueError(f"README.md has no '## {title}' section")
+    body = text[start + len(heading):]
+    end = body.find("\n## ")
+    return (body if end < 0 else body[:end]).strip("\n")
+
+
+def with_readme_sections(markdown: str) -> str:
+    """``markdown`` with each ``<!-- README: Title -->`` marker replaced by that section."""
+    return _README_MARKER.sub(lambda m: readme_section(m.group(1)), markdown)
+
+
 def on_files(files: Files, config: Any) -> Files:
     gen = _gen_config()
     files.append(File.generated(config, "reference/configuration.md",
@@ -108,6 +132,7 @@ def on_files(files: Files, config: Any) -> Files:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    markdown = with_readme_sections(markdown)
     if "<!-- loggers -->" in markdown:
         rows = ["| Logger | What logs there |", "| --- | --- |"]
         rows += [f"| `{name}` | {_LOGGER_ROLES.get(name, '')} |" for name in logger_names()]

@@ -8,11 +8,13 @@ page or a page left out of the nav fails it.
 from __future__ import annotations
 
 import html
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -119,3 +121,30 @@ def test_a_broken_reference_fails_the_strict_build(tmp_path: Path) -> None:
     done = _mkdocs(config, tmp_path / "site")
     assert done.returncode != 0
     assert "kontrakt.clients.Consumer.no_such_method" in done.stdout + done.stderr
+
+
+def _hooks() -> Any:
+    spec = importlib.util.spec_from_file_location("_kontrakt_docs_hooks",
+                                                  ROOT / "docs" / "_hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 30)
+def test_the_spark_page_is_the_readmes_spark_section(site: Path) -> None:
+    """docs/spark.md holds no copy of the README's Spark section (whose example
+    test_readme_quickstart.py runs): the build puts the section in, so they cannot drift."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("\n## Spark\n") + len("\n## Spark\n"):]
+    section = section[:section.index("\n## ")].strip("\n")
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    source = (ROOT / "docs" / "spark.md").read_text(encoding="utf-8")
+    assert code.group(1) not in source, "docs/spark.md copies the README's Spark example"
+    assert section in _hooks().with_readme_sections(source)
+    page = html.unescape((site / "spark" / "index.html").read_text(encoding="utf-8"))
+    assert "README:" not in page
+    last_line = section.splitlines()[-1]  # prose, which reaches the page as written
+    assert last_line.replace("`", "") in re.sub(r"<[^>]+>", "", page), last_line

@@ -30,7 +30,10 @@ RUN_TIMEOUT = 300.0  # the two files take ~15 s; the rest is a loaded machine's 
 
 def _build_and_run(version: str, python: str) -> subprocess.CompletedProcess[str]:
     venv, _ = ensure_venv(version, python)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    # Not this interpreter's paths, nor the xdist worker's identity (the child is no worker).
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "PYTEST_CURRENT_TEST")
+           and not k.startswith("PYTEST_XDIST")}
     # The child prints its interpreter's version first, so a wrong venv cannot pass unseen.
     code = ("import sys, pytest; print('python %d.%d' % sys.version_info[:2], flush=True); "
             f"sys.exit(pytest.main(['-q', *{list(TESTS)!r}]))")

@@ -24,6 +24,7 @@ import glob
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -109,12 +110,30 @@ def _locked(version: str, timeout: float) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def run_bounded(argv: list[str], timeout: float,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in ROOT in a session of its own, capturing its output.
+
+    Raises:
+        subprocess.TimeoutExpired: it ran longer than ``timeout`` seconds; the whole
+            session (the brokers a child pytest started, pip's builds) was killed first.
+    """
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the session's id is the child's pid
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def _run(argv: list[str], deadline: float) -> None:
     left = deadline - time.monotonic()
     if left <= 0:
         raise TimeoutError(f"no time left for {' '.join(argv)}")
-    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=left,
-                         check=False)
+    out = run_bounded(argv, left)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {out.returncode}:\n"
                            f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")

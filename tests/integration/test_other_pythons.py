@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from tests.integration._other_pythons import ROOT, VERSIONS, ensure_venv, find_python
+from tests.integration._other_pythons import VERSIONS, ensure_venv, find_python, run_bounded
 
 pytestmark = pytest.mark.integration
 
@@ -37,8 +37,7 @@ def _build_and_run(version: str, python: str) -> subprocess.CompletedProcess[str
     # The child prints its interpreter's version first, so a wrong venv cannot pass unseen.
     code = ("import sys, pytest; print('python %d.%d' % sys.version_info[:2], flush=True); "
             f"sys.exit(pytest.main(['-q', *{list(TESTS)!r}]))")
-    return subprocess.run([str(venv), "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=RUN_TIMEOUT, check=False)
+    return run_bounded([str(venv), "-c", code], RUN_TIMEOUT, env)
 
 
 @pytest.fixture(scope="module")

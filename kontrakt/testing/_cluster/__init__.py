@@ -5,7 +5,9 @@ Modules, one job each: ``_server`` (listeners, connections, dispatch, injected f
 state, transaction markers), ``_data`` (metadata, produce, offsets lookups, producers and
 log dirs), ``_fetch`` (fetch and its sessions), ``_topics`` (topic admin and configs),
 ``_groups`` and ``_offsets`` (classic groups and committed offsets), ``_consumer_groups``
-(KIP-848), ``_txn`` (producer ids and transactions), ``_faults`` (error replies).
+(KIP-848), ``_txn`` (producer ids and transactions), ``_faults`` (error replies),
+``_acls`` (ACL store, authorizer decision, the ACL APIs) and ``_authorize`` (the checks
+wrapped around the handlers when ``authorizer=True``).
 """
 
 from __future__ import annotations

@@ -53,8 +53,9 @@ class Cluster:
     ListTransactions, DescribeLogDirs (one directory per broker), Describe- and
     AlterUserScramCredentials (the credentials SCRAM authentication checks).
 
-    TLS listeners: pass ``ssl_context``; SASL PLAIN and SCRAM: pass ``sasl_users``. Not
-    served (yet): OAUTHBEARER, ACLs, quotas, KIP-714 telemetry, persistence, static
+    TLS listeners: pass ``ssl_context``; SASL PLAIN and SCRAM: pass ``sasl_users``; ACLs
+    (enforced, with Create-, Describe- and DeleteAcls): pass ``authorizer=True``. Not
+    served (yet): OAUTHBEARER, quotas, KIP-714 telemetry, persistence, static
     membership in KIP-848 groups (instance ids are kept, not enforced); a client asking for
     those APIs sees them missing from ApiVersions. Topic configs are stored and described
     but retention, compaction and broker-side recompression (``compression.type``) are not
@@ -108,6 +109,13 @@ class Cluster:
             SaslHandshake v1 + SaslAuthenticate (``security.protocol`` SASL_PLAINTEXT, or
             SASL_SSL with ``ssl_context``) before any request but ApiVersions.
         sasl_mechanisms: the mechanisms offered, among PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+        authorizer: check ACLs as Kafka's ``StandardAuthorizer`` and serve CreateAcls,
+            DescribeAcls and DeleteAcls; the principal is ``User:<SASL user>``, or
+            ``User:ANONYMOUS`` without SASL. Denied requests get Kafka's
+            TOPIC/GROUP/TRANSACTIONAL_ID/CLUSTER_AUTHORIZATION_FAILED errors.
+        super_users: ``super.users``: principals (``User:name``) allowed everything.
+        allow_everyone_if_no_acl_found: ``allow.everyone.if.no.acl.found``: a resource that
+            no ACL names is open to all (Kafka's default with an authorizer: False).
 
     Raises:
         InvalidArgumentError: an argument is out of range (a ValueError).
@@ -129,7 +137,9 @@ class Cluster:
                  cluster_id: str | None = None,
                  ssl_context: ssl.SSLContext | None = None,
                  sasl_users: Mapping[str, str] | None = None,
-                 sasl_mechanisms: Sequence[str] = MECHANISMS) -> None:
+                 sasl_mechanisms: Sequence[str] = MECHANISMS,
+                 authorizer: bool = False, super_users: Sequence[str] = (),
+                 allow_everyone_if_no_acl_found: bool = False) -> None:
         if not 1 <= num_brokers <= 100:
             raise InvalidArgumentError(f"num_brokers must be 1..100, got {num_brokers}")
         unknown = [m for m in sasl_mechanisms if m not in MECHANISMS]
@@ -149,7 +159,9 @@ class Cluster:
             group_consumer_heartbeat_interval_ms=group_consumer_heartbeat_interval_ms,
             group_consumer_session_timeout_ms=group_consumer_session_timeout_ms,
             sasl_users=dict(sasl_users) if sasl_users is not None else None,
-            sasl_mechanisms=tuple(sasl_mechanisms))
+            sasl_mechanisms=tuple(sasl_mechanisms), authorizer=authorizer,
+            super_users=tuple(super_users),
+            allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found)
         self._num_brokers = num_brokers
         self._settings = settings
         self._ports = dict(ports or {})

@@ -28,6 +28,8 @@ from kontrakt.protocol.messages import (
     SaslHandshakeResponse,
 )
 from kontrakt.protocol.spec import Response, Struct, registry
+from kontrakt.testing._cluster._acls import ANONYMOUS, AclStore
+from kontrakt.testing._cluster._authorize import enforce
 from kontrakt.testing._cluster._consumer_groups import ConsumerGroupCoordinator
 from kontrakt.testing._cluster._data import DataHandlers
 from kontrakt.testing._cluster._faults import error_response
@@ -110,6 +112,12 @@ class ClusterServer:
         scram = ScramAdmin(self._credentials)
         self.handlers[50] = scram.describe
         self.handlers[51] = scram.alter
+        settings = state.settings
+        self.acls = AclStore(settings.super_users, settings.allow_everyone_if_no_acl_found)
+        if settings.authorizer:
+            self.handlers.update({29: self.acls.describe_acls, 30: self.acls.create_acls,
+                                  31: self.acls.delete_acls})
+            enforce(state, self.acls, self.handlers)
         specs = registry()
         # Versions this server answers: Kontrakt's declarations (every version it can decode).
         self.versions = {k: (specs[k].valid.lo, specs[k].valid.hi or specs[k].valid.lo)
@@ -241,7 +249,9 @@ class ClusterServer:
             return encode_response(self._sasl(api_key, req, conn), version, correlation_id)
         if not conn.authenticated and api_key != _API_VERSIONS:
             raise _Close  # as Kafka: any other request before authentication disconnects
-        ctx = RequestContext(node_id, header.client_id, host)
+        user = conn.sasl.user if conn.sasl is not None and conn.sasl.done else None
+        ctx = RequestContext(node_id, header.client_id, host,
+                             f"User:{user}" if user is not None else ANONYMOUS)
         error, delay_ms = self._injected(node_id, api_key)
         delay_ms += self.state.brokers[node_id].rtt_ms
         if error == DROP_CONNECTION:

@@ -127,6 +127,10 @@ class ClusterSettings:
     # SASL: user -> password; None: the listeners need no authentication
     sasl_users: dict[str, str] | None = None
     sasl_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    # ACLs: checked only with an authorizer (Kafka's authorizer.class.name)
+    authorizer: bool = False
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
 
     def broker_configs(self) -> dict[str, tuple[str, int]]:
         """The broker configs DescribeConfigs reports: name -> (value, type)."""
@@ -186,6 +190,8 @@ class RequestContext:
     node_id: int
     client_id: str | None
     client_host: str
+    #: the SASL login as ``User:name``, or ``User:ANONYMOUS``
+    principal: str = "User:ANONYMOUS"
 
 
 class ClusterState:

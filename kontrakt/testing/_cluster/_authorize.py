@@ -1,0 +1,224 @@
+"""The authorization checks Kafka's brokers make before serving a request, as wrappers
+around the cluster's request handlers (so the handlers themselves know nothing of ACLs).
+
+A request whose resource is denied as a whole is answered by the injected-error response
+builder (``_faults.error_response``) with the authorization error code; a request over
+several topics or groups is split: the allowed part goes to the handler, the denied part
+gets the error per entry, as Kafka answers it. Checked: Produce and Fetch
+(TOPIC_AUTHORIZATION_FAILED per partition), Metadata (denied topics omitted from an
+all-topics listing, reported with the error when named), the group APIs
+(GROUP_AUTHORIZATION_FAILED), CreateTopics / DeleteTopics, transactional ids
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and idempotent producers
+(CLUSTER_AUTHORIZATION_FAILED), and the ACL APIs themselves (in ``_acls``).
+Not checked yet: configs, CreatePartitions, DeleteRecords, ListOffsets and the other
+admin APIs (served to every authenticated principal).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from kontrakt.protocol import errors as E
+from kontrakt.testing._cluster._acls import CLUSTER_NAME, AclStore, Op, Res
+from kontrakt.testing._cluster._faults import error_response
+from kontrakt.testing._cluster._state import ClusterState, RequestContext
+
+__all__ = ["enforce"]
+
+Handler = Callable[[RequestContext, int, Any], Any]
+
+_TOPIC_DENIED = E.TopicAuthorizationFailedError.code
+_GROUP_DENIED = E.GroupAuthorizationFailedError.code
+_TXN_DENIED = E.TransactionalIdAuthorizationFailedError.code
+_CLUSTER_DENIED = E.ClusterAuthorizationFailedError.code
+
+
+async def _call(handler: Handler, ctx: RequestContext, version: int, req: Any) -> Any:
+    result = handler(ctx, version, req)
+    return await result if inspect.isawaitable(result) else result
+
+
+class _Checks:
+    def __init__(self, state: ClusterState, acls: AclStore,
+                 handlers: dict[int, Handler]) -> None:
+        self.state, self.acls, self.inner = state, acls, dict(handlers)
+
+    def _topic_name(self, name: str | None, topic_id: Any) -> str:
+        if name:
+            return name
+        topic = self.state.topics_by_id.get(topic_id)
+        return topic.name if topic is not None else ""
+
+    async def _split(self, api: int, ctx: RequestContext, version: int, req: Any,
+                     field: str, out_field: str, allowed: Callable[[Any], bool]) -> Any:
+        """Serve the entries of ``req.<field>`` that pass ``allowed``; answer the others
+        with TOPIC_AUTHORIZATION_FAILED in ``resp.<out_field>``."""
+        entries = getattr(req, field)
+        ok = [e for e in entries if allowed(e)]
+        if len(ok) == len(entries):
+            return await _call(self.inner[api], ctx, version, req)
+        setattr(req, field, [e for e in entries if not allowed(e)])
+        denied = getattr(error_response(api, version, req, _TOPIC_DENIED), out_field)
+        setattr(req, field, ok)
+        resp = await _call(self.inner[api], ctx, version, req)
+        if resp is not None:
+            setattr(resp, out_field, getattr(resp, out_field) + denied)
+        return resp
+
+    def _whole(self, api: int, check: Callable[[RequestContext, Any], int]) -> Handler:
+        """A handler answering with ``check``'s error code when it is not 0."""
+        async def handler(ctx: RequestContext, version: int, req: Any) -> Any:
+            code = check(ctx, req)
+            if code:
+                return error_response(api, version, req, code)
+            return await _call(self.inner[api], ctx, version, req)
+        return handler
+
+    def _ok(self, ctx: RequestContext, rt: int, name: str, op: int) -> bool:
+        return self.acls.authorized(ctx, rt, name, op)
+
+    def _group(self, op: int) -> Callable[[RequestContext, Any], int]:
+        return lambda ctx, req: 0 if self._ok(ctx, Res.GROUP, req.group_id, op) \
+            else _GROUP_DENIED
+
+    def _txn(self, ctx: RequestContext, txn_id: str | None) -> int:
+        return 0 if not txn_id or self._ok(ctx, Res.TRANSACTIONAL_ID, txn_id, Op.WRITE) \
+            else _TXN_DENIED
+
+    # --- per API ----------------------------------------------------------------------------
+    async def produce(self, ctx: RequestContext, version: int, req: Any) -> Any:
+        code = self._txn(ctx, req.transactional_id)
+        if code:
+            resp = error_response(0, version, req, code)
+            return None if req.acks == 0 else resp
+        return await self._split(0, ctx, version, req, "topic_data", "responses", lambda t: (
+            self._ok(ctx, Res.TOPIC, self._topic_name(t.name, t.topic_id), Op.WRITE)))
+
+    async def fetch(self, ctx: RequestContext, version: int, req: Any) -> Any:
+        def allowed(t: Any) -> bool:
+            return self._ok(ctx, Res.TOPIC, self._topic_name(t.topic, t.topic_id), Op.READ)
+        if not all(allowed(t) for t in req.topics):
+            req.max_wait_ms = 0  # an error in the answer makes Kafka answer at once
+        return await self._split(1, ctx, version, req, "topics", "responses", allowed)
+
+    async def metadata(self, ctx: RequestContext, version: int, req: Any) -> Any:
+        def allowed(t: Any) -> bool:
+            return self._ok(ctx, Res.TOPIC, self._topic_name(t.name, t.topic_id), Op.DESCRIBE)
+        if req.topics is None:
+            resp = await _call(self.inner[3], ctx, version, req)
+            resp.topics = [t for t in resp.topics if allowed(t)]
+            return resp
+        if getattr(req, "allow_auto_topic_creation", False) and not self._ok(
+                ctx, Res.CLUSTER, CLUSTER_NAME, Op.CREATE):
+            # Kafka creates a missing topic only for a principal allowed to CREATE it.
+            req.allow_auto_topic_creation = any(
+                self._ok(ctx, Res.TOPIC, t.name or "", Op.CREATE) for t in req.topics)
+        return await self._split(3, ctx, version, req, "topics", "topics", allowed)
+
+    async def create_topics(self, ctx: RequestContext, version: int, req: Any) -> Any:
+        cluster = self._ok(ctx, Res.CLUSTER, CLUSTER_NAME, Op.CREATE)
+        return await self._split(19, ctx, version, req, "topics", "topics", lambda t: (
+            cluster or self._ok(ctx, Res.TOPIC, t.name, Op.CREATE)))
+
+    async def delete_topics(self, ctx: RequestContext, version: int, req: Any) -> Any:
+        if version >= 6:
+            return await self._split(20, ctx, version, req, "topics", "responses", lambda t: (
+                self._ok(ctx, Res.TOPIC, self._topic_name(t.name, t.topic_id), Op.DELETE)))
+        return await self._split(20, ctx, version, req, "topic_names", "responses", lambda n: (
+            self._ok(ctx, Res.TOPIC, n, Op.DELETE)))
+
+    async def offset_fetch(self, ctx: RequestContext, version: int, req: Any) -> Any:
+        if version < 8:
+            if not self._ok(ctx, Res.GROUP, req.group_id, Op.DESCRIBE):
+                return error_response(9, version, req, _GROUP_DENIED)
+            return await _call(self.inner[9], ctx, version, req)
+        groups = req.groups
+        denied = [g for g in groups if not self._ok(ctx, Res.GROUP, g.group_id, Op.DESCRIBE)]
+        req.groups = denied
+        denied_resp: Any = error_response(9, version, req, _GROUP_DENIED)
+        req.groups = [g for g in groups if g not in denied]
+        resp: Any = await _call(self.inner[9], ctx, version, req) if req.groups else \
+            error_response(9, version, req, 0)
+        resp.groups = resp.groups + denied_resp.groups
+        return resp
+
+    def _groups_listed(self, api: int, field: str, op: int) -> Handler:
+        """DescribeGroups / DeleteGroups / ConsumerGroupDescribe: an error per denied group."""
+        async def handler(ctx: RequestContext, version: int, req: Any) -> Any:
+            names = getattr(req, field)
+            denied = [g for g in names if not self._ok(ctx, Res.GROUP, g, op)]
+            if not denied:
+                return await _call(self.inner[api], ctx, version, req)
+            setattr(req, field, [g for g in names if g not in denied])
+            resp = await _call(self.inner[api], ctx, version, req)
+            out = "results" if api == 42 else "groups"
+            cls = type(getattr(resp, out)[0]) if getattr(resp, out) else None
+            if cls is None:
+                setattr(req, field, denied)
+                extra = getattr(error_response(api, version, req, _GROUP_DENIED), out, None)
+                if extra is None:  # ConsumerGroupDescribe has no injected-error shape
+                    from kontrakt.protocol.messages import ConsumerGroupDescribeResponse as C
+                    extra = [C.DescribedGroup(group_id=g, error_code=_GROUP_DENIED)
+                             for g in denied]
+            else:
+                extra = [cls(group_id=g, error_code=_GROUP_DENIED) for g in denied]
+            setattr(resp, out, getattr(resp, out) + extra)
+            return resp
+        return handler
+
+    async def list_groups(self, ctx: RequestContext, version: int, req: Any) -> Any:
+        resp = await _call(self.inner[16], ctx, version, req)
+        if not self._ok(ctx, Res.CLUSTER, CLUSTER_NAME, Op.DESCRIBE):
+            resp.groups = [g for g in resp.groups
+                           if self._ok(ctx, Res.GROUP, g.group_id, Op.DESCRIBE)]
+        return resp
+
+    def find_coordinator(self, ctx: RequestContext, req: Any) -> int:
+        keys = req.coordinator_keys if req.coordinator_keys else [req.key]
+        if req.key_type == 1:
+            return 0 if all(self._ok(ctx, Res.TRANSACTIONAL_ID, k, Op.DESCRIBE)
+                            for k in keys) else _TXN_DENIED
+        return 0 if all(self._ok(ctx, Res.GROUP, k, Op.DESCRIBE) for k in keys) \
+            else _GROUP_DENIED
+
+    def init_producer_id(self, ctx: RequestContext, req: Any) -> int:
+        if req.transactional_id:
+            return self._txn(ctx, req.transactional_id)
+        return 0 if self._ok(ctx, Res.CLUSTER, CLUSTER_NAME, Op.IDEMPOTENT_WRITE) or \
+            self.acls.authorized_any(ctx, Res.TOPIC, Op.WRITE) else _CLUSTER_DENIED
+
+    def add_partitions(self, ctx: RequestContext, req: Any) -> int:
+        if req.transactions:  # v4+: a broker-to-broker batch, or a client's own
+            return max((self._txn(ctx, t.transactional_id) for t in req.transactions),
+                       default=0)
+        return self._txn(ctx, req.v3_and_below_transactional_id)
+
+    def txn_and_group(self, ctx: RequestContext, req: Any) -> int:
+        return self._txn(ctx, req.transactional_id) or (
+            0 if self._ok(ctx, Res.GROUP, req.group_id, Op.READ) else _GROUP_DENIED)
+
+
+
+def enforce(state: ClusterState, acls: AclStore, handlers: dict[int, Handler]) -> None:
+    """Replace (in place) the handlers of the APIs Kafka authorizes with checking ones."""
+    c = _Checks(state, acls, handlers)
+    wrapped: dict[int, Handler] = {
+        0: c.produce, 1: c.fetch, 3: c.metadata, 19: c.create_topics, 20: c.delete_topics,
+        9: c.offset_fetch, 16: c.list_groups,
+        8: c._whole(8, c._group(Op.READ)), 11: c._whole(11, c._group(Op.READ)),
+        12: c._whole(12, c._group(Op.READ)), 13: c._whole(13, c._group(Op.READ)),
+        14: c._whole(14, c._group(Op.READ)), 47: c._whole(47, c._group(Op.DELETE)),
+        68: c._whole(68, c._group(Op.READ)),
+        15: c._groups_listed(15, "groups", Op.DESCRIBE),
+        42: c._groups_listed(42, "groups_names", Op.DELETE),
+        69: c._groups_listed(69, "group_ids", Op.DESCRIBE),
+        10: c._whole(10, c.find_coordinator), 22: c._whole(22, c.init_producer_id),
+        24: c._whole(24, c.add_partitions), 25: c._whole(25, c.txn_and_group),
+        26: c._whole(26, lambda ctx, req: c._txn(ctx, req.transactional_id)),
+        28: c._whole(28, c.txn_and_group),
+    }
+    for api, handler in wrapped.items():
+        if api in handlers:
+            handlers[api] = handler

@@ -54,8 +54,9 @@ class Cluster:
     AlterUserScramCredentials (the credentials SCRAM authentication checks).
 
     TLS listeners: pass ``ssl_context``; SASL PLAIN and SCRAM: pass ``sasl_users``; ACLs
-    (enforced, with Create-, Describe- and DeleteAcls): pass ``authorizer=True``. Not
-    served (yet): OAUTHBEARER, quotas, KIP-714 telemetry, persistence, static
+    (enforced, with Create-, Describe- and DeleteAcls): pass ``authorizer=True``. Client
+    quotas (Describe- and AlterClientQuotas) are stored and described, not applied. Not
+    served (yet): OAUTHBEARER, KIP-714 telemetry, persistence, static
     membership in KIP-848 groups (instance ids are kept, not enforced); a client asking for
     those APIs sees them missing from ApiVersions. Topic configs are stored and described
     but retention, compaction and broker-side recompression (``compression.type``) are not

@@ -35,6 +35,7 @@ from kontrakt.testing._cluster._data import DataHandlers
 from kontrakt.testing._cluster._faults import error_response
 from kontrakt.testing._cluster._fetch import FetchHandler
 from kontrakt.testing._cluster._groups import GroupCoordinator
+from kontrakt.testing._cluster._quotas import ClientQuotas
 from kontrakt.testing._cluster._sasl import (
     SaslFailure,
     SaslSession,
@@ -118,6 +119,8 @@ class ClusterServer:
             self.handlers.update({29: self.acls.describe_acls, 30: self.acls.create_acls,
                                   31: self.acls.delete_acls})
             enforce(state, self.acls, self.handlers)
+        self.quotas = ClientQuotas(self.acls if settings.authorizer else None)
+        self.handlers.update({48: self.quotas.describe, 49: self.quotas.alter})
         specs = registry()
         # Versions this server answers: Kontrakt's declarations (every version it can decode).
         self.versions = {k: (specs[k].valid.lo, specs[k].valid.hi or specs[k].valid.lo)

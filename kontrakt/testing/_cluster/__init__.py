@@ -7,7 +7,8 @@ log dirs), ``_fetch`` (fetch and its sessions), ``_topics`` (topic admin and con
 ``_groups`` and ``_offsets`` (classic groups and committed offsets), ``_consumer_groups``
 (KIP-848), ``_txn`` (producer ids and transactions), ``_faults`` (error replies),
 ``_acls`` (ACL store, authorizer decision, the ACL APIs) and ``_authorize`` (the checks
-wrapped around the handlers when ``authorizer=True``), ``_quotas`` (client quotas).
+wrapped around the handlers when ``authorizer=True``), ``_quotas`` (client quotas),
+``_tokens`` (delegation tokens).
 """
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ class Cluster:
 
     TLS listeners: pass ``ssl_context``; SASL PLAIN and SCRAM: pass ``sasl_users``; ACLs
     (enforced, with Create-, Describe- and DeleteAcls): pass ``authorizer=True``. Client
-    quotas (Describe- and AlterClientQuotas) are stored and described, not applied. Not
+    quotas (Describe- and AlterClientQuotas) are stored and described, not applied.
+    Delegation tokens (and SCRAM logins with them): pass ``delegation_token_secret_key``. Not
     served (yet): OAUTHBEARER, KIP-714 telemetry, persistence, static
     membership in KIP-848 groups (instance ids are kept, not enforced); a client asking for
     those APIs sees them missing from ApiVersions. Topic configs are stored and described
@@ -117,6 +118,11 @@ class Cluster:
         super_users: ``super.users``: principals (``User:name``) allowed everything.
         allow_everyone_if_no_acl_found: ``allow.everyone.if.no.acl.found``: a resource that
             no ACL names is open to all (Kafka's default with an authorizer: False).
+        delegation_token_secret_key: ``delegation.token.secret.key``: enables delegation
+            tokens (Create-, Renew-, Expire- and DescribeDelegationToken over SASL or TLS
+            connections, and SCRAM logins with ``sasl.scram.tokenauth``).
+        delegation_token_max_lifetime_ms: ``delegation.token.max.lifetime.ms``.
+        delegation_token_expiry_time_ms: ``delegation.token.expiry.time.ms``.
 
     Raises:
         InvalidArgumentError: an argument is out of range (a ValueError).
@@ -140,7 +146,10 @@ class Cluster:
                  sasl_users: Mapping[str, str] | None = None,
                  sasl_mechanisms: Sequence[str] = MECHANISMS,
                  authorizer: bool = False, super_users: Sequence[str] = (),
-                 allow_everyone_if_no_acl_found: bool = False) -> None:
+                 allow_everyone_if_no_acl_found: bool = False,
+                 delegation_token_secret_key: str | None = None,
+                 delegation_token_max_lifetime_ms: int = 604_800_000,
+                 delegation_token_expiry_time_ms: int = 86_400_000) -> None:
         if not 1 <= num_brokers <= 100:
             raise InvalidArgumentError(f"num_brokers must be 1..100, got {num_brokers}")
         unknown = [m for m in sasl_mechanisms if m not in MECHANISMS]
@@ -162,7 +171,10 @@ class Cluster:
             sasl_users=dict(sasl_users) if sasl_users is not None else None,
             sasl_mechanisms=tuple(sasl_mechanisms), authorizer=authorizer,
             super_users=tuple(super_users),
-            allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found)
+            allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found,
+            delegation_token_secret_key=delegation_token_secret_key,
+            delegation_token_max_lifetime_ms=delegation_token_max_lifetime_ms,
+            delegation_token_expiry_time_ms=delegation_token_expiry_time_ms)
         self._num_brokers = num_brokers
         self._settings = settings
         self._ports = dict(ports or {})

@@ -8,7 +8,7 @@ import base64
 import hashlib
 import hmac
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -60,9 +60,11 @@ class ScramCredential:
 def _attrs(text: str) -> dict[str, str]:
     out = {}
     for part in text.split(","):
-        if len(part) < 2 or part[1] != "=":
+        # one-letter attributes, and extensions (RFC 7677 / KIP-84) such as tokenauth=true
+        key, sep, value = part.partition("=")
+        if not key or not sep:
             raise SaslFailure(f"malformed SCRAM attribute {part!r}")
-        out[part[0]] = part[2:]
+        out[key] = value
     return out
 
 
@@ -77,14 +79,21 @@ class SaslSession:
         mechanism: the mechanism from SaslHandshake (one of :data:`MECHANISMS`).
         users: user name -> password.
         credentials: (mechanism, user) -> SCRAM credential, computed once per cluster.
+        tokens: (mechanism, token id) -> the delegation token's credential and owner, for
+            a SCRAM login with the ``tokenauth=true`` extension.
     """
 
     def __init__(self, mechanism: str, users: Mapping[str, str],
-                 credentials: dict[tuple[str, str], ScramCredential]) -> None:
+                 credentials: dict[tuple[str, str], ScramCredential],
+                 tokens: Callable[[str, str], tuple[ScramCredential, str] | None] | None = None
+                 ) -> None:
         self.mechanism = mechanism
         self.users = users
         self.credentials = credentials
+        self.tokens = tokens
         self.user: str | None = None
+        #: the principal a token login acts as (its owner), else None
+        self.token_owner: str | None = None
         self.done = False
         self._scram: tuple[str, str, str, ScramCredential] | None = None
 
@@ -123,7 +132,11 @@ class SaslSession:
         nonce = attrs.get("r", "")
         if not nonce:
             raise SaslFailure("SCRAM client-first message without a nonce")
-        cred = self.credentials.get((self.mechanism, user))
+        if attrs.get("tokenauth", "false").lower() == "true":
+            found = self.tokens(self.mechanism, user) if self.tokens is not None else None
+            cred, self.token_owner = found if found is not None else (None, None)
+        else:
+            cred = self.credentials.get((self.mechanism, user))
         if cred is None:
             raise SaslFailure("Authentication failed during authentication due to invalid "
                               "credentials with SASL mechanism " + self.mechanism)

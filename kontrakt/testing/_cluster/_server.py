@@ -43,6 +43,7 @@ from kontrakt.testing._cluster._sasl import (
     ScramCredential,
 )
 from kontrakt.testing._cluster._state import ClusterState, RequestContext
+from kontrakt.testing._cluster._tokens import DelegationTokens
 from kontrakt.testing._cluster._topics import TopicHandlers
 from kontrakt.testing._cluster._txn import TransactionCoordinator
 
@@ -121,6 +122,12 @@ class ClusterServer:
             enforce(state, self.acls, self.handlers)
         self.quotas = ClientQuotas(self.acls if settings.authorizer else None)
         self.handlers.update({48: self.quotas.describe, 49: self.quotas.alter})
+        self.tokens = DelegationTokens(
+            settings.delegation_token_secret_key, settings.delegation_token_max_lifetime_ms,
+            settings.delegation_token_expiry_time_ms,
+            self.acls if settings.authorizer else None, state.now_ms)
+        self.handlers.update({38: self.tokens.create, 39: self.tokens.renew,
+                              40: self.tokens.expire, 41: self.tokens.describe})
         specs = registry()
         # Versions this server answers: Kontrakt's declarations (every version it can decode).
         self.versions = {k: (specs[k].valid.lo, specs[k].valid.hi or specs[k].valid.lo)
@@ -252,9 +259,11 @@ class ClusterServer:
             return encode_response(self._sasl(api_key, req, conn), version, correlation_id)
         if not conn.authenticated and api_key != _API_VERSIONS:
             raise _Close  # as Kafka: any other request before authentication disconnects
-        user = conn.sasl.user if conn.sasl is not None and conn.sasl.done else None
-        ctx = RequestContext(node_id, header.client_id, host,
-                             f"User:{user}" if user is not None else ANONYMOUS)
+        sasl = conn.sasl if conn.sasl is not None and conn.sasl.done else None
+        principal = ANONYMOUS if sasl is None else sasl.token_owner or f"User:{sasl.user}"
+        ctx = RequestContext(node_id, header.client_id, host, principal,
+                             secure=sasl is not None or self.ssl_context is not None,
+                             token_auth=sasl is not None and sasl.token_owner is not None)
         error, delay_ms = self._injected(node_id, api_key)
         delay_ms += self.state.brokers[node_id].rtt_ms
         if error == DROP_CONNECTION:
@@ -295,7 +304,7 @@ class ClusterServer:
                                              else E.IllegalSaslStateError.code,
                                              mechanisms=enabled)
             conn.sasl = SaslSession(req.mechanism, settings.sasl_users or {},
-                                    self._credentials)
+                                    self._credentials, self.tokens.scram_credential)
             return SaslHandshakeResponse(error_code=0, mechanisms=enabled)
         if conn.sasl is None or conn.sasl.done:
             conn.close_after = True

@@ -131,6 +131,10 @@ class ClusterSettings:
     authorizer: bool = False
     super_users: tuple[str, ...] = ()
     allow_everyone_if_no_acl_found: bool = False
+    # delegation tokens: enabled by a secret
+    delegation_token_secret_key: str | None = None
+    delegation_token_max_lifetime_ms: int = 604_800_000
+    delegation_token_expiry_time_ms: int = 86_400_000
 
     def broker_configs(self) -> dict[str, tuple[str, int]]:
         """The broker configs DescribeConfigs reports: name -> (value, type)."""
@@ -192,6 +196,10 @@ class RequestContext:
     client_host: str
     #: the SASL login as ``User:name``, or ``User:ANONYMOUS``
     principal: str = "User:ANONYMOUS"
+    #: over SASL or TLS (delegation tokens are refused over PLAINTEXT)
+    secure: bool = False
+    #: logged in with a delegation token
+    token_auth: bool = False
 
 
 class ClusterState:

@@ -67,11 +67,15 @@ EXPECTED = [
     (61, "DescribeProducers", "0", "0+"),
     (65, "DescribeTransactions", "0", "0+"),
     (66, "ListTransactions", "0-2", "0+"),
+    (71, "GetTelemetrySubscriptions", "0", "0+"),
+    (72, "PushTelemetry", "0", "0+"),
 ]
 KEYS = [e[0] for e in EXPECTED]
-# kafka-python declares no delegation-token APIs: those are checked by round trips only (their
-# fields were taken from Kafka's message specifications, CreateDelegationToken v3 of KIP-373).
-NOT_IN_KAFKA_PYTHON = {38, 39, 40, 41}
+# kafka-python declares no delegation-token or KIP-714 telemetry APIs: those are checked by
+# round trips only (their fields were taken from Kafka's message specifications,
+# CreateDelegationToken v3 of KIP-373), the telemetry ones also against bytes laid out by
+# hand (test_telemetry_bytes_follow_kafkas_schema).
+NOT_IN_KAFKA_PYTHON = {38, 39, 40, 41, 71, 72}
 
 # Where our snake_case name differs from kafka-python's mechanical conversion.
 KP_NAME = {"enable_2pc": "enable2_pc"}
@@ -429,3 +433,28 @@ def test_add_partitions_to_txn_shares_the_topic_struct() -> None:
     assert decode_struct(cls, 3, encode_struct(v3, 3)) == v3
     with pytest.raises(UnsupportedVersionError):
         encode_struct(v3, 4)
+
+
+def test_telemetry_bytes_follow_kafkas_schema() -> None:
+    """GetTelemetrySubscriptions / PushTelemetry v0 (flexible) against byte layouts written
+    from Kafka's GetTelemetrySubscriptions*.json and PushTelemetry*.json."""
+    iid = uuid.UUID(int=0x0102030405060708090A0B0C0D0E0F10)
+    tag0 = b"\x00"  # no tagged fields
+    req = messages.GetTelemetrySubscriptionsRequest(client_instance_id=iid)
+    assert encode_struct(req, 0) == iid.bytes + tag0
+    resp = messages.GetTelemetrySubscriptionsResponse(
+        throttle_time_ms=1, error_code=0, client_instance_id=iid, subscription_id=7,
+        accepted_compression_types=[0, 4], push_interval_ms=300_000,
+        telemetry_max_bytes=1_048_576, delta_temporality=True, requested_metrics=["org."])
+    assert encode_struct(resp, 0) == (
+        b"\x00\x00\x00\x01" + b"\x00\x00" + iid.bytes + b"\x00\x00\x00\x07"
+        + b"\x03\x00\x04"                      # compact array: length + 1, then int8s
+        + (300_000).to_bytes(4, "big") + (1_048_576).to_bytes(4, "big") + b"\x01"
+        + b"\x02" + b"\x05org." + tag0)         # compact array of compact strings
+    push = messages.PushTelemetryRequest(client_instance_id=iid, subscription_id=-1,
+                                         terminating=True, compression_type=4,
+                                         metrics=b"abc")
+    assert encode_struct(push, 0) == (iid.bytes + b"\xff\xff\xff\xff" + b"\x01\x04"
+                                      + b"\x04abc" + tag0)
+    assert encode_struct(messages.PushTelemetryResponse(throttle_time_ms=0, error_code=117),
+                         0) == b"\x00\x00\x00\x00\x00\x75" + tag0

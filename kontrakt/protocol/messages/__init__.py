@@ -84,6 +84,12 @@ from kontrakt.protocol.messages._scram import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
 )
+from kontrakt.protocol.messages._telemetry import (
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+    PushTelemetryRequest,
+    PushTelemetryResponse,
+)
 from kontrakt.protocol.messages._tokens import (
     CreateDelegationTokenRequest,
     CreateDelegationTokenResponse,
@@ -188,6 +194,8 @@ __all__ += [
     "FetchResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "GetTelemetrySubscriptionsRequest",
+    "GetTelemetrySubscriptionsResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "JoinGroupRequest",
@@ -208,6 +216,8 @@ __all__ += [
     "OffsetForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "PushTelemetryRequest",
+    "PushTelemetryResponse",
     "SaslAuthenticateRequest",
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",

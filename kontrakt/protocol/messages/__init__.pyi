@@ -2054,6 +2054,42 @@ class FindCoordinatorResponse(Response):
     ) -> None: ...
 
 
+class GetTelemetrySubscriptionsRequest(Request):
+    client_instance_id: uuid.UUID
+    def __init__(
+        self,
+        *,
+        client_instance_id: uuid.UUID = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class GetTelemetrySubscriptionsResponse(Response):
+    throttle_time_ms: int
+    error_code: int
+    client_instance_id: uuid.UUID
+    subscription_id: int
+    accepted_compression_types: list[int]
+    push_interval_ms: int
+    telemetry_max_bytes: int
+    delta_temporality: bool
+    requested_metrics: list[str]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        client_instance_id: uuid.UUID = ...,
+        subscription_id: int = ...,
+        accepted_compression_types: list[int] = ...,
+        push_interval_ms: int = ...,
+        telemetry_max_bytes: int = ...,
+        delta_temporality: bool = ...,
+        requested_metrics: list[str] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class HeartbeatRequest(Request):
     group_id: str
     generation_id: int
@@ -3028,6 +3064,36 @@ class ProduceResponse(Response):
     ) -> None: ...
 
 
+class PushTelemetryRequest(Request):
+    client_instance_id: uuid.UUID
+    subscription_id: int
+    terminating: bool
+    compression_type: int
+    metrics: bytes
+    def __init__(
+        self,
+        *,
+        client_instance_id: uuid.UUID = ...,
+        subscription_id: int = ...,
+        terminating: bool = ...,
+        compression_type: int = ...,
+        metrics: bytes = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class PushTelemetryResponse(Response):
+    throttle_time_ms: int
+    error_code: int
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class RenewDelegationTokenRequest(Request):
     hmac: bytes
     renew_period_ms: int
@@ -3293,6 +3359,8 @@ __all__ = [
     "FetchResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "GetTelemetrySubscriptionsRequest",
+    "GetTelemetrySubscriptionsResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "IncrementalAlterConfigsRequest",
@@ -3321,6 +3389,8 @@ __all__ = [
     "OffsetForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "PushTelemetryRequest",
+    "PushTelemetryResponse",
     "RenewDelegationTokenRequest",
     "RenewDelegationTokenResponse",
     "SaslAuthenticateRequest",

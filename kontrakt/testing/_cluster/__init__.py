@@ -8,7 +8,7 @@ log dirs), ``_fetch`` (fetch and its sessions), ``_topics`` (topic admin and con
 (KIP-848), ``_txn`` (producer ids and transactions), ``_faults`` (error replies),
 ``_acls`` (ACL store, authorizer decision, the ACL APIs) and ``_authorize`` (the checks
 wrapped around the handlers when ``authorizer=True``), ``_quotas`` (client quotas),
-``_tokens`` (delegation tokens).
+``_tokens`` (delegation tokens), ``_telemetry`` (KIP-714, no subscription).
 """
 
 from __future__ import annotations

@@ -51,13 +51,15 @@ class Cluster:
     AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn (commit/abort markers,
     fencing by epoch, transaction timeouts), DescribeProducers, DescribeTransactions,
     ListTransactions, DescribeLogDirs (one directory per broker), Describe- and
-    AlterUserScramCredentials (the credentials SCRAM authentication checks).
+    AlterUserScramCredentials (the credentials SCRAM authentication checks),
+    GetTelemetrySubscriptions and PushTelemetry (KIP-714, answered as a broker with no metrics
+    subscription: no metrics requested, pushes checked and dropped).
 
     TLS listeners: pass ``ssl_context``; SASL PLAIN and SCRAM: pass ``sasl_users``; ACLs
     (enforced, with Create-, Describe- and DeleteAcls): pass ``authorizer=True``. Client
     quotas (Describe- and AlterClientQuotas) are stored and described, not applied.
     Delegation tokens (and SCRAM logins with them): pass ``delegation_token_secret_key``. Not
-    served (yet): OAUTHBEARER, KIP-714 telemetry, persistence, static
+    served (yet): OAUTHBEARER, persistence, static
     membership in KIP-848 groups (instance ids are kept, not enforced); a client asking for
     those APIs sees them missing from ApiVersions. Topic configs are stored and described
     but retention, compaction and broker-side recompression (``compression.type``) are not

@@ -43,6 +43,7 @@ from kontrakt.testing._cluster._sasl import (
     ScramCredential,
 )
 from kontrakt.testing._cluster._state import ClusterState, RequestContext
+from kontrakt.testing._cluster._telemetry import Telemetry
 from kontrakt.testing._cluster._tokens import DelegationTokens
 from kontrakt.testing._cluster._topics import TopicHandlers
 from kontrakt.testing._cluster._txn import TransactionCoordinator
@@ -128,6 +129,8 @@ class ClusterServer:
             self.acls if settings.authorizer else None, state.now_ms)
         self.handlers.update({38: self.tokens.create, 39: self.tokens.renew,
                               40: self.tokens.expire, 41: self.tokens.describe})
+        self.telemetry = Telemetry()
+        self.handlers.update({71: self.telemetry.get_subscriptions, 72: self.telemetry.push})
         specs = registry()
         # Versions this server answers: Kontrakt's declarations (every version it can decode).
         self.versions = {k: (specs[k].valid.lo, specs[k].valid.hi or specs[k].valid.lo)

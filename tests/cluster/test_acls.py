@@ -20,7 +20,9 @@ from kontrakt.clients.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewPartitions,
     NewTopic,
+    OffsetSpec,
     ResourcePatternType,
     ResourceType,
 )
@@ -238,3 +240,23 @@ def test_transactional_id_and_group_need_acls(secured: Cluster, topic: str) -> N
         p.send(topic, b"in-txn", partition=0)
         p.commit_transaction()
     assert secured.end_offsets(topic) == [2]  # the record and the commit marker
+
+
+def test_topic_admin_and_offsets_need_their_operations(secured: Cluster, topic: str) -> None:
+    """With DESCRIBE on the topic only, alice may list its offsets but not grow it or delete
+    records; with READ on one group and not another, a describe of both fails for one."""
+    with _admin(secured, **ADMIN) as a:
+        a.create_acls([_acl(ResourceType.TOPIC, topic, AclOperation.DESCRIBE),
+                       _acl(ResourceType.GROUP, "mine", AclOperation.READ)])
+    tp = TP(topic, 0)
+    with _admin(secured, **ALICE) as a:
+        assert a.list_offsets({tp: OffsetSpec.latest()})[tp].offset == 0
+        with pytest.raises(E.TopicAuthorizationFailedError):
+            a.create_partitions([NewPartitions(topic, 2)])
+        with pytest.raises(E.TopicAuthorizationFailedError):
+            a.delete_records({tp: 0})
+        described = a.describe_consumer_groups(["mine", "theirs"], return_exceptions=True)
+        # "mine" passes authorization and is reported as the unknown group it is
+        assert isinstance(described["mine"], E.GroupIdNotFoundError)
+        assert isinstance(described["theirs"], E.GroupAuthorizationFailedError)
+    assert secured.end_offsets(topic) == [0]  # still one partition

@@ -10,8 +10,10 @@ all-topics listing, reported with the error when named), the group APIs
 (GROUP_AUTHORIZATION_FAILED), CreateTopics / DeleteTopics, transactional ids
 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and idempotent producers
 (CLUSTER_AUTHORIZATION_FAILED), and the ACL APIs themselves (in ``_acls``).
-Not checked yet: configs, CreatePartitions, DeleteRecords, ListOffsets and the other
-admin APIs (served to every authenticated principal).
+ListOffsets (DESCRIBE), OffsetCommit / TxnOffsetCommit (READ), DeleteRecords (DELETE) and
+CreatePartitions (ALTER) are checked per topic. Not checked yet: configs,
+OffsetForLeaderEpoch, OffsetFetch per topic and the describe-only admin APIs (served to
+every authenticated principal).
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kontrakt.protocol import errors as E
+from kontrakt.protocol.messages import (
+    ConsumerGroupDescribeResponse,
+    CreatePartitionsResponse,
+    DeleteRecordsResponse,
+)
 from kontrakt.testing._cluster._acls import CLUSTER_NAME, AclStore, Op, Res
 from kontrakt.testing._cluster._faults import error_response
 from kontrakt.testing._cluster._state import ClusterState, RequestContext
@@ -52,15 +59,22 @@ class _Checks:
         return topic.name if topic is not None else ""
 
     async def _split(self, api: int, ctx: RequestContext, version: int, req: Any,
-                     field: str, out_field: str, allowed: Callable[[Any], bool]) -> Any:
+                     field: str, out_field: str, allowed: Callable[[Any], bool],
+                     code: int = _TOPIC_DENIED,
+                     build: Callable[[list[Any], int], list[Any]] | None = None) -> Any:
         """Serve the entries of ``req.<field>`` that pass ``allowed``; answer the others
-        with TOPIC_AUTHORIZATION_FAILED in ``resp.<out_field>``."""
+        with ``code`` in ``resp.<out_field>`` (entries made by ``build(denied, code)``, by
+        default the injected-error response's)."""
         entries = getattr(req, field)
         ok = [e for e in entries if allowed(e)]
         if len(ok) == len(entries):
             return await _call(self.inner[api], ctx, version, req)
-        setattr(req, field, [e for e in entries if not allowed(e)])
-        denied = getattr(error_response(api, version, req, _TOPIC_DENIED), out_field)
+        refused = [e for e in entries if not allowed(e)]
+        if build is not None:
+            denied = build(refused, code)
+        else:
+            setattr(req, field, refused)
+            denied = getattr(error_response(api, version, req, code), out_field)
         setattr(req, field, ok)
         resp = await _call(self.inner[api], ctx, version, req)
         if resp is not None:
@@ -144,28 +158,16 @@ class _Checks:
         resp.groups = resp.groups + denied_resp.groups
         return resp
 
-    def _groups_listed(self, api: int, field: str, op: int) -> Handler:
+    def _groups_listed(self, api: int, field: str, out: str, op: int) -> Handler:
         """DescribeGroups / DeleteGroups / ConsumerGroupDescribe: an error per denied group."""
+        def consumer_groups(denied: list[Any], code: int) -> list[Any]:
+            cls = ConsumerGroupDescribeResponse.DescribedGroup
+            return [cls(group_id=g, error_code=code) for g in denied]
+
         async def handler(ctx: RequestContext, version: int, req: Any) -> Any:
-            names = getattr(req, field)
-            denied = [g for g in names if not self._ok(ctx, Res.GROUP, g, op)]
-            if not denied:
-                return await _call(self.inner[api], ctx, version, req)
-            setattr(req, field, [g for g in names if g not in denied])
-            resp = await _call(self.inner[api], ctx, version, req)
-            out = "results" if api == 42 else "groups"
-            cls = type(getattr(resp, out)[0]) if getattr(resp, out) else None
-            if cls is None:
-                setattr(req, field, denied)
-                extra = getattr(error_response(api, version, req, _GROUP_DENIED), out, None)
-                if extra is None:  # ConsumerGroupDescribe has no injected-error shape
-                    from kontrakt.protocol.messages import ConsumerGroupDescribeResponse as C
-                    extra = [C.DescribedGroup(group_id=g, error_code=_GROUP_DENIED)
-                             for g in denied]
-            else:
-                extra = [cls(group_id=g, error_code=_GROUP_DENIED) for g in denied]
-            setattr(resp, out, getattr(resp, out) + extra)
-            return resp
+            return await self._split(api, ctx, version, req, field, out, lambda g: (
+                self._ok(ctx, Res.GROUP, g, op)), _GROUP_DENIED,
+                consumer_groups if api == 69 else None)
         return handler
 
     async def list_groups(self, ctx: RequestContext, version: int, req: Any) -> Any:
@@ -174,6 +176,26 @@ class _Checks:
             resp.groups = [g for g in resp.groups
                            if self._ok(ctx, Res.GROUP, g.group_id, Op.DESCRIBE)]
         return resp
+
+    def _topics(self, api: int, op: int, out: str = "topics",
+                build: Callable[[list[Any], int], list[Any]] | None = None) -> Handler:
+        """An API over ``req.topics`` (by name): TOPIC_AUTHORIZATION_FAILED per denied one."""
+        async def handler(ctx: RequestContext, version: int, req: Any) -> Any:
+            return await self._split(api, ctx, version, req, "topics", out, lambda t: (
+                self._ok(ctx, Res.TOPIC, t.name, op)), build=build)
+        return handler
+
+    def _group_then_topics(self, api: int, group_check: Callable[[RequestContext, Any], int]
+                           ) -> Handler:
+        """OffsetCommit / TxnOffsetCommit: the group (and transactional id) as a whole,
+        then READ per topic."""
+        async def handler(ctx: RequestContext, version: int, req: Any) -> Any:
+            code = group_check(ctx, req)
+            if code:
+                return error_response(api, version, req, code)
+            return await self._split(api, ctx, version, req, "topics", "topics", lambda t: (
+                self._ok(ctx, Res.TOPIC, t.name, Op.READ)))
+        return handler
 
     def find_coordinator(self, ctx: RequestContext, req: Any) -> int:
         keys = req.coordinator_keys if req.coordinator_keys else [req.key]
@@ -207,18 +229,34 @@ def enforce(state: ClusterState, acls: AclStore, handlers: dict[int, Handler]) -
     wrapped: dict[int, Handler] = {
         0: c.produce, 1: c.fetch, 3: c.metadata, 19: c.create_topics, 20: c.delete_topics,
         9: c.offset_fetch, 16: c.list_groups,
-        8: c._whole(8, c._group(Op.READ)), 11: c._whole(11, c._group(Op.READ)),
+        8: c._group_then_topics(8, c._group(Op.READ)), 11: c._whole(11, c._group(Op.READ)),
         12: c._whole(12, c._group(Op.READ)), 13: c._whole(13, c._group(Op.READ)),
         14: c._whole(14, c._group(Op.READ)), 47: c._whole(47, c._group(Op.DELETE)),
         68: c._whole(68, c._group(Op.READ)),
-        15: c._groups_listed(15, "groups", Op.DESCRIBE),
-        42: c._groups_listed(42, "groups_names", Op.DELETE),
-        69: c._groups_listed(69, "group_ids", Op.DESCRIBE),
+        15: c._groups_listed(15, "groups", "groups", Op.DESCRIBE),
+        42: c._groups_listed(42, "groups_names", "results", Op.DELETE),
+        69: c._groups_listed(69, "group_ids", "groups", Op.DESCRIBE),
         10: c._whole(10, c.find_coordinator), 22: c._whole(22, c.init_producer_id),
         24: c._whole(24, c.add_partitions), 25: c._whole(25, c.txn_and_group),
         26: c._whole(26, lambda ctx, req: c._txn(ctx, req.transactional_id)),
-        28: c._whole(28, c.txn_and_group),
+        28: c._group_then_topics(28, c.txn_and_group),
+        2: c._topics(2, Op.DESCRIBE),
+        21: c._topics(21, Op.DELETE, build=_delete_records_denied),
+        37: c._topics(37, Op.ALTER, "results", _create_partitions_denied),
     }
     for api, handler in wrapped.items():
         if api in handlers:
             handlers[api] = handler
+
+
+def _delete_records_denied(topics: list[Any], code: int) -> list[Any]:
+    tr = DeleteRecordsResponse.DeleteRecordsTopicResult
+    return [tr(name=t.name, partitions=[tr.DeleteRecordsPartitionResult(
+        partition_index=p.partition_index, low_watermark=-1, error_code=code)
+        for p in t.partitions]) for t in topics]
+
+
+def _create_partitions_denied(topics: list[Any], code: int) -> list[Any]:
+    cls = CreatePartitionsResponse.CreatePartitionsTopicResult
+    return [cls(name=t.name, error_code=code, error_message="Topic authorization failed.")
+            for t in topics]

@@ -20,6 +20,8 @@ from kontrakt.clients.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOp,
+    ConfigResource,
     NewPartitions,
     NewTopic,
     OffsetSpec,
@@ -260,3 +262,25 @@ def test_topic_admin_and_offsets_need_their_operations(secured: Cluster, topic: 
         assert isinstance(described["mine"], E.GroupIdNotFoundError)
         assert isinstance(described["theirs"], E.GroupAuthorizationFailedError)
     assert secured.end_offsets(topic) == [0]  # still one partition
+
+
+def test_configs_need_describe_and_alter_configs(secured: Cluster, topic: str) -> None:
+    """DescribeConfigs needs DESCRIBE_CONFIGS (implied by ALTER_CONFIGS), the alter APIs
+    ALTER_CONFIGS: on the topic, or on the cluster for a broker's configs."""
+    topic_res = ConfigResource("topic", topic)
+    broker_res = ConfigResource("broker", "1")
+    retention = {topic_res: [AlterConfigOp("retention.ms", "1000")]}
+    with _admin(secured, **ADMIN) as a:
+        a.create_acls([_acl(ResourceType.TOPIC, topic, AclOperation.DESCRIBE)])
+    with _admin(secured, **ALICE) as a:
+        with pytest.raises(E.TopicAuthorizationFailedError):
+            a.describe_configs([topic_res])
+        with pytest.raises(E.ClusterAuthorizationFailedError):
+            a.describe_configs([broker_res])
+        with pytest.raises(E.TopicAuthorizationFailedError):
+            a.incremental_alter_configs(retention)
+    with _admin(secured, **ADMIN) as a:
+        a.create_acls([_acl(ResourceType.TOPIC, topic, AclOperation.ALTER_CONFIGS)])
+    with _admin(secured, **ALICE) as a:
+        a.incremental_alter_configs(retention)
+        assert a.describe_configs([topic_res])[topic_res]["retention.ms"].value == "1000"

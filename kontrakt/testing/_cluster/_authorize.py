@@ -11,9 +11,10 @@ all-topics listing, reported with the error when named), the group APIs
 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and idempotent producers
 (CLUSTER_AUTHORIZATION_FAILED), and the ACL APIs themselves (in ``_acls``).
 ListOffsets (DESCRIBE), OffsetCommit / TxnOffsetCommit (READ), DeleteRecords (DELETE) and
-CreatePartitions (ALTER) are checked per topic. Not checked yet: configs,
-OffsetForLeaderEpoch, OffsetFetch per topic and the describe-only admin APIs (served to
-every authenticated principal).
+CreatePartitions (ALTER) are checked per topic, DescribeConfigs (DESCRIBE_CONFIGS) and
+AlterConfigs / IncrementalAlterConfigs (ALTER_CONFIGS) per resource (topic, group, or the
+cluster for brokers). Not checked yet: OffsetForLeaderEpoch, OffsetFetch per topic and
+the describe-only admin APIs (served to every authenticated principal).
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ from typing import Any
 
 from kontrakt.protocol import errors as E
 from kontrakt.protocol.messages import (
+    AlterConfigsResponse,
     ConsumerGroupDescribeResponse,
     CreatePartitionsResponse,
     DeleteRecordsResponse,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
 )
 from kontrakt.testing._cluster._acls import CLUSTER_NAME, AclStore, Op, Res
 from kontrakt.testing._cluster._faults import error_response
@@ -40,6 +44,7 @@ _TOPIC_DENIED = E.TopicAuthorizationFailedError.code
 _GROUP_DENIED = E.GroupAuthorizationFailedError.code
 _TXN_DENIED = E.TransactionalIdAuthorizationFailedError.code
 _CLUSTER_DENIED = E.ClusterAuthorizationFailedError.code
+_CONFIG_TOPIC, _CONFIG_GROUP = 2, 32  # DescribeConfigs resource types (4: broker, ...)
 
 
 async def _call(handler: Handler, ctx: RequestContext, version: int, req: Any) -> Any:
@@ -197,6 +202,32 @@ class _Checks:
                 self._ok(ctx, Res.TOPIC, t.name, Op.READ)))
         return handler
 
+    def _configs(self, api: int, op: int, out: str) -> Handler:
+        """DescribeConfigs (DESCRIBE_CONFIGS) and (Incremental)AlterConfigs (ALTER_CONFIGS) on
+        topics, groups or the cluster (brokers, loggers, client metrics), per resource."""
+        cls: Any = {32: DescribeConfigsResponse.DescribeConfigsResult,
+                    33: AlterConfigsResponse.AlterConfigsResourceResponse,
+                    44: IncrementalAlterConfigsResponse.AlterConfigsResourceResponse}[api]
+
+        async def handler(ctx: RequestContext, version: int, req: Any) -> Any:
+            def denial(r: Any) -> int:
+                if r.resource_type == _CONFIG_TOPIC:
+                    return 0 if self._ok(ctx, Res.TOPIC, r.resource_name, op) \
+                        else _TOPIC_DENIED
+                if r.resource_type == _CONFIG_GROUP:
+                    return 0 if self._ok(ctx, Res.GROUP, r.resource_name, op) \
+                        else _GROUP_DENIED
+                return 0 if self._ok(ctx, Res.CLUSTER, CLUSTER_NAME, op) else _CLUSTER_DENIED
+
+            def build(denied: list[Any], _code: int) -> list[Any]:
+                return [cls(error_code=denial(r), error_message="Authorization failed.",
+                            resource_type=r.resource_type, resource_name=r.resource_name)
+                        for r in denied]
+
+            return await self._split(api, ctx, version, req, "resources", out,
+                                     lambda r: not denial(r), build=build)
+        return handler
+
     def find_coordinator(self, ctx: RequestContext, req: Any) -> int:
         keys = req.coordinator_keys if req.coordinator_keys else [req.key]
         if req.key_type == 1:
@@ -243,6 +274,9 @@ def enforce(state: ClusterState, acls: AclStore, handlers: dict[int, Handler]) -
         2: c._topics(2, Op.DESCRIBE),
         21: c._topics(21, Op.DELETE, build=_delete_records_denied),
         37: c._topics(37, Op.ALTER, "results", _create_partitions_denied),
+        32: c._configs(32, Op.DESCRIBE_CONFIGS, "results"),
+        33: c._configs(33, Op.ALTER_CONFIGS, "responses"),
+        44: c._configs(44, Op.ALTER_CONFIGS, "responses"),
     }
     for api, handler in wrapped.items():
         if api in handlers:

@@ -28,7 +28,7 @@ from kontrakt.clients.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from kontrakt.errors import PartialFailureError, ProduceError
+from kontrakt.errors import InvalidArgumentError, PartialFailureError, ProduceError
 from kontrakt.protocol import errors as E
 from kontrakt.testing import Cluster
 from kontrakt.testing._cluster._acls import AclBinding as Stored
@@ -284,3 +284,9 @@ def test_configs_need_describe_and_alter_configs(secured: Cluster, topic: str) -
     with _admin(secured, **ALICE) as a:
         a.incremental_alter_configs(retention)
         assert a.describe_configs([topic_res])[topic_res]["retention.ms"].value == "1000"
+
+
+@pytest.mark.parametrize("bad", ["alice", ["alice"], [":alice"], ["User:"]])
+def test_super_users_must_be_principals(bad: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="super_users"):
+        Cluster(authorizer=True, super_users=bad)  # type: ignore[arg-type]

@@ -127,7 +127,8 @@ class Cluster:
         delegation_token_expiry_time_ms: ``delegation.token.expiry.time.ms``.
 
     Raises:
-        InvalidArgumentError: an argument is out of range (a ValueError).
+        InvalidArgumentError: an argument is out of range (a ValueError), or a super user
+            is not a ``Type:name`` principal.
     """
 
     #: Push this "error" to drop the connection instead of answering (as the mock cluster's
@@ -161,6 +162,12 @@ class Cluster:
         if num_partitions < 1 or default_replication_factor < 1:
             raise InvalidArgumentError("num_partitions and default_replication_factor must "
                                        "be at least 1")
+        if isinstance(super_users, str) or not all(
+                isinstance(p, str) and all(p.partition(":")) for p in super_users):
+            raise InvalidArgumentError(f"super_users are principals such as 'User:alice', "
+                                       f"got {super_users!r}")
+        if delegation_token_max_lifetime_ms < 1 or delegation_token_expiry_time_ms < 1:
+            raise InvalidArgumentError("delegation token lifetimes must be at least 1 ms")
         settings = ClusterSettings(
             auto_create_topics_enable=auto_create_topics, num_partitions=num_partitions,
             default_replication_factor=default_replication_factor,

@@ -290,3 +290,20 @@ def test_configs_need_describe_and_alter_configs(secured: Cluster, topic: str) -
 def test_super_users_must_be_principals(bad: object) -> None:
     with pytest.raises(InvalidArgumentError, match="super_users"):
         Cluster(authorizer=True, super_users=bad)  # type: ignore[arg-type]
+
+
+def test_committed_offsets_of_denied_topics_are_hidden(secured: Cluster, topic: str) -> None:
+    """OffsetFetch: a whole-group fetch leaves out topics alice may not DESCRIBE; asking
+    for their partitions gives TOPIC_AUTHORIZATION_FAILED."""
+    secured.create_topic("hidden", partitions=1)
+    mine, hidden = TP(topic, 0), TP("hidden", 0)
+    with _admin(secured, **ADMIN) as a:
+        a.alter_consumer_group_offsets("g", {mine: 3, hidden: 5})
+        a.create_acls([_acl(ResourceType.TOPIC, topic, AclOperation.DESCRIBE),
+                       _acl(ResourceType.GROUP, "g", AclOperation.DESCRIBE)])
+        assert set(a.list_consumer_group_offsets("g")) == {mine, hidden}
+    with _admin(secured, **ALICE) as a:
+        seen = a.list_consumer_group_offsets("g")
+        assert set(seen) == {mine} and seen[mine] is not None and seen[mine].offset == 3
+        with pytest.raises(E.TopicAuthorizationFailedError):
+            a.list_consumer_group_offsets("g", [hidden])

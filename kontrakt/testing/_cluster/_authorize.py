@@ -13,8 +13,9 @@ all-topics listing, reported with the error when named), the group APIs
 ListOffsets (DESCRIBE), OffsetCommit / TxnOffsetCommit (READ), DeleteRecords (DELETE) and
 CreatePartitions (ALTER) are checked per topic, DescribeConfigs (DESCRIBE_CONFIGS) and
 AlterConfigs / IncrementalAlterConfigs (ALTER_CONFIGS) per resource (topic, group, or the
-cluster for brokers). Not checked yet: OffsetForLeaderEpoch, OffsetFetch per topic and
-the describe-only admin APIs (served to every authenticated principal).
+cluster for brokers), OffsetFetch per group and topic. Not checked yet:
+OffsetForLeaderEpoch and the describe-only admin APIs (served to every authenticated
+principal).
 """
 
 from __future__ import annotations
@@ -149,17 +150,38 @@ class _Checks:
             self._ok(ctx, Res.TOPIC, n, Op.DELETE)))
 
     async def offset_fetch(self, ctx: RequestContext, version: int, req: Any) -> Any:
+        """DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED), then on each topic: named
+        topics' partitions get TOPIC_AUTHORIZATION_FAILED, a whole-group fetch leaves the
+        denied topics out (Kafka's handleOffsetFetchRequest)."""
+        def topics_seen(asked: list[Any] | None, answered: list[Any]) -> list[Any]:
+            kept = []
+            for t in answered:
+                if self._ok(ctx, Res.TOPIC, t.name, Op.DESCRIBE):
+                    kept.append(t)
+                elif asked is not None:
+                    for p in t.partitions:
+                        p.committed_offset, p.committed_leader_epoch = -1, -1
+                        p.metadata, p.error_code = "", _TOPIC_DENIED
+                    kept.append(t)
+            return kept
+
         if version < 8:
             if not self._ok(ctx, Res.GROUP, req.group_id, Op.DESCRIBE):
                 return error_response(9, version, req, _GROUP_DENIED)
-            return await _call(self.inner[9], ctx, version, req)
+            asked = req.topics
+            resp: Any = await _call(self.inner[9], ctx, version, req)
+            resp.topics = topics_seen(asked, resp.topics)
+            return resp
         groups = req.groups
         denied = [g for g in groups if not self._ok(ctx, Res.GROUP, g.group_id, Op.DESCRIBE)]
         req.groups = denied
         denied_resp: Any = error_response(9, version, req, _GROUP_DENIED)
         req.groups = [g for g in groups if g not in denied]
-        resp: Any = await _call(self.inner[9], ctx, version, req) if req.groups else \
+        asked_by_group = {g.group_id: g.topics for g in req.groups}
+        resp = await _call(self.inner[9], ctx, version, req) if req.groups else \
             error_response(9, version, req, 0)
+        for g in resp.groups:
+            g.topics = topics_seen(asked_by_group.get(g.group_id), g.topics)
         resp.groups = resp.groups + denied_resp.groups
         return resp
 

@@ -30,7 +30,8 @@ from kontrakt.clients.admin import (
 )
 from kontrakt.errors import InvalidArgumentError, PartialFailureError, ProduceError
 from kontrakt.protocol import errors as E
-from kontrakt.testing import Cluster
+from kontrakt.protocol.messages import MetadataRequest
+from kontrakt.testing import Cluster, send_request
 from kontrakt.testing._cluster._acls import AclBinding as Stored
 from kontrakt.testing._cluster._acls import AclStore
 from kontrakt.testing._cluster._state import RequestContext
@@ -307,3 +308,40 @@ def test_committed_offsets_of_denied_topics_are_hidden(secured: Cluster, topic: 
         assert set(seen) == {mine} and seen[mine] is not None and seen[mine].offset == 3
         with pytest.raises(E.TopicAuthorizationFailedError):
             a.list_consumer_group_offsets("g", [hidden])
+
+
+def test_authorized_operations_are_reported(secured: Cluster, topic: str) -> None:
+    """DescribeCluster and DescribeGroups report the operations the principal may do
+    (Kafka's supported operations of each resource type, filtered by the authorizer)."""
+    with _admin(secured, **ADMIN) as a:
+        a.create_acls([_acl(ResourceType.CLUSTER, "kafka-cluster", AclOperation.DESCRIBE),
+                       _acl(ResourceType.GROUP, "g", AclOperation.READ),
+                       _acl(ResourceType.TOPIC, topic, AclOperation.WRITE)])
+        a.alter_consumer_group_offsets("g", {TP(topic, 0): 0})  # the group exists, empty
+        everything = a.describe_cluster(include_authorized_operations=True)
+        assert everything.authorized_operations == {
+            AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+            AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+            AclOperation.DESCRIBE}
+    with _admin(secured, **ALICE) as a:
+        assert a.describe_cluster(include_authorized_operations=True
+                                  ).authorized_operations == {AclOperation.DESCRIBE}
+        group = a.describe_consumer_groups(["g"], include_authorized_operations=True)["g"]
+        assert group.authorized_operations == {AclOperation.READ, AclOperation.DESCRIBE}
+
+
+def test_authorized_operations_without_an_authorizer(cluster: Cluster) -> None:
+    """Without an authorizer Kafka reports every supported operation."""
+    cluster.create_topic("t", partitions=1)
+    address = cluster.bootstrap_servers.split(",")[0]
+    meta = send_request(address, MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name="t")],
+        include_topic_authorized_operations=True), 12)
+    ops = meta.topics[0].topic_authorized_operations
+    assert {op for op in AclOperation if ops & (1 << op)} == {
+        AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE,
+        AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS}
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as a:
+        assert AclOperation.IDEMPOTENT_WRITE in a.describe_cluster(
+            include_authorized_operations=True).authorized_operations

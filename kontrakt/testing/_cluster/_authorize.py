@@ -37,7 +37,7 @@ from kontrakt.testing._cluster._acls import CLUSTER_NAME, AclStore, Op, Res
 from kontrakt.testing._cluster._faults import error_response
 from kontrakt.testing._cluster._state import ClusterState, RequestContext
 
-__all__ = ["enforce"]
+__all__ = ["enforce", "report_operations"]
 
 Handler = Callable[[RequestContext, int, Any], Any]
 
@@ -316,3 +316,56 @@ def _create_partitions_denied(topics: list[Any], code: int) -> list[Any]:
     cls = CreatePartitionsResponse.CreatePartitionsTopicResult
     return [cls(name=t.name, error_code=code, error_message="Topic authorization failed.")
             for t in topics]
+
+
+#: Kafka's AclEntry.supportedOperations per resource type, as bit numbers.
+_SUPPORTED_OPS: dict[int, tuple[int, ...]] = {
+    Res.TOPIC: (Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE,
+                Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS),
+    Res.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
+    Res.CLUSTER: (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                  Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE),
+}
+
+Decide = Callable[[RequestContext, int, str, int], bool]
+
+
+def report_operations(handlers: dict[int, Handler], decide: Decide) -> None:
+    """Fill the ``authorized_operations`` bit fields clients ask for (Metadata topics and
+    cluster, DescribeCluster, DescribeGroups, ConsumerGroupDescribe) with the operations
+    ``decide`` allows, as Kafka's AuthHelper.authorizedOperations (every supported
+    operation when no authorizer is configured)."""
+    def bits(ctx: RequestContext, rt: int, name: str) -> int:
+        return sum(1 << op for op in _SUPPORTED_OPS[rt] if decide(ctx, rt, name, op))
+
+    inner = dict(handlers)
+
+    async def metadata(ctx: RequestContext, version: int, req: Any) -> Any:
+        resp = await _call(inner[3], ctx, version, req)
+        if version >= 8 and req.include_topic_authorized_operations:
+            for t in resp.topics:
+                if not t.error_code:
+                    t.topic_authorized_operations = bits(ctx, Res.TOPIC, t.name)
+        if 8 <= version <= 10 and req.include_cluster_authorized_operations:
+            resp.cluster_authorized_operations = bits(ctx, Res.CLUSTER, CLUSTER_NAME)
+        return resp
+
+    async def describe_cluster(ctx: RequestContext, version: int, req: Any) -> Any:
+        resp = await _call(inner[60], ctx, version, req)
+        if req.include_cluster_authorized_operations:
+            resp.cluster_authorized_operations = bits(ctx, Res.CLUSTER, CLUSTER_NAME)
+        return resp
+
+    def groups(api: int) -> Handler:
+        async def handler(ctx: RequestContext, version: int, req: Any) -> Any:
+            resp = await _call(inner[api], ctx, version, req)
+            if getattr(req, "include_authorized_operations", False):
+                for g in resp.groups:
+                    if not g.error_code:
+                        g.authorized_operations = bits(ctx, Res.GROUP, g.group_id)
+            return resp
+        return handler
+
+    wrapped: dict[int, Handler] = {3: metadata, 60: describe_cluster, 15: groups(15),
+                                   69: groups(69)}
+    handlers.update({k: h for k, h in wrapped.items() if k in handlers})

@@ -29,7 +29,7 @@ from kontrakt.protocol.messages import (
 )
 from kontrakt.protocol.spec import Response, Struct, registry
 from kontrakt.testing._cluster._acls import ANONYMOUS, AclStore
-from kontrakt.testing._cluster._authorize import enforce
+from kontrakt.testing._cluster._authorize import enforce, report_operations
 from kontrakt.testing._cluster._consumer_groups import ConsumerGroupCoordinator
 from kontrakt.testing._cluster._data import DataHandlers
 from kontrakt.testing._cluster._faults import error_response
@@ -121,6 +121,8 @@ class ClusterServer:
             self.handlers.update({29: self.acls.describe_acls, 30: self.acls.create_acls,
                                   31: self.acls.delete_acls})
             enforce(state, self.acls, self.handlers)
+        report_operations(self.handlers, self.acls.authorized if settings.authorizer
+                          else lambda *_args: True)
         self.quotas = ClientQuotas(self.acls if settings.authorizer else None)
         self.handlers.update({48: self.quotas.describe, 49: self.quotas.alter})
         self.tokens = DelegationTokens(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kontrakt.protocol import errors as E
@@ -35,9 +36,12 @@ from kontrakt.protocol.messages import (
 )
 from kontrakt.testing._cluster._acls import CLUSTER_NAME, AclStore, Op, Res
 from kontrakt.testing._cluster._faults import error_response
+from kontrakt.testing._cluster._quotas import ClientQuotas
 from kontrakt.testing._cluster._state import ClusterState, RequestContext
+from kontrakt.testing._cluster._telemetry import Telemetry
+from kontrakt.testing._cluster._tokens import DelegationTokens
 
-__all__ = ["enforce", "report_operations"]
+__all__ = ["SecurityApis", "enforce", "report_operations"]
 
 Handler = Callable[[RequestContext, int, Any], Any]
 
@@ -369,3 +373,37 @@ def report_operations(handlers: dict[int, Handler], decide: Decide) -> None:
     wrapped: dict[int, Handler] = {3: metadata, 60: describe_cluster, 15: groups(15),
                                    69: groups(69)}
     handlers.update({k: h for k, h in wrapped.items() if k in handlers})
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityApis:
+    """The ACL, quota, delegation-token and telemetry APIs of a cluster."""
+
+    acls: AclStore
+    quotas: ClientQuotas
+    tokens: DelegationTokens
+    telemetry: Telemetry
+
+    @classmethod
+    def install(cls, state: ClusterState, handlers: dict[int, Handler]) -> SecurityApis:
+        """Add the APIs to ``handlers`` and, with ``authorizer=True``, wrap the others with
+        Kafka's authorization checks (call it once the other handlers are in)."""
+        settings = state.settings
+        acls = AclStore(settings.super_users, settings.allow_everyone_if_no_acl_found)
+        checking = acls if settings.authorizer else None
+        if checking is not None:
+            handlers.update({29: acls.describe_acls, 30: acls.create_acls,
+                             31: acls.delete_acls})
+            enforce(state, acls, handlers)
+        report_operations(handlers, acls.authorized if checking is not None
+                          else lambda *_args: True)
+        quotas = ClientQuotas(checking)
+        tokens = DelegationTokens(
+            settings.delegation_token_secret_key, settings.delegation_token_max_lifetime_ms,
+            settings.delegation_token_expiry_time_ms, checking, state.now_ms)
+        telemetry = Telemetry()
+        handlers.update({48: quotas.describe, 49: quotas.alter,
+                         38: tokens.create, 39: tokens.renew, 40: tokens.expire,
+                         41: tokens.describe,
+                         71: telemetry.get_subscriptions, 72: telemetry.push})
+        return cls(acls, quotas, tokens, telemetry)

@@ -28,14 +28,13 @@ from kontrakt.protocol.messages import (
     SaslHandshakeResponse,
 )
 from kontrakt.protocol.spec import Response, Struct, registry
-from kontrakt.testing._cluster._acls import ANONYMOUS, AclStore
-from kontrakt.testing._cluster._authorize import enforce, report_operations
+from kontrakt.testing._cluster._acls import ANONYMOUS
+from kontrakt.testing._cluster._authorize import SecurityApis
 from kontrakt.testing._cluster._consumer_groups import ConsumerGroupCoordinator
 from kontrakt.testing._cluster._data import DataHandlers
 from kontrakt.testing._cluster._faults import error_response
 from kontrakt.testing._cluster._fetch import FetchHandler
 from kontrakt.testing._cluster._groups import GroupCoordinator
-from kontrakt.testing._cluster._quotas import ClientQuotas
 from kontrakt.testing._cluster._sasl import (
     SaslFailure,
     SaslSession,
@@ -43,8 +42,6 @@ from kontrakt.testing._cluster._sasl import (
     ScramCredential,
 )
 from kontrakt.testing._cluster._state import ClusterState, RequestContext
-from kontrakt.testing._cluster._telemetry import Telemetry
-from kontrakt.testing._cluster._tokens import DelegationTokens
 from kontrakt.testing._cluster._topics import TopicHandlers
 from kontrakt.testing._cluster._txn import TransactionCoordinator
 
@@ -115,24 +112,8 @@ class ClusterServer:
         scram = ScramAdmin(self._credentials)
         self.handlers[50] = scram.describe
         self.handlers[51] = scram.alter
-        settings = state.settings
-        self.acls = AclStore(settings.super_users, settings.allow_everyone_if_no_acl_found)
-        if settings.authorizer:
-            self.handlers.update({29: self.acls.describe_acls, 30: self.acls.create_acls,
-                                  31: self.acls.delete_acls})
-            enforce(state, self.acls, self.handlers)
-        report_operations(self.handlers, self.acls.authorized if settings.authorizer
-                          else lambda *_args: True)
-        self.quotas = ClientQuotas(self.acls if settings.authorizer else None)
-        self.handlers.update({48: self.quotas.describe, 49: self.quotas.alter})
-        self.tokens = DelegationTokens(
-            settings.delegation_token_secret_key, settings.delegation_token_max_lifetime_ms,
-            settings.delegation_token_expiry_time_ms,
-            self.acls if settings.authorizer else None, state.now_ms)
-        self.handlers.update({38: self.tokens.create, 39: self.tokens.renew,
-                              40: self.tokens.expire, 41: self.tokens.describe})
-        self.telemetry = Telemetry()
-        self.handlers.update({71: self.telemetry.get_subscriptions, 72: self.telemetry.push})
+        # ACLs (and their checks around the handlers above), quotas, tokens, telemetry
+        self.security = SecurityApis.install(state, self.handlers)
         specs = registry()
         # Versions this server answers: Kontrakt's declarations (every version it can decode).
         self.versions = {k: (specs[k].valid.lo, specs[k].valid.hi or specs[k].valid.lo)
@@ -309,7 +290,8 @@ class ClusterServer:
                                              else E.IllegalSaslStateError.code,
                                              mechanisms=enabled)
             conn.sasl = SaslSession(req.mechanism, settings.sasl_users or {},
-                                    self._credentials, self.tokens.scram_credential)
+                                    self._credentials,
+                                    self.security.tokens.scram_credential)
             return SaslHandshakeResponse(error_code=0, mechanisms=enabled)
         if conn.sasl is None or conn.sasl.done:
             conn.close_after = True

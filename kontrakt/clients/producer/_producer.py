@@ -18,18 +18,10 @@ from kontrakt.clients._settings import ClientSettings
 from kontrakt.clients._wait import wait_event, wait_within
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.cluster import TopicInfo
-from kontrakt.clients.producer._accumulator import (
-    ABORTED,
-    RECORD_OVERHEAD,
-    DeliveryCallback,
-    KeyedStage,
-    ProducerBatch,
-    RecordAccumulator,
-    RecordFuture,
-    keep_hook,
-    new_future,
-)
+from kontrakt.clients.producer._accumulator import ABORTED, RecordAccumulator
+from kontrakt.clients.producer._batch import DeliveryCallback, ProducerBatch
 from kontrakt.clients.producer._config import parse_producer_config
+from kontrakt.clients.producer._future import RecordFuture, new_future
 from kontrakt.clients.producer._idempotence import IdempotenceState
 from kontrakt.clients.producer._metrics import ProducerMetrics
 from kontrakt.clients.producer._partitioner import (
@@ -40,7 +32,9 @@ from kontrakt.clients.producer._partitioner import (
     _hash,
     key_hash,
 )
+from kontrakt.clients.producer._records import RECORD_OVERHEAD, append_record
 from kontrakt.clients.producer._sender import Sender
+from kontrakt.clients.producer._stage import KeyedStage
 from kontrakt.clients.producer._transactions import TransactionManager
 from kontrakt.errors import (
     ConfigError,
@@ -270,8 +264,8 @@ class _ProducerCore:
         if timestamp_ms is None:
             timestamp_ms = _time_ns() // 1_000_000
         if headers is None and delivery is None and not urgent:
-            # Fast path: the record goes into the partition's open batch -- the same encoding
-            # RecordAccumulator.append does (see there), inlined because it runs per record.
+            # Fast path: the record goes into the partition's open batch (what
+            # RecordAccumulator.append does, without its headers, hooks and wake-ups).
             if key is None:
                 kb = b"\x01"
                 kk = b""
@@ -290,31 +284,19 @@ class _ProducerCore:
                 vsize = vlen = len(value)
                 vb = _SMALL_VARINTS[vlen] if vlen < _SMALL else encode_varint(vlen)
                 vv = value
-            rest = 2 + len(kb) + klen + len(vb) + vlen
+            # The record's bytes but its length and deltas; its headers count included.
+            rest = 1 + len(kb) + klen + len(vb) + vlen
             dq = info.queues[partition]
-            if dq and rest + RECORD_OVERHEAD < self._size_limit:
+            if dq and rest + RECORD_OVERHEAD < self._size_limit - 1:
                 acc = self._acc
                 with acc.lock:
-                    if dq and acc.used + rest < acc.buffer_memory:
+                    if dq and acc.used + rest < acc.buffer_memory - 1:
                         batch = dq[-1]
                         if not batch.sealed:
                             count = batch.count
-                            ts_delta = timestamp_ms - batch.base_timestamp
-                            tsb = (_SMALL_VARINTS[ts_delta] if 0 <= ts_delta < _SMALL
-                                   else encode_varint(ts_delta))
-                            odb = _SMALL_VARINTS[count] if count < _SMALL else \
-                                encode_varint(count)
-                            body_len = len(tsb) + len(odb) + rest
-                            lb = _SMALL_VARINTS[body_len] if body_len < _SMALL else \
-                                encode_varint(body_len)
-                            added = len(lb) + body_len
-                            new_size = batch.size + added
-                            if new_size <= acc.batch_size:
-                                batch.parts += (lb, b"\x00", tsb, odb, kb, kk, vb, vv, b"\x00")
-                                batch.size = new_size
-                                batch.count = count + 1
-                                if timestamp_ms > batch.max_timestamp:
-                                    batch.max_timestamp = timestamp_ms
+                            added = append_record(batch, timestamp_ms, kb, kk, vb, vv, b"\x00",
+                                                  rest, acc.batch_size)
+                            if added:
                                 acc.used += added
                                 return new_future(batch, count, timestamp_ms, ksize, vsize)
         size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (
@@ -355,7 +337,6 @@ class _ProducerCore:
             return None
         size += RECORD_OVERHEAD
         acc = self._acc
-        ts = _time()
         wake = None
         lock = acc.lock
         lock.acquire()
@@ -363,22 +344,8 @@ class _ProducerCore:
             # Not once the producer closes: its close settled the stages.
             if acc.used + size > acc.buffer_memory or acc.closed:
                 return None
-            keys = stage.keys
-            i = len(keys)
-            keys.append(key)
-            stage.values.append(value)
-            stage.stamps.append(ts)
-            acc.used += size
-            chunk = stage.chunk
-            fut = RecordFuture()
-            fut._head = chunk
-            fut._at = i
-            fut._timestamp = ts
-            if delivery is not None:
-                keep_hook(chunk, delivery, fut, True)
-            if i == 0:
-                stage.started(size)
-            elif i >= stage.limit:
+            fut = stage.add(key, value, size, _time(), delivery)
+            if len(stage.keys) > stage.limit:
                 wake = acc.settle_locked(stage)
         finally:
             lock.release()
@@ -651,7 +618,7 @@ class AsyncProducer(_ProducerCore):
         # explicit partition, timestamp or headers): the record joins its topic's stage, and
         # is hashed and encoded with the rest of the stage's chunk (see KeyedStage).
         # No lock: an AsyncProducer's accumulator is only touched on its loop's thread. This is
-        # _stage without the call and the lock, which cost ~8% of a record's time here.
+        # _stage without its lock.
         if type(key) is bytes and type(value) is bytes and partition is None \
                 and timestamp_ms is None and headers is None and self._ok:
             info = self._fast_topics.get(topic)
@@ -661,20 +628,8 @@ class AsyncProducer(_ProducerCore):
                 if size < self._fast_limit and \
                         acc.used + size + RECORD_OVERHEAD <= acc.buffer_memory:
                     stage = info.stage
-                    keys = stage.keys
-                    i = len(keys)
-                    ts = _time()
-                    keys.append(key)
-                    stage.values.append(value)
-                    stage.stamps.append(ts)
-                    acc.used += size + RECORD_OVERHEAD
-                    fut = RecordFuture()
-                    fut._head = stage.chunk
-                    fut._at = i
-                    fut._timestamp = ts
-                    if i == 0:
-                        stage.started(size + RECORD_OVERHEAD)
-                    elif i >= stage.limit:
+                    fut = stage.add(key, value, size + RECORD_OVERHEAD, _time())
+                    if len(stage.keys) > stage.limit:
                         acc.settle(stage)
                         if acc.filled:
                             # Batches filled up (and were handed to the sender): give

@@ -42,7 +42,8 @@ from kontrakt.clients._hooks import report_error
 from kontrakt.clients._net.connection import BrokerConnection
 from kontrakt.clients._wait import wait_event, wait_within
 from kontrakt.clients.client import AsyncKafkaClient
-from kontrakt.clients.producer._accumulator import ProducerBatch, RecordAccumulator, expired_error
+from kontrakt.clients.producer._accumulator import RecordAccumulator
+from kontrakt.clients.producer._batch import ProducerBatch, expired_error
 from kontrakt.clients.producer._config import ProducerSettings
 from kontrakt.clients.producer._idempotence import (
     DUPLICATE_SEQUENCE,

@@ -26,7 +26,7 @@ from kontrakt.protocol.records import BATCH_HEADER_SIZE
 from kontrakt.protocol.records._model import decode_varint_slow, encode_varint
 
 if TYPE_CHECKING:
-    from kontrakt.clients.producer._accumulator import ProducerBatch
+    from kontrakt.clients.producer._batch import ProducerBatch
 
 __all__ = ["cut_records", "split_batch"]
 
@@ -82,7 +82,7 @@ def split_batch(batch: ProducerBatch) -> list[ProducerBatch] | None:
     when it cannot be split: one record, or built whole by the caller (``send_batch``: its
     records are the caller's unit). The caller holds the accumulator's lock and queues them.
     """
-    from kontrakt.clients.producer._accumulator import ProducerBatch
+    from kontrakt.clients.producer._batch import ProducerBatch
 
     if batch.builder is not None or batch.count < 2 or batch.done:
         return None

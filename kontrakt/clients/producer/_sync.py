@@ -19,13 +19,9 @@ from typing import Any
 from kontrakt._types import RecordMetadata
 from kontrakt.clients._sync import BackgroundStart, LoopThread, wait_done
 from kontrakt.clients.cluster import TopicInfo
-from kontrakt.clients.producer._accumulator import (
-    WAITER,
-    DeliveryCallback,
-    ProducerBatch,
-    RecordFuture,
-    millis,
-)
+from kontrakt.clients.producer._accumulator import WAITER
+from kontrakt.clients.producer._batch import DeliveryCallback, ProducerBatch
+from kontrakt.clients.producer._future import RecordFuture, millis
 from kontrakt.clients.producer._producer import (
     NEED_METADATA,
     AsyncProducer,

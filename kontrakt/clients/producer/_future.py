@@ -270,7 +270,14 @@ class RecordFuture:
         if error is not None:
             raise error
 
-    def add_done_callback(self, fn: Callable[[RecordFuture], Any], *,
+    # ``context`` is not keyword-only (asyncio's is): CPython 3.11 does not specialize
+    # calls of a function with keyword-only parameters, and the generic call looks its
+    # keyword defaults up in a dict each time. With the loop lookup this method then did
+    # for every callback, that was the done-callbacks idiom's regression: +1,195
+    # instructions a record under callgrind (benchmarks/record_path.py, the commit that
+    # added ``context`` against its parent). asyncio passes ``context`` by keyword, which
+    # works either way.
+    def add_done_callback(self, fn: Callable[[RecordFuture], Any],
                           context: Any = None) -> None:
         """Call ``fn(self)`` once the record is resolved (at once if it already is, or, when
         added on a running event loop, on that loop's next turn, as asyncio's futures do).
@@ -283,6 +290,21 @@ class RecordFuture:
         ``poll()``/``flush()``.
         """
         head = self._head
+        if context is None and type(head) is StagedChunk:
+            acc = head.stage.acc
+            if not acc.threaded:
+                # An async producer's record, not settled yet (the common case: a callback
+                # added as each record is sent): kept as it is, with no loop to look up.
+                with acc.lock:
+                    if head.batches is None:
+                        # Kept with the chunk until it settles: adding a callback to each
+                        # record as it is sent must not settle the stage record by record.
+                        kept = head.callbacks
+                        if kept is None:
+                            head.callbacks = [(fn, self)]
+                        else:
+                            kept.append((fn, self))
+                        return
         if type(head) is _Cancelled:
             loop = asyncio._get_running_loop()
             if loop is not None:

@@ -18,6 +18,7 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable
 from itertools import chain as _chain
+from time import time as _time
 from typing import TYPE_CHECKING, Any
 
 from kontrakt.clients.producer._batch import (
@@ -101,17 +102,20 @@ class KeyedStage:
         if now + acc.linger < acc.sender_wake_at:
             acc.wakeup(False)
 
-    def add(self, key: bytes, value: bytes, size: int, sent: float,
+    def add(self, key: bytes, value: bytes, size: int,
             delivery: DeliveryCallback | None = None) -> RecordFuture:
-        """Stage a record (``size``: its key + value + overhead bytes, charged to
-        buffer.memory here; ``sent``: time.time() when it was sent) and return its future;
-        the caller checked the room and holds the lock (a sync producer's). The stage is
-        due to settle once it holds more than ``limit`` records.
+        """Stage a record sent now (``size``: its key + value + overhead bytes, charged to
+        buffer.memory here) and return its future; the caller checked the room and holds
+        the lock (a sync producer's). The stage is due to settle once it holds more than
+        ``limit`` records.
 
         The one place records are staged: AsyncProducer.send inlines nothing of it.
         """
         keys = self.keys
         i = len(keys)
+        # time.time(): a float is cheaper to get than an int of milliseconds (settling
+        # takes the milliseconds).
+        sent = _time()
         keys.append(key)
         self.values.append(value)
         self.stamps.append(sent)
@@ -168,9 +172,15 @@ def settle_locked(acc: RecordAccumulator, stage: KeyedStage) -> bool | None:
         chunk.list_placements()
     batches = chunk.batches
     assert batches is not None
-    # Hooks kept while the records were staged move to the records' batches.
-    for fn, fut in chunk.callbacks or ():
-        keep_hook(batches[fut._at], fn, fut, False)
+    # Hooks kept while the records were staged move to the records' batches (inlined
+    # keep_hook, the same (fn, future) entries: one callback a record in the callbacks idiom).
+    for entry in chunk.callbacks or ():
+        batch = batches[entry[1]._at]
+        kept = batch.callbacks
+        if kept is None:
+            batch.callbacks = [entry]
+        else:
+            kept.append(entry)
     for cb, fut in chunk.deliveries or ():
         keep_hook(batches[fut._at], cb, fut, True)
     chunk.callbacks = chunk.deliveries = None

@@ -372,7 +372,6 @@ def test_bulk_settling_writes_what_settling_record_by_record_writes(
     # hand back to the record-by-record one: batch boundaries, sealed batches, timestamp
     # jumps past one varint byte, a clock stepping back, offset deltas past the prefix
     # table; and a peer's decoder must read back what was sent.
-    from kontrakt.clients.producer import _producer as producer_module
     from kontrakt.clients.producer import _records, _stage
     from kontrakt.protocol.records._builder import frame_batch
 
@@ -426,7 +425,7 @@ def test_bulk_settling_writes_what_settling_record_by_record_writes(
     def run(bulk: bool) -> tuple[Any, ...]:
         monkeypatch.setattr(_stage, "_BULK_MIN", 32 if bulk else 1 << 30)
         clock = iter(clock_values)
-        monkeypatch.setattr(producer_module, "_time", lambda: next(clock))
+        monkeypatch.setattr(_stage, "_time", lambda: next(clock))
         p = _producer(partitions, batch_size=batch_size)
         stage = p._topics["t"].stage
 
@@ -476,11 +475,10 @@ def test_prefix_tables_start_over_past_their_budget(monkeypatch: pytest.MonkeyPa
     # Bulk settling keeps record prefixes per (key length, value length); a small budget
     # makes the tables start over often, and the bytes stay those of record-by-record
     # settling.
-    from kontrakt.clients.producer import _producer as producer_module
     from kontrakt.clients.producer import _records, _stage
 
     monkeypatch.setattr(_records, "_PREFIX_BUDGET", 40)
-    monkeypatch.setattr(producer_module, "_time", lambda: 1_700_000_000.0005)
+    monkeypatch.setattr(_stage, "_time", lambda: 1_700_000_000.0005)
 
     def run(bulk: bool) -> tuple[Any, int]:
         monkeypatch.setattr(_stage, "_BULK_MIN", 32 if bulk else 1 << 30)

@@ -20,7 +20,7 @@ from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.producer._accumulator import ABORTED, RecordAccumulator
 from kontrakt.clients.producer._batch import DeliveryCallback, ProducerBatch
 from kontrakt.clients.producer._config import parse_producer_config
-from kontrakt.clients.producer._future import RecordFuture, new_future
+from kontrakt.clients.producer._future import new_future
 from kontrakt.clients.producer._handover import HandOver
 from kontrakt.clients.producer._idempotence import IdempotenceState
 from kontrakt.clients.producer._metrics import ProducerMetrics
@@ -128,8 +128,9 @@ class _ProducerCore:
         self._sender: Sender | None = None
         self._topics: dict[str, _TopicParts] = {}
         # The send fast paths' view of _topics: current entries only (emptied whenever the
-        # metadata changes, refilled by _append), so they need no version check; only with
-        # the default partitioner.
+        # metadata changes or _ok turns False, refilled by _append while _ok), so they need
+        # no version check, and a sync caller none of _ok; only with the default
+        # partitioner.
         self._fast_topics: dict[str, _TopicParts] = {}
         part = s.partitioner
         self._default = DefaultPartitioner()
@@ -144,11 +145,18 @@ class _ProducerCore:
         # Largest key + value length the send fast path (staging) takes: every varint of the
         # record is then in the table and no size check beyond the batch's is needed.
         self._fast_limit = min(_SMALL - 32, self._size_limit - RECORD_OVERHEAD - 8)
+        self._acc.stage_limit = self._fast_limit
         self._started = False
         self._closed = False
         self._ok = False
         #: a sync producer's caller-thread machinery (given by CallerThreads.bind)
         self._handover: HandOver | None = None
+
+    def _stop_fast_paths(self) -> None:
+        """Sends take the checked path (_append) until _ok is set again: the producer
+        closes or failed, or a transaction ends."""
+        self._ok = False
+        self._fast_topics.clear()
 
     def _wakeup(self, urgent: bool, filled: bool = False) -> None:
         sender = self._sender
@@ -213,17 +221,18 @@ class _ProducerCore:
             info = self._topic_parts(topic)
             if info is None:
                 return NEED_METADATA
-        if self._simple_keys and topic not in self._fast_topics:
+        if self._simple_keys and self._ok and topic not in self._fast_topics:
             fast = self._fast_topics
             fast[topic] = info
-            if info.version != self._cluster.version:
-                # The metadata changed meanwhile (a sync producer's caller runs beside the
-                # loop thread, which empties the dict after the version moves on).
+            if info.version != self._cluster.version or not self._ok:
+                # The metadata changed or the fast paths stopped meanwhile (a sync
+                # producer's caller runs beside the loop thread, which empties the dict
+                # after the version moves on or _ok turns False).
                 fast.pop(topic, None)
         if partition is None and key is not None and value is not None and \
                 timestamp_ms is None and headers is None and not urgent and self._simple_keys:
             # Keyed (e.g. a sync produce() with a delivery callback): staged like send()'s.
-            fut = self._stage(info.stage, key, value, delivery)
+            fut = info.stage.offer(key, value, delivery)
             if fut is not None:
                 return fut
         if info.stage.keys:
@@ -300,40 +309,6 @@ class _ProducerCore:
                                    False, delivery, urgent)
         return res
 
-    def _stage(self, stage: KeyedStage, key: bytes, value: bytes,
-               delivery: DeliveryCallback | None) -> RecordFuture | None:
-        """Add a keyed record to its topic's stage (see KeyedStage), under the lock.
-
-        The record's key and value are bytes.
-
-        Returns:
-            Its future; None when the record is too large for a stage (key and value
-            together not under ``_fast_limit``), the buffer is full or the producer closed
-            (nothing was staged: take the general path).
-        """
-        # The size check is here rather than at the callers: the sync send() saves
-        # computing the lengths twice (~20 ns of its ~600 a record).
-        size = len(key) + len(value)
-        if size >= self._fast_limit:
-            return None
-        size += RECORD_OVERHEAD
-        acc = self._acc
-        wake = None
-        lock = acc.lock
-        lock.acquire()
-        try:
-            # Not once the producer closes: its close settled the stages.
-            if acc.used + size > acc.buffer_memory or acc.closed:
-                return None
-            fut = stage.add(key, value, size, delivery)
-            if len(stage.keys) > stage.limit:
-                wake = acc.settle_locked(stage)
-        finally:
-            lock.release()
-        if wake is not None:
-            acc.wakeup(wake, filled=wake)
-        return fut
-
     def _choose(self, topic: str, key: bytes | None, info: _TopicParts) -> tuple[int, bool]:
         """The partition for a record without an explicit one: (partition, sticky)."""
         if self._user_partitioner is not None:
@@ -406,7 +381,7 @@ class CallerThreads:
     and reads nothing else of the core.
     """
 
-    __slots__ = ("_core", "append")
+    __slots__ = ("_core", "append", "fast_topics")
 
     def __init__(self, core: AsyncProducer) -> None:
         self._core = core
@@ -417,6 +392,10 @@ class CallerThreads:
         #: IllegalStateError when not started (:attr:`started`) or closed, KafkaError when
         #: the producer failed.
         self.append: Callable[..., Any] = core._append
+        #: the topics whose keyed records may be staged at once, while the core is ok
+        #: (emptied otherwise): topic -> its partitions, whose ``stage.offer(key, value,
+        #: delivery)`` stages a record (see KeyedStage.offer)
+        self.fast_topics = core._fast_topics
 
     def bind(self, handover: HandOver, deliver: Callable[[ProducerBatch], None]) -> None:
         """Use ``handover`` to wake the sender and hand passes over (attached to the sender
@@ -425,16 +404,6 @@ class CallerThreads:
         core = self._core
         core._handover = handover
         core._acc.deliver = deliver
-
-    def send(self, topic: str, value: bytes, key: bytes) -> RecordFuture | None:
-        """The sync send()'s fast path: a keyed record of a known topic staged at once;
-        None when it takes the general path (:meth:`append`)."""
-        core = self._core
-        if core._ok:
-            info = core._fast_topics.get(topic)
-            if info is not None:
-                return core._stage(info.stage, key, value, None)
-        return None
 
     @property
     def started(self) -> bool:

@@ -70,14 +70,16 @@ class KeyedStage:
     hold. Settled by :meth:`RecordAccumulator.settle_locked`.
     """
 
-    __slots__ = ("acc", "chunk", "created", "keys", "limit", "queues", "stamps", "topic",
-                 "values")
+    __slots__ = ("acc", "chunk", "created", "keys", "limit", "lock", "queues", "stamps",
+                 "topic", "values")
 
     def __init__(self, acc: RecordAccumulator, topic: str,
                  queues: list[deque[ProducerBatch]]) -> None:
         self.acc = acc
         self.topic = topic
         self.queues = queues
+        #: the accumulator's lock for a sync producer's stage (see offer), else None
+        self.lock = acc.lock if acc.threaded else None
         self.keys: list[bytes] = []
         self.values: list[bytes] = []
         #: each record's time.time() when sent (seconds: a float is cheaper to get than an
@@ -102,34 +104,56 @@ class KeyedStage:
         if now + acc.linger < acc.sender_wake_at:
             acc.wakeup(False)
 
-    def add(self, key: bytes, value: bytes, size: int,
-            delivery: DeliveryCallback | None = None) -> RecordFuture:
-        """Stage a record sent now (``size``: its key + value + overhead bytes, charged to
-        buffer.memory here) and return its future; the caller checked the room and holds
-        the lock (a sync producer's). The stage is due to settle once it holds more than
-        ``limit`` records.
+    def offer(self, key: bytes, value: bytes, delivery: DeliveryCallback | None
+              ) -> RecordFuture | None:
+        """Stage a keyed record sent now, and return its future; None when it does not fit
+        a stage (key and value together not under ``acc.stage_limit``: their varints must
+        be in the settle's tables), the buffer is full, or the producer closed (nothing
+        staged: take the general path). ``delivery``: a produce() callback, or None.
 
-        The one place records are staged: AsyncProducer.send inlines nothing of it.
+        The one place records are staged: the async send(), the sync send() and the
+        general path (_ProducerCore._append) all call it. It takes the accumulator's lock
+        for a sync producer, whose I/O thread settles stages; an async producer's stages
+        are only touched on its loop's thread. Once the stage holds its chunk's worth, it
+        is settled here (an async caller then yields if a batch filled, see
+        AsyncProducer.send).
         """
-        keys = self.keys
-        i = len(keys)
-        # time.time(): a float is cheaper to get than an int of milliseconds (settling
-        # takes the milliseconds).
-        sent = _time()
-        keys.append(key)
-        self.values.append(value)
-        self.stamps.append(sent)
-        self.acc.used += size
-        chunk = self.chunk
-        # RecordFuture made as new_future does, without the call (it runs per record).
-        fut = RecordFuture()
-        fut._head = chunk
-        fut._at = i
-        fut._timestamp = sent
-        if delivery is not None:
-            keep_hook(chunk, delivery, fut, True)
-        if not i:
-            self.started(size)
+        size = len(key) + len(value)
+        acc = self.acc
+        if size >= acc.stage_limit:
+            return None
+        size += RECORD_OVERHEAD
+        lock = self.lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            # Not once the producer closes: its close settled the stages.
+            if acc.used + size > acc.buffer_memory or acc.closed:
+                return None
+            keys = self.keys
+            i = len(keys)
+            # time.time(): a float is cheaper to get than an int of milliseconds
+            # (settling takes the milliseconds).
+            sent = _time()
+            keys.append(key)
+            self.values.append(value)
+            self.stamps.append(sent)
+            acc.used += size
+            chunk = self.chunk
+            # RecordFuture made as new_future does, without the call (it runs per record).
+            fut = RecordFuture()
+            fut._head = chunk
+            fut._at = i
+            fut._timestamp = sent
+            if delivery is not None:
+                keep_hook(chunk, delivery, fut, True)
+            if not i:
+                self.started(size)
+        finally:
+            if lock is not None:
+                lock.release()
+        if i >= self.limit:
+            acc.settle(self)
         return fut
 
 

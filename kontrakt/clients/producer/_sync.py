@@ -172,9 +172,11 @@ class Producer:
         # the accumulator's lock since the I/O thread settles stages.
         if type(key) is bytes and type(value) is bytes and partition is None \
                 and timestamp_ms is None and headers is None:
-            fut = self._async.callers.send(topic, value, key)  # type: ignore[union-attr]
-            if fut is not None:
-                return fut
+            info = self._async.callers.fast_topics.get(topic)  # type: ignore[union-attr]
+            if info is not None:
+                fut = info.stage.offer(key, value, None)
+                if fut is not None:
+                    return fut
         return self._append(topic, value, key, partition, timestamp_ms, headers, None)
 
     def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,

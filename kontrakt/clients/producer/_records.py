@@ -15,6 +15,8 @@ is tested byte for byte against it and against
   share a batch and a timestamp, with slice assignments instead of a loop
   (see ``_stage.py``); records whose keys and values all share their lengths look their
   bytes before the key up in :class:`PrefixTables`.
+- :func:`renumbered`: written records again with new offset deltas (the second half of a
+  split batch, see ``_split.py``).
 
 A batch's records are kept as a list of ``bytes`` parts (``ProducerBatch.parts``), joined
 once when the batch is framed (``ProducerBatch.encode``).
@@ -37,7 +39,8 @@ if TYPE_CHECKING:
     from kontrakt.clients.producer._batch import ProducerBatch
 
 __all__ = ["RECORD_OVERHEAD", "PrefixTables", "append_record", "append_staged",
-           "encode_record", "first_record", "mixed_runs", "record_fields", "uniform_runs"]
+           "encode_record", "first_record", "mixed_runs", "record_fields", "renumbered",
+           "uniform_runs"]
 
 Header = tuple[str, bytes | None]
 
@@ -188,6 +191,17 @@ def append_staged(batch: ProducerBatch, timestamp: int, key: bytes, value: bytes
     if timestamp > batch.max_timestamp:
         batch.max_timestamp = timestamp
     return added
+
+
+def renumbered(records: bytes, spans: Sequence[tuple[int, int, int, int]]) -> bytes:
+    """The records of ``records`` at ``spans`` -- each (where its body starts, where its
+    offset delta starts, where that ends, where the record ends) -- written again with
+    offset deltas 0, 1, ...: attributes, timestamp delta and the rest as they were."""
+    parts: list[bytes] = []
+    for i, (body, offset_at, rest_at, end) in enumerate(spans):
+        new = records[body:offset_at] + encode_varint(i) + records[rest_at:end]
+        parts += (encode_varint(len(new)), new)
+    return b"".join(parts)
 
 
 # --- runs of records ---------------------------------------------------------------------

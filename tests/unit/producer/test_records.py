@@ -23,8 +23,10 @@ from kontrakt.clients.producer._records import (
     first_record,
     mixed_runs,
     record_fields,
+    renumbered,
     uniform_runs,
 )
+from kontrakt.clients.producer._split import _parse
 from kontrakt.protocol.records import BATCH_HEADER_SIZE, RecordBatchBuilder
 
 Rec = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]
@@ -67,7 +69,11 @@ def _builder_records(records: list[Rec]) -> bytes:
 
 
 def _reference(records: list[Rec], first_offset: int = 0) -> bytes:
+    """The reference bytes of ``records``: with offset deltas from ``first_offset`` and
+    timestamp deltas from the first record's (first_offset 0) or BASE; -1: offset deltas
+    from 0, timestamps from BASE."""
     base = records[0][0] if first_offset == 0 else BASE
+    first_offset = max(first_offset, 0)
     return b"".join(encode_record(first_offset + i, ts - base, key, value, headers)
                     for i, (ts, key, value, headers) in enumerate(records))
 
@@ -220,3 +226,16 @@ def test_mixed_runs_write_the_reference_bytes(seed: int, first_count: int) -> No
         records, batch_size, 5, first_count)
     assert written > 0
     assert body == _reference(records[:written], first_offset=first_count)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_renumbered_records_are_the_reference_bytes_from_offset_zero(seed: int) -> None:
+    # A split batch's second half: its records written again with offset deltas from 0,
+    # across the one/two-byte varint edge of the old deltas.
+    rnd = random.Random(400 + seed)
+    records = _records(rnd, 200)
+    start = rnd.choice([1, 60, 63, 64, 150])
+    body = b"".join(encode_record(i, ts - BASE, key, value, headers)
+                    for i, (ts, key, value, headers) in enumerate(records))
+    spans = [r[1:] for r in _parse(body)][start:]
+    assert renumbered(body, spans) == _reference(records[start:], first_offset=-1)

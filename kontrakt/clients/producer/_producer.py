@@ -260,8 +260,9 @@ class AsyncProducer(TransactionalCore):
         # is hashed and encoded with the rest of the stage's chunk (see KeyedStage).
         # No lock: an AsyncProducer's accumulator is only touched on its loop's thread (see
         # KeyedStage.offer).
+        # _fast_topics holds topics only while _ok (see _ProducerCore._stop_fast_paths).
         if type(key) is bytes and type(value) is bytes and partition is None \
-                and timestamp_ms is None and headers is None and self._ok:
+                and timestamp_ms is None and headers is None:
             info = self._fast_topics.get(topic)
             if info is not None:
                 fut = info.stage.offer(key, value, None)

@@ -386,7 +386,9 @@ class PartitionAdminOperations:
                        validate_only=validate_only,
                        feature_updates=[req.FeatureUpdateKey(
                            feature=n, max_version_level=u.max_version_level,
-                           allow_downgrade=u.upgrade_type is not FeatureUpgradeType.UPGRADE,
+                           # v0's flag; v1+ carry the upgrade type instead
+                           allow_downgrade=ver == 0
+                           and u.upgrade_type is not FeatureUpgradeType.UPGRADE,
                            upgrade_type=int(u.upgrade_type)) for n, u in items.items()])
 
         async def attempt() -> dict[str, Any]:

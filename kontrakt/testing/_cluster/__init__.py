@@ -5,7 +5,8 @@ Modules, one job each: ``_server`` (listeners, connections, dispatch, injected f
 state, transaction markers), ``_data`` (metadata, produce, offsets lookups, producers and
 log dirs), ``_fetch`` (fetch and its sessions), ``_topics`` (topic admin and configs),
 ``_groups`` and ``_offsets`` (classic groups and committed offsets), ``_consumer_groups``
-(KIP-848), ``_txn`` (producer ids and transactions), ``_faults`` (error replies).
+(KIP-848), ``_txn`` (producer ids and transactions), ``_faults`` (error replies),
+``_admin_apis`` (leader elections, reassignments, DescribeTopicPartitions, features).
 """
 
 from __future__ import annotations

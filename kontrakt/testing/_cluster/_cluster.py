@@ -51,7 +51,9 @@ class Cluster:
     AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn (commit/abort markers,
     fencing by epoch, transaction timeouts), DescribeProducers, DescribeTransactions,
     ListTransactions, DescribeLogDirs (one directory per broker), Describe- and
-    AlterUserScramCredentials (the credentials SCRAM authentication checks).
+    AlterUserScramCredentials (the credentials SCRAM authentication checks), ElectLeaders,
+    Alter- and ListPartitionReassignments, DescribeTopicPartitions (paginated) and
+    UpdateFeatures with the features ApiVersions reports (rules: ``_admin_apis``).
 
     TLS listeners: pass ``ssl_context``; SASL PLAIN and SCRAM: pass ``sasl_users``. Not
     served (yet): OAUTHBEARER, ACLs, quotas, KIP-714 telemetry, persistence, static

@@ -326,3 +326,32 @@ def test_not_controller_is_retried(admin: AdminClient, cluster: Cluster, topic: 
     after = cluster.request_counts()
     assert (after[45] - before.get(45, 0), after[43] - before.get(43, 0)) == (2, 2)
     assert _partition(admin, topic, 0).leader == other
+
+
+def test_confluent_kafka_describe_topics_agrees(admin: AdminClient, cluster: Cluster,
+                                                topic: str) -> None:
+    """librdkafka describes topics with Metadata; Kontrakt with DescribeTopicPartitions: the
+    cluster must tell both the same after an election moved a leader."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient as CkAdmin
+    cluster.create_topic(topic, partitions=3, replication_factor=2)
+    p1 = _partition(admin, topic, 1)
+    cluster.set_partition_leader(topic, 1, p1.replicas[1])
+    ours = admin.describe_topics([topic])[topic]
+    ck = CkAdmin({"bootstrap.servers": cluster.bootstrap_servers})
+    theirs = ck.describe_topics(TopicCollection([topic]))[topic].result(timeout=10)
+    assert theirs.topic_id is not None and str(theirs.topic_id) != ""
+    assert [(p.id, p.leader.id, [r.id for r in p.replicas], [r.id for r in p.isr])
+            for p in theirs.partitions] == [
+        (p.partition, p.leader, list(p.replicas), list(p.isr)) for p in ours.partitions]
+    assert ours.partitions[1].leader == p1.replicas[1]
+
+
+def test_describe_topics_retries_a_retriable_topic_error(admin: AdminClient, cluster: Cluster,
+                                                         topic: str) -> None:
+    from kontrakt.protocol.errors import LeaderNotAvailableError
+    cluster.create_topic(topic, partitions=2)
+    cluster.push_request_errors(_REQUEST_COUNT_API, [LeaderNotAvailableError.code])
+    before = cluster.request_counts().get(_REQUEST_COUNT_API, 0)
+    assert len(admin.describe_topics([topic])[topic].partitions) == 2
+    assert cluster.request_counts()[_REQUEST_COUNT_API] - before == 2

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from kontrakt import Producer
+from kontrakt.clients.admin import AdminClient, NewPartitions
 from kontrakt.errors import InvalidArgumentError
 from kontrakt.protocol import errors as E
 from kontrakt.protocol.messages import (
@@ -232,3 +233,33 @@ def test_a_stored_cluster_id_wins_and_a_different_explicit_one_is_refused(
         Cluster(storage=folder, cluster_id="other-id").start()
     with Cluster(storage=folder, cluster_id="first-id"):
         pass
+
+
+def test_deletions_leader_moves_and_partitions_added_are_kept(tmp_path: Path) -> None:
+    folder = tmp_path / "cluster"
+    with Cluster(num_brokers=2, storage=folder) as c:
+        c.create_topic("gone")
+        c.create_topic("kept")
+        produce(c, "gone", batch([b"x"]))
+        _commit(c, "gone", 0, 1, "")
+        _commit(c, "kept", 0, 0, "m")
+        c.set_partition_leader("kept", 0, 2)
+        with AdminClient(bootstrap_servers=c.bootstrap_servers,
+                         default_api_timeout_ms=10000) as admin:
+            admin.delete_topics(["gone"])
+            admin.create_partitions([NewPartitions("kept", 3)])
+        assert not list((folder / "logs").glob("*"))  # gone's files are removed
+        produce(c, "kept", batch([b"y"]), partition=2)
+    with Cluster(num_brokers=2, storage=folder) as c:
+        meta = send_request(_bs(c), MetadataRequest(topics=None), 12)
+        assert [t.name for t in meta.topics] == ["kept"]
+        leaders = {p.partition_index: p.leader_id for p in meta.topics[0].partitions}
+        assert leaders[0] == 2
+        assert c.end_offsets("kept") == [0, 0, 1]
+        assert _committed(c, "gone") == [(0, -1, ""), (1, -1, "")]
+        assert _committed(c, "kept")[0] == (0, 0, "m")
+        with AdminClient(bootstrap_servers=c.bootstrap_servers,
+                         default_api_timeout_ms=10000) as admin:
+            admin.delete_consumer_groups(["g"])
+    with Cluster(num_brokers=2, storage=folder) as c:
+        assert _committed(c, "kept")[0] == (0, -1, "")

@@ -263,3 +263,7 @@ def test_deletions_leader_moves_and_partitions_added_are_kept(tmp_path: Path) ->
             admin.delete_consumer_groups(["g"])
     with Cluster(num_brokers=2, storage=folder) as c:
         assert _committed(c, "kept")[0] == (0, -1, "")
+    with pytest.raises(InvalidArgumentError, match="num_brokers=2 or more"):
+        Cluster(num_brokers=1, storage=folder).start()
+    with Cluster(num_brokers=2, storage=folder) as c:  # the refusal changed nothing
+        assert c.end_offsets("kept") == [0, 0, 1]

@@ -17,7 +17,7 @@ from typing import Final, Protocol
 import crc32c
 
 from kontrakt.protocol import errors as E
-from kontrakt.protocol.records import RecordBatch, build_control_batch
+from kontrakt.protocol.records import RecordBatch, TimestampType, build_control_batch
 from kontrakt.protocol.records._control import ControlRecordType, parse_control_record
 
 __all__ = ["AbortedTxn", "AppendResult", "LogSink", "PartitionLog", "StoredBatch"]
@@ -391,7 +391,7 @@ class PartitionLog:
                 self._end_txn(b.producer_id, b.producer_epoch, first, marker.is_commit,
                               stored.base_offset)
             return
-        log_append = b.timestamp_type == 1
+        log_append = b.timestamp_type == TimestampType.LOG_APPEND_TIME
         self._track(b, stored.base_offset, b.max_timestamp if log_append else -1)
 
     def delete_records(self, offset: int) -> int:

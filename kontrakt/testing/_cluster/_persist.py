@@ -185,7 +185,8 @@ class Storage:
             explicit_id: the caller chose ``cluster_id``; it must then match a stored one.
 
         Raises:
-            InvalidArgumentError: ``cluster_id`` differs from the folder's.
+            InvalidArgumentError: ``cluster_id`` differs from the folder's, or the folder's
+                topics have replicas on brokers this cluster lacks.
         """
         from kontrakt.errors import InvalidArgumentError
         from kontrakt.testing._cluster._offsets import Committed
@@ -227,6 +228,12 @@ class Storage:
 
         for rec in topics.values():
             topic = _topic_from(rec)
+            missing = {b for r in topic.replicas for b in r} - set(state.brokers)
+            if missing:
+                raise InvalidArgumentError(
+                    f"topic {topic.name!r} in {self.path} has replicas on broker(s) "
+                    f"{sorted(missing)}, which a cluster of {len(state.brokers)} broker(s) "
+                    f"lacks; open it with num_brokers={max(missing)} or more")
             for p, log in enumerate(topic.partitions):
                 last_pid = max(last_pid, self._load(topic.topic_id, p, log))
                 start = starts.get((rec["id"], p))

@@ -190,6 +190,7 @@ def test_a_torn_tail_is_dropped_and_the_log_carries_on(tmp_path: Path) -> None:
             produce(c, "t", batch([f"v{i}".encode()] * 2))
         assert c.end_offsets("t") == [6]
     (segment,) = (folder / "logs").glob("*-0/*.log")
+    assert segment.name == "00000000000000000000.log"
     size = segment.stat().st_size
     with open(segment, "r+b") as f:  # a crash in the middle of writing the last batch
         f.truncate(size - 7)
@@ -267,3 +268,29 @@ def test_deletions_leader_moves_and_partitions_added_are_kept(tmp_path: Path) ->
         Cluster(num_brokers=1, storage=folder).start()
     with Cluster(num_brokers=2, storage=folder) as c:  # the refusal changed nothing
         assert c.end_offsets("kept") == [0, 0, 1]
+
+
+def test_segments_roll_at_segment_bytes_and_go_below_the_log_start(tmp_path: Path) -> None:
+    folder = tmp_path / "cluster"
+    with Cluster(storage=folder) as c:
+        c.create_topic("t", config={"segment.bytes": "300"})
+        for i in range(6):  # batches of ~170 bytes: one per segment
+            produce(c, "t", batch([bytes([i]) * 100]))
+        names = sorted(p.name for p in (folder / "logs").glob("*-0/*.log"))
+        assert names == [f"{i:020d}.log" for i in range(6)]
+        resp = call(c, "t", 0, DR(timeout_ms=5000, topics=[DR.DeleteRecordsTopic(
+            name="t", partitions=[DR.DeleteRecordsTopic.DeleteRecordsPartition(
+                partition_index=0, offset=3)])]), 2)
+        assert resp.topics[0].partitions[0].error_code == 0
+        names = sorted(p.name for p in (folder / "logs").glob("*-0/*.log"))
+        assert names == [f"{i:020d}.log" for i in range(3, 6)]
+    with Cluster(storage=folder) as c:
+        assert list_offset(c, "t", -2) == (0, 3, -1)
+        assert c.end_offsets("t") == [6]
+        part: Any = fetch(c, "t", 3)
+        assert [r.value for b in iter_batches(part.records) for r in b.records()] == [
+            bytes([i]) * 100 for i in range(3, 6)]
+        produce(c, "t", batch([b"z" * 100]))  # appends to a new segment after the last one
+    with Cluster(storage=folder) as c:
+        assert c.end_offsets("t") == [7]
+        assert len(list((folder / "logs").glob("*-0/*.log"))) == 4

@@ -4,9 +4,12 @@ Layout of ``DIR``::
 
     LOCK                       held (flock / msvcrt) while a cluster runs on the folder
     journal.jsonl              metadata and offsets, one JSON object a line
-    logs/<topic id>-<p>/00000000000000000000.log
-                               the partition's stored v2 batches, each as a 4-byte
-                               big-endian length then the batch, append-only
+    logs/<topic id>-<p>/<base offset, 20 digits>.log
+                               the partition's segments: its stored v2 batches, each as a
+                               4-byte big-endian length then the batch, append-only; a new
+                               segment starts when the active one would pass the topic's
+                               ``segment.bytes``, and segments wholly below the log start
+                               (DeleteRecords) are deleted, as in Kafka
 
 What is recorded where, and why:
 
@@ -54,33 +57,61 @@ if TYPE_CHECKING:
 __all__ = ["Storage"]
 
 _LEN: Final = struct.Struct(">I")
-_SEGMENT: Final = "00000000000000000000.log"
+_BASE: Final = struct.Struct(">q")
 _JOURNAL: Final = "journal.jsonl"
 
 
 class _PartitionFile:
-    """The sink of one partition: appends its batches to its segment file."""
+    """The sink of one partition: appends its batches to its active segment file."""
 
-    def __init__(self, storage: Storage, topic_id: uuid.UUID, partition: int,
-                 path: Path) -> None:
+    def __init__(self, storage: Storage, topic: Topic, partition: int, folder: Path,
+                 segments: list[int]) -> None:
         self._storage = storage
-        self._topic_id = topic_id
+        self._topic = topic
         self._partition = partition
-        self._path = path
+        self._folder = folder
+        self._segments = segments  # base offsets of the segment files, oldest first
         self._file: IO[bytes] | None = None
+        self._size = -1
 
     def append(self, data: bytes) -> None:
-        if self._file is None:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self._path, "ab", buffering=0)  # noqa: SIM115 (kept open)
+        f = self._file
+        if f is None and self._segments:  # a restart: carry on in the last segment
+            f = self._open(self._segments[-1])
+        if f is None or (self._size > 0
+                         and self._size + len(data) > self._segment_bytes() > 0):
+            base = _BASE.unpack_from(data)[0]
+            self._segments.append(base)
+            f = self._open(base)
         # One write call per batch: a crash leaves at most this batch's tail torn.
-        self._file.write(_LEN.pack(len(data)) + data)
+        f.write(_LEN.pack(len(data)) + data)
+        self._size += _LEN.size + len(data)
         if self._storage.fsync:
-            os.fsync(self._file.fileno())
+            os.fsync(f.fileno())
+
+    def _segment_bytes(self) -> int:
+        try:
+            return int(self._topic.config("segment.bytes"))
+        except ValueError:
+            return 0
+
+    def _open(self, base_offset: int) -> IO[bytes]:
+        """Make the segment at ``base_offset`` the active one (created on the first batch
+        it takes, so no segment is ever empty)."""
+        if self._file is not None:
+            self._file.close()
+        self._folder.mkdir(parents=True, exist_ok=True)
+        path = self._folder / _segment_name(base_offset)
+        f = self._file = open(path, "ab", buffering=0)  # noqa: SIM115 (kept open)
+        self._size = f.seek(0, os.SEEK_END)
+        return f
 
     def log_start(self, offset: int) -> None:
-        self._storage.write({"t": "start", "id": self._topic_id.hex, "p": self._partition,
-                             "offset": offset})
+        self._storage.write({"t": "start", "id": self._topic.topic_id.hex,
+                             "p": self._partition, "offset": offset})
+        # A segment is wholly below the log start when the next one starts at or below it.
+        while len(self._segments) > 1 and self._segments[1] <= offset:
+            (self._folder / _segment_name(self._segments.pop(0))).unlink(missing_ok=True)
 
     def close(self) -> None:
         if self._file is not None:
@@ -115,6 +146,7 @@ class Storage:
                 "folder", path=str(self.path)) from None
         self._journal: IO[bytes] | None = None
         self._files: dict[tuple[uuid.UUID, int], _PartitionFile] = {}
+        self._segments: dict[tuple[uuid.UUID, int], list[int]] = {}  # found on recovery
         #: bytes dropped from torn tails during recovery, per file name (for tests and logs)
         self.dropped: dict[str, int] = {}
 
@@ -140,6 +172,7 @@ class Storage:
             f = self._files.pop((topic.topic_id, p), None)
             if f is not None:
                 f.close()
+            self._segments.pop((topic.topic_id, p), None)
             shutil.rmtree(self._partition_dir(topic.topic_id, p), ignore_errors=True)
 
     def offset(self, group_id: str, tp: tuple[str, int], committed: Committed | None) -> None:
@@ -277,31 +310,44 @@ class Storage:
         return out
 
     def _load(self, topic_id: uuid.UUID, partition: int, log: PartitionLog) -> int:
-        """Read a partition's segment into ``log``, truncating a torn tail.
+        """Read a partition's segments into ``log``, truncating a torn tail (and deleting
+        any segment after it, as Kafka's recovery does).
 
         Returns:
             The largest producer id seen in the log (-1 for none).
         """
-        path = self._partition_dir(topic_id, partition) / _SEGMENT
-        if not path.exists():
-            return -1
-        raw = path.read_bytes()
-        pos, top = 0, -1
-        while pos + _LEN.size <= len(raw):
-            (n,) = _LEN.unpack_from(raw, pos)
-            end = pos + _LEN.size + n
-            if end > len(raw):
+        folder = self._partition_dir(topic_id, partition)
+        paths = sorted(folder.glob("*.log")) if folder.is_dir() else []
+        segments: list[int] = []
+        top = -1
+        for i, path in enumerate(paths):
+            raw = path.read_bytes()
+            pos = 0
+            while pos + _LEN.size <= len(raw):
+                (n,) = _LEN.unpack_from(raw, pos)
+                end = pos + _LEN.size + n
+                if end > len(raw):
+                    break
+                try:
+                    log.restore(raw[pos + _LEN.size:end])
+                except ValueError:
+                    break
+                top = max(top, log.batches[-1].producer_id)
+                pos = end
+            if pos == 0:
+                path.unlink()  # nothing readable: the segment never took a whole batch
+            else:
+                segments.append(int(path.stem))
+            if pos < len(raw):
+                self.dropped[str(path.relative_to(self.path))] = len(raw) - pos
+                if pos:
+                    with open(path, "r+b") as f:
+                        f.truncate(pos)
+                for later in paths[i + 1:]:
+                    self.dropped[str(later.relative_to(self.path))] = later.stat().st_size
+                    later.unlink()
                 break
-            try:
-                log.restore(raw[pos + _LEN.size:end])
-            except ValueError:
-                break
-            top = max(top, log.batches[-1].producer_id)
-            pos = end
-        if pos < len(raw):
-            self.dropped[str(path.relative_to(self.path))] = len(raw) - pos
-            with open(path, "r+b") as f:
-                f.truncate(pos)
+        self._segments[(topic_id, partition)] = segments
         return top
 
     def _compact(self, state: ClusterState) -> None:
@@ -337,10 +383,14 @@ class Storage:
     def _attach(self, topic: Topic) -> None:
         for p, log in enumerate(topic.partitions):
             if log.sink is None:
-                f = _PartitionFile(self, topic.topic_id, p,
-                                   self._partition_dir(topic.topic_id, p) / _SEGMENT)
+                f = _PartitionFile(self, topic, p, self._partition_dir(topic.topic_id, p),
+                                   self._segments.pop((topic.topic_id, p), []))
                 self._files[(topic.topic_id, p)] = f
                 log.sink = f
+
+
+def _segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}.log"
 
 
 def _topic_record(topic: Topic) -> dict[str, Any]:

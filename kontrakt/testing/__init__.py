@@ -29,6 +29,7 @@ from kontrakt.testing._util import (
     BrokerStartError,
     MissingDependencyError,
     MockClusterError,
+    StorageLockedError,
     free_port,
     send_request,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "MockCluster",
     "MockClusterError",
     "MockRequest",
+    "StorageLockedError",
     "TansuBroker",
     "free_port",
     "send_request",

@@ -23,6 +23,7 @@ __all__ = [
     "BrokerStartError",
     "MissingDependencyError",
     "MockClusterError",
+    "StorageLockedError",
     "free_port",
     "send_request",
 ]
@@ -48,6 +49,19 @@ class BrokerStartError(BrokerHarnessError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class StorageLockedError(BrokerStartError):
+    """A :class:`~kontrakt.testing.Cluster`'s ``storage`` folder is in use by another
+    running cluster (its lock file is held), in this process or another.
+
+    Attributes:
+        path: the storage folder.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class MissingDependencyError(BrokerHarnessError, ImportError):

@@ -253,7 +253,8 @@ def test_dev_serves_and_stops_cleanly(tmp_path: Path, broker: str | None,
         while not any(line.startswith("Ctrl-C") for line in lines):
             assert time.monotonic() < deadline and proc.poll() is None, lines
             lines.append(proc.stdout.readline())
-        assert ("(Tansu, in memory)" if broker else "(in-process cluster, 1 broker, in memory)") \
+        kept = f"kept in {tmp_path / 'state' / 'kafka'}"
+        assert ("(Tansu, in memory)" if broker else f"(in-process cluster, 1 broker, {kept})") \
             in lines[0], lines
         exports = next(line for line in lines if line.startswith("export"))
         env = dict(part.split("=", 1) for part in exports.split()[1:])
@@ -285,6 +286,59 @@ def test_dev_serves_and_stops_cleanly(tmp_path: Path, broker: str | None,
         if proc.poll() is None:
             proc.kill()
         proc.communicate(timeout=10)  # reaps it and closes its pipes
+
+
+def _start_dev(*args: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """Start ``kontrakt dev`` and wait for its banner; returns it and the exports it printed."""
+    proc = subprocess.Popen([sys.executable, "-m", "kontrakt.cli", "dev", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while not any(line.startswith("Ctrl-C") for line in lines):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise AssertionError(f"{lines} {proc.communicate(timeout=10)}")
+        lines.append(proc.stdout.readline())
+    exports = next(line for line in lines if line.startswith("export"))
+    return proc, dict(part.split("=", 1) for part in exports.split()[1:])
+
+
+def test_dev_storage_keeps_the_cluster_s_topics_and_records_across_restarts(
+        tmp_path: Path) -> None:
+    args = ("--broker-port", "0", "--no-registry", "--storage", str(tmp_path / "state"))
+    cli = [sys.executable, "-m", "kontrakt.cli"]
+    proc, env = _start_dev(*args)
+    try:
+        run_env = {**os.environ, **env}
+        assert subprocess.run([*cli, "topics", "create", "kept", "--partitions", "2"],
+                              env=run_env, timeout=60, check=False).returncode == 0
+        produced = subprocess.run([*cli, "produce", "kept", "-p", "0"], input="a\nb\n",
+                                  env=run_env, timeout=60, capture_output=True, text=True,
+                                  check=False)
+        assert produced.returncode == 0, produced.stderr
+        # A second dev on the same folder is refused while this one runs.
+        second = subprocess.run([*cli, "dev", *args], capture_output=True, text=True,
+                                timeout=60, check=False)
+        assert second.returncode == 3 and "is in use by another running" in second.stderr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)
+    proc, env = _start_dev(*args)
+    try:
+        run_env = {**os.environ, **env}
+        consumed = subprocess.run([*cli, "consume", "kept", "-e"], env=run_env, timeout=60,
+                                  capture_output=True, text=True, check=False)
+        assert consumed.stdout.split() == ["a", "b"], consumed.stderr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)
 
 
 def test_dev_names_a_taken_port_and_a_bad_combination() -> None:

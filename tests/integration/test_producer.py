@@ -329,7 +329,7 @@ def test_a_wake_up_during_the_senders_pass_gets_a_pass_of_its_own(tansu_broker: 
         p.send_and_wait(topic_name, b"warm-up", partition=0)
         sender = p._async._sender
         assert sender is not None
-        efd = sender._efd
+        efd = p._handover._efd
         if efd is None:
             pytest.skip("no eventfd on this platform")
         original = sender.kick
@@ -360,7 +360,7 @@ def test_the_senders_eventfd_is_closed_with_the_producer(tansu_broker: TansuBrok
     p.send_and_wait(topic_name, b"x")
     sender = p._async._sender
     assert sender is not None
-    efd = sender._efd
+    efd = p._handover._efd
     if efd is None:
         pytest.skip("no eventfd on this platform")
     assert os.readlink(f"/proc/self/fd/{efd}") == "anon_inode:[eventfd]"

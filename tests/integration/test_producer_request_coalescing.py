@@ -119,7 +119,8 @@ def test_a_sync_hand_over_releases_its_caller_before_the_passs_last_write(
 
     def spy(self: BrokerConnection, request: Any, **kwargs: Any) -> Any:
         if type(request) is ProduceRequest and sender is not None:
-            writes.append((sender._handing, sender._passed.is_set(), sender._writes_left))
+            handover = sender.handover
+            writes.append((handover._handing, handover._passed.is_set(), sender._writes_left))
         return original(self, request, **kwargs)
 
     monkeypatch.setattr(BrokerConnection, "send_nowait", spy)

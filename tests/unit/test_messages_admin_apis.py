@@ -58,17 +58,22 @@ EXPECTED = [
     (39, "RenewDelegationToken", "0-2", "2+"),
     (40, "ExpireDelegationToken", "0-2", "2+"),
     (41, "DescribeDelegationToken", "0-3", "2+"),
+    (43, "ElectLeaders", "0-2", "2+"),
     (44, "IncrementalAlterConfigs", "0-1", "1+"),
+    (45, "AlterPartitionReassignments", "0-1", "0+"),
+    (46, "ListPartitionReassignments", "0", "0+"),
     (48, "DescribeClientQuotas", "0-1", "1+"),
     (49, "AlterClientQuotas", "0-1", "1+"),
     (50, "DescribeUserScramCredentials", "0", "0+"),
     (51, "AlterUserScramCredentials", "0", "0+"),
+    (57, "UpdateFeatures", "0-2", "0+"),
     (60, "DescribeCluster", "0-2", "0+"),
     (61, "DescribeProducers", "0", "0+"),
     (65, "DescribeTransactions", "0", "0+"),
     (66, "ListTransactions", "0-2", "0+"),
     (71, "GetTelemetrySubscriptions", "0", "0+"),
     (72, "PushTelemetry", "0", "0+"),
+    (75, "DescribeTopicPartitions", "0", "0+"),
 ]
 KEYS = [e[0] for e in EXPECTED]
 # kafka-python declares no delegation-token or KIP-714 telemetry APIs: those are checked by
@@ -458,3 +463,37 @@ def test_telemetry_bytes_follow_kafkas_schema() -> None:
                                       + b"\x04abc" + tag0)
     assert encode_struct(messages.PushTelemetryResponse(throttle_time_ms=0, error_code=117),
                          0) == b"\x00\x00\x00\x00\x00\x75" + tag0
+
+
+def test_partition_admin_defaults_and_version_rules() -> None:
+    assert messages.ElectLeadersRequest().timeout_ms == 60000
+    assert messages.ElectLeadersRequest().topic_partitions == []
+    assert messages.AlterPartitionReassignmentsRequest().allow_replication_factor_change is True
+    assert messages.ListPartitionReassignmentsRequest().topics is None
+    dtp = messages.DescribeTopicPartitionsRequest()
+    assert (dtp.response_partition_limit, dtp.cursor) == (2000, None)
+    assert messages.DescribeTopicPartitionsResponse().next_cursor is None
+    uf: Any = messages.UpdateFeaturesRequest
+    assert uf.FeatureUpdateKey().upgrade_type == 1
+    # ElectionType is not in v0 (always preferred there): a non-default value cannot be sent.
+    with pytest.raises(UnsupportedVersionError, match="election_type"):
+        encode_struct(messages.ElectLeadersRequest(election_type=1), 0)
+    # UpdateFeatures v2 answers with the top-level error only; results are ignorable.
+    resp: Any = messages.UpdateFeaturesResponse
+    r = resp(results=[resp.UpdatableFeatureResult(feature="f", error_code=0)])
+    assert encode_struct(r, 2) == encode_struct(resp(), 2)
+
+
+def test_describe_topic_partitions_cursor_bytes() -> None:
+    """Hand-checked v0 request bytes: compact arrays/strings (length + 1), a nullable struct
+    as a presence byte (-1 absent, 1 present) and the empty tagged-field sections."""
+    cls: Any = messages.DescribeTopicPartitionsRequest
+    req = cls(topics=[cls.TopicRequest(name="ab")], response_partition_limit=5,
+              cursor=cls.Cursor(topic_name="ab", partition_index=3))
+    assert encode_struct(req, 0) == (
+        b"\x02" + b"\x03ab" + b"\x00"        # topics: 1 entry, name "ab", no tags
+        + b"\x00\x00\x00\x05"                # response_partition_limit
+        + b"\x01" + b"\x03ab" + b"\x00\x00\x00\x03" + b"\x00"  # cursor present
+        + b"\x00"                            # no top-level tags
+    )
+    assert encode_struct(cls(topics=[]), 0) == b"\x01" + b"\x00\x00\x07\xd0" + b"\xff" + b"\x00"

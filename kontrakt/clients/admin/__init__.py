@@ -11,6 +11,15 @@ single entity raises that entity's own error (e.g. ``TopicAlreadyExistsError``, 
 from __future__ import annotations
 
 from kontrakt.clients.admin._admin import ADMIN_OPTIONS, AsyncAdminClient
+from kontrakt.clients.admin._partition_admin import (
+    ElectionType,
+    FeatureMetadata,
+    FeatureUpdate,
+    FeatureUpgradeType,
+    FinalizedVersionRange,
+    PartitionReassignment,
+    SupportedVersionRange,
+)
 from kontrakt.clients.admin._quotas import (
     ClientQuotaAlteration,
     ClientQuotaEntity,
@@ -123,4 +132,14 @@ __all__ = [
     "UserScramCredentialDeletion",
     "UserScramCredentialUpsertion",
     "UserScramCredentialsDescription",
+]
+
+__all__ += [
+    "ElectionType",
+    "FeatureMetadata",
+    "FeatureUpdate",
+    "FeatureUpgradeType",
+    "FinalizedVersionRange",
+    "PartitionReassignment",
+    "SupportedVersionRange",
 ]

@@ -24,6 +24,7 @@ from kontrakt._config import Option, options
 from kontrakt.clients.admin import _validate as v
 from kontrakt.clients.admin._acls import AclOperations
 from kontrakt.clients.admin._groups import GroupOperations
+from kontrakt.clients.admin._partition_admin import PartitionAdminOperations
 from kontrakt.clients.admin._quotas import ClientQuotaOperations
 from kontrakt.clients.admin._routing import Fatal, Router, error_for, finish
 from kontrakt.clients.admin._scram import ScramOperations
@@ -56,6 +57,7 @@ from kontrakt.protocol.messages import (
     DeleteTopicsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
+    DescribeTopicPartitionsRequest,
     IncrementalAlterConfigsRequest,
     MetadataRequest,
 )
@@ -79,7 +81,8 @@ def _operations(bits: int) -> frozenset[AclOperation] | None:
 
 
 class AsyncAdminClient(GroupOperations, AclOperations, ScramOperations,
-                       DelegationTokenOperations, ClientQuotaOperations):
+                       DelegationTokenOperations, ClientQuotaOperations,
+                       PartitionAdminOperations):
     """Asyncio Kafka admin client built on :class:`AsyncKafkaClient`.
 
     Args:
@@ -317,6 +320,10 @@ class AsyncAdminClient(GroupOperations, AclOperations, ScramOperations,
                               return_exceptions: bool = False) -> dict[str, TopicDescription]:
         """Describe topics: id, partitions with leader, replicas and in-sync replicas.
 
+        Uses DescribeTopicPartitions (KIP-966, paginated: no answer grows with the partition
+        count, and partitions carry their eligible leader replicas) on brokers offering it,
+        Metadata on the others.
+
         Returns:
             topic name -> :class:`TopicDescription`.
 
@@ -329,6 +336,11 @@ class AsyncAdminClient(GroupOperations, AclOperations, ScramOperations,
         deadline = self._router.deadline(timeout)
 
         async def round_(batch: list[str]) -> dict[str, Any]:
+            await self._client.start()
+            node = self._client.least_loaded_node()
+            conn = await self._client.connection(node)
+            if DescribeTopicPartitionsRequest.API_KEY in conn.api_versions:
+                return await self._describe_topic_partitions(node, batch, deadline)
             resp = await self._metadata(batch, None, deadline=deadline)
             out: dict[str, Any] = {}
             for t in resp.topics:

@@ -7,12 +7,18 @@ Calling from the loop thread itself raises :class:`~kontrakt.errors.IllegalState
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients._sync import LoopThread, close_sync, ensure_started
 from kontrakt.clients.admin._admin import AsyncAdminClient
+from kontrakt.clients.admin._partition_admin import (
+    ElectionType,
+    FeatureMetadata,
+    FeatureUpdate,
+    PartitionReassignment,
+)
 from kontrakt.clients.admin._quotas import (
     ClientQuotaAlteration,
     ClientQuotaEntity,
@@ -448,6 +454,57 @@ class AdminClient:
                 partitions, timeout=timeout, return_exceptions=return_exceptions
             )
         )
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[TopicPartition, None]:
+        """Blocking form of :meth:`AsyncAdminClient.elect_leaders`."""
+        return self._run(self._async.elect_leaders(
+            election_type, partitions, timeout=timeout, return_exceptions=return_exceptions))
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        allow_replication_factor_change: bool = True,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[TopicPartition, None]:
+        """Blocking form of :meth:`AsyncAdminClient.alter_partition_reassignments`."""
+        return self._run(self._async.alter_partition_reassignments(
+            reassignments, allow_replication_factor_change=allow_replication_factor_change,
+            timeout=timeout, return_exceptions=return_exceptions))
+
+    def list_partition_reassignments(
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """Blocking form of :meth:`AsyncAdminClient.list_partition_reassignments`."""
+        return self._run(self._async.list_partition_reassignments(partitions, timeout=timeout))
+
+    def describe_features(self, *, timeout: float | None = None) -> FeatureMetadata:
+        """Blocking form of :meth:`AsyncAdminClient.describe_features`."""
+        return self._run(self._async.describe_features(timeout=timeout))
+
+    def update_features(
+        self,
+        updates: Mapping[str, FeatureUpdate],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[str, None]:
+        """Blocking form of :meth:`AsyncAdminClient.update_features`."""
+        return self._run(self._async.update_features(
+            updates, validate_only=validate_only, timeout=timeout,
+            return_exceptions=return_exceptions))
 
     def describe_topics(
         self,

@@ -394,7 +394,9 @@ class ClusterDescription:
 
 @dataclass(frozen=True, slots=True)
 class PartitionDescription:
-    """One partition of a described topic: its leader, replicas and in-sync replicas."""
+    """One partition of a described topic: its leader, replicas and in-sync replicas; from
+    brokers answering DescribeTopicPartitions (KIP-966) also its eligible leader replicas
+    and last known ELR (None otherwise, or when the broker does not track them)."""
 
     partition: int
     leader: int
@@ -402,6 +404,8 @@ class PartitionDescription:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
+    eligible_leader_replicas: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,9 @@ an event loop, the Java client's partitioners, idempotence and transactions.
 
 from __future__ import annotations
 
-from kontrakt.clients.producer._accumulator import RecordAccumulator, RecordFuture
+from kontrakt.clients.producer._accumulator import RecordAccumulator
 from kontrakt.clients.producer._config import PRODUCER_OPTIONS
+from kontrakt.clients.producer._future import RecordFuture
 from kontrakt.clients.producer._partitioner import (
     DefaultPartitioner,
     Partitioner,

@@ -180,7 +180,3 @@ def parse_producer_config(config: Mapping[str, Any] | None,
     )
     return cfg, settings
 
-
-def client_config(cfg: ClientConfig) -> dict[str, Any]:
-    """The subset of ``cfg`` that the network core understands."""
-    return {k: cfg[k] for k in CLIENT_OPTIONS if cfg[k] is not None}

@@ -35,7 +35,7 @@ from kontrakt.protocol.messages import InitProducerIdRequest
 
 if TYPE_CHECKING:
     from kontrakt.clients.client import AsyncKafkaClient
-    from kontrakt.clients.producer._accumulator import ProducerBatch
+    from kontrakt.clients.producer._batch import ProducerBatch
 
 __all__ = ["IdempotenceState", "PartitionSequences"]
 

@@ -6,104 +6,28 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from time import time as _time
-from time import time_ns as _time_ns
+from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
-from kontrakt._types import OffsetAndMetadata, RecordMetadata, TopicPartition
-from kontrakt.clients._hooks import ClientHooks
-from kontrakt.clients._settings import ClientSettings
+from kontrakt._types import RecordMetadata
 from kontrakt.clients._wait import wait_event, wait_within
-from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.cluster import TopicInfo
-from kontrakt.clients.producer._accumulator import (
-    ABORTED,
-    RECORD_OVERHEAD,
-    DeliveryCallback,
-    KeyedStage,
-    ProducerBatch,
-    RecordAccumulator,
-    RecordFuture,
-    keep_hook,
-    new_future,
-)
-from kontrakt.clients.producer._config import parse_producer_config
-from kontrakt.clients.producer._idempotence import IdempotenceState
-from kontrakt.clients.producer._metrics import ProducerMetrics
-from kontrakt.clients.producer._partitioner import (
-    PARTITION_HASH_BY_LENGTH as _HASHERS,
-)
-from kontrakt.clients.producer._partitioner import (
-    DefaultPartitioner,
-    _hash,
-    key_hash,
-)
+from kontrakt.clients.producer._core import NEED_METADATA, CallerThreads, HeadersLike
+from kontrakt.clients.producer._core import _TopicParts as _TopicParts  # tests build topics
+from kontrakt.clients.producer._future import RecordFuture, new_future
 from kontrakt.clients.producer._sender import Sender
 from kontrakt.clients.producer._transactions import TransactionManager
+from kontrakt.clients.producer._txn_api import TransactionalCore
 from kontrakt.errors import (
-    ConfigError,
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
-    RecordTooLargeError,
-    TransactionAbortableError,
 )
-from kontrakt.protocol.records import BATCH_HEADER_SIZE, RecordBatchBuilder
-from kontrakt.protocol.records._model import SMALL_LIMIT, VARINT_BYTES, encode_varint
+from kontrakt.protocol.records import RecordBatchBuilder
 
-__all__ = ["AsyncProducer", "HeadersLike"]
+__all__ = ["NEED_METADATA", "AsyncProducer", "HeadersLike"]
 
 log = logging.getLogger("kontrakt.producer")
-#: the longest a sync producer's caller waits for the sender's pass (Sender.hand_over)
-_HAND_OVER_WAIT = 0.002
-
-HeadersLike = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None
-
-#: ``_append`` could not go on without metadata for the topic
-NEED_METADATA: Any = object()
-_SMALL = SMALL_LIMIT
-_SMALL_VARINTS = VARINT_BYTES
-
-
-class _TopicParts:
-    __slots__ = ("all", "available", "count", "queues", "rr", "stage", "version")
-
-    def __init__(self, all_: list[int], available: list[int], version: int,
-                 queues: list[deque[ProducerBatch]], stage: KeyedStage) -> None:
-        self.all = all_
-        self.queues = queues
-        self.stage = stage
-        self.available = available
-        self.count = len(all_)
-        self.version = version
-        self.rr = 0
-
-    @classmethod
-    def of(cls, acc: RecordAccumulator, topic: str, all_: list[int], available: list[int],
-           version: int) -> _TopicParts:
-        """The partitions of ``topic`` (ids 0..n-1) with their queues and stage in ``acc``."""
-        queues = acc.queues_for(topic, len(all_))
-        return cls(all_, available, version, queues, acc.stage_for(topic, queues))
-
-
-def _bytes_or_none(data: Any, what: str) -> bytes | None:
-    if data is None or type(data) is bytes:
-        return data
-    if isinstance(data, (bytearray, memoryview)):
-        return bytes(data)
-    raise TypeError(f"record {what} must be bytes or None, not {type(data).__name__} "
-                    "(serialize it first, or use a SerializingProducer)")
-
-
-def _exact_size(key: bytes | None, value: bytes | None,
-                headers: Sequence[tuple[str, bytes | None]] | None) -> int:
-    """A one-record batch's exact uncompressed size."""
-    b = RecordBatchBuilder(max_batch_size=1 << 62)
-    b.append(0, key, value, headers)
-    return b.size_in_bytes
-
 
 _T = TypeVar("_T")
 
@@ -127,327 +51,7 @@ async def _bounded(coro: Coroutine[Any, Any, _T], timeout: float, what: str) -> 
         raise KafkaTimeoutError(f"{what} (timeout {timeout}s)") from None
 
 
-class _ProducerCore:
-    """What both producers share: config, accumulator, partitioning, the record path."""
-
-    def __init__(self, config: Mapping[str, Any] | None, kwargs: dict[str, Any],
-                 threaded: bool) -> None:
-        self.config, self._settings = parse_producer_config(config, kwargs)
-        s = self._settings
-        on_delivery = self.config["on_delivery"]
-        if on_delivery is not None and (not threaded or not callable(on_delivery)):
-            raise ConfigError(
-                "on_delivery must be callable" if threaded else
-                "on_delivery is the blocking Producer's (for produce()); with AsyncProducer, "
-                "await send()'s future or add a done callback to it")
-        self._hooks = ClientHooks(self.config, "producer", self._statistics)
-        self._client = AsyncKafkaClient(_settings=ClientSettings.of(self.config))
-        self._acc = RecordAccumulator(
-            # A batch must fit a produce request's limit too.
-            batch_size=min(s.batch_size, s.message_max_bytes), linger=s.linger,
-            buffer_memory=s.buffer_memory,
-            compression=s.compression, compression_level=s.compression_level,
-            delivery_timeout=s.delivery_timeout, threaded=threaded, wakeup=self._wakeup)
-        self._metrics = ProducerMetrics()
-        self._idem = IdempotenceState(
-            s.transactional_id, transaction_timeout_ms=self.config["transaction.timeout.ms"]) \
-            if s.idempotent else None
-        self._txn: TransactionManager | None = None
-        self._sender: Sender | None = None
-        self._topics: dict[str, _TopicParts] = {}
-        # The send fast paths' view of _topics: current entries only (emptied whenever the
-        # metadata changes, refilled by _append), so they need no version check; only with
-        # the default partitioner.
-        self._fast_topics: dict[str, _TopicParts] = {}
-        part = s.partitioner
-        self._default = DefaultPartitioner()
-        self._sticky = part == "default"
-        self._round_robin = part == "round_robin"
-        self._user_partitioner: Callable[..., int] | None = part if callable(part) else None
-        self._simple_keys = not callable(part) and part != "round_robin"
-        self._cluster = self._client.cluster
-        self._cluster.on_update.append(self._fast_topics.clear)
-        # Smallest estimated record size that needs the exact size check.
-        self._size_limit = min(s.message_max_bytes - BATCH_HEADER_SIZE, s.buffer_memory)
-        # Largest key + value length the send fast path (staging) takes: every varint of the
-        # record is then in the table and no size check beyond the batch's is needed.
-        self._fast_limit = min(_SMALL - 32, self._size_limit - RECORD_OVERHEAD - 8)
-        self._started = False
-        self._closed = False
-        self._ok = False
-
-    def _wakeup(self, urgent: bool, filled: bool = False) -> None:
-        sender = self._sender
-        if sender is not None:
-            if filled and self._acc.threaded:
-                # A sync producer's caller filled a batch: let the sender's pass run now.
-                sender.hand_over(_HAND_OVER_WAIT)
-            else:
-                sender.wake(urgent)
-
-    def _check(self, sending: bool = True) -> None:
-        if self._closed:
-            raise IllegalStateError("the producer is closed")
-        if sending and self._txn is not None:
-            self._txn.check_send()
-        sender = self._sender
-        if sender is None:
-            raise IllegalStateError("the producer is not started (use start() or 'with')")
-        if sender.error is not None:
-            raise KafkaError(f"the producer failed and must be closed: {sender.error!r}")
-
-    def _topic_parts(self, topic: str) -> _TopicParts | None:
-        cluster = self._client.cluster
-        info = self._topics.get(topic)
-        if info is not None and info.version == cluster.version:
-            return info
-        parts = cluster.partitions_for(topic)
-        if not parts:
-            return None
-        # Partition ids are 0..n-1; queues[p] is the accumulator's queue of partition p.
-        info = _TopicParts.of(self._acc, topic, parts, cluster.available_partitions_for(topic),
-                              cluster.version)
-        old = self._topics.get(topic)
-        if old is not None:
-            info.rr = old.rr
-        self._topics[topic] = info
-        return info
-
-    def _append(self, topic: str, value: Any, key: Any, partition: int | None,
-                timestamp_ms: int | None, headers: HeadersLike,
-                delivery: DeliveryCallback | None, urgent: bool = False) -> Any:
-        """Put one record into the accumulator (the hot path: keep it lean).
-
-        ``urgent``: the caller waits for the record next (send_and_wait): its batch goes out
-        at once.
-
-        Returns:
-            A RecordFuture; None when the buffer is full; NEED_METADATA when the topic (or
-            the partition) is not known yet.
-        """
-        if not self._ok:
-            self._check()
-        if key is not None and type(key) is not bytes:
-            key = _bytes_or_none(key, "key")
-        if value is not None and type(value) is not bytes:
-            value = _bytes_or_none(value, "value")
-        info = self._topics.get(topic)
-        if info is None or info.version != self._cluster.version:
-            if type(topic) is not str or not topic:
-                raise TypeError(f"topic must be a non-empty str, not {topic!r}")
-            info = self._topic_parts(topic)
-            if info is None:
-                return NEED_METADATA
-        if self._simple_keys and topic not in self._fast_topics:
-            fast = self._fast_topics
-            fast[topic] = info
-            if info.version != self._cluster.version:
-                # The metadata changed meanwhile (a sync producer's caller runs beside the
-                # loop thread, which empties the dict after the version moves on).
-                fast.pop(topic, None)
-        if partition is None and key is not None and value is not None and \
-                timestamp_ms is None and headers is None and not urgent and self._simple_keys:
-            # Keyed (e.g. a sync produce() with a delivery callback): staged like send()'s.
-            fut = self._stage(info.stage, key, value, delivery)
-            if fut is not None:
-                return fut
-        if info.stage.keys:
-            # Records of the topic sent before this one go into their batches first.
-            self._acc.settle(info.stage)
-        abort = False
-        if partition is None:
-            if self._simple_keys and key is not None:
-                n = len(key)
-                partition = info.all[(_HASHERS[n](key) if n < 64 else _hash(key) & 0x7FFFFFFF)
-                                     % info.count]
-            else:
-                partition, abort = self._choose(topic, key, info)
-        elif type(partition) is not int or partition < 0:
-            raise TypeError(f"partition must be a non-negative int, not {partition!r}")
-        elif partition >= info.count:
-            self._client.request_metadata_refresh()
-            return NEED_METADATA
-        if timestamp_ms is None:
-            timestamp_ms = _time_ns() // 1_000_000
-        if headers is None and delivery is None and not urgent:
-            # Fast path: the record goes into the partition's open batch -- the same encoding
-            # RecordAccumulator.append does (see there), inlined because it runs per record.
-            if key is None:
-                kb = b"\x01"
-                kk = b""
-                klen = 0
-                ksize = -1
-            else:
-                ksize = klen = len(key)
-                kb = _SMALL_VARINTS[klen] if klen < _SMALL else encode_varint(klen)
-                kk = key
-            if value is None:
-                vb = b"\x01"
-                vv = b""
-                vlen = 0
-                vsize = -1
-            else:
-                vsize = vlen = len(value)
-                vb = _SMALL_VARINTS[vlen] if vlen < _SMALL else encode_varint(vlen)
-                vv = value
-            rest = 2 + len(kb) + klen + len(vb) + vlen
-            dq = info.queues[partition]
-            if dq and rest + RECORD_OVERHEAD < self._size_limit:
-                acc = self._acc
-                with acc.lock:
-                    if dq and acc.used + rest < acc.buffer_memory:
-                        batch = dq[-1]
-                        if not batch.sealed:
-                            count = batch.count
-                            ts_delta = timestamp_ms - batch.base_timestamp
-                            tsb = (_SMALL_VARINTS[ts_delta] if 0 <= ts_delta < _SMALL
-                                   else encode_varint(ts_delta))
-                            odb = _SMALL_VARINTS[count] if count < _SMALL else \
-                                encode_varint(count)
-                            body_len = len(tsb) + len(odb) + rest
-                            lb = _SMALL_VARINTS[body_len] if body_len < _SMALL else \
-                                encode_varint(body_len)
-                            added = len(lb) + body_len
-                            new_size = batch.size + added
-                            if new_size <= acc.batch_size:
-                                batch.parts += (lb, b"\x00", tsb, odb, kb, kk, vb, vv, b"\x00")
-                                batch.size = new_size
-                                batch.count = count + 1
-                                if timestamp_ms > batch.max_timestamp:
-                                    batch.max_timestamp = timestamp_ms
-                                acc.used += added
-                                return new_future(batch, count, timestamp_ms, ksize, vsize)
-        size = RECORD_OVERHEAD + (len(key) if key is not None else 0) + (
-            len(value) if value is not None else 0)
-        if headers is not None:
-            if isinstance(headers, Mapping):
-                headers = list(headers.items())
-            for name, hv in headers:
-                if type(name) is not str:
-                    raise TypeError(f"header name must be str, not {type(name).__name__}")
-                size += 10 + len(name) * 4 + (len(hv) if hv is not None else 0)
-        if size > self._size_limit:
-            self._check_size(topic, partition, key, value, headers)
-        res = self._acc.append(topic, partition, timestamp_ms, key, value, headers, size, abort,
-                               delivery, urgent)
-        if res is ABORTED:
-            # KIP-480: the sticky partition's batch is full; move on, then append there.
-            partition = self._default.new_sticky(topic, partition, info.all, info.available)
-            res = self._acc.append(topic, partition, timestamp_ms, key, value, headers, size,
-                                   False, delivery, urgent)
-        return res
-
-    def _stage(self, stage: KeyedStage, key: bytes, value: bytes,
-               delivery: DeliveryCallback | None) -> RecordFuture | None:
-        """Add a keyed record to its topic's stage (see KeyedStage), under the lock.
-
-        The record's key and value are bytes.
-
-        Returns:
-            Its future; None when the record is too large for a stage (key and value
-            together not under ``_fast_limit``), the buffer is full or the producer closed
-            (nothing was staged: take the general path).
-        """
-        # The size check is here rather than at the callers: the sync send() saves
-        # computing the lengths twice (~20 ns of its ~600 a record).
-        size = len(key) + len(value)
-        if size >= self._fast_limit:
-            return None
-        size += RECORD_OVERHEAD
-        acc = self._acc
-        ts = _time()
-        wake = None
-        lock = acc.lock
-        lock.acquire()
-        try:
-            # Not once the producer closes: its close settled the stages.
-            if acc.used + size > acc.buffer_memory or acc.closed:
-                return None
-            keys = stage.keys
-            i = len(keys)
-            keys.append(key)
-            stage.values.append(value)
-            stage.stamps.append(ts)
-            acc.used += size
-            chunk = stage.chunk
-            fut = RecordFuture()
-            fut._head = chunk
-            fut._at = i
-            fut._timestamp = ts
-            if delivery is not None:
-                keep_hook(chunk, delivery, fut, True)
-            if i == 0:
-                stage.started(size)
-            elif i >= stage.limit:
-                wake = acc.settle_locked(stage)
-        finally:
-            lock.release()
-        if wake is not None:
-            acc.wakeup(wake, filled=wake)
-        return fut
-
-    def _choose(self, topic: str, key: bytes | None, info: _TopicParts) -> tuple[int, bool]:
-        """The partition for a record without an explicit one: (partition, sticky)."""
-        if self._user_partitioner is not None:
-            partition = self._user_partitioner(key, info.all, info.available)
-            if partition not in info.all:
-                raise KafkaError(f"the partitioner returned partition {partition!r}, not "
-                                 f"one of {topic!r}'s partitions {info.all}")
-            return partition, False
-        if self._round_robin:
-            choices = info.available or info.all
-            info.rr += 1
-            return choices[(info.rr - 1) % len(choices)], False
-        if key is not None:
-            return info.all[(key_hash(key) & 0x7FFFFFFF) % info.count], False
-        if self._sticky:
-            return self._default.sticky_partition(topic, info.all, info.available), True
-        return self._default(None, info.all, info.available), False
-
-    def _check_size(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
-                    headers: Sequence[tuple[str, bytes | None]] | None) -> None:
-        exact = _exact_size(key, value, headers)
-        limit = self._settings.message_max_bytes
-        if exact > limit:
-            raise RecordTooLargeError(
-                f"a record for {topic}-{partition} is {exact} bytes as a batch, more than "
-                f"message.max.bytes ({limit}); key {len(key or b'')} bytes, value "
-                f"{len(value or b'')} bytes")
-        if exact > self._settings.buffer_memory:
-            raise RecordTooLargeError(
-                f"a record for {topic}-{partition} is {exact} bytes, more than buffer.memory "
-                f"({self._settings.buffer_memory})")
-
-    def _check_batch(self, topic: str, partition: int, builder: RecordBatchBuilder) -> None:
-        size = builder.size_in_bytes
-        if size > self._settings.message_max_bytes:
-            raise RecordTooLargeError(
-                f"a batch for {topic}-{partition} is {size} bytes, more than "
-                f"message.max.bytes ({self._settings.message_max_bytes})")
-        if builder.record_count == 0:
-            raise ValueError("the batch is empty")
-
-    def _statistics(self) -> dict[str, Any]:
-        """stats_cb's producer fields, in librdkafka's names."""
-        m = self.metrics()
-        return {"msg_cnt": int(m["queued-batches"]), "msg_size": int(m["buffer-used-bytes"]),
-                "txmsgs": int(m["record-send-total"]), "txmsg_bytes": int(m["byte-total"]),
-                "tx": int(m["request-total"]), "rx": int(m["response-total"]),
-                "txerrs": int(m["error-total"]), "txretries": int(m["retry-total"])}
-
-    def metrics(self) -> dict[str, float]:
-        """Counts and rates: records, batches, bytes, requests, retries, errors, request
-        latency, buffer use. Totals count since the producer was created; ``*-rate`` values
-        are per second over the last minute (``RATE_WINDOW``), like the Java client's sampled
-        rates."""
-        acc = self._acc
-        with acc.lock:
-            queued = sum(len(dq) for dq in acc.queues.values())
-            used = acc.used
-        return self._metrics.snapshot(used, queued)
-
-
-class AsyncProducer(_ProducerCore):
+class AsyncProducer(TransactionalCore):
     """The asyncio Kafka producer.
 
     Records are appended to per-partition batches (``batch.size``, ``linger.ms``) and sent by
@@ -493,6 +97,8 @@ class AsyncProducer(_ProducerCore):
         threaded = bool(kwargs.pop("_threaded", False))
         super().__init__(config, kwargs, threaded)
         self._client.owner = "Producer" if threaded else "AsyncProducer"
+        #: a sync Producer's one way into this core (None for an AsyncProducer's own use)
+        self.callers = CallerThreads(self) if threaded else None
         self._memory_event: asyncio.Event | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -565,11 +171,13 @@ class AsyncProducer(_ProducerCore):
         self._acc.on_memory = self._memory_freed
         with self._hooks.bound():
             self._sender.start()
+        if self._handover is not None:
+            self._handover.attach(self._sender)
         # A transactional producer takes the checked path until a transaction begins.
         self._ok = self._txn is None
 
     def _sender_failed(self) -> None:
-        self._ok = False
+        self._stop_fast_paths()
 
     async def __aenter__(self) -> AsyncProducer:
         await self.start()
@@ -594,7 +202,7 @@ class AsyncProducer(_ProducerCore):
         if self._closed:
             return
         self._closed = True
-        self._ok = False
+        self._stop_fast_paths()
         deadline = None if timeout is None else time.monotonic() + timeout
         sender = self._sender
         acc = self._acc
@@ -650,38 +258,22 @@ class AsyncProducer(_ProducerCore):
         # The fast path, for the common record (bytes key and value, default partitioner, no
         # explicit partition, timestamp or headers): the record joins its topic's stage, and
         # is hashed and encoded with the rest of the stage's chunk (see KeyedStage).
-        # No lock: an AsyncProducer's accumulator is only touched on its loop's thread. This is
-        # _stage without the call and the lock, which cost ~8% of a record's time here.
+        # No lock: an AsyncProducer's accumulator is only touched on its loop's thread (see
+        # KeyedStage.offer).
+        # _fast_topics holds topics only while _ok (see _ProducerCore._stop_fast_paths).
         if type(key) is bytes and type(value) is bytes and partition is None \
-                and timestamp_ms is None and headers is None and self._ok:
+                and timestamp_ms is None and headers is None:
             info = self._fast_topics.get(topic)
             if info is not None:
-                size = len(key) + len(value)
-                acc = self._acc
-                if size < self._fast_limit and \
-                        acc.used + size + RECORD_OVERHEAD <= acc.buffer_memory:
-                    stage = info.stage
-                    keys = stage.keys
-                    i = len(keys)
-                    ts = _time()
-                    keys.append(key)
-                    stage.values.append(value)
-                    stage.stamps.append(ts)
-                    acc.used += size + RECORD_OVERHEAD
-                    fut = RecordFuture()
-                    fut._head = stage.chunk
-                    fut._at = i
-                    fut._timestamp = ts
-                    if i == 0:
-                        stage.started(size + RECORD_OVERHEAD)
-                    elif i >= stage.limit:
-                        acc.settle(stage)
-                        if acc.filled:
-                            # Batches filled up (and were handed to the sender): give
-                            # responses and connections a loop turn, or a tight send loop
-                            # would starve them.
-                            acc.filled = False
-                            await asyncio.sleep(0)
+                fut = info.stage.offer(key, value, None)
+                if fut is not None:
+                    acc = self._acc
+                    if acc.filled:
+                        # Its stage settled and batches filled up (and were handed to the
+                        # sender): give responses and connections a loop turn, or a tight
+                        # send loop would starve them.
+                        acc.filled = False
+                        await asyncio.sleep(0)
                     return fut
         res = self._append(topic, value, key, partition, timestamp_ms, headers, None)
         if type(res) is RecordFuture:
@@ -791,202 +383,6 @@ class AsyncProducer(_ProducerCore):
         return await _bounded(_wait_for(fut), timeout,
                               f"the record to {topic!r} was not acknowledged; it may still be "
                               "delivered")
-
-    async def flush(self, timeout: float | None = None) -> None:
-        """Send every buffered record now and wait until all are resolved.
-
-        Args:
-            timeout: seconds; None waits as long as delivery takes.
-
-        Raises:
-            KafkaTimeoutError: records still unresolved after ``timeout``.
-        """
-        self._check(sending=False)
-        acc = self._acc
-        with acc.lock:
-            acc.settle_all_locked()
-            acc.flushing += 1
-            pending = list(acc.incomplete)
-        try:
-            self._wakeup(True)
-            await self._wait_batches(pending, timeout)
-        finally:
-            with acc.lock:
-                acc.flushing -= 1
-
-    async def _wait_batches(self, batches: list[ProducerBatch], timeout: float | None) -> None:
-        # Runs on the producer's own loop, the one its batches complete on.
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for b in batches:
-            if b.done:
-                continue
-            if deadline is None:
-                await b.wait_async(on_own_loop=True)
-                continue
-            left = deadline - time.monotonic()
-            try:
-                await asyncio.wait_for(b.wait_async(on_own_loop=True), max(left, 0.0))
-            except (asyncio.TimeoutError, TimeoutError):
-                remaining = sum(1 for x in batches if not x.done)
-                raise KafkaTimeoutError(
-                    f"{remaining} batch(es) still undelivered after {timeout}s") from None
-
-    # --- transactions -------------------------------------------------------------------
-
-    def _transaction(self) -> TransactionManager:
-        if self._closed:
-            raise IllegalStateError("the producer is closed")
-        if self._txn is None:
-            raise IllegalStateError("transactions need the transactional.id option "
-                                    "(and a started producer)")
-        return self._txn
-
-    async def init_transactions(self, timeout: float | None = None) -> None:
-        """Nothing to do: :meth:`start` registers the transactional id (InitProducerId at
-        its coordinator, which also ends a transaction an older instance left open). Kept
-        for symmetry with the Java and confluent-kafka clients (``timeout`` too: there is
-        nothing to wait for).
-
-        Raises:
-            IllegalStateError: no ``transactional.id``.
-        """
-        self._transaction()
-
-    def begin_transaction(self) -> None:
-        """Start a transaction: records sent until commit/abort belong to it.
-
-        Raises:
-            IllegalStateError: no ``transactional.id``, or a transaction is already open.
-            TransactionAbortableError / TransactionFatalError: the producer is in an error
-                state (abort first / close it).
-        """
-        self._transaction().begin()
-        self._ok = self._sender is not None and self._sender.error is None
-
-    async def send_offsets_to_transaction(
-            self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
-            group_id: str | Any, timeout: float | None = None) -> None:
-        """Commit consumed offsets as part of the transaction (consume-transform-produce).
-
-        Args:
-            offsets: the next offsets to read, per partition.
-            group_id: the consumer group id, or its group metadata (anything with
-                ``group_id``, ``generation_id``, ``member_id``, ``group_instance_id``).
-            timeout: seconds for both coordinator requests (AddOffsetsToTxn, then
-                TxnOffsetCommit) with their retries; None or more than request.timeout.ms
-                means request.timeout.ms.
-
-        Raises:
-            TransactionAbortableError: the offsets could not be added (abort next), also
-                when ``timeout`` ran out (its cause is a KafkaTimeoutError).
-            TransactionFatalError: fenced.
-        """
-        txn = self._transaction()
-        if isinstance(group_id, str):
-            await txn.send_offsets(offsets, group_id, timeout=timeout)
-        else:
-            await txn.send_offsets(
-                offsets, group_id.group_id, generation_id=getattr(group_id, "generation_id", -1),
-                member_id=getattr(group_id, "member_id", ""),
-                group_instance_id=getattr(group_id, "group_instance_id", None),
-                timeout=timeout)
-
-    async def commit_transaction(self, timeout: float | None = None) -> None:
-        """Send everything of the transaction, then commit it (EndTxn).
-
-        Args:
-            timeout: seconds to wait for the records (None: as long as delivery takes).
-
-        Raises:
-            TransactionAbortableError: a record or the commit failed: call
-                :meth:`abort_transaction`.
-            TransactionFatalError: fenced by a newer producer with the same id: close.
-            KafkaTimeoutError: the records were not resolved within ``timeout``.
-        """
-        txn = self._transaction()
-        txn.check_send()
-        await self.flush(timeout)
-        txn.check_send()  # a record of the transaction failed: abort instead
-        self._ok = False
-        try:
-            await txn.end(True)
-        except BaseException:
-            if txn.state == "in_transaction":
-                txn.state = "abortable"
-            raise
-
-    async def abort_transaction(self, timeout: float | None = None) -> None:
-        """Abort the transaction: records not sent yet fail with TransactionAbortableError,
-        records in flight are awaited, then the coordinator aborts (EndTxn).
-
-        Raises:
-            IllegalStateError: no transaction is open.
-            TransactionFatalError: fenced: close the producer.
-        """
-        txn = self._transaction()
-        if txn.state not in ("in_transaction", "abortable"):
-            txn.check_send()
-        self._ok = False
-        sender = self._sender
-        assert sender is not None
-        for b in self._acc.abort_all():
-            sender._fail(b, TransactionAbortableError("the transaction was aborted"))
-        with self._acc.lock:
-            pending = list(self._acc.incomplete)
-        await self._wait_batches(pending, timeout)
-        await txn.end(False)
-
-    def purge(self, in_queue: bool = True, in_flight: bool = True) -> int:
-        """Fail buffered records at once instead of delivering them (confluent-kafka's
-        ``purge``): their futures and callbacks get a ProduceError saying they were purged.
-
-        Args:
-            in_queue: records not sent yet (still in batches or staged).
-            in_flight: records of requests on their way; the broker may still write them,
-                so only for records whose loss or duplication is acceptable. An idempotent
-                producer takes a new epoch before its next records.
-
-        Returns:
-            How many records were purged.
-
-        In a transaction, a purge makes the transaction abortable (abort it next).
-        """
-        if self._sender is None:
-            return 0
-        return self._sender.purge(in_queue, in_flight)
-
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[None]:
-        """A transaction as an ``async with`` block (aiokafka's ``transaction()``)::
-
-            async with producer.transaction():
-                await producer.send("orders", b"...")
-                await producer.send_offsets_to_transaction(offsets, group_id)
-
-        Begins the transaction on entry and commits it when the block ends. When the block
-        raises, the transaction is aborted and the exception goes on (unless the producer
-        is fenced, when there is nothing to abort). When the commit fails with
-        TransactionAbortableError (a record of it failed), the transaction is aborted
-        before that error is raised, so the producer is ready for the next one.
-
-        Raises:
-            IllegalStateError: no ``transactional.id``, or a transaction is already open.
-            TransactionAbortableError / TransactionFatalError / KafkaTimeoutError: as
-                :meth:`commit_transaction` and :meth:`abort_transaction` raise them.
-        """
-        txn = self._transaction()
-        self.begin_transaction()
-        try:
-            yield
-        except BaseException:
-            if txn.state != "fatal":
-                await self.abort_transaction()
-            raise
-        try:
-            await self.commit_transaction()
-        except TransactionAbortableError:
-            await self.abort_transaction()
-            raise
 
     # --- direct batch control ------------------------------------------------------------
 

@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
-import weakref
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -42,8 +40,10 @@ from kontrakt.clients._hooks import report_error
 from kontrakt.clients._net.connection import BrokerConnection
 from kontrakt.clients._wait import wait_event, wait_within
 from kontrakt.clients.client import AsyncKafkaClient
-from kontrakt.clients.producer._accumulator import ProducerBatch, RecordAccumulator, expired_error
+from kontrakt.clients.producer._accumulator import RecordAccumulator
+from kontrakt.clients.producer._batch import ProducerBatch, expired_error
 from kontrakt.clients.producer._config import ProducerSettings
+from kontrakt.clients.producer._handover import HandOver
 from kontrakt.clients.producer._idempotence import (
     DUPLICATE_SEQUENCE,
     INVALID_PRODUCER_EPOCH,
@@ -117,8 +117,8 @@ class Sender:
         self._connecting: set[asyncio.Task[None]] = set()
         self._in_pass = False
         self._sleep_until = _INF
-        #: an eventfd other threads wake the sender for a pass with (see start)
-        self._efd: int | None = None
+        #: a sync producer's caller-thread machinery (its waker, see _handover.py)
+        self.handover: HandOver | None = None
         self._muted: set[tuple[str, int]] = set()
         #: the last drain left a batch that only a response can release (in-flight limit,
         #: sequence or transaction order): a response then wakes the sender
@@ -129,10 +129,6 @@ class Sender:
         #: the transaction manager of a transactional producer
         self.txn: TransactionManager | None = None
         self.task: asyncio.Task[None] | None = None
-        #: set after each send pass run for hand_over()
-        self._passed = threading.Event()
-        #: a hand_over caller waits for this pass (see _write)
-        self._handing = False
         #: requests the current round of the pass has still to write
         self._writes_left = 0
         #: why batches cannot be sent now, when nothing of theirs says it (a failed
@@ -141,41 +137,9 @@ class Sender:
 
     # --- waking ------------------------------------------------------------------------
 
-    def hand_over(self, timeout: float) -> None:
-        """Wake the sender for a pass and wait, at most ``timeout`` seconds, until it made
-        its last request (or ended): for the caller threads of a sync producer whose records
-        filled a batch.
-
-        A thread busy sending records keeps the GIL, and the loop thread would get it
-        back only at the interpreter's switch interval (5 ms), one step of a pass at a time:
-        requests would go out late, mostly during flush(), and the broker would idle
-        meanwhile. Waiting here lets the pass run at once, while the broker works in
-        parallel; the last request's socket write overlaps the caller's next records. With
-        gzip or zstd the caller compresses some of the batches meanwhile, in parallel with
-        the pass (RecordAccumulator.claim_closed). On the loop thread this is wake().
-        """
-        if threading.get_ident() == self._loop_thread:
-            self.wake(True)
-            return
-        passed = self._passed
-        passed.clear()
-        self._handing = True
-        try:
-            self.loop.call_soon_threadsafe(self._kick_and_tell)
-        except RuntimeError:  # the loop is closed: nothing left to wake
-            return
-        # Claimed after the wake-up: a batch the pass took meanwhile is sealed, not claimed.
-        claimed = self.acc.claim_closed()
-        if claimed:
-            self.acc.help(claimed)
-        passed.wait(timeout)
-
-    def _kick_and_tell(self) -> None:
-        try:
-            self.kick()
-        finally:
-            self._handing = False
-            self._passed.set()
+    def on_loop_thread(self) -> bool:
+        """Whether the calling thread is the sender's loop's."""
+        return threading.get_ident() == self._loop_thread
 
     def wake(self, urgent: bool = True) -> None:
         """Wake the sender; callable from any thread.
@@ -188,24 +152,13 @@ class Sender:
                 self.kick()
             else:
                 self._wake.set()
-        elif urgent and self._efd is not None:
-            os.eventfd_write(self._efd, 1)
+        elif urgent and self.handover is not None and self.handover.wake():
+            pass
         else:
             try:
                 self.loop.call_soon_threadsafe(self.kick if urgent else self._wake.set)
             except RuntimeError:  # the loop is closed: nothing left to wake
                 pass
-
-    def _woken(self, efd: int) -> None:
-        # The waker waits for this pass: it runs before the counter is read. A wake-up that
-        # came in meanwhile shows in the count and gets a pass of its own.
-        self.kick()
-        try:
-            count = os.eventfd_read(efd)
-        except BlockingIOError:
-            return
-        if count > 1:
-            self.kick()
 
     def kick(self) -> None:
         """Run one send pass now (on the loop thread), unless one is running."""
@@ -230,15 +183,6 @@ class Sender:
     def start(self) -> None:
         _teach_allocator()
         self.task = self.loop.create_task(self._run(), name="kontrakt-producer-sender")
-        if self.acc.threaded and hasattr(os, "eventfd"):
-            # Callers on other threads wake the sender by an eventfd of its own rather than
-            # call_soon_threadsafe: no handle per wake-up, and after the pass the loop reads
-            # one counter instead of draining its self-pipe (two reads, ~13 us of the I/O
-            # thread's time after each write, competing with the broker for the CPUs).
-            # Closed once the sender is gone: a thread that can still write to it holds it.
-            efd = self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-            weakref.finalize(self, os.close, efd)
-            self.loop.add_reader(efd, self._woken, efd)
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -471,12 +415,8 @@ class Sender:
             version = conn.negotiate(ProduceRequest)
             request = self._request(batches, version)
             self._writes_left -= 1
-            if self._handing and not self._writes_left:
-                # The pass's last request is made: a sync caller waiting in hand_over goes
-                # on now, its Python overlapping the socket write (a syscall without the
-                # GIL). Earlier would make the pass's remaining requests wait for the GIL.
-                self._handing = False
-                self._passed.set()
+            if not self._writes_left and self.handover is not None:
+                self.handover.last_write()  # a sync caller waiting for the pass goes on
             fut = conn.send_nowait(request, version=version, expect_response=pending is not None,
                                    callback=pending.done if pending is not None else None)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -802,8 +742,8 @@ class Sender:
         tasks = list(self._connecting)
         if self.task is not None:
             tasks.append(self.task)
-        if self._efd is not None:
-            self.loop.remove_reader(self._efd)
+        if self.handover is not None:
+            self.handover.detach()
         for t in tasks:
             t.cancel()
         if tasks:

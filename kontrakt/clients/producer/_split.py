@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kontrakt.clients.producer._records import renumbered
 from kontrakt.protocol.records import BATCH_HEADER_SIZE
-from kontrakt.protocol.records._model import decode_varint_slow, encode_varint
+from kontrakt.protocol.records._model import decode_varint_slow
 
 if TYPE_CHECKING:
-    from kontrakt.clients.producer._accumulator import ProducerBatch
+    from kontrakt.clients.producer._batch import ProducerBatch
 
 __all__ = ["cut_records", "split_batch"]
 
@@ -68,13 +69,9 @@ def cut_records(records: bytes, count: int) -> list[tuple[bytes, int, int]]:
     k = 1
     while k < count - 1 and parsed[k - 1][4] < half:
         k += 1
-    parts: list[bytes] = []
-    for i, (_, body, offset_at, rest_at, end) in enumerate(parsed[k:]):
-        # attributes and timestamp delta as they were, the new offset delta, the rest
-        new = records[body:offset_at] + encode_varint(i) + records[rest_at:end]
-        parts += (encode_varint(len(new)), new)
+    second = renumbered(records, [r[1:] for r in parsed[k:]])
     return [(records[:parsed[k - 1][4]], k, max(r[0] for r in parsed[:k])),
-            (b"".join(parts), count - k, max(r[0] for r in parsed[k:]))]
+            (second, count - k, max(r[0] for r in parsed[k:]))]
 
 
 def split_batch(batch: ProducerBatch) -> list[ProducerBatch] | None:
@@ -82,7 +79,7 @@ def split_batch(batch: ProducerBatch) -> list[ProducerBatch] | None:
     when it cannot be split: one record, or built whole by the caller (``send_batch``: its
     records are the caller's unit). The caller holds the accumulator's lock and queues them.
     """
-    from kontrakt.clients.producer._accumulator import ProducerBatch
+    from kontrakt.clients.producer._batch import ProducerBatch
 
     if batch.builder is not None or batch.count < 2 or batch.done:
         return None

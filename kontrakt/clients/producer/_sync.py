@@ -19,18 +19,12 @@ from typing import Any
 from kontrakt._types import RecordMetadata
 from kontrakt.clients._sync import BackgroundStart, LoopThread, wait_done
 from kontrakt.clients.cluster import TopicInfo
-from kontrakt.clients.producer._accumulator import (
-    WAITER,
-    DeliveryCallback,
-    ProducerBatch,
-    RecordFuture,
-    millis,
-)
-from kontrakt.clients.producer._producer import (
-    NEED_METADATA,
-    AsyncProducer,
-    HeadersLike,
-)
+from kontrakt.clients.producer._accumulator import WAITER
+from kontrakt.clients.producer._batch import DeliveryCallback, ProducerBatch
+from kontrakt.clients.producer._core import NEED_METADATA, CallerThreads, HeadersLike
+from kontrakt.clients.producer._future import RecordFuture, millis
+from kontrakt.clients.producer._handover import HandOver
+from kontrakt.clients.producer._producer import AsyncProducer
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError, TransactionAbortableError
 from kontrakt.protocol.records import RecordBatchBuilder
 
@@ -82,12 +76,14 @@ class Producer:
         # Not bound to self: the loop thread keeps the accumulator's callback alive, and
         # must not keep this object alive (see kontrakt.clients._sync).
         self._deliveries = _DeliveryQueue()
+        #: the waker and hand-over between this producer's callers and its I/O thread
+        self._handover = HandOver()
         try:
             self._async: AsyncProducer = self._thread.run(_build(config, kwargs))
         except BaseException:
             self._thread.stop()
             raise
-        self._async._acc.deliver = self._deliveries.put
+        self._callers().bind(self._handover, self._deliveries.put)
         self.config = self._async.config
         self._on_delivery = self.config["on_delivery"]
         self._started = False
@@ -109,7 +105,7 @@ class Producer:
             raise IllegalStateError(
                 "a blocking Producer call was made from the producer's own I/O thread "
                 "(e.g. inside a callback); use AsyncProducer there instead")
-        if self._async._closed:
+        if self._async.closed:
             raise IllegalStateError("the producer is closed")
         fut = self._starting.attempt()
         budget = self._async.start_budget
@@ -122,44 +118,46 @@ class Producer:
             fut.result()
         except concurrent.futures.CancelledError:
             raise IllegalStateError("the producer is closed") from None
-        if self._async._closed:
+        if self._async.closed:
             raise IllegalStateError("the producer is closed")
         self._started = True
 
     # --- sending ------------------------------------------------------------------------
 
+    def _callers(self) -> CallerThreads:
+        """The core's record path for this producer's threads (AsyncProducer.callers)."""
+        callers = self._async.callers
+        assert callers is not None  # built with _threaded
+        return callers
+
     def _append(self, topic: str, value: Any, key: Any, partition: int | None,
                 timestamp_ms: int | None, headers: HeadersLike,
                 delivery: DeliveryCallback | None, urgent: bool = False) -> RecordFuture:
-        a = self._async
-        if not a._ok:
-            if not self._started:
-                self._ensure_started()
-            a._check()
-        res = a._append(topic, value, key, partition, timestamp_ms, headers, delivery, urgent)
+        side = self._async.callers
+        assert side is not None
+        try:
+            res = side.append(topic, value, key, partition, timestamp_ms, headers, delivery,
+                              urgent)
+        except IllegalStateError:
+            if side.started or self._async.closed:
+                raise
+            # Not started yet: wait for the background start (or raise what stops it).
+            self._ensure_started()
+            res = side.append(topic, value, key, partition, timestamp_ms, headers, delivery,
+                              urgent)
         if type(res) is RecordFuture:
             return res
-        deadline = time.monotonic() + a._settings.max_block
+        deadline = time.monotonic() + side.max_block
         while type(res) is not RecordFuture:
             remaining = deadline - time.monotonic()
             if res is NEED_METADATA:
-                self._thread.run(a._wait_metadata(topic, partition, max(remaining, 0.0)))
+                self._thread.run(side.wait_metadata(topic, partition, max(remaining, 0.0)))
             else:
-                self._wait_memory(deadline)
-            a._check()
-            res = a._append(topic, value, key, partition, timestamp_ms, headers, delivery,
-                            urgent)
+                side.wait_memory(deadline)
+            side.check()
+            res = side.append(topic, value, key, partition, timestamp_ms, headers, delivery,
+                              urgent)
         return res
-
-    def _wait_memory(self, deadline: float) -> None:
-        acc = self._async._acc
-        self._async._wakeup(True)
-        with acc.memory_freed:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not acc.memory_freed.wait(remaining):
-                raise KafkaTimeoutError(
-                    f"the producer's buffer (buffer.memory={acc.buffer_memory} bytes) stayed "
-                    "full for max.block.ms")
 
     def send(self, topic: str, value: bytes | None = None, key: bytes | None = None, *,
              partition: int | None = None, timestamp_ms: int | None = None,
@@ -172,12 +170,11 @@ class Producer:
         """
         # The fast path (see AsyncProducer.send): the record joins its topic's stage, under
         # the accumulator's lock since the I/O thread settles stages.
-        a = self._async
         if type(key) is bytes and type(value) is bytes and partition is None \
-                and timestamp_ms is None and headers is None and a._ok:
-            info = a._fast_topics.get(topic)
+                and timestamp_ms is None and headers is None:
+            info = self._async.callers.fast_topics.get(topic)  # type: ignore[union-attr]
             if info is not None:
-                fut = a._stage(info.stage, key, value, None)
+                fut = info.stage.offer(key, value, None)
                 if fut is not None:
                     return fut
         return self._append(topic, value, key, partition, timestamp_ms, headers, None)
@@ -321,10 +318,7 @@ class Producer:
 
     def __len__(self) -> int:
         """Records buffered or in flight (confluent-kafka's ``len(producer)``)."""
-        acc = self._async._acc
-        with acc.lock:
-            return sum(b.record_count for b in acc.incomplete) + \
-                sum(len(stage.keys) for stage in acc.stages.values())
+        return self._callers().pending()
 
     # --- transactions -------------------------------------------------------------------
 
@@ -382,7 +376,7 @@ class Producer:
         when it raises; see :meth:`AsyncProducer.transaction`. Delivery callbacks of its
         ``produce()`` records run before the block's commit or abort returns."""
         self._ensure_started()
-        txn = self._async._transaction()
+        txn = self._callers().transaction()
         self.begin_transaction()
         try:
             yield
@@ -426,7 +420,7 @@ class Producer:
 
     @property
     def closed(self) -> bool:
-        return self._async._closed
+        return self._async.closed
 
     @property
     def producer_id_and_epoch(self) -> tuple[int, int]:

@@ -249,3 +249,31 @@ __all__ += [
     "DescribeUserScramCredentialsRequest",
     "DescribeUserScramCredentialsResponse",
 ]
+
+# Partition administration: leader elections, reassignments, paginated partition descriptions
+# (KIP-966) and finalized features
+from kontrakt.protocol.messages._partitions_admin import (  # noqa: E402
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
+)
+
+__all__ += [
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
+    "DescribeTopicPartitionsRequest",
+    "DescribeTopicPartitionsResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
+    "UpdateFeaturesRequest",
+    "UpdateFeaturesResponse",
+]

@@ -75,6 +75,18 @@ class _TopicPartitions(Struct):
     ) -> None: ...
 
 
+class _Cursor(Struct):
+    topic_name: str
+    partition_index: int
+    def __init__(
+        self,
+        *,
+        topic_name: str = ...,
+        partition_index: int = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class AddOffsetsToTxnRequest(Request):
     transactional_id: str
     producer_id: int
@@ -301,6 +313,80 @@ class AlterConfigsResponse(Response):
         *,
         throttle_time_ms: int = ...,
         responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class AlterPartitionReassignmentsRequest(Request):
+    class ReassignableTopic(Struct):
+        class ReassignablePartition(Struct):
+            partition_index: int
+            replicas: list[int] | None
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                replicas: list[int] | None = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        name: str
+        partitions: list[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    timeout_ms: int
+    allow_replication_factor_change: bool
+    topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic]
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        allow_replication_factor_change: bool = ...,
+        topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class AlterPartitionReassignmentsResponse(Response):
+    class ReassignableTopicResponse(Struct):
+        class ReassignablePartitionResponse(Struct):
+            partition_index: int
+            error_code: int
+            error_message: str | None
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        name: str
+        partitions: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    throttle_time_ms: int
+    allow_replication_factor_change: bool
+    error_code: int
+    error_message: str | None
+    responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        allow_replication_factor_change: bool = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse] = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
@@ -1630,6 +1716,86 @@ class DescribeProducersResponse(Response):
     ) -> None: ...
 
 
+class DescribeTopicPartitionsRequest(Request):
+    class TopicRequest(Struct):
+        name: str
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    Cursor = _Cursor
+    topics: list[DescribeTopicPartitionsRequest.TopicRequest]
+    response_partition_limit: int
+    cursor: _Cursor | None
+    def __init__(
+        self,
+        *,
+        topics: list[DescribeTopicPartitionsRequest.TopicRequest] = ...,
+        response_partition_limit: int = ...,
+        cursor: _Cursor | None = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class DescribeTopicPartitionsResponse(Response):
+    class DescribeTopicPartitionsResponseTopic(Struct):
+        class DescribeTopicPartitionsResponsePartition(Struct):
+            error_code: int
+            partition_index: int
+            leader_id: int
+            leader_epoch: int
+            replica_nodes: list[int]
+            isr_nodes: list[int]
+            eligible_leader_replicas: list[int] | None
+            last_known_elr: list[int] | None
+            offline_replicas: list[int]
+            def __init__(
+                self,
+                *,
+                error_code: int = ...,
+                partition_index: int = ...,
+                leader_id: int = ...,
+                leader_epoch: int = ...,
+                replica_nodes: list[int] = ...,
+                isr_nodes: list[int] = ...,
+                eligible_leader_replicas: list[int] | None = ...,
+                last_known_elr: list[int] | None = ...,
+                offline_replicas: list[int] = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        error_code: int
+        name: str | None
+        topic_id: uuid.UUID
+        is_internal: bool
+        partitions: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition]
+        topic_authorized_operations: int
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            name: str | None = ...,
+            topic_id: uuid.UUID = ...,
+            is_internal: bool = ...,
+            partitions: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition] = ...,
+            topic_authorized_operations: int = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    Cursor = _Cursor
+    throttle_time_ms: int
+    topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic]
+    next_cursor: _Cursor | None
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic] = ...,
+        next_cursor: _Cursor | None = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class DescribeTransactionsRequest(Request):
     transactional_ids: list[str]
     def __init__(
@@ -1738,6 +1904,66 @@ class DescribeUserScramCredentialsResponse(Response):
         error_code: int = ...,
         error_message: str | None = ...,
         results: list[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ElectLeadersRequest(Request):
+    class TopicPartitions(Struct):
+        topic: str
+        partitions: list[int]
+        def __init__(
+            self,
+            *,
+            topic: str = ...,
+            partitions: list[int] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    election_type: int
+    topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None
+    timeout_ms: int
+    def __init__(
+        self,
+        *,
+        election_type: int = ...,
+        topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None = ...,
+        timeout_ms: int = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ElectLeadersResponse(Response):
+    class ReplicaElectionResult(Struct):
+        class PartitionResult(Struct):
+            partition_id: int
+            error_code: int
+            error_message: str | None
+            def __init__(
+                self,
+                *,
+                partition_id: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        topic: str
+        partition_result: list[ElectLeadersResponse.ReplicaElectionResult.PartitionResult]
+        def __init__(
+            self,
+            *,
+            topic: str = ...,
+            partition_result: list[ElectLeadersResponse.ReplicaElectionResult.PartitionResult] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult] = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
@@ -2456,6 +2682,68 @@ class ListOffsetsResponse(Response):
         *,
         throttle_time_ms: int = ...,
         topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ListPartitionReassignmentsRequest(Request):
+    class ListPartitionReassignmentsTopics(Struct):
+        name: str
+        partition_indexes: list[int]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partition_indexes: list[int] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ListPartitionReassignmentsResponse(Response):
+    class OngoingTopicReassignment(Struct):
+        class OngoingPartitionReassignment(Struct):
+            partition_index: int
+            replicas: list[int]
+            adding_replicas: list[int]
+            removing_replicas: list[int]
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                replicas: list[int] = ...,
+                adding_replicas: list[int] = ...,
+                removing_replicas: list[int] = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        name: str
+        partitions: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        topics: list[ListPartitionReassignmentsResponse.OngoingTopicReassignment] = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
@@ -3298,6 +3586,62 @@ class TxnOffsetCommitResponse(Response):
     ) -> None: ...
 
 
+class UpdateFeaturesRequest(Request):
+    class FeatureUpdateKey(Struct):
+        feature: str
+        max_version_level: int
+        allow_downgrade: bool
+        upgrade_type: int
+        def __init__(
+            self,
+            *,
+            feature: str = ...,
+            max_version_level: int = ...,
+            allow_downgrade: bool = ...,
+            upgrade_type: int = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    timeout_ms: int
+    feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey]
+    validate_only: bool
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        feature_updates: list[UpdateFeaturesRequest.FeatureUpdateKey] = ...,
+        validate_only: bool = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class UpdateFeaturesResponse(Response):
+    class UpdatableFeatureResult(Struct):
+        feature: str
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self,
+            *,
+            feature: str = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[UpdateFeaturesResponse.UpdatableFeatureResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        results: list[UpdateFeaturesResponse.UpdatableFeatureResult] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 __all__ = [
     "AddOffsetsToTxnRequest",
     "AddOffsetsToTxnResponse",
@@ -3307,6 +3651,8 @@ __all__ = [
     "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
@@ -3347,10 +3693,14 @@ __all__ = [
     "DescribeLogDirsResponse",
     "DescribeProducersRequest",
     "DescribeProducersResponse",
+    "DescribeTopicPartitionsRequest",
+    "DescribeTopicPartitionsResponse",
     "DescribeTransactionsRequest",
     "DescribeTransactionsResponse",
     "DescribeUserScramCredentialsRequest",
     "DescribeUserScramCredentialsResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "EndTxnRequest",
     "EndTxnResponse",
     "ExpireDelegationTokenRequest",
@@ -3375,6 +3725,8 @@ __all__ = [
     "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "ListTransactionsRequest",
     "ListTransactionsResponse",
     "MetadataRequest",
@@ -3401,4 +3753,6 @@ __all__ = [
     "SyncGroupResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
+    "UpdateFeaturesRequest",
+    "UpdateFeaturesResponse",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 import threading
 import uuid
@@ -13,6 +14,7 @@ from typing import ClassVar, TypeVar
 
 from kontrakt.errors import IllegalStateError, InvalidArgumentError
 from kontrakt.protocol import messages as _messages  # noqa: F401  (fills the API registry)
+from kontrakt.testing._cluster._persist import Storage
 from kontrakt.testing._cluster._sasl import MECHANISMS
 from kontrakt.testing._cluster._server import DROP_CONNECTION, ClusterServer
 from kontrakt.testing._cluster._state import ClusterSettings, ClusterState, validate_topic_config
@@ -30,7 +32,9 @@ class Cluster:
     Pure Python, built on :mod:`kontrakt.protocol`; it runs on its own event loop in a daemon
     thread, so synchronous tests, asyncio tests and any Kafka client in the process
     (Kontrakt, confluent-kafka, kafka-python, aiokafka) can use it. It starts in a few
-    milliseconds and keeps everything in memory; nothing outlives the process.
+    milliseconds and keeps everything in memory, unless ``storage`` names a folder: then
+    topics, records, committed offsets, producer and transaction state outlive a
+    :meth:`close` and a new ``Cluster`` on the same folder carries on from them.
 
     APIs served, with Kafka's semantics (versions: every version Kontrakt declares):
     ApiVersions, Metadata (leaders spread over the brokers; topics are auto-created only with
@@ -51,15 +55,17 @@ class Cluster:
     AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn (commit/abort markers,
     fencing by epoch, transaction timeouts), DescribeProducers, DescribeTransactions,
     ListTransactions, DescribeLogDirs (one directory per broker), Describe- and
-    AlterUserScramCredentials (the credentials SCRAM authentication checks),
+    AlterUserScramCredentials (the credentials SCRAM authentication checks), ElectLeaders,
+    Alter- and ListPartitionReassignments, DescribeTopicPartitions (paginated) and
+    UpdateFeatures with the features ApiVersions reports (rules: ``_admin_apis``),
     GetTelemetrySubscriptions and PushTelemetry (KIP-714, answered as a broker with no metrics
     subscription: no metrics requested, pushes checked and dropped).
 
     TLS listeners: pass ``ssl_context``; SASL PLAIN and SCRAM: pass ``sasl_users``; ACLs
     (enforced, with Create-, Describe- and DeleteAcls): pass ``authorizer=True``. Client
     quotas (Describe- and AlterClientQuotas) are stored and described, not applied.
-    Delegation tokens (and SCRAM logins with them): pass ``delegation_token_secret_key``. Not
-    served (yet): OAUTHBEARER, persistence, static
+    Delegation tokens (and SCRAM logins with them): pass ``delegation_token_secret_key``.
+    State kept in a folder: pass ``storage``. Not served (yet): OAUTHBEARER, static
     membership in KIP-848 groups (instance ids are kept, not enforced); a client asking for
     those APIs sees them missing from ApiVersions. Topic configs are stored and described
     but retention, compaction and broker-side recompression (``compression.type``) are not
@@ -113,6 +119,18 @@ class Cluster:
             SaslHandshake v1 + SaslAuthenticate (``security.protocol`` SASL_PLAINTEXT, or
             SASL_SSL with ``ssl_context``) before any request but ApiVersions.
         sasl_mechanisms: the mechanisms offered, among PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+        storage: a folder (created when missing) to keep the cluster's state in: topics and
+            configs, partition logs (append-only segment files), committed offsets with
+            metadata, idempotent producer state (rebuilt from the logs, so a producer's
+            retry after a restart is deduplicated), transactional ids and producer ids, and
+            the cluster id (a stored id wins over a random one). Transactions left open by
+            the previous run are aborted on start with a bumped epoch, as Kafka does when
+            one times out. A torn tail (a crash mid-write) is dropped on start. Group
+            memberships, fetch sessions, SCRAM credentials and faults are not kept. Layout
+            and costs: ``kontrakt/testing/_cluster/_persist.py``.
+        storage_fsync: fsync every write to ``storage`` (survives power loss, costs a disk
+            flush per produced batch); by default writes reach the OS only (they survive
+            the process being killed), as Kafka leaves flushing to the OS by default.
         authorizer: check ACLs as Kafka's ``StandardAuthorizer`` and serve CreateAcls,
             DescribeAcls and DeleteAcls; the principal is ``User:<SASL user>``, or
             ``User:ANONYMOUS`` without SASL. Denied requests get Kafka's
@@ -129,6 +147,7 @@ class Cluster:
     Raises:
         InvalidArgumentError: an argument is out of range (a ValueError), or a super user
             is not a ``Type:name`` principal.
+        StorageLockedError: (from :meth:`start`) another running cluster uses ``storage``.
     """
 
     #: Push this "error" to drop the connection instead of answering (as the mock cluster's
@@ -148,6 +167,8 @@ class Cluster:
                  ssl_context: ssl.SSLContext | None = None,
                  sasl_users: Mapping[str, str] | None = None,
                  sasl_mechanisms: Sequence[str] = MECHANISMS,
+                 storage: str | os.PathLike[str] | None = None,
+                 storage_fsync: bool = False,
                  authorizer: bool = False, super_users: Sequence[str] = (),
                  allow_everyone_if_no_acl_found: bool = False,
                  delegation_token_secret_key: str | None = None,
@@ -188,6 +209,10 @@ class Cluster:
         self._settings = settings
         self._ports = dict(ports or {})
         self._cluster_id = cluster_id or uuid.uuid4().hex[:22]
+        self._explicit_id = cluster_id is not None
+        self._storage_path = storage
+        self._storage_fsync = storage_fsync
+        self._storage: Storage | None = None
         self._ssl_context = ssl_context
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -226,6 +251,10 @@ class Cluster:
             async def boot() -> tuple[ClusterState, ClusterServer]:
                 state = ClusterState(self._num_brokers, self._settings, self._cluster_id)
                 server = ClusterServer(state, self._ssl_context)
+                if self._storage_path is not None:
+                    self._storage = Storage(self._storage_path, fsync=self._storage_fsync)
+                    self._storage.recover(state, self._cluster_id,
+                                          explicit_id=self._explicit_id)
                 await server.start(self._ports)
                 return state, server
 
@@ -234,7 +263,10 @@ class Cluster:
                     boot(), loop).result(_CALL_TIMEOUT)
             except Exception as exc:
                 self._stop_loop()
+                self._close_storage()
                 self._closed = True
+                if isinstance(exc, (BrokerStartError, InvalidArgumentError)):
+                    raise
                 raise BrokerStartError(f"the cluster could not start: {exc}") from exc
         return self
 
@@ -252,8 +284,15 @@ class Cluster:
                         _CALL_TIMEOUT)
                 finally:
                     self._stop_loop()
+                    self._close_storage()
             else:
                 self._stop_loop()
+                self._close_storage()
+
+    def _close_storage(self) -> None:
+        if self._storage is not None:
+            self._storage.close()
+            self._storage = None
 
     def _stop_loop(self) -> None:
         loop, thread = self._loop, self._thread
@@ -385,6 +424,7 @@ class Cluster:
             if broker_id not in t.replicas[partition]:
                 t.replicas[partition] = [broker_id, *t.replicas[partition][1:]]
             log.new_leader_epoch()
+            st.topic_changed(t)
             st.notify()
         self._run(move)
 

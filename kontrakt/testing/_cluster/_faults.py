@@ -96,5 +96,9 @@ def error_response(api_key: int, version: int, req: Any, code: int) -> Response:
         dt = M.DeleteTopicsResponse
         names = [t.name for t in req.topics] if version >= 6 else req.topic_names
         return dt(responses=[dt.DeletableTopicResult(name=n, error_code=code) for n in names])
+    if api_key == 75:
+        dtp = M.DescribeTopicPartitionsResponse
+        return dtp(topics=[dtp.DescribeTopicPartitionsResponseTopic(name=t.name, error_code=code)
+                           for t in req.topics])
     cls = registry()[api_key].response_class
     return cls(error_code=code)

@@ -429,6 +429,8 @@ class GroupCoordinator(OffsetStore):
                     error = E.NonEmptyGroupError.code
                 else:
                     del self.groups[gid]
+                    if self.state.persist is not None:
+                        self.state.persist.group_deleted(gid)
             out.append(dr.DeletableGroupResult(group_id=gid, error_code=error))
         return dr(results=out)
 

@@ -12,15 +12,15 @@ import bisect
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 import crc32c
 
 from kontrakt.protocol import errors as E
-from kontrakt.protocol.records import RecordBatch, build_control_batch
-from kontrakt.protocol.records._control import ControlRecordType
+from kontrakt.protocol.records import RecordBatch, TimestampType, build_control_batch
+from kontrakt.protocol.records._control import ControlRecordType, parse_control_record
 
-__all__ = ["AbortedTxn", "AppendResult", "PartitionLog", "StoredBatch"]
+__all__ = ["AbortedTxn", "AppendResult", "LogSink", "PartitionLog", "StoredBatch"]
 
 _OFFSET_EPOCH: Final = struct.Struct(">qii")  # base offset, batch length, leader epoch
 _LOG_APPEND: Final = struct.Struct(">h")
@@ -29,6 +29,16 @@ _CRC: Final = struct.Struct(">I")
 #: How many recent batches per producer Kafka remembers to recognise a retried batch.
 _DEDUP_WINDOW: Final = 5
 _INT32_MAX: Final = 2**31 - 1
+
+
+class LogSink(Protocol):
+    """Where a persistent cluster writes a partition's changes (see ``_persist``)."""
+
+    def append(self, data: bytes) -> None:
+        """A batch was stored (its final bytes)."""
+
+    def log_start(self, offset: int) -> None:
+        """The log start offset moved to ``offset`` (DeleteRecords)."""
 
 
 @dataclass(slots=True)
@@ -86,6 +96,7 @@ class PartitionLog:
         # producer id -> first offset of its open transaction in this partition
         self.open_txns: dict[int, int] = {}
         self.aborted: list[AbortedTxn] = []
+        self.sink: LogSink | None = None  # set when the cluster persists its logs
 
     # --- reading ----------------------------------------------------------------------------
     @property
@@ -209,6 +220,8 @@ class PartitionLog:
         self.batches.append(stored)
         self._bases.append(base)
         self.log_end_offset = stored.last_offset + 1
+        if self.sink is not None:
+            self.sink.append(stored.data)
         return stored
 
     def append(self, records: bytes, *, now_ms: int, log_append_time: bool,
@@ -272,20 +285,24 @@ class PartitionLog:
             stored = self._store(data, b, b.is_transactional, False)
             if first_offset < 0:
                 first_offset = stored.base_offset
-            if pid >= 0 and b.base_sequence >= 0:
-                entry = self._producers.setdefault(pid, _ProducerEntry(b.producer_epoch))
-                if entry.epoch != b.producer_epoch:
-                    entry.epoch, entry.recent = b.producer_epoch, []
-                entry.recent.append((b.base_sequence, b.last_sequence, stored.base_offset,
-                                     append_time))
-                del entry.recent[:-_DEDUP_WINDOW]
-                entry.last_timestamp = b.max_timestamp
-            elif pid >= 0:
-                entry = self._producers.setdefault(pid, _ProducerEntry(b.producer_epoch))
-                entry.last_timestamp = b.max_timestamp
-            if b.is_transactional:
-                self.open_txns.setdefault(pid, stored.base_offset)
+            self._track(b, stored.base_offset, append_time)
         return AppendResult(0, first_offset, append_time)
+
+    def _track(self, b: RecordBatch, base_offset: int, append_time: int) -> None:
+        """Producer state and open transactions after a data batch was stored."""
+        pid = b.producer_id
+        if pid >= 0 and b.base_sequence >= 0:
+            entry = self._producers.setdefault(pid, _ProducerEntry(b.producer_epoch))
+            if entry.epoch != b.producer_epoch:
+                entry.epoch, entry.recent = b.producer_epoch, []
+            entry.recent.append((b.base_sequence, b.last_sequence, base_offset, append_time))
+            del entry.recent[:-_DEDUP_WINDOW]
+            entry.last_timestamp = b.max_timestamp
+        elif pid >= 0:
+            entry = self._producers.setdefault(pid, _ProducerEntry(b.producer_epoch))
+            entry.last_timestamp = b.max_timestamp
+        if b.is_transactional:
+            self.open_txns.setdefault(pid, base_offset)
 
     def _check_sequence(self, b: RecordBatch) -> tuple[int, int]:
         """(error code, offset of the duplicate batch or -1)."""
@@ -337,9 +354,45 @@ class PartitionLog:
             coordinator_epoch=coordinator_epoch, timestamp=now_ms)
         batch = RecordBatch(data)
         stored = self._store(bytearray(data), batch, True, True)
+        self._end_txn(producer_id, producer_epoch, first, commit, stored.base_offset)
+
+    def _end_txn(self, producer_id: int, producer_epoch: int, first: int | None, commit: bool,
+                 marker_offset: int) -> None:
         if not commit and first is not None:
-            self.aborted.append(AbortedTxn(producer_id, first, stored.base_offset))
+            self.aborted.append(AbortedTxn(producer_id, first, marker_offset))
         self.fence(producer_id, producer_epoch)
+
+    def restore(self, data: bytes) -> None:
+        """Re-append a batch read back from storage, rebuilding the producer state, open
+        transactions and aborted-transaction index from it as Kafka's log recovery does.
+
+        Raises:
+            ValueError: ``data`` is not one whole v2 batch with a valid CRC, or its base
+                offset is below the log end.
+        """
+        b = _parse(data)[0] if data else None
+        if b is None or b.size_in_bytes != len(data):
+            raise ValueError("not one whole batch")
+        if b.base_offset < self.log_end_offset:
+            raise ValueError(f"batch at {b.base_offset} below the log end {self.log_end_offset}")
+        if b.leader_epoch > self.leader_epoch:
+            self.leader_epoch = b.leader_epoch
+            self.epochs.append((b.leader_epoch, b.base_offset))
+        stored = StoredBatch(data, b.base_offset, b.last_offset, b.max_timestamp,
+                             b.producer_id, b.is_transactional, b.is_control)
+        self.batches.append(stored)
+        self._bases.append(stored.base_offset)
+        self.log_end_offset = stored.last_offset + 1
+        if b.is_control:
+            records = b.records()
+            marker = parse_control_record(records[0]) if records else None
+            if marker is not None and (marker.is_commit or marker.is_abort):
+                first = self.open_txns.pop(b.producer_id, None)
+                self._end_txn(b.producer_id, b.producer_epoch, first, marker.is_commit,
+                              stored.base_offset)
+            return
+        log_append = b.timestamp_type == TimestampType.LOG_APPEND_TIME
+        self._track(b, stored.base_offset, b.max_timestamp if log_append else -1)
 
     def delete_records(self, offset: int) -> int:
         """Advance the log start offset to ``offset`` (-1: the high watermark).
@@ -357,6 +410,8 @@ class PartitionLog:
             del self.batches[:keep]
             del self._bases[:keep]
             self.aborted = [a for a in self.aborted if a.last_offset >= offset]
+            if self.sink is not None:
+                self.sink.log_start(offset)
         return 0
 
 

@@ -100,8 +100,8 @@ class OffsetStore:
                 if not code and len(meta.encode()) > st.settings.offset_metadata_max_bytes:
                     code = E.OffsetMetadataTooLargeError.code
                 if not code and group is not None:
-                    group.offsets[(t.name, p.partition_index)] = Committed(
-                        p.committed_offset, p.committed_leader_epoch, meta, now)
+                    self._set(req.group_id, (t.name, p.partition_index), Committed(
+                        p.committed_offset, p.committed_leader_epoch, meta, now))
                 parts.append(pcls(partition_index=p.partition_index, error_code=code))
             topics.append(cr.OffsetCommitResponseTopic(name=t.name, partitions=parts))
         return cr(topics=topics)
@@ -187,7 +187,7 @@ class OffsetStore:
             for p in t.partitions:
                 code = E.GroupSubscribedToTopicError.code if t.name in subscribed else 0
                 if not code:
-                    group.offsets.pop((t.name, p.partition_index), None)
+                    self._set(req.group_id, (t.name, p.partition_index), None)
                 parts.append(tcls.OffsetDeleteResponsePartition(
                     partition_index=p.partition_index, error_code=code))
             topics.append(tcls(name=t.name, partitions=parts))
@@ -218,14 +218,27 @@ class OffsetStore:
         """Publish (commit) or drop (abort) a transaction's offsets."""
         staged = self.pending.pop((producer_id, group_id), {})
         if commit and staged:
-            group = self.groups.get(group_id) or self._new_group(group_id)
-            group.offsets.update(staged)
+            if group_id not in self.groups:
+                self._new_group(group_id)
+            for tp, committed in staged.items():
+                self._set(group_id, tp, committed)
 
     def topic_deleted(self, topic: str) -> None:
         """Forget the offsets of a deleted topic, as Kafka does."""
-        for group in self.groups.values():
+        for gid, group in self.groups.items():
             for tp in [tp for tp in group.offsets if tp[0] == topic]:
-                del group.offsets[tp]
+                self._set(gid, tp, None)
+
+    def _set(self, group_id: str, tp: tuple[str, int], committed: Committed | None) -> None:
+        """Commit (or, with None, delete) one offset of an existing group, and record it."""
+        offsets = self.groups[group_id].offsets
+        if committed is None:
+            if offsets.pop(tp, None) is None:
+                return
+        else:
+            offsets[tp] = committed
+        if self.state.persist is not None:
+            self.state.persist.offset(group_id, tp, committed)
 
 
 def _subscribed_topics(group: Group) -> set[str]:

@@ -29,6 +29,7 @@ from kontrakt.protocol.messages import (
 )
 from kontrakt.protocol.spec import Response, Struct, registry
 from kontrakt.testing._cluster._acls import ANONYMOUS
+from kontrakt.testing._cluster._admin_apis import PartitionAdmin
 from kontrakt.testing._cluster._authorize import SecurityApis
 from kontrakt.testing._cluster._consumer_groups import ConsumerGroupCoordinator
 from kontrakt.testing._cluster._data import DataHandlers
@@ -88,6 +89,7 @@ class ClusterServer:
         self.kip848 = kip848
         state.txns = txns
         state.groups = groups
+        self.partition_admin = partition_admin = PartitionAdmin(state)
         self.handlers: dict[int, Handler] = {
             0: data.produce, 1: fetch.fetch, 2: data.list_offsets, 3: data.metadata,
             8: groups.offset_commit, 9: groups.offset_fetch, 10: self.find_coordinator,
@@ -103,6 +105,10 @@ class ClusterServer:
             60: data.describe_cluster, 35: data.describe_log_dirs,
             61: data.describe_producers, 65: txns.describe_transactions,
             66: txns.list_transactions, 68: kip848.heartbeat, 69: kip848.describe,
+            43: partition_admin.elect_leaders, 57: partition_admin.update_features,
+            45: partition_admin.alter_partition_reassignments,
+            46: partition_admin.list_partition_reassignments,
+            75: partition_admin.describe_topic_partitions,
         }
         # SCRAM credentials: made for the configured users, then kept by the admin APIs.
         self._credentials: dict[tuple[str, str], ScramCredential] = {
@@ -322,7 +328,8 @@ class ClusterServer:
         ar = ApiVersionsResponse
         return ar(error_code=error, api_keys=[
             ar.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, (lo, hi) in sorted(self.versions.items())])
+            for k, (lo, hi) in sorted(self.versions.items())],
+            **(self.partition_admin.api_versions_features() if not error else {}))
 
     def _sasl_placeholder(self, ctx: RequestContext, version: int, req: Any) -> Response:
         raise AssertionError("SASL requests are answered by _sasl with the connection")

@@ -12,10 +12,13 @@ import uuid
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kontrakt.protocol import errors as E
 from kontrakt.testing._cluster._log import PartitionLog
+
+if TYPE_CHECKING:
+    from kontrakt.testing._cluster._persist import Storage
 
 __all__ = [
     "TOPIC_CONFIG_DEFAULTS",
@@ -219,6 +222,7 @@ class ClusterState:
         self._next_producer_id = 1000
         self.groups: Any = None  # GroupCoordinator, set by the server
         self.txns: Any = None  # TransactionCoordinator, set by the server
+        self.persist: Storage | None = None  # set once a storage folder was recovered
 
     # --- clock and change notification ------------------------------------------------------
     @staticmethod
@@ -243,7 +247,17 @@ class ClusterState:
     def new_producer_id(self) -> int:
         """A producer id never handed out before."""
         self._next_producer_id += 1
+        if self.persist is not None:
+            self.persist.next_producer_id(self._next_producer_id)
         return self._next_producer_id
+
+    def last_producer_id(self) -> int:
+        """The last producer id handed out."""
+        return self._next_producer_id
+
+    def restore_producer_id(self, last: int) -> None:
+        """Never hand out ``last`` or a smaller id again (recovery)."""
+        self._next_producer_id = max(self._next_producer_id, last)
 
     # --- brokers ----------------------------------------------------------------------------
     def live_brokers(self) -> list[BrokerState]:
@@ -288,11 +302,19 @@ class ClusterState:
             topic.partitions.append(PartitionLog())
             topic.leaders.append(replicas[0])
             topic.replicas.append(replicas)
+        self.topic_changed(topic)
+
+    def topic_changed(self, topic: Topic) -> None:
+        """Record a topic's partitions, leaders and configs in the storage folder, if any."""
+        if self.persist is not None:
+            self.persist.topic(topic)
 
     def delete_topic(self, topic: Topic) -> None:
         """Remove a topic and its logs."""
         self.topics.pop(topic.name, None)
         self.topics_by_id.pop(topic.topic_id, None)
+        if self.persist is not None:
+            self.persist.topic_deleted(topic)
 
     def partition(self, name: str, index: int) -> tuple[Topic, PartitionLog] | None:
         """The topic and log of a partition, or None when either is unknown."""

@@ -212,6 +212,7 @@ class TopicHandlers:
                         new[c.name] = c.value
             if not error and topic is not None and not req.validate_only:
                 topic.configs = new
+                self.state.topic_changed(topic)
             out.append(ar.AlterConfigsResourceResponse(
                 error_code=error, error_message=message, resource_type=r.resource_type,
                 resource_name=r.resource_name))
@@ -231,6 +232,7 @@ class TopicHandlers:
                         break
             if not error and topic is not None and not req.validate_only:
                 topic.configs = new
+                self.state.topic_changed(topic)
             out.append(ir.AlterConfigsResourceResponse(
                 error_code=error, error_message=message, resource_type=r.resource_type,
                 resource_name=r.resource_name))

@@ -114,6 +114,7 @@ class TransactionCoordinator:
         txn = self.txns.get(tid)
         if txn is None:
             txn = self.txns[tid] = _Txn(st.new_producer_id(), 0, req.transaction_timeout_ms)
+            self._save(txn)
             return ir(error_code=0, producer_id=txn.producer_id, producer_epoch=0)
         if version >= 3 and req.producer_id >= 0 and (
                 req.producer_id != txn.producer_id or req.producer_epoch != txn.epoch):
@@ -126,6 +127,7 @@ class TransactionCoordinator:
             txn.producer_id, txn.epoch = st.new_producer_id(), 0
         txn.timeout_ms = req.transaction_timeout_ms
         self._fence_everywhere(txn)
+        self._save(txn)
         return ir(error_code=0, producer_id=txn.producer_id, producer_epoch=txn.epoch)
 
     def add_partitions(self, ctx: RequestContext, version: int, req: Any) -> Response:
@@ -220,6 +222,7 @@ class TransactionCoordinator:
         st = self.state
         if bump:
             txn.epoch += 1
+            self._save(txn)
         now = st.now_ms()
         for topic, index in sorted(txn.partitions):
             found = st.partition(topic, index)
@@ -299,3 +302,44 @@ class TransactionCoordinator:
         for txn in self.txns.values():
             if txn.ongoing and (now - txn.started) * 1000 > txn.timeout_ms:
                 self._complete(txn, commit=False, bump=True)
+
+    # --- persistence (see _persist) -----------------------------------------------------------
+    def _save(self, txn: _Txn) -> None:
+        """Record a transactional id's producer id and epoch in the storage folder, if any."""
+        if self.state.persist is None:
+            return
+        for tid, t in self.txns.items():
+            if t is txn:
+                self.state.persist.txn(tid, t.producer_id, t.epoch, t.timeout_ms)
+                return
+
+    def snapshot(self) -> dict[str, tuple[int, int, int]]:
+        """Transactional id -> (producer id, epoch, timeout ms)."""
+        return {tid: (t.producer_id, t.epoch, t.timeout_ms) for tid, t in self.txns.items()}
+
+    def restore(self, tid: str, producer_id: int, epoch: int, timeout_ms: int) -> None:
+        """Bring back a transactional id read from storage (its logs are loaded)."""
+        txn = self.txns[tid] = _Txn(producer_id, epoch, timeout_ms)
+        self._fence_everywhere(txn)
+
+    def abort_recovered(self) -> None:
+        """Abort the transactions the logs show open after a restart, bumping the epoch
+        (as when Kafka's coordinator times such a transaction out)."""
+        st = self.state
+        by_pid = {t.producer_id: t for t in self.txns.values()}
+        open_in: dict[int, list[tuple[str, int]]] = {}
+        for topic in st.topics.values():
+            for index, log in enumerate(topic.partitions):
+                for pid in log.open_txns:
+                    open_in.setdefault(pid, []).append((topic.name, index))
+        for pid, partitions in sorted(open_in.items()):
+            txn = by_pid.get(pid)
+            if txn is not None:
+                txn.partitions.update(partitions)
+                self._complete(txn, commit=False, bump=True)
+                continue
+            # No transactional id known for it (its journal line was lost): end it anyway.
+            for topic_name, index in partitions:
+                log = st.topics[topic_name].partitions[index]
+                log.write_marker(pid, log.producer_epoch(pid) + 1, commit=False,
+                                 now_ms=st.now_ms())

@@ -22,6 +22,8 @@ from kontrakt.clients.admin import (
     AlterConfigOpType,
     AsyncAdminClient,
     ConfigResource,
+    ElectionType,
+    FeatureUpdate,
     NewPartitions,
     NewTopic,
     OffsetSpec,
@@ -100,6 +102,23 @@ CASES: list[tuple[str, Callable[[AsyncAdminClient], Awaitable[Any]], str]] = [
         ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "", "*", AclOperation.READ,
         AclPermissionType.ALLOW)]), "empty"),
     ("empty txn id", lambda a: a.describe_transactions([""]), "transactional id"),
+    ("election type as int", lambda a: a.elect_leaders(0, [TP("t", 0)]),  # type: ignore[arg-type]
+     "ElectionType"),
+    ("elect tuple", lambda a: a.elect_leaders(ElectionType.PREFERRED, [("t", 0)]),  # type: ignore[list-item]
+     "TopicPartition"),
+    ("elect twice", lambda a: a.elect_leaders(ElectionType.PREFERRED, [TP("t", 0), TP("t", 0)]),
+     "more than once"),
+    ("reassign empty", lambda a: a.alter_partition_reassignments({TP("t", 0): []}),
+     "broker ids"),
+    ("reassign repeat", lambda a: a.alter_partition_reassignments({TP("t", 0): [1, 1]}),
+     "repeats"),
+    ("list reassign bad partition", lambda a: a.list_partition_reassignments([TP("t", -1)]),
+     "partition"),
+    ("features none", lambda a: a.update_features({}), "no updates"),
+    ("feature delete as upgrade", lambda a: a.update_features({"f": FeatureUpdate(0)}),
+     "downgrade"),
+    ("feature not an update", lambda a: a.update_features({"f": 3}),  # type: ignore[dict-item]
+     "FeatureUpdate"),
 ]
 
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from kontrakt.clients.producer import PRODUCER_OPTIONS, AsyncProducer, RecordFuture
-from kontrakt.clients.producer._accumulator import ProducerBatch, RecordAccumulator
+from kontrakt.clients.producer._accumulator import RecordAccumulator
+from kontrakt.clients.producer._batch import ProducerBatch
 from kontrakt.clients.producer._config import parse_producer_config
 from kontrakt.clients.producer._producer import NEED_METADATA, _TopicParts
 from kontrakt.errors import (
@@ -141,9 +142,9 @@ def test_only_sync_producers_with_gzip_or_zstd_are_helped(codec: CompressionType
 
 def test_the_sender_waits_for_a_helper_then_frames_its_work(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from kontrakt.clients.producer import _accumulator
+    from kontrakt.clients.producer import _batch
 
-    monkeypatch.setattr(_accumulator, "_HELP_WAIT", 30.0)  # however loaded the machine
+    monkeypatch.setattr(_batch, "_HELP_WAIT", 30.0)  # however loaded the machine
     p, _ = _helped_batches("zstd")
     _, reference = _helped_batches("zstd")
     claimed = p._acc.claim_closed()
@@ -164,9 +165,9 @@ def test_the_sender_waits_for_a_helper_then_frames_its_work(
 
 def test_a_helper_that_never_finishes_is_waited_for_a_bounded_time(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from kontrakt.clients.producer import _accumulator
+    from kontrakt.clients.producer import _batch
 
-    monkeypatch.setattr(_accumulator, "_HELP_WAIT", 0.05)
+    monkeypatch.setattr(_batch, "_HELP_WAIT", 0.05)
     p, batches = _helped_batches("gzip")
     _, reference = _helped_batches("gzip")
     claimed = p._acc.claim_closed()

@@ -16,7 +16,7 @@ with warnings.catch_warnings():
     from kafka.partitioner.default import murmur2 as kafka_murmur2
 
 from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
-from kontrakt.clients.producer._accumulator import ProducerBatch
+from kontrakt.clients.producer._batch import ProducerBatch
 from kontrakt.clients.producer._partitioner import PARTITION_HASH_BY_LENGTH, murmur2
 from kontrakt.errors import KafkaTimeoutError
 from kontrakt.protocol.records import RecordBatch, RecordBatchBuilder

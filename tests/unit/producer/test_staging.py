@@ -17,7 +17,7 @@ with warnings.catch_warnings():
     from kafka.partitioner.default import murmur2 as kafka_murmur2
 
 from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
-from kontrakt.clients.producer._accumulator import StagedChunk
+from kontrakt.clients.producer._batch import StagedChunk
 from kontrakt.clients.producer._partitioner import _lane_remainders, murmur2_partitions
 from kontrakt.clients.producer._producer import _TopicParts
 from kontrakt.clients.producer._sync import _DeliveryQueue
@@ -372,13 +372,13 @@ def test_bulk_settling_writes_what_settling_record_by_record_writes(
     # hand back to the record-by-record one: batch boundaries, sealed batches, timestamp
     # jumps past one varint byte, a clock stepping back, offset deltas past the prefix
     # table; and a peer's decoder must read back what was sent.
-    from kontrakt.clients.producer import _accumulator
-    from kontrakt.clients.producer import _producer as producer_module
+    from kontrakt.clients.producer import _records, _stage
+    from kontrakt.protocol.records._builder import frame_batch
 
     rnd = random.Random(partitions * 7919 + batch_size)
     n = 5000
     if partitions == 1 and batch_size == 1_000_000:
-        monkeypatch.setattr(_accumulator, "_PREFIX_COUNTS", 1000)
+        monkeypatch.setattr(_records, "_PREFIX_COUNTS", 1000)
 
     def length(spec: int | tuple[int, int]) -> int:
         return spec if isinstance(spec, int) else rnd.randrange(*spec)
@@ -420,13 +420,12 @@ def test_bulk_settling_writes_what_settling_record_by_record_writes(
         return counted
 
     for name in ("_settle_uniform", "_settle_mixed"):
-        monkeypatch.setattr(_accumulator.RecordAccumulator, name,
-                            counting(getattr(_accumulator.RecordAccumulator, name)))
+        monkeypatch.setattr(_stage, name, counting(getattr(_stage, name)))
 
     def run(bulk: bool) -> tuple[Any, ...]:
-        monkeypatch.setattr(_accumulator, "_BULK_MIN", 32 if bulk else 1 << 30)
+        monkeypatch.setattr(_stage, "_BULK_MIN", 32 if bulk else 1 << 30)
         clock = iter(clock_values)
-        monkeypatch.setattr(producer_module, "_time", lambda: next(clock))
+        monkeypatch.setattr(_stage, "_time", lambda: next(clock))
         p = _producer(partitions, batch_size=batch_size)
         stage = p._topics["t"].stage
 
@@ -464,7 +463,7 @@ def test_bulk_settling_writes_what_settling_record_by_record_writes(
     for part, batches in enumerate(bulk[0]):
         records = []
         for body, count, _, base, high, _ in batches:
-            blob = _accumulator.frame_batch(body, count, base, high)
+            blob = frame_batch(body, count, base, high)
             records += [(r.key, r.value, r.timestamp) for r in DefaultRecordBatch(blob)]
         got.append(records[1:] if part == 0 else records)
     for part in range(partitions):
@@ -476,14 +475,13 @@ def test_prefix_tables_start_over_past_their_budget(monkeypatch: pytest.MonkeyPa
     # Bulk settling keeps record prefixes per (key length, value length); a small budget
     # makes the tables start over often, and the bytes stay those of record-by-record
     # settling.
-    from kontrakt.clients.producer import _accumulator
-    from kontrakt.clients.producer import _producer as producer_module
+    from kontrakt.clients.producer import _records, _stage
 
-    monkeypatch.setattr(_accumulator, "_PREFIX_BUDGET", 40)
-    monkeypatch.setattr(producer_module, "_time", lambda: 1_700_000_000.0005)
+    monkeypatch.setattr(_records, "_PREFIX_BUDGET", 40)
+    monkeypatch.setattr(_stage, "_time", lambda: 1_700_000_000.0005)
 
     def run(bulk: bool) -> tuple[Any, int]:
-        monkeypatch.setattr(_accumulator, "_BULK_MIN", 32 if bulk else 1 << 30)
+        monkeypatch.setattr(_stage, "_BULK_MIN", 32 if bulk else 1 << 30)
         p = _producer(4, batch_size=20_000)
 
         async def main() -> None:
@@ -505,7 +503,7 @@ def test_prefix_tables_grown_in_pieces_hold_each_records_own_prefix() -> None:
     # the record's bytes before its key, after the header count of the record before, and
     # the running sizes must count the prefixes alone -- across the offset delta where the
     # varint takes a second byte, and however the growth is cut into pieces.
-    from kontrakt.clients.producer._accumulator import _PREFIX_COUNTS, _grow_prefixes
+    from kontrakt.clients.producer._records import _PREFIX_COUNTS, _grow_prefixes
     from kontrakt.protocol.records._model import encode_varint
 
     rng = random.Random(7)

@@ -1,0 +1,438 @@
+"""Record futures: a small handle per sent record onto its batch's outcome.
+
+A :class:`RecordFuture` is (head, index, timestamp[, sizes]): its batch and index there, or
+its staged chunk and index there until the chunk settles. Its
+:class:`~kontrakt.RecordMetadata` is computed on demand, so sending a record costs no future,
+lock or event of its own. It speaks both ``concurrent.futures``' and asyncio's future
+protocols.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Generator
+from typing import Any
+
+from kontrakt._types import RecordMetadata
+from kontrakt.clients.producer._batch import ProducerBatch, StagedChunk, keep_hook
+
+__all__ = ["RecordFuture", "millis", "new_future"]
+
+log = logging.getLogger("kontrakt.producer")
+
+_new_tuple = tuple.__new__
+
+
+class _Cancelled:
+    """A cancelled RecordFuture's head: done, and every read of the outcome raises."""
+
+    __slots__ = ("message",)
+    done = True
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+
+    def placed(self, at: int) -> Any:
+        raise asyncio.CancelledError(*(() if self.message is None else (self.message,)))
+
+
+class _OnLoop:
+    """A done callback that asyncio machinery (a Task, gather, wait) added from a running
+    loop: it is run by that loop (``call_soon``), never inline in the producer's completion
+    code, and from another thread (a sync producer's I/O thread) safely."""
+
+    __slots__ = ("context", "fn", "loop", "threadsafe")
+
+    def __init__(self, fn: Callable[..., Any], loop: asyncio.AbstractEventLoop,
+                 context: Any, threadsafe: bool) -> None:
+        self.fn = fn
+        self.loop = loop
+        self.context = context
+        self.threadsafe = threadsafe
+
+    def __call__(self, fut: RecordFuture) -> None:
+        schedule = self.loop.call_soon_threadsafe if self.threadsafe else self.loop.call_soon
+        try:
+            schedule(self.fn, fut, context=self.context)
+        except RuntimeError:  # the loop was closed meanwhile: nobody waits any more
+            pass
+
+
+class RecordFuture:
+    """The future of one sent record: resolves to its :class:`~kontrakt.RecordMetadata`.
+
+    Awaitable (async producers) and blocking via :meth:`result` (sync producers), with the
+    ``concurrent.futures.Future`` methods ``done``, ``result``, ``exception``,
+    ``add_done_callback``, ``cancel`` and ``cancelled``. It also speaks asyncio's future
+    protocol (``asyncio.isfuture`` is true; ``get_loop``, ``remove_done_callback``), so
+    ``asyncio.gather``, ``wait``, ``as_completed``, ``wait_for`` and ``shield`` take the
+    futures as they are, without a Task per record. Resolved exactly once, including when
+    the producer closes.
+
+    Cancelling: a record cannot be taken back once sent. :meth:`cancel` on an async
+    producer's pending future stops *this future's* waiting (it reports cancelled, and
+    ``await`` raises ``CancelledError``, as asyncio's ``wait_for`` expects of a timed-out
+    future); the record is still delivered and ``flush()`` still waits for it. A sync
+    producer's futures are never cancelled (``cancel()`` returns False), as
+    ``concurrent.futures`` futures that are running.
+    """
+
+    #: asyncio.isfuture() looks for this class attribute; the protocol's other half
+    #: (``yield self`` from ``__await__``) is not used, so it is never set per instance.
+    _asyncio_future_blocking = False
+
+    # One is made per record, so it is made the cheapest way Python has: a slots class
+    # without __init__, its slots set by the maker (new_future, or inlined on the send
+    # fast paths). A tuple subclass costs ~45 ns more to make, a __init__ ~60 ns more.
+    # _head: the record's batch, or its StagedChunk until the chunk settles; _at: its index
+    # in the batch, or in the chunk; _timestamp: its timestamp, in milliseconds (an int),
+    # or a staged record's time.time() (a float, see KeyedStage.stamps). _ksize / _vsize:
+    # the key's and value's lengths (-1: None), set only when _head is a batch; a staged
+    # record's are in its chunk's ``sizes``, so the staged send paths set nothing more.
+    __slots__ = ("_at", "_head", "_ksize", "_timestamp", "_vsize")
+
+    _head: Any  # ProducerBatch | StagedChunk, told apart by type() on the hot paths
+    _at: int
+    _timestamp: int | float
+    _ksize: int
+    _vsize: int
+
+    def _sizes(self) -> tuple[int, int]:
+        """(serialized key size, serialized value size); -1 for None."""
+        head = self._head
+        if type(head) is ProducerBatch:
+            return self._ksize, self._vsize
+        sizes = head.sizes
+        if sizes is None:  # not settled yet
+            head.placed(self._at)
+            sizes = head.sizes
+        return sizes[0][self._at], sizes[1][self._at]
+
+    @property
+    def _batch(self) -> ProducerBatch:
+        b = self._head
+        if type(b) is ProducerBatch:
+            return b
+        batch: ProducerBatch
+        batch, index = b.placed(self._at)
+        if type(b) is StagedChunk and not b.stage.acc.threaded:
+            # An async producer's future is only read on its loop's thread: keep where the
+            # record was placed, so that later reads (gather reads each future 3-4 times)
+            # skip the chunk's lookup. A sync producer's I/O thread reads (_head, _at) as a
+            # pair, so its futures keep pointing at their chunk. A batch-headed future
+            # carries its sizes itself (see __slots__): taken from the chunk here.
+            sizes = b.sizes
+            assert sizes is not None  # placed() settled the chunk
+            self._ksize = sizes[0][self._at]
+            self._vsize = sizes[1][self._at]
+            self._head = batch
+            self._at = index
+        return batch
+
+    @property
+    def _index(self) -> int:
+        b = self._head
+        index: int = self._at if type(b) is ProducerBatch else b.placed(self._at)[1]
+        return index
+
+    def __repr__(self) -> str:
+        head = self._head
+        if type(head) is _Cancelled:
+            return "<RecordFuture cancelled>"
+        if type(head) is StagedChunk and head.batches is None:
+            return f"<RecordFuture {head.stage.topic} pending>"
+        b = self._batch
+        error = self.exception() if b.done else None
+        state = ("pending" if not b.done else
+                 f"failed: {error!r}" if error else f"offset {self.metadata().offset}")
+        return f"<RecordFuture {b.topic}-{b.partition} {state}>"
+
+    def done(self) -> bool:
+        """True once the record was acknowledged or failed."""
+        head = self._head
+        if type(head) is StagedChunk:
+            if head.batches is None:
+                return False
+            return self._batch.done
+        return head.done  # type: ignore[no-any-return]
+
+    def cancelled(self) -> bool:
+        """True when :meth:`cancel` stopped this future's waiting."""
+        return type(self._head) is _Cancelled
+
+    def cancel(self, msg: Any = None) -> bool:
+        """Stop waiting on this future (async producers; see the class docs).
+
+        The record is not taken back: it is delivered (or fails) as if nothing happened,
+        and ``flush()`` waits for it. Callbacks added to this future run now (on the loop),
+        seeing it cancelled.
+
+        Returns:
+            True when the future was pending and belongs to an async producer; False when
+            it is resolved or belongs to a sync producer.
+        """
+        head = self._head
+        if type(head) is _Cancelled:
+            return False
+        acc = head.stage.acc if type(head) is StagedChunk else head.acc
+        if acc.threaded:
+            return False
+        # An async producer's accumulator is only touched on its loop's thread: nothing
+        # resolves or settles between these lines.
+        if self.done():
+            return False
+        holder = head if type(head) is StagedChunk and head.batches is None else self._batch
+        with acc.lock:
+            mine = _take_callbacks(holder, self, None)
+        self._head = _Cancelled(msg)
+        for fn in mine:
+            fn(self)
+        return True
+
+    def _make_cancelled_error(self) -> asyncio.CancelledError:
+        # asyncio.gather asks a cancelled child for its error this way.
+        head = self._head
+        message = head.message if type(head) is _Cancelled else None
+        return asyncio.CancelledError(*(() if message is None else (message,)))
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        """The running event loop (asyncio's future protocol).
+
+        A record future belongs to no loop of its own: asyncio's functions ask for one only
+        while running on a loop, which is where its callbacks are then run.
+
+        Raises:
+            RuntimeError: no event loop runs in this thread.
+        """
+        return asyncio.get_running_loop()
+
+    def metadata(self) -> RecordMetadata:
+        """Where the record landed (offset -1 with acks=0); only valid when done without
+        error."""
+        b = self._head
+        if type(b) is ProducerBatch:
+            index = self._at
+        else:
+            b, index = b.placed(self._at)
+        if b.base_offset < 0 and b.split is not None:
+            b, index = b.part(index)
+        offset = b.base_offset + index if b.base_offset >= 0 else -1
+        ts = b.log_append_time if b.log_append_time >= 0 else millis(self._timestamp)
+        return _new_tuple(RecordMetadata, (b.topic, b.partition, offset, ts, *self._sizes()))
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """The record's metadata, blocking (sync producers) until it is resolved.
+
+        Args:
+            timeout: seconds to wait; None waits until delivery succeeds or fails
+                (bounded by ``delivery.timeout.ms``).
+
+        Raises:
+            ProduceError / RecordTooLargeError / DeliveryTimeoutError: delivery failed
+                (DeliveryTimeoutError: ``delivery.timeout.ms`` ran out; it is also a
+                KafkaTimeoutError and a ProduceError).
+            KafkaTimeoutError: not resolved within ``timeout``.
+            IllegalStateError: called unresolved on an async producer's loop.
+        """
+        b = self._batch
+        if not b.done:
+            b.wait(timeout)
+        if b.error is not None:
+            if b.split is None:
+                raise b.error
+            self._raise_part_error()
+        return self.metadata()
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """kafka-python's name for :meth:`result` (``producer.send(...).get(timeout=10)``)."""
+        return self.result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The delivery error, or None on success; waits like :meth:`result`."""
+        b = self._batch
+        if not b.done:
+            b.wait(timeout)
+        if b.error is not None and b.split is not None:
+            return self._part().error
+        return b.error
+
+    def _part(self) -> ProducerBatch:
+        """The batch whose outcome is the record's (see ProducerBatch.part)."""
+        head = self._head
+        b, index = (head, self._at) if type(head) is ProducerBatch else head.placed(self._at)
+        return b.part(index)[0]
+
+    def _raise_part_error(self) -> None:
+        """Raise the error of the record's part of a split batch, if its part failed."""
+        error = self._part().error
+        if error is not None:
+            raise error
+
+    # ``context`` is not keyword-only (asyncio's is): CPython 3.11 does not specialize
+    # calls of a function with keyword-only parameters, and the generic call looks its
+    # keyword defaults up in a dict each time. With the loop lookup this method then did
+    # for every callback, that was the done-callbacks idiom's regression: +1,195
+    # instructions a record under callgrind (benchmarks/record_path.py, the commit that
+    # added ``context`` against its parent). asyncio passes ``context`` by keyword, which
+    # works either way.
+    def add_done_callback(self, fn: Callable[[RecordFuture], Any],
+                          context: Any = None) -> None:
+        """Call ``fn(self)`` once the record is resolved (at once if it already is, or, when
+        added on a running event loop, on that loop's next turn, as asyncio's futures do).
+
+        Callbacks run on the producer's event loop thread, in send order per partition; they
+        must not block. Added from a coroutine on another loop (a sync producer's future
+        in asyncio code), or with a ``context`` (asyncio's Tasks), they are run by the
+        running loop instead, as asyncio's futures run theirs. A sync producer's
+        ``produce(on_delivery=...)`` instead runs its callbacks on the caller's thread in
+        ``poll()``/``flush()``.
+        """
+        head = self._head
+        if context is None and type(head) is StagedChunk:
+            acc = head.stage.acc
+            if not acc.threaded:
+                # An async producer's record, not settled yet (the common case: a callback
+                # added as each record is sent): kept as it is, with no loop to look up.
+                with acc.lock:
+                    if head.batches is None:
+                        # Kept with the chunk until it settles: adding a callback to each
+                        # record as it is sent must not settle the stage record by record.
+                        kept = head.callbacks
+                        if kept is None:
+                            head.callbacks = [(fn, self)]
+                        else:
+                            kept.append((fn, self))
+                        return
+        if type(head) is _Cancelled:
+            loop = asyncio._get_running_loop()
+            if loop is not None:
+                loop.call_soon(fn, self, context=context)
+            else:
+                fn(self)
+            return
+        acc = head.stage.acc if type(head) is StagedChunk else head.acc
+        loop = asyncio._get_running_loop()
+        if loop is not None and (acc.threaded or context is not None):
+            fn = _OnLoop(fn, loop, context, acc.threaded)
+        if type(head) is StagedChunk:
+            with head.stage.acc.lock:
+                if head.batches is None:
+                    # Kept with the chunk until it settles: adding a callback to each record
+                    # as it is sent must not settle the stage record by record.
+                    keep_hook(head, fn, self, False)
+                    return
+        b = self._batch
+        with b.acc.lock:
+            if not b.done:
+                keep_hook(b, fn, self, False)
+                return
+        if loop is not None and type(fn) is not _OnLoop:
+            # Resolved already, and added on a loop: run by the loop, as asyncio's futures
+            # do (asyncio's as_completed and wait add callbacks while iterating their sets).
+            _run_soon(loop, fn, self)
+            return
+        fn(self)
+
+    def remove_done_callback(self, fn: Callable[[RecordFuture], Any]) -> int:
+        """Forget the callbacks ``fn`` that were added and have not run (asyncio's future
+        protocol: ``wait`` and ``as_completed`` call it when they time out).
+
+        Returns:
+            How many were removed.
+        """
+        head = self._head
+        if type(head) is _Cancelled:
+            return 0
+        if type(head) is StagedChunk and head.batches is None:
+            with head.stage.acc.lock:
+                if head.batches is None:
+                    return len(_take_callbacks(head, self, fn))
+        # Settled (maybe just now, its hooks moved on to the record's batch).
+        b = self._batch
+        with b.acc.lock:
+            return 0 if b.done else len(_take_callbacks(b, self, fn))
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        b = self._batch
+        if not b.done:
+            yield from b.wait_async().__await__()
+        if b.error is not None:
+            if b.split is None:
+                raise b.error
+            self._raise_part_error()
+        return self.metadata()
+
+
+class _Soon(threading.local):
+    """Callbacks of resolved futures added on this thread's running loop, run together on
+    its next turn: one ``call_soon`` a turn, not one a callback (gathering 200k futures adds
+    most of their callbacks after their records were acknowledged)."""
+
+    pending: list[tuple[Callable[..., Any], RecordFuture]] | None = None
+    #: the loop ``pending`` will run on (a list left by a loop that closed first is not
+    #: added to)
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+_soon = _Soon()
+
+
+def _run_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], fut: RecordFuture
+              ) -> None:
+    pending = _soon.pending
+    if pending is None or _soon.loop is not loop:
+        pending = _soon.pending = []
+        _soon.loop = loop
+        loop.call_soon(_run_pending, pending)
+    pending.append((fn, fut))
+
+
+def _run_pending(pending: list[tuple[Callable[..., Any], RecordFuture]]) -> None:
+    if _soon.pending is pending:
+        _soon.pending = None
+    for fn, fut in pending:
+        try:
+            fn(fut)
+        except Exception:
+            log.exception("a producer callback raised")
+
+
+def _take_callbacks(holder: ProducerBatch | StagedChunk, fut: RecordFuture,
+                    fn: Callable[..., Any] | None) -> list[Callable[..., Any]]:
+    """Take ``fut``'s done callbacks (those that are ``fn``, or all when None) out of
+    ``holder`` and return them; the caller holds the accumulator's lock."""
+    kept = holder.callbacks
+    if not kept:
+        return []
+    taken: list[Callable[..., Any]] = []
+    rest = []
+    for entry in kept:
+        cb, owner = entry
+        if owner is fut and (fn is None or cb is fn
+                             or (type(cb) is _OnLoop and cb.fn is fn)):
+            taken.append(cb)
+        else:
+            rest.append(entry)
+    holder.callbacks = rest or None
+    return taken
+
+
+def new_future(head: ProducerBatch | StagedChunk, at: int, timestamp: int | float,
+               ksize: int = -1, vsize: int = -1) -> RecordFuture:
+    """A record's future: index ``at`` of batch (or staged chunk) ``head``; ``ksize`` /
+    ``vsize`` its key's and value's lengths (-1: None or not known)."""
+    fut = RecordFuture()
+    fut._head = head
+    fut._at = at
+    fut._timestamp = timestamp
+    fut._ksize = ksize
+    fut._vsize = vsize
+    return fut
+
+
+def millis(timestamp: int | float) -> int:
+    """A RecordFuture's ``_timestamp`` in milliseconds."""
+    return int(timestamp * 1000) if type(timestamp) is float else int(timestamp)
+

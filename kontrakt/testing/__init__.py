@@ -14,7 +14,8 @@ the fixtures ``kafka_cluster`` (a session's :class:`Cluster`, the default broker
 ``kafka_cluster_factory``, ``tansu_broker``, ``tansu_broker_factory``, ``mock_cluster``,
 ``mock_cluster_factory`` and ``topic_name``.
 
-``python -m kontrakt.testing --port 9092`` runs a Tansu broker for development until Ctrl-C.
+``python -m kontrakt.testing --port 9092`` runs an in-process :class:`Cluster` (``--broker tansu``:
+a Tansu broker) for development until Ctrl-C.
 
 Both brokers depart from Apache Kafka in measured ways; see the project's TEST-BROKERS notes.
 """

@@ -117,15 +117,17 @@ def test_quickstart_runs_as_written(tmp_path: Path) -> None:
         assert again.returncode == 0, again.stderr
         assert again.stdout.strip() == EXPECTED
     assert broker.returncode == 0, "the broker command stops cleanly on SIGTERM"
-    # Its Tansu child went with it.
+    # Its port is free again: the broker went with the command.
     assert not _port_taken(ports[0])
     assert took < 30, f"the quickstart took {took:.1f}s"
 
 
-def test_dev_broker_command_says_when_its_port_is_taken() -> None:
+@pytest.mark.parametrize("broker", ["cluster", "tansu"])
+def test_dev_broker_command_says_when_its_port_is_taken(broker: str) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        run = subprocess.run([sys.executable, "-m", "kontrakt.testing", "--port", str(port)],
+        run = subprocess.run([sys.executable, "-m", "kontrakt.testing", "--port", str(port),
+                              "--broker", broker],
                              capture_output=True, text=True, env=_env(), timeout=60)
     assert run.returncode == 1
     assert run.stderr.strip() == (f"kontrakt test broker: 127.0.0.1:{port} is already in use "

@@ -49,6 +49,7 @@ from kontrakt.errors import (
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
 from kontrakt.spark._avro_derive import derive_avro_schema
+from kontrakt.spark._avro_encode import avro_column_encoder
 from kontrakt.spark._derive import register_derived
 from kontrakt.spark._json_derive import derive_json_schema
 from kontrakt.spark._options import REGISTRY_FORMATS, SourceOptions
@@ -315,6 +316,8 @@ class _ProduceTask:
         self.value = value
         self.schema = schema
         self.columns = tuple(schema.fieldNames())
+        #: whether a key or value is encoded row by row (its serializer may add headers)
+        self._row_path = False
 
     def produce(self, batches: Iterator[pa.RecordBatch],
                 share: TaskShare | None = None) -> KontraktCommitMessage:
@@ -393,7 +396,8 @@ class _ProduceTask:
         if plan.fmt in ("binary", "string"):
             return lambda column, topics, headers, first: _raw_values(column)
         is_key = name == "key"
-        encode = _encoder(plan, client, conf, self.opts.subject(is_key, topic))
+        subject = self.opts.subject(is_key, topic)
+        encode = _encoder(plan, client, conf, subject)
         field = MessageField.KEY if is_key else MessageField.VALUE
         to_row = _python_values(self.schema[name].dataType)
 
@@ -408,7 +412,23 @@ class _ProduceTask:
                                    topic if topics is None else topics[i], field,
                                    [] if headers is None else headers[i], first + i))
             return out
-        return registry
+        columns = (avro_column_encoder(plan, client, subject, self.schema[name].dataType, name)
+                   if plan.fmt == "avro" and client is not None else None)
+        if columns is None:
+            self._row_path = True
+            return registry
+
+        def columnar(column: pa.Array, topics: list[str] | None,
+                     headers: list[Headers] | None, first: int) -> list[bytes | None]:
+            try:
+                return columns.encode(column)
+            except Exception as exc:
+                # The row path names the row and topic (or writes what the column path
+                # refused wrongly): the batch is encoded again row by row.
+                log.debug("%s: column-wise Avro encoding failed (%s); encoding row by row",
+                          name, exc)
+                return registry(column, topics, headers, first)
+        return columnar
 
     def _send_all(self, producer: Producer, batches: Iterator[pa.RecordBatch],
                   encode_key: ColumnEncode | None, encode_value: ColumnEncode) -> int:
@@ -416,7 +436,6 @@ class _ProduceTask:
         opts = self.opts
         topic = _first_topic(opts)
         timeout = opts.poll_timeout_s
-        registry = bool({self.key.fmt, self.value.fmt} & REGISTRY_FORMATS)
         send = producer.send
         pending: list[Any] = []
         count = 0
@@ -435,7 +454,7 @@ class _ProduceTask:
             if "headers" in self.columns:
                 headers = [[] if hs is None else [(h["key"], h["value"]) for h in hs]
                            for hs in batch.column("headers").to_pylist()]
-            elif registry:
+            elif self._row_path:
                 # A serializer that frames schema ids in headers adds them here.
                 headers = [[] for _ in range(rows)]
             values = encode_value(batch.column("value"), topics, headers, count)

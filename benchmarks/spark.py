@@ -21,8 +21,23 @@ the Arrow record batches Spark would receive), best of ``--rounds``, as ns a rec
 wall clock and of this process's CPU time (all its threads; the broker's excluded): the
 figures to compare code changes by on a shared machine (no JVM, no scheduling).
 
+``--write-task`` measures one sink task the same way: ``_ProduceTask.produce`` over
+Arrow record batches of 10,000 rows (Spark's ``arrow.maxRecordsPerBatch``, built before
+the clock starts) into a topic of ``--partitions`` partitions, flushed and every record
+checked: ``binary`` (60-byte values, the bulk append), ``binary send`` (the same
+through ``Producer.send`` record by record), ``avro`` (the ``Order`` struct column
+encoded column-wise) and ``avro rows`` (the same through the row path: ``Row`` -> dict
+-> ``AvroSerializer``, and ``send``).
+
+``--write`` measures Spark writes instead (``local[2]``, ``spark.range`` split in 2
+partitions, a fresh topic of ``--partitions`` partitions each round): ``binary write``
+(60-byte values) and ``avro write`` (the ``Order`` struct built by the JVM, encoded by
+the sink), rows/s of the whole ``save()``.
+
 Run:  .venv/bin/python benchmarks/spark.py [--records 500000] [--partitions 2] [--rounds 3]
+      .venv/bin/python benchmarks/spark.py --write [--records 500000] [--partitions 2]
       .venv/bin/python benchmarks/spark.py --task [--records 200000] [--partitions 1]
+      .venv/bin/python benchmarks/spark.py --write-task [--records 200000] [--partitions 2]
 """
 
 from __future__ import annotations
@@ -167,6 +182,101 @@ def task_rates(bootstrap: str, registry: str, topics: dict[str, tuple[str, str]]
               f"{os.getloadavg()[0]:.1f})", flush=True)
 
 
+def write_task_rates(broker: Any, registry: str, n: int, partitions: int,
+                     rounds: int) -> None:
+    """One sink task's ``produce`` per case, in this process (see the module docstring)."""
+    import pyarrow as pa
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from kontrakt.spark import _writer
+    from kontrakt.spark._arrow import arrow_type
+    from kontrakt.spark._options import parse_options
+    from kontrakt.spark._types import avro_mapping
+
+    order = avro_mapping(ORDER).data_type
+    step = 10_000
+    cases: dict[str, tuple[str, Any]] = {
+        "binary": ("binary", BinaryType()), "binary send": ("binary", BinaryType()),
+        "avro": ("avro", order), "avro rows": ("avro", order)}
+    column_encoder = _writer.avro_column_encoder
+    bulk = _writer.bulk_partitioner
+    for name, (fmt, data_type) in cases.items():
+        schema = StructType([StructField("value", data_type)])
+        if fmt == "binary":
+            values: list[Any] = [b"%060d" % i for i in range(n)]
+        else:
+            values = [{"id": i, "customer": f"customer-{i % 1000}", "qty": i % 7,
+                       "price": i * 0.25, "note": None if i % 3 else "gift wrap"}
+                      for i in range(n)]
+        kind = arrow_type(data_type)
+        batches = [pa.RecordBatch.from_arrays([pa.array(values[i:i + step], kind)],
+                                              schema=pa.schema([("value", kind)]))
+                   for i in range(0, n, step)]
+        best = cpu = float("inf")
+        _writer.avro_column_encoder = (  # type: ignore[assignment]
+            (lambda *args: None) if name == "avro rows" else column_encoder)
+        _writer.bulk_partitioner = (  # type: ignore[assignment]
+            (lambda kafka: False) if name in ("binary send", "avro rows") else bulk)
+        for _ in range(rounds):
+            topic = f"bench-write-{uuid.uuid4().hex[:8]}"
+            broker.create_topic(topic, partitions)
+            opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
+                                  "schema.registry.url": registry, "topic": topic,
+                                  "value.format": fmt}, write=True)
+            key, value = _writer.plan_write(opts, schema)  # registers the derived schema
+            task = _writer._ProduceTask(opts, key, value, schema)
+            t = time.perf_counter()
+            c = time.process_time()
+            written = task.produce(iter(batches)).records
+            cpu = min(cpu, time.process_time() - c)
+            best = min(best, time.perf_counter() - t)
+            if written != n:
+                raise RuntimeError(f"{name}: {written} records, expected {n}")
+        print(f"  write {name:9s} {n / best:10,.0f} rows/s wall  {best / n * 1e9:7,.0f} "
+              f"ns/row wall  {cpu / n * 1e9:7,.0f} ns/row CPU  ({n:,} rows, load "
+              f"{os.getloadavg()[0]:.1f})", flush=True)
+    _writer.avro_column_encoder = column_encoder
+    _writer.bulk_partitioner = bulk
+
+
+def spark_writes(broker: Any, registry: str, n: int, partitions: int, rounds: int) -> None:
+    """``save()`` rows/s through Spark, best of ``rounds`` (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    spark = session()
+    ids = spark.range(0, n, 1, 2)
+    cases = {
+        "binary write": ("binary", ids.select(
+            F.lpad(F.col("id").cast("string"), 60, "0").cast("binary").alias("value"))),
+        "avro write": ("avro", ids.select(F.struct(
+            F.col("id"), F.concat(F.lit("customer-"), (F.col("id") % 1000).cast("string"))
+            .alias("customer"), (F.col("id") % 7).cast("int").alias("qty"),
+            (F.col("id") * 0.25).alias("price"),
+            F.when(F.col("id") % 3 == 0, F.lit("gift wrap")).alias("note")).alias("value"))),
+    }
+    best: dict[str, float] = {}
+    for r in range(rounds):
+        for name, (fmt, frame) in cases.items():
+            topic = f"bench-write-{uuid.uuid4().hex[:8]}"
+            broker.create_topic(topic, partitions)
+            if fmt == "avro":
+                with SchemaRegistryClient({"url": registry}) as client:
+                    client.register_schema(f"{topic}-value", Schema(ORDER, "AVRO"))
+            t = time.perf_counter()
+            (frame.write.format("kontrakt").mode("append")
+             .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+             .option("schema.registry.url", registry).option("topic", topic)
+             .option("value.format", fmt).save())
+            rate = n / (time.perf_counter() - t)
+            best[name] = max(best.get(name, 0.0), rate)
+            print(f"round {r + 1}: {name:14s} {rate:12,.0f} rows/s (load "
+                  f"{os.getloadavg()[0]:.1f})", flush=True)
+    spark.stop()
+    print(f"\nbest of {rounds}, {n:,} rows, {partitions} partitions, local[2]:")
+    for name, rate in best.items():
+        print(f"  {name:14s} {rate:12,.0f} rows/s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--records", type=int, default=500_000)
@@ -174,6 +284,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--task", action="store_true",
                     help="one task's read_range in this process, without Spark")
+    ap.add_argument("--write", action="store_true", help="Spark writes instead of reads")
+    ap.add_argument("--write-task", action="store_true",
+                    help="one sink task's produce in this process, without Spark")
     args = ap.parse_args()
     n = args.records
     from pyspark.sql import functions as F
@@ -181,6 +294,12 @@ def main() -> None:
     broker = TansuBroker().start()
     try:
         with RegistryServer() as registry:
+            if args.write_task:
+                write_task_rates(broker, registry.url, n, args.partitions, args.rounds)
+                return
+            if args.write:
+                spark_writes(broker, registry.url, n, args.partitions, args.rounds)
+                return
             tag = uuid.uuid4().hex[:8]
             raw, orders = f"bench-raw-{tag}", f"bench-avro-{tag}"
             for topic in (raw, orders):

@@ -50,6 +50,7 @@ from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
 from kontrakt.spark._avro_derive import derive_avro_schema
 from kontrakt.spark._avro_encode import avro_column_encoder
+from kontrakt.spark._bulk import KeylessBatches, bulk_partitioner
 from kontrakt.spark._derive import register_derived
 from kontrakt.spark._json_derive import derive_json_schema
 from kontrakt.spark._options import REGISTRY_FORMATS, SourceOptions
@@ -439,6 +440,12 @@ class _ProduceTask:
         send = producer.send
         pending: list[Any] = []
         count = 0
+        # Keyless values of the one topic, no per-row partition or headers: filled into
+        # record batches here (see kontrakt.spark._bulk).
+        bulk = (KeylessBatches(producer, topic)
+                if encode_key is None and opts.topics and not self._row_path
+                and "partition" not in self.columns and "headers" not in self.columns
+                and bulk_partitioner(opts.kafka) else None)
         for batch in batches:
             rows = batch.num_rows
             if rows == 0:
@@ -463,7 +470,9 @@ class _ProduceTask:
             partitions: list[int | None] | None = (
                 batch.column("partition").to_pylist() if "partition" in self.columns
                 else None)
-            if topics is None and partitions is None and headers is None:
+            if bulk is not None:
+                bulk.add(values)
+            elif topics is None and partitions is None and headers is None:
                 # The hot path: no per-row topic, partition or headers.
                 if keys is None:
                     pending.extend([send(topic, v) for v in values])
@@ -479,6 +488,9 @@ class _ProduceTask:
             count += rows
             if len(pending) >= _FLUSH_EVERY:
                 _settle(producer, pending, timeout)
+        if bulk is not None:
+            bulk.close()
+            pending.extend(bulk.pending)
         _settle(producer, pending, timeout)
         return count
 

@@ -1,0 +1,108 @@
+"""The sink's bulk append (``kontrakt.spark._bulk``): a task's keyless values go into record
+batches it fills itself and hands over with ``send_batch``, one future a batch, and
+arrive whole, in order per partition, spread over the topic's partitions. In process
+against Tansu, no JVM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark", reason="needs the spark extra")
+
+import pyarrow as pa
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from kontrakt import TopicPartition
+from kontrakt.clients.consumer import Consumer
+from kontrakt.errors import RecordTooLargeError
+from kontrakt.spark import _bulk
+from kontrakt.spark._options import parse_options
+from kontrakt.spark._writer import _ProduceTask, plan_write
+from kontrakt.testing import TansuBroker
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+SCHEMA = StructType([StructField("value", BinaryType())])
+
+
+def _task(broker: TansuBroker, topic: str, **kafka: str) -> _ProduceTask:
+    opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap_servers, "topic": topic,
+                          **{f"kafka.{k}": v for k, v in kafka.items()}}, write=True)
+    key, value = plan_write(opts, SCHEMA)
+    return _ProduceTask(opts, key, value, SCHEMA)
+
+
+def _batches(n: int, step: int) -> list[pa.RecordBatch]:
+    values = [None if i % 97 == 5 else b"v%06d" % i for i in range(n)]
+    return [pa.RecordBatch.from_arrays([pa.array(values[i:i + step], pa.binary())],
+                                       names=["value"]) for i in range(0, n, step)]
+
+
+def _read(broker: TansuBroker, topic: str, partitions: int, n: int) -> dict[int, list[Any]]:
+    out: dict[int, list[Any]] = {p: [] for p in range(partitions)}
+    got = 0
+    with Consumer({"bootstrap.servers": broker.bootstrap_servers,
+                   "enable.auto.commit": False}) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        for p in range(partitions):
+            consumer.seek(TopicPartition(topic, p), 0)
+        for _ in range(100):
+            for record in consumer.consume(n - got, 0.5):
+                out[record.partition].append((record.key, record.value))
+                got += 1
+            if got >= n:
+                break
+    assert got == n
+    return out
+
+
+def test_keyless_values_are_sent_in_filled_batches(tansu_broker: TansuBroker,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    topic = "spark-bulk-keyless"
+    tansu_broker.create_topic(topic, 3)
+    made: list[_bulk.KeylessBatches] = []
+
+    class Watched(_bulk.KeylessBatches):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            made.append(self)
+    monkeypatch.setattr("kontrakt.spark._writer.KeylessBatches", Watched)
+    n = 6_000
+    # batch.size small enough that the task fills several batches a partition
+    written = _task(tansu_broker, topic, **{"batch.size": "16384"}).produce(
+        iter(_batches(n, 1_000))).records
+    assert written == n
+    assert len(made) == 1 and 3 <= len(made[0].pending) < n // 50
+    by_partition = _read(tansu_broker, topic, 3, n)
+    assert all(by_partition[p] for p in range(3))  # spread over every partition
+    seen = []
+    for records in by_partition.values():
+        assert all(key is None for key, _ in records)
+        values = [v for _, v in records]
+        order = [int(v[1:]) for v in values if v is not None]
+        assert order == sorted(order)  # each partition keeps the task's order
+        seen.extend(values)
+    assert sorted(v for v in seen if v is not None) == sorted(
+        b"v%06d" % i for i in range(n) if i % 97 != 5)
+    assert seen.count(None) == len([i for i in range(n) if i % 97 == 5])
+
+
+def test_round_robin_partitioner_keeps_send(tansu_broker: TansuBroker) -> None:
+    """A partitioner that places keyless records one by one keeps the send path."""
+    assert not _bulk.bulk_partitioner({"partitioner": "round_robin"})
+    assert _bulk.bulk_partitioner({})
+    topic = "spark-bulk-round-robin"
+    tansu_broker.create_topic(topic, 2)
+    task = _task(tansu_broker, topic, partitioner="round_robin")
+    assert task.produce(iter(_batches(10, 10))).records == 10
+    by_partition = _read(tansu_broker, topic, 2, 10)
+    assert [len(by_partition[p]) for p in range(2)] == [5, 5]
+
+
+def test_a_value_beyond_message_max_bytes_fails_the_task(tansu_broker: TansuBroker) -> None:
+    topic = "spark-bulk-too-large"
+    tansu_broker.create_topic(topic, 1)
+    big = pa.RecordBatch.from_arrays([pa.array([b"x" * 5_000], pa.binary())], names=["value"])
+    with pytest.raises(RecordTooLargeError):
+        _task(tansu_broker, topic, **{"message.max.bytes": "2000"}).produce(iter([big]))

@@ -49,11 +49,12 @@ from kontrakt.errors import (
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
 from kontrakt.spark._avro_derive import derive_avro_schema
-from kontrakt.spark._avro_encode import avro_column_encoder
+from kontrakt.spark._avro_encode import AvroColumnEncoder, avro_column_encoder
 from kontrakt.spark._bulk import KeylessBatches, bulk_partitioner
 from kontrakt.spark._derive import register_derived
 from kontrakt.spark._json_derive import derive_json_schema
 from kontrakt.spark._options import REGISTRY_FORMATS, SourceOptions
+from kontrakt.spark._proto_encode import ProtoColumnEncoder, proto_column_encoder
 from kontrakt.spark._reader import (
     FieldPlan,
     named_types,
@@ -392,8 +393,10 @@ class _ProduceTask:
     def _column_encoder(self, name: str, plan: FieldPlan, client: SchemaRegistryClient | None,
                         conf: dict[str, bool], topic: str) -> ColumnEncode:
         """The encoder of the ``key`` or ``value`` column of an Arrow batch: binary and
-        string columns are taken as they are (one pass over the buffers); registry formats
-        encode each row with the registry serializer."""
+        string columns are taken as they are (one pass over the buffers); avro and protobuf
+        are encoded column-wise where the schema has a column plan
+        (:mod:`~kontrakt.spark._avro_encode`, :mod:`~kontrakt.spark._proto_encode`), json
+        and the rest row by row with the registry serializer."""
         if plan.fmt in ("binary", "string"):
             return lambda column, topics, headers, first: _raw_values(column)
         is_key = name == "key"
@@ -413,8 +416,12 @@ class _ProduceTask:
                                    topic if topics is None else topics[i], field,
                                    [] if headers is None else headers[i], first + i))
             return out
-        columns = (avro_column_encoder(plan, client, subject, self.schema[name].dataType, name)
-                   if plan.fmt == "avro" and client is not None else None)
+        columns: AvroColumnEncoder | ProtoColumnEncoder | None = None
+        if plan.fmt == "avro" and client is not None:
+            columns = avro_column_encoder(plan, client, subject, self.schema[name].dataType,
+                                          name)
+        elif plan.fmt == "protobuf" and client is not None:
+            columns = proto_column_encoder(plan, client, subject, name)
         if columns is None:
             self._row_path = True
             return registry
@@ -426,8 +433,8 @@ class _ProduceTask:
             except Exception as exc:
                 # The row path names the row and topic (or writes what the column path
                 # refused wrongly): the batch is encoded again row by row.
-                log.debug("%s: column-wise Avro encoding failed (%s); encoding row by row",
-                          name, exc)
+                log.debug("%s: column-wise %s encoding failed (%s); encoding row by row",
+                          name, plan.fmt, exc)
                 return registry(column, topics, headers, first)
         return columnar
 

@@ -188,7 +188,7 @@ def write_task_rates(broker: Any, registry: str, n: int, partitions: int,
     import pyarrow as pa
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    from kontrakt.spark import _writer
+    from kontrakt.spark import _encoders, _writer
     from kontrakt.spark._arrow import arrow_type
     from kontrakt.spark._options import parse_options
     from kontrakt.spark._types import avro_mapping
@@ -198,7 +198,7 @@ def write_task_rates(broker: Any, registry: str, n: int, partitions: int,
     cases: dict[str, tuple[str, Any]] = {
         "binary": ("binary", BinaryType()), "binary send": ("binary", BinaryType()),
         "avro": ("avro", order), "avro rows": ("avro", order)}
-    column_encoder = _writer.avro_column_encoder
+    column_encoder = _encoders.avro_column_encoder
     bulk = _writer.bulk_partitioner
     for name, (fmt, data_type) in cases.items():
         schema = StructType([StructField("value", data_type)])
@@ -213,7 +213,7 @@ def write_task_rates(broker: Any, registry: str, n: int, partitions: int,
                                               schema=pa.schema([("value", kind)]))
                    for i in range(0, n, step)]
         best = cpu = float("inf")
-        _writer.avro_column_encoder = (  # type: ignore[assignment]
+        _encoders.avro_column_encoder = (  # type: ignore[assignment]
             (lambda *args: None) if name == "avro rows" else column_encoder)
         _writer.bulk_partitioner = (  # type: ignore[assignment]
             (lambda kafka: False) if name in ("binary send", "avro rows") else bulk)
@@ -235,7 +235,7 @@ def write_task_rates(broker: Any, registry: str, n: int, partitions: int,
         print(f"  write {name:9s} {n / best:10,.0f} rows/s wall  {best / n * 1e9:7,.0f} "
               f"ns/row wall  {cpu / n * 1e9:7,.0f} ns/row CPU  ({n:,} rows, load "
               f"{os.getloadavg()[0]:.1f})", flush=True)
-    _writer.avro_column_encoder = column_encoder
+    _encoders.avro_column_encoder = column_encoder
     _writer.bulk_partitioner = bulk
 
 

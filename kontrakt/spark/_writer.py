@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Row
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -33,7 +32,6 @@ from pyspark.sql.types import (
     BinaryType,
     DataType,
     IntegerType,
-    MapType,
     StringType,
     StructType,
 )
@@ -42,22 +40,17 @@ from kontrakt.clients.producer import Producer
 from kontrakt.errors import (
     ConfigError,
     IllegalStateError,
-    KeySerializationError,
     SchemaRegistryError,
-    ValueSerializationError,
 )
 from kontrakt.registry import SchemaRegistryClient
-from kontrakt.serde import MessageField, SerializationContext
 from kontrakt.spark._avro_derive import derive_avro_schema
-from kontrakt.spark._avro_encode import AvroColumnEncoder, avro_column_encoder
 from kontrakt.spark._bulk import KeylessBatches, bulk_partitioner
 from kontrakt.spark._derive import register_derived
+from kontrakt.spark._encoders import ColumnEncode, Headers, column_encoder
 from kontrakt.spark._json_derive import derive_json_schema
 from kontrakt.spark._options import REGISTRY_FORMATS, SourceOptions
-from kontrakt.spark._proto_encode import ProtoColumnEncoder, proto_column_encoder
 from kontrakt.spark._reader import (
     FieldPlan,
-    named_types,
     registry_client,
     resolve_field,
     type_shape,
@@ -69,7 +62,6 @@ from kontrakt.spark._sink_txn import (
     end_transactions,
     marker_partition,
 )
-from kontrakt.spark._types import avro_writer
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -215,99 +207,6 @@ def _first_topic(opts: SourceOptions) -> str:
     return opts.topics[0] if opts.topics else "<topic column>"
 
 
-Encode = Callable[[Any, SerializationContext], "bytes | None"]
-
-
-def _encoder(plan: FieldPlan, client: SchemaRegistryClient | None,
-             conf: dict[str, bool], subject: str) -> Encode:
-    if plan.fmt in ("binary", "string"):
-        def raw(value: Any, ctx: SerializationContext) -> bytes | None:
-            if value is None:
-                return None
-            return value.encode() if isinstance(value, str) else bytes(value)
-        return raw
-    assert plan.schema is not None
-    # The subject's latest schema by default: that is the one the column was checked
-    # against on the driver, and its id is the one the records carry.
-    def strategy(ctx: Any, record_name: Any) -> str:
-        return subject  # key.subject / value.subject, or the topic's default
-
-    settings: dict[str, Any] = {"auto.register.schemas": False, "use.latest.version": True,
-                                "subject.name.strategy": strategy, **conf}
-    serialize: Callable[[Any, SerializationContext], bytes | None]
-    if plan.fmt == "json":
-        from kontrakt.serde import JSONSerializer
-        from kontrakt.spark._json_types import json_writer
-
-        # The serializer validates each document against the latest schema.
-        serialize = JSONSerializer(plan.schema, client, conf=settings)
-        convert = json_writer(plan.schema.schema_str)
-    elif plan.fmt == "protobuf":
-        from google.protobuf.message_factory import GetMessageClass
-
-        from kontrakt.serde import ProtobufSerializer
-        from kontrakt.spark._proto_types import proto_writer
-
-        descriptor = plan.message_descriptor()
-        serialize = ProtobufSerializer(GetMessageClass(descriptor), client, conf=settings)
-        convert = proto_writer(descriptor)
-    else:
-        from kontrakt.serde import AvroSerializer
-
-        serialize = AvroSerializer(client, plan.schema, conf=settings)
-        convert = avro_writer(plan.schema.schema_str, named_types(plan.deps))
-
-    def encode(value: Any, ctx: SerializationContext) -> bytes | None:
-        return None if value is None else serialize(convert(value), ctx)
-    return encode
-
-
-Headers = list[tuple[str, "bytes | None"]]
-ColumnEncode = Callable[["pa.Array", "list[str] | None", "list[Headers] | None", int],
-                        "list[bytes | None]"]
-
-
-def _raw_values(column: pa.Array) -> list[bytes | None]:
-    """A binary or string column's values as bytes (strings as UTF-8), in one pass."""
-    import pyarrow as pa
-
-    kind = column.type
-    if pa.types.is_string(kind):
-        column = column.cast(pa.binary())  # the same buffers: UTF-8 is the encoding
-    elif pa.types.is_large_string(kind):
-        column = column.cast(pa.large_binary())
-    values: list[bytes | None] = column.to_pylist()
-    return values
-
-
-def _python_values(data_type: DataType) -> Callable[[Any], Any] | None:
-    """The converter from an Arrow column's Python values (``to_pylist``: dicts for
-    structs, (key, value) pairs for maps) to the values a Spark row holds (``Row``,
-    dicts), which the registry formats' converters take; None where they are the same."""
-    if isinstance(data_type, StructType):
-        names = data_type.fieldNames()
-        parts = [_python_values(f.dataType) for f in data_type.fields]
-        make_row = Row(*names)
-
-        def struct(value: Any) -> Any:
-            if value is None:
-                return None
-            return make_row(*[value[n] if p is None else p(value[n])
-                              for n, p in zip(names, parts, strict=True)])
-        return struct
-    if isinstance(data_type, ArrayType):
-        item = _python_values(data_type.elementType)
-        if item is None:
-            return None
-        return lambda value: None if value is None else [item(x) for x in value]
-    if isinstance(data_type, MapType):
-        inner = _python_values(data_type.valueType)
-        if inner is None:
-            return lambda value: None if value is None else dict(value)
-        return lambda value: None if value is None else {k: inner(v) for k, v in value}
-    return None
-
-
 class _ProduceTask:
     """What batch and streaming writers share: one task producing its Arrow batches."""
 
@@ -392,51 +291,14 @@ class _ProduceTask:
 
     def _column_encoder(self, name: str, plan: FieldPlan, client: SchemaRegistryClient | None,
                         conf: dict[str, bool], topic: str) -> ColumnEncode:
-        """The encoder of the ``key`` or ``value`` column of an Arrow batch: binary and
-        string columns are taken as they are (one pass over the buffers); avro and protobuf
-        are encoded column-wise where the schema has a column plan
-        (:mod:`~kontrakt.spark._avro_encode`, :mod:`~kontrakt.spark._proto_encode`), json
-        and the rest row by row with the registry serializer."""
-        if plan.fmt in ("binary", "string"):
-            return lambda column, topics, headers, first: _raw_values(column)
-        is_key = name == "key"
-        subject = self.opts.subject(is_key, topic)
-        encode = _encoder(plan, client, conf, subject)
-        field = MessageField.KEY if is_key else MessageField.VALUE
-        to_row = _python_values(self.schema[name].dataType)
-
-        def registry(column: pa.Array, topics: list[str] | None,
-                     headers: list[Headers] | None, first: int) -> list[bytes | None]:
-            out: list[bytes | None] = []
-            for i, data in enumerate(column.to_pylist()):
-                if data is None:
-                    out.append(None)
-                    continue
-                out.append(_encode(encode, data if to_row is None else to_row(data),
-                                   topic if topics is None else topics[i], field,
-                                   [] if headers is None else headers[i], first + i))
-            return out
-        columns: AvroColumnEncoder | ProtoColumnEncoder | None = None
-        if plan.fmt == "avro" and client is not None:
-            columns = avro_column_encoder(plan, client, subject, self.schema[name].dataType,
-                                          name)
-        elif plan.fmt == "protobuf" and client is not None:
-            columns = proto_column_encoder(plan, client, subject, name)
-        if columns is None:
-            self._row_path = True
-            return registry
-
-        def columnar(column: pa.Array, topics: list[str] | None,
-                     headers: list[Headers] | None, first: int) -> list[bytes | None]:
-            try:
-                return columns.encode(column)
-            except Exception as exc:
-                # The row path names the row and topic (or writes what the column path
-                # refused wrongly): the batch is encoded again row by row.
-                log.debug("%s: column-wise %s encoding failed (%s); encoding row by row",
-                          name, plan.fmt, exc)
-                return registry(column, topics, headers, first)
-        return columnar
+        """The encoder of the ``key`` or ``value`` column (see
+        :func:`~kontrakt.spark._encoders.column_encoder`); notes whether a row path is used
+        (its serializer may add headers)."""
+        subject = self.opts.subject(name == "key", topic)
+        encode, row_path = column_encoder(name, plan, client, conf, subject, topic,
+                                          self.schema[name].dataType)
+        self._row_path = self._row_path or row_path
+        return encode
 
     def _send_all(self, producer: Producer, batches: Iterator[pa.RecordBatch],
                   encode_key: ColumnEncode | None, encode_value: ColumnEncode) -> int:
@@ -500,16 +362,6 @@ class _ProduceTask:
             pending.extend(bulk.pending)
         _settle(producer, pending, timeout)
         return count
-
-
-def _encode(encode: Encode, data: Any, topic: str, field: MessageField,
-            headers: Headers, row: int) -> bytes | None:
-    try:
-        return encode(data, SerializationContext(topic, field, headers))
-    except Exception as exc:
-        error = KeySerializationError if field is MessageField.KEY else ValueSerializationError
-        raise error(f"row {row} of this task: the {field.value} could not be encoded for "
-                    f"{topic}: {exc}") from exc
 
 
 def _task_context() -> Any:

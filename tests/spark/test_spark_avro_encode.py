@@ -43,9 +43,10 @@ from kontrakt.registry import RuleSet, Schema, SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
 from kontrakt.spark._arrow import arrow_type
 from kontrakt.spark._avro_encode import AvroColumnEncoder, NoColumnarPlan
+from kontrakt.spark._encoders import python_values as _python_values
+from kontrakt.spark._encoders import row_encoder as _encoder
 from kontrakt.spark._reader import FieldPlan
 from kontrakt.spark._types import avro_mapping
-from kontrakt.spark._writer import _encoder, _python_values
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

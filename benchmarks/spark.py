@@ -119,7 +119,7 @@ def json_or_proto_values(fmt: str, schema_id: int) -> Callable[[int], bytes]:
              "note": None if i % 3 else "gift wrap"}, separators=(",", ":")).encode()
     from google.protobuf.message_factory import GetMessageClass
 
-    from kontrakt.spark._reader import proto_file
+    from kontrakt.spark._fieldplan import proto_file
 
     cls = GetMessageClass(proto_file(ORDER_PROTO, ()).message_types_by_name["Order"])
     return lambda i: prefix + b"\0" + cls(

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kontrakt.registry import MockSchemaRegistryClient, Schema
 from kontrakt.serde import MessageField
 from kontrakt.spark._columns import RowDecoder, column_decoder, row_decoder
-from kontrakt.spark._reader import FieldPlan, proto_file
+from kontrakt.spark._fieldplan import FieldPlan, proto_file
 
 JSON_SCHEMA = {"type": "object", "properties": {
     "id": {"type": "integer"}, "customer": {"type": "string"}, "qty": {"type": "integer"},

@@ -50,8 +50,9 @@ except ImportError as exc:  # pragma: no cover - exercised without pyspark insta
         "kontrakt.spark needs PySpark 4 and PyArrow: pip install 'kontrakt[spark]'"
     ) from exc
 
+from kontrakt.spark._mapping import UnsupportedSchemaError
 from kontrakt.spark._source import KontraktDataSource
-from kontrakt.spark._types import UnsupportedSchemaError, avro_to_spark_type
+from kontrakt.spark._types import avro_to_spark_type
 
 __all__ = ["KontraktDataSource", "UnsupportedSchemaError", "avro_to_spark_type", "register"]
 

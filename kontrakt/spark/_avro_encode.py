@@ -44,7 +44,7 @@ from kontrakt.spark._avro_tree import NoColumnarPlan, kind_of, logical_of
 
 if TYPE_CHECKING:
     from kontrakt.registry import SchemaRegistryClient
-    from kontrakt.spark._reader import FieldPlan
+    from kontrakt.spark._fieldplan import FieldPlan
 
 log = logging.getLogger("kontrakt.spark")
 
@@ -478,7 +478,7 @@ def avro_column_encoder(plan: FieldPlan, client: SchemaRegistryClient, subject: 
     from fastavro import parse_schema
 
     from kontrakt.serde.rules import WRITE, RuleRegistry, plan_rules
-    from kontrakt.spark._reader import named_types
+    from kontrakt.spark._fieldplan import named_types
 
     assert plan.schema is not None
     latest = client.get_latest_version(subject)

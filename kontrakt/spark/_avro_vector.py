@@ -71,7 +71,7 @@ def writer_schema(client: Any, schema_id: int) -> Any:
     from fastavro import parse_schema
 
     from kontrakt.spark._avro_columns import parse_text
-    from kontrakt.spark._reader import _collect_deps, named_types
+    from kontrakt.spark._fieldplan import _collect_deps, named_types
 
     schema = client.get_schema(schema_id)
     if schema.schema_type != "AVRO":

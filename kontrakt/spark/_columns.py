@@ -27,7 +27,7 @@ from kontrakt.spark._arrow import Chunk, arrow_type
 
 if TYPE_CHECKING:
     from kontrakt.registry import SchemaRegistryClient
-    from kontrakt.spark._reader import FieldPlan
+    from kontrakt.spark._fieldplan import FieldPlan
 
 __all__ = ["AvroColumnDecoder", "ColumnDecoder", "Decoded", "RowDecoder", "column_decoder"]
 
@@ -219,7 +219,7 @@ class AvroColumnDecoder(ColumnDecoder):
         from fastavro import parse_schema
 
         from kontrakt.spark._avro_columns import AvroColumns, NoColumnarPlan, parse_text
-        from kontrakt.spark._reader import named_types
+        from kontrakt.spark._fieldplan import named_types
 
         assert plan.schema is not None
         self._client = client
@@ -305,7 +305,7 @@ class AvroColumnDecoder(ColumnDecoder):
 
             from kontrakt.serde._avro_bounds import LIMIT_DEFAULTS, AvroBounds
             from kontrakt.spark._avro_columns import parse_text
-            from kontrakt.spark._reader import _collect_deps, named_types
+            from kontrakt.spark._fieldplan import _collect_deps, named_types
 
             assert self._columns is not None
             schema = self._client.get_schema(schema_id)

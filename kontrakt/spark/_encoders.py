@@ -16,8 +16,8 @@ from kontrakt.errors import KeySerializationError, ValueSerializationError
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
 from kontrakt.spark._avro_encode import AvroColumnEncoder, avro_column_encoder
+from kontrakt.spark._fieldplan import FieldPlan, named_types
 from kontrakt.spark._proto_encode import ProtoColumnEncoder, proto_column_encoder
-from kontrakt.spark._reader import FieldPlan, named_types
 from kontrakt.spark._types import avro_writer
 
 if TYPE_CHECKING:

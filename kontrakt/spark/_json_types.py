@@ -42,7 +42,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from kontrakt.spark._types import AvroMapping, Convert, UnsupportedSchemaError
+from kontrakt.spark._mapping import ColumnMapping, Convert, UnsupportedSchemaError
 
 __all__ = ["json_mapping", "json_writer"]
 
@@ -56,7 +56,7 @@ _SCALARS: dict[str, tuple[DataType, Convert | None]] = {
 
 
 def json_mapping(schema: Any, path: str = "value",
-                 documents: Mapping[str, Any] | None = None) -> AvroMapping:
+                 documents: Mapping[str, Any] | None = None) -> ColumnMapping:
     """The Spark type of a JSON Schema and the converter for documents decoded with it.
 
     Args:
@@ -184,26 +184,26 @@ class _Builder:
                 "an object needs 'properties' or an 'additionalProperties' schema", path=path)
         return extra
 
-    def build(self, node: Any, path: str, refs: tuple[str, ...], base: str) -> AvroMapping:
+    def build(self, node: Any, path: str, refs: tuple[str, ...], base: str) -> ColumnMapping:
         node, kind, refs, base = self.unwrap(node, path, refs, base)
         if kind in _SCALARS:
             data_type, conv = _SCALARS[kind]
-            return AvroMapping(data_type, True, conv)
+            return ColumnMapping(data_type, True, conv)
         if kind == "array":
             item = self.build(self.items(node, path), path + "[]", refs, base)
             iconv = item.convert
-            return AvroMapping(ArrayType(item.data_type, True), True,
+            return ColumnMapping(ArrayType(item.data_type, True), True,
                                None if iconv is None
                                else (lambda v: None if v is None else [iconv(x) for x in v]))
         return self.object(node, path, refs, base)
 
     def object(self, node: dict[str, Any], path: str, refs: tuple[str, ...],
-               base: str) -> AvroMapping:
+               base: str) -> ColumnMapping:
         props = node.get("properties")
         if not props:
             val = self.build(self.values(node, path), path + "{}", refs, base)
             vconv = val.convert
-            return AvroMapping(MapType(StringType(), val.data_type, True), True,
+            return ColumnMapping(MapType(StringType(), val.data_type, True), True,
                                None if vconv is None else
                                (lambda v: None if v is None
                                 else {k: vconv(x) for k, x in v.items()}))
@@ -217,7 +217,7 @@ class _Builder:
                 return None
             get = value.get
             return tuple([get(n) if c is None else c(get(n)) for n, c in pairs])
-        return AvroMapping(StructType([StructField(n, m.data_type, True)
+        return ColumnMapping(StructType([StructField(n, m.data_type, True)
                                        for n, m in zip(names, mapped, strict=True)]),
                            True, convert)
 

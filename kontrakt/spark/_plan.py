@@ -21,9 +21,9 @@ from collections.abc import Iterable
 from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import Consumer
 from kontrakt.errors import ConfigError, KafkaTimeoutError
+from kontrakt.spark._fieldplan import OffsetRange
 from kontrakt.spark._options import EARLIEST, LATEST, OffsetSpec, SourceOptions, TimestampSpec
 from kontrakt.spark._pushdown import RangeLimits
-from kontrakt.spark._reader import OffsetRange
 
 __all__ = [
     "edge_offsets", "end_offsets", "matching_topics", "narrow", "offset_for", "plan_ranges",

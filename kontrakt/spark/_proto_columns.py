@@ -59,7 +59,7 @@ from kontrakt.spark._proto_types import (
 
 if TYPE_CHECKING:
     from kontrakt.registry import SchemaRegistryClient
-    from kontrakt.spark._reader import FieldPlan
+    from kontrakt.spark._fieldplan import FieldPlan
 
 __all__ = ["ProtoColumnDecoder", "ProtoColumns"]
 
@@ -393,7 +393,7 @@ class ProtoColumnDecoder(ColumnDecoder):
             from google.protobuf.message_factory import GetMessageClass
 
             from kontrakt.serde._proto_schema import message_by_indexes
-            from kontrakt.spark._reader import _collect_deps, proto_file
+            from kontrakt.spark._fieldplan import _collect_deps, proto_file
 
             assert self._columns is not None
             schema = self._client.get_schema(schema_id)

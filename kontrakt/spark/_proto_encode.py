@@ -33,7 +33,7 @@ from kontrakt.spark._avro_tree import NoColumnarPlan
 
 if TYPE_CHECKING:
     from kontrakt.registry import SchemaRegistryClient
-    from kontrakt.spark._reader import FieldPlan
+    from kontrakt.spark._fieldplan import FieldPlan
 
 __all__ = ["ProtoColumnEncoder", "proto_column_encoder"]
 

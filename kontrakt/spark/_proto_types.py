@@ -54,7 +54,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kontrakt.spark._types import AvroMapping, Convert, UnsupportedSchemaError, _aware
+from kontrakt.spark._mapping import ColumnMapping, Convert, UnsupportedSchemaError, aware_utc
 
 __all__ = ["proto_mapping", "proto_writer"]
 
@@ -75,7 +75,7 @@ _REPEATED = 3
 Fill = Callable[[Any, Any], None]  # (message, Spark value): sets the message's fields
 
 
-def proto_mapping(descriptor: Any, path: str = "value") -> AvroMapping:
+def proto_mapping(descriptor: Any, path: str = "value") -> ColumnMapping:
     """The Spark type of a Protobuf message descriptor, and the converter from messages
     of that type (generated or dynamic) to Spark rows.
 
@@ -111,10 +111,10 @@ def _single(field: Any, path: str, stack: tuple[str, ...]) -> tuple[DataType, Co
                                  path=path)
 
 
-def _message(desc: Any, path: str, stack: tuple[str, ...]) -> AvroMapping:
+def _message(desc: Any, path: str, stack: tuple[str, ...]) -> ColumnMapping:
     known = _WELL_KNOWN.get(desc.full_name)
     if known is not None:
-        return AvroMapping(known.data_type, True, known.reader(path))
+        return ColumnMapping(known.data_type, True, known.reader(path))
     if desc.full_name in stack:
         raise UnsupportedSchemaError(
             f"message {desc.full_name!r} contains itself; recursive messages have no Spark "
@@ -148,7 +148,7 @@ def _message(desc: Any, path: str, stack: tuple[str, ...]) -> AvroMapping:
         return tuple([None if name not in known  # written with a version without it
                       else read(msg) if whole else read(getattr(msg, name))
                       for name, whole, read in readers])
-    return AvroMapping(StructType(fields), True, convert)
+    return ColumnMapping(StructType(fields), True, convert)
 
 
 def _field_reader(name: str, presence: bool, conv: Convert | None) -> Callable[[Any], Any]:
@@ -386,7 +386,7 @@ def _timestamp_filler(path: str) -> Fill:
     def fill(msg: Any, value: Any) -> None:
         _expect(value, datetime.datetime, "Timestamp", path)
         try:
-            micros = (_aware(value) - _EPOCH) // _MICROSECOND
+            micros = (aware_utc(value) - _EPOCH) // _MICROSECOND
         except OverflowError:  # a naive datetime near year 1 or 9999 in the local zone
             raise _FieldError(f"{path}: {value!r} is outside the range of a "
                               f"google.protobuf.Timestamp") from None

@@ -16,10 +16,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from kontrakt.errors import ConfigError
-from kontrakt.spark._options import SourceOptions, parse_options
-from kontrakt.spark._plan import plan_ranges, with_topics
-from kontrakt.spark._pushdown import RangeLimits, called_for_pushdown, push_filters
-from kontrakt.spark._reader import (
+from kontrakt.spark._fieldplan import (
     ColumnPlan,
     OffsetRange,
     check_schema,
@@ -27,6 +24,9 @@ from kontrakt.spark._reader import (
     registry_client,
     resolve_column,
 )
+from kontrakt.spark._options import SourceOptions, parse_options
+from kontrakt.spark._plan import plan_ranges, with_topics
+from kontrakt.spark._pushdown import RangeLimits, called_for_pushdown, push_filters
 from kontrakt.spark._task import read_range
 
 __all__ = [
@@ -41,7 +41,7 @@ def resolve_plans(opts: SourceOptions) -> tuple[ColumnPlan, ColumnPlan]:
     Raises:
         ConfigError: a topic's subject is missing or of another type, or two topics'
             schemas map to different column types (see
-            :func:`~kontrakt.spark._reader.resolve_column`).
+            :func:`~kontrakt.spark._fieldplan.resolve_column`).
     """
     if not {opts.key_format, opts.value_format} & {"avro", "json", "protobuf"}:
         return resolve_column(opts, None, True), resolve_column(opts, None, False)

@@ -21,6 +21,7 @@ from pyspark.sql.streaming.datasource import (
 
 from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import Consumer
+from kontrakt.spark._fieldplan import ColumnPlan, OffsetRange
 from kontrakt.spark._options import SourceOptions
 from kontrakt.spark._plan import (
     edge_offsets,
@@ -29,7 +30,6 @@ from kontrakt.spark._plan import (
     split_ranges,
     start_offsets,
 )
-from kontrakt.spark._reader import ColumnPlan, OffsetRange
 from kontrakt.spark._task import read_range
 
 __all__ = ["KontraktStreamReader", "cap_offsets"]

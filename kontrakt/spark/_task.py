@@ -33,8 +33,7 @@ from kontrakt.serde import MessageField
 from kontrakt.spark._arrow import Chunk, arrow_schema, header_array, metadata_arrays
 from kontrakt.spark._batches import RecordColumns, decode_batches
 from kontrakt.spark._columns import ColumnDecoder, column_decoder
-from kontrakt.spark._options import Mode, SourceOptions
-from kontrakt.spark._reader import (
+from kontrakt.spark._fieldplan import (
     _SCHEMA_TYPES,
     ColumnPlan,
     FieldPlan,
@@ -44,6 +43,7 @@ from kontrakt.spark._reader import (
     resolve_field,
     type_shape,
 )
+from kontrakt.spark._options import Mode, SourceOptions
 
 __all__ = ["CHUNK_RECORDS", "BatchBuilder", "read_range"]
 
@@ -134,7 +134,7 @@ class BatchBuilder:
     columns, and what ``mode`` makes of records that could not be decoded.
 
     Args:
-        schema: the DataFrame schema (:func:`~kontrakt.spark._reader.output_schema`).
+        schema: the DataFrame schema (:func:`~kontrakt.spark._fieldplan.output_schema`).
         rng: the range (its topic and partition fill the metadata columns).
         keys, values: the key and value column decoders.
         mode: FAILFAST, PERMISSIVE or DROPMALFORMED.

@@ -35,7 +35,6 @@ import decimal
 import json
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.types import (
@@ -58,10 +57,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kontrakt.errors import ConfigError, SerializationError
+from kontrakt.errors import SerializationError
+from kontrakt.spark._mapping import ColumnMapping, Convert, UnsupportedSchemaError, aware_utc
 
 __all__ = [
-    "AvroMapping",
     "UnsupportedSchemaError",
     "avro_mapping",
     "avro_to_spark_type",
@@ -69,39 +68,6 @@ __all__ = [
 ]
 
 _MAX_DECIMAL_PRECISION = 38  # Spark's DecimalType limit
-
-Convert = Callable[[Any], Any]
-"""Turns one decoded (fastavro) value into the value Spark expects for the mapped type."""
-
-
-class UnsupportedSchemaError(ConfigError):
-    """A registered schema uses a construct that has no Spark type (a recursive record, a
-    decimal wider than 38 digits, a malformed schema). Raised when the DataFrame's schema is
-    derived, before any record is read.
-
-    Attributes:
-        path: where in the schema the construct is (``value.address.next``).
-    """
-
-    def __init__(self, message: str, *, path: str = "") -> None:
-        super().__init__(f"{message} (at {path})" if path else message)
-        self.path = path
-
-
-@dataclass(frozen=True)
-class AvroMapping:
-    """An Avro schema's Spark type and the converter for its decoded values.
-
-    Attributes:
-        data_type: the Spark type.
-        nullable: True when the Avro type admits null (a union with ``null``).
-        convert: decoded value -> Spark value; ``None`` when values pass unchanged.
-    """
-
-    data_type: DataType
-    nullable: bool
-    convert: Convert | None
-
 
 _PRIMITIVES: dict[str, DataType] = {
     "null": NullType(), "boolean": BooleanType(), "int": IntegerType(), "long": LongType(),
@@ -120,7 +86,7 @@ def avro_to_spark_type(schema: Any) -> DataType:
 
 
 def avro_mapping(schema: Any, named: Mapping[str, Any] | None = None,
-                 path: str = "value") -> AvroMapping:
+                 path: str = "value") -> ColumnMapping:
     """The Spark type of an Avro schema and the converter for values fastavro decoded with it
     (with ``return_record_name=True``, so that a union names the record branch it took).
 
@@ -148,10 +114,10 @@ def avro_mapping(schema: Any, named: Mapping[str, Any] | None = None,
     return _build(expanded, path)
 
 
-def _build(node: Any, path: str) -> AvroMapping:
+def _build(node: Any, path: str) -> ColumnMapping:
     if isinstance(node, str):
         if node in _PRIMITIVES:
-            return AvroMapping(_PRIMITIVES[node], node == "null", None)
+            return ColumnMapping(_PRIMITIVES[node], node == "null", None)
         raise UnsupportedSchemaError(
             f"the record {node!r} refers to itself; recursive Avro types have no Spark type",
             path=path)
@@ -172,24 +138,24 @@ def _build(node: Any, path: str) -> AvroMapping:
     if kind == "record" or kind == "error":
         return _record(node, path)
     if kind == "enum":
-        return AvroMapping(StringType(), False, None)
+        return ColumnMapping(StringType(), False, None)
     if kind == "fixed":
-        return AvroMapping(BinaryType(), False, None)
+        return ColumnMapping(BinaryType(), False, None)
     if kind == "array":
         item = _build(node["items"], path + "[]")
         conv = item.convert
-        return AvroMapping(ArrayType(item.data_type, item.nullable), False,
+        return ColumnMapping(ArrayType(item.data_type, item.nullable), False,
                            None if conv is None else (lambda v: [conv(x) for x in v]))
     if kind == "map":
         val = _build(node["values"], path + "{}")
         vconv = val.convert
-        return AvroMapping(MapType(StringType(), val.data_type, val.nullable), False,
+        return ColumnMapping(MapType(StringType(), val.data_type, val.nullable), False,
                            None if vconv is None
                            else (lambda v: {k: vconv(x) for k, x in v.items()}))
     return _build(kind, path)  # a bare name: a recursive reference or an unknown type
 
 
-def _record(node: dict[str, Any], path: str) -> AvroMapping:
+def _record(node: dict[str, Any], path: str) -> ColumnMapping:
     fields: list[StructField] = []
     names: list[str] = []
     convs: list[Convert | None] = []
@@ -203,28 +169,28 @@ def _record(node: dict[str, Any], path: str) -> AvroMapping:
     if all(c is None for c in convs):
         def plain(value: Any) -> Any:
             return tuple([value[n] for n in names])
-        return AvroMapping(StructType(fields), False, plain)
+        return ColumnMapping(StructType(fields), False, plain)
 
     def convert(value: Any) -> Any:
         # A converter sees None only for a nullable (union) type, whose converter keeps it.
         return tuple([value[n] if c is None else c(value[n]) for n, c in pairs])
-    return AvroMapping(StructType(fields), False, convert)
+    return ColumnMapping(StructType(fields), False, convert)
 
 
-def _logical(node: dict[str, Any], logical: str, path: str) -> AvroMapping | None:
+def _logical(node: dict[str, Any], logical: str, path: str) -> ColumnMapping | None:
     kind = node.get("type")
     if logical == "date" and kind == "int":
-        return AvroMapping(DateType(), False, None)
+        return ColumnMapping(DateType(), False, None)
     if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
-        return AvroMapping(TimestampType(), False, None)
+        return ColumnMapping(TimestampType(), False, None)
     if logical in ("local-timestamp-millis", "local-timestamp-micros") and kind == "long":
-        return AvroMapping(TimestampNTZType(), False, None)
+        return ColumnMapping(TimestampNTZType(), False, None)
     if logical == "uuid" and kind in ("string", "fixed"):
-        return AvroMapping(StringType(), False, str)
+        return ColumnMapping(StringType(), False, str)
     if logical == "time-millis" and kind == "int":
-        return AvroMapping(IntegerType(), False, _time_millis)
+        return ColumnMapping(IntegerType(), False, _time_millis)
     if logical == "time-micros" and kind == "long":
-        return AvroMapping(LongType(), False, _time_micros)
+        return ColumnMapping(LongType(), False, _time_micros)
     if logical == "decimal" and kind in ("bytes", "fixed"):
         precision = int(node.get("precision", 0))
         scale = int(node.get("scale", 0))
@@ -232,7 +198,7 @@ def _logical(node: dict[str, Any], logical: str, path: str) -> AvroMapping | Non
             raise UnsupportedSchemaError(
                 f"decimal({precision}, {scale}) has no Spark type (precision 1..38, "
                 f"0 <= scale <= precision)", path=path)
-        return AvroMapping(DecimalType(precision, scale), False, None)
+        return ColumnMapping(DecimalType(precision, scale), False, None)
     return None  # unknown logical type (or on the wrong base type): use the base type
 
 
@@ -250,23 +216,23 @@ def _time_micros(value: Any) -> Any:
     return value
 
 
-def _union(branches: list[Any], path: str) -> AvroMapping:
+def _union(branches: list[Any], path: str) -> ColumnMapping:
     members = [b for b in branches if b != "null"]
     has_null = len(members) < len(branches)
     if not members:
-        return AvroMapping(NullType(), True, None)
+        return ColumnMapping(NullType(), True, None)
     if len(members) == 1:
         only = _build(members[0], path)
         conv = only.convert
         if conv is None:
-            return AvroMapping(only.data_type, True, _unwrap)
-        return AvroMapping(only.data_type, True,
+            return ColumnMapping(only.data_type, True, _unwrap)
+        return ColumnMapping(only.data_type, True,
                            lambda v: None if v is None else conv(_unwrap(v)))
     kinds = {_kind(m) for m in members}
     if kinds == {"int", "long"}:
-        return AvroMapping(LongType(), has_null, None)
+        return ColumnMapping(LongType(), has_null, None)
     if kinds == {"float", "double"}:
-        return AvroMapping(DoubleType(), has_null, _to_float)
+        return ColumnMapping(DoubleType(), has_null, _to_float)
     mapped = [_build(m, f"{path}.member{i}") for i, m in enumerate(members)]
     struct = StructType([StructField(f"member{i}", m.data_type, True)
                          for i, m in enumerate(mapped)])
@@ -295,7 +261,7 @@ def _union(branches: list[Any], path: str) -> AvroMapping:
         conv = convs[index]
         out[index] = value if conv is None else conv(value)
         return tuple(out)
-    return AvroMapping(struct, True, convert)
+    return ColumnMapping(struct, True, convert)
 
 
 def _unwrap(value: Any) -> Any:
@@ -410,7 +376,7 @@ def _writer(node: Any) -> Convert:
     kind = node.get("type")
     logical = node.get("logicalType")
     if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
-        return _aware
+        return aware_utc
     if isinstance(kind, (dict, list)):
         return _writer(kind)
     if kind in ("bytes", "fixed") and logical not in ("decimal", "uuid"):
@@ -433,11 +399,3 @@ def _writer(node: Any) -> Convert:
 
 def _to_bytes(value: Any) -> Any:
     return bytes(value) if isinstance(value, (bytearray, memoryview)) else value
-
-
-def _aware(value: Any) -> Any:
-    # PySpark hands TimestampType values to Python as naive datetimes in the worker's local
-    # time zone; astimezone() reads a naive datetime the same way.
-    if isinstance(value, datetime.datetime) and value.tzinfo is None:
-        return value.astimezone(datetime.timezone.utc)
-    return value

@@ -47,14 +47,14 @@ from kontrakt.spark._avro_derive import derive_avro_schema
 from kontrakt.spark._bulk import KeylessBatches, bulk_partitioner
 from kontrakt.spark._derive import register_derived
 from kontrakt.spark._encoders import ColumnEncode, Headers, column_encoder
-from kontrakt.spark._json_derive import derive_json_schema
-from kontrakt.spark._options import REGISTRY_FORMATS, SourceOptions
-from kontrakt.spark._reader import (
+from kontrakt.spark._fieldplan import (
     FieldPlan,
     registry_client,
     resolve_field,
     type_shape,
 )
+from kontrakt.spark._json_derive import derive_json_schema
+from kontrakt.spark._options import REGISTRY_FORMATS, SourceOptions
 from kontrakt.spark._sink_txn import (
     TaskShare,
     TransactionHandle,

@@ -21,9 +21,9 @@ from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer._decoding import RawBatch, iter_partition_batches
 from kontrakt.errors import ConfigError, OffsetOutOfRangeResetError
 from kontrakt.protocol.records import RecordBatchBuilder
+from kontrakt.spark._fieldplan import OffsetRange
 from kontrakt.spark._options import parse_options
 from kontrakt.spark._plan import offset_for
-from kontrakt.spark._reader import OffsetRange
 from kontrakt.spark._task import _chunks
 
 pytestmark = pytest.mark.timeout(30)

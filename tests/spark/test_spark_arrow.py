@@ -34,9 +34,9 @@ from pyspark.sql.types import (
 
 from kontrakt.clients.producer import Producer
 from kontrakt.spark._arrow import arrow_schema, arrow_type
+from kontrakt.spark._fieldplan import output_schema, resolve_column
 from kontrakt.spark._options import parse_options
 from kontrakt.spark._plan import plan_ranges
-from kontrakt.spark._reader import output_schema, resolve_column
 from kontrakt.spark._task import CHUNK_RECORDS, read_range
 from kontrakt.testing import TansuBroker
 

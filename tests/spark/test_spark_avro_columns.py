@@ -29,7 +29,7 @@ from kontrakt.serde import MessageField
 from kontrakt.spark._arrow import Chunk, arrow_type
 from kontrakt.spark._avro_columns import AvroColumns, decode_bare
 from kontrakt.spark._columns import AvroColumnDecoder, RowDecoder, row_decoder
-from kontrakt.spark._reader import FieldPlan
+from kontrakt.spark._fieldplan import FieldPlan
 from kontrakt.spark._types import avro_mapping
 
 UTC = datetime.timezone.utc
@@ -338,9 +338,9 @@ def test_a_task_decodes_two_schema_versions_column_wise(
 
     from kontrakt.clients.serializing import SerializingProducer
     from kontrakt.serde import AvroSerializer
+    from kontrakt.spark._fieldplan import resolve_column
     from kontrakt.spark._options import parse_options
     from kontrakt.spark._plan import plan_ranges
-    from kontrakt.spark._reader import resolve_column
     from kontrakt.spark._task import read_range
 
     v1 = {"type": "record", "name": "Order", "fields": [

@@ -45,7 +45,7 @@ from kontrakt.spark._arrow import arrow_type
 from kontrakt.spark._avro_encode import AvroColumnEncoder, NoColumnarPlan
 from kontrakt.spark._encoders import python_values as _python_values
 from kontrakt.spark._encoders import row_encoder as _encoder
-from kontrakt.spark._reader import FieldPlan
+from kontrakt.spark._fieldplan import FieldPlan
 from kontrakt.spark._types import avro_mapping
 
 with warnings.catch_warnings():

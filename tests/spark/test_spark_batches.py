@@ -29,7 +29,7 @@ from kontrakt.protocol.records import ControlRecordType, RecordBatchBuilder, bui
 from kontrakt.protocol.records._columnar import record_starts
 from kontrakt.spark._arrow import Chunk
 from kontrakt.spark._batches import decode_batches
-from kontrakt.spark._reader import OffsetRange
+from kontrakt.spark._fieldplan import OffsetRange
 from kontrakt.spark._task import CHUNK_RECORDS, _chunks
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]

@@ -24,8 +24,8 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from kontrakt.clients.producer import Producer
 from kontrakt.errors import ConfigError, TransactionAbortableError, TransactionFatalError
+from kontrakt.spark._fieldplan import FieldPlan
 from kontrakt.spark._options import parse_options
-from kontrakt.spark._reader import FieldPlan
 from kontrakt.spark._sink_txn import TaskShare
 from kontrakt.spark._writer import KontraktCommitMessage, KontraktStreamWriter
 from kontrakt.testing import TansuBroker

@@ -21,8 +21,8 @@ from kontrakt.errors import SerializationError
 from kontrakt.registry import MockSchemaRegistryClient, Schema
 from kontrakt.serde import MessageField
 from kontrakt.spark._columns import RowDecoder, column_decoder, row_decoder
+from kontrakt.spark._fieldplan import FieldPlan
 from kontrakt.spark._json_columns import JsonColumnDecoder
-from kontrakt.spark._reader import FieldPlan
 
 
 class FakeChunk:

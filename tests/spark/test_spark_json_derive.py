@@ -40,9 +40,9 @@ from pyspark.sql.types import (
 
 from kontrakt.errors import ConfigError
 from kontrakt.registry import SchemaRegistryClient
+from kontrakt.spark._fieldplan import type_shape
 from kontrakt.spark._json_derive import DRAFT_07, derive_json_schema
 from kontrakt.spark._json_types import json_mapping, json_writer
-from kontrakt.spark._reader import type_shape
 from kontrakt.testing import TansuBroker
 from tests.spark.helpers import (
     assert_nothing_written,

@@ -24,9 +24,9 @@ from pyspark.sql.types import BinaryType
 from kontrakt._types import TopicPartition
 from kontrakt.errors import ConfigError
 from kontrakt.protocol.messages import FetchResponse, ListOffsetsResponse
+from kontrakt.spark._fieldplan import ColumnPlan, OffsetRange
 from kontrakt.spark._options import parse_options
 from kontrakt.spark._plan import matching_topics, plan_ranges, split_ranges
-from kontrakt.spark._reader import ColumnPlan, OffsetRange
 from kontrakt.spark._stream import KontraktStreamReader
 from tests._crafted_broker import FakeBroker
 

@@ -20,8 +20,8 @@ import pyarrow as pa
 from kontrakt.registry import MockSchemaRegistryClient, Schema
 from kontrakt.serde import MessageField
 from kontrakt.spark._columns import RowDecoder, column_decoder, row_decoder
+from kontrakt.spark._fieldplan import FieldPlan
 from kontrakt.spark._proto_columns import ProtoColumnDecoder
-from kontrakt.spark._reader import FieldPlan
 from tests.spark.test_spark_json_columns import FakeChunk
 from tests.spark.test_spark_mapping import _proto_descriptor
 

@@ -39,8 +39,8 @@ from kontrakt.serde import MessageField, SerializationContext
 from kontrakt.spark._arrow import arrow_type
 from kontrakt.spark._encoders import python_values as _python_values
 from kontrakt.spark._encoders import row_encoder as _encoder
+from kontrakt.spark._fieldplan import FieldPlan
 from kontrakt.spark._proto_encode import NoColumnarPlan, ProtoColumnEncoder, proto_column_encoder
-from kontrakt.spark._reader import FieldPlan
 
 EVERYTHING = """
 syntax = "proto3";

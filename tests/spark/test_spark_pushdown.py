@@ -26,8 +26,8 @@ from pyspark.sql import datasource as ds
 from pyspark.sql.types import BinaryType
 
 from kontrakt.clients.producer import Producer
+from kontrakt.spark._fieldplan import ColumnPlan
 from kontrakt.spark._options import parse_options
-from kontrakt.spark._reader import ColumnPlan
 from kontrakt.spark._source import KontraktPushdownReader
 from kontrakt.testing import TansuBroker
 from tests._crafted_broker import FakeBroker

@@ -1,9 +1,10 @@
-"""Reading offset ranges: the plan made on the driver.
+"""The key and value plans that reads and writes share, made on the driver.
 
 The driver resolves the offset ranges (``_plan.plan_ranges``) and, for every
 subscribed topic, the registry schema its keys and values are decoded with
 (``resolve_column``); both are plain, picklable values. An executor task reads one range
-(:func:`kontrakt.spark._task.read_range`).
+(:func:`kontrakt.spark._task.read_range`). The sink resolves its key and value plans with
+the same :func:`resolve_field` (:func:`kontrakt.spark._writer.plan_write`).
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from kontrakt.errors import (
     SchemaRegistryError,
 )
 from kontrakt.registry import Schema, SchemaRegistryClient
+from kontrakt.spark._mapping import ColumnMapping
 from kontrakt.spark._options import Format, SourceOptions
-from kontrakt.spark._types import AvroMapping, avro_mapping
+from kontrakt.spark._types import avro_mapping
 
 __all__ = [
     "ColumnPlan",
@@ -87,7 +89,7 @@ class FieldPlan:
     deps: tuple[tuple[str, str], ...] = ()
     validate: bool = False
 
-    def mapping(self, path: str = "value") -> AvroMapping:
+    def mapping(self, path: str = "value") -> ColumnMapping:
         """The registry schema's Spark type and value converter (avro, json and protobuf).
 
         Args:

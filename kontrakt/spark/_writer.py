@@ -20,7 +20,7 @@ import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -44,7 +44,7 @@ from kontrakt.errors import (
 )
 from kontrakt.registry import SchemaRegistryClient
 from kontrakt.spark._avro_derive import derive_avro_schema
-from kontrakt.spark._bulk import KeylessBatches, bulk_partitioner
+from kontrakt.spark._bulk import BulkBatches, bulk_partitioner
 from kontrakt.spark._derive import register_derived
 from kontrakt.spark._encoders import ColumnEncode, Headers, column_encoder
 from kontrakt.spark._fieldplan import (
@@ -309,10 +309,10 @@ class _ProduceTask:
         send = producer.send
         pending: list[Any] = []
         count = 0
-        # Keyless values of the one topic, no per-row partition or headers: filled into
-        # record batches here (see kontrakt.spark._bulk).
-        bulk = (KeylessBatches(producer, topic)
-                if encode_key is None and opts.topics and not self._row_path
+        # Records of the one topic, no per-row partition or headers: filled into record
+        # batches here (see kontrakt.spark._bulk).
+        bulk = (BulkBatches(producer, topic)
+                if opts.topics and not self._row_path
                 and "partition" not in self.columns and "headers" not in self.columns
                 and bulk_partitioner(opts.kafka) else None)
         for batch in batches:
@@ -339,21 +339,17 @@ class _ProduceTask:
             partitions: list[int | None] | None = (
                 batch.column("partition").to_pylist() if "partition" in self.columns
                 else None)
-            if bulk is not None:
+            if bulk is not None and keys is None:
                 bulk.add(values)
-            elif topics is None and partitions is None and headers is None:
-                # The hot path: no per-row topic, partition or headers.
-                if keys is None:
-                    pending.extend([send(topic, v) for v in values])
-                else:
-                    pending.extend([send(topic, v, k) for k, v in zip(keys, values, strict=True)])
+            elif bulk is not None and keys is not None and None not in keys:
+                bulk.add_keyed(cast("list[bytes]", keys), values)
             else:
-                for i in range(rows):
-                    hs = None if headers is None else headers[i]
-                    pending.append(send(
-                        topic if topics is None else topics[i], values[i],
-                        None if keys is None else keys[i], headers=hs or None,
-                        partition=None if partitions is None else partitions[i]))
+                if bulk is not None:
+                    # Null keys take send(): the records filled so far go first, so that
+                    # each partition keeps the task's order.
+                    bulk.close()
+                self._send_rows(send, pending, topic, values, keys, topics, partitions,
+                                headers)
             count += rows
             if len(pending) >= _FLUSH_EVERY:
                 _settle(producer, pending, timeout)
@@ -362,6 +358,25 @@ class _ProduceTask:
             pending.extend(bulk.pending)
         _settle(producer, pending, timeout)
         return count
+
+    @staticmethod
+    def _send_rows(send: Any, pending: list[Any], topic: str, values: list[bytes | None],
+                   keys: list[bytes | None] | None, topics: list[str] | None,
+                   partitions: list[int | None] | None, headers: list[Headers] | None) -> None:
+        """Send a batch's records one by one (``Producer.send``)."""
+        if topics is None and partitions is None and headers is None:
+            # No per-row topic, partition or headers.
+            if keys is None:
+                pending.extend([send(topic, v) for v in values])
+            else:
+                pending.extend([send(topic, v, k) for k, v in zip(keys, values, strict=True)])
+            return
+        for i, value in enumerate(values):
+            hs = None if headers is None else headers[i]
+            pending.append(send(
+                topic if topics is None else topics[i], value,
+                None if keys is None else keys[i], headers=hs or None,
+                partition=None if partitions is None else partitions[i]))
 
 
 def _task_context() -> Any:

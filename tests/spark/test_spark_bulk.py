@@ -61,13 +61,13 @@ def test_keyless_values_are_sent_in_filled_batches(tansu_broker: TansuBroker,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     topic = "spark-bulk-keyless"
     tansu_broker.create_topic(topic, 3)
-    made: list[_bulk.KeylessBatches] = []
+    made: list[_bulk.BulkBatches] = []
 
-    class Watched(_bulk.KeylessBatches):
+    class Watched(_bulk.BulkBatches):
         def __init__(self, *args: Any) -> None:
             super().__init__(*args)
             made.append(self)
-    monkeypatch.setattr("kontrakt.spark._writer.KeylessBatches", Watched)
+    monkeypatch.setattr("kontrakt.spark._writer.BulkBatches", Watched)
     n = 6_000
     # batch.size small enough that the task fills several batches a partition
     written = _task(tansu_broker, topic, **{"batch.size": "16384"}).produce(
@@ -106,3 +106,53 @@ def test_a_value_beyond_message_max_bytes_fails_the_task(tansu_broker: TansuBrok
     big = pa.RecordBatch.from_arrays([pa.array([b"x" * 5_000], pa.binary())], names=["value"])
     with pytest.raises(RecordTooLargeError):
         _task(tansu_broker, topic, **{"message.max.bytes": "2000"}).produce(iter([big]))
+
+
+KEYED = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
+
+
+def _keyed_task(broker: TansuBroker, topic: str) -> _ProduceTask:
+    opts = parse_options({"kafka.bootstrap.servers": broker.bootstrap_servers, "topic": topic},
+                         write=True)
+    key, value = plan_write(opts, KEYED)
+    return _ProduceTask(opts, key, value, KEYED)
+
+
+def _keyed_batch(keys: list[bytes | None], values: list[bytes | None]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array(keys, pa.binary()),
+                                       pa.array(values, pa.binary())], names=["key", "value"])
+
+
+def test_keyed_records_go_to_their_keys_partitions_in_batches(
+        tansu_broker: TansuBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each key's partition is the producer's (murmur2), each partition keeps the task's
+    order, and a batch with a null key (sent record by record) follows the records
+    filled before it."""
+    from kontrakt.clients.producer import murmur2_partition
+
+    topic = "spark-bulk-keyed"
+    tansu_broker.create_topic(topic, 3)
+    made: list[_bulk.BulkBatches] = []
+
+    class Watched(_bulk.BulkBatches):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            made.append(self)
+    monkeypatch.setattr("kontrakt.spark._writer.BulkBatches", Watched)
+    first = _keyed_batch([b"user-%d" % (i % 50) for i in range(3_000)],
+                         [b"a%05d" % i for i in range(3_000)])
+    mixed = _keyed_batch([None if i % 10 == 0 else b"user-%d" % (i % 50) for i in range(100)],
+                         [b"b%05d" % i for i in range(100)])
+    last = _keyed_batch([b"user-%d" % (i % 50) for i in range(1_000)],
+                        [b"c%05d" % i for i in range(1_000)])
+    n = 4_100
+    assert _keyed_task(tansu_broker, topic).produce(iter([first, mixed, last])).records == n
+    assert len(made) == 1 and len(made[0].pending) < 60
+    by_partition = _read(tansu_broker, topic, 3, n)
+    for partition, records in by_partition.items():
+        for key, _value in records:
+            if key is not None:
+                assert murmur2_partition(key, 3) == partition
+        values = [v for _, v in records]
+        assert values == sorted(values)  # a... then b... then c..., each in order
+    assert sum(len(r) for r in by_partition.values()) == n

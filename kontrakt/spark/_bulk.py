@@ -42,7 +42,7 @@ class BulkBatches:
     turn, keyed records by their key's partition).
 
     Args:
-        producer: a started producer (``partitions_for`` is asked once).
+        producer: a started producer (``partitions_for`` is asked at the first record).
         topic: where the records go.
 
     Raises (from :meth:`add` and :meth:`close`):
@@ -53,16 +53,19 @@ class BulkBatches:
     def __init__(self, producer: Producer, topic: str) -> None:
         self._producer = producer
         self._topic = topic
-        self._partitions = sorted(producer.partitions_for(topic))
-        self._next = random.randrange(len(self._partitions))
+        # Asked at the first record: a task without rows needs no metadata.
+        self._partitions: list[int] = []
+        self._next = 0
         self._builder: Any = None
-        self._keyed: list[Any] = [None] * len(self._partitions)  # a builder a partition
+        self._keyed: list[Any] = []  # a builder a partition
         #: one future a queued batch (its first record's); the caller checks them
         self.pending: list[Any] = []
 
     def add(self, values: list[bytes | None]) -> None:
         """Append the values (None: a null value) to the current batch, queueing each
         batch that fills."""
+        if not self._partitions:
+            self._start()
         builder = self._builder
         if builder is None:
             builder = self._builder = self._producer.create_batch()
@@ -78,6 +81,8 @@ class BulkBatches:
     def add_keyed(self, keys: list[bytes], values: list[bytes | None]) -> None:
         """Append records with keys (none None) to the batch of each key's partition,
         queueing each batch that fills."""
+        if not self._partitions:
+            self._start()
         builders, create = self._keyed, self._producer.create_batch
         now = int(time.time() * 1000)
         for index, key, value in zip(murmur2_partitions(keys, len(self._partitions)), keys,
@@ -90,6 +95,11 @@ class BulkBatches:
                 builder = builders[index] = create()
                 builder.append(now, key, value)
 
+    def _start(self) -> None:
+        self._partitions = sorted(self._producer.partitions_for(self._topic))
+        self._next = random.randrange(len(self._partitions))
+        self._keyed = [None] * len(self._partitions)
+
     def close(self) -> None:
         """Queue every batch being filled (those with a record in them); records sent
         after this through ``send`` follow them in their partitions."""
@@ -99,7 +109,7 @@ class BulkBatches:
         for index, builder in enumerate(self._keyed):
             if builder is not None and builder.record_count:
                 self._send(builder, self._partitions[index])
-        self._keyed = [None] * len(self._partitions)
+        self._keyed = [None] * len(self._keyed)
 
     def _queue(self, builder: Any) -> None:
         partition = self._partitions[self._next % len(self._partitions)]

@@ -156,3 +156,22 @@ def test_keyed_records_go_to_their_keys_partitions_in_batches(
         values = [v for _, v in records]
         assert values == sorted(values)  # a... then b... then c..., each in order
     assert sum(len(r) for r in by_partition.values()) == n
+
+
+def test_a_task_without_rows_asks_for_no_metadata(tansu_broker: TansuBroker,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The partitions are asked at the first record (an empty task of a topic that does
+    not exist yet must not wait for its metadata)."""
+    from kontrakt.clients.producer import Producer
+
+    asked: list[str] = []
+    original = Producer.partitions_for
+
+    def spy(self: Producer, topic: str) -> list[int]:
+        asked.append(topic)
+        return original(self, topic)
+    monkeypatch.setattr(Producer, "partitions_for", spy)
+    topic = "spark-bulk-empty"
+    empty = pa.RecordBatch.from_arrays([pa.array([], pa.binary())], names=["value"])
+    assert _task(tansu_broker, topic).produce(iter([empty])).records == 0
+    assert asked == []

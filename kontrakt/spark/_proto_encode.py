@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from kontrakt.errors import SerializationError
-from kontrakt.spark._avro_encode import Part, _join, _wide
+from kontrakt.spark._avro_encode import _VAR, Part, _join, _wide
 from kontrakt.spark._avro_tree import NoColumnarPlan
 
 if TYPE_CHECKING:
@@ -46,9 +46,7 @@ _DURATION_SECONDS = range(-315_576_000_000, 315_576_000_001)
 
 
 def _uvarint(z: int) -> bytes:
-    if z < 0x80:
-        return bytes((z,))
-    return _wide(z) if z >= _TABLE else bytes(((z & 0x7F) | 0x80, z >> 7))
+    return _VAR[z] if z < _TABLE else _wide(z)
 
 
 def _lengths(values: list[bytes]) -> list[bytes]:
@@ -131,9 +129,48 @@ def _payloads(field: Any, values: list[Any]) -> tuple[int, list[bytes]]:
 
 # -- fields ----------------------------------------------------------------------------------
 def _single(field: Any, path: str) -> Enc:
-    """A non-repeated scalar field: tag and payload, or nothing."""
+    """A non-repeated scalar field: tag and payload, or nothing. Varints, zig-zags,
+    strings and bytes in one comprehension each (no call a row); the fixed-width types
+    through their packer."""
     presence = bool(field.has_presence)
     number = field.number
+    kind = field.type
+    # Varints below _TABLE from the table, inline (no call a row).
+    u, m, V, T = _uvarint, _MASK64, _VAR, _TABLE
+    if kind in (9, 12):
+        tag = _tag(number, 2)
+
+        def text(arr: pa.Array) -> list[Part]:
+            values = _values(field, arr, path)
+            if presence:
+                return [[b"" if v is None else
+                         tag + (V[n] if (n := len(v)) < T else u(n)) + v for v in values]]
+            return [[tag + (V[n] if (n := len(v)) < T else u(n)) + v if v else b""
+                     for v in values]]
+        return text
+    if kind == _ENUM or _SCALARS[kind][1] is _varints:
+        tag = _tag(number, 0)
+
+        def varint(arr: pa.Array) -> list[Part]:
+            values = _values(field, arr, path)
+            if presence:
+                return [[b"" if v is None else tag + (V[z] if (z := v & m) < T else u(z))
+                         for v in values]]
+            return [[tag + (V[z] if (z := v & m) < T else u(z)) if v else b""
+                     for v in values]]
+        return varint
+    if _SCALARS[kind][1] is _zigzags:
+        tag = _tag(number, 0)
+
+        def zigzag(arr: pa.Array) -> list[Part]:
+            values = _values(field, arr, path)
+            if presence:
+                return [[b"" if v is None else
+                         tag + (V[z] if (z := (v << 1) ^ (v >> 63)) < T else u(z))
+                         for v in values]]
+            return [[tag + (V[z] if (z := (v << 1) ^ (v >> 63)) < T else u(z)) if v else b""
+                     for v in values]]
+        return zigzag
 
     def scalar(arr: pa.Array) -> list[Part]:
         values = _values(field, arr, path)

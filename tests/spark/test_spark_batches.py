@@ -185,6 +185,64 @@ def test_record_starts_walks_short_and_long_lengths() -> None:
         record_starts(data, 61, len(data), len(sizes) - 1)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_record_starts_takes_runs_of_one_size_as_the_walk_does(seed: int) -> None:
+    """Runs of records of one size (taken a run at a time) give exactly the positions of
+    the record-by-record walk: runs long and short, one- and two-byte lengths, sizes that
+    change as the deltas grow a byte, a lone odd record between runs, and truncated or
+    overlong counts refused the same way."""
+    from kontrakt.protocol.records._columnar import _starts_slow
+
+    rng = random.Random(seed)
+    b = RecordBatchBuilder(max_batch_size=1 << 30)
+    i = 0
+    for _ in range(rng.randrange(3, 12)):
+        width = rng.choice([0, 5, 40, 60, 61, 120, 200, 5000])
+        for _ in range(rng.choice([1, 2, 63, 64, 65, 200, 700])):
+            key = None if width != 40 else b"k%04d" % (i % 10_000)
+            b.append(1_700_000_000_000 + rng.choice([0, i, 70 * i]), key, b"v" * width)
+            i += 1
+    data = b.build()
+    count = b.record_count
+    assert record_starts(data, 61, len(data), count) == _starts_slow(data, 61, len(data),
+                                                                      count)
+    for wrong in (count + 1, count - 1):
+        with pytest.raises(CorruptRecordError):
+            record_starts(data, 61, len(data), wrong)
+    with pytest.raises(CorruptRecordError):
+        record_starts(data[:-1], 61, len(data) - 1, count)
+
+
+def test_record_starts_takes_fixed_size_records_in_runs() -> None:
+    """1,000 records of a 60-byte value: a few runs (the deltas grow a byte at 64 and
+    8,192) cover them, leaving the one-by-one walk almost nothing."""
+    from kontrakt.protocol.records._columnar import _runs, _steps
+
+    b = RecordBatchBuilder(max_batch_size=1 << 30)
+    for i in range(1_000):
+        b.append(1_700_000_000_000 + i, None, b"%060d" % i)
+    data = b.build()
+    starts = [61]
+    pos, left = _runs(data, 61, len(data), 1_000, _steps(), starts)
+    assert pos == starts[-1]
+    assert left < 64 and len(starts) == 1_001 - left
+    assert starts == _starts_slow_of(data)[:len(starts)]
+    # Lengths 64 apart share their varint's first byte: the second tells the runs apart.
+    b = RecordBatchBuilder(max_batch_size=1 << 30)
+    for i in range(1_000):
+        b.append(1_700_000_000_000, None, b"x" * (100 if i < 500 else 164))
+    data = b.build()
+    starts = [61]
+    _runs(data, 61, len(data), 1_000, _steps(), starts)
+    assert starts == _starts_slow_of(data)[:len(starts)]
+
+
+def _starts_slow_of(data: bytes) -> list[int]:
+    from kontrakt.protocol.records._columnar import _starts_slow
+
+    return _starts_slow(data, 61, len(data), 1_000)
+
+
 def test_raw_batches_are_refused_with_a_group() -> None:
     with pytest.raises(ConfigError, match=r"group\.id"):
         AsyncConsumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "g"}, _raw_batches=True)

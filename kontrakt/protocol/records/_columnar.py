@@ -10,7 +10,9 @@ Python object per record.
 table from a record's first two bytes to its whole size, for records under 8 KiB) in a list
 comprehension. Measured in-process on the project machine (2 shared cores, busy; a machine
 on which ``decode_records`` takes ~2.8 µs a record): ~0.28 µs a record for 10,000 records
-of 60-byte values.
+of 60-byte values. Runs of records of one size (fixed-size records) are taken at once
+first (:func:`_runs`: strided slices and ``lstrip`` in C, the starts a ``range``): ~0.02 µs
+a record for those records, measured the same way.
 
 It checks only that the lengths lead from ``pos`` to exactly ``end``; the reader must check
 that each record's fields end where the next record starts (which also rules out a
@@ -64,10 +66,13 @@ def record_starts(data: Any, pos: int, end: int, count: int) -> list[int]:
     step = _steps()
     first = pos
     try:
+        starts = [first]
+        left = count
+        if count >= _RUN_MIN and type(data) is bytes:  # lstrip, strided slices
+            pos, left = _runs(data, pos, end, count, step, starts)
         # Per record: two indexings, a table lookup, an add (no call, no branch); the list
         # is built by the comprehension's own append.
-        starts = [first, *[pos := pos + step[(data[pos] << 8) | data[pos + 1]]
-                           for _ in range(count)]]
+        starts += [pos := pos + step[(data[pos] << 8) | data[pos + 1]] for _ in range(left)]
     except (TypeError, IndexError):
         # A record of 8 KiB or more (a three-byte length), or bytes that run out: the
         # general loop, which says what is wrong.
@@ -76,6 +81,43 @@ def record_starts(data: Any, pos: int, end: int, count: int) -> list[int]:
         # Walked again the slow way only when wrong, for a precise message.
         starts = _starts_slow(data, first, end, count)
     return starts
+
+
+_RUN_MIN = 64  # records: fewer are walked one by one
+
+
+def _runs(data: Any, pos: int, end: int, count: int, step: list[int | None],
+          starts: list[int]) -> tuple[int, int]:
+    """Take runs of records of one size at once, appending their starts' successors to
+    ``starts``; return where the walk goes on and how many records are left for it.
+
+    Records whose length varints are the same bytes have the same size, and a run of them
+    lies at one stride: the first (and second) bytes at that stride, sliced in C, show
+    how far the run goes (``lstrip``), and its starts are a ``range``. Fixed-size records
+    (a fixed-width value, no key or one of fixed width) make a handful of runs a batch,
+    as the offset and timestamp deltas grow a byte; once a run is short (other records)
+    the caller's walk takes the rest."""
+    left = count
+    while left:
+        b0 = data[pos]
+        size = step[(b0 << 8) | data[pos + 1]]
+        if size is None or size <= 0:
+            break  # a long or malformed length: the walk (and its checks) decide
+        k = min(left, (end - pos) // size)
+        if k <= 1:
+            break
+        stop = pos + k * size
+        firsts = data[pos:stop:size]
+        same = len(firsts) - len(firsts.lstrip(firsts[:1]))
+        if b0 >= 0x80:  # a two-byte length: the second bytes must agree too
+            seconds = data[pos + 1:stop:size]
+            same = min(same, len(seconds) - len(seconds.lstrip(seconds[:1])))
+        starts += range(pos + size, pos + (same + 1) * size, size)
+        pos += same * size
+        left -= same
+        if same < _RUN_MIN:
+            break
+    return pos, left
 
 
 def _starts_slow(data: Any, pos: int, end: int, count: int) -> list[int]:

@@ -14,6 +14,7 @@ import pytest
 from kontrakt import Consumer
 from kontrakt._types import TopicPartition as TP
 from kontrakt.clients.admin import AdminClient
+from kontrakt.errors import InvalidArgumentError
 from kontrakt.protocol import errors as E
 from kontrakt.protocol.messages import (
     DescribeGroupsRequest,
@@ -221,3 +222,30 @@ def test_join_versions(cluster: Cluster, version: int) -> None:
         req.member_id = resp.member_id
         resp = send(cluster, req, version)
     assert resp.error_code == 0 and resp.protocol_name == "range"
+
+
+def test_admin_removes_static_members_then_everyone(cluster: Cluster) -> None:
+    """remove_members_from_consumer_group (LeaveGroup v3+ for the members, as Java's
+    removeMembersFromConsumerGroup): by group.instance.id, then every member at once."""
+    first = join(cluster, instance="i1")
+    assert first.error_code == 0
+    sync(cluster, first.member_id, 1, {first.member_id: b"x"}, instance="i1")
+    bs = cluster.bootstrap_servers
+    with AdminClient(bootstrap_servers=bs, default_api_timeout_ms=10000) as admin:
+        missing = admin.remove_members_from_consumer_group(GROUP, ["nobody"],
+                                                           return_exceptions=True)
+        assert isinstance(missing["nobody"], E.UnknownMemberIdError)
+        assert admin.remove_members_from_consumer_group(GROUP, ["i1"], reason="ops") \
+            == {"i1": None}
+        assert describe(cluster).members == []
+        assert heartbeat(cluster, first.member_id, 1, "i1") == E.UnknownMemberIdError.code
+        # A dynamic member: members=None finds it with DescribeGroups and removes it.
+        dynamic = first_join(cluster)
+        sync(cluster, dynamic.member_id, dynamic.generation_id, {dynamic.member_id: b"y"})
+        assert len(describe(cluster).members) == 1
+        removed = admin.remove_members_from_consumer_group(GROUP)
+        assert removed == {dynamic.member_id: None}
+        assert describe(cluster).members == []
+        assert admin.remove_members_from_consumer_group(GROUP) == {}  # nobody left
+        with pytest.raises(InvalidArgumentError):
+            admin.remove_members_from_consumer_group(GROUP, [])

@@ -47,6 +47,7 @@ from kontrakt.protocol.messages import (
     DescribeGroupsRequest,
     DescribeProducersRequest,
     DescribeTransactionsRequest,
+    LeaveGroupRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
     ListTransactionsRequest,
@@ -205,6 +206,82 @@ class GroupOperations:
 
         results = await self._per_group(ids, "group", deadline, send)
         return finish(results, "delete_consumer_groups", return_exceptions)
+
+    async def remove_members_from_consumer_group(
+            self, group_id: str, members: Iterable[str] | None = None, *,
+            reason: str | None = None, timeout: float | None = None,
+            return_exceptions: bool = False) -> dict[str, None]:
+        """Remove members from a group (LeaveGroup v3+ on their behalf, KIP-345), as the Java
+        admin's ``removeMembersFromConsumerGroup``: the group rebalances without them.
+
+        Args:
+            group_id: the group.
+            members: the ``group.instance.id`` of each static member to remove; None removes
+                every member the group has now (static and dynamic, found with
+                DescribeGroups), as Java's ``removeAll``.
+            reason: sent to brokers with LeaveGroup v5+ (KIP-800), shown in their logs.
+
+        Returns:
+            member -> None for each removed member, keyed by its instance id (or, for a
+            dynamic member removed with ``members=None``, its member id).
+
+        Raises:
+            InvalidArgumentError: an empty group id or instance id, or ``members`` empty.
+            UnsupportedVersionError: the coordinator predates LeaveGroup v3 (Kafka 2.4).
+            BrokerResponseError: a group-level error (e.g. ``GroupIdNotFoundError``).
+            PartialFailureError: some members failed (``UnknownMemberIdError``, or
+                ``FencedInstanceIdError``).
+        """
+        gid = v.check_group_id(group_id)
+        wanted: list[tuple[str, str | None]] | None = None
+        if members is not None:
+            ids = v.unique(members, "group.instance.id")
+            bad = [m for m in ids if not isinstance(m, str) or not m]
+            if bad:
+                raise InvalidArgumentError(f"members: a group.instance.id must be a non-empty "
+                                           f"str, got {bad[0]!r}")
+            if not ids:
+                raise InvalidArgumentError("members: name at least one group.instance.id, "
+                                           "or pass None to remove every member")
+            wanted = [("", iid) for iid in ids]
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        lg = LeaveGroupRequest
+
+        async def send(node: int, _b: list[str]) -> dict[str, Any]:
+            leaving = wanted
+            if leaving is None:
+                described = await self._router.exchange(
+                    node, DescribeGroupsRequest, lambda ver: DescribeGroupsRequest(
+                        groups=[gid]), deadline)
+                group = described.groups[0]
+                if group.error_code:
+                    return {gid: error_for(group.error_code, None, f"group {gid!r}")}
+                leaving = [(m.member_id, m.group_instance_id) for m in group.members]
+                if not leaving:
+                    return {gid: {}}
+
+            def build(version: int) -> Any:
+                if version < 3:
+                    raise UnsupportedVersionError(
+                        "remove_members_from_consumer_group needs LeaveGroup v3 (Kafka 2.4, "
+                        f"KIP-345); the broker offers v{version}")
+                return lg(group_id=gid, members=[
+                    lg.MemberIdentity(member_id=mid, group_instance_id=iid, reason=reason)
+                    for mid, iid in leaving])
+
+            resp = await self._router.exchange(node, lg, build, deadline)
+            if resp.error_code:
+                return {gid: error_for(resp.error_code, None, f"group {gid!r}")}
+            return {gid: {(m.group_instance_id or m.member_id): error_for(
+                m.error_code, None, f"member {m.group_instance_id or m.member_id!r} of group "
+                f"{gid!r}") if m.error_code else None for m in resp.members}}
+
+        outcome = (await self._per_group([gid], "group", deadline, send))[gid]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return finish(outcome, f"remove_members_from_consumer_group({gid!r})",
+                      return_exceptions)
 
     # --- committed offsets --------------------------------------------------------------
 

@@ -323,6 +323,23 @@ class AdminClient:
             )
         )
 
+    def remove_members_from_consumer_group(
+        self,
+        group_id: str,
+        members: Iterable[str] | None = None,
+        *,
+        reason: str | None = None,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[str, None]:
+        """Blocking form of :meth:`AsyncAdminClient.remove_members_from_consumer_group``."""
+        return self._run(
+            self._async.remove_members_from_consumer_group(
+                group_id, members, reason=reason, timeout=timeout,
+                return_exceptions=return_exceptions
+            )
+        )
+
     def delete_consumer_groups(
         self,
         group_ids: Iterable[str],

@@ -165,11 +165,17 @@ def _custom_options(fdp: Any) -> str:
     def add(name: str, owner: Any) -> None:
         if not owner.HasField("options"):
             return
-        known = type(owner.options)()
-        known.CopyFrom(owner.options)
-        known.DiscardUnknownFields()
+        # Custom options are unknown fields here, or extensions when a module that declares
+        # them (e.g. confluent-kafka's meta_pb2) has been imported into the default pool:
+        # both are cleared from the copy, so either way they count.
+        plain = type(owner.options)()
+        plain.CopyFrom(owner.options)
+        plain.DiscardUnknownFields()
+        for field, _value in plain.ListFields():
+            if field.is_extension:
+                plain.ClearExtension(field)
         raw = owner.options.SerializeToString(deterministic=True)
-        if raw != known.SerializeToString(deterministic=True):
+        if raw != plain.SerializeToString(deterministic=True):
             out.append(f"// {name} {raw.hex()}")
 
     def visit(prefix: str, message: Any) -> None:

@@ -393,3 +393,20 @@ def test_protobuf_scanner_skips_what_is_not_a_field() -> None:
     for path in ("M.E", "M.weight", "S.Get"):
         with pytest.raises(InvalidSchemaError):
             retag_proto(text, {("SR_FIELD", path): ["X"]}, {})
+
+
+def test_tags_make_a_new_protobuf_identity_with_the_meta_extension_imported() -> None:
+    """With a module declaring ``confluent.field_meta`` imported into the default descriptor
+    pool (confluent-kafka's meta_pb2, as earlier tests in the same process do), the option
+    parses as a known extension instead of unknown fields: two versions that differ only in
+    their tags must still be two schemas (the suite failed this way once run in one worker
+    after confluent-kafka's Protobuf serdes)."""
+    pytest.importorskip("confluent_kafka.schema_registry.confluent.meta_pb2")
+    pytest.importorskip("grpc_tools")
+    from kontrakt.registry.server._validate import canonical_protobuf
+
+    def text(tags: str) -> str:
+        return ('syntax = "proto3";\nimport "confluent/meta.proto";\nmessage M {\n'
+                f'  string a = 1 [(confluent.field_meta) = {{ tags: [{tags}] }}];\n}}\n')
+
+    assert canonical_protobuf(text('"PII"'), []) != canonical_protobuf(text('"SSN"'), [])

@@ -4,9 +4,7 @@ by the ``openssl`` command: a CA and a server certificate for 127.0.0.1 signed b
 
 from __future__ import annotations
 
-import shutil
 import ssl
-import subprocess
 import time
 from pathlib import Path
 
@@ -17,26 +15,12 @@ from kontrakt._types import TopicPartition as TP
 from kontrakt.errors import KafkaConnectionError
 from kontrakt.protocol.messages import ApiVersionsRequest
 from kontrakt.testing import Cluster, send_request
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+from tests._certs import make_ca_and_server
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is needed to make test certificates")
-    d = tmp_path_factory.mktemp("tls")
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-             "ca.pem", "-days", "2", "-subj", "/CN=kontrakt test CA", cwd=d)
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
-             "server.csr", "-subj", "/CN=127.0.0.1", cwd=d)
-    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf",
-             cwd=d)
-    return d
+    return make_ca_and_server(tmp_path_factory.mktemp("tls"))
 
 
 def test_clients_produce_and_consume_over_tls(certs: Path, topic: str) -> None:

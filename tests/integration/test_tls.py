@@ -9,10 +9,8 @@ command for this test: a CA, and a server certificate for 127.0.0.1 signed by it
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -31,29 +29,16 @@ from kontrakt.errors import (
 )
 from kontrakt.protocol.messages import MetadataRequest
 from kontrakt.testing import TansuBroker, free_port
+from tests._certs import make_ca_and_server, openssl
 
 pytestmark = pytest.mark.integration
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is needed to make test certificates")
-    d = tmp_path_factory.mktemp("tls")
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-             "ca.pem", "-days", "2", "-subj", "/CN=kontrakt test CA", cwd=d)
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
-             "server.csr", "-subj", "/CN=127.0.0.1", cwd=d)
-    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf",
-             cwd=d)
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "other.key", "-out",
-             "other.pem", "-days", "2", "-subj", "/CN=someone else", cwd=d)
+    d = make_ca_and_server(tmp_path_factory.mktemp("tls"))
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "other.key", "-out",
+            "other.pem", "-days", "2", "-subj", "/CN=someone else", cwd=d)
     return d
 
 
@@ -314,9 +299,9 @@ def test_untrusted_certificate_message_names_the_check(tls_broker: tuple[str, Tl
 @pytest.fixture(scope="module")
 def encrypted_key(certs: Path) -> tuple[Path, Path]:
     """A client certificate whose key is encrypted with the password 'right-password'."""
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-keyout", "client.key", "-out",
-             "client.pem", "-days", "2", "-subj", "/CN=client", "-passout",
-             "pass:right-password", cwd=certs)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-keyout", "client.key", "-out",
+            "client.pem", "-days", "2", "-subj", "/CN=client", "-passout",
+            "pass:right-password", cwd=certs)
     return certs / "client.pem", certs / "client.key"
 
 

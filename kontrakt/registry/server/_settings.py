@@ -1,7 +1,7 @@
 """The registry's config, mode and context endpoints, as a mixin of :class:`RegistryState`.
 
-Kept apart from the schema logic in :mod:`._state`; every change goes through the
-state's journal (``_commit``) like any other.
+Kept apart from the schema logic (:mod:`._reads`, :mod:`._writes`); every change goes
+through the state's journal (``_commit``) like any other.
 """
 
 from __future__ import annotations

@@ -304,7 +304,7 @@ def test_reads_and_other_subjects_do_not_wait_for_a_registration(
             hold(new.schema_str)
         return True, []
 
-    import kontrakt.registry.server._state as state_module
+    import kontrakt.registry.server._input as state_module
     real_validate = state_module.validate_schema
 
     def validate(schema_type: str, text: str, refs: Any) -> None:

@@ -21,6 +21,7 @@ from kontrakt.clients.admin import _validate as v
 from kontrakt.clients.admin._routing import Fatal, Router, error_for, finish
 from kontrakt.clients.admin._types import PartitionDescription, TopicDescription
 from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.clients.group._protocol import group_by_topic
 from kontrakt.errors import InvalidArgumentError, KafkaError, ProtocolError
 from kontrakt.protocol.errors import (
     ElectionNotNeededError,
@@ -113,24 +114,6 @@ class FeatureMetadata:
     supported_features: dict[str, SupportedVersionRange]
 
 
-def _check_tps(tps: Iterable[object], what: str) -> list[TopicPartition]:
-    out = []
-    for tp in tps:
-        if not isinstance(tp, TopicPartition):
-            raise InvalidArgumentError(f"{what}: expected TopicPartition, got {tp!r}")
-        v.check_topic_name(tp.topic)
-        v.check_partition(tp.topic, tp.partition)
-        out.append(tp)
-    return v.unique(out, "partition")
-
-
-def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for tp in tps:
-        out.setdefault(tp.topic, []).append(tp.partition)
-    return out
-
-
 def _check_controller_reply(code: int, message: str | None, what: str) -> None:
     """A top-level error fails the whole call; NOT_CONTROLLER is retried on fresh metadata."""
     if code:
@@ -183,10 +166,10 @@ class PartitionAdminOperations:
         """
         if not isinstance(election_type, ElectionType):
             raise InvalidArgumentError(f"expected an ElectionType, got {election_type!r}")
-        tps = None if partitions is None else _check_tps(partitions, "elect_leaders")
+        tps = None if partitions is None else v.check_partitions(partitions, "elect_leaders")
         req = ElectLeadersRequest
         wanted = None if tps is None else [
-            req.TopicPartitions(topic=t, partitions=ps) for t, ps in _by_topic(tps).items()]
+            req.TopicPartitions(topic=t, partitions=ps) for t, ps in group_by_topic(tps).items()]
         deadline = self._router.deadline(timeout)
         await self._client.start()
 
@@ -243,7 +226,7 @@ class PartitionAdminOperations:
             KafkaTimeoutError: no answer within ``timeout``.
         """
         items = dict(reassignments)
-        _check_tps(items, "alter_partition_reassignments")
+        v.check_partitions(items, "alter_partition_reassignments")
         for tp, target in items.items():
             if target is not None:
                 v.check_assignment(tp.topic, [target])
@@ -252,7 +235,7 @@ class PartitionAdminOperations:
             req.ReassignableTopic.ReassignablePartition(
                 partition_index=p, replicas=None if items[TopicPartition(t, p)] is None
                 else list(items[TopicPartition(t, p)] or ()))
-            for p in ps]) for t, ps in _by_topic(items).items()]
+            for p in ps]) for t, ps in group_by_topic(items).items()]
         deadline = self._router.deadline(timeout)
         await self._client.start()
 
@@ -293,12 +276,12 @@ class PartitionAdminOperations:
                 ClusterAuthorizationFailedError).
             KafkaTimeoutError: no answer within ``timeout``.
         """
-        tps = None if partitions is None else _check_tps(partitions,
+        tps = None if partitions is None else v.check_partitions(partitions,
                                                           "list_partition_reassignments")
         req = ListPartitionReassignmentsRequest
         topics = None if tps is None else [
             req.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps)
-            for t, ps in _by_topic(tps).items()]
+            for t, ps in group_by_topic(tps).items()]
         deadline = self._router.deadline(timeout)
         await self._client.start()
 

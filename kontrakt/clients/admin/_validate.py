@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar
 
+from kontrakt._types import TopicPartition
 from kontrakt.errors import InvalidArgumentError
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "check_assignment",
     "check_group_id",
     "check_partition",
+    "check_partitions",
     "check_topic_config",
     "check_topic_configs",
     "check_topic_name",
@@ -96,6 +98,23 @@ def check_partition(topic: str, partition: object) -> int:
         raise InvalidArgumentError(
             f"partition of {topic!r} must be an int >= 0, got {partition!r}")
     return partition
+
+
+def check_partitions(tps: Iterable[object], what: str) -> list[TopicPartition]:
+    """``tps`` as a list of distinct, well-formed :class:`TopicPartition` values.
+
+    Raises:
+        InvalidArgumentError: an item is not a TopicPartition, has a bad topic name or
+            partition, or is given twice (``what`` names the argument).
+    """
+    out = []
+    for tp in tps:
+        if not isinstance(tp, TopicPartition):
+            raise InvalidArgumentError(f"{what}: expected TopicPartition, got {tp!r}")
+        check_topic_name(tp.topic)
+        check_partition(tp.topic, tp.partition)
+        out.append(tp)
+    return unique(out, "partition")
 
 
 def check_topic_config(topic: str, key: object, value: object, *,

@@ -1,7 +1,10 @@
-"""AsyncAdminClient: topics, partitions, configs, cluster, ACLs and log dirs.
+"""AsyncAdminClient: topics, partitions, configs and the cluster description.
 
-Group, offset, record and transaction operations live in :mod:`._groups` (a base class of
-:class:`AsyncAdminClient`) to keep each file about one thing.
+Groups, committed offsets, records at partition leaders and transactions live in
+:mod:`._groups`, :mod:`._offsets`, :mod:`._records` and :mod:`._transactions`; ACLs and log
+dirs, SCRAM credentials, delegation tokens, client quotas, and partition leadership and
+features in their own modules too: each a base class of :class:`AsyncAdminClient`, to keep
+each file about one thing.
 
 Results: a call about several entities (topics, resources, partitions, groups) returns a
 ``dict`` entity -> result. If any entity failed it raises
@@ -24,11 +27,14 @@ from kontrakt._config import Option, options
 from kontrakt.clients.admin import _validate as v
 from kontrakt.clients.admin._acls import AclOperations
 from kontrakt.clients.admin._groups import GroupOperations
+from kontrakt.clients.admin._offsets import OffsetOperations
 from kontrakt.clients.admin._partition_admin import PartitionAdminOperations
 from kontrakt.clients.admin._quotas import ClientQuotaOperations
+from kontrakt.clients.admin._records import RecordOperations
 from kontrakt.clients.admin._routing import Fatal, Router, error_for, finish
 from kontrakt.clients.admin._scram import ScramOperations
 from kontrakt.clients.admin._tokens import DelegationTokenOperations
+from kontrakt.clients.admin._transactions import TransactionOperations
 from kontrakt.clients.admin._types import (
     AclOperation,
     AlterConfigOp,
@@ -80,7 +86,8 @@ def _operations(bits: int) -> frozenset[AclOperation] | None:
     return frozenset(op for op in AclOperation if bits & (1 << op.value))
 
 
-class AsyncAdminClient(GroupOperations, AclOperations, ScramOperations,
+class AsyncAdminClient(GroupOperations, OffsetOperations, RecordOperations,
+                       TransactionOperations, AclOperations, ScramOperations,
                        DelegationTokenOperations, ClientQuotaOperations,
                        PartitionAdminOperations):
     """Asyncio Kafka admin client built on :class:`AsyncKafkaClient`.
@@ -103,7 +110,8 @@ class AsyncAdminClient(GroupOperations, AclOperations, ScramOperations,
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         client = AsyncKafkaClient(config, _options=ADMIN_OPTIONS, **kwargs)
-        super().__init__(client, Router(client, client.config["default.api.timeout.ms"] / 1000))
+        self._client = client
+        self._router = Router(client, client.config["default.api.timeout.ms"] / 1000)
         client.owner = "AsyncAdminClient"
 
     @property

@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from kontrakt._types import TopicPartition
 from kontrakt.clients.admin._metrics import AdminMetrics
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
 from kontrakt.errors import KafkaError, KafkaTimeoutError, PartialFailureError
@@ -209,6 +210,42 @@ class Router:
         for part in await asyncio.gather(*(one(n, es) for n, es in groups.items())):
             out.update(part)
         return out
+
+    async def per_coordinator(self, keys: Sequence[str], key_type: str, deadline: float,
+                              send: Callable[[int, list[str]], Awaitable[Mapping[str, Any]]]
+                              ) -> dict[str, Any]:
+        """:meth:`per_entity` over group or transactional ids (``key_type`` ``"group"`` or
+        ``"transaction"``), each round sending every coordinator its keys; a coordinator
+        that failed a key is looked up again before the retry."""
+        async def round_(batch: list[str]) -> dict[str, Any]:
+            groups, errors = await self.coordinators(batch, key_type)
+            out = dict(errors)
+            out.update(await self.fan_out(groups, send))
+            for key, outcome in out.items():
+                if isinstance(outcome, BaseException):
+                    self.coordinator_error(key, key_type, outcome)
+            return out
+
+        return await self.per_entity(keys, round_, deadline)
+
+    async def per_leader(self, tps: Sequence[TopicPartition], deadline: float,
+                         send: Callable[[int, list[TopicPartition]],
+                                        Awaitable[Mapping[TopicPartition, Any]]]
+                         ) -> dict[TopicPartition, Any]:
+        """:meth:`per_entity` over partitions, each round sending every leader its
+        partitions; leaders are looked up on fresh metadata from the second round on."""
+        first = [True]
+
+        async def round_(batch: list[TopicPartition]) -> dict[TopicPartition, Any]:
+            groups, errors = await self.leaders(
+                [(tp.topic, tp.partition) for tp in batch], refresh=not first[0])
+            first[0] = False
+            out: dict[TopicPartition, Any] = {TopicPartition(*k): e for k, e in errors.items()}
+            out.update(await self.fan_out(
+                {n: [TopicPartition(*k) for k in ks] for n, ks in groups.items()}, send))
+            return out
+
+        return await self.per_entity(tps, round_, deadline)
 
     # --- where ------------------------------------------------------------------------
 

@@ -3,15 +3,20 @@ in a daemon thread (:class:`~kontrakt.clients._sync.LoopThread`).
 
 Every method blocks until the async call finishes (each call honours its own ``timeout``).
 Calling from the loop thread itself raises :class:`~kontrakt.errors.IllegalStateError`.
+
+This module holds the client's lifecycle and its topic, partition, config and cluster
+calls (the async side's :mod:`._admin` and :mod:`._partition_admin`); the other families'
+blocking forms are its base classes, :mod:`._sync_groups` and :mod:`._sync_access`, over
+:mod:`._sync_base` (the loop thread and the one way a call runs on it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from kontrakt._types import OffsetAndMetadata, TopicPartition
-from kontrakt.clients._sync import LoopThread, close_sync, ensure_started
+from kontrakt._types import TopicPartition
+from kontrakt.clients._sync import LoopThread, close_sync
 from kontrakt.clients.admin._admin import AsyncAdminClient
 from kontrakt.clients.admin._partition_admin import (
     ElectionType,
@@ -19,48 +24,24 @@ from kontrakt.clients.admin._partition_admin import (
     FeatureUpdate,
     PartitionReassignment,
 )
-from kontrakt.clients.admin._quotas import (
-    ClientQuotaAlteration,
-    ClientQuotaEntity,
-    ClientQuotaFilter,
-)
-from kontrakt.clients.admin._scram import (
-    UserScramCredentialAlteration,
-    UserScramCredentialsDescription,
-)
-from kontrakt.clients.admin._tokens import DelegationToken, KafkaPrincipal
+from kontrakt.clients.admin._sync_access import SyncAccessOperations
+from kontrakt.clients.admin._sync_groups import SyncGroupOperations
 from kontrakt.clients.admin._types import (
-    AclBinding,
-    AclBindingFilter,
     AlterConfigOp,
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
-    ConsumerGroupDescription,
-    ConsumerGroupListing,
-    ConsumerGroupState,
-    ConsumerGroupType,
     CreatedTopic,
-    DeletedRecords,
-    IsolationLevel,
-    ListOffsetsResultInfo,
-    LogDirDescription,
     NewPartitions,
     NewTopic,
-    OffsetSpec,
-    ProducerState,
     TopicDescription,
-    TransactionDescription,
-    TransactionListing,
 )
 from kontrakt.clients.client import KafkaClient
 
 __all__ = ["AdminClient"]
 
-T = TypeVar("T")
 
-
-class AdminClient:
+class AdminClient(SyncGroupOperations, SyncAccessOperations):
     """Blocking Kafka admin client; same options, methods and results as
     :class:`AsyncAdminClient`.
 
@@ -85,15 +66,12 @@ class AdminClient:
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._thread = LoopThread("kontrakt-admin")
         try:
-            self._async: AsyncAdminClient = self._thread.run(_build(config, kwargs))
+            self._async = self._thread.run(_build(config, kwargs))
         except BaseException:
             self._thread.stop()
             raise
         self._async.client.owner = "AdminClient"
         self._thread.attach(self, self._async.close)
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._thread.run(ensure_started(self._async.client, coro))
 
     def close(self, timeout: float | None = None) -> None:
         """Close connections and stop the loop thread. Idempotent.
@@ -137,125 +115,6 @@ class AdminClient:
             )
         )
 
-    def alter_consumer_group_offsets(
-        self,
-        group_id: str,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
-        *,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[TopicPartition, None]:
-        """Blocking form of :meth:`AsyncAdminClient.alter_consumer_group_offsets``."""
-        return self._run(
-            self._async.alter_consumer_group_offsets(
-                group_id, offsets, timeout=timeout, return_exceptions=return_exceptions
-            )
-        )
-
-    def alter_client_quotas(
-        self,
-        alterations: Iterable[ClientQuotaAlteration],
-        *,
-        validate_only: bool = False,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[ClientQuotaEntity, None]:
-        """Blocking form of :meth:`AsyncAdminClient.alter_client_quotas`."""
-        return self._run(
-            self._async.alter_client_quotas(
-                alterations, validate_only=validate_only, timeout=timeout,
-                return_exceptions=return_exceptions,
-            )
-        )
-
-    def create_delegation_token(
-        self,
-        *,
-        owner: KafkaPrincipal | None = None,
-        renewers: Iterable[KafkaPrincipal] | None = None,
-        max_lifetime_ms: int = -1,
-        timeout: float | None = None,
-    ) -> DelegationToken:
-        """Blocking form of :meth:`AsyncAdminClient.create_delegation_token`."""
-        return self._run(
-            self._async.create_delegation_token(
-                owner=owner, renewers=renewers, max_lifetime_ms=max_lifetime_ms,
-                timeout=timeout,
-            )
-        )
-
-    def describe_client_quotas(
-        self,
-        filter: ClientQuotaFilter | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> dict[ClientQuotaEntity, dict[str, float]]:
-        """Blocking form of :meth:`AsyncAdminClient.describe_client_quotas`."""
-        return self._run(self._async.describe_client_quotas(filter, timeout=timeout))
-
-    def describe_delegation_token(
-        self,
-        owners: Iterable[KafkaPrincipal] | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> list[DelegationToken]:
-        """Blocking form of :meth:`AsyncAdminClient.describe_delegation_token`."""
-        return self._run(self._async.describe_delegation_token(owners, timeout=timeout))
-
-    def expire_delegation_token(
-        self,
-        hmac: bytes,
-        *,
-        expiry_time_period_ms: int = -1,
-        timeout: float | None = None,
-    ) -> int:
-        """Blocking form of :meth:`AsyncAdminClient.expire_delegation_token`."""
-        return self._run(
-            self._async.expire_delegation_token(
-                hmac, expiry_time_period_ms=expiry_time_period_ms, timeout=timeout
-            )
-        )
-
-    def renew_delegation_token(
-        self,
-        hmac: bytes,
-        *,
-        renew_time_period_ms: int = -1,
-        timeout: float | None = None,
-    ) -> int:
-        """Blocking form of :meth:`AsyncAdminClient.renew_delegation_token`."""
-        return self._run(
-            self._async.renew_delegation_token(
-                hmac, renew_time_period_ms=renew_time_period_ms, timeout=timeout
-            )
-        )
-
-    def alter_user_scram_credentials(
-        self,
-        alterations: Iterable[UserScramCredentialAlteration],
-        *,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[str, None]:
-        """Blocking form of :meth:`AsyncAdminClient.alter_user_scram_credentials``."""
-        return self._run(
-            self._async.alter_user_scram_credentials(
-                alterations, timeout=timeout, return_exceptions=return_exceptions
-            )
-        )
-
-    def create_acls(
-        self,
-        acls: Iterable[AclBinding],
-        *,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[AclBinding, None]:
-        """Blocking form of :meth:`AsyncAdminClient.create_acls``."""
-        return self._run(
-            self._async.create_acls(acls, timeout=timeout, return_exceptions=return_exceptions)
-        )
-
     def create_partitions(
         self,
         new_partitions: Iterable[NewPartitions],
@@ -296,82 +155,6 @@ class AdminClient:
             )
         )
 
-    def delete_acls(
-        self,
-        filters: Iterable[AclBindingFilter],
-        *,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[AclBindingFilter, list[AclBinding]]:
-        """Blocking form of :meth:`AsyncAdminClient.delete_acls``."""
-        return self._run(
-            self._async.delete_acls(filters, timeout=timeout, return_exceptions=return_exceptions)
-        )
-
-    def delete_consumer_group_offsets(
-        self,
-        group_id: str,
-        partitions: Iterable[TopicPartition],
-        *,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[TopicPartition, None]:
-        """Blocking form of :meth:`AsyncAdminClient.delete_consumer_group_offsets``."""
-        return self._run(
-            self._async.delete_consumer_group_offsets(
-                group_id, partitions, timeout=timeout, return_exceptions=return_exceptions
-            )
-        )
-
-    def remove_members_from_consumer_group(
-        self,
-        group_id: str,
-        members: Iterable[str] | None = None,
-        *,
-        reason: str | None = None,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[str, None]:
-        """Blocking form of :meth:`AsyncAdminClient.remove_members_from_consumer_group``."""
-        return self._run(
-            self._async.remove_members_from_consumer_group(
-                group_id, members, reason=reason, timeout=timeout,
-                return_exceptions=return_exceptions
-            )
-        )
-
-    def delete_consumer_groups(
-        self,
-        group_ids: Iterable[str],
-        *,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[str, None]:
-        """Blocking form of :meth:`AsyncAdminClient.delete_consumer_groups``."""
-        return self._run(
-            self._async.delete_consumer_groups(
-                group_ids, timeout=timeout, return_exceptions=return_exceptions
-            )
-        )
-
-    def delete_records(
-        self,
-        before_offsets: Mapping[TopicPartition, int],
-        *,
-        operation_timeout: float | None = None,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[TopicPartition, DeletedRecords]:
-        """Blocking form of :meth:`AsyncAdminClient.delete_records``."""
-        return self._run(
-            self._async.delete_records(
-                before_offsets,
-                operation_timeout=operation_timeout,
-                timeout=timeout,
-                return_exceptions=return_exceptions,
-            )
-        )
-
     def delete_topics(
         self,
         topics: Iterable[str],
@@ -389,12 +172,6 @@ class AdminClient:
                 return_exceptions=return_exceptions,
             )
         )
-
-    def describe_acls(
-        self, acl_filter: AclBindingFilter | None = None, *, timeout: float | None = None
-    ) -> list[AclBinding]:
-        """Blocking form of :meth:`AsyncAdminClient.describe_acls``."""
-        return self._run(self._async.describe_acls(acl_filter, timeout=timeout))
 
     def describe_cluster(
         self, *, include_authorized_operations: bool = False, timeout: float | None = None
@@ -423,52 +200,6 @@ class AdminClient:
                 include_documentation=include_documentation,
                 timeout=timeout,
                 return_exceptions=return_exceptions,
-            )
-        )
-
-    def describe_consumer_groups(
-        self,
-        group_ids: Iterable[str],
-        *,
-        include_authorized_operations: bool = False,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[str, ConsumerGroupDescription]:
-        """Blocking form of :meth:`AsyncAdminClient.describe_consumer_groups``."""
-        return self._run(
-            self._async.describe_consumer_groups(
-                group_ids,
-                include_authorized_operations=include_authorized_operations,
-                timeout=timeout,
-                return_exceptions=return_exceptions,
-            )
-        )
-
-    def describe_log_dirs(
-        self,
-        brokers: Iterable[int] | None = None,
-        *,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[int, dict[str, LogDirDescription]]:
-        """Blocking form of :meth:`AsyncAdminClient.describe_log_dirs``."""
-        return self._run(
-            self._async.describe_log_dirs(
-                brokers, timeout=timeout, return_exceptions=return_exceptions
-            )
-        )
-
-    def describe_producers(
-        self,
-        partitions: Iterable[TopicPartition],
-        *,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[TopicPartition, list[ProducerState]]:
-        """Blocking form of :meth:`AsyncAdminClient.describe_producers``."""
-        return self._run(
-            self._async.describe_producers(
-                partitions, timeout=timeout, return_exceptions=return_exceptions
             )
         )
 
@@ -537,34 +268,6 @@ class AdminClient:
             )
         )
 
-    def describe_transactions(
-        self,
-        transactional_ids: Iterable[str],
-        *,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[str, TransactionDescription]:
-        """Blocking form of :meth:`AsyncAdminClient.describe_transactions``."""
-        return self._run(
-            self._async.describe_transactions(
-                transactional_ids, timeout=timeout, return_exceptions=return_exceptions
-            )
-        )
-
-    def describe_user_scram_credentials(
-        self,
-        users: Iterable[str] | None = None,
-        *,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[str, UserScramCredentialsDescription]:
-        """Blocking form of :meth:`AsyncAdminClient.describe_user_scram_credentials``."""
-        return self._run(
-            self._async.describe_user_scram_credentials(
-                users, timeout=timeout, return_exceptions=return_exceptions
-            )
-        )
-
     def incremental_alter_configs(
         self,
         changes: Mapping[ConfigResource, Iterable[AlterConfigOp]],
@@ -583,80 +286,12 @@ class AdminClient:
             )
         )
 
-    def list_consumer_group_offsets(
-        self,
-        group_id: str,
-        partitions: Iterable[TopicPartition] | None = None,
-        *,
-        require_stable: bool = False,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """Blocking form of :meth:`AsyncAdminClient.list_consumer_group_offsets``."""
-        return self._run(
-            self._async.list_consumer_group_offsets(
-                group_id,
-                partitions,
-                require_stable=require_stable,
-                timeout=timeout,
-                return_exceptions=return_exceptions,
-            )
-        )
-
-    def list_consumer_groups(
-        self,
-        *,
-        states: Iterable[ConsumerGroupState] | None = None,
-        types: Iterable[ConsumerGroupType] | None = None,
-        timeout: float | None = None,
-    ) -> list[ConsumerGroupListing]:
-        """Blocking form of :meth:`AsyncAdminClient.list_consumer_groups``."""
-        return self._run(
-            self._async.list_consumer_groups(states=states, types=types, timeout=timeout)
-        )
-
-    def list_offsets(
-        self,
-        specs: Mapping[TopicPartition, OffsetSpec],
-        *,
-        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-        timeout: float | None = None,
-        return_exceptions: bool = False,
-    ) -> dict[TopicPartition, ListOffsetsResultInfo]:
-        """Blocking form of :meth:`AsyncAdminClient.list_offsets``."""
-        return self._run(
-            self._async.list_offsets(
-                specs,
-                isolation_level=isolation_level,
-                timeout=timeout,
-                return_exceptions=return_exceptions,
-            )
-        )
-
     def list_topics(
         self, *, include_internal: bool = False, timeout: float | None = None
     ) -> list[str]:
         """Blocking form of :meth:`AsyncAdminClient.list_topics``."""
         return self._run(
             self._async.list_topics(include_internal=include_internal, timeout=timeout)
-        )
-
-    def list_transactions(
-        self,
-        *,
-        states: Iterable[str] | None = None,
-        producer_ids: Iterable[int] | None = None,
-        duration_filter_ms: int | None = None,
-        timeout: float | None = None,
-    ) -> list[TransactionListing]:
-        """Blocking form of :meth:`AsyncAdminClient.list_transactions``."""
-        return self._run(
-            self._async.list_transactions(
-                states=states,
-                producer_ids=producer_ids,
-                duration_filter_ms=duration_filter_ms,
-                timeout=timeout,
-            )
         )
 
 

@@ -5,9 +5,10 @@ Every method blocks until the async call finishes (each call honours its own ``t
 Calling from the loop thread itself raises :class:`~kontrakt.errors.IllegalStateError`.
 
 This module holds the client's lifecycle and its topic, partition, config and cluster
-calls (the async side's :mod:`._admin` and :mod:`._partition_admin`); the other families'
-blocking forms are its base classes, :mod:`._sync_groups` and :mod:`._sync_access`, over
-:mod:`._sync_base` (the loop thread and the one way a call runs on it).
+calls (the async side's :mod:`._admin`, :mod:`._configs` and :mod:`._partition_admin`);
+the other families' blocking forms are its base classes, :mod:`._sync_groups` and
+:mod:`._sync_access`, over :mod:`._sync_base` (the loop thread and the one way a call runs
+on it).
 """
 
 from __future__ import annotations

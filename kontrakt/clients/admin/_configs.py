@@ -1,0 +1,220 @@
+"""Admin operations on configs — a base class of
+:class:`~kontrakt.clients.admin.AsyncAdminClient`: describe (DescribeConfigs), replace
+(AlterConfigs) and change (IncrementalAlterConfigs) the configs of topics, brokers and
+other resources.
+
+Routing: a broker's own resources go to that broker (it alone knows its dynamic configs);
+everything else to the least loaded broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kontrakt.clients.admin import _validate as v
+from kontrakt.clients.admin._routing import Router, error_for, finish
+from kontrakt.clients.admin._types import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+    ConfigSynonym,
+    ConfigType,
+)
+from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.errors import InvalidArgumentError
+from kontrakt.protocol.messages import (
+    AlterConfigsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
+
+__all__ = ["ConfigOperations", "config_source"]
+
+
+class ConfigOperations:
+    """Config operations (see the module doc)."""
+
+    _client: AsyncKafkaClient
+    _router: Router
+
+    async def _by_config_node(self, resources: list[ConfigResource], send: Any) -> Any:
+        """Broker resources go to that broker (it alone knows its dynamic configs);
+        everything else to the least loaded broker."""
+        groups: dict[int, list[ConfigResource]] = {}
+        anywhere = self._client.least_loaded_node()
+        for r in resources:
+            per_broker = r.restype in (ConfigResourceType.BROKER,
+                                       ConfigResourceType.BROKER_LOGGER) and r.name
+            groups.setdefault(int(r.name) if per_broker else anywhere, []).append(r)
+        return await self._router.fan_out(groups, send)
+
+    async def describe_configs(self, resources: Iterable[ConfigResource], *,
+                               include_synonyms: bool = False,
+                               include_documentation: bool = False,
+                               timeout: float | None = None,
+                               return_exceptions: bool = False
+                               ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """The configs of topics, brokers (by broker id as name) and other resources.
+
+        Broker resources are asked of that broker; the rest of any broker.
+
+        Returns:
+            resource -> config name -> :class:`ConfigEntry`.
+
+        Raises:
+            InvalidArgumentError: a bad topic name or a non-numeric broker id.
+            PartialFailureError: some resources failed.
+        """
+        items = v.unique((_check_resource(r) for r in resources), "resource")
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = DescribeConfigsRequest
+
+        async def send(node: int, batch: list[ConfigResource]) -> dict[ConfigResource, Any]:
+            resp = await self._router.exchange(node, req, lambda ver: req(
+                include_synonyms=include_synonyms and ver >= 1,
+                include_documentation=include_documentation and ver >= 3,
+                resources=[req.DescribeConfigsResource(
+                    resource_type=int(r.restype), resource_name=r.name,
+                    configuration_keys=None) for r in batch]), deadline)
+            out: dict[ConfigResource, Any] = {}
+            for res in resp.results:
+                key = ConfigResource(ConfigResourceType(res.resource_type), res.resource_name)
+                if res.error_code:
+                    out[key] = error_for(res.error_code, res.error_message, repr(key))
+                    continue
+                out[key] = {c.name: _config_entry(c) for c in res.configs}
+            return out
+
+        results = await self._router.per_entity(
+            items, lambda batch: self._by_config_node(batch, send), deadline)
+        return finish(results, "describe_configs", return_exceptions)
+
+    async def alter_configs(self, configs: Mapping[ConfigResource, Mapping[str, str]], *,
+                            validate_only: bool = False, timeout: float | None = None,
+                            return_exceptions: bool = False) -> dict[ConfigResource, None]:
+        """Replace resources' whole configuration (legacy AlterConfigs): keys left out revert
+        to their defaults. Prefer :meth:`incremental_alter_configs`.
+
+        Raises:
+            InvalidArgumentError: bad resource, unknown topic config key or non-str value.
+            PartialFailureError: some resources failed.
+        """
+        items = v.unique((_check_resource(r) for r in configs), "resource")
+        for r in items:
+            for key, value in configs[r].items():
+                _check_config(r, key, value, allow_none=False)
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = AlterConfigsRequest
+
+        async def send(node: int, batch: list[ConfigResource]) -> dict[ConfigResource, Any]:
+            resp = await self._router.exchange(node, req, lambda ver: req(
+                validate_only=validate_only,
+                resources=[req.AlterConfigsResource(
+                    resource_type=int(r.restype), resource_name=r.name,
+                    configs=[req.AlterConfigsResource.AlterableConfig(name=k, value=val)
+                             for k, val in configs[r].items()]) for r in batch]), deadline)
+            return _alter_results(resp)
+
+        results = await self._router.per_entity(
+            items, lambda batch: self._by_config_node(batch, send), deadline)
+        return finish(results, "alter_configs", return_exceptions)
+
+    async def incremental_alter_configs(
+            self, changes: Mapping[ConfigResource, Iterable[AlterConfigOp]], *,
+            validate_only: bool = False, timeout: float | None = None,
+            return_exceptions: bool = False) -> dict[ConfigResource, None]:
+        """Change individual configs: SET, DELETE (revert to default), APPEND to or SUBTRACT
+        from a list config.
+
+        Raises:
+            InvalidArgumentError: bad resource, unknown topic config key, a value missing
+                for SET/APPEND/SUBTRACT, or the same key twice for one resource.
+            PartialFailureError: some resources failed.
+        """
+        items = v.unique((_check_resource(r) for r in changes), "resource")
+        ops: dict[ConfigResource, list[AlterConfigOp]] = {}
+        for r in items:
+            ops[r] = list(changes[r])
+            v.unique((op.name for op in ops[r]), f"config key of {r!r}")
+            for op in ops[r]:
+                kind = AlterConfigOpType(op.op)
+                if kind is not AlterConfigOpType.DELETE and op.value is None:
+                    raise InvalidArgumentError(f"{kind.name} of {op.name!r} needs a value")
+                _check_config(r, op.name, op.value, allow_none=True)
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = IncrementalAlterConfigsRequest
+        cfg = req.AlterConfigsResource.AlterableConfig
+
+        async def send(node: int, batch: list[ConfigResource]) -> dict[ConfigResource, Any]:
+            resp = await self._router.exchange(node, req, lambda ver: req(
+                validate_only=validate_only,
+                resources=[req.AlterConfigsResource(
+                    resource_type=int(r.restype), resource_name=r.name,
+                    configs=[cfg(name=op.name, config_operation=int(op.op), value=op.value)
+                             for op in ops[r]]) for r in batch]), deadline)
+            return _alter_results(resp)
+
+        results = await self._router.per_entity(
+            items, lambda batch: self._by_config_node(batch, send), deadline)
+        return finish(results, "incremental_alter_configs", return_exceptions)
+
+
+def config_source(code: int) -> ConfigSource:
+    """A config's source from its protocol code (UNKNOWN_CONFIG for a code this client
+    does not know)."""
+    try:
+        return ConfigSource(code)
+    except ValueError:
+        return ConfigSource.UNKNOWN_CONFIG
+
+
+def _config_entry(c: Any) -> ConfigEntry:
+    source = config_source(c.config_source)
+    # v0 has is_default; later versions say it through the source.
+    is_default = bool(c.is_default) or source is ConfigSource.DEFAULT_CONFIG
+    try:
+        ctype = ConfigType(c.config_type)
+    except ValueError:
+        ctype = ConfigType.UNKNOWN
+    return ConfigEntry(c.name, c.value, source, c.read_only, is_default, c.is_sensitive,
+                       tuple(ConfigSynonym(s.name, s.value, config_source(s.source))
+                             for s in c.synonyms), ctype, c.documentation)
+
+
+def _alter_results(resp: Any) -> dict[ConfigResource, Any]:
+    out: dict[ConfigResource, Any] = {}
+    for r in resp.responses:
+        key = ConfigResource(ConfigResourceType(r.resource_type), r.resource_name)
+        out[key] = error_for(r.error_code, r.error_message, repr(key)) if r.error_code else None
+    return out
+
+
+def _check_resource(r: ConfigResource) -> ConfigResource:
+    if not isinstance(r, ConfigResource):
+        raise InvalidArgumentError(f"expected ConfigResource, got {r!r}")
+    if r.restype is ConfigResourceType.TOPIC:
+        v.check_topic_name(r.name)
+    elif r.restype in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER):
+        if r.name and not r.name.isdigit():
+            raise InvalidArgumentError(
+                f"a broker resource's name is its numeric id (or '' for the default), "
+                f"got {r.name!r}")
+    elif r.restype is ConfigResourceType.UNKNOWN:
+        raise InvalidArgumentError(f"{r!r} has no resource type")
+    return r
+
+
+def _check_config(r: ConfigResource, key: object, value: object, *, allow_none: bool) -> None:
+    if r.restype is ConfigResourceType.TOPIC:
+        v.check_topic_config(r.name, key, value, allow_none=allow_none)
+    elif not isinstance(key, str) or not key or key != key.strip():
+        raise InvalidArgumentError(f"config key {key!r} of {r!r} is not a valid name")
+    elif not (isinstance(value, str) or (value is None and allow_none)):
+        raise InvalidArgumentError(f"config {key!r} of {r!r} must be a str, got {value!r}")

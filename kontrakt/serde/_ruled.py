@@ -1,8 +1,9 @@
 """Reading under a rule set: the READ domain rules and the migrations between versions.
 
-A mixin of the deserializer core (``_base.DeserializerCore``): everything here runs once per
-writer schema id (and subject), when the reader is built, inside the sans-I/O core, so the
-sync and async shells share it; the readers it returns run the planned rules per record.
+A mixin of the deserializer core (:mod:`kontrakt.serde._deserializer_core`): everything here
+runs once per writer schema id (and subject), when the reader is built, inside the sans-I/O
+core, so the sync and async shells share it; the readers it returns run the planned rules per
+record.
 """
 
 from __future__ import annotations

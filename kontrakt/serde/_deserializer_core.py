@@ -158,17 +158,10 @@ class DeserializerCore(RuledReading, CoreConfig):
                 steps = yield from self.find_migrations(str(subject), writer, latest)
             reader = self.ruled_reader(writer, latest, writer_parsed, reader_parsed, sid, ctx,
                                        data, steps)
-        except RuleError as e:
-            err = deserialization_error(f"{self.owner}: {e}", ctx, data, e)
-            err.rule = e.rule
-            raise err from e
-        except SerializationError as e:
-            if type(e) is SerializationError:
-                raise deserialization_error(str(e), ctx, data, e) from e
-            raise
         except SchemaRegistryError:
             raise
         except Exception as e:
+            self.raise_typed(e, data, ctx)
             raise deserialization_error(f"{self.owner}: cannot use the writer schema: {e}", ctx,
                                         data, e) from e
         self.readers[key] = reader
@@ -200,16 +193,29 @@ class DeserializerCore(RuledReading, CoreConfig):
         """Raise for a reader's failure ``e`` (called in its ``except`` block): key/value
         deserialization errors pass through; anything else is wrapped into one naming the
         record."""
+        self.raise_typed(e, data, ctx)
+        raise deserialization_error(f"{self.owner}: cannot decode payload: {e!r}", ctx, data,
+                                    e) from e
+
+    def rule_error(self, e: RuleError, ctx: SerializationContext | None,
+                   data: bytes) -> SerializationError:
+        """The record's deserialization error for the rule failure ``e`` (``.rule`` names
+        the rule)."""
+        err = deserialization_error(f"{self.owner}: {e}", ctx, data, e)
+        err.rule = e.rule
+        return err
+
+    def raise_typed(self, e: Exception, data: bytes, ctx: SerializationContext | None) -> None:
+        """Raise for ``e`` (called in an ``except`` block) if it is a rule's or a serde's
+        error: key/value errors pass through, a rule's failure and a bare
+        ``SerializationError`` become the record's error; for anything else, return (the
+        caller words it)."""
         if isinstance(e, RuleError):
-            err = deserialization_error(f"{self.owner}: {e}", ctx, data, e)
-            err.rule = e.rule
-            raise err from e
+            raise self.rule_error(e, ctx, data) from e
         if isinstance(e, SerializationError):
             if type(e) is not SerializationError:
                 raise e
             raise deserialization_error(str(e), ctx, data, e) from e
-        raise deserialization_error(f"{self.owner}: cannot decode payload: {e!r}", ctx, data,
-                                    e) from e
 
     # -- format hooks ----------------------------------------------------------------------
     def parse(self, schema: Any, sid: SchemaId | None) -> Steps:

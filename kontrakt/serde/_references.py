@@ -30,7 +30,6 @@ def make_reference(name: str, subject: str, version: int) -> Any:
     return SchemaReference(name, subject, version)
 
 
-
 class ReferenceParsing:
     """Parses registry schemas together with the schemas they reference, once per schema.
 

@@ -36,7 +36,7 @@ from kontrakt.serde._base import (
     make_reference,
     make_schema,
 )
-from kontrakt.serde._context import SerializationContext, deserialization_error
+from kontrakt.serde._context import SerializationContext
 from kontrakt.serde._framing import SchemaId
 from kontrakt.serde._proto_schema import (
     decode_serialized,
@@ -318,9 +318,7 @@ class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
                 try:
                     read = self.with_encoding(read, writer, self._rule_subject(ctx, data))
                 except RuleError as e:
-                    err = deserialization_error(f"{self.owner}: {e}", ctx, data, e)
-                    err.rule = e.rule
-                    raise err from e
+                    raise self.rule_error(e, ctx, data) from e
             self.readers[key] = read
             return read
         return (yield from DeserializerCore.load(self, key, sid, ctx, data))
@@ -336,14 +334,9 @@ class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
                 parsed = yield from self.parse(writer, sid)
                 plan.schema_view = self.rule_view(parsed, sid)
             return plan
-        except RuleError as e:
-            err = deserialization_error(f"{self.owner}: {e}", ctx, data, e)
-            err.rule = e.rule
-            raise err from e
-        except SerializationError as e:
-            if type(e) is SerializationError:
-                raise deserialization_error(str(e), ctx, data, e) from e
-            raise
+        except (RuleError, SerializationError) as e:
+            self.raise_typed(e, data, ctx)
+            raise  # pragma: no cover (raise_typed raises for both)
 
     def rule_view(self, parsed: Any, sid: SchemaId) -> Any:
         # The schema-side descriptor of the message read: the one the writer's indexes

@@ -10,16 +10,7 @@ from typing import Any, TypeVar
 import httpx
 
 from kontrakt.errors import SchemaRegistryError
-from kontrakt.registry._core import (
-    Call,
-    ClientShell,
-    HttpRequest,
-    Op,
-    Sleep,
-    copy_error,
-    http_timeout,
-    past_deadline,
-)
+from kontrakt.registry._exchange import Call, HttpRequest, Op, Sleep, copy_error
 from kontrakt.registry._models import (
     CompatibilityTestResult,
     RegisteredSchema,
@@ -27,6 +18,7 @@ from kontrakt.registry._models import (
     SchemaVersion,
     ServerConfig,
 )
+from kontrakt.registry._shell import ClientShell, http_timeout, past_deadline
 
 __all__ = ["AsyncSchemaRegistryClient"]
 

@@ -11,17 +11,8 @@ from typing import Any, TypeVar
 import httpx
 
 from kontrakt.errors import SchemaRegistryError
-from kontrakt.registry._core import (
-    Call,
-    ClientShell,
-    HttpRequest,
-    Op,
-    Sleep,
-    copy_error,
-    http_timeout,
-    past_deadline,
-)
 from kontrakt.registry._errors import RegistryConnectionError
+from kontrakt.registry._exchange import Call, HttpRequest, Op, Sleep, copy_error
 from kontrakt.registry._models import (
     CompatibilityTestResult,
     RegisteredSchema,
@@ -29,6 +20,7 @@ from kontrakt.registry._models import (
     SchemaVersion,
     ServerConfig,
 )
+from kontrakt.registry._shell import ClientShell, http_timeout, past_deadline
 
 __all__ = ["SchemaRegistryClient"]
 

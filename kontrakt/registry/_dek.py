@@ -2,7 +2,7 @@
 keys (DEKs) for client-side field-level encryption, with confluent-kafka-python's names.
 
 The operations are written once as sans-I/O generators (:class:`DekCore`) that yield
-:class:`~kontrakt.registry._core.Call` objects; :class:`DekRegistryClient` and
+:class:`~kontrakt.registry._exchange.Call` objects; :class:`DekRegistryClient` and
 :class:`AsyncDekRegistryClient` run them through a registry client's transport (HTTP,
 authentication, retries, fail-over and timeouts: see
 :class:`~kontrakt.registry.SchemaRegistryClient`), so there is no second HTTP stack.
@@ -22,7 +22,8 @@ from cachetools import LRUCache
 from kontrakt.errors import SchemaRegistryError
 from kontrakt.registry._async_client import AsyncSchemaRegistryClient
 from kontrakt.registry._client import SchemaRegistryClient
-from kontrakt.registry._core import Call, _q, _shape
+from kontrakt.registry._core import Call, _q
+from kontrakt.registry._exchange import _shape
 
 __all__ = ["DEK_ALGORITHMS", "AsyncDekRegistryClient", "Dek", "DekCore", "DekRegistryClient",
            "Kek"]

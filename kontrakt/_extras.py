@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
 from typing import NoReturn
 
 from kontrakt.errors import MissingExtraError
 
-__all__ = ["missing_extra", "raise_missing_extra"]
+__all__ = ["import_extra", "missing_extra", "raise_missing_extra"]
 
 #: Top-level module -> the extra that installs it (see pyproject.toml).
 _EXTRA_OF = {
@@ -17,6 +19,8 @@ _EXTRA_OF = {
     "celpy": "rules",
     "jsonata": "rules",
     "cryptography": "encryption",
+    "pyspark": "spark",
+    "pyarrow": "spark",
 }
 
 
@@ -49,3 +53,18 @@ def raise_missing_extra(exc: ModuleNotFoundError, what: str) -> NoReturn:
     if better is None:
         raise exc
     raise better from exc
+
+
+def import_extra(module: str, what: str) -> ModuleType:
+    """Import ``module`` (an extra's package), raising :func:`missing_extra`'s error if absent.
+
+    For checks made early, before the code that uses the package runs (e.g. where an option
+    picks a format whose codec lives in an extra).
+
+    Raises:
+        MissingExtraError: the module, or one it imports, belongs to a missing extra.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise_missing_extra(exc, what)

@@ -166,12 +166,12 @@ def _encoder(conn: Connection, fmt: str, field: str, topic: str, schema_file: st
         ser = JSONSerializer(schema_text, client, conf=conf)
         parse = json.loads
     else:
-        from google.protobuf import json_format
-
+        # The serde first: without the protobuf extra it says which extra to install.
         from kontrakt.serde import ProtobufSerializer
 
         cls = _protobuf_class(client, subject, schema_file, message)
         ser = ProtobufSerializer(cls, client, conf=conf)
+        from google.protobuf import json_format
 
         def parse(text: str) -> Any:
             try:
@@ -290,22 +290,24 @@ def _decoder(conn: Connection, fmt: str, field: str, closers: list[Callable[[], 
                 raise CliError(f"{record.topic}/{record.partition}@{record.offset}: the "
                                f"{field} is not JSON ({exc})") from None
         return decode_json
-    from kontrakt.serde import (
-        AvroDeserializer,
-        JSONDeserializer,
-        MessageField,
-        ProtobufDeserializer,
-        SerializationContext,
-    )
+    from kontrakt.serde import MessageField, SerializationContext
 
     client = _registry_client(conn, fmt)
     closers.append(client.close)
+    # One format's deserializer only: each loads its own extra's package (an Avro consumer
+    # needs no protobuf).
     de: Any
     if fmt == "avro":
+        from kontrakt.serde import AvroDeserializer
+
         de = AvroDeserializer(client)
     elif fmt == "json-schema":
+        from kontrakt.serde import JSONDeserializer
+
         de = JSONDeserializer(None, schema_registry_client=client)
     else:
+        from kontrakt.serde import ProtobufDeserializer
+
         de = ProtobufDeserializer(None, schema_registry_client=client)
     mfield = MessageField.KEY if field == "key" else MessageField.VALUE
 

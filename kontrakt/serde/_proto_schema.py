@@ -17,8 +17,14 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool
-from google.protobuf.message import DecodeError
+from kontrakt._extras import raise_missing_extra
+
+try:
+    from google.protobuf import descriptor_pb2, descriptor_pool
+    from google.protobuf.message import DecodeError
+except ModuleNotFoundError as exc:
+    # Reached without kontrakt.serde.protobuf too: the CLI, the Spark source, dataclass models.
+    raise_missing_extra(exc, "decoding Protobuf schemas (kontrakt.serde._proto_schema)")
 
 from kontrakt.errors import SerializationError
 

@@ -43,12 +43,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from kontrakt._extras import raise_missing_extra
+
 try:
+    # Both, here: every submodule imports one or the other at its top.
+    import pyarrow  # noqa: F401
     import pyspark.sql.datasource  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised without pyspark installed
-    raise ImportError(
-        "kontrakt.spark needs PySpark 4 and PyArrow: pip install 'kontrakt[spark]'"
-    ) from exc
+except ModuleNotFoundError as exc:  # exercised with the package blocked, in a subprocess
+    raise_missing_extra(exc, "kontrakt.spark (PySpark 4 and PyArrow)")
 
 from kontrakt.spark._mapping import UnsupportedSchemaError
 from kontrakt.spark._source import KontraktDataSource

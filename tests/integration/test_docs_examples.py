@@ -1,10 +1,14 @@
 """The documentation's Python examples run as written against a Tansu broker and the
 embedded registry (the quickstart's addresses replaced by theirs; the getting-started
-page's first block is the README's quickstart, run by test_readme_quickstart.py)."""
+page's first block is the README's quickstart, run by test_readme_quickstart.py), and
+``examples/demo.py`` runs unchanged with its own broker and registry."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -75,3 +79,30 @@ def test_typed_events_example(tansu_broker_factory: Callable[..., TansuBroker],
     # the value's schema, generated from the dataclass, is under the topic's subject
     with SchemaRegistryClient({"url": registry.url}) as client:
         assert client.get_subjects() == ["orders-value"]
+
+
+def test_the_demo_runs_as_written() -> None:
+    """``examples/demo.py`` as ``scripts/demo.sh`` runs it: its own broker and registry,
+    in a fresh interpreter; every step prints what it did, and it stops what it started."""
+    root = DOCS.parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(root), os.environ.get("PYTHONPATH")) if p))
+    # A session of its own: on a timeout the demo's broker goes with it (killed by group).
+    proc = subprocess.Popen([sys.executable, str(root / "examples" / "demo.py")], cwd=root,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"the demo did not finish within 90 s: {out}") from None
+    assert proc.returncode == 0, out
+    lines = out.splitlines()
+    for user in ("u-1", "u-2", "u-3"):
+        assert any(line.startswith(f"received key={user!r} value=UserSignedUp(user_id="
+                                   f"{user!r}") for line in lines), out
+    assert "registry refused an incompatible change: HTTP 409, error code 40901" in out
+    assert "local engine agrees: compatible=False" in out
+    assert re.search(r"negotiated with 127\.0\.0\.1:\d+: Produce v\d+, Fetch v\d+", out), out
+    assert lines[-1] == "broker and registry stopped; done", out

@@ -1,4 +1,5 @@
-"""A serde whose extra is not installed says which extra to install.
+"""A feature whose extra is not installed says which extra to install (serdes, rule executors,
+the Spark source, OpenTelemetry, Kerberos, the command line).
 
 Each case runs in a fresh interpreter in which the extra's package cannot be imported
 (``sys.modules[name] = None`` makes Python's import fail as if it were not installed).
@@ -13,6 +14,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
+_JSON_SER = ("from kontrakt.registry import MockSchemaRegistryClient as R\n"
+             "from kontrakt.serde import JSONSerializer as J, MessageField as F, "
+             "SerializationContext as C\n"
+             "ser = lambda schema: J(schema, R())({'a': 1}, C('t', F.VALUE))\nser")
 _SPARK_AVRO = ("parse_options({'kafka.bootstrap.servers': '127.0.0.1:1', 'subscribe': 't', "
                "'schema.registry.url': 'http://127.0.0.1:1', 'value.format': 'avro'})")
 
@@ -31,6 +36,22 @@ _SPARK_AVRO = ("parse_options({'kafka.bootstrap.servers': '127.0.0.1:1', 'subscr
      "not installed: pip install 'kontrakt[rules]'"),
     ("jsonata", "from kontrakt.serde.rules.jsonata import JsonataExecutor",
      "pip install 'kontrakt[rules]'"),
+    # JSON Schema: Kontrakt's own validator needs no extra (draft 7); jsonschema is the
+    # fallback for what it does not cover (draft 4 here), and only then is it needed
+    ("jsonschema", f"{_JSON_SER}('{{\"type\": \"object\"}}')\nraise RuntimeError('ok')",
+     "RuntimeError: ok"),
+    ("jsonschema", f"{_JSON_SER}('{{\"$schema\": \"http://json-schema.org/draft-04/"
+                   "schema#\", \"type\": \"object\"}')",
+     "kontrakt.errors.MissingExtraError: validating with this JSON Schema needs the "
+     "'jsonschema' module, which is not installed: pip install 'kontrakt[json]'"),
+    ("opentelemetry", "import kontrakt.otel",
+     "kontrakt.errors.MissingExtraError: kontrakt.otel needs OpenTelemetry: "
+     "pip install 'kontrakt[otel]'"),
+    # Kerberos is chosen by configuration: a ConfigError when the client is built
+    ("gssapi", "from kontrakt import Producer\nProducer(bootstrap_servers='127.0.0.1:1', "
+               "security_protocol='SASL_PLAINTEXT', sasl_mechanism='GSSAPI')",
+     "kontrakt.errors.ConfigError: sasl.mechanism=GSSAPI needs the gssapi package "
+     "(pip install 'kontrakt[gssapi]';"),
     # the rules engine itself needs no extra: a serde without executors still fails closed
     ("celpy", "import kontrakt.serde.rules, kontrakt.serde.avro; raise RuntimeError('ok')",
      "RuntimeError: ok"),

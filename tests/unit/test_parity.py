@@ -64,21 +64,6 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 
 
-#: Differences expected from issue 21's migration work (peer-compatible names that belong to
-#: one form only), which lands apart from this test: allowed when present, never stale.
-#: Once a name exists, move it to ALLOWED (or close the gap) and drop it here.
-PENDING: dict[tuple[str, str], str] = {
-    **{(c, name): "aiokafka's AIOKafkaConsumer name, for the async form only"
-       for c in ("Consumer", "DeserializingConsumer")
-       for name in ("getone", "getall", "stop", "seek_to_committed")},
-    **{(c, name): "confluent-kafka's / kafka-python's blocking consumer name"
-       for c in ("Consumer", "DeserializingConsumer")
-       for name in ("consumer_group_metadata", "get_watermark_offsets", "incremental_assign",
-                    "incremental_unassign", "unassign", "metrics", "memberid")},
-    ("Producer", "set_sasl_credentials"): "confluent-kafka's blocking producer name",
-}
-
-
 def _public_classes() -> dict[str, type]:
     found: dict[str, type] = {}
     for name in MODULES:
@@ -146,7 +131,7 @@ def test_the_pairs_are_found() -> None:
 def test_sync_and_async_forms_have_the_same_methods_and_parameters(sync: type,
                                                                    other: type) -> None:
     diffs = {name: how for name, how in _differences(sync, other).items()
-             if (sync.__name__, name) not in ALLOWED and (sync.__name__, name) not in PENDING}
+             if (sync.__name__, name) not in ALLOWED}
     assert not diffs, f"{sync.__name__} / {other.__name__}: {diffs}"
 
 

@@ -195,10 +195,14 @@ def plan_encoding(schema: Any, mode: str, subject: str | None,
     return _phase_plan(schema, rule_set.encoding_rules, mode, subject, registry)
 
 
-def _phase_plan(schema: Any, raw_rules: Sequence[Mapping[str, Any]], mode: str,
-                subject: str | None, registry: RuleRegistry) -> RulePlan | None:
-    if schema.rule_set.enable_at not in (None, "ALL", "CLIENT"):
-        return None
+def _runs_in_clients(rule_set: Any) -> bool:
+    # A ruleSet enabled elsewhere (enableAt other than ALL / CLIENT) is not the serdes' to run.
+    return rule_set is not None and rule_set.enable_at in (None, "ALL", "CLIENT")
+
+
+def _select(raw_rules: Sequence[Mapping[str, Any]], mode: str, last_first: bool) -> list[Rule]:
+    """The enabled rules of ``raw_rules`` that apply in ``mode``, reversed when
+    ``last_first`` (reading, downgrading); refuses a rule of an unknown mode."""
     rules = []
     for raw in raw_rules:
         rule = Rule.from_dict(raw)
@@ -206,11 +210,17 @@ def _phase_plan(schema: Any, raw_rules: Sequence[Mapping[str, Any]], mode: str,
             raise RuleError(f"{rule.describe()}: unknown mode {rule.mode!r}")
         if not rule.disabled and _applies(rule, mode):
             rules.append(rule)
-    if not rules:
-        return None
-    if mode == READ:
+    if last_first:
         rules.reverse()
-    return RulePlan(rules, mode, schema, None, subject, registry)
+    return rules
+
+
+def _phase_plan(schema: Any, raw_rules: Sequence[Mapping[str, Any]], mode: str,
+                subject: str | None, registry: RuleRegistry) -> RulePlan | None:
+    if not _runs_in_clients(schema.rule_set):
+        return None
+    rules = _select(raw_rules, mode, mode == READ)
+    return RulePlan(rules, mode, schema, None, subject, registry) if rules else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,20 +239,12 @@ def _migration_plan(step: Migration, subject: str | None,
     # UPGRADE runs the newer (target) schema's rules; DOWNGRADE the newer (source) schema's,
     # in reverse order, as Confluent's serdes do.
     owner = step.target if step.mode == UPGRADE else step.source
-    rule_set = getattr(owner, "rule_set", None)
-    if rule_set is None or rule_set.enable_at not in (None, "ALL", "CLIENT"):
+    rule_set: Any = getattr(owner, "rule_set", None)
+    if not _runs_in_clients(rule_set):
         return None
-    rules = []
-    for raw in rule_set.migration_rules:
-        rule = Rule.from_dict(raw)
-        if rule.mode not in _MODES:
-            raise RuleError(f"{rule.describe()}: unknown mode {rule.mode!r}")
-        if not rule.disabled and _applies(rule, step.mode):
-            rules.append(rule)
+    rules = _select(rule_set.migration_rules, step.mode, step.mode == DOWNGRADE)
     if not rules:
         return None
-    if step.mode == DOWNGRADE:
-        rules.reverse()
     return RulePlan(rules, step.mode, step.target, step.source, subject, registry)
 
 
@@ -280,8 +282,8 @@ class _Chain(RulePlan):
 
 def migration_rules(schema: Any) -> list[Rule]:
     """The enabled ``UPGRADE`` / ``DOWNGRADE`` / ``UPDOWN`` rules of ``schema``."""
-    rule_set = getattr(schema, "rule_set", None)
-    if rule_set is None or rule_set.enable_at not in (None, "ALL", "CLIENT"):
+    rule_set: Any = getattr(schema, "rule_set", None)
+    if not _runs_in_clients(rule_set):
         return []
     rules = [Rule.from_dict(r) for r in rule_set.migration_rules]
     return [r for r in rules if not r.disabled and r.mode in (UPGRADE, DOWNGRADE, UPDOWN)]

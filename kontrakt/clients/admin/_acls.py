@@ -32,7 +32,20 @@ from kontrakt.protocol.messages import (
     DescribeLogDirsRequest,
 )
 
-__all__ = ["AclOperations"]
+__all__ = ["AUTH_OPS_UNKNOWN", "AclOperations", "authorized_operations"]
+
+#: What a broker puts in an authorized-operations field it was not asked for, or cannot fill
+#: (Kafka's INT32_MIN sentinel).
+AUTH_OPS_UNKNOWN = -(2**31)
+
+
+def authorized_operations(bits: int) -> frozenset[AclOperation] | None:
+    """The operations set in an authorized-operations bit field (bit ``n`` is
+    ``AclOperation(n)``), as DescribeCluster and DescribeGroups return them; None for
+    :data:`AUTH_OPS_UNKNOWN`."""
+    if bits == AUTH_OPS_UNKNOWN:
+        return None
+    return frozenset(op for op in AclOperation if bits & (1 << op.value))
 
 
 class AclOperations:

@@ -25,7 +25,7 @@ from typing import Any
 
 from kontrakt._config import Option, options
 from kontrakt.clients.admin import _validate as v
-from kontrakt.clients.admin._acls import AclOperations
+from kontrakt.clients.admin._acls import AUTH_OPS_UNKNOWN, AclOperations, authorized_operations
 from kontrakt.clients.admin._configs import ConfigOperations, config_source
 from kontrakt.clients.admin._groups import GroupOperations
 from kontrakt.clients.admin._offsets import OffsetOperations
@@ -37,7 +37,6 @@ from kontrakt.clients.admin._scram import ScramOperations
 from kontrakt.clients.admin._tokens import DelegationTokenOperations
 from kontrakt.clients.admin._transactions import TransactionOperations
 from kontrakt.clients.admin._types import (
-    AclOperation,
     ClusterDescription,
     ConfigEntry,
     ConfigSource,
@@ -68,15 +67,6 @@ ADMIN_OPTIONS: dict[str, Option] = {**CLIENT_OPTIONS, **options(
            doc="how long an admin call may take in total, retries included, when the "
                "call's timeout argument is not given"),
 )}
-
-_AUTH_OPS_UNKNOWN = -(2**31)
-
-
-def _operations(bits: int) -> frozenset[AclOperation] | None:
-    if bits == _AUTH_OPS_UNKNOWN:
-        return None
-    return frozenset(op for op in AclOperation if bits & (1 << op.value))
-
 
 class AsyncAdminClient(ConfigOperations, GroupOperations, OffsetOperations,
                        RecordOperations, TransactionOperations, AclOperations, ScramOperations,
@@ -404,11 +394,11 @@ class AsyncAdminClient(ConfigOperations, GroupOperations, OffsetOperations,
                 resp = await self._router.exchange(node, MetadataRequest, lambda ver: (
                     MetadataRequest(topics=[], allow_auto_topic_creation=False)), deadline)
                 nodes = tuple(Node(b.node_id, b.host, b.port, b.rack) for b in resp.brokers)
-                auth = _AUTH_OPS_UNKNOWN
+                auth = AUTH_OPS_UNKNOWN
             nodes = tuple(sorted(nodes, key=lambda n: n.id))
             controller = next((n for n in nodes if n.id == resp.controller_id), None)
             return ClusterDescription(resp.cluster_id, controller, nodes,
-                                      _operations(auth) if include_authorized_operations
+                                      authorized_operations(auth) if include_authorized_operations
                                       else None)
 
         return await self._router.call(attempt, deadline)

@@ -15,9 +15,9 @@ from typing import Any
 
 from kontrakt._types import TopicPartition
 from kontrakt.clients.admin import _validate as v
+from kontrakt.clients.admin._acls import authorized_operations
 from kontrakt.clients.admin._routing import Router, error_for, finish
 from kontrakt.clients.admin._types import (
-    AclOperation,
     ConsumerGroupDescription,
     ConsumerGroupListing,
     ConsumerGroupState,
@@ -43,8 +43,6 @@ from kontrakt.protocol.messages import (
 from kontrakt.protocol.spec import Request
 
 __all__ = ["GroupOperations"]
-
-_AUTH_OPS_UNKNOWN = -(2**31)
 
 
 class GroupOperations:
@@ -259,9 +257,7 @@ def _describe_group(g: Any, coordinator: Node | None,
             m.member_id, m.client_id, m.client_host, assignment, m.group_instance_id,
             topics, owned, rack, bytes(m.member_metadata or b""),
             bytes(m.member_assignment or b"")))
-    ops = None
-    if with_ops and g.authorized_operations != _AUTH_OPS_UNKNOWN:
-        ops = frozenset(op for op in AclOperation if g.authorized_operations & (1 << op.value))
+    ops = authorized_operations(g.authorized_operations) if with_ops else None
     return ConsumerGroupDescription(
         g.group_id, not g.protocol_type, tuple(members), g.protocol_data,
         ConsumerGroupState.parse(g.group_state), coordinator, g.protocol_type, ops)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from kontrakt.errors import SchemaRegistryError
 from kontrakt.registry._errors import InvalidSchemaError
 from kontrakt.registry.server._contracts import merge_rule_sets
-from kontrakt.registry.server._tags_json import merged_tags, retag_json
+from kontrakt.registry.server._tags_json import retag_document, retag_json
 from kontrakt.registry.server._tags_proto import retag_proto
 
 if TYPE_CHECKING:
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["tag_schema"]
 
-_TAGS = "confluent:tags"
 _ENTITY_TYPES = ("SR_RECORD", "SR_FIELD")
 _RULE_KINDS = ("migrationRules", "domainRules", "encodingRules")
 
@@ -120,14 +119,7 @@ def retag_avro(text: str, add: dict[tuple[str, str], list[str]],
     schema = json.loads(text)
     records: dict[str, dict[str, Any]] = {}
     _records(schema, "", records)
-    for key in [*add, *(k for k in remove if k not in add)]:
-        node = _node(records, *key)
-        tags = merged_tags(node.get(_TAGS), add.get(key), remove.get(key))
-        if tags:
-            node[_TAGS] = tags
-        else:
-            node.pop(_TAGS, None)
-    return json.dumps(schema, separators=(",", ":"))
+    return retag_document(schema, add, remove, lambda key: _node(records, *key))
 
 
 def _pruned(rule_set: dict[str, Any] | None, names: list[str]) -> dict[str, Any] | None:

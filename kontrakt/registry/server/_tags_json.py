@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kontrakt.registry._errors import InvalidSchemaError
 
-__all__ = ["merged_tags", "retag_json"]
+__all__ = ["merged_tags", "retag_document", "retag_json", "retag_order"]
 
 _TAGS = "confluent:tags"
 # Confluent's schema kinds in the order its comparator sorts them (alphabetical).
@@ -151,11 +152,32 @@ def retag_json(text: str, add: dict[tuple[str, str], list[str]],
         InvalidSchemaError: a path the schema does not have (42201).
     """
     schema = json.loads(text)
-    for key in [*add, *(k for k in remove if k not in add)]:
+
+    def node_of(key: tuple[str, str]) -> dict[str, Any]:
         kind, path = key
         node = _find(schema, deque(path.split(".")), kind)
         if not isinstance(node, dict):
             raise InvalidSchemaError(422, 42201, f"No matching path {path!r} in the schema")
+        return node
+
+    return retag_document(schema, add, remove, node_of)
+
+
+def retag_order(add: Mapping[tuple[str, str], list[str]],
+                remove: Mapping[tuple[str, str], list[str]]) -> list[tuple[str, str]]:
+    """The entities a retag touches, in the order it edits them: those of ``add``, then
+    those only in ``remove``."""
+    return [*add, *(k for k in remove if k not in add)]
+
+
+def retag_document(schema: Any, add: Mapping[tuple[str, str], list[str]],
+                   remove: Mapping[tuple[str, str], list[str]],
+                   node_of: Callable[[tuple[str, str]], dict[str, Any]]) -> str:
+    """Rewrite the ``confluent:tags`` of each entity of a parsed JSON document (an Avro or
+    JSON Schema schema), found by ``node_of`` (which raises for a missing one), dropping
+    the keyword where no tag is left; returns the document as compact JSON."""
+    for key in retag_order(add, remove):
+        node = node_of(key)
         tags = merged_tags(node.get(_TAGS), add.get(key), remove.get(key))
         if tags:
             node[_TAGS] = tags

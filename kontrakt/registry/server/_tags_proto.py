@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from kontrakt.registry._errors import InvalidSchemaError
 from kontrakt.registry.compatibility._proto_parser import _TOKEN
-from kontrakt.registry.server._tags_json import merged_tags
+from kontrakt.registry.server._tags_json import merged_tags, retag_order
 
 __all__ = ["retag_proto"]
 
@@ -334,7 +334,7 @@ def retag_proto(text: str, add: dict[tuple[str, str], list[str]],
     """
     src = _Source(text)
     touched: dict[int, tuple[_Field | _Message, _Meta]] = {}
-    for key in [*add, *(k for k in remove if k not in add)]:
+    for key in retag_order(add, remove):
         kind, path = key
         ids = path.split(".")
         element: _Field | _Message

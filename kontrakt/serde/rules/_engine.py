@@ -173,10 +173,7 @@ def plan_rules(schema: Any, mode: str, subject: str | None,
     Raises:
         RuleError: a rule of the set has a mode that is not one of the six.
     """
-    rule_set = getattr(schema, "rule_set", None)
-    if rule_set is None or not rule_set.domain_rules:
-        return None
-    return _phase_plan(schema, rule_set.domain_rules, mode, subject, registry)
+    return _phase_plan(schema, "domain_rules", mode, subject, registry)
 
 
 def plan_encoding(schema: Any, mode: str, subject: str | None,
@@ -189,10 +186,7 @@ def plan_encoding(schema: Any, mode: str, subject: str | None,
     Raises:
         RuleError: a rule of the set has a mode that is not one of the six.
     """
-    rule_set = getattr(schema, "rule_set", None)
-    if rule_set is None or not rule_set.encoding_rules:
-        return None
-    return _phase_plan(schema, rule_set.encoding_rules, mode, subject, registry)
+    return _phase_plan(schema, "encoding_rules", mode, subject, registry)
 
 
 def _runs_in_clients(rule_set: Any) -> bool:
@@ -215,9 +209,12 @@ def _select(raw_rules: Sequence[Mapping[str, Any]], mode: str, last_first: bool)
     return rules
 
 
-def _phase_plan(schema: Any, raw_rules: Sequence[Mapping[str, Any]], mode: str,
-                subject: str | None, registry: RuleRegistry) -> RulePlan | None:
-    if not _runs_in_clients(schema.rule_set):
+def _phase_plan(schema: Any, phase: str, mode: str, subject: str | None,
+                registry: RuleRegistry) -> RulePlan | None:
+    # phase: the ruleSet attribute holding the rules (domain_rules, encoding_rules)
+    rule_set: Any = getattr(schema, "rule_set", None)
+    raw_rules = getattr(rule_set, phase) if rule_set is not None else None
+    if not raw_rules or not _runs_in_clients(rule_set):
         return None
     rules = _select(raw_rules, mode, mode == READ)
     return RulePlan(rules, mode, schema, None, subject, registry) if rules else None

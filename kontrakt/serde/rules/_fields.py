@@ -191,12 +191,7 @@ class _AvroWalker:
                 tags = set(f.get("confluent:tags") or ()) | set(self.tags_of(f"{full}.{name}"))
                 ctx = FieldContext(value, f"{full}.{name}", name,
                                    _type_name(f["type"], self.names), frozenset(tags))
-                new = self.value(f["type"], value[name], ctx)
-                if self.condition:
-                    if new is False:
-                        raise _Refused(ctx)
-                else:
-                    value[name] = new
+                _settle(value, name, self.value(f["type"], value[name], ctx), ctx, self.condition)
             return value
         if kind == "array" and isinstance(value, list):
             return [self.value(schema["items"], v, field) for v in value]
@@ -212,6 +207,17 @@ class _Refused(Exception):
     def __init__(self, field: FieldContext) -> None:
         super().__init__(field.full_name)
         self.field = field
+
+
+def _settle(record: dict[str, Any], name: str, new: Any, ctx: FieldContext,
+            condition: bool) -> None:
+    # A field's outcome: a CONDITION's False refuses the record; a TRANSFORM's value replaces
+    # the field (the Avro and JSON Schema walks alike).
+    if condition:
+        if new is False:
+            raise _Refused(ctx)
+    else:
+        record[name] = new
 
 
 def _copy(value: Any) -> Any:
@@ -288,12 +294,7 @@ class _JsonWalker:
                     else set()
                 ctx = FieldContext(value, full, name, _json_type(sub_d),
                                    frozenset(tags | set(self.tags_of(full))))
-                new = self.value(sub, value[name], full, ctx)
-                if self.condition:
-                    if new is False:
-                        raise _Refused(ctx)
-                else:
-                    value[name] = new
+                _settle(value, name, self.value(sub, value[name], full, ctx), ctx, self.condition)
             return value
         items = schema.get("items")
         if isinstance(items, dict) and isinstance(value, list):

@@ -1,4 +1,5 @@
-"""Fetching: one fetch in flight per broker, a bounded prefetch buffer, fetch sessions.
+"""Fetching: one fetch in flight per broker, planned from the assignment, with fetch
+sessions and pipelining.
 
 How data flows: the :class:`Fetcher` (event loop) sends a Fetch to each leader that has
 fetchable partitions. When the response arrives, the next Fetch goes out at once (its
@@ -10,19 +11,16 @@ application drains the buffer — from the loop (async consumer) or from its own
 (sync consumer) — taking many records per lock acquisition; no record crosses threads on
 its own.
 
-Memory: buffered records count against the cap (``queued.max.messages.kbytes``) by what
-they cost decoded (:data:`RECORD_COST`), not by their compressed bytes, and a response is
-decoded a bounded chunk at a time only while the buffer is below the cap; a decoding over
-it waits for the application to drain (see ``Fetcher._decode_partition``). So a batch of
-millions of tiny records, or a response of many batches each at the decompression limit,
-takes the cap and a chunk or two, not what it decodes to.
-
 Positions: ``PartitionState.fetch_offset`` runs ahead (prefetch), ``position`` only moves
 when records are handed to the application, so commits never cover unseen records. Every
 seek bumps the partition's ``gen``; fetched data of an older gen is dropped, never returned.
 
-The buffer lives in :mod:`._buffer`, fetch sessions in :mod:`._session` (both re-exported
-here).
+This room holds the fetcher's lifecycle and wake-ups, the planning of fetches per broker
+and the Fetch round trip (request, pipelining, per-partition errors). The fetcher inherits
+the rest: decoding into the buffer under the memory cap from :mod:`._fetch_intake`,
+position lookups (committed offsets, resets, KIP-320 validation) from
+:mod:`._fetch_positions`. The buffer lives in :mod:`._buffer`, fetch sessions in
+:mod:`._session` (both re-exported here).
 """
 
 from __future__ import annotations
@@ -31,10 +29,10 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
-from kontrakt._types import OffsetAndMetadata, TopicPartition
+from kontrakt._types import TopicPartition
 from kontrakt.clients._hooks import report_error
 from kontrakt.clients._wait import cancel_and_wait, wait_event
 from kontrakt.clients.client import AsyncKafkaClient, Backoff
@@ -47,20 +45,22 @@ from kontrakt.clients.consumer._decoding import (
     iter_partition_chunks,
     parse_partition,
 )
+from kontrakt.clients.consumer._fetch_intake import (
+    CHUNK_BYTES,
+    MAX_CHUNK_COST,
+    MIN_CHUNK_COST,
+    BufferIntake,
+)
+from kontrakt.clients.consumer._fetch_positions import CommittedLookup, PositionUpkeep
 from kontrakt.clients.consumer._metrics import ConsumerMetrics
-from kontrakt.clients.consumer._offsets import EARLIEST, LATEST, list_offsets
 from kontrakt.clients.consumer._session import FetchSession
 from kontrakt.clients.consumer._subscription import (
     PartitionState,
     SubscriptionState,
 )
 from kontrakt.errors import (
-    CorruptRecordError,
     KafkaConnectionError,
-    KafkaError,
     KafkaTimeoutError,
-    OffsetOutOfRangeResetError,
-    UnsupportedVersionError,
 )
 from kontrakt.protocol.errors import (
     FetchSessionIdNotFoundError,
@@ -68,14 +68,11 @@ from kontrakt.protocol.errors import (
     OffsetOutOfRangeError,
     for_code,
 )
-from kontrakt.protocol.messages import (
-    FetchRequest,
-    OffsetForLeaderEpochRequest,
-)
+from kontrakt.protocol.messages import FetchRequest
 from kontrakt.protocol.records import iter_batches
 
-__all__ = ["HEADER_COST", "RECORD_COST", "CompletedFetch", "FetchBuffer", "FetchSession",
-           "Fetcher", "iter_partition_chunks", "parse_partition"]
+__all__ = ["HEADER_COST", "RECORD_COST", "CommittedLookup", "CompletedFetch", "FetchBuffer",
+           "FetchSession", "Fetcher", "iter_partition_chunks", "parse_partition"]
 
 log = logging.getLogger("kontrakt.consumer.fetcher")
 
@@ -83,24 +80,9 @@ _MAX_FETCH_VERSION = 12  # v13+ names topics by id only; 12 has sessions and epo
 _OFFSET_OUT_OF_RANGE = OffsetOutOfRangeError.code
 #: The broker lost or refused the fetch session: start a new one.
 _SESSION_ERRORS = frozenset((FetchSessionIdNotFoundError.code, InvalidFetchSessionEpochError.code))
-#: Decoded records are handed to the buffer after about this many bytes of batches, and the
-#: loop then runs once per _LOOP_READ bytes decoded: asyncio reads up to 256 KiB per socket
-#: per loop pass, so the broker keeps streaming the next response while this one is decoded
-#: (without the passes, its sending stalls once the socket buffers are full, until the whole
-#: response is decoded). Chunks are not smaller because the garbage collector is paused per
-#: chunk: every chunk costs a young-generation pass, and every tenth an older one.
-_CHUNK_BYTES = 512 * 1024
-_LOOP_READ = 128 * 1024
-#: Records are materialized at most about this much memory at a time (see
-#: Fetcher.chunk_cost): an eighth of the prefetch cap, within these bounds.
-_MIN_CHUNK_COST = 64 * 1024
-_MAX_CHUNK_COST = 8 * 1024 * 1024
-
-CommittedLookup = Callable[[list[TopicPartition]],
-                           Awaitable[Mapping[TopicPartition, OffsetAndMetadata | None]]]
 
 
-class Fetcher:
+class Fetcher(BufferIntake, PositionUpkeep):
     """Background fetching for a :class:`SubscriptionState` into a :class:`FetchBuffer`.
 
     Args:
@@ -157,10 +139,10 @@ class Fetcher:
         self._decode_tail: asyncio.Future[None] | None = None
         self._decoding: set[asyncio.Task[None]] = set()
         #: records are handed to the buffer (and the loop runs) after about this much
-        self.chunk_bytes = _CHUNK_BYTES
+        self.chunk_bytes = CHUNK_BYTES
         #: records are materialized at most about this much memory at a time, and only
         #: while the buffer is below its cap: it holds at most the cap plus this
-        self.chunk_cost = min(_MAX_CHUNK_COST, max(_MIN_CHUNK_COST, buffer.max_bytes // 8))
+        self.chunk_cost = min(MAX_CHUNK_COST, max(MIN_CHUNK_COST, buffer.max_bytes // 8))
         #: set by wake() (buffer space freed, seek, assignment change): a decoding waiting
         #: for buffer space checks again
         self._space: asyncio.Event | None = None
@@ -317,143 +299,6 @@ class Fetcher:
         delay = b.next()
         self._node_backoff[node] = (time.monotonic() + delay, b)
         self._wake_later(delay)
-
-    # --- positions ---------------------------------------------------------------------
-
-    async def _resolve_missing(self) -> None:
-        tps = self.subs.missing_positions()
-        if not tps:
-            return
-        gens = {tp: self.subs.assignment[tp].gen for tp in tps}
-        committed: Mapping[TopicPartition, OffsetAndMetadata | None] = {}
-        if self.committed_lookup is not None:
-            try:
-                committed = await self.committed_lookup(tps)
-            except KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                log.debug("committed offset lookup failed, retrying: %s", exc)
-                await asyncio.sleep(self._retry[0])
-                return
-        for tp in tps:
-            st = self.subs.assignment.get(tp)
-            if st is None or st.gen != gens[tp] or st.position is not None:
-                continue
-            c = committed.get(tp)
-            if c is not None and c.offset >= 0:
-                self._seek(st, c.offset, c.leader_epoch)
-            else:
-                st.reset = self.subs.default_reset
-
-    def _seek(self, st: PartitionState, offset: int, leader_epoch: int) -> None:
-        # Under the buffer's lock, as the application's seek(): a sync consumer's poll() on
-        # another thread moves positions under it, and must not move this one back to the
-        # end of a fetch that the seek made stale.
-        with self.buffer.lock:
-            st.seek(offset, leader_epoch)
-
-    async def _reset_positions(self) -> None:
-        pending = self.subs.pending_resets()
-        query: dict[TopicPartition, int] = {}
-        for tp, strategy in pending.items():
-            st = self.subs.assignment[tp]
-            if strategy == "none":
-                with self.buffer.lock:
-                    st.reset = None
-                    st.position = None
-                    st.failed = True
-                    st.gen += 1
-                self.buffer.add_error(tp, st, OffsetOutOfRangeResetError(
-                    f"partition {tp} has no valid position and auto.offset.reset is 'none'; "
-                    "seek() to choose one"))
-                continue
-            query[tp] = EARLIEST if strategy == "earliest" else LATEST
-        if not query:
-            return
-        gens = {tp: self.subs.assignment[tp].gen for tp in query}
-        try:
-            found = await list_offsets(self.client, query,
-                                       isolation_level=1 if self.read_committed else 0)
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
-            log.debug("offset reset lookup failed, retrying: %s", exc)
-            await asyncio.sleep(self._retry[0])
-            return
-        for tp, res in found.items():
-            cur = self.subs.assignment.get(tp)
-            if cur is None or cur.gen != gens[tp] or cur.reset is None or res is None:
-                continue
-            self._seek(cur, res.offset, res.leader_epoch if res.leader_epoch >= 0 else -1)
-
-    def _check_leader_epochs(self) -> None:
-        """Validate positions after a leader change (KIP-320) where the broker allows."""
-        cluster = self.client.cluster
-        todo: list[TopicPartition] = []
-        for tp, st in self.subs.assignment.items():
-            info = cluster.topics.get(tp.topic)
-            p = info.partitions.get(tp.partition) if info else None
-            if p is None or p.leader_epoch < 0:
-                continue
-            if st.seen_leader_epoch == p.leader_epoch:
-                continue
-            first = st.seen_leader_epoch < 0
-            st.seen_leader_epoch = p.leader_epoch
-            if (not first and st.position is not None and st.position.leader_epoch >= 0
-                    and not st.validating):
-                st.validating = True
-                todo.append(tp)
-        if todo:
-            self._validating = self._spawn(self._validate(todo))
-
-    async def _validate(self, tps: list[TopicPartition]) -> None:
-        cluster = self.client.cluster
-        try:
-            by_node: dict[int, list[TopicPartition]] = {}
-            for tp in tps:
-                by_node.setdefault(cluster.leader_for(tp.topic, tp.partition), []).append(tp)
-            for node, group in by_node.items():
-                if node < 0:
-                    continue
-                try:
-                    await self._validate_on(node, group)
-                except (KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError) as e:
-                    log.debug("leader epoch validation skipped on node %s: %s", node, e)
-        finally:
-            for tp in tps:
-                st = self.subs.assignment.get(tp)
-                if st is not None:
-                    st.validating = False
-
-    async def _validate_on(self, node: int, tps: list[TopicPartition]) -> None:
-        conn = await self.client.connection(node)
-        version = conn.negotiate(OffsetForLeaderEpochRequest)
-        gens: dict[TopicPartition, tuple[int, int]] = {}
-        by_topic: dict[str, list[Any]] = {}
-        P = OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition
-        for tp in tps:
-            st = self.subs.assignment.get(tp)
-            if st is None or st.position is None:
-                continue
-            gens[tp] = (st.gen, st.position.offset)
-            by_topic.setdefault(tp.topic, []).append(P(
-                partition=tp.partition, current_leader_epoch=st.seen_leader_epoch,
-                leader_epoch=st.position.leader_epoch))
-        if not by_topic:
-            return
-        req = OffsetForLeaderEpochRequest(replica_id=-1, topics=[
-            OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
-            for t, ps in by_topic.items()])
-        resp = await conn.send(req, version=version)
-        for t in resp.topics:
-            for p in t.partitions:
-                tp = TopicPartition(t.topic, p.partition)
-                st = self.subs.assignment.get(tp)
-                if st is None or tp not in gens or st.gen != gens[tp][0] or p.error_code:
-                    continue
-                if 0 <= p.end_offset < gens[tp][1]:
-                    log.warning("log truncation detected on %s: position %s is past the end "
-                                "offset %s of epoch; seeking there", tp, gens[tp][1],
-                                p.end_offset)
-                    self._seek(st, p.end_offset, p.leader_epoch)
 
     # --- fetching ----------------------------------------------------------------------
 
@@ -629,84 +474,6 @@ class Fetcher:
             self._seek(st, target, div.epoch)
             return False
         return bool(pd.records)
-
-    async def _decode_partition(self, tp: TopicPartition, st: PartitionState, gen: int,
-                                offset: int, pd: Any) -> None:
-        """Decode a partition's records into the buffer, a chunk at a time.
-
-        Between chunks the loop runs (sockets are read, so the broker keeps streaming the
-        next response, and an async application can take the records already buffered).
-        Stops when the partition is sought or reassigned meanwhile, or has failed.
-
-        A corrupt batch (bad CRC, malformed, or decompressing past ``max_batch_bytes``)
-        stops fetching the partition, as in the Java client: its error is raised once the
-        records before it are consumed, and the position stays on it (a commit cannot skip
-        it) until the application seeks.
-        """
-        if st.failed:
-            return  # a batch before this response was corrupt
-        buffer = self.buffer
-        chunks = self._chunks(
-            tp.topic, tp.partition, pd.records, offset, read_committed=self.read_committed,
-            aborted=pd.aborted_transactions, check_crcs=self.check_crcs,
-            chunk_bytes=self.chunk_bytes, max_batch_bytes=self.max_batch_bytes,
-            chunk_cost=self.chunk_cost)
-        done = offset
-        try:
-            while True:
-                if buffer.total_bytes >= buffer.max_bytes:
-                    # The next chunk is decoded only once the application has made room: a
-                    # response (or batch) of any size then costs at most the cap plus a
-                    # chunk. The chain of decodings behind this one waits too.
-                    await self._wait_for_space(st, gen)
-                    if st.gen != gen:
-                        return
-                    if st.paused and buffer.full(st):
-                        # Paused with the buffer full: the rest of the response is fetched
-                        # again once resumed (the pipelined fetch past it is now stale),
-                        # rather than hold the other partitions' records behind it.
-                        st.fetch_offset = done
-                        return
-                item = next(chunks, None)
-                if item is None:
-                    break
-                records, next_offset, epoch, size, cost = item
-                if st.gen != gen:
-                    return
-                done = next_offset
-                st.fetch_offset = max(st.fetch_offset, next_offset)
-                if epoch >= 0:
-                    st.last_fetched_epoch = epoch
-                buffer.add(CompletedFetch(tp, st, gen, records, next_offset, epoch, size, cost))
-                self.metrics.partition_received(tp, len(records), size)
-                for _ in range(max(1, size // _LOOP_READ)):
-                    await asyncio.sleep(0)
-        except CorruptRecordError as exc:
-            if st.gen != gen:
-                return
-            log.error("fetch %s: %s", tp, exc)
-            # The next fetch went out past this batch (pipelining); moving fetch_offset
-            # back makes its response stale, and failed stops further fetches.
-            st.fetch_offset = done
-            st.failed = True
-            buffer.add_error(tp, st, exc, after_records=True)
-        finally:
-            chunks.close()
-
-    async def _wait_for_space(self, st: PartitionState, gen: int) -> None:
-        """Wait until the buffer has room for ``st``'s records (:meth:`FetchBuffer.full`),
-        or ``st`` is sought or unassigned.
-
-        Draining frees space and calls wake() (``buffer.on_space``), as do seeks,
-        assignment changes, pause() and resume(); close() cancels the waiting task. Returns
-        at once for a paused partition (its decoding stops).
-        """
-        space = self._space
-        assert space is not None
-        buffer = self.buffer
-        while buffer.full(st) and st.gen == gen and not st.paused:
-            space.clear()
-            await space.wait()
 
     def _partition_error(self, tp: TopicPartition, st: PartitionState, offset: int,
                          code: int) -> bool:

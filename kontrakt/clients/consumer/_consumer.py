@@ -1,22 +1,30 @@
-"""The asyncio consumer: subscription or manual assignment, fetching, positions, commits."""
+"""The asyncio consumer's core: construction, start and close, subscription and
+assignment, and handing out records (``poll``, ``getmany``, ``consume``, iteration).
+
+:class:`AsyncConsumer` inherits the rest from mixins in their own rooms: positions, seeks,
+pausing and offset lookups (:mod:`._positions`), offset storing and commits
+(:mod:`._commits`), and other clients' calls (:mod:`._compat`). Fetching is the
+:class:`~kontrakt.clients.consumer._fetcher.Fetcher`'s, group membership
+:mod:`kontrakt.clients.group`'s.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any, overload
+from typing import Any
 
 from kontrakt._config import ClientConfig
-from kontrakt._types import OFFSET_BEGINNING, ConsumerRecord, OffsetAndMetadata, TopicPartition
+from kontrakt._types import ConsumerRecord, TopicPartition
 from kontrakt.clients._hooks import ClientHooks
 from kontrakt.clients._settings import ClientSettings
 from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.consumer._buffer import FetchBuffer
+from kontrakt.clients.consumer._commits import AsyncConsumerCommits
 from kontrakt.clients.consumer._compat import (
     AsyncConsumerCompat,
     batch_timeout,
@@ -27,15 +35,7 @@ from kontrakt.clients.consumer._compat import (
 from kontrakt.clients.consumer._config import CONSUMER_OPTIONS, consumer_settings
 from kontrakt.clients.consumer._fetcher import Fetcher
 from kontrakt.clients.consumer._metrics import attach as attach_metrics
-from kontrakt.clients.consumer._offsets import (
-    EARLIEST,
-    LATEST,
-    OffsetAndTimestamp,
-    OffsetsLike,
-    given_offsets,
-    list_offsets,
-    offsets_after,
-)
+from kontrakt.clients.consumer._positions import AsyncConsumerPositions
 from kontrakt.clients.consumer._subscription import SubscriptionState
 from kontrakt.clients.group._coordinator import make_coordinator
 from kontrakt.clients.group._membership import GroupMembership
@@ -44,7 +44,6 @@ from kontrakt.errors import (
     ConfigError,
     IllegalStateError,
     InvalidArgumentError,
-    KafkaTimeoutError,
 )
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "AsyncConsumer", "ListenerRunner"]
@@ -76,7 +75,7 @@ async def run_listener_inline(callback: Callable[..., Any], partitions: set[Topi
         await result
 
 
-class AsyncConsumer(AsyncConsumerCompat):
+class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCommits):
     """Asyncio Kafka consumer.
 
     Args:
@@ -457,312 +456,6 @@ class AsyncConsumer(AsyncConsumerCompat):
                 for rec in recs:
                     yield rec
 
-    # --- positions -----------------------------------------------------------------------
-
-    async def _until(self, ready: Callable[[], bool], timeout: float | None, what: str) -> None:
-        deadline = time.monotonic() + (timeout if timeout is not None else
-                                       self._settings.request_timeout)
-        self._fetcher.wake()
-        while not ready():
-            self._check()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise KafkaTimeoutError(f"{what} did not complete within the timeout")
-            await self._fetcher.wait_progress(remaining)
-
-    @overload
-    async def position(self, partition: TopicPartition, timeout: float | None = None
-                       ) -> int: ...
-    @overload
-    async def position(self, partition: list[TopicPartition], timeout: float | None = None
-                       ) -> list[TopicPartition]: ...
-
-    async def position(self, partition: TopicPartition | list[TopicPartition],
-                       timeout: float | None = None) -> int | list[TopicPartition]:
-        """The offset of the next record :meth:`poll` will return for ``partition``.
-
-        Resolves it first (committed offset or ``auto.offset.reset``) when needed. Given a
-        list (confluent-kafka's form), returns the partitions with their ``offset`` set.
-
-        Raises:
-            IllegalStateError: the partition is not assigned.
-            KafkaTimeoutError: not resolved within ``timeout`` (default request timeout).
-            OffsetOutOfRangeResetError: no position and ``auto.offset.reset`` is none.
-        """
-        if isinstance(partition, list):
-            return [TopicPartition(tp.topic, tp.partition, await self.position(tp, timeout))
-                    for tp in flat_partitions((partition,))]
-        await self.start()
-        st = self._subs.state(partition)
-
-        def ready() -> bool:
-            if st.failed:
-                self._buffer.drain(0)  # raises the partition's error
-            return st.position is not None
-        await self._until(ready, timeout, f"position({partition})")
-        assert st.position is not None
-        return st.position.offset
-
-    def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata | None = None
-             ) -> None:
-        """Read ``partition`` from ``offset`` next (None: the partition's own ``offset``,
-        confluent-kafka's ``seek(TopicPartition(t, p, offset))``).
-
-        Raises:
-            IllegalStateError: the partition is not assigned.
-            ValueError: a negative offset.
-        """
-        self._check()
-        if offset is None:
-            self._start_at([partition] if partition.offset >= OFFSET_BEGINNING else
-                           [TopicPartition(partition.topic, partition.partition, -3)])
-            self._fetcher.wake()
-            return
-        partition = TopicPartition(partition.topic, partition.partition)
-        if isinstance(offset, OffsetAndMetadata):
-            with self._buffer.lock:
-                self._subs.seek(partition, offset.offset, offset.leader_epoch)
-        else:
-            with self._buffer.lock:
-                self._subs.seek(partition, int(offset))
-        self._fetcher.wake()
-
-    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        """Read these (default: all assigned) partitions from their earliest offset."""
-        self._reset(partitions, "earliest")
-
-    def seek_to_end(self, *partitions: TopicPartition) -> None:
-        """Read only records written after now on these (default: all assigned) partitions."""
-        self._reset(partitions, "latest")
-
-    def _reset(self, partitions: Iterable[TopicPartition], strategy: str) -> None:
-        self._check()
-        parts = list(partitions) or list(self._subs.assignment)
-        with self._buffer.lock:
-            for tp in parts:
-                self._subs.request_reset(tp, strategy)
-        self._fetcher.wake()
-
-    def pause(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
-        """Stop fetching and returning records of these assigned partitions (given one by
-        one, or as a list: confluent-kafka's form)."""
-        self._subs.pause(flat_partitions(partitions))
-        self._fetcher.wake()  # a decoding waiting for buffer room stops for them
-
-    def resume(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
-        """Resume paused partitions (one by one, or as a list)."""
-        self._subs.resume(flat_partitions(partitions))
-        self._fetcher.wake()
-
-    def paused(self) -> set[TopicPartition]:
-        """The paused partitions."""
-        return self._subs.paused()
-
-    def highwater(self, partition: TopicPartition) -> int | None:
-        """The partition's high watermark from the last fetch (None before one)."""
-        return self._subs.state(partition).highwater
-
-    def last_stable_offset(self, partition: TopicPartition) -> int | None:
-        """The partition's last stable offset from the last fetch (None before one)."""
-        return self._subs.state(partition).last_stable_offset
-
-    def lag(self, partition: TopicPartition) -> int | None:
-        """Records between the position and the end (the last stable offset for
-        read_committed); None until both are known."""
-        st = self._subs.state(partition)
-        end = (st.last_stable_offset if self._fetcher.read_committed
-               and st.last_stable_offset is not None else st.highwater)
-        if end is None or st.position is None:
-            return None
-        return max(0, end - st.position.offset)
-
-    # --- offsets lookups ------------------------------------------------------------------
-
-    async def beginning_offsets(self, partitions: Iterable[TopicPartition],
-                                timeout: float | None = None) -> dict[TopicPartition, int]:
-        """The earliest offset of each partition.
-
-        Raises:
-            KafkaTimeoutError: not answered within ``timeout`` (default request timeout).
-        """
-        return await self._edge(partitions, EARLIEST, timeout)
-
-    async def end_offsets(self, partitions: Iterable[TopicPartition],
-                          timeout: float | None = None) -> dict[TopicPartition, int]:
-        """The end offset of each partition: the high watermark, or the last stable offset
-        with ``isolation.level=read_committed``.
-
-        Raises:
-            KafkaTimeoutError: not answered within ``timeout`` (default request timeout).
-        """
-        return await self._edge(partitions, LATEST, timeout)
-
-    async def _edge(self, partitions: Iterable[TopicPartition], ts: int,
-                    timeout: float | None) -> dict[TopicPartition, int]:
-        await self.start()
-        found = await list_offsets(self._client, {tp: ts for tp in partitions},
-                                   isolation_level=1 if self._fetcher.read_committed else 0,
-                                   timeout=timeout)
-        return {tp: (r.offset if r is not None else -1) for tp, r in found.items()}
-
-    async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
-                                timeout: float | None = None
-                                ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """For each partition, the earliest offset whose timestamp is >= the given one (ms).
-
-        Returns:
-            Partition -> :class:`OffsetAndTimestamp`, or None when no such record exists.
-
-        Raises:
-            ValueError: a negative timestamp.
-            KafkaTimeoutError: not answered within ``timeout``.
-        """
-        for tp, ts in timestamps.items():
-            if ts < 0:
-                raise ValueError(f"timestamp for {tp} must be >= 0, got {ts}")
-        await self.start()
-        return await list_offsets(self._client, dict(timestamps),
-                                  isolation_level=1 if self._fetcher.read_committed else 0,
-                                  timeout=timeout)
-
-    # --- commits --------------------------------------------------------------------------
-
-    def _group(self) -> GroupMembership:
-        if self._coordinator is None:
-            raise ConfigError("commits need group.id")
-        return self._coordinator
-
-    def _offsets_to_commit(self, offsets: OffsetsLike | None
-                           ) -> dict[TopicPartition, OffsetAndMetadata]:
-        if offsets is None:
-            with self._buffer.lock:
-                return self._subs.consumed_offsets(stored_only=not self._auto_store)
-        return given_offsets(offsets)
-
-    def store_offsets(self, records: ConsumerRecord[Any, Any]
-                      | Iterable[ConsumerRecord[Any, Any]] | None = None, *,
-                      offsets: OffsetsLike | None = None) -> None:
-        """Mark records as processed (confluent-kafka's ``store_offsets``): auto commit
-        then covers them without waiting for the next poll. With
-        ``enable.auto.offset.store=false``, auto commit (timed, on revocation and on close)
-        and :meth:`commit` without offsets commit only what was stored here.
-
-        Args:
-            records: a record or records: each partition's offset becomes the one after its
-                highest record.
-            offsets: or partition -> the next offset to read (an int or
-                :class:`OffsetAndMetadata`).
-
-        Raises:
-            IllegalStateError: a partition is not assigned to this consumer.
-            InvalidArgumentError: neither or both of records and offsets, or a negative
-                offset.
-            TypeError: records that are not ConsumerRecord, offsets of another type.
-        """
-        self._check()
-        if (records is None) == (offsets is None):
-            raise InvalidArgumentError("store_offsets() takes records or offsets")
-        wanted = offsets_after(records) if records is not None else given_offsets(
-            offsets or {})
-        with self._buffer.lock:
-            states = [(self._subs.state(tp), om) for tp, om in wanted.items()]
-            for st, om in states:
-                st.stored = om
-
-    async def commit(self, offsets: OffsetsLike | None = None,
-                     timeout: float | None = None) -> None:
-        """Commit offsets (default: the positions of every assigned partition; with
-        ``enable.auto.offset.store=false``, the offsets given to :meth:`store_offsets`).
-
-        An offset is the next record to read (last processed + 1).
-
-        Raises:
-            CommitFailedError: the group rebalanced; this member's generation is stale.
-            ConfigError: no ``group.id``.
-            KafkaTimeoutError: not done within ``timeout`` (default request timeout);
-                retriable coordinator errors are retried until then.
-        """
-        self._check()
-        group = self._group()
-        await self.start()
-        await group.commit(self._offsets_to_commit(offsets), timeout=timeout)
-
-    def commit_async(self, offsets: OffsetsLike | None = None,
-                     callback: Callable[[dict[TopicPartition, OffsetAndMetadata],
-                                         BaseException | None], Any] | None = None
-                     ) -> asyncio.Task[None]:
-        """Start a commit and return its task; ``callback(offsets, error)`` runs when done.
-
-        The offsets are taken now (default: the current positions).
-
-        Raises:
-            ConfigError: no ``group.id``.
-        """
-        self._check()
-        group = self._group()
-        snapshot = self._offsets_to_commit(offsets)
-
-        async def run() -> None:
-            await self.start()
-            err: BaseException | None = None
-            try:
-                await group.commit(snapshot)
-            except Exception as exc:
-                err = exc
-            if callback is not None:
-                res = callback(snapshot, err)
-                if inspect.isawaitable(res):
-                    await res
-            elif err is not None:
-                raise err
-        task = asyncio.get_running_loop().create_task(run())
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        return task
-
-    @overload
-    async def committed(self, partitions: Iterable[TopicPartition],
-                        timeout: float | None = None
-                        ) -> dict[TopicPartition, OffsetAndMetadata | None]: ...
-    @overload
-    async def committed(self, partitions: TopicPartition, timeout: float | None = None
-                        ) -> int | None: ...
-
-    async def committed(self, partitions: Iterable[TopicPartition] | TopicPartition,
-                        timeout: float | None = None
-                        ) -> dict[TopicPartition, OffsetAndMetadata | None] | int | None:
-        """The group's committed offsets (None where nothing is committed). Given one
-        partition (kafka-python's and aiokafka's form), its committed offset or None.
-
-        Raises:
-            ConfigError: no ``group.id``.
-            KafkaTimeoutError: not answered within ``timeout``.
-        """
-        self._check()
-        group = self._group()
-        await self.start()
-        if isinstance(partitions, TopicPartition):
-            tp = TopicPartition(partitions.topic, partitions.partition)
-            om = (await group.fetch_committed([tp], timeout=timeout)).get(tp)
-            return None if om is None else om.offset
-        return dict(await group.fetch_committed(list(partitions), timeout=timeout))
-
-    async def list_topics(self) -> dict[str, list[int]]:
-        """Every topic in the cluster with its partition ids."""
-        await self.start()
-        self._client.track_all_topics(True)
-        try:
-            meta = await self._client.refresh_metadata()
-        finally:
-            self._client.track_all_topics(bool(self._subs.pattern))
-        return {name: sorted(t.partitions) for name, t in meta.topics.items()}
-
-    async def partitions_for_topic(self, topic: str) -> set[int] | None:
-        """Partition ids of ``topic``, None when it does not exist."""
-        await self.start()
-        meta = await self._client.refresh_metadata([topic])
-        parts = meta.partitions_for(topic)
-        return None if parts is None else set(parts)
-
     @property
     def client(self) -> AsyncKafkaClient:
         """The network core this consumer uses."""
@@ -773,6 +466,3 @@ def _make_coordinator(consumer: AsyncConsumer, settings: GroupSettings) -> Group
     return make_coordinator(consumer._client, consumer._subs, settings,
                             buffer=consumer._buffer, wake=lambda: consumer._fetcher.wake(),
                             listener_runner=consumer._listener_runner)
-
-
-_ = contextlib

@@ -1,0 +1,322 @@
+"""The deserializing consumers: :class:`DeserializingConsumer` and
+:class:`AsyncDeserializingConsumer` are consumers (subclasses of
+:class:`~kontrakt.clients.consumer.Consumer` and
+:class:`~kontrakt.clients.consumer.AsyncConsumer`) whose reading methods (``poll``,
+``getmany``, ``consume``, iteration) deserialize keys and values record by record.
+
+A record that cannot be deserialized raises
+:class:`~kontrakt.errors.KeyDeserializationError` /
+:class:`~kontrakt.errors.ValueDeserializationError` carrying the raw record; a batch read
+returns the records before it and rewinds the consumer to it (see the package docstring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, Generic, overload
+
+from kontrakt._types import ConsumerRecord, TopicPartition
+from kontrakt.clients.consumer import AsyncConsumer, Consumer
+from kontrakt.clients.consumer._compat import split_config
+from kontrakt.clients.serializing._common import (
+    CONSUMER_KEYS,
+    AsyncDeserializerFn,
+    DeserializerFn,
+    K,
+    V,
+    maybe_await,
+    split_serdes,
+)
+from kontrakt.errors import (
+    KeyDeserializationError,
+    SerializationError,
+    ValueDeserializationError,
+)
+from kontrakt.serde._context import MessageField, SerializationContext
+
+__all__ = ["AsyncDeserializingConsumer", "DeserializingConsumer"]
+
+
+def _deserialization_error(field: MessageField, raw: ConsumerRecord[Any, Any],
+                           exc: BaseException) -> SerializationError:
+    cls = KeyDeserializationError if field is MessageField.KEY else ValueDeserializationError
+    err = cls(f"cannot deserialize the {field.value} of topic {raw.topic!r} partition "
+              f"{raw.partition} offset {raw.offset}: {exc}", record=raw)
+    err.__cause__ = exc
+    return err
+
+
+def _rebuild(raw: ConsumerRecord[Any, Any], key: Any, value: Any) -> ConsumerRecord[Any, Any]:
+    return ConsumerRecord(topic=raw.topic, partition=raw.partition, offset=raw.offset,
+                          timestamp=raw.timestamp, timestamp_type=raw.timestamp_type,
+                          key=key, value=value, headers=raw.headers,
+                          leader_epoch=raw.leader_epoch)
+
+
+def _contexts(raw: ConsumerRecord[Any, Any]) -> tuple[SerializationContext,
+                                                      SerializationContext]:
+    return (SerializationContext(raw.topic, MessageField.KEY, raw.headers, raw.partition,
+                                 raw.offset),
+            SerializationContext(raw.topic, MessageField.VALUE, raw.headers, raw.partition,
+                                 raw.offset))
+
+
+def _rewind_points(records: list[ConsumerRecord[Any, Any]]) -> dict[TopicPartition, int]:
+    """The first offset per partition among ``records`` (where to seek back to)."""
+    first: dict[TopicPartition, int] = {}
+    for r in records:
+        first.setdefault(TopicPartition(r.topic, r.partition), r.offset)
+    return first
+
+
+def _stop_before(consumer: Any, raws: list[ConsumerRecord[Any, Any]], bad: int,
+                 decoded: list[ConsumerRecord[Any, Any]]) -> bool:
+    """A batch read met a bad record at ``raws[bad]``: rewind ``consumer`` so the next read
+    starts at it (records before it were decoded) or just past it (it is the first, and its
+    error is raised now). Returns whether records before it are to be returned."""
+    rest = raws[bad:] if decoded else raws[bad + 1:]
+    for tp, offset in _rewind_points(rest).items():
+        consumer.seek(tp, offset)
+    return bool(decoded)
+
+
+def _flatten(batches: Mapping[TopicPartition, list[ConsumerRecord[Any, Any]]]
+             ) -> list[ConsumerRecord[Any, Any]]:
+    return [r for records in batches.values() for r in records]
+
+
+def _by_partition(records: list[ConsumerRecord[Any, Any]]
+                  ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+    # Keyed by plain tuples, one TopicPartition per partition: this runs once per record.
+    groups: dict[tuple[str, int], list[ConsumerRecord[Any, Any]]] = {}
+    for r in records:
+        groups.setdefault((r.topic, r.partition), []).append(r)
+    return {TopicPartition(t, p): recs for (t, p), recs in groups.items()}
+
+
+# --- consumers -------------------------------------------------------------------------
+
+
+class _Decoding:
+    """The record-by-record deserialization shared by both consumer forms."""
+
+    def __init__(self, key_de: Any, value_de: Any) -> None:
+        self.key_de = key_de
+        self.value_de = value_de
+        #: nothing to deserialize: records pass as they are
+        self.idle = key_de is None and value_de is None
+
+    def decode(self, raw: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
+        if self.key_de is None and self.value_de is None:
+            return raw
+        kctx, vctx = _contexts(raw)
+        key, value = raw.key, raw.value
+        if self.key_de is not None:
+            try:
+                key = self.key_de(key, kctx)
+            except Exception as exc:
+                raise _deserialization_error(MessageField.KEY, raw, exc) from exc
+        if self.value_de is not None:
+            try:
+                value = self.value_de(value, vctx)
+            except Exception as exc:
+                raise _deserialization_error(MessageField.VALUE, raw, exc) from exc
+        return _rebuild(raw, key, value)
+
+    async def decode_async(self, raw: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
+        if self.key_de is None and self.value_de is None:
+            return raw
+        kctx, vctx = _contexts(raw)
+        key, value = raw.key, raw.value
+        if self.key_de is not None:
+            try:
+                key = await maybe_await(self.key_de(key, kctx))
+            except Exception as exc:
+                raise _deserialization_error(MessageField.KEY, raw, exc) from exc
+        if self.value_de is not None:
+            try:
+                value = await maybe_await(self.value_de(value, vctx))
+            except Exception as exc:
+                raise _deserialization_error(MessageField.VALUE, raw, exc) from exc
+        return _rebuild(raw, key, value)
+
+
+class DeserializingConsumer(Consumer, Generic[K, V]):
+    """A :class:`~kontrakt.clients.consumer.Consumer` that deserializes keys and values
+    (as confluent-kafka's, a ``Consumer`` itself).
+
+    Every method of :class:`Consumer` is available (``subscribe``, ``assign``, ``commit``,
+    ``seek``, ...); the reading methods (``poll``, ``getmany``, ``consume``, iteration)
+    return deserialized records, typed ``ConsumerRecord[K, V]`` after the deserializers
+    given as keywords (``Any`` when they come in ``config``).
+
+    Args:
+        config: consumer options plus ``key.deserializer`` / ``value.deserializer``.
+        key_deserializer / value_deserializer: ``(data, ctx) -> obj`` callables.
+        **kwargs: the other options as snake_case keywords.
+
+    Raises:
+        ConfigError: an unknown option, or a deserializer that is not callable.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 key_deserializer: DeserializerFn[K] | None = None,
+                 value_deserializer: DeserializerFn[V] | None = None,
+                 **kwargs: Any) -> None:
+        config, topics = split_config(config, topics)
+        kwargs.update(key_deserializer=key_deserializer, value_deserializer=value_deserializer)
+        rest, key_de, value_de = split_serdes(config, kwargs, CONSUMER_KEYS)
+        self._decoding = _Decoding(key_de, value_de)
+        super().__init__(rest, *topics, **kwargs)
+
+    @property
+    def consumer(self) -> DeserializingConsumer[K, V]:
+        """This consumer (kept from when it wrapped one; it is a :class:`Consumer` now)."""
+        return self
+
+    def poll(self, timeout: float | None = None) -> ConsumerRecord[K, V] | None:
+        """The next deserialized record, or None after ``timeout`` seconds.
+
+        Raises:
+            KeyDeserializationError / ValueDeserializationError: ``.record`` is the raw
+                record; the position is already past it.
+            Everything :meth:`Consumer.poll` raises.
+        """
+        raw = super().poll(timeout)
+        return None if raw is None else self._decoding.decode(raw)
+
+    def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
+                      ) -> list[ConsumerRecord[Any, Any]]:
+        out: list[ConsumerRecord[Any, Any]] = []
+        for i, raw in enumerate(raws):
+            try:
+                out.append(self._decoding.decode(raw))
+            except SerializationError:
+                if _stop_before(self, raws, i, out):
+                    return out
+                raise
+        return out
+
+    def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
+                timeout_ms: int | None = None
+                ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
+        """Deserialized records by partition (``consume`` and iteration read through it).
+
+        Raises:
+            KeyDeserializationError / ValueDeserializationError: the first record read was
+                bad; records before a bad one are returned first, and the consumer is
+                rewound to it.
+        """
+        batches = super().getmany(timeout, max_records, timeout_ms=timeout_ms)
+        if self._decoding.idle:
+            return batches
+        return _by_partition(self._decode_batch(_flatten(batches)))
+
+    def consume(self, num_records: int = 1, timeout: float | None = None
+                ) -> list[ConsumerRecord[K, V]]:
+        """Up to ``num_records`` deserialized records within ``timeout`` seconds; errors as
+        in :meth:`getmany`."""
+        return super().consume(num_records, timeout)
+
+    def __iter__(self) -> Iterator[ConsumerRecord[K, V]]:
+        return super().__iter__()
+
+    def __enter__(self) -> DeserializingConsumer[K, V]:
+        return self
+
+
+class AsyncDeserializingConsumer(AsyncConsumer, Generic[K, V]):
+    """An :class:`~kontrakt.clients.consumer.AsyncConsumer` that deserializes keys and values.
+
+    Deserializers may be sync callables or return awaitables (the ``Async`` serde classes).
+    Every method of :class:`AsyncConsumer` is available; the reading methods return
+    deserialized records, typed ``ConsumerRecord[K, V]``.
+
+    Args:
+        config: consumer options plus ``key.deserializer`` / ``value.deserializer``.
+        key_deserializer / value_deserializer: ``(data, ctx) -> obj`` callables, or
+            ``async`` ones.
+        **kwargs: the other options as snake_case keywords.
+
+    Raises:
+        ConfigError: an unknown option, or a deserializer that is not callable.
+    """
+
+    # One overload per (key, value) pair of sync / async deserializers: a union of the two
+    # callable types leaves the record types unsolved (Any) for the async ones.
+    @overload
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 key_deserializer: AsyncDeserializerFn[K] | None = None,
+                 value_deserializer: AsyncDeserializerFn[V] | None = None,
+                 **kwargs: Any) -> None: ...
+    @overload
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 key_deserializer: DeserializerFn[K] | None = None,
+                 value_deserializer: AsyncDeserializerFn[V] | None = None,
+                 **kwargs: Any) -> None: ...
+    @overload
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 key_deserializer: AsyncDeserializerFn[K] | None = None,
+                 value_deserializer: DeserializerFn[V] | None = None,
+                 **kwargs: Any) -> None: ...
+    @overload
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 key_deserializer: DeserializerFn[K] | None = None,
+                 value_deserializer: DeserializerFn[V] | None = None,
+                 **kwargs: Any) -> None: ...
+
+    def __init__(self, config: Mapping[str, Any] | str | None = None, *topics: str,
+                 key_deserializer: Any = None, value_deserializer: Any = None,
+                 **kwargs: Any) -> None:
+        config, topics = split_config(config, topics)
+        kwargs.update(key_deserializer=key_deserializer, value_deserializer=value_deserializer)
+        rest, key_de, value_de = split_serdes(config, kwargs, CONSUMER_KEYS)
+        self._decoding = _Decoding(key_de, value_de)
+        super().__init__(rest, *topics, **kwargs)
+
+    @property
+    def consumer(self) -> AsyncDeserializingConsumer[K, V]:
+        """This consumer (kept from when it wrapped one; it is an :class:`AsyncConsumer`
+        now)."""
+        return self
+
+    async def poll(self, timeout: float | None = None) -> ConsumerRecord[K, V] | None:
+        """The next deserialized record, or None after ``timeout``; errors as in
+        :meth:`DeserializingConsumer.poll`."""
+        raw = await super().poll(timeout)
+        return None if raw is None else await self._decoding.decode_async(raw)
+
+    async def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
+                            ) -> list[ConsumerRecord[Any, Any]]:
+        out: list[ConsumerRecord[Any, Any]] = []
+        for i, raw in enumerate(raws):
+            try:
+                out.append(await self._decoding.decode_async(raw))
+            except SerializationError:
+                if _stop_before(self, raws, i, out):
+                    return out
+                raise
+        return out
+
+    async def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
+                      timeout_ms: int | None = None
+                      ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
+        """Deserialized records by partition (``consume`` and iteration read through it);
+        see :meth:`DeserializingConsumer.getmany`."""
+        batches = await super().getmany(timeout, max_records, timeout_ms=timeout_ms)
+        if self._decoding.idle:
+            return batches
+        return _by_partition(await self._decode_batch(_flatten(batches)))
+
+    async def consume(self, num_records: int = 1, timeout: float | None = None
+                      ) -> list[ConsumerRecord[K, V]]:
+        """Up to ``num_records`` deserialized records; see
+        :meth:`DeserializingConsumer.consume`."""
+        return await super().consume(num_records, timeout)
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord[K, V]]:
+        return super().__aiter__()
+
+    async def __aenter__(self) -> AsyncDeserializingConsumer[K, V]:
+        await self.start()
+        return self

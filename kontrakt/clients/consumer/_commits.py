@@ -3,7 +3,7 @@
 ``committed``, all through the group membership (``group.id``).
 
 The methods live in the mixin :class:`AsyncConsumerCommits`, which the consumer inherits
-(its attributes are the consumer's, declared here for the type checker). The auto commit
+(its attributes are the consumer's, declared in :mod:`._parts`). The auto commit
 itself (timed, on revocation, on close) is the group membership's
 (:mod:`kontrakt.clients.group`).
 """
@@ -17,27 +17,17 @@ from typing import TYPE_CHECKING, Any, overload
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from kontrakt.clients.consumer._offsets import OffsetsLike, given_offsets, offsets_after
+from kontrakt.clients.consumer._parts import AsyncConsumerParts
 from kontrakt.errors import ConfigError, InvalidArgumentError
 
 if TYPE_CHECKING:
-    from kontrakt.clients.consumer._buffer import FetchBuffer
-    from kontrakt.clients.consumer._subscription import SubscriptionState
     from kontrakt.clients.group._membership import GroupMembership
 
 __all__ = ["AsyncConsumerCommits"]
 
 
-class AsyncConsumerCommits:
+class AsyncConsumerCommits(AsyncConsumerParts):
     """Offset storing and commits of :class:`AsyncConsumer`."""
-
-    _coordinator: GroupMembership | None
-    _subs: SubscriptionState
-    _buffer: FetchBuffer
-    _auto_store: bool
-
-    if TYPE_CHECKING:
-        async def start(self) -> None: ...
-        def _check(self) -> None: ...
 
     def _group(self) -> GroupMembership:
         if self._coordinator is None:

@@ -3,7 +3,8 @@ assignment, and handing out records (``poll``, ``getmany``, ``consume``, iterati
 
 :class:`AsyncConsumer` inherits the rest from mixins in their own rooms: positions, seeks,
 pausing and offset lookups (:mod:`._positions`), offset storing and commits
-(:mod:`._commits`), and other clients' calls (:mod:`._compat`). Fetching is the
+(:mod:`._commits`), and other clients' calls (:mod:`._compat`); :mod:`._parts` declares
+what the first two use of it. Fetching is the
 :class:`~kontrakt.clients.consumer._fetcher.Fetcher`'s, group membership
 :mod:`kontrakt.clients.group`'s.
 """

@@ -5,7 +5,7 @@ brokers say of the logs: ``position``, ``seek`` / ``seek_to_beginning`` / ``seek
 ``partitions_for_topic``.
 
 The methods live in the mixin :class:`AsyncConsumerPositions`, which the consumer inherits
-(its attributes are the consumer's, declared here for the type checker); positions move
+(its attributes are the consumer's, declared in :mod:`._parts`); positions move
 under the fetch buffer's lock, and the fetcher is woken to act on them.
 """
 
@@ -23,30 +23,16 @@ from kontrakt.clients.consumer._offsets import (
     OffsetAndTimestamp,
     list_offsets,
 )
+from kontrakt.clients.consumer._parts import AsyncConsumerParts
 from kontrakt.errors import KafkaTimeoutError
-
-if TYPE_CHECKING:
-    from kontrakt.clients.client import AsyncKafkaClient
-    from kontrakt.clients.consumer._buffer import FetchBuffer
-    from kontrakt.clients.consumer._config import ConsumerSettings
-    from kontrakt.clients.consumer._fetcher import Fetcher
-    from kontrakt.clients.consumer._subscription import SubscriptionState
 
 __all__ = ["AsyncConsumerPositions"]
 
 
-class AsyncConsumerPositions:
+class AsyncConsumerPositions(AsyncConsumerParts):
     """Positions, seeks, pausing and offset lookups of :class:`AsyncConsumer`."""
 
-    _client: AsyncKafkaClient
-    _settings: ConsumerSettings
-    _subs: SubscriptionState
-    _buffer: FetchBuffer
-    _fetcher: Fetcher
-
     if TYPE_CHECKING:
-        async def start(self) -> None: ...
-        def _check(self) -> None: ...
         def _start_at(self, partitions: list[TopicPartition]) -> None: ...
 
     # --- positions -----------------------------------------------------------------------

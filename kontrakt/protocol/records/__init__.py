@@ -11,11 +11,7 @@
 
 from __future__ import annotations
 
-from kontrakt.protocol.records._batch import (
-    BATCH_HEADER_SIZE,
-    RecordBatch,
-    decode_records_piece_as,
-)
+from kontrakt.protocol.records._batch import BATCH_HEADER_SIZE, RecordBatch
 from kontrakt.protocol.records._builder import RecordBatchBuilder
 from kontrakt.protocol.records._compression import (
     DEFAULT_LEVELS,
@@ -29,6 +25,7 @@ from kontrakt.protocol.records._control import (
     build_control_batch,
     parse_control_record,
 )
+from kontrakt.protocol.records._decode import decode_records_piece_as
 from kontrakt.protocol.records._legacy import LegacyBatch, LegacyMessageSetBuilder
 from kontrakt.protocol.records._model import Header, Record, TimestampType
 from kontrakt.protocol.records._reader import (

@@ -1,0 +1,278 @@
+"""Produce requests: writing them to their brokers and taking their answers (the sender's
+middle layer; see :mod:`._sender`).
+
+:class:`ProduceRequests` writes the batches a send pass took as one Produce request per
+broker, connecting first where needed, with its response handled in a done-callback of the
+connection (no task and no timeout wrapper per request), and hands each answer to
+:class:`~._outcomes.BatchOutcomes`. It counts the requests in flight per broker, which the
+pass keeps within ``max.in.flight.requests.per.connection``.
+
+:class:`_InFlight` is one request awaiting its response: its timer runs to the earlier of
+``request.timeout.ms`` and its batches' delivery deadlines, failing the batches whose
+deadline came first (the request itself is then left to its own timeout: its late answer
+finds those batches done) and closing the connection when the request timed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from typing import Any
+
+from kontrakt.clients._hooks import report_error
+from kontrakt.clients._net.connection import BrokerConnection
+from kontrakt.clients._wait import wait_within
+from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.clients.producer._accumulator import RecordAccumulator
+from kontrakt.clients.producer._batch import ProducerBatch, expired_error
+from kontrakt.clients.producer._config import ProducerSettings
+from kontrakt.clients.producer._handover import HandOver
+from kontrakt.clients.producer._idempotence import IdempotenceState
+from kontrakt.clients.producer._metrics import ProducerMetrics
+from kontrakt.clients.producer._outcomes import BatchOutcomes
+from kontrakt.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProduceError,
+)
+from kontrakt.protocol.messages import ProduceRequest
+
+__all__ = ["ProduceRequests"]
+
+log = logging.getLogger("kontrakt.producer")
+
+_TopicData = ProduceRequest.TopicProduceData
+_PartitionData = ProduceRequest.TopicProduceData.PartitionProduceData
+
+
+class ProduceRequests(BatchOutcomes):
+    """Produce requests in flight and their answers; the base of :class:`~._sender.Sender`."""
+
+    def __init__(self, client: AsyncKafkaClient, acc: RecordAccumulator,
+                 settings: ProducerSettings, idempotence: IdempotenceState | None,
+                 metrics: ProducerMetrics) -> None:
+        super().__init__(client, acc, settings, idempotence, metrics)
+        self.loop = asyncio.get_running_loop()
+        #: broker id -> requests written to it and not answered (or being connected for)
+        self._in_flight: dict[int, int] = defaultdict(int)
+        self._conns: dict[int, BrokerConnection] = {}
+        self._outstanding: set[_InFlight] = set()
+        self._connecting: set[asyncio.Task[None]] = set()
+        #: a sync producer's caller-thread machinery (its waker, see _handover.py)
+        self.handover: HandOver | None = None
+        #: the last drain left a batch that only a response can release (in-flight limit,
+        #: sequence or transaction order): a response then wakes the sender
+        self._held = False
+        #: requests the current round of the pass has still to write
+        self._writes_left = 0
+
+    # --- requests -------------------------------------------------------------------------
+
+    def _dispatch(self, node: int, batches: list[ProducerBatch]) -> None:
+        """Write one Produce request to ``node`` (connecting first if needed)."""
+        self._in_flight[node] += 1
+        conn = self._conns.get(node)
+        if conn is not None and conn.connected:
+            self._write(conn, node, batches)
+            return
+        task = self.loop.create_task(self._connect_and_write(node, batches))
+        self._connecting.add(task)
+        task.add_done_callback(self._connecting.discard)
+
+    async def _connect_and_write(self, node: int, batches: list[ProducerBatch]) -> None:
+        started = time.monotonic()
+        while True:
+            # Waiting for a connection (its reconnect backoff, its setup timeout) is cut to
+            # the batches' delivery deadlines.
+            wait = min(b.deadline for b in batches) - time.monotonic()
+            try:
+                conn = await wait_within(self.client.connection(node), wait)
+                break
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                self._finish(node)
+                self._request_failed(batches, exc)
+                return
+            except asyncio.TimeoutError:
+                now = time.monotonic()
+                for b in batches:
+                    if b.deadline <= now:
+                        b.cause = b.cause or KafkaTimeoutError(
+                            f"no connection to broker {node} after {now - started:.3f}s")
+                        self._fail(b, expired_error(b, now))
+                batches = [b for b in batches if not b.done]
+                if not batches:
+                    self._finish(node)
+                    return
+        self._conns[node] = conn
+        self._write(conn, node, batches)
+
+    def _write(self, conn: BrokerConnection, node: int, batches: list[ProducerBatch]) -> None:
+        # The request is written at once and its response handled in a done-callback: no
+        # task and no timeout wrapper per request (each costs event-loop turns, i.e.
+        # latency). The timeout is a timer that closes the connection, as conn.send() does.
+        acks = self.settings.acks
+        pending = _InFlight(self, conn, node, batches) if acks != 0 else None
+        try:
+            version = conn.negotiate(ProduceRequest)
+            request = self._request(batches, version)
+            self._writes_left -= 1
+            if not self._writes_left and self.handover is not None:
+                self.handover.last_write()  # a sync caller waiting for the pass goes on
+            fut = conn.send_nowait(request, version=version, expect_response=pending is not None,
+                                   callback=pending.done if pending is not None else None)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            self._finish(node)
+            self._request_failed(batches, exc)
+            return
+        except KafkaError as exc:
+            self._finish(node)
+            for b in batches:
+                self._fail(b, ProduceError(f"cannot produce to {b.topic}-{b.partition}: "
+                                           f"{exc}", exc))
+            return
+        self.metrics.requests += 1
+        if fut is None or pending is None:  # acks=0: nothing comes back; the records count as sent
+            self._finish(node)
+            for b in batches:
+                self._succeed(b, -1, -1)
+            return
+        if not fut.done():  # (a response cannot come back within send_nowait, but still)
+            pending.start(fut)
+            self._outstanding.add(pending)
+
+    def _finish(self, node: int) -> None:
+        self._in_flight[node] -= 1
+        # No pass when nothing waits for this response: an idle pass costs the next waiter
+        # (an awaited send) a loop turn, and a sync caller the GIL, before it can go on.
+        # Retries wake the sender themselves (_retry); new batches do through the
+        # accumulator (sender_wake_at).
+        idem = self.idem
+        if self._held or (idem is not None and idem.need_bump):
+            self._wake.set()
+
+    def _on_response(self, pending: _InFlight) -> None:
+        self._outstanding.discard(pending)
+        self._finish(pending.node)
+        fut = pending.future
+        assert fut is not None
+        if fut.cancelled():
+            self._request_failed(pending.batches, KafkaConnectionError("request cancelled"))
+            return
+        exc = fut.exception()
+        if exc is not None:
+            if isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)):
+                self._request_failed(pending.batches, exc)
+            else:
+                for b in pending.batches:
+                    self._fail(b, ProduceError(
+                        f"producing to {b.topic}-{b.partition} failed: {exc}", exc))
+            return
+        self.metrics.request_done(time.monotonic() - pending.started)
+        self._handle(fut.result(), pending.batches)
+
+    def _request_failed(self, batches: list[ProducerBatch], exc: BaseException) -> None:
+        log.debug("produce request failed: %s", exc)
+        report_error(exc)
+        self.client.request_metadata_refresh()
+        for b in batches:
+            self._retry(b, exc)
+
+    def _request(self, batches: list[ProducerBatch], version: int) -> Any:
+        idem = self.idem
+        pid, epoch = (idem.producer_id, idem.producer_epoch) if idem is not None else (-1, -1)
+        topics = self.client.cluster.topics
+        by_topic: dict[str, list[Any]] = {}
+        txn = self.txn
+        transactional = txn is not None
+        if self.acc.helped:
+            # Batches a caller compresses (RecordAccumulator.claim_closed) are framed last: the
+            # others are compressed here meanwhile.
+            for b in batches:
+                if b.helper is None:
+                    b.encode(pid, epoch, transactional)
+        for b in batches:
+            blob = b.encode(pid, epoch, transactional)  # cached when encoded above
+            self.metrics.bytes_sent += len(blob)
+            by_topic.setdefault(b.topic, []).append(
+                _PartitionData(index=b.partition, records=blob))
+        data = []
+        for topic, parts in by_topic.items():
+            info = topics.get(topic)
+            if version >= 13:
+                if info is None:
+                    raise KafkaConnectionError(f"no topic id known for {topic!r}")
+                data.append(_TopicData(topic_id=info.topic_id, partition_data=parts))
+            else:
+                data.append(_TopicData(name=topic, partition_data=parts))
+        return ProduceRequest(transactional_id=txn.transactional_id if txn else None,
+                              acks=self.settings.acks,
+                              timeout_ms=int(self.settings.request_timeout * 1000),
+                              topic_data=data)
+
+    def expire_in_flight(self, pending: _InFlight, now: float) -> None:
+        """Fail the batches of the request ``pending`` whose deadline passed while it was
+        unanswered (the request stays: its answer, if any, finds them done)."""
+        for b in pending.batches:
+            if not b.done and b.deadline <= now:
+                b.cause = KafkaTimeoutError(
+                    f"Produce to {pending.conn.address} unanswered after "
+                    f"{now - pending.started:.3f}s when delivery.timeout.ms ran out (the "
+                    f"broker may still write the records)")
+                self._fail(b, expired_error(b, now))
+
+
+class _InFlight:
+    """One Produce request awaiting its response."""
+
+    __slots__ = ("batches", "conn", "future", "node", "sender", "started", "timer")
+
+    def __init__(self, sender: ProduceRequests, conn: BrokerConnection, node: int,
+                 batches: list[ProducerBatch]) -> None:
+        self.sender = sender
+        self.conn = conn
+        self.node = node
+        self.batches = batches
+        self.future: asyncio.Future[Any] | None = None
+        self.started = time.monotonic()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def start(self, future: asyncio.Future[Any]) -> None:
+        """The request is written: time it out after ``request.timeout.ms``, and its batches
+        at their delivery deadlines if those come first."""
+        self.future = future
+        self._arm(time.monotonic())
+
+    def _arm(self, now: float) -> None:
+        due = self.started + self.sender.settings.request_timeout
+        for b in self.batches:
+            if b.deadline < due and not b.done:
+                due = b.deadline
+        self.timer = self.sender.loop.call_later(max(due - now, 0.0), self.expired)
+
+    def done(self, fut: asyncio.Future[Any]) -> None:
+        """The connection resolved the request's future (called directly by it)."""
+        self.future = fut
+        if self.timer is not None:
+            self.timer.cancel()
+        self.sender._on_response(self)
+
+    def expired(self) -> None:
+        if self.future is None or self.future.done():
+            return
+        now = time.monotonic()
+        if now < self.started + self.sender.settings.request_timeout:
+            # A batch's delivery deadline came first.
+            self.sender.expire_in_flight(self, now)
+            self._arm(now)
+            return
+        err = KafkaTimeoutError(
+            f"Produce to {self.conn.address} got no response within "
+            f"{self.sender.settings.request_timeout}s")
+        # Closing fails every request pending on the connection (this one included): a late
+        # response could no longer be matched.
+        task = self.sender.loop.create_task(self.conn.close(err))
+        self.sender._connecting.add(task)
+        task.add_done_callback(self.sender._connecting.discard)

@@ -80,6 +80,18 @@ def test_every_page_is_built_with_the_api_reference(site: Path) -> None:
             assert f"<code>{name}</code>" in operations, name
 
 
+@pytest.mark.timeout(BUILD_TIMEOUT + 30)
+def test_the_api_reference_shows_the_methods_a_client_class_inherits(site: Path) -> None:
+    # The clients are built in layers (e.g. AsyncKafkaClient over its connections, metadata
+    # and coordinator rooms; AsyncAdminClient over its operation groups): their public
+    # methods are documented on the class users call, wherever they are defined.
+    api = (site / "reference" / "api" / "clients" / "index.html").read_text(encoding="utf-8")
+    for member in ("AsyncKafkaClient.start", "AsyncKafkaClient.refresh_metadata",
+                   "AsyncKafkaClient.connection", "AsyncKafkaClient.coordinator_connection",
+                   "AsyncKafkaClient.request", "AsyncAdminClient.list_consumer_groups"):
+        assert f'id="kontrakt.clients.{member}"' in api, member
+
+
 def _commands(group: click.Group, path: list[str]) -> list[list[str]]:
     out = [path]
     for name in group.list_commands(click.Context(group)):

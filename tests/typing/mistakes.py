@@ -12,6 +12,7 @@ import dataclasses
 
 from kontrakt import (
     AdminClient,
+    AsyncConsumer,
     AsyncProducer,
     Consumer,
     DeserializingConsumer,
@@ -48,9 +49,32 @@ def clients(bs: str) -> None:
     admin.delete_topics([TopicPartition("orders", 0)])  # E: list-item
 
 
+def plain_records(bs: str) -> None:
+    """confluent-kafka's habits on a plain consumer's records (bytes | None key and value):
+    ``msg.value()`` fails at run time with "'bytes' object is not callable", and a null
+    value (a tombstone) has no ``decode``. Accepted while the records were typed Any."""
+    c = Consumer(bootstrap_servers=bs)
+    msg = c.poll(1.0)
+    if msg is not None:
+        print(msg.value())  # E: operator, misc
+        print(msg.key())  # E: operator, misc
+        print(msg.value.decode())  # E: union-attr
+    for r in c:
+        print(r.value.decode())  # E: union-attr
+    for records in c.getmany(1.0).values():
+        print(records[0].value())  # E: operator, misc
+
+
 async def async_clients(bs: str) -> None:
     p = AsyncProducer(bootstrap_servers=bs)
     await p.send_and_wait("orders", 12345)  # E: arg-type
+    c = AsyncConsumer(bootstrap_servers=bs)
+    msg = await c.poll(1.0)
+    if msg is not None:
+        print(msg.value())  # E: operator, misc
+    print((await c.getone()).value.decode())  # E: union-attr
+    async for r in c:
+        print(r.value())  # E: operator, misc
 
 
 def serdes(url: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
+from typing import Any, TypeAlias
 
 from typing_extensions import assert_type
 
@@ -43,6 +43,9 @@ from kontrakt.serde import (
     StringSerializer,
 )
 
+#: What a plain Consumer / AsyncConsumer hands out.
+RawRecord: TypeAlias = ConsumerRecord[bytes | None, bytes | None]
+
 
 @dataclasses.dataclass
 class Order:
@@ -60,11 +63,21 @@ def plain_clients(bs: str) -> None:
         p.produce("orders", b"v", on_delivery=lambda err, m: None)
         assert_type(p.flush(5), int)
     with Consumer(bootstrap_servers=bs, group_id="g") as c:
+        assert_type(c, Consumer[bytes | None, bytes | None])
         c.subscribe(["orders"])
         rec = c.poll(1.0)
+        # A plain consumer's records hold the bytes as read (None: a null key or value).
+        assert_type(rec, RawRecord | None)
         if rec is not None:
             assert_type(rec.offset, int)
             assert_type(rec.topic, str)
+            assert_type(rec.value, bytes | None)
+        assert_type(c.getmany(1.0), dict[TopicPartition, list[RawRecord]])
+        assert_type(c.consume(10, 1.0), list[RawRecord])
+        assert_type(c.getone(), RawRecord)
+        for r in c:
+            assert_type(r, RawRecord)
+            break
         assert_type(c.last_stable_offset(TopicPartition("orders", 0)), int | None)
         assert_type(c.partitions_for_topic("orders"), set[int] | None)
     with AdminClient(bootstrap_servers=bs) as admin:
@@ -116,6 +129,16 @@ def registry_and_serdes(url: str) -> None:
         assert_type(tp, TopicPartition)
         assert_type(records, list[ConsumerRecord[str | None, Order | None]])
     assert_type(consumer.consume(10, 1.0), list[ConsumerRecord[str | None, Order | None]])
+    assert_type(consumer.getone(), ConsumerRecord[str | None, Order | None])
+    for r in consumer:
+        assert_type(r, ConsumerRecord[str | None, Order | None])
+        break
+    with consumer as same:
+        assert_type(same, DeserializingConsumer[str | None, Order | None])
+    # Deserializers given in the config: nothing says what they return.
+    configured = DeserializingConsumer({"bootstrap.servers": "127.0.0.1:9092",
+                                        "value.deserializer": StringDeserializer()})
+    assert_type(configured.poll(), ConsumerRecord[Any, Any] | None)
     consumer.commit()
     consumer.close()
 
@@ -126,8 +149,16 @@ async def async_clients(bs: str, url: str) -> None:
         md = await p.send_and_wait("orders", b"v")
         assert_type(md, RecordMetadata)
     async with AsyncConsumer(bootstrap_servers=bs) as c:
+        assert_type(c, AsyncConsumer[bytes | None, bytes | None])
         c.assign([TopicPartition("orders", 0)])
         assert_type(c.last_stable_offset(TopicPartition("orders", 0)), int | None)
+        assert_type(await c.poll(1.0), RawRecord | None)
+        assert_type(await c.getmany(1.0), dict[TopicPartition, list[RawRecord]])
+        assert_type(await c.consume(10, 1.0), list[RawRecord])
+        assert_type(await c.getone(), RawRecord)
+        async for raw in c:
+            assert_type(raw, RawRecord)
+            break
     async with AsyncSerializingProducer(bootstrap_servers=bs, key_serializer=StringSerializer(),
                                         value_serializer=AsyncAvroSerializer(registry, Order)
                                         ) as sp:
@@ -142,6 +173,10 @@ async def async_clients(bs: str, url: str) -> None:
         async for r in dc:
             assert_type(r.value, Order | None)
             break
+        assert_type(await dc.getone(), ConsumerRecord[str | None, Order | None])
+        assert_type(await dc.getmany(1.0),
+                    dict[TopicPartition, list[ConsumerRecord[str | None, Order | None]]])
+        assert_type(await dc.consume(10, 1.0), list[ConsumerRecord[str | None, Order | None]])
     # A deserializer typed with Any (dict[str, Any]) matches several of the constructor's
     # overloads, and mypy then makes the record types Any: loose, never wrong.
     loose = AsyncDeserializingConsumer(bootstrap_servers=bs,

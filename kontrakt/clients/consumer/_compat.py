@@ -1,11 +1,13 @@
 """The calls users of confluent-kafka, aiokafka and kafka-python make, with their meaning,
 on both consumers: incremental assignment, watermarks, group metadata for KIP-447,
-``stop`` / ``getone`` / ``seek_to_committed``, ``metrics``; and the argument forms they pass
+``stop`` / ``seek_to_committed``, ``metrics``; and the argument forms they pass
 (lists of partitions, ``^regex`` topics, partitions carrying offsets, topics as positional
 arguments).
 
 The methods live in two mixins, :class:`AsyncConsumerCompat` and :class:`ConsumerCompat`,
 so that the consumers' own modules stay about consuming; the helpers are shared by both.
+aiokafka's ``getone`` hands out records, typed by the consumer's type parameters, so it is
+the consumers' own.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from kontrakt._types import (
     OFFSET_END,
     OFFSET_INVALID,
     OFFSET_STORED,
-    ConsumerRecord,
     TopicPartition,
 )
 from kontrakt.clients.consumer._metrics import consumer_metrics
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from kontrakt.clients.consumer._sync import Consumer
 
 __all__ = [
+    "GETONE_PARTITIONS",
     "AsyncConsumerCompat",
     "ConsumerCompat",
     "ConsumerGroupMetadata",
@@ -40,6 +42,11 @@ __all__ = [
     "split_config",
     "subscription_of",
 ]
+
+
+#: Why ``getone(*partitions)`` (aiokafka's per-partition form) is refused, and what to do.
+GETONE_PARTITIONS = ("getone(*partitions) is not supported: pause() the other partitions, or "
+                     "use getmany(timeout) and take the partition's records")
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,26 +286,6 @@ class AsyncConsumerCompat:
         c = _async_self(self)
         await c.close()
 
-    async def getone(self, *partitions: TopicPartition
-                     ) -> ConsumerRecord[Any, Any]:
-        """The next record, waiting as long as it takes (aiokafka's).
-
-        Raises:
-            InvalidArgumentError: partitions given: read some partitions only by pausing
-                the others (pause()), or take a partition's records from getmany().
-            IllegalStateError: the consumer was closed while waiting.
-        """
-        c = _async_self(self)
-        if partitions:
-            raise InvalidArgumentError(
-                "getone(*partitions) is not supported: pause() the other partitions, or "
-                "use getmany(timeout) and take the partition's records")
-        while True:
-            rec = await c.poll(None)
-            if rec is not None:
-                return rec
-            c._check()
-
     async def seek_to_committed(self, *partitions: TopicPartition
                                 ) -> dict[TopicPartition, int | None]:
         """Move these (default: all assigned) partitions to their committed offsets
@@ -389,19 +376,6 @@ class ConsumerCompat:
         """aiokafka's name for :meth:`close`."""
         c = _sync_self(self)
         c.close()
-
-    def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
-        """See :meth:`AsyncConsumer.getone`."""
-        c = _sync_self(self)
-        if partitions:
-            raise InvalidArgumentError(
-                "getone(*partitions) is not supported: pause() the other partitions, or "
-                "use getmany(timeout) and take the partition's records")
-        while True:
-            rec = c.poll(None)
-            if rec is not None:
-                return rec
-            c._async._check()
 
     def seek_to_committed(self, *partitions: TopicPartition
                           ) -> dict[TopicPartition, int | None]:

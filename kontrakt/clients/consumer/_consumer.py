@@ -16,7 +16,7 @@ import inspect
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Generic
 
 from kontrakt._config import ClientConfig
 from kontrakt._types import ConsumerRecord, TopicPartition
@@ -27,6 +27,7 @@ from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.consumer._buffer import FetchBuffer
 from kontrakt.clients.consumer._commits import AsyncConsumerCommits
 from kontrakt.clients.consumer._compat import (
+    GETONE_PARTITIONS,
     AsyncConsumerCompat,
     batch_timeout,
     flat_partitions,
@@ -36,6 +37,7 @@ from kontrakt.clients.consumer._compat import (
 from kontrakt.clients.consumer._config import CONSUMER_OPTIONS, consumer_settings
 from kontrakt.clients.consumer._fetcher import Fetcher
 from kontrakt.clients.consumer._metrics import attach as attach_metrics
+from kontrakt.clients.consumer._parts import KeyT, ValueT
 from kontrakt.clients.consumer._positions import AsyncConsumerPositions
 from kontrakt.clients.consumer._subscription import SubscriptionState
 from kontrakt.clients.group._coordinator import make_coordinator
@@ -76,8 +78,13 @@ async def run_listener_inline(callback: Callable[..., Any], partitions: set[Topi
         await result
 
 
-class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCommits):
+class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCommits,
+                    Generic[KeyT, ValueT]):
     """Asyncio Kafka consumer.
+
+    Its records are typed ``ConsumerRecord[bytes | None, bytes | None]`` (the bytes as
+    read; None for a null key or value); the type parameters are for the deserializing
+    consumers, which hand out what their deserializers return.
 
     Args:
         config: Kafka property names to values (``{"group.id": "g", ...}``).
@@ -250,7 +257,7 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
             if self._data is not None:
                 self._data.set()
 
-    async def __aenter__(self) -> AsyncConsumer:
+    async def __aenter__(self) -> AsyncConsumer[KeyT, ValueT]:
         await self.start()
         return self
 
@@ -355,7 +362,7 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
 
     async def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
                       timeout_ms: int | None = None
-                      ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+                      ) -> dict[TopicPartition, list[ConsumerRecord[KeyT, ValueT]]]:
         """Records of several partitions at once.
 
         Args:
@@ -390,7 +397,8 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
                 self._check()
                 return self._buffer.drain(limit)
 
-    async def poll(self, timeout: float | None = None) -> ConsumerRecord[Any, Any] | None:
+    async def poll(self, timeout: float | None = None
+                   ) -> ConsumerRecord[KeyT, ValueT] | None:
         """The next record.
 
         Args:
@@ -428,7 +436,7 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
                 return self._buffer.drain_one()
 
     async def consume(self, num_records: int = 1, timeout: float | None = None
-                      ) -> list[ConsumerRecord[Any, Any]]:
+                      ) -> list[ConsumerRecord[KeyT, ValueT]]:
         """Up to ``num_records`` records as one list (confluent-kafka's ``consume``).
 
         Waits until at least one record is available (or ``timeout`` seconds pass; None or
@@ -442,15 +450,32 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
         got = await self.getmany(timeout=timeout if timeout is not None and timeout >= 0
                                  else 1e9,
                                  max_records=num_records)
-        out: list[ConsumerRecord[Any, Any]] = []
+        out: list[ConsumerRecord[KeyT, ValueT]] = []
         for recs in got.values():
             out.extend(recs)
         return out
 
-    def __aiter__(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
+    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[KeyT, ValueT]:
+        """The next record, waiting as long as it takes (aiokafka's).
+
+        Raises:
+            InvalidArgumentError: partitions given: read some partitions only by pausing
+                the others (pause()), or take a partition's records from getmany().
+            IllegalStateError: the consumer was closed while waiting.
+            See :meth:`getmany` for the rest.
+        """
+        if partitions:
+            raise InvalidArgumentError(GETONE_PARTITIONS)
+        while True:
+            rec = await self.poll(None)
+            if rec is not None:
+                return rec
+            self._check()
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord[KeyT, ValueT]]:
         return self._iterate()
 
-    async def _iterate(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
+    async def _iterate(self) -> AsyncIterator[ConsumerRecord[KeyT, ValueT]]:
         while not self._closed:
             got = await self.getmany(timeout=1.0)
             for recs in got.values():
@@ -463,7 +488,8 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
         return self._client
 
 
-def _make_coordinator(consumer: AsyncConsumer, settings: GroupSettings) -> GroupMembership:
+def _make_coordinator(consumer: AsyncConsumer[Any, Any], settings: GroupSettings
+                      ) -> GroupMembership:
     return make_coordinator(consumer._client, consumer._subs, settings,
                             buffer=consumer._buffer, wake=lambda: consumer._fetcher.wake(),
                             listener_runner=consumer._listener_runner)

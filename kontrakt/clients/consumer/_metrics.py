@@ -84,7 +84,7 @@ class ConsumerMetrics:
         self.commit_latency_max = max(self.commit_latency_max, latency)
 
 
-def attach(c: AsyncConsumer) -> None:
+def attach(c: AsyncConsumer[Any, Any]) -> None:
     """Wire a new consumer's metrics: its fetcher's counters learn what was consumed, and
     its group coordinator (if any) reports commits to them."""
     m: ConsumerMetrics = c._fetcher.metrics
@@ -99,7 +99,7 @@ def attach(c: AsyncConsumer) -> None:
         c._coordinator.on_commit = m.commit_done
 
 
-def consumer_metrics(c: AsyncConsumer) -> dict[str, Any]:
+def consumer_metrics(c: AsyncConsumer[Any, Any]) -> dict[str, Any]:
     """What :meth:`AsyncConsumer.metrics` returns (on the consumer's loop thread)."""
     m: ConsumerMetrics = c._fetcher.metrics
     buf = c._buffer

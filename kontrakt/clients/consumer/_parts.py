@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kontrakt._types import DefaultTypeVar
+
 if TYPE_CHECKING:
     from kontrakt.clients.client import AsyncKafkaClient
     from kontrakt.clients.consumer._buffer import FetchBuffer
@@ -17,7 +19,15 @@ if TYPE_CHECKING:
     from kontrakt.clients.consumer._subscription import SubscriptionState
     from kontrakt.clients.group._membership import GroupMembership
 
-__all__ = ["AsyncConsumerParts"]
+__all__ = ["AsyncConsumerParts", "KeyT", "ValueT"]
+
+#: The key and value types of the records a consumer hands out: the bytes as read (None
+#: for a null key or value) by default, so that ``Consumer(...)`` is a
+#: ``Consumer[bytes | None, bytes | None]``; the deserializing consumers pass on what their
+#: deserializers return. For type checkers only: at run time the records are the same
+#: objects whatever the parameters (see DefaultTypeVar).
+KeyT = DefaultTypeVar("KeyT", default=bytes | None)
+ValueT = DefaultTypeVar("ValueT", default=bytes | None)
 
 
 class AsyncConsumerParts:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["consumer_statistics"]
 
 
-def consumer_statistics(c: AsyncConsumer) -> dict[str, Any]:
+def consumer_statistics(c: AsyncConsumer[Any, Any]) -> dict[str, Any]:
     """stats_cb's consumer fields (on the consumer's loop thread)."""
     buf = c._buffer
     with buf.lock:

@@ -16,22 +16,31 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from typing import Any, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from kontrakt.clients._sync import BackgroundStart, LoopThread, wait_done, weak_method
-from kontrakt.clients.consumer._compat import ConsumerCompat, batch_timeout, split_config
+from kontrakt.clients.consumer._compat import (
+    GETONE_PARTITIONS,
+    ConsumerCompat,
+    batch_timeout,
+    split_config,
+)
 from kontrakt.clients.consumer._consumer import AsyncConsumer, close_deadline, run_listener_inline
 from kontrakt.clients.consumer._offsets import OffsetAndTimestamp, OffsetsLike
-from kontrakt.errors import IllegalStateError, KafkaTimeoutError
+from kontrakt.clients.consumer._parts import KeyT, ValueT
+from kontrakt.errors import IllegalStateError, InvalidArgumentError, KafkaTimeoutError
 
 __all__ = ["Consumer"]
 
 T = TypeVar("T")
 
 
-class Consumer(ConsumerCompat):
+class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
     """Blocking Kafka consumer; same options and methods as :class:`AsyncConsumer`.
+
+    Its records are typed ``ConsumerRecord[bytes | None, bytes | None]``, as
+    :class:`AsyncConsumer`'s.
 
     Takes the arguments of :class:`AsyncConsumer` (``Consumer("orders", group_id="g", ...)``
     subscribes at once, kafka-python's form). ``error_cb``, ``logger`` and ``stats_cb`` run
@@ -71,7 +80,8 @@ class Consumer(ConsumerCompat):
                                      asyncio.Future[None]]] = deque()
         self._closed = False
         try:
-            self._async: AsyncConsumer = self._thread.run(self._build(config, topics, kwargs))
+            self._async: AsyncConsumer[Any, Any] = self._thread.run(
+                self._build(config, topics, kwargs))
         except BaseException:
             self._thread.stop()
             raise
@@ -84,7 +94,7 @@ class Consumer(ConsumerCompat):
         self._thread.attach(self, _closer(self._async))
 
     async def _build(self, config: Mapping[str, Any] | None, topics: tuple[str, ...],
-                     kwargs: dict[str, Any]) -> AsyncConsumer:
+                     kwargs: dict[str, Any]) -> AsyncConsumer[Any, Any]:
         # Weakly: the loop thread keeps the runner alive, and must not keep self alive.
         # Once self is gone (its finalizer's close), listeners run on the loop thread.
         return AsyncConsumer(config, *topics, _listener_runner=weak_method(
@@ -204,7 +214,7 @@ class Consumer(ConsumerCompat):
         finally:
             self._thread.stop()
 
-    def __enter__(self) -> Consumer:
+    def __enter__(self) -> Consumer[KeyT, ValueT]:
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
@@ -262,7 +272,7 @@ class Consumer(ConsumerCompat):
                     self._async._polled()
         return True
 
-    def poll(self, timeout: float | None = None) -> ConsumerRecord[Any, Any] | None:
+    def poll(self, timeout: float | None = None) -> ConsumerRecord[KeyT, ValueT] | None:
         """The next record, or None after ``timeout`` seconds (None or negative: wait
         forever).
 
@@ -295,7 +305,7 @@ class Consumer(ConsumerCompat):
 
     def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
                 timeout_ms: int | None = None
-                ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+                ) -> dict[TopicPartition, list[ConsumerRecord[KeyT, ValueT]]]:
         """See :meth:`AsyncConsumer.getmany`."""
         deadline = time.monotonic() + batch_timeout(timeout, timeout_ms)
         limit = max_records or self._async._max_poll_records
@@ -312,7 +322,7 @@ class Consumer(ConsumerCompat):
                 return buf.drain(limit)
 
     def consume(self, num_records: int = 1, timeout: float | None = None
-                ) -> list[ConsumerRecord[Any, Any]]:
+                ) -> list[ConsumerRecord[KeyT, ValueT]]:
         """See :meth:`AsyncConsumer.consume`."""
         if num_records < 1:
             raise ValueError("num_records must be >= 1")
@@ -320,7 +330,17 @@ class Consumer(ConsumerCompat):
                            num_records)
         return [r for recs in got.values() for r in recs]
 
-    def __iter__(self) -> Iterator[ConsumerRecord[Any, Any]]:
+    def getone(self, *partitions: TopicPartition) -> ConsumerRecord[KeyT, ValueT]:
+        """See :meth:`AsyncConsumer.getone`."""
+        if partitions:
+            raise InvalidArgumentError(GETONE_PARTITIONS)
+        while True:
+            rec = self.poll(None)
+            if rec is not None:
+                return rec
+            self._async._check()
+
+    def __iter__(self) -> Iterator[ConsumerRecord[KeyT, ValueT]]:
         while not self._closed:
             rec = self.poll(1.0)
             if rec is not None:
@@ -466,7 +486,7 @@ class Consumer(ConsumerCompat):
         return self._async.config
 
 
-def _closer(consumer: AsyncConsumer) -> Callable[[float], Coroutine[Any, Any, None]]:
+def _closer(consumer: AsyncConsumer[Any, Any]) -> Callable[[float], Coroutine[Any, Any, None]]:
     """``close(timeout)`` for the finalizer of a Consumer nobody closed."""
     async def close(timeout: float) -> None:
         await consumer.close(timeout=timeout)

@@ -12,8 +12,8 @@ returns the records before it and rewinds the consumer to it (see the package do
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, Generic, overload
+from collections.abc import Mapping
+from typing import Any, overload
 
 from kontrakt._types import ConsumerRecord, TopicPartition
 from kontrakt.clients.consumer import AsyncConsumer, Consumer
@@ -141,7 +141,7 @@ class _Decoding:
         return _rebuild(raw, key, value)
 
 
-class DeserializingConsumer(Consumer, Generic[K, V]):
+class DeserializingConsumer(Consumer[K, V]):
     """A :class:`~kontrakt.clients.consumer.Consumer` that deserializes keys and values
     (as confluent-kafka's, a ``Consumer`` itself).
 
@@ -218,14 +218,11 @@ class DeserializingConsumer(Consumer, Generic[K, V]):
         in :meth:`getmany`."""
         return super().consume(num_records, timeout)
 
-    def __iter__(self) -> Iterator[ConsumerRecord[K, V]]:
-        return super().__iter__()
-
     def __enter__(self) -> DeserializingConsumer[K, V]:
         return self
 
 
-class AsyncDeserializingConsumer(AsyncConsumer, Generic[K, V]):
+class AsyncDeserializingConsumer(AsyncConsumer[K, V]):
     """An :class:`~kontrakt.clients.consumer.AsyncConsumer` that deserializes keys and values.
 
     Deserializers may be sync callables or return awaitables (the ``Async`` serde classes).
@@ -313,9 +310,6 @@ class AsyncDeserializingConsumer(AsyncConsumer, Generic[K, V]):
         """Up to ``num_records`` deserialized records; see
         :meth:`DeserializingConsumer.consume`."""
         return await super().consume(num_records, timeout)
-
-    def __aiter__(self) -> AsyncIterator[ConsumerRecord[K, V]]:
-        return super().__aiter__()
 
     async def __aenter__(self) -> AsyncDeserializingConsumer[K, V]:
         await self.start()

@@ -26,6 +26,7 @@ from kontrakt.registry import (
     Schema,
     SchemaNotFoundError,
     SchemaReference,
+    SchemaRegistryClient,
     SchemaVersion,
     ServerConfig,
     SubjectNotFoundError,
@@ -349,3 +350,21 @@ def test_real_engine_with_references_and_versions_in_messages(srv: RegistryServe
         assert any("2" in m for m in res.messages)
         with pytest.raises(IncompatibleSchemaError):
             c.register_schema("outer", bad)
+
+
+def test_clients_share_the_default_tls_context() -> None:
+    """Clients without ssl.* options share one verifying context a process: httpx would load
+    the CA bundle for each (~50 ms of CPU), and a Spark task opens a client per range."""
+    import ssl
+
+    clients = [SchemaRegistryClient({"url": "http://127.0.0.1:1"}) for _ in range(2)]
+    aclient = AsyncSchemaRegistryClient({"url": "http://127.0.0.1:1"})
+    try:
+        contexts = [c._http._transport._pool._ssl_context  # type: ignore[attr-defined]
+                    for c in (*clients, aclient)]
+        assert contexts[0] is contexts[1] is contexts[2]
+        assert contexts[0].verify_mode == ssl.CERT_REQUIRED and contexts[0].check_hostname
+    finally:
+        for c in clients:
+            c.close()
+        asyncio.run(aclient.close())

@@ -37,12 +37,19 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import DataType
 
 from kontrakt.errors import SerializationError
 from kontrakt.serde import MessageField
 from kontrakt.spark._arrow import Chunk, arrow_type
-from kontrakt.spark._columns import ColumnDecoder, Decoded, RowDecoder, _id_in_headers, _raw
+from kontrakt.spark._columns import (
+    ColumnDecoder,
+    Decoded,
+    RowDecoder,
+    _id_in_headers,
+    _raw_array,
+)
 
 if TYPE_CHECKING:
     from kontrakt.registry import SchemaRegistryClient
@@ -67,6 +74,9 @@ def arrow_readable(kind: pa.DataType, root: bool = True) -> bool:
     if pa.types.is_list(kind):
         return arrow_readable(kind.value_type, False)
     return True
+
+
+_MAX_STOP = 2**31 - 1  # binary offsets are int32: no value is longer
 
 
 class JsonColumnDecoder(ColumnDecoder):
@@ -99,13 +109,12 @@ class JsonColumnDecoder(ColumnDecoder):
         self.fallbacks = 0
 
     def decode(self, chunk: Chunk, field: MessageField) -> Decoded:
-        payloads = _raw(chunk, field)
         if self._arrow and not _id_in_headers(chunk, field):
             try:
-                return self._read(payloads), {}
+                return self._read(_raw_array(chunk, field)), {}
             except _NotArrowReadable as exc:
                 log.debug("a batch of %d JSON records is decoded record by record: %s",
-                          len(payloads), exc)
+                          len(chunk), exc)
         self.fallbacks += 1
         return self._rows.decode(chunk, field)
 
@@ -134,18 +143,29 @@ class JsonColumnDecoder(ColumnDecoder):
                                      f"{errors[first]}") from errors[first]
         return array
 
-    def _read(self, payloads: Sequence[Any]) -> pa.Array:
-        n = len(payloads)
-        present = [p for p in payloads if p is not None]
+    def _read(self, payloads: Sequence[Any] | pa.Array) -> pa.Array:
+        """The documents through Arrow's JSON reader; the frames are stripped and the
+        documents joined one a line by Arrow kernels, without a Python object a record."""
+        arr = payloads if isinstance(payloads, pa.Array) else pa.array(payloads, pa.binary())
+        if not pa.types.is_binary(arr.type):
+            arr = arr.cast(pa.binary())
+        n = len(arr)
+        present = arr.drop_null() if arr.null_count else arr
         m = len(present)
         if not m:
             return pa.nulls(n, self._type)
-        for prefix in {bytes(p[:5]) for p in present}:
+        for prefix in pc.unique(pc.binary_slice(present, 0, 5)).to_pylist():
             self._check_prefix(prefix)
-        body = b"\n".join([p[5:] for p in present])
+        # Each document and a newline, in one buffer: "doc\n" elements laid end to end. (The
+        # slice's stop is given: pyarrow 26 fails without one on values of unequal lengths.)
+        docs = pc.binary_slice(present, 5, _MAX_STOP)
+        lines = pc.binary_join_element_wise(docs, b"", b"\n")
+        offsets = memoryview(lines.buffers()[1]).cast("i")
+        body = memoryview(lines.buffers()[2])[offsets[lines.offset]:
+                                              offsets[lines.offset + m]].tobytes()
         # Every line one document that starts an object: Arrow gives each at least one row,
         # so m rows means exactly one each.
-        if (not body.startswith(b"{") or body.count(b"\n") != m - 1
+        if (not body.startswith(b"{") or body.count(b"\n") != m
                 or body.count(b"\n{") != m - 1):
             raise _NotArrowReadable("a document that is not one line starting with '{'")
         try:
@@ -166,15 +186,10 @@ class JsonColumnDecoder(ColumnDecoder):
             raise _NotArrowReadable(str(exc)) from None
         if m == n:
             return array
-        at: list[int | None] = []
-        i = 0
-        for p in payloads:
-            if p is None:
-                at.append(None)
-            else:
-                at.append(i)
-                i += 1
-        return array.take(pa.array(at, pa.int32()))
+        # Each present record's row: the running count of present records before it.
+        valid = pc.is_valid(arr).cast(pa.int32())
+        at = pc.if_else(pc.is_valid(arr), pc.subtract(pc.cumulative_sum(valid), 1), None)
+        return array.take(at)
 
     def _check_prefix(self, prefix: bytes) -> None:
         """A registry prefix of a JSON Schema's id without data-contract rules (else the row

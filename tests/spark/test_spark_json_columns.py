@@ -41,6 +41,14 @@ class FakeChunk:
     def __len__(self) -> int:
         return len(self.values)
 
+    @property
+    def value_array(self) -> pa.Array:
+        return pa.array(self.values, pa.binary())
+
+    @property
+    def key_array(self) -> pa.Array:
+        return pa.array(self.keys, pa.binary())
+
 
 class _Gen:
     """Random JSON Schemas and documents valid against them."""
@@ -230,3 +238,26 @@ def test_row_path_errors_name_the_topic_and_offset_without_the_records() -> None
         chunk.offsets = (41,)
         _, errors = decoder.decode(chunk, MessageField.VALUE)
         assert "(topic 'orders', value, offset 41)" in str(errors[0])
+
+
+def test_a_chunk_of_columns_is_read_without_a_python_object_a_record() -> None:
+    """The frames are checked and stripped by Arrow kernels over the chunk's value array:
+    the chunk's values are never made Python ``bytes`` (``Chunk.values``), nulls and
+    documents of unequal lengths included."""
+    from kontrakt.spark._arrow import Chunk
+    from kontrakt.spark._batches import RecordColumns
+
+    with MockSchemaRegistryClient({"url": "mock://"}) as client:
+        prefix, old, new = _decoders(client, "c-value", ORDER)
+        payloads = [None if i % 5 == 3 else _frame(prefix, {"id": i, "name": "n" * i})
+                    for i in range(40)]
+        n = len(payloads)
+        ints = pa.array(range(n), pa.int64())
+        chunk = Chunk.of_columns(RecordColumns(
+            ints, ints, pa.array([0] * n, pa.int32()), pa.nulls(n, pa.binary()),
+            pa.array(payloads, pa.binary()), None), "c", 0)
+        got, errors = new.decode(chunk, MessageField.VALUE)
+        assert not errors and new.fallbacks == 0
+        assert "values" not in chunk._lists  # no per-record bytes were made
+        want, _ = old.decode(FakeChunk(payloads), MessageField.VALUE)
+        assert got.equals(want)

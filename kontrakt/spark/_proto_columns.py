@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from kontrakt.errors import SerializationError
@@ -45,7 +46,13 @@ from kontrakt.spark._avro_tree import (
     append_null,
     build_array,
 )
-from kontrakt.spark._columns import ColumnDecoder, Decoded, RowDecoder, _id_in_headers, _raw
+from kontrakt.spark._columns import (
+    ColumnDecoder,
+    Decoded,
+    RowDecoder,
+    _id_in_headers,
+    _raw_array,
+)
 from kontrakt.spark._proto_types import (
     _DURATION_SECONDS,
     _ENUM,
@@ -65,6 +72,9 @@ __all__ = ["ProtoColumnDecoder", "ProtoColumns"]
 
 log = logging.getLogger("kontrakt.spark")
 
+#: makes the flat filler ``many(messages)`` of the column lists
+FlatMaker = Callable[[list[list[Any]]], Callable[[list[Any]], None]]
+_MAX_STOP = 2**31 - 1  # binary offsets are int32: no payload is longer
 _TIMESTAMP = "google.protobuf.Timestamp"
 _DURATION = "google.protobuf.Duration"
 
@@ -293,6 +303,58 @@ class ProtoColumns:
         make.source = src
         return make  # type: ignore[no-any-return]
 
+    def compile_flat(self, writer: Any) -> FlatMaker | None:
+        """The filler of a whole list of messages of ``writer`` at once, field by field (a
+        comprehension a field, ``map(attrgetter)`` for plain scalars): for readers whose
+        fields are all scalars or enums, None for others. A function of the column lists
+        that returns ``many(messages)``.
+
+        Raises:
+            NoColumnarPlan: a field of the reader's has another kind in the writer.
+        """
+        from operator import attrgetter
+
+        gen = _Codegen()
+        body: list[str] = []
+        for rf, child in zip(self.reader.fields, self.root.children, strict=True):
+            if child.kind != "leaf":
+                return None
+            wf = writer.fields_by_name.get(rf.name)
+            if wf is None:  # written with a version without it: null
+                body.append(f"        x{child.slot}([None] * len(msgs))")
+                continue
+            kind = _kind(rf)
+            if _kind(wf) != kind:
+                raise NoColumnarPlan(f"field {rf.name!r}: {_kind(wf)} in the writer, {kind} "
+                                     f"in the reader")
+            if not (kind == "enum" or kind.startswith("scalar")):
+                return None
+            get = gen.const(attrgetter(rf.name))
+            if _presence(rf):
+                if not _presence(wf):
+                    raise NoColumnarPlan(f"field {rf.name!r} has no presence in the writer")
+                body.append(f"        x{child.slot}([{gen.value(f'{get}(v)', rf)} if "
+                            f"v.HasField({rf.name!r}) else None for v in msgs])")
+            elif kind == "enum":
+                body.append(f"        x{child.slot}([{gen.value('e', rf)} for e in "
+                            f"map({get}, msgs)])")
+            else:
+                body.append(f"        x{child.slot}(map({get}, msgs))")
+        if self.root.mask >= 0:
+            body.append(f"        x{self.root.mask}([False] * len(msgs))")
+        src = "\n".join([
+            "def make(L):",
+            *[f"    x{i} = L[{i}].extend" for i in range(self.slots)],
+            "    def many(msgs):",
+            *body,
+            "    return many",
+        ])
+        env = dict(gen.env)
+        exec(compile(src, "<proto-columns-flat>", "exec"), env)
+        make: Any = env["make"]
+        make.source = src
+        return make  # type: ignore[no-any-return]
+
     def new_columns(self) -> list[list[Any]]:
         """Empty column lists for one batch."""
         return [[] for _ in range(self.slots)]
@@ -332,23 +394,31 @@ class ProtoColumnDecoder(ColumnDecoder):
         except NoColumnarPlan:
             self._columns = None
         self._files: dict[tuple[int, tuple[int, ...]], tuple[Any, Any]] = {}
+        self._writer_descriptors: dict[tuple[int, tuple[int, ...]], Any] = {}
+        #: schema id -> the flat filler's maker and the parse function (None: not flat)
+        self._flat_fillers: dict[int, tuple[FlatMaker, Any] | None] = {}
         #: batches decoded record by record (the columnar decoder could not take them)
         self.fallbacks = 0
 
     def decode(self, chunk: Chunk, field: MessageField) -> Decoded:
         if self._columns is not None and not _id_in_headers(chunk, field):
             try:
-                return self.decode_payloads(_raw(chunk, field)), {}
+                return self.decode_payloads(_raw_array(chunk, field)), {}
             except Exception as exc:
                 log.debug("a batch of %d protobuf records is decoded record by record: "
                           "%s: %s", len(chunk), type(exc).__name__, exc)
         self.fallbacks += 1
         return self._rows.decode(chunk, field)
 
-    def decode_payloads(self, payloads: Sequence[Any]) -> pa.Array:
+    def decode_payloads(self, payloads: Sequence[Any] | pa.Array) -> pa.Array:
         """Registry-framed Protobuf payloads (None: a null) as one array of the column's
         type: the bytes-column → Arrow-array function an ``arrow_udf`` over a column of
         framed bytes can call (no row-path fallback).
+
+        A binary array whose payloads all have one frame (a schema id, the first message)
+        and no null, of a reader with scalar and enum fields only, is filled a field at a
+        time (:meth:`ProtoColumns.compile_flat`): the frames checked and stripped by Arrow
+        kernels, the messages parsed by ``map``, no Python code run a record.
 
         Raises:
             SerializationError: a payload that is not registry-framed, or whose message
@@ -364,6 +434,11 @@ class ProtoColumnDecoder(ColumnDecoder):
         columns = self._columns
         if columns is None:
             raise NoColumnarPlan("the reader message has no columnar plan")
+        if isinstance(payloads, pa.Array):
+            flat = self._flat(payloads)
+            if flat is not None:
+                return flat
+            payloads = payloads.to_pylist()
         L = columns.new_columns()
         bound: dict[tuple[bytes, tuple[int, ...]], tuple[Any, Any]] = {}
         for data in payloads:
@@ -385,6 +460,36 @@ class ProtoColumnDecoder(ColumnDecoder):
             one, parse = found
             one(parse(data[pos:]))
         return columns.build(L)
+
+    def _flat(self, payloads: pa.Array) -> pa.Array | None:
+        """The array of ``payloads`` through the flat filler, or None when they are not
+        all of one frame of the first message, or the reader is not flat."""
+        assert self._columns is not None
+        n = len(payloads)
+        if not n or payloads.null_count or not pa.types.is_binary(payloads.type):
+            return None
+        if pc.min(pc.binary_length(payloads)).as_py() < 6:
+            return None
+        frames = pc.unique(pc.binary_slice(payloads, 0, 6))
+        if len(frames) != 1:
+            return None
+        frame = frames[0].as_py()
+        if frame[0] != 0 or frame[5] != 0:
+            return None
+        schema_id = int.from_bytes(frame[1:5], "big")
+        if schema_id not in self._flat_fillers:
+            _, parse = self._writer(schema_id, (0,))
+            make = self._columns.compile_flat(self._writer_descriptors[(schema_id, (0,))])
+            self._flat_fillers[schema_id] = None if make is None else (make, parse)
+        filler = self._flat_fillers[schema_id]
+        if filler is None:
+            return None
+        make, parse = filler
+        # (binary_slice's stop is given: pyarrow 26 fails without one on unequal lengths.)
+        bodies = pc.binary_slice(payloads, 6, _MAX_STOP).to_pylist()
+        L = self._columns.new_columns()
+        make(L)(list(map(parse, bodies)))
+        return self._columns.build(L)
 
     def _writer(self, schema_id: int, indexes: tuple[int, ...]) -> tuple[Any, Any]:
         """The compiled filler and the parse function of a writer message (cached)."""
@@ -408,4 +513,5 @@ class ProtoColumnDecoder(ColumnDecoder):
             _collect_deps(self._client, schema, deps, set())
             desc = message_by_indexes(proto_file(schema.schema_str, tuple(deps)), indexes)
             self._files[key] = (self._columns.compile(desc), GetMessageClass(desc).FromString)
+            self._writer_descriptors[key] = desc
         return self._files[key]

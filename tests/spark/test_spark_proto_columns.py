@@ -340,3 +340,51 @@ def test_decoders_run_as_arrow_udfs_over_columns_of_framed_bytes(
         (0, []), (1, ["t"]), (2, ["t", "t"]), None]
     assert [None if r.p is None else (r.p.id, r.p.name, r.p.kind) for r in out] == [
         (0, "n0", "SHOP"), (1, "n1", "WEB"), (2, "n2", "SHOP"), None]
+
+
+FLAT_V1 = """syntax = "proto3";
+package flat;
+message Order {
+  int64 id = 1; string name = 2; Kind kind = 3; sint32 delta = 4; bytes raw = 5;
+  bool paid = 6; uint64 big = 7; float ratio = 8;
+}
+enum Kind { SHOP = 0; WEB = 1; }
+"""
+# v2 adds an optional field and an enum value; a v1 writer lacks the field (null).
+FLAT_V2 = FLAT_V1.replace("float ratio = 8;", "float ratio = 8; optional double total = 9;"
+                          ).replace("WEB = 1;", "WEB = 1; APP = 2;")
+
+
+def test_flat_messages_of_one_frame_are_filled_a_field_at_a_time() -> None:
+    """Batches of one frame (schema id, first message), no null, of a reader with scalar and
+    enum fields only, take the flat filler (the frames checked and stripped by Arrow
+    kernels): the same arrays as the row path; a batch of two frames or with a null takes
+    the filler a record. The chunk's values are never made a list of Python bytes."""
+    from kontrakt.spark._arrow import Chunk
+    from kontrakt.spark._batches import RecordColumns
+
+    def columns(payloads: list[bytes | None]) -> Chunk:
+        n = len(payloads)
+        ints = pa.array(range(n), pa.int64())
+        return Chunk.of_columns(RecordColumns(
+            ints, ints, pa.array([0] * n, pa.int32()), pa.nulls(n, pa.binary()),
+            pa.array(payloads, pa.binary()), None), "f", 0)
+
+    with MockSchemaRegistryClient({"url": "mock://"}) as client:
+        p1 = _register(client, "f-value", FLAT_V1)
+        p2 = _register(client, "f-value", FLAT_V2)
+        old, new = _decoders(client, "f-value")
+        assert isinstance(new, ProtoColumnDecoder)
+        gen = _Gen(5)
+        v1 = [p for p in _messages(gen, FLAT_V1, p1, 60) if p is not None]
+        v2 = [p for p in _messages(gen, FLAT_V2, p2, 60) if p is not None]
+        for payloads, flat in ((v1, True), (v2, True), ([*v1[:20], *v2[:20]], False),
+                               ([*v2[:20], None], False)):
+            chunk = columns(payloads)
+            got, errors = new.decode(chunk, MessageField.VALUE)
+            want, want_errors = old.decode(FakeChunk(payloads), MessageField.VALUE)
+            assert not errors and not want_errors and new.fallbacks == 0
+            assert got.equals(want), (got.to_pylist()[:3], want.to_pylist()[:3])
+            assert "values" not in chunk._lists  # the filler had the array
+            assert (new._flat(pa.array(payloads, pa.binary())) is not None) is flat
+        assert set(new._flat_fillers) == {int.from_bytes(p[1:5], "big") for p in (p1, p2)}

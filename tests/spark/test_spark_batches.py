@@ -185,6 +185,30 @@ def test_record_starts_walks_short_and_long_lengths() -> None:
         record_starts(data, 61, len(data), len(sizes) - 1)
 
 
+@pytest.mark.parametrize("share", [0.0, 0.002, 0.05, 0.5, 1.0])
+def test_record_starts_walks_short_records_a_block_at_a_time(share: float) -> None:
+    """Records under 64 bytes (a one-byte length) are walked a block at a time with the
+    one-byte table; a block holding a longer record is walked again with the two-byte
+    table, wherever in the block it is: the positions are the slow walk's for every mix,
+    and a buffer cut short is still refused."""
+    from kontrakt.protocol.records._columnar import _BLOCK, _starts_slow, _steps, _walk
+
+    rng = random.Random(int(share * 1000))
+    b = RecordBatchBuilder(max_batch_size=1 << 30)
+    for i in range(_BLOCK * 9 + 5):
+        width = rng.choice([70, 300]) if rng.random() < share else rng.randrange(0, 50)
+        b.append(1_700_000_000_000 + rng.choice([0, i]), None, b"v" * width)
+    data = b.build()
+    count = b.record_count
+    want = _starts_slow(data, 61, len(data), count)
+    assert record_starts(data, 61, len(data), count) == want
+    starts = [61]
+    _walk(data, 61, count, _steps(), starts)
+    assert starts == want
+    with pytest.raises(CorruptRecordError):
+        record_starts(data[:-1], 61, len(data) - 1, count)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_record_starts_takes_runs_of_one_size_as_the_walk_does(seed: int) -> None:
     """Runs of records of one size (taken a run at a time) give exactly the positions of

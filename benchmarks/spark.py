@@ -13,13 +13,17 @@ SparkSession then reads, ``--rounds`` times interleaved (best round counts):
   Protobuf (two more topics).
 
 Every read produces all columns (the data-source API has no column pruning), so count()
-measures the whole read. Figures are rows/s of the whole query, wall clock.
+measures the whole read. Figures are rows/s of the whole query, wall clock. With ``--cpu``
+each query's CPU time is printed too, split by process (from /proc: the Tansu broker, the
+Spark JVM, its Python workers, this driver process) as ns a row: on a shared machine the
+figures that say where a read's time goes.
 
 ``--task`` measures one Spark task instead, in this process and without Spark: the
 reader's ``read_range`` over one partition's whole range (consumer, columns, decoding,
-the Arrow record batches Spark would receive), best of ``--rounds``, as ns a record of
-wall clock and of this process's CPU time (all its threads; the broker's excluded): the
-figures to compare code changes by on a shared machine (no JVM, no scheduling).
+the Arrow record batches Spark would receive) for binary, Avro, JSON and Protobuf, best of
+``--rounds``, as ns a record of wall clock and of this process's CPU time (all its
+threads; with ``--cpu`` the broker's as well): the figures to compare code changes by on
+a shared machine (no JVM, no scheduling).
 
 ``--write-task`` measures one sink task the same way: ``_ProduceTask.produce`` over
 Arrow record batches of 10,000 rows (Spark's ``arrow.maxRecordsPerBatch``, built before
@@ -34,7 +38,7 @@ partitions, a fresh topic of ``--partitions`` partitions each round): ``binary w
 (60-byte values) and ``avro write`` (the ``Order`` struct built by the JVM, encoded by
 the sink), rows/s of the whole ``save()``.
 
-Run:  .venv/bin/python benchmarks/spark.py [--records 500000] [--partitions 2] [--rounds 3]
+Run:  .venv/bin/python benchmarks/spark.py [--records 500000] [--partitions 2] [--rounds 3] [--cpu]
       .venv/bin/python benchmarks/spark.py --write [--records 500000] [--partitions 2]
       .venv/bin/python benchmarks/spark.py --task [--records 200000] [--partitions 1]
       .venv/bin/python benchmarks/spark.py --write-task [--records 200000] [--partitions 2]
@@ -127,6 +131,75 @@ def json_or_proto_values(fmt: str, schema_id: int) -> Callable[[int], bytes]:
         **({} if i % 3 else {"note": "gift wrap"})).SerializeToString()
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_times() -> dict[int, tuple[int, str, float]]:
+    """Every process's (parent pid, command name, CPU seconds: its own and its reaped
+    children's) from /proc."""
+    out: dict[int, tuple[int, str, float]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        # utime, stime, cutime, cstime: fields 14-17 of stat(5), 11-14 after the comm
+        ticks = sum(int(x) for x in fields[11:15])
+        out[int(name)] = (int(fields[1]), comm, ticks / _TICK)
+    return out
+
+
+def cpu_split(broker_pid: int) -> dict[str, float]:
+    """CPU seconds so far of this benchmark's processes by role: ``broker`` (Tansu and
+    its children), ``jvm`` (the Spark JVM), ``python workers`` (the JVM's Python
+    descendants: daemon, workers, planner runners) and ``driver`` (this process: the
+    PySpark driver and the in-process registry). A process that exited counts in its
+    parent's reaped children's time, so differences of two calls are exact."""
+    procs = _proc_times()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+
+    def tree(root: int) -> list[int]:
+        todo, seen = [root], []
+        while todo:
+            pid = todo.pop()
+            seen.append(pid)
+            todo += children.get(pid, [])
+        return seen
+
+    split = {"broker": 0.0, "jvm": 0.0, "python workers": 0.0, "driver": 0.0}
+    me = os.getpid()
+    broker = set(tree(broker_pid))
+    for pid in broker:
+        split["broker"] += procs.get(pid, (0, "", 0.0))[2]
+    for pid in tree(me):
+        if pid in broker:
+            continue
+        ppid, comm, cpu = procs[pid]
+        if pid == me:
+            # the reaped children of the driver are the JVM's launcher scripts
+            split["driver"] += cpu
+        elif comm == "java":
+            # its own threads only; its Python descendants are counted below
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            fields = stat[stat.rindex(")") + 2:].split()
+            own = (int(fields[11]) + int(fields[12])) / _TICK
+            split["jvm"] += own
+            split["python workers"] += cpu - own
+        elif comm.startswith("python"):
+            split["python workers"] += cpu
+        else:
+            split["jvm"] += cpu  # launcher shells
+    return split
+
+
 def session() -> Any:
     from pyspark.sql import SparkSession
 
@@ -152,7 +225,7 @@ def session() -> Any:
 
 
 def task_rates(bootstrap: str, registry: str, topics: dict[str, tuple[str, str]],
-               rounds: int) -> None:
+               rounds: int, broker_pid: int | None = None) -> None:
     """One task's ``read_range`` per (name: (topic, value format)), in this process."""
     from kontrakt.spark._options import parse_options
     from kontrakt.spark._plan import plan_ranges, with_topics
@@ -165,12 +238,15 @@ def task_rates(bootstrap: str, registry: str, topics: dict[str, tuple[str, str]]
             "subscribe": topic, "value.format": fmt}))
         key, value = resolve_plans(opts)
         rng = plan_ranges(opts)[0]
-        best = cpu = float("inf")
+        best = cpu = broker_cpu = float("inf")
         for _ in range(rounds):
+            b0 = cpu_split(broker_pid)["broker"] if broker_pid else 0.0
             t = time.perf_counter()
             c = time.process_time()
             rows = sum(b.num_rows for b in read_range(opts, key, value, rng))
             cpu = min(cpu, time.process_time() - c)
+            if broker_pid:
+                broker_cpu = min(broker_cpu, cpu_split(broker_pid)["broker"] - b0)
             took = time.perf_counter() - t
             if rows != rng.end - rng.start:
                 raise RuntimeError(f"{name}: {rows} rows, expected {rng.end - rng.start}")
@@ -178,7 +254,9 @@ def task_rates(bootstrap: str, registry: str, topics: dict[str, tuple[str, str]]
         # CPU time (this process, all threads: the consumer's loop thread too) is what a
         # shared machine's load distorts least.
         print(f"  task {name:8s} {rows / best:10,.0f} rows/s wall  {best / rows * 1e9:7,.0f} "
-              f"ns/row wall  {cpu / rows * 1e9:7,.0f} ns/row CPU  ({rows:,} rows, load "
+              f"ns/row wall  {cpu / rows * 1e9:7,.0f} ns/row CPU" + (
+                  f" (broker {broker_cpu / rows * 1e9:,.0f})" if broker_pid else "")
+              + f"  ({rows:,} rows, load "
               f"{os.getloadavg()[0]:.1f})", flush=True)
 
 
@@ -285,6 +363,9 @@ def main() -> None:
     ap.add_argument("--task", action="store_true",
                     help="one task's read_range in this process, without Spark")
     ap.add_argument("--write", action="store_true", help="Spark writes instead of reads")
+    ap.add_argument("--cpu", action="store_true",
+                    help="print each read query's CPU seconds by process (broker, JVM, "
+                         "Python workers, driver) as ns a row")
     ap.add_argument("--write-task", action="store_true",
                     help="one sink task's produce in this process, without Spark")
     args = ap.parse_args()
@@ -323,7 +404,10 @@ def main() -> None:
                   flush=True)
             if args.task:
                 task_rates(broker.bootstrap_servers, registry.url,
-                           {"binary": (raw, "binary"), "avro": (orders, "avro")}, args.rounds)
+                           {"binary": (raw, "binary"), "avro": (orders, "avro"),
+                            "json": (others["json"], "json"),
+                            "protobuf": (others["protobuf"], "protobuf")}, args.rounds,
+                           broker.pid if args.cpu else None)
                 return
             spark = session()
 
@@ -354,9 +438,17 @@ def main() -> None:
             best: dict[str, float] = {}
             for r in range(args.rounds):
                 for name, run in cases.items():
+                    before = cpu_split(broker.pid) if args.cpu else {}
                     t = time.perf_counter()
                     rows = run()
                     rate = rows / (time.perf_counter() - t)
+                    if args.cpu:
+                        after = cpu_split(broker.pid)
+                        parts = {k: (after[k] - before.get(k, 0.0)) / n * 1e9 for k in after}
+                        print(f"round {r + 1}: {name:14s} CPU ns/row: " + ", ".join(
+                            f"{k} {v:,.0f}" for k, v in parts.items())
+                            + f", total {sum(parts.values()):,.0f} (load "
+                            f"{os.getloadavg()[0]:.1f})", flush=True)
                     if rows != n:
                         raise RuntimeError(f"{name}: {rows} rows, expected {n}")
                     best[name] = max(best.get(name, 0.0), rate)

@@ -22,7 +22,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kontrakt.clients.producer import _stage
 from kontrakt.clients.producer._batch import (
     DeliveryCallback,
     ProducerBatch,
@@ -38,6 +37,7 @@ from kontrakt.clients.producer._records import (
 )
 from kontrakt.clients.producer._split import split_batch
 from kontrakt.clients.producer._stage import KeyedStage
+from kontrakt.clients.producer._stage import settle_locked as _settle_locked
 from kontrakt.errors import IllegalStateError
 from kontrakt.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -102,7 +102,8 @@ class RecordAccumulator:
         #: record prefixes for bulk settling (see _records.uniform_runs)
         self.prefixes = PrefixTables()
         #: a keyed record is staged only while its key and value together are shorter
-        #: (KeyedStage.offer; the producer sets it: 0 stages nothing)
+        #: (KeyedStage.offer; the producer sets it, and its close sets 0 again under the
+        #: lock: 0 stages nothing)
         self.stage_limit = 0
         self.sender_wake_at = float("inf")
         #: set when an append found its partition's batch full (async senders then yield)
@@ -269,7 +270,7 @@ class RecordAccumulator:
             if stage is None:
                 stage = self.stages[topic] = KeyedStage(self, topic, queues)
             elif stage.count != len(queues):
-                wake = self.settle_locked(stage)
+                wake = _settle_locked(self, stage)
                 stage.queues = queues
         if wake is not None:
             self.wakeup(wake, filled=wake)
@@ -278,21 +279,28 @@ class RecordAccumulator:
     def settle(self, stage: KeyedStage) -> None:
         """Place ``stage``'s records into their batches now (takes the lock)."""
         with self.lock:
-            wake = self.settle_locked(stage)
+            wake = _settle_locked(self, stage)
         if wake is not None:
             self.wakeup(wake, filled=wake)
+
+    def close_locked(self) -> None:
+        """The producer closes: place every stage's records and stage no more (the caller
+        holds the lock; a sync producer's callers may be sending meanwhile)."""
+        self.settle_all_locked()
+        self.closed = True
+        # KeyedStage.offer reads stage_limit under the lock (its only closed check).
+        self.stage_limit = 0
 
     def settle_all_locked(self) -> None:
         """Place every stage's records (the caller holds the lock and wakes the sender)."""
         for stage in self.stages.values():
             if stage.keys:
-                self.settle_locked(stage)
-
+                _settle_locked(self, stage)
 
     def settle_locked(self, stage: KeyedStage) -> bool | None:
         """Place ``stage``'s records (see _stage.settle_locked); the caller holds the lock
         and wakes the sender as told by the result."""
-        return _stage.settle_locked(self, stage)
+        return _settle_locked(self, stage)
 
     def append_batch(self, topic: str, partition: int, builder: RecordBatchBuilder,
                      size: int) -> ProducerBatch | None:

@@ -34,7 +34,7 @@ from kontrakt.clients.producer._partitioner import (
 )
 from kontrakt.clients.producer._records import RECORD_OVERHEAD, append_record
 from kontrakt.clients.producer._sender import Sender
-from kontrakt.clients.producer._stage import KeyedStage
+from kontrakt.clients.producer._stage import KeyedStage, Offer
 from kontrakt.clients.producer._transactions import TransactionManager
 from kontrakt.errors import (
     ConfigError,
@@ -130,8 +130,9 @@ class _ProducerCore:
         # The send fast paths' view of _topics: current entries only (emptied whenever the
         # metadata changes or _ok turns False, refilled by _append while _ok), so they need
         # no version check, and a sync caller none of _ok; only with the default
-        # partitioner.
-        self._fast_topics: dict[str, _TopicParts] = {}
+        # partitioner. Each topic's entry is its stage's offer (KeyedStage.offer), bound
+        # once.
+        self._fast_topics: dict[str, Offer] = {}
         part = s.partitioner
         self._default = DefaultPartitioner()
         self._sticky = part == "default"
@@ -221,9 +222,9 @@ class _ProducerCore:
             info = self._topic_parts(topic)
             if info is None:
                 return NEED_METADATA
-        if self._simple_keys and self._ok and topic not in self._fast_topics:
+        if topic not in self._fast_topics and self._simple_keys and self._ok:
             fast = self._fast_topics
-            fast[topic] = info
+            fast[topic] = info.stage.offer
             if info.version != self._cluster.version or not self._ok:
                 # The metadata changed or the fast paths stopped meanwhile (a sync
                 # producer's caller runs beside the loop thread, which empties the dict
@@ -393,8 +394,8 @@ class CallerThreads:
         #: the producer failed.
         self.append: Callable[..., Any] = core._append
         #: the topics whose keyed records may be staged at once, while the core is ok
-        #: (emptied otherwise): topic -> its partitions, whose ``stage.offer(key, value,
-        #: delivery)`` stages a record (see KeyedStage.offer)
+        #: (emptied otherwise): topic -> its stage's bound ``offer(key, value, delivery)``,
+        #: which stages a record (see KeyedStage.offer)
         self.fast_topics = core._fast_topics
 
     def bind(self, handover: HandOver, deliver: Callable[[ProducerBatch], None]) -> None:

@@ -207,8 +207,7 @@ class AsyncProducer(TransactionalCore):
         sender = self._sender
         acc = self._acc
         with acc.lock:
-            acc.settle_all_locked()
-            acc.closed = True
+            acc.close_locked()
         try:
             if sender is not None and sender.error is None and timeout != 0:
                 sender.closing = True
@@ -263,16 +262,17 @@ class AsyncProducer(TransactionalCore):
         # _fast_topics holds topics only while _ok (see _ProducerCore._stop_fast_paths).
         if type(key) is bytes and type(value) is bytes and partition is None \
                 and timestamp_ms is None and headers is None:
-            info = self._fast_topics.get(topic)
-            if info is not None:
-                fut = info.stage.offer(key, value, None)
+            # The topic's stage's offer, bound once (a bound method from a dict is called
+            # with fewer steps than looking the stage and its method up per record).
+            offer = self._fast_topics.get(topic)
+            if offer is not None:
+                fut = offer(key, value, None)
                 if fut is not None:
-                    acc = self._acc
-                    if acc.filled:
+                    if self._acc.filled:
                         # Its stage settled and batches filled up (and were handed to the
                         # sender): give responses and connections a loop turn, or a tight
                         # send loop would starve them.
-                        acc.filled = False
+                        self._acc.filled = False
                         await asyncio.sleep(0)
                     return fut
         res = self._append(topic, value, key, partition, timestamp_ms, headers, None)

@@ -44,7 +44,10 @@ from kontrakt.protocol.records._model import VARINT_BYTES
 if TYPE_CHECKING:
     from kontrakt.clients.producer._accumulator import RecordAccumulator
 
-__all__ = ["KeyedStage", "settle_locked"]
+__all__ = ["KeyedStage", "Offer", "settle_locked"]
+
+#: KeyedStage.offer, bound to a topic's stage: ``offer(key, value, delivery)``
+Offer = Callable[[bytes, bytes, "DeliveryCallback | None"], "RecordFuture | None"]
 
 _list_append = list.append
 #: t * 1000, for bisecting seconds by milliseconds
@@ -112,23 +115,27 @@ class KeyedStage:
         staged: take the general path). ``delivery``: a produce() callback, or None.
 
         The one place records are staged: the async send(), the sync send() and the
-        general path (_ProducerCore._append) all call it. It takes the accumulator's lock
-        for a sync producer, whose I/O thread settles stages; an async producer's stages
-        are only touched on its loop's thread. Once the stage holds its chunk's worth, it
-        is settled here (an async caller then yields if a batch filled, see
-        AsyncProducer.send).
+        general path (_ProducerCore._append) all call it, the sends through the bound
+        method their producer keeps per topic (``_fast_topics``). It takes the
+        accumulator's lock for a sync producer, whose I/O thread settles stages; an async
+        producer's stages are only touched on its loop's thread. Once the stage holds its
+        chunk's worth, it is settled here (an async caller then yields if a batch filled,
+        see AsyncProducer.send).
         """
-        size = len(key) + len(value)
+        # Every step counts here (it runs per record, and was once inlined into the async
+        # send): positional parameters only (CPython >= 3.11 specializes no call of a
+        # function with keyword-only ones), and the closed check folded into the size
+        # check (a closing producer sets stage_limit to 0 under the lock).
         acc = self.acc
-        if size >= acc.stage_limit:
-            return None
-        size += RECORD_OVERHEAD
+        size = len(key) + len(value)
         lock = self.lock
         if lock is not None:
             lock.acquire()
         try:
-            # Not once the producer closes: its close settled the stages.
-            if acc.used + size > acc.buffer_memory or acc.closed:
+            if size >= acc.stage_limit:
+                return None
+            size += RECORD_OVERHEAD
+            if acc.used + size > acc.buffer_memory:
                 return None
             keys = self.keys
             i = len(keys)
@@ -139,14 +146,13 @@ class KeyedStage:
             self.values.append(value)
             self.stamps.append(sent)
             acc.used += size
-            chunk = self.chunk
             # RecordFuture made as new_future does, without the call (it runs per record).
             fut = RecordFuture()
-            fut._head = chunk
+            fut._head = self.chunk
             fut._at = i
             fut._timestamp = sent
             if delivery is not None:
-                keep_hook(chunk, delivery, fut, True)
+                keep_hook(self.chunk, delivery, fut, True)
             if not i:
                 self.started(size)
         finally:

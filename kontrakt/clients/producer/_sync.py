@@ -172,9 +172,9 @@ class Producer:
         # the accumulator's lock since the I/O thread settles stages.
         if type(key) is bytes and type(value) is bytes and partition is None \
                 and timestamp_ms is None and headers is None:
-            info = self._async.callers.fast_topics.get(topic)  # type: ignore[union-attr]
-            if info is not None:
-                fut = info.stage.offer(key, value, None)
+            offer = self._async.callers.fast_topics.get(topic)  # type: ignore[union-attr]
+            if offer is not None:
+                fut = offer(key, value, None)
                 if fut is not None:
                     return fut
         return self._append(topic, value, key, partition, timestamp_ms, headers, None)

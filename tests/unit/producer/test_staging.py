@@ -252,8 +252,7 @@ def test_sync_send_counts_staged_records_and_stops_staging_once_closed() -> None
     assert len(p) == 7
     acc = p._async._acc
     with acc.lock:
-        acc.settle_all_locked()
-        acc.closed = True  # what close() does, as another thread may be sending
+        acc.close_locked()  # what close() does, as another thread may be sending
     with pytest.raises(IllegalStateError, match="closed"):
         for i in range(50):  # until a record needs a new batch
             p.send("t", b"v", b"late-%d" % i)
@@ -266,7 +265,7 @@ def test_records_at_the_stage_size_limit_take_the_general_path() -> None:
     # sync send(), produce() and the async send() alike.
     p = object.__new__(Producer)
     p._async = a = _producer(_threaded=True, batch_size=1 << 20)
-    a._fast_topics["t"] = a._topics["t"]
+    a._fast_topics["t"] = a._topics["t"].stage.offer
     limit = a._fast_limit
     stage = a._topics["t"].stage
     under = p.send("t", b"v" * (limit - 11), b"k" * 10)
@@ -278,7 +277,7 @@ def test_records_at_the_stage_size_limit_take_the_general_path() -> None:
 
     async def main() -> tuple[RecordFuture, RecordFuture]:
         b = _producer(batch_size=1 << 20)
-        b._fast_topics["t"] = b._topics["t"]
+        b._fast_topics["t"] = b._topics["t"].stage.offer
         return (await b.send("t", b"v" * (limit - 11), b"k" * 10),
                 await b.send("t", b"v" * (limit - 10), b"k" * 10))
 

@@ -101,9 +101,9 @@ class RecordAccumulator:
         self.incomplete: set[ProducerBatch] = set()
         #: record prefixes for bulk settling (see _records.uniform_runs)
         self.prefixes = PrefixTables()
-        #: a keyed record is staged only while its key and value together are shorter
-        #: (KeyedStage.offer; the producer sets it, and its close sets 0 again under the
-        #: lock: 0 stages nothing)
+        #: a keyed record is staged only while its key and value together, plus
+        #: RECORD_OVERHEAD, are shorter (KeyedStage.offer; the producer sets it, and its
+        #: close sets 0 again under the lock: 0 stages nothing)
         self.stage_limit = 0
         self.sender_wake_at = float("inf")
         #: set when an append found its partition's batch full (async senders then yield)

@@ -146,7 +146,7 @@ class _ProducerCore:
         # Largest key + value length the send fast path (staging) takes: every varint of the
         # record is then in the table and no size check beyond the batch's is needed.
         self._fast_limit = min(_SMALL - 32, self._size_limit - RECORD_OVERHEAD - 8)
-        self._acc.stage_limit = self._fast_limit
+        self._acc.stage_limit = self._fast_limit + RECORD_OVERHEAD
         self._started = False
         self._closed = False
         self._ok = False

@@ -110,9 +110,10 @@ class KeyedStage:
     def offer(self, key: bytes, value: bytes, delivery: DeliveryCallback | None
               ) -> RecordFuture | None:
         """Stage a keyed record sent now, and return its future; None when it does not fit
-        a stage (key and value together not under ``acc.stage_limit``: their varints must
-        be in the settle's tables), the buffer is full, or the producer closed (nothing
-        staged: take the general path). ``delivery``: a produce() callback, or None.
+        a stage (key and value together, plus RECORD_OVERHEAD, not under
+        ``acc.stage_limit``: their varints must be in the settle's tables), the buffer is
+        full, or the producer closed (nothing staged: take the general path).
+        ``delivery``: a produce() callback, or None.
 
         The one place records are staged: the async send(), the sync send() and the
         general path (_ProducerCore._append) all call it, the sends through the bound
@@ -127,15 +128,13 @@ class KeyedStage:
         # function with keyword-only ones), and the closed check folded into the size
         # check (a closing producer sets stage_limit to 0 under the lock).
         acc = self.acc
-        size = len(key) + len(value)
+        # What the record reserves of buffer.memory until it is encoded.
+        size = len(key) + len(value) + RECORD_OVERHEAD
         lock = self.lock
         if lock is not None:
             lock.acquire()
         try:
-            if size >= acc.stage_limit:
-                return None
-            size += RECORD_OVERHEAD
-            if acc.used + size > acc.buffer_memory:
+            if size >= acc.stage_limit or acc.used + size > acc.buffer_memory:
                 return None
             keys = self.keys
             i = len(keys)

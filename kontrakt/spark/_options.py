@@ -93,7 +93,7 @@ SPARK_TABLE = OptionTable("spark", options(
            doc="split offset ranges into tasks of at most this many records"),
     Option("failOnDataLoss", "bool", True,
            doc="fail when offsets to read were deleted (false: skip them, warning)"),
-    Option("includeHeaders", "bool", True, doc="add the headers column"),
+    Option("includeHeaders", "bool", False, doc="add the headers column"),
     Option("mode", "text", "FAILFAST", choices=MODES,
            doc="what a record that cannot be decoded does"),
     Option("columnNameOfCorruptRecord", "text", "_corrupt_record",
@@ -173,7 +173,7 @@ class SourceOptions:
         min_partitions, max_records_per_partition: split offset ranges into more tasks.
         min_offsets_per_trigger, max_trigger_delay_s: streaming: wait for this many new
             offsets, but no longer than this since the last micro-batch.
-        include_headers: ``includeHeaders`` (default true here): the ``headers`` column.
+        include_headers: ``includeHeaders`` (default false, as Spark's): the ``headers`` column.
         mode: ``FAILFAST`` (default), ``PERMISSIVE`` or ``DROPMALFORMED``: what a record
             that cannot be decoded does.
         corrupt_column: ``columnNameOfCorruptRecord``: PERMISSIVE's column of raw bytes and
@@ -212,7 +212,7 @@ class SourceOptions:
     max_records_per_partition: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_s: float = 900.0
-    include_headers: bool = True
+    include_headers: bool = False
     mode: Mode = "FAILFAST"
     corrupt_column: str = "_corrupt_record"
     key_schema: SchemaChoice = field(default_factory=lambda: SchemaChoice())
@@ -345,7 +345,7 @@ def parse_options(options: Mapping[str, str], *, write: bool = False,
         max_records_per_partition=_optional_int(opts, "maxrecordsperpartition"),
         min_offsets_per_trigger=_optional_int(opts, "minoffsetspertrigger"),
         max_trigger_delay_s=_duration_s(opts, "maxtriggerdelay", 900.0),
-        include_headers=_bool(opts, "includeheaders", True),
+        include_headers=_bool(opts, "includeheaders", False),
         mode=mode, corrupt_column=corrupt,
         key_schema=_schema_choice(opts, "key", key_format, known, write),
         value_schema=_schema_choice(opts, "value", value_format, known, write),

@@ -123,8 +123,8 @@ class KontraktDataSource(DataSource):
             were deleted (retention, DeleteRecords) are skipped with a logged warning: a
             ``startingOffsets`` offset below the log start begins at the log start, and a
             task whose position was deleted meanwhile goes on from the earliest offset.
-        includeHeaders: ``true`` (default here; Spark's Kafka source defaults to false,
-            but Kontrakt always had the column) or ``false`` (no ``headers`` column).
+        includeHeaders: ``false`` (default, as Spark's Kafka source) or ``true`` (a
+            ``headers`` column).
         mode: ``FAILFAST`` (default), ``PERMISSIVE`` or ``DROPMALFORMED`` (as Spark's
             ``from_avro``); see below.
         columnNameOfCorruptRecord: PERMISSIVE's extra column (default ``_corrupt_record``).
@@ -173,8 +173,8 @@ class KontraktDataSource(DataSource):
     ``failOnDataLoss`` is false).
     Columns: ``key``, ``value`` (decoded; an Avro record is a struct), ``topic`` (string),
     ``partition`` (int), ``offset`` (long), ``timestamp`` (timestamp), ``timestampType``
-    (int), ``headers`` (array<struct<key:string, value:binary>>, unless includeHeaders is
-    false), and with PERMISSIVE the corrupt-record column.
+    (int), ``headers`` (array<struct<key:string, value:binary>>, with includeHeaders=true),
+    and with PERMISSIVE the corrupt-record column.
 
     Errors: bad options raise :class:`~kontrakt.errors.ConfigError` (a schema construct
     without a Spark type: :class:`~kontrakt.spark.UnsupportedSchemaError`) while the query is

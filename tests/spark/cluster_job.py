@@ -92,8 +92,8 @@ def main(bootstrap: str, registry_url: str, topic: str, checkpoint: str) -> dict
 
         # A batch read: one task per Kafka partition.
         read = (spark.read.format("kontrakt").options(**opts).option("subscribe", topic)
-                .load().select(F.col("value.id").alias("id"), "headers",
-                               jvm().alias("jvm")).collect())
+                .option("includeHeaders", "true").load()
+                .select(F.col("value.id").alias("id"), "headers", jvm().alias("jvm")).collect())
 
         # A streaming read, availableNow, into the memory sink.
         query = (spark.readStream.format("kontrakt").options(**opts)

@@ -131,7 +131,7 @@ def _reader(spark: Any, broker: TansuBroker, registry_url: str, topic: str,
 def test_batch_read_avro_rows_field_by_field(spark: Any, tansu_broker: TansuBroker,
                                              registry_url: str, orders: str) -> None:
     df = _reader(spark, tansu_broker, registry_url, orders, value_format="avro",
-                 key_format="string").load()
+                 key_format="string", includeHeaders="true").load()
     assert df.schema.simpleString() == (
         f"struct<key:string,value:{ORDER_SPARK},topic:string,partition:int,offset:bigint,"
         "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,value:binary>>>")
@@ -302,7 +302,7 @@ def test_binary_columns_without_registry(spark: Any, tansu_broker: TansuBroker,
         producer.flush(10)
     df = (spark.read.format("kontrakt")
           .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
-          .option("subscribe", topic_name).load())
+          .option("subscribe", topic_name).option("includeHeaders", "true").load())
     assert df.schema["key"].dataType.simpleString() == "binary"
     rows = df.orderBy("offset").collect()
     assert [(r.key, r.value) for r in rows] == [(b"k", b"v\x00"), (None, "héllo".encode())]
@@ -462,7 +462,7 @@ def test_write_avro_round_trip(spark: Any, tansu_broker: TansuBroker, registry_u
     target = f"{orders}-copy"
     tansu_broker.create_topic(target, 1)
     source = _reader(spark, tansu_broker, registry_url, orders, value_format="avro",
-                     key_format="string").load()
+                     key_format="string", includeHeaders="true").load()
     writer = (source.select("key", "value", "headers").coalesce(1).write.format("kontrakt")
               .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
               .option("topic", target)
@@ -600,7 +600,8 @@ def test_streaming_write_copies_a_topic(spark: Any, tansu_broker: TansuBroker,
                                         orders: str, tmp_path: Any) -> None:
     target = f"{orders}-stream"
     tansu_broker.create_topic(target, 1)
-    df = _stream(spark, tansu_broker, registry_url, orders).select("key", "value", "headers")
+    df = _stream(spark, tansu_broker, registry_url, orders,
+                 includeHeaders="true").select("key", "value", "headers")
     query = (df.writeStream.format("kontrakt")
              .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
              .option("topic", target).option("schema.registry.url", registry_url)

@@ -82,7 +82,8 @@ def test_a_task_yields_record_batches_of_the_dataframes_arrow_schema(
                    headers=[("h", b"%d" % i), ("empty", None)] if i == 5 else None)
         p.flush(10)
 
-    batches, schema = _batches(tansu_broker, topic_name, **{"key.format": "string"})
+    batches, schema = _batches(tansu_broker, topic_name,
+                               **{"key.format": "string", "includeHeaders": "true"})
     assert len(batches) == 2
     for batch in batches:
         assert isinstance(batch, pa.RecordBatch)
@@ -101,7 +102,7 @@ def test_a_task_yields_record_batches_of_the_dataframes_arrow_schema(
     assert headers[5] == [{"key": "h", "value": b"5"}, {"key": "empty", "value": None}]
     assert all(h == [] for i, h in enumerate(headers) if i != 5)
 
-    without, schema = _batches(tansu_broker, topic_name, includeHeaders="false")
+    without, schema = _batches(tansu_broker, topic_name)  # off by default, as in Spark
     assert "headers" not in schema.names
     assert all(b.schema == schema for b in without)
     assert sum(b.num_rows for b in without) == n

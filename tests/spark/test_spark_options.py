@@ -57,13 +57,13 @@ def test_pattern_assign_split_and_headers(spark: Any, tansu_broker: TansuBroker,
     assert sorted((r.topic, r.partition, r.offset) for r in rows) == sorted(
         [(eu, p, o) for p in (0, 1) for o in range(20)] + [(us, 0, o) for o in range(10)])
 
-    assigned = _load(spark, tansu_broker, assign=json.dumps({eu: [1]}), includeHeaders="false",
+    assigned = _load(spark, tansu_broker, assign=json.dumps({eu: [1]}),  # headers off by default
                      minPartitions="4")
     assert "headers" not in assigned.columns
     assert assigned.rdd.getNumPartitions() == 4
     got = sorted(int(r.value) for r in assigned.select("value").collect())
     assert got == list(range(1, 40, 2))
-    with_headers = _load(spark, tansu_broker, assign=json.dumps({us: [0]}))
+    with_headers = _load(spark, tansu_broker, assign=json.dumps({us: [0]}), includeHeaders="true")
     assert sorted(bytes(r.headers[0].value) for r in with_headers.collect()) == sorted(
         b"%d" % i for i in range(10))
 

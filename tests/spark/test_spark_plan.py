@@ -166,6 +166,11 @@ def test_streaming_options() -> None:
     with pytest.raises(ConfigError, match="endingTimestamp' is for batch queries only"):
         parse_options({**base, "endingTimestamp": "5"}, streaming=True)
     assert parse_options({**base, "includeHeaders": "false"}).include_headers is False
+    # Spark's Kafka source has no headers column unless asked: a query moved over from
+    # format("kafka") keeps its columns.
+    assert parse_options(base).include_headers is False
+    assert parse_options(base, streaming=True).include_headers is False
+    assert parse_options({**base, "includeHeaders": "true"}).include_headers is True
 
 
 class _ClockedReader(KontraktStreamReader):

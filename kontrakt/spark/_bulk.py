@@ -4,8 +4,9 @@ itself (``Producer.create_batch`` / ``send_batch``), not record by record throug
 Why: a keyless ``send`` takes the producer's general path (partitioner, size checks,
 per-record future, lock), measured at ~3.7 µs of a sink task's ~8 µs a record in all
 (cProfile, 100,000 60-byte values, the project machine under load), and a keyed one its
-staging path (~5.6 µs a record in all); a filled batch costs the builder's ``append`` a
-record and one future a batch.
+staging path (~5.6 µs a record in all); a filled batch costs the builder's
+``append_many`` a run of records (a few loops in C, see
+:mod:`kontrakt.protocol.records._runs`) and one future a batch.
 
 Partitions: what the producer's default partitioner does. Keyed records go to
 ``murmur2(key) % partitions`` (the Java client's choice, hashed many keys at once);
@@ -19,6 +20,9 @@ from __future__ import annotations
 
 import random
 import time
+from bisect import bisect_right
+from itertools import compress, repeat
+from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from kontrakt.clients.producer._partitioner import murmur2_partitions
@@ -27,6 +31,10 @@ if TYPE_CHECKING:
     from kontrakt.clients.producer import Producer
 
 __all__ = ["BulkBatches", "bulk_partitioner"]
+
+#: keyed records of at most this many partitions are grouped by a pass a partition, those
+#: of more by a sort
+_FEW_PARTITIONS = 8
 
 
 def bulk_partitioner(kafka: dict[str, str]) -> bool:
@@ -69,31 +77,55 @@ class BulkBatches:
         builder = self._builder
         if builder is None:
             builder = self._builder = self._producer.create_batch()
-        append = builder.append
         now = int(time.time() * 1000)
-        for value in values:
-            if append(now, None, value) is None:
-                self._queue(builder)
-                builder = self._builder = self._producer.create_batch()
-                append = builder.append
-                append(now, None, value)
+        pos = builder.append_many(now, None, values)
+        while pos < len(values):
+            self._queue(builder)
+            builder = self._builder = self._producer.create_batch()
+            pos += builder.append_many(now, None, values, start=pos)
 
     def add_keyed(self, keys: list[bytes], values: list[bytes | None]) -> None:
         """Append records with keys (none None) to the batch of each key's partition,
         queueing each batch that fills."""
         if not self._partitions:
             self._start()
-        builders, create = self._keyed, self._producer.create_batch
         now = int(time.time() * 1000)
-        for index, key, value in zip(murmur2_partitions(keys, len(self._partitions)), keys,
-                                     values, strict=True):
-            builder = builders[index]
-            if builder is None:
-                builder = builders[index] = create()
-            if builder.append(now, key, value) is None:
-                self._send(builder, self._partitions[index])
-                builder = builders[index] = create()
-                builder.append(now, key, value)
+        indexes = murmur2_partitions(keys, len(self._partitions))
+        if len(keys) == 1:
+            self._add_run(indexes[0], now, keys, values)
+            return
+        present = sorted(set(indexes))
+        if len(present) <= _FEW_PARTITIONS:
+            # A pass a partition (a loop in C each) picks its records in order.
+            for index in present:
+                picked = [*compress(range(len(keys)), map(eq, indexes, repeat(index)))]
+                if len(picked) == 1:
+                    self._add_run(index, now, [keys[picked[0]]], [values[picked[0]]])
+                else:
+                    pick = itemgetter(*picked)
+                    self._add_run(index, now, [*pick(keys)], [*pick(values)])
+            return
+        # Many partitions: grouped by a stable sort (each partition's order kept).
+        pick = itemgetter(*sorted(range(len(keys)), key=indexes.__getitem__))
+        keys, values, indexes = [*pick(keys)], [*pick(values)], [*pick(indexes)]
+        start = 0
+        while start < len(keys):
+            index = indexes[start]
+            end = bisect_right(indexes, index, start)
+            self._add_run(index, now, keys[start:end], values[start:end])
+            start = end
+
+    def _add_run(self, index: int, now: int, keys: list[bytes],
+                 values: list[bytes | None]) -> None:
+        builders, create = self._keyed, self._producer.create_batch
+        builder = builders[index]
+        if builder is None:
+            builder = builders[index] = create()
+        pos = builder.append_many(now, keys, values)
+        while pos < len(values):
+            self._send(builder, self._partitions[index])
+            builder = builders[index] = create()
+            pos += builder.append_many(now, keys, values, start=pos)
 
     def _start(self) -> None:
         self._partitions = sorted(self._producer.partitions_for(self._topic))

@@ -123,15 +123,16 @@ def _keyed_batch(keys: list[bytes | None], values: list[bytes | None]) -> pa.Rec
                                        pa.array(values, pa.binary())], names=["key", "value"])
 
 
+@pytest.mark.parametrize("partitions", [3, 12])
 def test_keyed_records_go_to_their_keys_partitions_in_batches(
-        tansu_broker: TansuBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+        tansu_broker: TansuBroker, monkeypatch: pytest.MonkeyPatch, partitions: int) -> None:
     """Each key's partition is the producer's (murmur2), each partition keeps the task's
     order, and a batch with a null key (sent record by record) follows the records
-    filled before it."""
+    filled before it; records are grouped by a pass a partition (3) or a sort (12)."""
     from kontrakt.clients.producer import murmur2_partition
 
-    topic = "spark-bulk-keyed"
-    tansu_broker.create_topic(topic, 3)
+    topic = f"spark-bulk-keyed-{partitions}"
+    tansu_broker.create_topic(topic, partitions)
     made: list[_bulk.BulkBatches] = []
 
     class Watched(_bulk.BulkBatches):
@@ -148,11 +149,11 @@ def test_keyed_records_go_to_their_keys_partitions_in_batches(
     n = 4_100
     assert _keyed_task(tansu_broker, topic).produce(iter([first, mixed, last])).records == n
     assert len(made) == 1 and len(made[0].pending) < 60
-    by_partition = _read(tansu_broker, topic, 3, n)
+    by_partition = _read(tansu_broker, topic, partitions, n)
     for partition, records in by_partition.items():
         for key, _value in records:
             if key is not None:
-                assert murmur2_partition(key, 3) == partition
+                assert murmur2_partition(key, partitions) == partition
         values = [v for _, v in records]
         assert values == sorted(values)  # a... then b... then c..., each in order
     assert sum(len(r) for r in by_partition.values()) == n

@@ -31,7 +31,9 @@ the clock starts) into a topic of ``--partitions`` partitions, flushed and every
 checked: ``binary`` (60-byte values, the bulk append), ``binary send`` (the same
 through ``Producer.send`` record by record), ``avro`` (the ``Order`` struct column
 encoded column-wise) and ``avro rows`` (the same through the row path: ``Row`` -> dict
--> ``AvroSerializer``, and ``send``).
+-> ``AvroSerializer``, and ``send``); ``json`` and ``json rows`` likewise for the
+``Order`` JSON Schema derived from the column (``JSONSerializer``, validating each
+document, on the row path).
 
 ``--write`` measures Spark writes instead (``local[2]``, ``spark.range`` split in 2
 partitions, a fresh topic of ``--partitions`` partitions each round): ``binary write``
@@ -268,15 +270,19 @@ def write_task_rates(broker: Any, registry: str, n: int, partitions: int,
 
     from kontrakt.spark import _encoders, _writer
     from kontrakt.spark._arrow import arrow_type
+    from kontrakt.spark._json_types import json_mapping
     from kontrakt.spark._options import parse_options
     from kontrakt.spark._types import avro_mapping
 
     order = avro_mapping(ORDER).data_type
+    order_json = json_mapping(ORDER_JSON).data_type
     step = 10_000
     cases: dict[str, tuple[str, Any]] = {
         "binary": ("binary", BinaryType()), "binary send": ("binary", BinaryType()),
-        "avro": ("avro", order), "avro rows": ("avro", order)}
+        "avro": ("avro", order), "avro rows": ("avro", order),
+        "json": ("json", order_json), "json rows": ("json", order_json)}
     column_encoder = _encoders.avro_column_encoder
+    json_encoder = _encoders.json_column_encoder
     bulk = _writer.bulk_partitioner
     for name, (fmt, data_type) in cases.items():
         schema = StructType([StructField("value", data_type)])
@@ -293,8 +299,11 @@ def write_task_rates(broker: Any, registry: str, n: int, partitions: int,
         best = cpu = float("inf")
         _encoders.avro_column_encoder = (  # type: ignore[assignment]
             (lambda *args: None) if name == "avro rows" else column_encoder)
+        _encoders.json_column_encoder = (  # type: ignore[assignment]
+            (lambda *args: None) if name == "json rows" else json_encoder)
         _writer.bulk_partitioner = (  # type: ignore[assignment]
-            (lambda kafka: False) if name in ("binary send", "avro rows") else bulk)
+            (lambda kafka: False) if name in ("binary send", "avro rows", "json rows")
+            else bulk)
         for _ in range(rounds):
             topic = f"bench-write-{uuid.uuid4().hex[:8]}"
             broker.create_topic(topic, partitions)
@@ -314,6 +323,7 @@ def write_task_rates(broker: Any, registry: str, n: int, partitions: int,
               f"ns/row wall  {cpu / n * 1e9:7,.0f} ns/row CPU  ({n:,} rows, load "
               f"{os.getloadavg()[0]:.1f})", flush=True)
     _encoders.avro_column_encoder = column_encoder
+    _encoders.json_column_encoder = json_encoder
     _writer.bulk_partitioner = bulk
 
 

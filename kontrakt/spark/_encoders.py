@@ -1,7 +1,8 @@
 """How the sink turns a key or value column of an Arrow batch into record bytes: column-wise
-(binary and string as they are; avro and protobuf through the compiled column encoders of
-:mod:`~kontrakt.spark._avro_encode` and :mod:`~kontrakt.spark._proto_encode`) or row by
-row through the registry serializers (json, and the schemas without a column plan)."""
+(binary and string as they are; avro, json and protobuf through the compiled column
+encoders of :mod:`~kontrakt.spark._avro_encode`, :mod:`~kontrakt.spark._json_encode` and
+:mod:`~kontrakt.spark._proto_encode`) or row by row through the registry serializers (the
+schemas without a column plan)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from kontrakt.registry import SchemaRegistryClient
 from kontrakt.serde import MessageField, SerializationContext
 from kontrakt.spark._avro_encode import AvroColumnEncoder, avro_column_encoder
 from kontrakt.spark._fieldplan import FieldPlan, named_types
+from kontrakt.spark._json_encode import JsonColumnEncoder, json_column_encoder
 from kontrakt.spark._proto_encode import ProtoColumnEncoder, proto_column_encoder
 from kontrakt.spark._types import avro_writer
 
@@ -128,8 +130,8 @@ def column_encoder(name: str, plan: FieldPlan, client: SchemaRegistryClient | No
                    data_type: DataType) -> tuple[ColumnEncode, bool]:
     """The encoder of the ``key`` or ``value`` column of an Arrow batch, and whether it
     encodes row by row: binary and string columns are taken as they are (one pass over the
-    buffers); avro and protobuf are encoded column-wise where the schema has a column plan,
-    json and the rest row by row with the registry serializer. A batch the column path
+    buffers); avro, json and protobuf are encoded column-wise where the schema has a column
+    plan, the rest row by row with the registry serializer. A batch the column path
     refuses is encoded again row by row, whose error names the row and topic.
 
     Args:
@@ -158,9 +160,11 @@ def column_encoder(name: str, plan: FieldPlan, client: SchemaRegistryClient | No
                                topic if topics is None else topics[i], field,
                                [] if headers is None else headers[i], first + i))
         return out
-    columns: AvroColumnEncoder | ProtoColumnEncoder | None = None
+    columns: AvroColumnEncoder | JsonColumnEncoder | ProtoColumnEncoder | None = None
     if plan.fmt == "avro" and client is not None:
         columns = avro_column_encoder(plan, client, subject, data_type, name)
+    elif plan.fmt == "json" and client is not None:
+        columns = json_column_encoder(plan, client, subject, name, conf.get("validate", True))
     elif plan.fmt == "protobuf" and client is not None:
         columns = proto_column_encoder(plan, client, subject, name)
     if columns is None:

@@ -30,6 +30,8 @@ from kontrakt.clients.producer._partitioner import murmur2_partitions
 if TYPE_CHECKING:
     from kontrakt.clients.producer import Producer
 
+Headers = list[tuple[str, "bytes | None"]]
+
 __all__ = ["BulkBatches", "bulk_partitioner"]
 
 #: keyed records of at most this many partitions are grouped by a pass a partition, those
@@ -69,30 +71,31 @@ class BulkBatches:
         #: one future a queued batch (its first record's); the caller checks them
         self.pending: list[Any] = []
 
-    def add(self, values: list[bytes | None]) -> None:
-        """Append the values (None: a null value) to the current batch, queueing each
-        batch that fills."""
+    def add(self, values: list[bytes | None], headers: list[Headers] | None = None) -> None:
+        """Append the values (None: a null value), with each record's headers if given, to
+        the current batch, queueing each batch that fills."""
         if not self._partitions:
             self._start()
         builder = self._builder
         if builder is None:
             builder = self._builder = self._producer.create_batch()
         now = int(time.time() * 1000)
-        pos = builder.append_many(now, None, values)
+        pos = builder.append_many(now, None, values, headers)
         while pos < len(values):
             self._queue(builder)
             builder = self._builder = self._producer.create_batch()
-            pos += builder.append_many(now, None, values, start=pos)
+            pos += builder.append_many(now, None, values, headers, start=pos)
 
-    def add_keyed(self, keys: list[bytes], values: list[bytes | None]) -> None:
-        """Append records with keys (none None) to the batch of each key's partition,
-        queueing each batch that fills."""
+    def add_keyed(self, keys: list[bytes], values: list[bytes | None],
+                  headers: list[Headers] | None = None) -> None:
+        """Append records with keys (none None), and headers if given, to the batch of each
+        key's partition, queueing each batch that fills."""
         if not self._partitions:
             self._start()
         now = int(time.time() * 1000)
         indexes = murmur2_partitions(keys, len(self._partitions))
         if len(keys) == 1:
-            self._add_run(indexes[0], now, keys, values)
+            self._add_run(indexes[0], now, keys, values, headers)
             return
         present = sorted(set(indexes))
         if len(present) <= _FEW_PARTITIONS:
@@ -100,32 +103,38 @@ class BulkBatches:
             for index in present:
                 picked = [*compress(range(len(keys)), map(eq, indexes, repeat(index)))]
                 if len(picked) == 1:
-                    self._add_run(index, now, [keys[picked[0]]], [values[picked[0]]])
+                    i = picked[0]
+                    self._add_run(index, now, [keys[i]], [values[i]],
+                                  None if headers is None else [headers[i]])
                 else:
                     pick = itemgetter(*picked)
-                    self._add_run(index, now, [*pick(keys)], [*pick(values)])
+                    self._add_run(index, now, [*pick(keys)], [*pick(values)],
+                                  None if headers is None else [*pick(headers)])
             return
         # Many partitions: grouped by a stable sort (each partition's order kept).
         pick = itemgetter(*sorted(range(len(keys)), key=indexes.__getitem__))
         keys, values, indexes = [*pick(keys)], [*pick(values)], [*pick(indexes)]
+        if headers is not None:
+            headers = [*pick(headers)]
         start = 0
         while start < len(keys):
             index = indexes[start]
             end = bisect_right(indexes, index, start)
-            self._add_run(index, now, keys[start:end], values[start:end])
+            self._add_run(index, now, keys[start:end], values[start:end],
+                          None if headers is None else headers[start:end])
             start = end
 
-    def _add_run(self, index: int, now: int, keys: list[bytes],
-                 values: list[bytes | None]) -> None:
+    def _add_run(self, index: int, now: int, keys: list[bytes], values: list[bytes | None],
+                 headers: list[Headers] | None) -> None:
         builders, create = self._keyed, self._producer.create_batch
         builder = builders[index]
         if builder is None:
             builder = builders[index] = create()
-        pos = builder.append_many(now, keys, values)
+        pos = builder.append_many(now, keys, values, headers)
         while pos < len(values):
             self._send(builder, self._partitions[index])
             builder = builders[index] = create()
-            pos += builder.append_many(now, keys, values, start=pos)
+            pos += builder.append_many(now, keys, values, headers, start=pos)
 
     def _start(self) -> None:
         self._partitions = sorted(self._producer.partitions_for(self._topic))

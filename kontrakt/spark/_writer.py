@@ -309,11 +309,10 @@ class _ProduceTask:
         send = producer.send
         pending: list[Any] = []
         count = 0
-        # Records of the one topic, no per-row partition or headers: filled into record
-        # batches here (see kontrakt.spark._bulk).
+        # Records of the one topic, no per-row partition: filled into record batches here
+        # (see kontrakt.spark._bulk), with the headers column's headers if there is one.
         bulk = (BulkBatches(producer, topic)
-                if opts.topics and not self._row_path
-                and "partition" not in self.columns and "headers" not in self.columns
+                if opts.topics and not self._row_path and "partition" not in self.columns
                 and bulk_partitioner(opts.kafka) else None)
         for batch in batches:
             rows = batch.num_rows
@@ -340,9 +339,9 @@ class _ProduceTask:
                 batch.column("partition").to_pylist() if "partition" in self.columns
                 else None)
             if bulk is not None and keys is None:
-                bulk.add(values)
+                bulk.add(values, headers)
             elif bulk is not None and keys is not None and None not in keys:
-                bulk.add_keyed(cast("list[bytes]", keys), values)
+                bulk.add_keyed(cast("list[bytes]", keys), values, headers)
             else:
                 if bulk is not None:
                     # Null keys take send(): the records filled so far go first, so that

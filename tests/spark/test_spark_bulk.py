@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("pyspark", reason="needs the spark extra")
 
 import pyarrow as pa
-from pyspark.sql.types import BinaryType, StructField, StructType
+from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
 
 from kontrakt import TopicPartition
 from kontrakt.clients.consumer import Consumer
@@ -176,3 +176,69 @@ def test_a_task_without_rows_asks_for_no_metadata(tansu_broker: TansuBroker,
     empty = pa.RecordBatch.from_arrays([pa.array([], pa.binary())], names=["value"])
     assert _task(tansu_broker, topic).produce(iter([empty])).records == 0
     assert asked == []
+
+
+HEADERED = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
+                       StructField("headers", ArrayType(StructType([
+                           StructField("key", StringType()),
+                           StructField("value", BinaryType())])))])
+
+
+def test_records_with_a_headers_column_are_filled_into_batches_too(
+        tansu_broker: TansuBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A headers column keeps the bulk append (keyless and keyed): each record arrives with
+    its headers (none, several, a null header value), in the task's order per partition."""
+    topic = "spark-bulk-headers"
+    tansu_broker.create_topic(topic, 2)
+    made: list[_bulk.BulkBatches] = []
+
+    class Watched(_bulk.BulkBatches):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            made.append(self)
+    monkeypatch.setattr("kontrakt.spark._writer.BulkBatches", Watched)
+    opts = parse_options({"kafka.bootstrap.servers": tansu_broker.bootstrap_servers,
+                          "topic": topic}, write=True)
+
+    def headers(i: int) -> list[dict[str, Any]] | None:
+        if i % 4 == 0:
+            return None if i % 8 else []
+        return [{"key": f"h{j}-é", "value": None if j == 1 else b"%d" % i} for j in range(i % 3)]
+
+    n = 2_000
+    kind = pa.struct([("key", pa.string()), ("value", pa.binary())])
+
+    def batch(keyed: bool, lo: int, hi: int) -> pa.RecordBatch:
+        columns = [pa.array([b"v%05d" % i for i in range(lo, hi)], pa.binary()),
+                   pa.array([headers(i) for i in range(lo, hi)], pa.list_(kind))]
+        if not keyed:
+            return pa.RecordBatch.from_arrays(columns, names=["value", "headers"])
+        keys = pa.array([b"k%d" % (i % 7) for i in range(lo, hi)], pa.binary())
+        return pa.RecordBatch.from_arrays([keys, *columns], names=["key", "value", "headers"])
+    # keyless records first, then keyed ones, by two tasks
+    for keyed, schema in ((False, StructType(HEADERED.fields[1:])), (True, HEADERED)):
+        key, value = plan_write(opts, schema)
+        first = n // 2 if keyed else 0
+        batches = [batch(keyed, i, i + 500) for i in range(first, first + n // 2, 500)]
+        assert _ProduceTask(opts, key, value, schema).produce(iter(batches)).records == n // 2
+    assert len(made) == 2 and all(0 < len(m.pending) < 20 for m in made)
+    got: dict[int, list[Any]] = {}
+    with Consumer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                   "enable.auto.commit": False}) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(2)])
+        for p in range(2):
+            consumer.seek(TopicPartition(topic, p), 0)
+        for _ in range(100):
+            for record in consumer.consume(n, 0.5):
+                got.setdefault(record.partition, []).append(record)
+            if sum(map(len, got.values())) >= n:
+                break
+    records = [r for rs in got.values() for r in rs]
+    assert len(records) == n
+    for rs in got.values():
+        order = [int(r.value[1:]) for r in rs]
+        assert [i for i in order if i < n // 2] == sorted(i for i in order if i < n // 2)
+        assert [i for i in order if i >= n // 2] == sorted(i for i in order if i >= n // 2)
+    for r in records:
+        i = int(r.value[1:])
+        assert list(r.headers or []) == [(h["key"], h["value"]) for h in headers(i) or []], i

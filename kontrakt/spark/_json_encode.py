@@ -185,7 +185,7 @@ class _Walk:
         if kind == "string":
             return _strings(None, path)
         if kind == "integer":
-            return _scalars(int.__repr__)
+            return _integers
         if kind == "number":
             return _doubles(self.validate, path)
         if kind == "boolean":
@@ -233,6 +233,12 @@ def _scalars(text: Callable[[Any], str]) -> Enc:
             return [None if v is None else text(v) for v in values]
         return [*map(text, values)]
     return enc
+
+
+def _integers(arr: pa.Array) -> list[Any]:
+    # Arrow's decimal text of an int64 is Python's (and json's): formatted in C++
+    values: list[Any] = arr.cast(pa.string()).to_pylist()
+    return values
 
 
 def _double(v: float) -> str:
@@ -296,23 +302,31 @@ def _map(value: Enc, nullable: bool, path: str) -> Enc:
 
 def _object(fields: list[tuple[str, Enc, bool]], path: str) -> Enc:
     names = [f"{path}.{name}" for name, _, _ in fields]
-    # Each property's text after a comma; a row's first comma is dropped after the join.
+    # Each property's text after a comma; a row's first comma is dropped after the join,
+    # unless the first property is in every row: then it opens the object.
     heads = ["," + encode_basestring(name) + ":" for name, _, _ in fields]
+    opening = "{" + heads[0][1:] if heads else "{"
 
     def enc(arr: pa.Array) -> list[Any]:
+        if not fields:
+            return ["{}"] * len(arr)
         columns = []
+        opened = False
         for i, (_, field, required) in enumerate(fields):
             texts = _whole(field, arr.field(i))
-            head = heads[i]
             if None not in texts:
+                opened = opened or i == 0
+                head = opening if i == 0 else heads[i]
                 columns.append([*map(add, repeat(head), texts)])
                 continue
             if required:
                 raise SerializationError(f"{names[i]}: null in a required property")
             # A null property is left out, as the row path's writer does.
+            head = heads[i]
             columns.append(["" if t is None else head + t for t in texts])
-        if not columns:
-            return ["{}"] * len(arr)
+        if opened:
+            columns.append(["}"] * len(arr))
+            return [*map("".join, zip(*columns, strict=True))]
         return ["{" + row[1:] + "}" for row in map("".join, zip(*columns, strict=True))]
     return enc
 

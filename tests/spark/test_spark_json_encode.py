@@ -69,6 +69,9 @@ SCHEMA = {
         "attrs": {"type": "object", "additionalProperties": {"$ref": "#/definitions/point"}},
         "tags": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
         "nothing": {"type": "null"},
+        # a first property that rows leave out: the object opens with the next one
+        "extra": {"type": "object", "properties": {"a": {"type": ["string", "null"]},
+                                                   "b": {"type": "integer"}}},
     },
     "required": ["id", "name"],
     "additionalProperties": False,

@@ -143,3 +143,46 @@ def test_append_many_refuses_what_append_refuses_after_adding_the_records_before
     with pytest.raises(TypeError, match="header name must be str"):
         b.append_many(BASE, None, [b"e", b"f"], [None, [(1, b"x")]])  # type: ignore[list-item]
     assert b.record_count == 3
+
+
+def test_builders_in_several_threads_write_the_same_bytes() -> None:
+    """The tables runs are written from are shared by every builder: builders filled in
+    several threads at once, each growing them, still write what append writes."""
+    import sys
+    import threading
+
+    from kontrakt.protocol.records import _runs
+
+    _runs._HEADS.clear()
+    rnd = random.Random(3)
+    # lengths that grow through each run: the tables grow all the time
+    runs = [[rnd.randbytes(j * 10 + rnd.randrange(10)) for j in range(300)] for _ in range(8)]
+    expected = []
+    for values in runs:
+        each = RecordBatchBuilder(max_batch_size=1 << 30)
+        _one_by_one(each, BASE, None, values, None, 0)
+        expected.append(each.build())
+    for _ in range(4):  # a race: a few rounds make it likely where it exists
+        _runs._HEADS.clear()
+        got: list[bytes | None] = [None] * len(runs)
+        start = threading.Barrier(len(runs))
+
+        def fill(i: int, start: threading.Barrier, got: list[bytes | None]) -> None:
+            start.wait(30)
+            b = RecordBatchBuilder(max_batch_size=1 << 30)
+            for lo in range(0, 300, 5):  # small runs: the tables grow often
+                b.append_many(BASE, None, runs[i][lo:lo + 5])
+            got[i] = b.build()
+
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            threads = [threading.Thread(target=fill, args=(i, start, got))
+                       for i in range(len(runs))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+        finally:
+            sys.setswitchinterval(interval)
+        assert got == expected

@@ -70,22 +70,26 @@ def _heads(constant: int, after: bytes, leading: bool, upto: int
     """For each rest below ``upto``: the bytes of a record of body ``constant + rest``
     before its offset delta (the record before's header count when ``leading``, the
     length varint, then ``after``: attributes, and the timestamp delta when the run has
-    one), and the record's size."""
+    one), and the record's size.
+
+    A table grows by a new pair of lists put in place of the old one, never in place:
+    builders in other threads may be reading it (or growing it at the same time, to the
+    same entries)."""
     global _head_entries
     key = (constant, after, leading)
     table = _HEADS.get(key)
-    if table is None:
-        if _head_entries > _HEAD_BUDGET:
-            _HEADS.clear()
-            _head_entries = 0
-        table = _HEADS[key] = ([], [])
-    heads, sizes = table
-    if len(heads) < upto:
-        lead = b"\x00" if leading else b""
-        more = range(constant + len(heads), constant + upto)
-        heads += [lead + VARINT_BYTES[body] + after for body in more]
-        sizes += [body + _SIZES[body] for body in more]
-        _head_entries += len(more)
+    if table is not None and len(table[0]) >= upto:
+        return table
+    if _head_entries > _HEAD_BUDGET:
+        _HEADS.clear()
+        _head_entries = 0
+        table = None
+    heads, sizes = table or ([], [])
+    lead = b"\x00" if leading else b""
+    more = range(constant + len(heads), constant + upto)
+    table = _HEADS[key] = (heads + [lead + VARINT_BYTES[body] + after for body in more],
+                           sizes + [body + _SIZES[body] for body in more])
+    _head_entries += len(more)
     return table
 
 

@@ -10,6 +10,7 @@ counting and timing the Produce requests it receives.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -171,6 +172,45 @@ def test_a_response_with_nothing_left_to_send_runs_no_send_pass(
     asyncio.run(run())
     assert 40 <= calls["_pass"] <= 44, calls
     assert calls["_drain"] == calls["_pass"], calls
+
+
+def test_awaited_single_sends_make_no_timer_and_no_loop_lookup_per_request(
+        mock_cluster_factory: Callable[..., MockCluster], topic_name: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each request in flight is timed out by one timer of the sender's, set for the
+    # earliest due: a TimerHandle made and cancelled per request (a heap push, and a
+    # cancelled handle left in the loop's heap) added to every awaited send's round trip.
+    # The connection writes a request without asyncio.get_running_loop(), which costs a
+    # getpid() system call per call.
+    mc = _single_broker(mock_cluster_factory, topic_name, 3)
+    timers = 0
+    lookups: Counter[str] = Counter()
+
+    async def run() -> None:
+        nonlocal timers
+        loop = asyncio.get_running_loop()
+        async with AsyncProducer(bootstrap_servers=mc.bootstrap_servers, linger_ms=5) as p:
+            await p.send_and_wait(topic_name, b"warm-up")
+            call_at = loop.call_at
+
+            def counted_call_at(*args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+                nonlocal timers
+                timers += 1
+                return call_at(*args, **kwargs)
+            get_running_loop = asyncio.get_running_loop
+
+            def counted_lookup() -> asyncio.AbstractEventLoop:
+                lookups[sys._getframe(1).f_code.co_filename] += 1
+                return get_running_loop()
+            monkeypatch.setattr(loop, "call_at", counted_call_at)
+            monkeypatch.setattr(asyncio, "get_running_loop", counted_lookup)
+            for i in range(40):
+                await p.send_and_wait(topic_name, VALUE, b"k%d" % i)
+            monkeypatch.undo()
+
+    asyncio.run(run())
+    assert timers <= 2, timers
+    assert not [f for f in lookups if f.endswith("connection.py")], lookups
 
 
 @pytest.mark.parametrize("in_flight", [1, 2])

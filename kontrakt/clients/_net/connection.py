@@ -231,6 +231,9 @@ class BrokerConnection:
         self.api_versions: dict[int, tuple[int, int]] = {}
         self._proto: _KafkaProtocol | None = None
         self._transport: asyncio.Transport | None = None
+        #: the loop the connection was opened on: asyncio.get_running_loop() costs a getpid()
+        #: system call each time, which request writes would pay once per request
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: dict[int, _Pending] = {}
         self._slots = asyncio.Semaphore(settings.max_in_flight)
         self._next_corr = 0
@@ -295,6 +298,7 @@ class BrokerConnection:
             raise KafkaConnectionError(f"cannot connect: {exc or type(exc).__name__}",
                                        broker=self.address) from exc
         assert isinstance(transport, asyncio.Transport)
+        self._loop = loop
         self._proto = proto
         self._transport = transport
         try:
@@ -435,7 +439,7 @@ class BrokerConnection:
         frame = encode_request(request, version, corr, self.settings.client_id)
         fut: asyncio.Future[Any] | None = None
         if expect_response:
-            fut = asyncio.get_running_loop().create_future()
+            fut = (self._loop or asyncio.get_running_loop()).create_future()
             self._pending[corr] = _Pending(fut, type(request).RESPONSE_TYPE, version, callback)
         self.last_used = time.monotonic()
         if self._held is not None and type(request).API_KEY not in _SASL_API_KEYS:

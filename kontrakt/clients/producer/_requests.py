@@ -7,10 +7,14 @@ connection (no task and no timeout wrapper per request), and hands each answer t
 :class:`~._outcomes.BatchOutcomes`. It counts the requests in flight per broker, which the
 pass keeps within ``max.in.flight.requests.per.connection``.
 
-:class:`_InFlight` is one request awaiting its response: its timer runs to the earlier of
-``request.timeout.ms`` and its batches' delivery deadlines, failing the batches whose
-deadline came first (the request itself is then left to its own timeout: its late answer
-finds those batches done) and closing the connection when the request timed out.
+:class:`_InFlight` is one request awaiting its response, due at the earlier of
+``request.timeout.ms`` and its batches' delivery deadlines. One timer of the sender's serves
+every request in flight (:meth:`ProduceRequests._check_in_flight`): it runs at the earliest
+due of those, fails the batches whose deadline came first (the request itself is then left to
+its own timeout: its late answer finds those batches done), closes the connection of a request
+that timed out, and is set again for the next. A request that is answered leaves the timer as
+it is (no timer handle is made and cancelled per request: an awaited single send would pay
+for both on each round trip); a timer that finds nothing due sets itself for what is left.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from kontrakt.protocol.messages import ProduceRequest
 
 __all__ = ["ProduceRequests"]
 
+_INF = float("inf")
+
 log = logging.getLogger("kontrakt.producer")
 
 _TopicData = ProduceRequest.TopicProduceData
@@ -68,6 +74,9 @@ class ProduceRequests(BatchOutcomes):
         self._held = False
         #: requests the current round of the pass has still to write
         self._writes_left = 0
+        #: the timer of the requests in flight (see _check_in_flight) and when it runs
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = _INF
 
     # --- requests -------------------------------------------------------------------------
 
@@ -140,8 +149,38 @@ class ProduceRequests(BatchOutcomes):
                 self._succeed(b, -1, -1)
             return
         if not fut.done():  # (a response cannot come back within send_nowait, but still)
-            pending.start(fut)
+            pending.future = fut
             self._outstanding.add(pending)
+            due = pending.due()
+            if due < self._timer_at:
+                self._set_timer(due, time.monotonic())
+
+    def _set_timer(self, due: float, now: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = due
+        self._timer = self.loop.call_later(max(due - now, 0.0), self._check_in_flight)
+
+    def _check_in_flight(self) -> None:
+        """The requests' timer: deal with every request in flight that is due, and set the
+        timer for the earliest due of the rest."""
+        self._timer = None
+        self._timer_at = _INF
+        now = time.monotonic()
+        due = _INF
+        for pending in list(self._outstanding):
+            at = pending.check(now)
+            if at < due:
+                due = at
+        if due < _INF:
+            self._set_timer(due, now)
+
+    def cancel_timer(self) -> None:
+        """Stop the requests' timer (the sender stops)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = _INF
 
     def _finish(self, node: int) -> None:
         self._in_flight[node] -= 1
@@ -225,9 +264,9 @@ class ProduceRequests(BatchOutcomes):
 
 
 class _InFlight:
-    """One Produce request awaiting its response."""
+    """One Produce request awaiting its response (its timeout: see the module docstring)."""
 
-    __slots__ = ("batches", "conn", "future", "node", "sender", "started", "timer")
+    __slots__ = ("batches", "closing", "conn", "future", "node", "sender", "started")
 
     def __init__(self, sender: ProduceRequests, conn: BrokerConnection, node: int,
                  batches: list[ProducerBatch]) -> None:
@@ -237,37 +276,33 @@ class _InFlight:
         self.batches = batches
         self.future: asyncio.Future[Any] | None = None
         self.started = time.monotonic()
-        self.timer: asyncio.TimerHandle | None = None
+        #: the request timed out and its connection is being closed
+        self.closing = False
 
-    def start(self, future: asyncio.Future[Any]) -> None:
-        """The request is written: time it out after ``request.timeout.ms``, and its batches
-        at their delivery deadlines if those come first."""
-        self.future = future
-        self._arm(time.monotonic())
-
-    def _arm(self, now: float) -> None:
+    def due(self) -> float:
+        """When the request times out, or the first of its pending batches' deadlines."""
         due = self.started + self.sender.settings.request_timeout
         for b in self.batches:
             if b.deadline < due and not b.done:
                 due = b.deadline
-        self.timer = self.sender.loop.call_later(max(due - now, 0.0), self.expired)
+        return due
 
     def done(self, fut: asyncio.Future[Any]) -> None:
         """The connection resolved the request's future (called directly by it)."""
         self.future = fut
-        if self.timer is not None:
-            self.timer.cancel()
         self.sender._on_response(self)
 
-    def expired(self) -> None:
-        if self.future is None or self.future.done():
-            return
-        now = time.monotonic()
+    def check(self, now: float) -> float:
+        """Run by the requests' timer: fail the batches whose deadline came, or close the
+        connection when the request timed out; returns when this is due next (inf: never)."""
+        if self.future is None or self.future.done() or self.closing:
+            return _INF
         if now < self.started + self.sender.settings.request_timeout:
-            # A batch's delivery deadline came first.
+            # A batch's delivery deadline came first (or nothing yet: the timer runs a
+            # little early by the loop's clock resolution).
             self.sender.expire_in_flight(self, now)
-            self._arm(now)
-            return
+            return self.due()
+        self.closing = True
         err = KafkaTimeoutError(
             f"Produce to {self.conn.address} got no response within "
             f"{self.sender.settings.request_timeout}s")
@@ -276,3 +311,4 @@ class _InFlight:
         task = self.sender.loop.create_task(self.conn.close(err))
         self.sender._connecting.add(task)
         task.add_done_callback(self.sender._connecting.discard)
+        return _INF

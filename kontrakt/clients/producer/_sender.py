@@ -361,9 +361,7 @@ class Sender(ProduceRequests):
             t.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        for pending in list(self._outstanding):
-            if pending.timer is not None:
-                pending.timer.cancel()
+        self.cancel_timer()
         self._outstanding.clear()
         self.fail_everything(error or IllegalStateError(
             "the producer was closed before the record was delivered"))

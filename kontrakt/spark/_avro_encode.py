@@ -477,16 +477,10 @@ def avro_column_encoder(plan: FieldPlan, client: SchemaRegistryClient, subject: 
 
     from fastavro import parse_schema
 
-    from kontrakt.serde.rules import WRITE, RuleRegistry, plan_rules
-    from kontrakt.spark._fieldplan import named_types
+    from kontrakt.spark._fieldplan import column_path_schema, named_types
 
-    assert plan.schema is not None
-    latest = client.get_latest_version(subject)
-    if latest.schema.schema_str != plan.schema.schema_str:
-        log.info("%s: subject %s has a newer schema than planned; encoding row by row",
-                 path, subject)
-        return None
-    if plan_rules(latest.schema, WRITE, subject, RuleRegistry.get_global_instance()) is not None:
+    latest = column_path_schema(plan, client, subject, path)
+    if latest is None or plan.schema is None:
         return None
     try:
         text = json.loads(plan.schema.schema_str)

@@ -33,7 +33,7 @@ from kontrakt.errors import (
     ConfigError,
     SchemaRegistryError,
 )
-from kontrakt.registry import Schema, SchemaRegistryClient
+from kontrakt.registry import RegisteredSchema, Schema, SchemaRegistryClient
 from kontrakt.spark._mapping import ColumnMapping
 from kontrakt.spark._options import Format, SourceOptions
 from kontrakt.spark._types import avro_mapping
@@ -372,3 +372,26 @@ def check_schema(given: StructType, expected: StructType) -> None:
             "the DataFrame schema does not match the registry's latest schema (a new "
             "version was registered since the query was analysed, or .schema() was given): "
             f"expected {expected.simpleString()}, got {given.simpleString()}")
+
+
+def column_path_schema(plan: FieldPlan, client: SchemaRegistryClient, subject: str,
+                       path: str) -> RegisteredSchema | None:
+    """The subject's latest version if a sink's column encoder may write it, else None (the
+    row path writes): the registry serializer writes with the latest schema, so it must
+    still be the one the column was checked against on the driver, and it must have no
+    WRITE rules (data contracts transform or refuse values row by row).
+
+    Raises:
+        SchemaRegistryError: the registry failed (the row path would fail the same way).
+    """
+    from kontrakt.serde.rules import WRITE, RuleRegistry, plan_rules
+
+    assert plan.schema is not None
+    latest = client.get_latest_version(subject)
+    if latest.schema.schema_str != plan.schema.schema_str:
+        log.info("%s: subject %s has a newer schema than planned; encoding row by row",
+                 path, subject)
+        return None
+    if plan_rules(latest.schema, WRITE, subject, RuleRegistry.get_global_instance()) is not None:
+        return None
+    return latest

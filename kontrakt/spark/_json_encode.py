@@ -341,15 +341,10 @@ def json_column_encoder(plan: FieldPlan, client: SchemaRegistryClient, subject: 
     Raises:
         SchemaRegistryError: the registry failed (the row path would fail the same way).
     """
-    from kontrakt.serde.rules import WRITE, RuleRegistry, plan_rules
+    from kontrakt.spark._fieldplan import column_path_schema
 
-    assert plan.schema is not None
-    latest = client.get_latest_version(subject)
-    if latest.schema.schema_str != plan.schema.schema_str:
-        log.info("%s: subject %s has a newer schema than planned; encoding row by row",
-                 path, subject)
-        return None
-    if plan_rules(latest.schema, WRITE, subject, RuleRegistry.get_global_instance()) is not None:
+    latest = column_path_schema(plan, client, subject, path)
+    if latest is None or plan.schema is None:
         return None
     prefix = b"\0" + latest.schema_id.to_bytes(4, "big")
     try:

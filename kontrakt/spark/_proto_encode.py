@@ -367,13 +367,10 @@ def proto_column_encoder(plan: FieldPlan, client: SchemaRegistryClient, subject:
     import logging
 
     from kontrakt.serde._framing import SchemaId
-    from kontrakt.serde.rules import WRITE, RuleRegistry, plan_rules
+    from kontrakt.spark._fieldplan import column_path_schema
 
-    assert plan.schema is not None
-    latest = client.get_latest_version(subject)
-    if latest.schema.schema_str != plan.schema.schema_str:
-        return None
-    if plan_rules(latest.schema, WRITE, subject, RuleRegistry.get_global_instance()) is not None:
+    latest = column_path_schema(plan, client, subject, path)
+    if latest is None:
         return None
     descriptor = plan.message_descriptor()
     prefix = SchemaId(latest.schema_id, None, _indexes(descriptor), True).id_to_bytes()

@@ -67,6 +67,9 @@ class ProduceRequests(BatchOutcomes):
         self._conns: dict[int, BrokerConnection] = {}
         self._outstanding: set[_InFlight] = set()
         self._connecting: set[asyncio.Task[None]] = set()
+        #: broker id -> the last request still waiting for its connection: requests to a
+        #: broker are written in the order the passes took their batches (see _dispatch)
+        self._waiting: dict[int, asyncio.Task[None]] = {}
         #: a sync producer's caller-thread machinery (its waker, see _handover.py)
         self.handover: HandOver | None = None
         #: the last drain left a batch that only a response can release (in-flight limit,
@@ -81,42 +84,62 @@ class ProduceRequests(BatchOutcomes):
     # --- requests -------------------------------------------------------------------------
 
     def _dispatch(self, node: int, batches: list[ProducerBatch]) -> None:
-        """Write one Produce request to ``node`` (connecting first if needed)."""
+        """Write one Produce request to ``node`` (connecting first if needed).
+
+        Requests to a broker are written in the order the passes took their batches, also
+        while its connection is being made: a later pass's request waits behind the ones
+        already waiting. Written out of order, an idempotent producer's later sequences
+        reach the broker first, which a broker holding no state of the producer accepts;
+        the earlier batch is then refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and could only be
+        written after records sent behind it.
+        """
         self._in_flight[node] += 1
-        conn = self._conns.get(node)
-        if conn is not None and conn.connected:
-            self._write(conn, node, batches)
-            return
-        task = self.loop.create_task(self._connect_and_write(node, batches))
+        before = self._waiting.get(node)
+        if before is None:
+            conn = self._conns.get(node)
+            if conn is not None and conn.connected:
+                self._write(conn, node, batches)
+                return
+        task = self.loop.create_task(self._connect_and_write(node, batches, before))
+        self._waiting[node] = task
         self._connecting.add(task)
         task.add_done_callback(self._connecting.discard)
 
-    async def _connect_and_write(self, node: int, batches: list[ProducerBatch]) -> None:
+    async def _connect_and_write(self, node: int, batches: list[ProducerBatch],
+                                 before: asyncio.Task[None] | None) -> None:
         started = time.monotonic()
-        while True:
-            # Waiting for a connection (its reconnect backoff, its setup timeout) is cut to
-            # the batches' delivery deadlines.
-            wait = min(b.deadline for b in batches) - time.monotonic()
-            try:
-                conn = await wait_within(self.client.connection(node), wait)
-                break
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                self._finish(node)
-                self._request_failed(batches, exc)
-                return
-            except asyncio.TimeoutError:
-                now = time.monotonic()
-                for b in batches:
-                    if b.deadline <= now:
-                        b.cause = b.cause or KafkaTimeoutError(
-                            f"no connection to broker {node} after {now - started:.3f}s")
-                        self._fail(b, expired_error(b, now))
-                batches = [b for b in batches if not b.done]
-                if not batches:
+        try:
+            while True:
+                # Waiting (for the request ahead, for a connection: its reconnect backoff,
+                # its setup timeout) is cut to the batches' delivery deadlines.
+                wait = min(b.deadline for b in batches) - time.monotonic()
+                try:
+                    if before is not None and not before.done():
+                        await asyncio.wait((before,), timeout=max(wait, 0.0))
+                        if not before.done():
+                            raise asyncio.TimeoutError
+                    conn = await wait_within(self.client.connection(node), wait)
+                    break
+                except (KafkaConnectionError, KafkaTimeoutError) as exc:
                     self._finish(node)
+                    self._request_failed(batches, exc)
                     return
-        self._conns[node] = conn
-        self._write(conn, node, batches)
+                except asyncio.TimeoutError:
+                    now = time.monotonic()
+                    for b in batches:
+                        if b.deadline <= now:
+                            b.cause = b.cause or KafkaTimeoutError(
+                                f"no connection to broker {node} after {now - started:.3f}s")
+                            self._fail(b, expired_error(b, now))
+                    batches = [b for b in batches if not b.done]
+                    if not batches:
+                        self._finish(node)
+                        return
+            self._conns[node] = conn
+            self._write(conn, node, batches)
+        finally:
+            if self._waiting.get(node) is asyncio.current_task():
+                del self._waiting[node]
 
     def _write(self, conn: BrokerConnection, node: int, batches: list[ProducerBatch]) -> None:
         # The request is written at once and its response handled in a done-callback: no

@@ -11,6 +11,10 @@ The rules follow the Java client (KIP-98, KIP-360):
 * A batch that comes back with a retriable error is resent; batches sent after it on the
   same partition come back too (the broker refuses the gap with OUT_OF_ORDER_SEQUENCE_NUMBER)
   and are resent in sequence order once nothing of that partition is in flight.
+* A batch refused as out of order after a later sequence of its partition was acknowledged
+  (a broker holding no state of the producer accepts any sequence, so a later batch can be
+  written while the first is being retried) fails: a resend would be refused the same way
+  forever, or land behind records sent after it.
 * When the sequence state cannot be trusted any more (UNKNOWN_PRODUCER_ID,
   INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER for the very next expected sequence,
   or a batch that failed for good after it was sent), the producer waits until nothing is in
@@ -123,6 +127,15 @@ class IdempotenceState:
         st = self.partitions.get((batch.topic, batch.partition))
         last = -1 if st is None else st.last_acked
         return batch.base_sequence == (last + 1) % _SEQ_MOD
+
+    def is_overtaken(self, batch: ProducerBatch) -> bool:
+        """True when a later sequence of ``batch``'s partition was acknowledged already: the
+        broker wrote records sent after ``batch`` first, so ``batch`` can no longer be
+        written in order in this epoch."""
+        st = self.partitions.get((batch.topic, batch.partition))
+        if st is None or st.last_acked < 0 or batch.base_sequence < 0:
+            return False
+        return not _after(batch.base_sequence, st.last_acked)
 
     def in_flight_count(self) -> int:
         return sum(len(st.in_flight) for st in self.partitions.values())

@@ -117,9 +117,20 @@ class BatchOutcomes:
             self._retry(b, err, force=True)
             return
         if idem is not None and code == OUT_OF_ORDER_SEQUENCE:
-            if b.producer_epoch == idem.producer_epoch and idem.is_next_expected(b):
-                # The broker refuses the very next sequence: its state and ours disagree.
-                idem.need_bump = True
+            if b.producer_epoch == idem.producer_epoch:
+                if idem.is_overtaken(b):
+                    # Records sent after it are in the log already: a resend is refused
+                    # the same way forever, and would land after them if it were not.
+                    # It fails (the producer then takes a new epoch, see _fail).
+                    self._fail(b, ProduceError(
+                        f"producing to {b.topic}-{b.partition} failed: the broker wrote "
+                        f"records sent after these first, so they cannot be written in "
+                        f"order: {err}", err))
+                    return
+                if idem.is_next_expected(b):
+                    # The broker refuses the very next sequence: its state and ours
+                    # disagree.
+                    idem.need_bump = True
             self._retry(b, err, force=True)
             return
         if cls.retriable:

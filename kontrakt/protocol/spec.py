@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Final
 
 __all__ = [
     "PRIMITIVES",
+    "UNKNOWN_AUTHORIZED_OPERATIONS",
     "A",
     "ApiSpec",
     "ArrayType",
@@ -55,6 +56,10 @@ PRIMITIVES: Final = frozenset(
     {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
      "string", "bytes", "uuid", "records"}
 )
+
+#: The default of every ``*_authorized_operations`` field (KIP-430): not asked for, or not
+#: known.
+UNKNOWN_AUTHORIZED_OPERATIONS: Final = -(2**31)
 
 _ZERO_UUID = uuid.UUID(int=0)
 

@@ -7,9 +7,8 @@ from a Kafka release newer than 4.1; brokers that lack it simply never negotiate
 
 from __future__ import annotations
 
-from kontrakt.protocol.spec import A, F, S, api
+from kontrakt.protocol.spec import UNKNOWN_AUTHORIZED_OPERATIONS, A, F, S, api
 
-UNKNOWN_AUTHORIZED_OPERATIONS = -(2**31)
 ENDPOINT_TYPE_BROKER = 1
 
 DescribeClusterRequest, DescribeClusterResponse = api(

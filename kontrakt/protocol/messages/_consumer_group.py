@@ -3,9 +3,7 @@ ConsumerGroupDescribe (key 69)."""
 
 from __future__ import annotations
 
-from kontrakt.protocol.spec import A, F, S, api
-
-UNKNOWN_AUTHORIZED_OPERATIONS = -(2**31)
+from kontrakt.protocol.spec import UNKNOWN_AUTHORIZED_OPERATIONS, A, F, S, api
 
 # The same shape in the heartbeat request (owned partitions) and response (assignment).
 _TOPIC_PARTITIONS = S("TopicPartitions",

@@ -3,9 +3,7 @@ LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGro
 
 from __future__ import annotations
 
-from kontrakt.protocol.spec import A, F, S, api
-
-UNKNOWN_AUTHORIZED_OPERATIONS = -(2**31)
+from kontrakt.protocol.spec import UNKNOWN_AUTHORIZED_OPERATIONS, A, F, S, api
 
 FindCoordinatorRequest, FindCoordinatorResponse = api(
     10, "FindCoordinator", valid="0-6", flexible="3+",

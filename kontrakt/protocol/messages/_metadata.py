@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from kontrakt.protocol.spec import A, F, S, api
-
-UNKNOWN_AUTHORIZED_OPERATIONS = -(2**31)
+from kontrakt.protocol.spec import UNKNOWN_AUTHORIZED_OPERATIONS, A, F, S, api
 
 MetadataRequest, MetadataResponse = api(
     3, "Metadata", valid="0-13", flexible="9+",

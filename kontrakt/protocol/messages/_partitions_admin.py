@@ -4,9 +4,7 @@ a cursor) and UpdateFeatures (57, KIP-584; upgrade types of KIP-778)."""
 
 from __future__ import annotations
 
-from kontrakt.protocol.spec import A, F, S, api
-
-UNKNOWN_AUTHORIZED_OPERATIONS = -(2**31)
+from kontrakt.protocol.spec import UNKNOWN_AUTHORIZED_OPERATIONS, A, F, S, api
 
 ElectLeadersRequest, ElectLeadersResponse = api(
     43, "ElectLeaders", valid="0-2", flexible="2+",

@@ -22,6 +22,9 @@ except ModuleNotFoundError as exc:
 
 from kontrakt.errors import ConfigError, SerializationError
 from kontrakt.serde._avro_bounds import LIMIT_DEFAULTS, AvroBounds, check_limits
+from kontrakt.serde._avro_codegen import NotCompiled
+from kontrakt.serde._avro_read import compile_reader
+from kontrakt.serde._avro_write import SlowPath, compile_writer
 from kontrakt.serde._base import (
     AsyncDeserializer,
     AsyncSerializer,
@@ -124,23 +127,72 @@ class _AvroSerializerCore(_AvroFormat, TextSchemaSerializerCore):
             if not isinstance(value, (bytes, bytearray, memoryview)):
                 raise SerializationError(f"the schema is bytes but got {type(value).__name__}")
             return bytes(value)
-        out = io.BytesIO()
-        schemaless_writer(out, parsed, value)
-        return out.getvalue()
+        return self._encoder(parsed)(b"", value)
+
+    _encoders: dict[int, Any] | None = None
+
+    def _encoder(self, parsed: Any) -> Callable[[bytes, Any], bytes]:
+        """``encode(prefix, value) -> prefix + payload`` for ``parsed``, compiled once."""
+        if self._encoders is None:
+            self._encoders = {}
+        found = self._encoders.get(id(parsed))
+        if found is not None and found[0] is parsed:
+            return found[1]  # type: ignore[no-any-return]
+        encode = _avro_encoder(parsed, self.owner)
+        self._encoders[id(parsed)] = (parsed, encode)
+        return encode
 
     def make_writer(self, parsed: Any, prefix: bytes) -> Any:
         if _is_bytes(parsed):
             return SerializerCore.make_writer(self, parsed, prefix)
         to_dict = self.to_dict
-        BytesIO = io.BytesIO  # a local alias on the per-record path
+        encode = self._encoder(parsed)
+        if to_dict is None:
+            return lambda obj, ctx: encode(prefix, obj)
 
         def write(obj: Any, ctx: SerializationContext | None) -> bytes:
-            # The prefix goes into the same buffer: no second copy of the payload.
-            out = BytesIO(prefix)
-            out.seek(len(prefix))
-            schemaless_writer(out, parsed, obj if to_dict is None else to_dict(obj, ctx))
-            return out.getvalue()
+            return encode(prefix, to_dict(obj, ctx))
         return write
+
+
+def _avro_encoder(parsed: Any, owner: str) -> Callable[[bytes, Any], bytes]:
+    """``encode(prefix, value) -> prefix + payload``: the compiled writer of
+    :mod:`kontrakt.serde._avro_write`, with fastavro for the values (or schemas) it leaves.
+
+    The bytes are fastavro's in every case: a value the compiled writer cannot prove it
+    encodes identically is encoded again by fastavro, whose error a bad value gets (worded
+    with the field the compiled writer stopped at).
+    """
+    BytesIO = io.BytesIO  # a local alias on the per-record path
+
+    def slow(prefix: bytes, value: Any, where: str | None) -> bytes:
+        # The prefix goes into the same buffer: no second copy of the payload.
+        out = BytesIO(prefix)
+        out.seek(len(prefix))
+        try:
+            schemaless_writer(out, parsed, value)
+        except Exception as e:
+            if where is None:
+                raise
+            raise SerializationError(f"{owner}: cannot encode {type(value).__name__}: the "
+                                     f"Avro field {where}: {e}") from e
+        return out.getvalue()
+
+    try:
+        fast = compile_writer(parsed)
+    except NotCompiled:
+        return lambda prefix, value: slow(prefix, value, None)
+
+    def encode(prefix: bytes, value: Any) -> bytes:
+        out = bytearray(prefix)
+        try:
+            fast(out, value)
+        except SlowPath as e:
+            return slow(prefix, value, e.path)
+        except Exception:
+            return slow(prefix, value, None)
+        return bytes(out)
+    return encode
 
 
 class _AvroDeserializerCore(_AvroFormat, TextSchemaDeserializerCore):
@@ -181,15 +233,33 @@ class _AvroDeserializerCore(_AvroFormat, TextSchemaDeserializerCore):
         safe_len = float("inf") if bounds.safe_len is None else bounds.safe_len
         check = bounds.check
 
-        def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
-            if len(data) - offset > safe_len:
-                check(data, offset)
+        def slow(data: bytes, offset: int) -> tuple[Any, int]:
             buf = BytesIO(data)
             buf.seek(offset)
             value = schemaless_reader(buf, writer, reader, record_name)
-            if buf.tell() != len(data):
+            return value, buf.tell()
+
+        fast: Callable[[bytes, int], tuple[Any, int]] = slow
+        if reader is None:
+            try:
+                fast = compile_reader(writer, record_name)
+            except NotCompiled:
+                pass
+
+        def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+            if len(data) - offset > safe_len:
+                check(data, offset)
+            if type(data) is not bytes:
+                data = bytes(data)
+            try:
+                value, end = fast(data, offset)
+            except Exception:
+                # Whatever the compiled reader cannot decode, fastavro decodes or refuses
+                # (with the error it always gave).
+                value, end = slow(data, offset)
+            if end != len(data):
                 raise SerializationError(
-                    f"{len(data) - buf.tell()} bytes left over after the Avro record")
+                    f"{len(data) - end} bytes left over after the Avro record")
             return value if from_dict is None else from_dict(value, ctx)
         return read
 

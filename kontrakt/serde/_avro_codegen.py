@@ -1,0 +1,116 @@
+"""What the compiled Avro codecs share: Python source built per schema and exec'd once.
+
+:mod:`kontrakt.serde._avro_write` and :mod:`kontrakt.serde._avro_read` compile a parsed
+(fastavro) schema into plain functions, one per named record (so that a recursive record
+becomes functions that call each other), with every other type written inline. This module
+holds the pieces both need: the source buffer with its constants, the resolution of named
+types, and the inline zigzag varint decoding (the columnar decoder of
+:mod:`kontrakt.spark._avro_columns` writes the same loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kontrakt.serde._avro_bounds import collect_named_types
+
+__all__ = ["PRIMITIVES", "AvroSource", "NotCompiled", "kind_of", "record_type",
+           "varint_lines"]
+
+PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
+_COMPLEX = ("record", "error", "enum", "fixed", "array", "map")
+
+
+class NotCompiled(Exception):
+    """The schema (or schema pair) has a shape the compiler does not handle exactly: the
+    caller keeps fastavro for it."""
+
+
+def kind_of(s: Any) -> str:
+    """The Avro kind of a resolved schema: a primitive name, a complex type or "union"."""
+    if isinstance(s, list):
+        return "union"
+    if isinstance(s, str):
+        return s
+    kind = s["type"]
+    if not isinstance(kind, str):
+        raise NotCompiled(f"unexpected Avro type {kind!r}")
+    return kind
+
+
+def record_type(s: Any) -> Any:
+    """fastavro's ``extract_record_type``: what its union rules compare to ``"double"``."""
+    if isinstance(s, list):
+        return "union"
+    if isinstance(s, dict):
+        return s["type"]
+    return s
+
+
+class AvroSource:
+    """A generated module: its functions' source, the names it sees, fresh temporaries, and
+    the named types of the schema (fastavro's parsed form defines each in place once)."""
+
+    def __init__(self, schema: Any, env: Mapping[str, Any]) -> None:
+        self.env: dict[str, Any] = dict(env)
+        self.named: dict[str, Any] = {}
+        if isinstance(schema, dict):
+            self.named.update(schema.get("__named_schemas") or {})
+        collect_named_types(schema, self.named)
+        self.functions: list[str] = []
+        self._n = 0
+
+    def tmp(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def const(self, value: Any) -> str:
+        name = self.tmp("K")
+        self.env[name] = value
+        return name
+
+    def deref(self, s: Any) -> Any:
+        """``s`` with named references and ``{"type": <schema>}`` wrappers resolved."""
+        for _ in range(64):
+            if isinstance(s, str):
+                if s in PRIMITIVES:
+                    return s
+                if s not in self.named:
+                    raise NotCompiled(f"unknown Avro type {s!r}")
+                s = self.named[s]
+            elif isinstance(s, dict) and not isinstance(s.get("type"), str):
+                if "logicalType" in s:
+                    raise NotCompiled("a logical type on a nested schema")
+                s = s["type"]
+            else:
+                return s
+        raise NotCompiled("Avro type names refer to each other without end")
+
+    def build(self, entry: str) -> Any:
+        """Exec the functions into one namespace and return ``entry`` from it."""
+        source = "\n\n".join(self.functions)
+        namespace = dict(self.env)
+        exec(compile(source, f"<kontrakt avro {entry}>", "exec"), namespace)
+        fn = namespace[entry]
+        fn.source = source  # for debugging: the generated code
+        return fn
+
+
+def varint_lines(ind: str, var: str, fail: str) -> list[str]:
+    """Source decoding one zigzag varint at ``data[pos]`` into ``var`` (``pos`` advances).
+
+    ``fail`` is the expression raised for a varint of more than 10 bytes, or of 10 whose
+    last byte carries bits beyond 64 (fastavro keeps only 64 bits of such a value; the
+    callers hand these payloads to fastavro, which gives the answer). The one-byte case
+    runs without a loop: most lengths, counts, indexes and small ints are one byte.
+    """
+    return [f"{ind}b = data[pos]", f"{ind}pos += 1", f"{ind}if b < 128:",
+            f"{ind}    {var} = (b >> 1) ^ -(b & 1)",
+            f"{ind}else:", f"{ind}    v = b & 127", f"{ind}    sh = 7",
+            f"{ind}    while True:", f"{ind}        b = data[pos]", f"{ind}        pos += 1",
+            f"{ind}        v |= (b & 127) << sh", f"{ind}        if b < 128:",
+            f"{ind}            break", f"{ind}        sh += 7", f"{ind}        if sh > 63:",
+            f"{ind}            raise {fail}",
+            f"{ind}    if v >> 64:", f"{ind}        raise {fail}",
+            f"{ind}    {var} = (v >> 1) ^ -(v & 1)"]

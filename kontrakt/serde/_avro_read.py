@@ -11,8 +11,9 @@ builds the same dicts, lists and values, with fastavro's own logical-type reader
 Only what the compiled code can decode with certainty is decoded: any anomaly (a truncated
 payload, a union or enum index out of range, a varint beyond 64 bits, invalid UTF-8) raises,
 and the caller decodes the payload again with fastavro, which either gives the value or
-raises the error it raises today. Reading with another reader schema (schema resolution) is
-left to fastavro.
+raises the error it raises today. Of schema resolution, the common evolution of a record is
+compiled (fields added with a default, removed, or renamed by alias, the others keeping their
+types, named types included); any other reader schema is left to fastavro.
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ from typing import Any
 
 from fastavro._logical_readers import LOGICAL_READERS
 
-from kontrakt.serde._avro_codegen import AvroSource, NotCompiled, kind_of, varint_lines
+from kontrakt.serde._avro_bounds import collect_named_types
+from kontrakt.serde._avro_codegen import (
+    PRIMITIVES,
+    AvroSource,
+    NotCompiled,
+    kind_of,
+    varint_lines,
+)
 
 __all__ = ["Corrupt", "compile_reader"]
 
@@ -35,6 +43,7 @@ class Corrupt(Exception):
 
 
 _FAIL = "CORRUPT"
+_KINDS = (*PRIMITIVES, "record", "error", "enum", "fixed", "array", "map")
 
 
 class _ReaderGen(AvroSource):
@@ -45,14 +54,17 @@ class _ReaderGen(AvroSource):
         })
         self.return_record_name = return_record_name
         self.records: dict[str, str] = {}
+        self.reader_named: dict[str, Any] = {}
 
     def varint(self, out: list[str], ind: str, var: str) -> None:
         out += varint_lines(ind, var, _FAIL)
 
-    def sized(self, out: list[str], ind: str, n: str, var: str) -> None:
-        """``var = data[pos:pos+n]``, refusing a slice past the end."""
+    def sized(self, out: list[str], ind: str, n: str, var: str, decode: bool = False) -> None:
+        """``var = data[pos:pos+n]`` (``decode``: as UTF-8 text), refusing a slice past the
+        end."""
+        suffix = ".decode()" if decode else ""
         out += [f"{ind}end = pos + {n}", f"{ind}if {n} < 0 or end > ln: raise {_FAIL}",
-                f"{ind}{var} = data[pos:end]", f"{ind}pos = end"]
+                f"{ind}{var} = data[pos:end]{suffix}", f"{ind}pos = end"]
 
     def value(self, out: list[str], ind: str, s: Any, var: str) -> None:
         """Source reading one value of schema ``s`` into variable ``var``."""
@@ -71,9 +83,7 @@ class _ReaderGen(AvroSource):
         elif kind in ("string", "bytes"):
             n = self.tmp("n")
             self.varint(out, ind, n)
-            self.sized(out, ind, n, var)
-            if kind == "string":
-                out.append(f"{ind}{var} = {var}.decode()")
+            self.sized(out, ind, n, var, decode=kind == "string")
         elif kind == "fixed":
             self.sized(out, ind, str(int(s["size"])), var)
         elif kind == "enum":
@@ -85,7 +95,7 @@ class _ReaderGen(AvroSource):
         elif kind in ("array", "map"):
             self.collection(out, ind, s, kind, var)
         elif kind in ("record", "error"):
-            out.append(f"{ind}{var}, pos = {self.record(s)}(data, pos, ln)")
+            out.append(f"{ind}{var}, pos = {self.record(s)}(data, pos)")
         elif kind == "union":
             self.union(out, ind, s, var)
         else:
@@ -113,29 +123,120 @@ class _ReaderGen(AvroSource):
         if kind == "map":
             key, n = self.tmp("key"), self.tmp("n")
             self.varint(out, body, n)
-            self.sized(out, body, n, key)
+            self.sized(out, body, n, key, decode=True)
             self.value(out, body, s["values"], item)
-            out.append(f"{body}{var}[{key}.decode()] = {item}")
+            out.append(f"{body}{var}[{key}] = {item}")
         else:
             self.value(out, body, s["items"], item)
             out.append(f"{body}{var}.append({item})")
 
-    def record(self, s: dict[str, Any]) -> str:
+    def record(self, s: dict[str, Any], reader: dict[str, Any] | None = None) -> str:
+        """The name of the function reading record ``s`` (made on first use); with
+        ``reader``, resolved to that reader record as fastavro's ``read_record`` does."""
         name = str(s.get("name"))
-        if name in self.records:
-            return self.records[name]
+        key = name if reader is None else "\0resolved"
+        if key in self.records:
+            return self.records[key]
         fn = self.tmp("r")
-        self.records[name] = fn  # before the body: a recursive record calls itself
-        body = [f"def {fn}(data, pos, ln):"]
-        names = []
-        for f in s["fields"]:
+        self.records[key] = fn  # before the body: a recursive record calls itself
+        body = [f"def {fn}(data, pos):", "    ln = len(data)"]
+        names: list[tuple[str | None, str]] = []
+        fields = list(s["fields"])
+        targets, defaults = self.resolve_fields(s, reader)
+        while fields:
+            run = self.fixed_width_run(fields)
+            if len(run) > 1:
+                # Neighbouring floats, doubles and booleans: one unpack for all of them.
+                fmt = "<" + "".join(code for _, code, _ in run)
+                vs = [self.tmp("v") for _ in run]
+                body += [f"    {', '.join(vs)}, = {self.const(struct.Struct(fmt).unpack_from)}"
+                         f"(data, pos)", f"    pos += {struct.calcsize(fmt)}"]
+                names += [(targets[f["name"]], v) for (f, _, _), v in zip(run, vs, strict=True)]
+                del fields[:len(run)]
+                continue
+            f = fields.pop(0)
             v = self.tmp("v")
+            # A field the reader does not have is decoded and dropped: whatever the
+            # decoding refuses, fastavro (which only skips it) reads instead.
             self.value(body, "    ", f["type"], v)
-            names.append((f["name"], v))
-        items = ", ".join(f"{n!r}: {v}" for n, v in names)
+            names.append((targets[f["name"]], v))
+        names += [(n, self.const(d)) for n, d in defaults]
+        items = ", ".join(f"{n!r}: {v}" for n, v in names if n is not None)
         body.append(f"    return {{{items}}}, pos")
         self.functions.append("\n".join(body))
         return fn
+
+    def resolve_fields(self, s: dict[str, Any], reader: dict[str, Any] | None
+                       ) -> tuple[dict[str, str | None], list[tuple[str, Any]]]:
+        """Writer field name -> the reader field it fills (None: dropped), and the reader's
+        fields filled from their defaults, in fastavro's order."""
+        if reader is None:
+            return {f["name"]: f["name"] for f in s["fields"]}, []
+        if reader.get("name") != s.get("name") or kind_of(reader) != kind_of(s):
+            raise NotCompiled("the reader record has another name")
+        by_name = {f["name"]: f for f in reader["fields"]}
+        by_alias = {a: f for f in reader["fields"] for a in f.get("aliases", ())}
+        targets: dict[str, str | None] = {}
+        left = dict(by_name)
+        for f in s["fields"]:
+            match = by_name.get(f["name"], by_alias.get(f["name"]))
+            if match is None:
+                targets[f["name"]] = None
+                continue
+            if match["name"] not in left:
+                raise NotCompiled("two writer fields fill one reader field")
+            if self.expand(f["type"], self.named, ()) != self.expand(
+                    match["type"], self.reader_named, ()):
+                raise NotCompiled(f"field {f['name']!r} changes type")
+            targets[f["name"]] = match["name"]
+            del left[match["name"]]
+        for f in left.values():
+            if "default" not in f:
+                raise NotCompiled(f"reader field {f['name']!r} has no default")
+        return targets, [(f["name"], f["default"]) for f in left.values()]
+
+    def expand(self, t: Any, named: dict[str, Any], seen: tuple[str, ...]) -> Any:
+        """``t`` with named references replaced by their definitions (once per path), so
+        that two schemas' types compare equal only if they decode alike."""
+        if isinstance(t, str):
+            if t in PRIMITIVES:
+                return t
+            if t in seen:
+                return ("ref", t)
+            if t not in named:
+                raise NotCompiled(f"unknown Avro type {t!r}")
+            return self.expand(named[t], named, seen)
+        if isinstance(t, list):
+            return [self.expand(b, named, seen) for b in t]
+        if not isinstance(t, dict):
+            return t
+        name = t.get("name")
+        inner = (*seen, name) if isinstance(name, str) else seen
+        out: dict[str, Any] = {}
+        for k, v in t.items():
+            if k.startswith("__"):
+                continue
+            if k == "type" and isinstance(v, str) and v in _KINDS:
+                out[k] = v
+            elif k in ("type", "items", "values"):
+                out[k] = self.expand(v, named, inner)
+            elif k == "fields":
+                out[k] = [{**f, "type": self.expand(f["type"], named, inner)} for f in v]
+            else:
+                out[k] = v
+        return out
+
+    def fixed_width_run(self, fields: list[dict[str, Any]]) -> list[tuple[Any, str, int]]:
+        """The leading fields of plain float, double and boolean type (struct codes)."""
+        run: list[tuple[Any, str, int]] = []
+        for f in fields:
+            t = self.deref(f["type"])
+            code = {"float": "f", "double": "d", "boolean": "?"}.get(t if isinstance(t, str)
+                                                                      else "")
+            if code is None:
+                break
+            run.append((f, code, 0))
+        return run
 
     def union(self, out: list[str], ind: str, branches: list[Any], var: str) -> None:
         i = self.tmp("u")
@@ -166,9 +267,14 @@ class _ReaderGen(AvroSource):
         return None
 
 
-def compile_reader(schema: Any, return_record_name: bool = False) -> Reader:
+def compile_reader(schema: Any, return_record_name: bool = False,
+                   reader: Any = None) -> Reader:
     """``read(data, pos) -> (value, end)``: decode one value of the parsed writer ``schema``
-    from ``data[pos:]`` as fastavro's ``schemaless_reader`` (no reader schema) would.
+    from ``data[pos:]`` as fastavro's ``schemaless_reader`` would.
+
+    A parsed ``reader`` schema is resolved as fastavro does for records whose fields keep
+    their types: fields added with a default, fields removed, fields renamed by alias; other
+    differences raise ``NotCompiled``.
 
     Raises:
         NotCompiled: the schema has a shape the compiler does not handle (use fastavro).
@@ -176,9 +282,23 @@ def compile_reader(schema: Any, return_record_name: bool = False) -> Reader:
             ``IndexError``, ``struct.error`` and ``UnicodeDecodeError`` mean the same.
     """
     gen = _ReaderGen(schema, return_record_name)
+    top = gen.deref(schema)
+    if reader is not None:
+        gen.reader_named = {}
+        if isinstance(reader, dict):
+            gen.reader_named.update(reader.get("__named_schemas") or {})
+        collect_named_types(reader, gen.reader_named)
+        if not (isinstance(top, dict) and top.get("type") in ("record", "error")
+                and isinstance(reader, dict)):
+            if gen.expand(schema, gen.named, ()) != gen.expand(reader, gen.reader_named, ()):
+                raise NotCompiled("only records are resolved to another reader schema")
+            reader = None  # the same type: read as the writer's
+    if isinstance(top, dict) and top.get("type") in ("record", "error"):
+        fn: Reader = gen.build(gen.record(top, reader))  # the record's function reads it
+        return fn
     body = ["def read(data, pos):", "    ln = len(data)"]
     gen.value(body, "    ", schema, "value")
     body.append("    return value, pos")
     gen.functions.append("\n".join(body))
-    fn: Reader = gen.build("read")
+    fn = gen.build("read")
     return fn

@@ -240,11 +240,10 @@ class _AvroDeserializerCore(_AvroFormat, TextSchemaDeserializerCore):
             return value, buf.tell()
 
         fast: Callable[[bytes, int], tuple[Any, int]] = slow
-        if reader is None:
-            try:
-                fast = compile_reader(writer, record_name)
-            except NotCompiled:
-                pass
+        try:
+            fast = compile_reader(writer, record_name, reader)
+        except NotCompiled:
+            pass  # a shape (or a schema resolution) left to fastavro
 
         def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
             if len(data) - offset > safe_len:

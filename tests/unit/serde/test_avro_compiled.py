@@ -411,3 +411,62 @@ def test_the_serializer_and_deserializer_use_the_compiled_code() -> None:
     assert write(value, CTX) == data
     read = next(iter(de._core.readers.values()))
     assert read(data, 5, CTX) == value
+
+
+V1 = {"type": "record", "name": "Acct", "namespace": "bank", "fields": [
+    {"name": "id", "type": "long"}, {"name": "old_name", "type": "string"},
+    {"name": "gone", "type": {"type": "array", "items": POINT}},
+    {"name": "gone_too", "type": ["null", {"type": "map", "values": "double"}]},
+    {"name": "ratio", "type": "double"}, {"name": "flag", "type": "boolean"},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    {"name": "home", "type": "geo.Point"}]}
+V2 = {"type": "record", "name": "Acct", "namespace": "bank", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "added", "type": ["null", "string"], "default": None},
+    {"name": "name", "type": "string", "aliases": ["old_name"]},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    {"name": "home", "type": POINT},
+    {"name": "flag", "type": "boolean"},
+    {"name": "list", "type": {"type": "array", "items": "long"}, "default": [1, 2]},
+    {"name": "where", "type": "geo.Point", "default": {"x": 0.0, "y": 1.0}}]}
+V1_VALUES = [
+    {"id": 1, "old_name": "a", "gone": [], "gone_too": None, "ratio": 0.5, "flag": True,
+     "at": dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC), "home": {"x": 1.0, "y": 2.0}},
+    {"id": -(2**40), "old_name": "é" * 70, "gone": [{"x": 1.0, "y": 2.0}] * 3,
+     "gone_too": {"k": 1.5}, "ratio": math.nan, "flag": False, "at": 0,
+     "home": {"x": -1.0, "y": 2.0}},
+]
+
+
+def test_record_evolution_is_compiled_and_reads_as_fastavro() -> None:
+    writer, reader = fastavro.parse_schema(V1), fastavro.parse_schema(V2)
+    read = compile_reader(writer, reader=reader)
+    for value in V1_VALUES:
+        data = fastavro_bytes(writer, value)
+        got, end = read(data, 0)
+        assert end == len(data)
+        expected = fastavro.schemaless_reader(io.BytesIO(data), writer, reader)
+        assert same(got, expected), (got, expected)
+    # And through the deserializer given the reader schema.
+    registry = MockSchemaRegistryClient({"url": "mock://c"})
+    data = AvroSerializer(registry, json.dumps(V1))(V1_VALUES[0], CTX)
+    assert data is not None
+    de = AvroDeserializer(registry, json.dumps(V2))
+    assert same(de(data, CTX), fastavro.schemaless_reader(io.BytesIO(data[5:]), writer, reader))
+
+
+@pytest.mark.parametrize("change", [
+    {"name": "ratio", "type": "float"},  # double read as float: not a legal promotion
+    {"name": "id", "type": "double"},  # a promotion: left to fastavro
+    {"name": "gone", "type": {"type": "array", "items": {  # geo.Point loses a field
+        "type": "record", "name": "Point", "namespace": "geo",
+        "fields": [{"name": "x", "type": "double"}]}}},
+    {"name": "missing", "type": "long"},  # no default
+])
+def test_other_evolutions_are_left_to_fastavro(change: dict[str, Any]) -> None:
+    fields = [change if f["name"] == change["name"] else f for f in V1["fields"]]
+    if change["name"] not in [f["name"] for f in fields]:
+        fields.append(change)
+    reader = fastavro.parse_schema({**V1, "fields": fields})
+    with pytest.raises(NotCompiled):
+        compile_reader(fastavro.parse_schema(V1), reader=reader)

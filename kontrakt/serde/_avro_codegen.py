@@ -15,8 +15,8 @@ from typing import Any
 
 from kontrakt.serde._avro_bounds import collect_named_types
 
-__all__ = ["PRIMITIVES", "AvroSource", "NotCompiled", "kind_of", "record_type",
-           "varint_lines"]
+__all__ = ["PRIMITIVES", "ZIGZAG_BYTE", "ZIGZAG_SMALL", "AvroSource", "NotCompiled", "kind_of",
+           "record_type", "varint_lines"]
 
 PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 _COMPLEX = ("record", "error", "enum", "fixed", "array", "map")
@@ -97,8 +97,15 @@ class AvroSource:
         return fn
 
 
+#: the value of each one-byte zigzag varint: a lookup is cheaper than the arithmetic
+ZIGZAG_BYTE = tuple((b >> 1) ^ -(b & 1) for b in range(128))
+#: the one-byte zigzag encoding of -64..63, indexed by the value (negative from the end)
+ZIGZAG_SMALL = tuple((v << 1) ^ (v >> 63) for v in [*range(64), *range(-64, 0)])
+
+
 def varint_lines(ind: str, var: str, fail: str) -> list[str]:
-    """Source decoding one zigzag varint at ``data[pos]`` into ``var`` (``pos`` advances).
+    """Source decoding one zigzag varint at ``data[pos]`` into ``var`` (``pos`` advances;
+    the generated module binds :data:`ZIGZAG_BYTE` as ``ZZ``).
 
     ``fail`` is the expression raised for a varint of more than 10 bytes, or of 10 whose
     last byte carries bits beyond 64 (fastavro keeps only 64 bits of such a value; the
@@ -106,7 +113,7 @@ def varint_lines(ind: str, var: str, fail: str) -> list[str]:
     runs without a loop: most lengths, counts, indexes and small ints are one byte.
     """
     return [f"{ind}b = data[pos]", f"{ind}pos += 1", f"{ind}if b < 128:",
-            f"{ind}    {var} = (b >> 1) ^ -(b & 1)",
+            f"{ind}    {var} = ZZ[b]",
             f"{ind}else:", f"{ind}    v = b & 127", f"{ind}    sh = 7",
             f"{ind}    while True:", f"{ind}        b = data[pos]", f"{ind}        pos += 1",
             f"{ind}        v |= (b & 127) << sh", f"{ind}        if b < 128:",

@@ -27,6 +27,7 @@ from fastavro._logical_readers import LOGICAL_READERS
 from kontrakt.serde._avro_bounds import collect_named_types
 from kontrakt.serde._avro_codegen import (
     PRIMITIVES,
+    ZIGZAG_BYTE,
     AvroSource,
     NotCompiled,
     kind_of,
@@ -49,7 +50,7 @@ _KINDS = (*PRIMITIVES, "record", "error", "enum", "fixed", "array", "map")
 class _ReaderGen(AvroSource):
     def __init__(self, schema: Any, return_record_name: bool) -> None:
         super().__init__(schema, {
-            "CORRUPT": Corrupt, "UF": struct.Struct("<f").unpack_from,
+            "CORRUPT": Corrupt, "ZZ": ZIGZAG_BYTE, "UF": struct.Struct("<f").unpack_from,
             "UD": struct.Struct("<d").unpack_from,
         })
         self.return_record_name = return_record_name

@@ -48,6 +48,7 @@ from pyspark.sql.types import (
 )
 
 from kontrakt.serde._avro_bounds import collect_named_types
+from kontrakt.serde._avro_codegen import ZIGZAG_BYTE, varint_lines
 from kontrakt.spark._avro_tree import (
     MAX_ITEMS,
     NAMED,
@@ -83,7 +84,7 @@ class _Codegen(SourceWriter):
             "_F": struct.Struct("<f").unpack_from,
             "_D": struct.Struct("<d").unpack_from, "fail": fail, "corrupt": corrupt,
             "uuid_text": uuid_text, "uuid_fixed": uuid_fixed, "to_decimal": to_decimal,
-            "append_value": append_value, "_MAXI": MAX_ITEMS,
+            "append_value": append_value, "_MAXI": MAX_ITEMS, "ZZ": ZIGZAG_BYTE,
         }, "t")
         self.named = dict(named)
         collect_named_types(writer, self.named)
@@ -103,15 +104,9 @@ class _Codegen(SourceWriter):
     # primitives
     def varint(self, out: list[str], ind: str, var: str) -> None:
         # Inline, with no call: a call and its tuple cost more than the decoding (ids and
-        # timestamps take 2-9 bytes). At most 10 bytes, as fastavro reads.
-        out += [f"{ind}b = data[pos]", f"{ind}pos += 1", f"{ind}if b < 128:",
-                f"{ind}    {var} = (b >> 1) ^ -(b & 1)",
-                f"{ind}else:", f"{ind}    v = b & 127", f"{ind}    sh = 7",
-                f"{ind}    while True:", f"{ind}        b = data[pos]", f"{ind}        pos += 1",
-                f"{ind}        v |= (b & 127) << sh", f"{ind}        if b < 128:",
-                f"{ind}            break", f"{ind}        sh += 7", f"{ind}        if sh > 63:",
-                f"{ind}            raise corrupt('an Avro varint longer than 10 bytes')",
-                f"{ind}    {var} = (v >> 1) ^ -(v & 1)"]
+        # timestamps take 2-9 bytes). At most 10 bytes and 64 bits, as fastavro reads; the
+        # same loop as the registry deserializer's compiled reader.
+        out += varint_lines(ind, var, "corrupt('an Avro varint longer than 10 bytes')")
 
     def read_len(self, out: list[str], ind: str, var: str) -> None:
         """``var = data[pos:pos+n]`` for a length-prefixed string or bytes."""

@@ -13,7 +13,9 @@ payload, a union or enum index out of range, a varint beyond 64 bits, invalid UT
 and the caller decodes the payload again with fastavro, which either gives the value or
 raises the error it raises today. Of schema resolution, the common evolution of a record is
 compiled (fields added with a default, removed, or renamed by alias, the others keeping their
-types, named types included); any other reader schema is left to fastavro.
+types, named types included, or promoted between primitives: int -> long -> float -> double,
+string <-> bytes, a primitive made an optional union); any other reader schema is left to
+fastavro.
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ class _ReaderGen(AvroSource):
         body = [f"def {fn}(data, pos):", "    ln = len(data)"]
         names: list[tuple[str | None, str]] = []
         fields = list(s["fields"])
-        targets, defaults = self.resolve_fields(s, reader)
+        targets, defaults, promotions = self.resolve_fields(s, reader)
         while fields:
             run = self.fixed_width_run(fields)
             if len(run) > 1:
@@ -160,6 +162,9 @@ class _ReaderGen(AvroSource):
             # A field the reader does not have is decoded and dropped: whatever the
             # decoding refuses, fastavro (which only skips it) reads instead.
             self.value(body, "    ", f["type"], v)
+            convert = promotions.get(f["name"], "{}")
+            if convert != "{}":
+                body.append(f"    {v} = {convert.format(v)}")
             names.append((targets[f["name"]], v))
         names += [(n, self.const(d)) for n, d in defaults]
         items = ", ".join(f"{n!r}: {v}" for n, v in names if n is not None)
@@ -168,16 +173,19 @@ class _ReaderGen(AvroSource):
         return fn
 
     def resolve_fields(self, s: dict[str, Any], reader: dict[str, Any] | None
-                       ) -> tuple[dict[str, str | None], list[tuple[str, Any]]]:
-        """Writer field name -> the reader field it fills (None: dropped), and the reader's
-        fields filled from their defaults, in fastavro's order."""
+                       ) -> tuple[dict[str, str | None], list[tuple[str, Any]], dict[str, str]]:
+        """Writer field name -> the reader field it fills (None: dropped); the reader's
+        fields filled from their defaults, in fastavro's order; and writer field name -> the
+        expression (``{}``: the value) converting a promoted field as fastavro's
+        ``maybe_promote`` does."""
         if reader is None:
-            return {f["name"]: f["name"] for f in s["fields"]}, []
+            return {f["name"]: f["name"] for f in s["fields"]}, [], {}
         if reader.get("name") != s.get("name") or kind_of(reader) != kind_of(s):
             raise NotCompiled("the reader record has another name")
         by_name = {f["name"]: f for f in reader["fields"]}
         by_alias = {a: f for f in reader["fields"] for a in f.get("aliases", ())}
         targets: dict[str, str | None] = {}
+        promotions: dict[str, str] = {}
         left = dict(by_name)
         for f in s["fields"]:
             match = by_name.get(f["name"], by_alias.get(f["name"]))
@@ -188,13 +196,16 @@ class _ReaderGen(AvroSource):
                 raise NotCompiled("two writer fields fill one reader field")
             if self.expand(f["type"], self.named, ()) != self.expand(
                     match["type"], self.reader_named, ()):
-                raise NotCompiled(f"field {f['name']!r} changes type")
+                convert = _promotion(f["type"], match["type"])
+                if convert is None:
+                    raise NotCompiled(f"field {f['name']!r} changes type")
+                promotions[f["name"]] = convert
             targets[f["name"]] = match["name"]
             del left[match["name"]]
         for f in left.values():
             if "default" not in f:
                 raise NotCompiled(f"reader field {f['name']!r} has no default")
-        return targets, [(f["name"], f["default"]) for f in left.values()]
+        return targets, [(f["name"], f["default"]) for f in left.values()], promotions
 
     def expand(self, t: Any, named: dict[str, Any], seen: tuple[str, ...]) -> Any:
         """``t`` with named references replaced by their definitions (once per path), so
@@ -268,13 +279,40 @@ class _ReaderGen(AvroSource):
         return None
 
 
+#: fastavro's promotions (``match_types``) and the conversion ``maybe_promote`` applies
+_PROMOTIONS = {
+    ("int", "long"): "{}", ("int", "float"): "float({})", ("int", "double"): "float({})",
+    ("long", "float"): "float({})", ("long", "double"): "float({})",
+    ("float", "double"): "{}", ("string", "bytes"): "{}.encode()",
+    ("bytes", "string"): "{}.decode()",
+}
+
+
+def _promotion(writer: Any, reader: Any) -> str | None:
+    """How a field of the plain primitive ``writer`` type is read as ``reader``: another
+    primitive it promotes to, or a union of plain primitives (the first branch it matches,
+    as fastavro's ``match_schemas`` picks); None for anything else."""
+    if not isinstance(writer, str) or writer not in PRIMITIVES:
+        return None
+    branches = reader if isinstance(reader, list) else [reader]
+    for branch in branches:
+        if not isinstance(branch, str) or branch not in PRIMITIVES:
+            return None  # a named or complex branch: left to fastavro
+        if branch == writer:
+            return "{}"
+        if (writer, branch) in _PROMOTIONS:
+            return _PROMOTIONS[writer, branch]
+    return None
+
+
 def compile_reader(schema: Any, return_record_name: bool = False,
                    reader: Any = None) -> Reader:
     """``read(data, pos) -> (value, end)``: decode one value of the parsed writer ``schema``
     from ``data[pos:]`` as fastavro's ``schemaless_reader`` would.
 
     A parsed ``reader`` schema is resolved as fastavro does for records whose fields keep
-    their types: fields added with a default, fields removed, fields renamed by alias; other
+    their types or change between primitives (promotions, a primitive made a union of
+    primitives): fields added with a default, fields removed, fields renamed by alias; other
     differences raise ``NotCompiled``.
 
     Raises:

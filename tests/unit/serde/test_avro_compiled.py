@@ -457,7 +457,8 @@ def test_record_evolution_is_compiled_and_reads_as_fastavro() -> None:
 
 @pytest.mark.parametrize("change", [
     {"name": "ratio", "type": "float"},  # double read as float: not a legal promotion
-    {"name": "id", "type": "double"},  # a promotion: left to fastavro
+    {"name": "id", "type": "string"},  # not a promotion: fastavro refuses it
+    {"name": "home", "type": ["null", "geo.Point"]},  # a record made optional
     {"name": "gone", "type": {"type": "array", "items": {  # geo.Point loses a field
         "type": "record", "name": "Point", "namespace": "geo",
         "fields": [{"name": "x", "type": "double"}]}}},
@@ -470,3 +471,30 @@ def test_other_evolutions_are_left_to_fastavro(change: dict[str, Any]) -> None:
     reader = fastavro.parse_schema({**V1, "fields": fields})
     with pytest.raises(NotCompiled):
         compile_reader(fastavro.parse_schema(V1), reader=reader)
+
+
+PROMOTE_W = {"type": "record", "name": "P", "fields": [
+    {"name": "i", "type": "int"}, {"name": "j", "type": "int"}, {"name": "k", "type": "long"},
+    {"name": "f", "type": "float"}, {"name": "s", "type": "string"},
+    {"name": "b", "type": "bytes"}, {"name": "o", "type": "long"},
+    {"name": "q", "type": "boolean"}, {"name": "d", "type": "double"}]}
+PROMOTE_R = {"type": "record", "name": "P", "fields": [
+    {"name": "i", "type": "long"}, {"name": "j", "type": "double"},
+    {"name": "k", "type": "float"}, {"name": "f", "type": "double"},
+    {"name": "s", "type": "bytes"}, {"name": "b", "type": "string"},
+    {"name": "o", "type": ["null", "string", "double", "long"]},
+    {"name": "q", "type": ["null", "boolean"]}, {"name": "d", "type": ["double", "null"]}]}
+
+
+@pytest.mark.parametrize("value", [
+    {"i": 1, "j": -(2**31), "k": 2**62 + 1, "f": 1.5, "s": "é", "b": b"x", "o": 7, "q": True,
+     "d": math.inf},
+    {"i": 0, "j": 0, "k": 0, "f": math.nan, "s": "", "b": b"", "o": -(2**63), "q": False,
+     "d": -0.0},
+])
+def test_primitive_promotions_are_compiled_and_read_as_fastavro(value: dict[str, Any]) -> None:
+    writer, reader = fastavro.parse_schema(PROMOTE_W), fastavro.parse_schema(PROMOTE_R)
+    data = fastavro_bytes(writer, value)
+    got, end = compile_reader(writer, reader=reader)(data, 0)
+    assert end == len(data)
+    assert same(got, fastavro.schemaless_reader(io.BytesIO(data), writer, reader))

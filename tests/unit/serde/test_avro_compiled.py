@@ -498,3 +498,18 @@ def test_primitive_promotions_are_compiled_and_read_as_fastavro(value: dict[str,
     got, end = compile_reader(writer, reader=reader)(data, 0)
     assert end == len(data)
     assert same(got, fastavro.schemaless_reader(io.BytesIO(data), writer, reader))
+
+
+def test_varints_of_every_length_round_trip_as_fastavro() -> None:
+    values = [0, -1, 1, -(2**63), 2**63 - 1]
+    for bits in range(6, 64, 7):  # the edges of each encoded length, 1 to 10 bytes
+        values += [2**bits - 1, 2**bits, -(2**bits), -(2**bits) - 1]
+    rnd = random.Random(5)
+    values += [rnd.randrange(-(2**63), 2**63) for _ in range(2000)]
+    write, read = compile_writer("long"), compile_reader("long")
+    for v in values:
+        expected = fastavro_bytes("long", v)
+        out = bytearray()
+        write(out, v)
+        assert bytes(out) == expected, v
+        assert read(expected + b"\x00", 0) == (v, len(expected)), v

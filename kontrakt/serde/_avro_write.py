@@ -182,7 +182,7 @@ class _WriterGen(AvroSource):
                 raise NotCompiled("a record with a logical type")
             out.append(f"{ind}{self.record(s, strict)}(out, {v})")
         elif kind == "union":
-            self.union(out, ind, s, v, path, strict)
+            self.union(out, ind, s, v, path)
         else:
             raise NotCompiled(f"no writer for Avro type {kind!r}")
 
@@ -244,8 +244,8 @@ class _WriterGen(AvroSource):
             run.clear()
 
     # -- unions ----------------------------------------------------------------------------
-    def union(self, out: list[str], ind: str, branches: list[Any], v: str, path: str,
-              strict: bool) -> None:
+    def union(self, out: list[str], ind: str, branches: list[Any], v: str, path: str
+              ) -> None:
         resolved = [self.deref(b) for b in branches]
         kinds = [kind_of(r) for r in resolved]
         if "union" in kinds:

@@ -1,8 +1,11 @@
-"""Avro serializer and deserializer with Confluent Schema Registry framing (fastavro).
+"""Avro serializer and deserializer with Confluent Schema Registry framing.
 
 Bytes are identical to confluent-kafka-python's ``AvroSerializer``: magic byte, 4-byte schema
 id, then the schemaless Avro encoding (a top-level ``bytes`` schema writes the bytes as they
-are, as Confluent's serializers do). Schemas are parsed once and cached per subject / schema id.
+are, as Confluent's serializers do). Schemas are parsed (by fastavro) once and cached per
+subject / schema id, and compiled into a writer (:mod:`kontrakt.serde._avro_write`) and a
+reader per writer / reader pair (:mod:`kontrakt.serde._avro_read`); fastavro encodes and
+decodes whatever these leave to it, so bytes, values and errors stay fastavro's.
 """
 
 from __future__ import annotations

@@ -91,7 +91,13 @@ class AvroSource:
         """Exec the functions into one namespace and return ``entry`` from it."""
         source = "\n\n".join(self.functions)
         namespace = dict(self.env)
-        exec(compile(source, f"<kontrakt avro {entry}>", "exec"), namespace)
+        try:
+            code = compile(source, f"<kontrakt avro {entry}>", "exec")
+        except (SyntaxError, RecursionError, MemoryError) as e:
+            # Types nested deeper than Python's blocks and indentation may go (some 20
+            # anonymous arrays or maps in one another): fastavro reads such schemas.
+            raise NotCompiled(f"the generated code does not compile: {e}") from None
+        exec(code, namespace)
         fn = namespace[entry]
         fn.source = source  # for debugging: the generated code
         return fn
@@ -101,6 +107,10 @@ class AvroSource:
 ZIGZAG_BYTE = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 #: the one-byte zigzag encoding of -64..63, indexed by the value (negative from the end)
 ZIGZAG_SMALL = tuple((v << 1) ^ (v >> 63) for v in [*range(64), *range(-64, 0)])
+
+
+#: indentation (in spaces) beyond which a varint is decoded by a loop rather than unrolled
+_UNROLL_UP_TO = 160
 
 
 def varint_lines(ind: str, var: str, fail: str) -> list[str]:
@@ -115,6 +125,16 @@ def varint_lines(ind: str, var: str, fail: str) -> list[str]:
     """
     out = [f"{ind}b = data[pos]", f"{ind}if b < 128:", f"{ind}    {var} = ZZ[b]",
            f"{ind}    pos += 1", f"{ind}else:", f"{ind}    v = b & 127"]
+    if len(ind) > _UNROLL_UP_TO:
+        # Deep in nested code: a loop, which takes 3 levels of Python's 100 of indentation
+        # where the unrolled form takes 10.
+        return [*out, f"{ind}    sh = 7", f"{ind}    while True:",
+                f"{ind}        b = data[pos + 1]", f"{ind}        pos += 1",
+                f"{ind}        v |= (b & 127) << sh", f"{ind}        if b < 128:",
+                f"{ind}            break", f"{ind}        sh += 7",
+                f"{ind}        if sh > 63:", f"{ind}            raise {fail}",
+                f"{ind}    pos += 1", f"{ind}    if v >> 64:", f"{ind}        raise {fail}",
+                f"{ind}    {var} = (v >> 1) ^ -(v & 1)"]
     level = ind + "    "
     for i in range(1, 10):
         out += [f"{level}b = data[pos + {i}]", f"{level}v |= (b & 127) << {7 * i}",

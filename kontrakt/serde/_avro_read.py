@@ -320,6 +320,13 @@ def compile_reader(schema: Any, return_record_name: bool = False,
         Corrupt: (from the reader) the payload is not one the reader decodes with certainty;
             ``IndexError``, ``struct.error`` and ``UnicodeDecodeError`` mean the same.
     """
+    try:
+        return _compile_reader(schema, return_record_name, reader)
+    except RecursionError:
+        raise NotCompiled("the schema nests too deep to compile") from None
+
+
+def _compile_reader(schema: Any, return_record_name: bool, reader: Any) -> Reader:
     gen = _ReaderGen(schema, return_record_name)
     top = gen.deref(schema)
     if reader is not None:

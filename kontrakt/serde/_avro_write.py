@@ -340,6 +340,13 @@ def compile_writer(schema: Any) -> Writer:
             encodes the record with fastavro instead. Other exceptions from the writer mean
             the same.
     """
+    try:
+        return _compile_writer(schema)
+    except RecursionError:
+        raise NotCompiled("the schema nests too deep to compile") from None
+
+
+def _compile_writer(schema: Any) -> Writer:
     gen = _WriterGen(schema)
     top = gen.deref(schema)
     if isinstance(top, dict) and top.get("type") in ("record", "error") \

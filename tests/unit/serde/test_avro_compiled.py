@@ -24,7 +24,13 @@ import pytest
 
 from kontrakt.errors import ValueDeserializationError, ValueSerializationError
 from kontrakt.registry import MockSchemaRegistryClient
-from kontrakt.serde import AvroDeserializer, AvroSerializer, MessageField, SerializationContext
+from kontrakt.serde import (
+    AvroDeserializer,
+    AvroSerializer,
+    MessageField,
+    SerializationContext,
+    _avro_codegen,
+)
 from kontrakt.serde._avro_codegen import NotCompiled
 from kontrakt.serde._avro_read import Corrupt, compile_reader
 from kontrakt.serde._avro_write import SlowPath, compile_writer
@@ -500,7 +506,11 @@ def test_primitive_promotions_are_compiled_and_read_as_fastavro(value: dict[str,
     assert same(got, fastavro.schemaless_reader(io.BytesIO(data), writer, reader))
 
 
-def test_varints_of_every_length_round_trip_as_fastavro() -> None:
+@pytest.mark.parametrize("unroll_up_to", [160, -1])
+def test_varints_of_every_length_round_trip_as_fastavro(
+        unroll_up_to: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both forms of the inline decoder: unrolled, and the loop used deep in nested code."""
+    monkeypatch.setattr(_avro_codegen, "_UNROLL_UP_TO", unroll_up_to)
     values = [0, -1, 1, -(2**63), 2**63 - 1]
     for bits in range(6, 64, 7):  # the edges of each encoded length, 1 to 10 bytes
         values += [2**bits - 1, 2**bits, -(2**bits), -(2**bits) - 1]
@@ -513,3 +523,28 @@ def test_varints_of_every_length_round_trip_as_fastavro() -> None:
         write(out, v)
         assert bytes(out) == expected, v
         assert read(expected + b"\x00", 0) == (v, len(expected)), v
+    for bad in (b"\xff" * 11, b"\xff" * 9 + b"\x7f", b"\xff\xff"):
+        with pytest.raises((Corrupt, IndexError)):
+            read(bad, 0)
+
+
+@pytest.mark.parametrize("depth", [5, 40])
+def test_deeply_nested_anonymous_types_compile_or_fall_back(depth: int) -> None:
+    """Arrays nested deeper than Python's nested blocks allow are left to fastavro, through
+    the serializer and the deserializer alike."""
+    schema: Any = "long"
+    value: Any = 7
+    for _ in range(depth):
+        schema = {"type": "array", "items": schema}
+        value = [value, value] if depth < 10 else [value]
+    record = {"type": "record", "name": "Deep", "fields": [{"name": "a", "type": schema}]}
+    parsed = fastavro.parse_schema(record)
+    if depth > 20:
+        with pytest.raises(NotCompiled):
+            compile_writer(parsed)
+        with pytest.raises(NotCompiled):
+            compile_reader(parsed)
+    registry = MockSchemaRegistryClient({"url": "mock://c"})
+    data = AvroSerializer(registry, json.dumps(record))({"a": value}, CTX)
+    assert data is not None and data[5:] == fastavro_bytes(parsed, {"a": value})
+    assert AvroDeserializer(registry)(data, CTX) == {"a": value}

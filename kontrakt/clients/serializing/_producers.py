@@ -34,6 +34,9 @@ from kontrakt.serde._context import MessageField, SerializationContext
 
 __all__ = ["AsyncSerializingProducer", "SerializingProducer"]
 
+_KEY = MessageField.KEY
+_VALUE = MessageField.VALUE
+
 
 def _serialization_error(field: MessageField, topic: str,
                          exc: BaseException) -> SerializationError:
@@ -68,18 +71,19 @@ class SerializingProducer(Generic[K, V]):
 
     def _serialize(self, topic: str, key: Any, value: Any,
                    headers: Any) -> tuple[Any, Any, list[tuple[str, bytes | None]]]:
-        hdrs = header_list(headers)
-        if self._key_ser is not None:
+        # Once per record: locals, and no call to copy headers that are not there.
+        hdrs = [] if headers is None else header_list(headers)
+        key_ser, value_ser = self._key_ser, self._value_ser
+        if key_ser is not None:
             try:
-                key = self._key_ser(key, SerializationContext(topic, MessageField.KEY, hdrs))
+                key = key_ser(key, SerializationContext(topic, _KEY, hdrs))
             except Exception as exc:
-                raise _serialization_error(MessageField.KEY, topic, exc) from exc
-        if self._value_ser is not None:
+                raise _serialization_error(_KEY, topic, exc) from exc
+        if value_ser is not None:
             try:
-                value = self._value_ser(value,
-                                        SerializationContext(topic, MessageField.VALUE, hdrs))
+                value = value_ser(value, SerializationContext(topic, _VALUE, hdrs))
             except Exception as exc:
-                raise _serialization_error(MessageField.VALUE, topic, exc) from exc
+                raise _serialization_error(_VALUE, topic, exc) from exc
         return key, value, hdrs
 
     def produce(self, topic: str, key: K | None = None, value: V | None = None,
@@ -95,8 +99,7 @@ class SerializingProducer(Generic[K, V]):
             Everything :meth:`Producer.produce` raises.
         """
         k, v, hdrs = self._serialize(topic, key, value, headers)
-        self._producer.produce(topic, v, k, partition=partition, on_delivery=on_delivery,
-                               timestamp=timestamp, headers=hdrs or None)
+        self._producer.produce(topic, v, k, partition, on_delivery, timestamp, hdrs or None)
 
     def send(self, topic: str, value: V | None = None, key: K | None = None, *,
              partition: int | None = None, timestamp_ms: int | None = None,

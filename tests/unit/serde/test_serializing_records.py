@@ -1,0 +1,103 @@
+"""The per-record pieces of the serializing clients, built for speed: the contexts handed to
+deserializers and the records rebuilt around what they return (see
+``kontrakt/clients/serializing/_consumers.py``), and ``SerializationContext``'s own
+``__init__``. Each is checked against the slow, obvious construction it replaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import pytest
+
+from kontrakt._types import ConsumerRecord, TimestampType
+from kontrakt.clients.serializing._consumers import _Decoding
+from kontrakt.errors import ValueDeserializationError
+from kontrakt.serde import MessageField, SerializationContext
+
+_RAW = ConsumerRecord(topic="orders", partition=3, offset=41, timestamp=1_700_000_000_000,
+                      timestamp_type=TimestampType.LOG_APPEND_TIME, key=b"k", value=b"v",
+                      headers=[("h", b"1")], leader_epoch=7)
+
+
+class _Recorder:
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        self.seen: list[tuple[Any, SerializationContext]] = []
+
+    def __call__(self, data: Any, ctx: SerializationContext) -> Any:
+        self.seen.append((data, ctx))
+        return self.result
+
+
+def _expected(key: Any, value: Any) -> ConsumerRecord[Any, Any]:
+    return ConsumerRecord(topic=_RAW.topic, partition=_RAW.partition, offset=_RAW.offset,
+                          timestamp=_RAW.timestamp, timestamp_type=_RAW.timestamp_type,
+                          key=key, value=value, headers=_RAW.headers,
+                          leader_epoch=_RAW.leader_epoch)
+
+
+def _decode(decoding: _Decoding, raw: ConsumerRecord[Any, Any],
+            sync: bool) -> ConsumerRecord[Any, Any]:
+    return decoding.decode(raw) if sync else asyncio.run(decoding.decode_async(raw))
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_decoded_record_keeps_every_field_and_contexts_name_the_record(sync: bool) -> None:
+    key_de, value_de = _Recorder("K"), _Recorder({"v": 1})
+    out = _decode(_Decoding(key_de, value_de), _RAW, sync)
+    assert type(out) is ConsumerRecord
+    assert out == _expected("K", {"v": 1})
+    assert out.headers is _RAW.headers
+    (kdata, kctx), = key_de.seen
+    (vdata, vctx), = value_de.seen
+    assert (kdata, vdata) == (b"k", b"v")
+    assert kctx == SerializationContext("orders", MessageField.KEY, _RAW.headers, 3, 41)
+    assert vctx == SerializationContext("orders", MessageField.VALUE, _RAW.headers, 3, 41)
+    assert kctx.headers is _RAW.headers and vctx.headers is _RAW.headers
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_a_value_only_consumer_passes_the_key_through(sync: bool) -> None:
+    value_de = _Recorder("V")
+    out = _decode(_Decoding(None, value_de), _RAW, sync)
+    assert out == _expected(b"k", "V")
+    assert [ctx.field for _, ctx in value_de.seen] == [MessageField.VALUE]
+    key_de = _Recorder("K")
+    assert _decode(_Decoding(key_de, None), _RAW, sync) == _expected("K", b"v")
+
+
+def test_without_deserializers_the_record_is_returned_as_is() -> None:
+    assert _Decoding(None, None).decode(_RAW) is _RAW
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_a_failing_value_deserializer_raises_with_the_raw_record(sync: bool) -> None:
+    def bad(data: Any, ctx: SerializationContext) -> Any:
+        raise ValueError("no")
+
+    with pytest.raises(ValueDeserializationError) as info:
+        _decode(_Decoding(None, bad), _RAW, sync)
+    assert info.value.record is _RAW
+    assert "partition 3 offset 41" in str(info.value)
+
+
+def test_serialization_context_is_still_a_frozen_dataclass() -> None:
+    ctx = SerializationContext("t", MessageField.KEY, [], 1, 2)
+    assert (ctx.topic, ctx.field, ctx.headers, ctx.partition, ctx.offset) == (
+        "t", MessageField.KEY, [], 1, 2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ctx.topic = "u"  # type: ignore[misc]
+    plain = SerializationContext(topic="t")
+    assert (plain.field, plain.headers, plain.partition, plain.offset) == (
+        MessageField.VALUE, None, None, None)
+    assert dataclasses.replace(ctx, offset=9) == SerializationContext(
+        "t", MessageField.KEY, [], 1, 9)
+    assert [f.name for f in dataclasses.fields(ctx)] == [
+        "topic", "field", "headers", "partition", "offset"]
+    assert repr(plain) == ("SerializationContext(topic='t', field=<MessageField.VALUE: "
+                           "'value'>, headers=None, partition=None, offset=None)")
+    assert hash(plain) == hash(SerializationContext("t"))
+    assert not hasattr(ctx, "__dict__")

@@ -130,6 +130,13 @@ class ClientShell:
         self._core.clear_caches()
 
     @property
+    def latest_cache_ttl(self) -> float | None:
+        """``cache.latest.ttl.sec``: seconds a latest version is reused (None: until
+        cleared). Serializers and deserializers with ``use.latest.version`` reuse what
+        they resolved from it as long."""
+        return self._core.config.cache_latest_ttl_sec
+
+    @property
     def requests_sent(self) -> int:
         """HTTP attempts made so far (retries included); handy to verify caching."""
         return self._core.requests_sent

@@ -29,9 +29,11 @@ SERDE_STYLE = Style(invalid="{owner}: {name} must be {expect}, got {shown}",
 
 _LATEST = (
     Option("use.latest.version", "flag", False,
-           doc="use the subject's latest registered schema instead of the given one"),
+           doc="use the subject's latest registered schema instead of the given one "
+               "(asked for again after the registry client's cache.latest.ttl.sec)"),
     Option("use.latest.with.metadata", "mapping", None,
-           doc="use the latest version whose metadata has these key/value pairs"),
+           doc="use the latest version whose metadata has these key/value pairs "
+               "(asked for again after the registry client's cache.latest.ttl.sec)"),
     Option("subject.name.strategy", "callable", topic_subject_name_strategy,
            doc="(ctx, record_name) -> subject: where the schema is looked up"),
 )

@@ -9,6 +9,7 @@ for it). :data:`ToDict` and :data:`FromDict` name the converters a format's cons
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -45,6 +46,11 @@ class CoreConfig:
         self.record_name: str | None = None
         self.zigzag = True
         self.rule_registry = RuleRegistry.get_global_instance()
+        #: the registry client's ``cache.latest.ttl.sec`` (None: latest versions are kept)
+        self.latest_ttl: float | None = None
+        #: with use.latest.version / with.metadata and a TTL: the monotonic time at which
+        #: what was resolved from a latest version is forgotten (None: nothing expires)
+        self.stale_at: float | None = None
 
     def use_rules(self, registry: RuleRegistry | None, rule_conf: Mapping[str, Any] | None,
                   client: Any) -> None:
@@ -58,6 +64,38 @@ class CoreConfig:
         if registry is not None:
             self.rule_registry = registry
         configure_registry(self.rule_registry, client, rule_conf)
+        # Every format's constructor passes its client here: the one place to learn how
+        # long the client reuses a latest version, so that a serde does not keep one longer.
+        ttl = getattr(client, "latest_cache_ttl", None)
+        if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl > 0:
+            self.latest_ttl = float(ttl)
+
+    def expire_latest(self) -> None:
+        """Start the clock of a resolution made from a latest version: it is forgotten
+        ``latest_ttl`` seconds from now (call after caching it)."""
+        if self.latest_ttl is None:
+            return
+        deadline = time.monotonic() + self.latest_ttl
+        stale_at = self.stale_at
+        if stale_at is None or deadline < stale_at:
+            self.stale_at = deadline
+
+    def is_stale(self) -> bool:
+        """Whether the latest versions resolved so far are due to be asked for again; if so,
+        forget them (:meth:`forget_latest`) and return True."""
+        stale_at = self.stale_at
+        if stale_at is None or time.monotonic() < stale_at:
+            return False
+        # The deadline is dropped before the caches: a resolution cached meanwhile by
+        # another thread either lands in the emptied caches with its own deadline set
+        # after this, or is dropped with them.
+        self.stale_at = None
+        self.forget_latest()
+        return True
+
+    def forget_latest(self) -> None:
+        """Drop what was resolved from latest versions (the core's caches)."""
+        raise NotImplementedError
 
 
 class _Miss:

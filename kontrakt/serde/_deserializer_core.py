@@ -67,6 +67,8 @@ class DeserializerCore(RuledReading, CoreConfig):
 
         The warm path: one lookup of the framing head, the format's reader.
         """
+        if self.stale_at is not None and self.is_stale():
+            return MISS
         if self.fast and (ctx is None or not ctx.headers or not has_schema_id_header(ctx)):
             offset = self.head_size
             read = self.readers.get(data[:offset])
@@ -165,7 +167,15 @@ class DeserializerCore(RuledReading, CoreConfig):
             raise deserialization_error(f"{self.owner}: cannot use the writer schema: {e}", ctx,
                                         data, e) from e
         self.readers[key] = reader
+        if self.per_subject:
+            # The reader schema is the subject's latest version: reused as long as the
+            # registry client reuses it (cache.latest.ttl.sec).
+            self.expire_latest()
         return reader
+
+    def forget_latest(self) -> None:
+        # A new dict rather than clear(): a thread reading the old one sees it whole.
+        self.readers = {}
 
     def fetch_writer(self, sid: SchemaId, ctx: SerializationContext | None,
                      data: bytes) -> Steps:

@@ -98,7 +98,8 @@ class SerializerCore(CoreConfig):
 
     def resolve(self, subject: str, ctx: SerializationContext | None) -> Steps:
         """Find (registering if configured) the schema id to write under ``subject``."""
-        if self.latest_metadata is not None or self.use_latest:
+        from_latest = self.latest_metadata is not None or self.use_latest
+        if from_latest:
             if self.latest_metadata is not None:
                 answer = yield GetLatestWithMetadata(subject, self.latest_metadata,
                                                      self.fetch_format)
@@ -126,14 +127,27 @@ class SerializerCore(CoreConfig):
         write = (self.make_writer(parsed, prefix)
                  if self.fast_prefix and rules is None and encoding is None else None)
         resolved = Resolved(sid, prefix, parsed, write, rules, encoding)
+        # A latest version is reused as long as the registry client reuses it
+        # (cache.latest.ttl.sec): serialize_cached checks the deadline, the shell's
+        # value_writes path does not, so such writers stay out of it.
+        expires = from_latest and self.latest_ttl is not None
         self.resolved[subject] = resolved
         if self.topic_strategy and ctx is not None and ctx.field is not MessageField.NONE:
             value = ctx.field is _VALUE
             by_topic = self.by_value_topic if value else self.by_key_topic
             by_topic[ctx.topic] = resolved  # the same subject, keyed for the warm path
-            if write is not None and value:
+            if write is not None and value and not expires:
                 self.value_writes[ctx.topic] = write
+        if expires:
+            self.expire_latest()
         return resolved
+
+    def forget_latest(self) -> None:
+        # New dicts rather than clear(): a thread reading the old ones sees them whole.
+        self.resolved = {}
+        self.by_value_topic = {}
+        self.by_key_topic = {}
+        self.value_writes = {}
 
     def serialize_cached(self, obj: Any, ctx: SerializationContext | None) -> Any:
         """Serialize ``obj`` if its subject is resolved already, else return :data:`MISS`.
@@ -141,6 +155,8 @@ class SerializerCore(CoreConfig):
         This is the whole per-record path once a serializer is warm: one strategy call, one
         dict lookup, the encoder, and the ready-made prefix.
         """
+        if self.stale_at is not None and self.is_stale():
+            return MISS
         if self.topic_strategy and ctx is not None:
             # The default strategy, inlined: the subject is fixed by (field, topic), so look
             # the topic up directly instead of building and hashing "{topic}-{field}".
@@ -155,9 +171,18 @@ class SerializerCore(CoreConfig):
             r = self.resolved.get(self.subject(ctx))
         if r is None:
             return MISS
+        return self.serialize_with(r, obj, ctx)
+
+    def serialize_with(self, r: Resolved, obj: Any, ctx: SerializationContext | None) -> bytes:
+        """Serialize ``obj`` with the resolution ``r`` (what :meth:`resolve` returned).
+
+        The shells write the record that missed with the resolution they just made, not
+        through the cache again: a latest version's may have expired already.
+        """
         try:
             if r.write is not None:
-                return r.write(obj, ctx)
+                written: bytes = r.write(obj, ctx)
+                return written
             if r.rules is not None:
                 # The rules see what the codec writes: the value after to_dict.
                 value = r.rules.apply(self.convert(obj, ctx), ctx)

@@ -66,8 +66,8 @@ class SyncSerializer(Generic[ObjT]):
                     core.encode_failed(e, obj, ctx)
         out = core.serialize_cached(obj, ctx)
         if out is MISS:
-            run_sync(core.resolve(core.subject(ctx), ctx), self._registry)
-            out = core.serialize_cached(obj, ctx)
+            resolved = run_sync(core.resolve(core.subject(ctx), ctx), self._registry)
+            out = core.serialize_with(resolved, obj, ctx)
         return out  # type: ignore[no-any-return]
 
 
@@ -86,8 +86,8 @@ class AsyncSerializer(Generic[ObjT]):
         core = self._core
         out = core.serialize_cached(obj, ctx)
         if out is MISS:
-            await run_async(core.resolve(core.subject(ctx), ctx), self._registry)
-            out = core.serialize_cached(obj, ctx)
+            resolved = await run_async(core.resolve(core.subject(ctx), ctx), self._registry)
+            out = core.serialize_with(resolved, obj, ctx)
         return out  # type: ignore[no-any-return]
 
 

@@ -15,6 +15,7 @@ from kontrakt._types import DefaultTypeVar
 from kontrakt.serde._context import MessageField, SerializationContext
 from kontrakt.serde._core_common import MISS
 from kontrakt.serde._deserializer_core import DeserializerCore
+from kontrakt.serde._framing import has_schema_id_header
 from kontrakt.serde._registry_io import run_async, run_sync
 from kontrakt.serde._serializer_core import SerializerCore
 
@@ -119,6 +120,16 @@ class SyncDeserializer(Generic[OutT]):
         if data is None:
             return None
         core = self._core
+        # decode_cached()'s first lookup, inlined (0.45 us of 2.75 a Protobuf record): the
+        # framing head names a loaded reader. core.fast is off where readers expire.
+        if core.fast and (ctx is None or not ctx.headers or not has_schema_id_header(ctx)):
+            offset = core.head_size
+            read = core.readers.get(data[:offset])
+            if read is not None:
+                try:
+                    return read(data, offset, ctx)  # type: ignore[no-any-return]
+                except Exception as e:
+                    core.decode_failed(e, data, ctx)
         out = core.decode_cached(data, ctx)
         if out is MISS:
             key, sid, offset = core.locate(data, ctx)

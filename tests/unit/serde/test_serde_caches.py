@@ -16,7 +16,11 @@ from typing import Any
 
 import pytest
 
-from kontrakt.errors import KeySerializationError, ValueSerializationError
+from kontrakt.errors import (
+    KeySerializationError,
+    ValueDeserializationError,
+    ValueSerializationError,
+)
 from kontrakt.registry import (
     AsyncMockSchemaRegistryClient,
     MockSchemaRegistryClient,
@@ -210,3 +214,17 @@ def test_a_ttl_shorter_than_a_lookup_still_writes_every_record(pb: dict[str, Any
         data = ser(header, VALUE)
         assert isinstance(data, bytes) and _id(data) == v1
         assert de(data, VALUE).source == "a"
+
+
+def test_a_warm_deserializer_still_types_a_payload_it_cannot_decode(
+        pb: dict[str, Any]) -> None:
+    header = pb["order"].Header(source="a")
+    data = ProtobufSerializer(type(header), MockSchemaRegistryClient())(header, VALUE)
+    assert data is not None
+    de = ProtobufDeserializer(type(header))
+    assert de(data, VALUE) == header  # warm: the framing head now names a reader
+    bad = data[:6] + b"\x0a\xff"  # field 1, a length that runs past the end
+    where = SerializationContext("orders", MessageField.VALUE, [], 2, 9)
+    with pytest.raises(ValueDeserializationError, match="partition 2, offset 9") as info:
+        de(bad, where)
+    assert info.value.record == bad

@@ -73,8 +73,9 @@ class SerializerCore(CoreConfig):
         self.by_value_topic: dict[str, Resolved] = {}
         self.by_key_topic: dict[str, Resolved] = {}
         #: the warmest path, read by the sync shell before anything else: topic -> the
-        #: ``write`` of its value subject, for the default strategy and framing
+        #: ``write`` of its value (key) subject, for the default strategy and framing
         self.value_writes: dict[str, Callable[[Any, Any], bytes]] = {}
+        self.key_writes: dict[str, Callable[[Any, Any], bytes]] = {}
         self.id_serializer: Callable[..., bytes] = c["schema.id.serializer"]
         self.fast_prefix = self.id_serializer is prefix_schema_id_serializer
         self.resolved: dict[str | None, Resolved] = {}
@@ -129,15 +130,16 @@ class SerializerCore(CoreConfig):
         resolved = Resolved(sid, prefix, parsed, write, rules, encoding)
         # A latest version is reused as long as the registry client reuses it
         # (cache.latest.ttl.sec): serialize_cached checks the deadline, the shell's
-        # value_writes path does not, so such writers stay out of it.
+        # value_writes / key_writes path does not, so such writers stay out of it.
         expires = from_latest and self.latest_ttl is not None
         self.resolved[subject] = resolved
         if self.topic_strategy and ctx is not None and ctx.field is not MessageField.NONE:
             value = ctx.field is _VALUE
             by_topic = self.by_value_topic if value else self.by_key_topic
             by_topic[ctx.topic] = resolved  # the same subject, keyed for the warm path
-            if write is not None and value and not expires:
-                self.value_writes[ctx.topic] = write
+            if write is not None and not expires:
+                writes = self.value_writes if value else self.key_writes
+                writes[ctx.topic] = write
         if expires:
             self.expire_latest()
         return resolved
@@ -148,6 +150,7 @@ class SerializerCore(CoreConfig):
         self.by_value_topic = {}
         self.by_key_topic = {}
         self.value_writes = {}
+        self.key_writes = {}
 
     def serialize_cached(self, obj: Any, ctx: SerializationContext | None) -> Any:
         """Serialize ``obj`` if its subject is resolved already, else return :data:`MISS`.

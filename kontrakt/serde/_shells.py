@@ -29,6 +29,7 @@ ObjT = DefaultTypeVar("ObjT", contravariant=True, default=Any)
 OutT = DefaultTypeVar("OutT", covariant=True, default=Any)
 
 _VALUE = MessageField.VALUE
+_KEY = MessageField.KEY
 
 
 class SyncSerializer(Generic[ObjT]):
@@ -58,8 +59,14 @@ class SyncSerializer(Generic[ObjT]):
         if obj is None:
             return None
         core = self._core
-        if ctx is not None and ctx.field is _VALUE:  # values first: the most common call
-            write = core.value_writes.get(ctx.topic)
+        if ctx is not None:
+            field = ctx.field
+            if field is _VALUE:  # values first: the most common call
+                write = core.value_writes.get(ctx.topic)
+            elif field is _KEY:
+                write = core.key_writes.get(ctx.topic)
+            else:
+                write = None
             if write is not None:
                 try:
                     return write(obj, ctx)

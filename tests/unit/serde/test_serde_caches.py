@@ -169,6 +169,8 @@ def test_key_and_value_of_one_topic_keep_their_own_ids(pb: dict[str, Any]) -> No
     for _ in range(3):  # warm: both come from the caches after the first round
         assert _id(ser(header, VALUE)) == v
         assert _id(ser(header, KEY)) == k
+    # Both through the shell's warmest path, each with its own writer.
+    assert set(ser._core.value_writes) == set(ser._core.key_writes) == {"orders"}
 
 
 def test_a_warm_serializer_still_refuses_another_message_type(pb: dict[str, Any]) -> None:

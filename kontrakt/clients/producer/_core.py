@@ -32,7 +32,7 @@ from kontrakt.clients.producer._partitioner import (
     _hash,
     key_hash,
 )
-from kontrakt.clients.producer._records import RECORD_OVERHEAD, append_record
+from kontrakt.clients.producer._records import RECORD_OVERHEAD, append_keyless, append_record
 from kontrakt.clients.producer._sender import Sender
 from kontrakt.clients.producer._stage import KeyedStage, Offer
 from kontrakt.clients.producer._transactions import TransactionManager
@@ -211,6 +211,32 @@ class _ProducerCore:
         """
         if not self._ok:
             self._check()
+        if key is None and partition is None and timestamp_ms is None and headers is None \
+                and delivery is None and not urgent and type(value) is bytes and self._sticky:
+            # Unkeyed (confluent's produce(topic, value), a SerializingProducer's records):
+            # into the sticky partition's open batch, as the general fast path below does,
+            # with the varints by table. Anything else (no sticky partition or open batch
+            # yet, a full one, keyed records staged before it) takes the general path.
+            info = self._topics.get(topic)
+            if info is not None and topic in self._fast_topics and not info.stage.keys \
+                    and len(value) < self._fast_limit:
+                part = self._default.current_sticky(topic)
+                if part is not None:
+                    dq = info.queues[part]
+                    acc = self._acc
+                    timestamp_ms = _time_ns() // 1_000_000
+                    with acc.lock:
+                        if dq and acc.used + len(value) + RECORD_OVERHEAD < acc.buffer_memory:
+                            batch = dq[-1]
+                            if not batch.sealed:
+                                count = batch.count
+                                added = append_keyless(batch, timestamp_ms, value,
+                                                       acc.batch_size)
+                                if added:
+                                    acc.used += added
+                                    return new_future(batch, count, timestamp_ms, -1,
+                                                      len(value))
+                    timestamp_ms = None
         if key is not None and type(key) is not bytes:
             key = _bytes_or_none(key, "key")
         if value is not None and type(value) is not bytes:

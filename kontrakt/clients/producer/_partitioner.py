@@ -315,6 +315,10 @@ class DefaultPartitioner:
             part = self.new_sticky(topic, -1, all_partitions, available_partitions)
         return part
 
+    def current_sticky(self, topic: str) -> int | None:
+        """``topic``'s sticky partition, or None before its first unkeyed record."""
+        return self._sticky.get(topic)
+
     def new_sticky(self, topic: str, previous: int, all_partitions: Sequence[int],
                    available_partitions: Sequence[int]) -> int:
         """Move ``topic``'s sticky partition away from ``previous`` (a batch there filled)."""

@@ -38,7 +38,7 @@ from kontrakt.protocol.records._model import SMALL_LIMIT, VARINT_BYTES, encode_v
 if TYPE_CHECKING:
     from kontrakt.clients.producer._batch import ProducerBatch
 
-__all__ = ["RECORD_OVERHEAD", "PrefixTables", "append_record", "append_staged",
+__all__ = ["RECORD_OVERHEAD", "PrefixTables", "append_keyless", "append_record", "append_staged",
            "encode_record", "first_record", "mixed_runs", "record_fields", "renumbered",
            "uniform_runs"]
 
@@ -186,6 +186,36 @@ def append_staged(batch: ProducerBatch, timestamp: int, key: bytes, value: bytes
         return 0
     batch.parts += (small[body], b"\x00", small[delta], small[count], small[klen], key,
                     small[vlen], value, b"\x00")
+    batch.size = new_size
+    batch.count = count + 1
+    if timestamp > batch.max_timestamp:
+        batch.max_timestamp = timestamp
+    return added
+
+
+def append_keyless(batch: ProducerBatch, timestamp: int, value: bytes, limit: int) -> int:
+    """:func:`append_staged` for a record without a key or headers, whose value and whole
+    record are short enough for the varint table (see _ProducerCore._fast_limit).
+
+    Returns:
+        The bytes added; 0 when the record does not fit or a delta is out of the table
+        (nothing written: take append_record).
+    """
+    count = batch.count
+    delta = timestamp - batch.base_timestamp
+    if not (-1 < delta < _SMALL and count < _SMALL):
+        return 0
+    sizes = _VARINT_SIZES
+    small = VARINT_BYTES
+    vlen = len(value)
+    # attributes, the null key's length (-1) and the headers' count: a byte each
+    body = sizes[delta] + sizes[count] + sizes[vlen] + vlen + 3
+    added = sizes[body] + body
+    new_size = batch.size + added
+    if new_size > limit:
+        return 0
+    batch.parts += (small[body], b"\x00", small[delta], small[count], b"\x01", small[vlen],
+                    value, b"\x00")
     batch.size = new_size
     batch.count = count + 1
     if timestamp > batch.max_timestamp:

@@ -15,7 +15,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.partitioner.default import murmur2 as kafka_murmur2
 
-from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
+from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture, _core
 from kontrakt.clients.producer._batch import ProducerBatch
 from kontrakt.clients.producer._partitioner import PARTITION_HASH_BY_LENGTH, murmur2
 from kontrakt.errors import KafkaTimeoutError
@@ -89,6 +89,71 @@ def test_sync_send_fast_path_matches_reference(batch_size: int) -> None:
     records = _records(1500, batch_size + 1)
     futs = [p.send("t", v, k) for k, v in records]
     _check(p._async, records, futs)
+
+
+def _check_unkeyed(p: AsyncProducer, values: list[bytes], futs: list[RecordFuture]) -> None:
+    # Every batch holds its records in send order, byte-identical to the reference
+    # builder's, and the futures' indexes and the buffer accounting agree.
+    batches: list[ProducerBatch] = [b for q in p._acc.queues.values() for b in q]
+    assert sum(b.record_count for b in batches) == len(values)
+    by_batch: dict[int, list[int]] = {}
+    for i, fut in enumerate(futs):
+        by_batch.setdefault(id(fut._batch), []).append(i)
+    for b in batches:
+        idx = by_batch[id(b)]
+        assert idx == sorted(idx)
+        assert [futs[i]._index for i in idx] == list(range(len(idx)))
+        ref = RecordBatchBuilder(max_batch_size=1 << 30)
+        for i in idx:
+            ref.append(futs[i].metadata().timestamp, None, values[i])
+        blob = b.encode(5, 1, False)
+        assert blob == ref.build(producer_id=5, producer_epoch=1)
+        assert [(r.key, r.value) for r in RecordBatch.from_bytes(blob).records()] == \
+            [(None, values[i]) for i in idx]
+    assert p._acc.used == sum(b.size_in_bytes - 61 for b in batches)
+
+
+@pytest.mark.parametrize("batch_size", [1000, 16384])
+def test_unkeyed_records_fill_sticky_batches_as_the_reference(
+        batch_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # produce(topic, value) without a key: the keyless fast path (and the general path
+    # for each batch's first record, for values too long for the table and after a full
+    # batch) writes what the reference builder writes.
+    rnd = random.Random(batch_size)
+    values = [b"%d:" % i + rnd.randbytes(rnd.choice([0, 5, 100, 900, 5000]))
+              for i in range(1500)]
+    fast: list[int] = []
+    real = _core.append_keyless
+
+    def counted(*args: Any) -> int:
+        fast.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(_core, "append_keyless", counted)
+    sync = _sync_producer(batch_size=batch_size)
+    futs = [sync.send("t", v) for v in values]
+    _check_unkeyed(sync._async, values, futs)
+    p = _async_producer(batch_size=batch_size)
+
+    async def main() -> list[RecordFuture]:
+        return [await p.send("t", v) for v in values]
+
+    _check_unkeyed(p, values, asyncio.run(main()))
+    assert len(fast) > len(values)  # most records of both producers took the fast path
+
+
+def test_unkeyed_records_after_staged_keyed_ones_keep_their_order() -> None:
+    # A keyed record staged before an unkeyed one of the same topic goes into its batch
+    # first (the keyless fast path leaves a topic with staged records to the general
+    # path, which settles them).
+    p = _sync_producer(batch_size=16384)
+    first = [p.send("t", b"unkeyed-%d" % i) for i in range(5)]
+    keyed = p.send("t", b"keyed", b"k")
+    later = p.send("t", b"unkeyed-5")
+    part = later._batch.partition
+    if keyed._batch.partition == part:
+        assert keyed._batch is later._batch and keyed._index < later._index
+    assert all(f._batch.partition == part for f in first)  # one sticky partition
 
 
 def test_fast_path_respects_buffer_memory() -> None:

@@ -17,6 +17,7 @@ import pytest
 from kontrakt.clients.producer._records import (
     DELTAS,
     PrefixTables,
+    append_keyless,
     append_record,
     append_staged,
     encode_record,
@@ -154,6 +155,39 @@ def test_append_staged_leaves_deltas_past_the_table_to_append_record() -> None:
     assert append_staged(batch, BASE - 1, b"k", b"v", 1 << 40) == 0  # clock stepped back
     assert append_staged(batch, BASE + 8192, b"k", b"v", 1 << 40) == 0
     assert append_staged(batch, BASE, b"k", b"v", batch.size + 3) == 0  # does not fit
+    assert batch.parts == before and batch.count == 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_append_keyless_writes_the_reference_bytes(seed: int) -> None:
+    # Records without a key or headers (a produce(topic, value)): values short enough for
+    # the varint table, empty ones too; timestamps within the table of the batch's base;
+    # offset deltas across the one/two-byte edge.
+    rnd = random.Random(300 + seed)
+    records: list[Rec] = [(BASE + rnd.randrange(0, 8000), None,
+                           rnd.randbytes(rnd.choice([0, 1, 63, 64, 100, 3000])), None)
+                          for _ in range(300)]
+    records[0] = (BASE, *records[0][1:])
+    batch = _batch()
+    first_record(batch, BASE, *_parts(None, records[0][2]))
+    for ts, _, value, _ in records[1:]:
+        assert value is not None
+        before = batch.size
+        added = append_keyless(batch, ts, value, 1 << 40)
+        assert added == batch.size - before > 0
+    assert b"".join(batch.parts) == _reference(records) == _builder_records(records)
+    assert batch.size == BATCH_HEADER_SIZE + len(b"".join(batch.parts))
+    assert batch.count == len(records)
+    assert batch.max_timestamp == max(r[0] for r in records)
+
+
+def test_append_keyless_leaves_deltas_past_the_table_to_append_record() -> None:
+    batch = _batch()
+    first_record(batch, BASE, *_parts(None, b"v"))
+    before = list(batch.parts)
+    assert append_keyless(batch, BASE - 1, b"v", 1 << 40) == 0  # clock stepped back
+    assert append_keyless(batch, BASE + 8192, b"v", 1 << 40) == 0
+    assert append_keyless(batch, BASE, b"v", batch.size + 3) == 0  # does not fit
     assert batch.parts == before and batch.count == 1
 
 

@@ -12,12 +12,15 @@ loaded machine, where wall-clock figures are noise::
         .venv/bin/python benchmarks/record_path.py callbacks 20000 [ROOT]
 
 ROOT (default: this repository) is the tree whose ``kontrakt`` is measured, so an older
-commit's tree (``git archive``) runs the same workload. Idioms: ``flush`` (await send,
-then flush), ``callbacks`` (add_done_callback on each future), ``gather`` (asyncio.gather of
-the futures), ``produce`` (a sync produce() with a delivery callback, the delivery queue
-drained as poll() does), ``sync`` (a sync Producer's send()), ``mixed`` (unkeyed records,
-headers, explicit partitions and timestamps, None keys and values, long values: the
-general append paths). Subtract a run with 0 records to leave the start-up out.
+commit's tree (``git archive``) runs the same workload. Idioms: ``flush`` (await send, then
+flush), ``callbacks`` (add_done_callback on each future), ``gather``, ``wait``,
+``as_completed`` and ``await_each`` (asyncio's ways of waiting on the futures, pending when
+waited on: the fake sender completes them on the loop's next turn), ``gather_done``
+(asyncio.gather of futures already resolved), ``produce`` (a sync produce() with a delivery
+callback, the delivery queue drained as poll() does), ``sync`` (a sync Producer's send()),
+``mixed`` (unkeyed records, headers, explicit partitions and timestamps, None keys and
+values, long values: the general append paths). Subtract a run with 0 records to leave the
+start-up out.
 """
 
 from __future__ import annotations
@@ -75,7 +78,26 @@ async def _run(idiom: str, n: int) -> int:
             (await p.send("t", VALUE, k)).add_done_callback(seen.append)
         total = _drain(p)
         assert len(seen) == n
-    elif idiom == "gather":
+    elif idiom in ("gather", "wait", "as_completed", "await_each"):
+        # The sends outrun the broker: the futures are still pending when they are
+        # waited on, and the fake sender completes their batches on the loop's next turn.
+        futs = [await p.send("t", VALUE, k) for k in keys]
+        drained: list[int] = []
+        asyncio.get_running_loop().call_soon(lambda: drained.append(_drain(p)))
+        if idiom == "gather":
+            seen = await asyncio.gather(*futs)
+        elif idiom == "wait":
+            done, _ = await asyncio.wait(futs) if futs else (set(), set())
+            seen = [f.result() for f in done]
+        elif idiom == "as_completed":
+            seen = [await f for f in asyncio.as_completed(futs)]
+        else:
+            seen = [await f for f in futs]
+        await asyncio.sleep(0)  # the drain ran (0 records: nothing awaited it)
+        assert len(seen) == n
+        total = drained[0]
+    elif idiom == "gather_done":
+        # Every record was acknowledged before gather looks at its future.
         futs = [await p.send("t", VALUE, k) for k in keys]
         total = _drain(p)
         seen = await asyncio.gather(*futs)

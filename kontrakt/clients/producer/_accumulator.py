@@ -26,7 +26,7 @@ from kontrakt.clients.producer._batch import (
     DeliveryCallback,
     ProducerBatch,
     expired_error,
-    keep_hook,
+    keep_delivery,
 )
 from kontrakt.clients.producer._future import new_future
 from kontrakt.clients.producer._records import (
@@ -205,7 +205,7 @@ class RecordAccumulator:
             batch, index = placed
             fut = new_future(batch, index, timestamp, ksize, vsize)
             if delivery is not None:
-                keep_hook(batch, delivery, fut, True)
+                keep_delivery(batch, delivery, fut)
             if index:
                 if not urgent or batch.urgent:
                     return fut
@@ -379,7 +379,7 @@ class RecordAccumulator:
                 head = fut._head
                 index = fut._at if type(head) is ProducerBatch else head.placed(fut._at)[1]
                 part, at = batch.part(index)
-                keep_hook(part, fn, new_future(part, at, fut._timestamp, *fut._sizes()), True)
+                keep_delivery(part, fn, new_future(part, at, fut._timestamp, *fut._sizes()))
             # In order: sequence order, or (without sequences) each put at the front.
             for part in parts if batch.base_sequence >= 0 else parts[::-1]:
                 self._reenqueue_locked(part)

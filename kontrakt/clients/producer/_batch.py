@@ -13,6 +13,7 @@ import asyncio
 import logging
 from _thread import LockType, allocate_lock
 from collections.abc import Callable
+from contextvars import Context
 from typing import TYPE_CHECKING, Any
 
 from kontrakt._types import RecordMetadata
@@ -26,12 +27,15 @@ if TYPE_CHECKING:
     from kontrakt.clients.producer._future import RecordFuture
     from kontrakt.clients.producer._stage import KeyedStage
 
-__all__ = ["UNLISTED", "DeliveryCallback", "ProducerBatch", "StagedChunk", "expired_error",
-           "keep_hook"]
+__all__ = ["UNLISTED", "Callback", "DeliveryCallback", "ProducerBatch", "StagedChunk",
+           "expired_error", "keep_delivery", "run_callbacks"]
 
 log = logging.getLogger("kontrakt.producer")
 
 DeliveryCallback = Callable[[BaseException | None, RecordMetadata], None]
+#: an ``add_done_callback`` callback kept until its record resolves: (fn, the record's future,
+#: the context to run it in, or None to call it as it is; see run_callbacks)
+Callback = tuple[Callable[["RecordFuture"], Any], "RecordFuture", "Context | None"]
 
 #: the longest the I/O thread waits for a helper to compress a batch before doing it itself
 #: (see _handover.py)
@@ -92,7 +96,7 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
-        self.callbacks: list[tuple[Callable[[RecordFuture], Any], RecordFuture]] | None = None
+        self.callbacks: list[Callback] | None = None
         self.deliveries: list[tuple[DeliveryCallback, RecordFuture]] | None = None
         # A lock per thread blocked on the batch (see _sleeper), released by complete():
         # most batches are never waited on one by one. A bare lock, not a threading.Event
@@ -188,11 +192,7 @@ class ProducerBatch:
         if self.deliveries is not None:
             acc.deliver(self)
         if callbacks:
-            for fn, handle in callbacks:
-                try:
-                    fn(handle)
-                except Exception:
-                    log.exception("a producer callback raised")
+            run_callbacks(callbacks)
         if acc.on_complete is not None:
             acc.on_complete(self)
         parent = self.parent
@@ -309,7 +309,7 @@ class StagedChunk:
         #: index of the first), ...] over that order)
         self.runs: tuple[list[int], list[tuple[int, int, ProducerBatch, int]]] | None = None
         #: add_done_callback's callbacks of records not placed yet
-        self.callbacks: list[tuple[Callable[[RecordFuture], Any], RecordFuture]] | None = None
+        self.callbacks: list[Callback] | None = None
         #: confluent-style delivery callbacks (a sync produce()) of the chunk's records
         self.deliveries: list[tuple[DeliveryCallback, RecordFuture]] | None = None
 
@@ -348,19 +348,39 @@ class StagedChunk:
 UNLISTED: list[ProducerBatch] = []
 
 
-def keep_hook(holder: ProducerBatch | StagedChunk, fn: Any, fut: RecordFuture,
-              delivery: bool) -> None:
-    """Keep ``fn`` to run for ``fut``'s record with ``holder`` (its batch, or its staged
-    chunk until that settles): a confluent-style delivery callback when ``delivery``, else
-    an ``add_done_callback`` callback. The caller holds the accumulator's lock."""
-    if delivery:
-        if holder.deliveries is None:
-            holder.deliveries = []
-        holder.deliveries.append((fn, fut))
-    else:
-        if holder.callbacks is None:
-            holder.callbacks = []
-        holder.callbacks.append((fn, fut))
+def keep_delivery(holder: ProducerBatch | StagedChunk, fn: DeliveryCallback,
+                  fut: RecordFuture) -> None:
+    """Keep the confluent-style delivery callback ``fn`` of ``fut``'s record with ``holder``
+    (its batch, or its staged chunk until that settles). The caller holds the accumulator's
+    lock."""
+    if holder.deliveries is None:
+        holder.deliveries = []
+    holder.deliveries.append((fn, fut))
+
+
+def run_callbacks(callbacks: list[Callback]) -> None:
+    """Run ``add_done_callback`` callbacks in order, each in its own context (asyncio's
+    futures run each in the context it was added in). One that raises is reported, as
+    asyncio reports a raising callback, and the others still run."""
+    for fn, fut, context in callbacks:
+        try:
+            if context is None:
+                fn(fut)
+            else:
+                context.run(fn, fut)
+        except Exception as exc:
+            _report(fn, fut, exc)
+
+
+def _report(fn: Any, fut: RecordFuture, exc: Exception) -> None:
+    """Report a callback that raised: to the running loop's exception handler, as asyncio
+    reports its futures' callbacks; logged when no loop runs (a concurrent.futures user)."""
+    loop = asyncio._get_running_loop()
+    if loop is None:
+        log.error("a producer callback raised: %r", fn, exc_info=exc)
+        return
+    loop.call_exception_handler({"message": f"Exception in callback {fn!r}",
+                                 "exception": exc, "future": fut})
 
 
 def expired_error(batch: ProducerBatch, now: float,

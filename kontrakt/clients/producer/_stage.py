@@ -26,7 +26,7 @@ from kontrakt.clients.producer._batch import (
     DeliveryCallback,
     ProducerBatch,
     StagedChunk,
-    keep_hook,
+    keep_delivery,
 )
 from kontrakt.clients.producer._future import RecordFuture
 from kontrakt.clients.producer._partitioner import murmur2_partitions
@@ -151,7 +151,7 @@ class KeyedStage:
             fut._at = i
             fut._timestamp = sent
             if delivery is not None:
-                keep_hook(self.chunk, delivery, fut, True)
+                keep_delivery(self.chunk, delivery, fut)
             if not i:
                 self.started(size)
         finally:
@@ -201,8 +201,8 @@ def settle_locked(acc: RecordAccumulator, stage: KeyedStage) -> bool | None:
         chunk.list_placements()
     batches = chunk.batches
     assert batches is not None
-    # Hooks kept while the records were staged move to the records' batches (inlined
-    # keep_hook, the same (fn, future) entries: one callback a record in the callbacks idiom).
+    # Hooks kept while the records were staged move to the records' batches (the same
+    # entries, appended inline: one callback a record in the callbacks idiom).
     for entry in chunk.callbacks or ():
         batch = batches[entry[1]._at]
         kept = batch.callbacks
@@ -211,7 +211,7 @@ def settle_locked(acc: RecordAccumulator, stage: KeyedStage) -> bool | None:
         else:
             kept.append(entry)
     for cb, fut in chunk.deliveries or ():
-        keep_hook(batches[fut._at], cb, fut, True)
+        keep_delivery(batches[fut._at], cb, fut)
     chunk.callbacks = chunk.deliveries = None
     if full:
         acc.filled = True

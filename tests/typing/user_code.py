@@ -57,6 +57,8 @@ def plain_clients(bs: str) -> None:
     with Producer(bootstrap_servers=bs) as p:
         fut = p.send("orders", b"v", key=b"k")
         assert_type(fut, RecordFuture)
+        assert_type(fut.cancelled(), bool)
+        assert_type(fut.get_loop(), asyncio.AbstractEventLoop)
         md = p.send_and_wait("orders", b"v", timeout=10)
         assert_type(md, RecordMetadata)
         assert_type(md.serialized_value_size, int)

@@ -421,11 +421,7 @@ class RecordFuture:
         b = self._batch
         if not b.done:
             yield from b.wait_async().__await__()
-        if b.error is not None:
-            if b.split is None:
-                raise b.error
-            self._raise_part_error()
-        return self.metadata()
+        return self.result()  # resolved: its fast path, or the error
 
 
 class _Soon(threading.local):

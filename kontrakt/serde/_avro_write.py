@@ -101,13 +101,20 @@ class _WriterGen(AvroSource):
         else:
             out.append(f"{ind}if type({v}) is not int or not {lo_hi[0]} <= {v} <= {lo_hi[1]}: "
                        f"raise SLOW({path!r})")
-        # One and two bytes inline (most ints); longer ones through _write_long.
+        # One and two bytes by table and inline (most ints); longer ones a 7-bit group at a
+        # time, inline too: a call of _write_long costs more than the loop (a 13-digit
+        # millisecond timestamp: ~2.3 -> ~1.3 us). Out of int64's range fastavro decides.
         z = self.tmp("z")
         out += [f"{ind}if -64 <= {v} < 64: ap(ZS[{v}])",
                 f"{ind}elif -8192 <= {v} < 8192:",
                 f"{ind}    {z} = ({v} << 1) ^ ({v} >> 63)",
                 f"{ind}    ap(({z} & 127) | 128)", f"{ind}    ap({z} >> 7)",
-                f"{ind}else: wl(out, {v})"]
+                f"{ind}elif -9223372036854775808 <= {v} <= 9223372036854775807:",
+                f"{ind}    {z} = ({v} << 1) ^ ({v} >> 63)",
+                f"{ind}    while {z} >= 128:",
+                f"{ind}        ap({z} & 127 | 128)", f"{ind}        {z} >>= 7",
+                f"{ind}    ap({z})",
+                f"{ind}else: raise SLOW({path!r})"]
 
     def length_prefixed(self, out: list[str], ind: str, b: str) -> None:
         n = self.tmp("n")

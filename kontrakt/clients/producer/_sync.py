@@ -212,8 +212,17 @@ class Producer:
         """
         if partition is not None and partition < 0:
             partition = None
-        self._append(topic, value, key, partition, timestamp or None, headers,
-                     on_delivery or callback or self._on_delivery)
+        delivery = on_delivery or callback or self._on_delivery
+        # Straight into the core's append (a frame less a record than through _append);
+        # what it cannot take now (not started, a full buffer, metadata to wait for) goes
+        # through _append, which waits for it and appends again.
+        try:
+            res = self._async.callers.append(  # type: ignore[union-attr]
+                topic, value, key, partition, timestamp or None, headers, delivery)
+        except IllegalStateError:
+            res = None
+        if type(res) is not RecordFuture:
+            self._append(topic, value, key, partition, timestamp or None, headers, delivery)
 
     def poll(self, timeout: float | None = 0.0) -> int:
         """Run the delivery callbacks of records resolved so far (on this thread).

@@ -166,6 +166,20 @@ def test_fast_path_respects_buffer_memory() -> None:
     assert acc.used > 5000 - 120
 
 
+@pytest.mark.parametrize("key", [None, b"k"])
+def test_produce_waits_for_buffer_memory_then_raises(key: bytes | None) -> None:
+    # produce() appends through the core directly; a full buffer takes the waiting path
+    # (max.block.ms), which raises, and nothing past the limit was taken.
+    p = _sync_producer(buffer_memory=5000, batch_size=1000, max_block_ms=10)
+    acc = p._async._acc
+    delivered: list[Any] = []
+    with pytest.raises(KafkaTimeoutError, match=r"buffer\.memory"):
+        for _ in range(200):
+            p.produce("t", b"x" * 100, key, on_delivery=lambda e, m: delivered.append(m))
+            assert acc.used <= 5000
+    assert acc.used > 5000 - 120
+
+
 def test_partition_hash_matches_kafka_python() -> None:
     rnd = random.Random(7)
     for n in range(80):

@@ -135,6 +135,7 @@ class _ProducerCore:
         self._fast_topics: dict[str, Offer] = {}
         part = s.partitioner
         self._default = DefaultPartitioner()
+        self._sticky_now = self._default.current
         self._sticky = part == "default"
         self._round_robin = part == "round_robin"
         self._user_partitioner: Callable[..., int] | None = part if callable(part) else None
@@ -220,7 +221,7 @@ class _ProducerCore:
             info = self._topics.get(topic)
             if info is not None and topic in self._fast_topics and not info.stage.keys \
                     and len(value) < self._fast_limit:
-                part = self._default.current_sticky(topic)
+                part = self._sticky_now.get(topic)
                 if part is not None:
                     dq = info.queues[part]
                     acc = self._acc

@@ -295,10 +295,11 @@ class DefaultPartitioner:
     choices racing between threads only cost batching efficiency, never correctness).
     """
 
-    __slots__ = ("_sticky",)
+    __slots__ = ("current",)
 
     def __init__(self) -> None:
-        self._sticky: dict[str, int] = {}
+        #: topic -> its sticky partition now (read by the producer's unkeyed fast path)
+        self.current: dict[str, int] = {}
 
     def __call__(self, key: bytes | None, all_partitions: Sequence[int],
                  available_partitions: Sequence[int]) -> int:
@@ -310,14 +311,10 @@ class DefaultPartitioner:
     def sticky_partition(self, topic: str, all_partitions: Sequence[int],
                          available_partitions: Sequence[int]) -> int:
         """The current sticky partition for unkeyed records of ``topic``."""
-        part = self._sticky.get(topic)
+        part = self.current.get(topic)
         if part is None:
             part = self.new_sticky(topic, -1, all_partitions, available_partitions)
         return part
-
-    def current_sticky(self, topic: str) -> int | None:
-        """``topic``'s sticky partition, or None before its first unkeyed record."""
-        return self._sticky.get(topic)
 
     def new_sticky(self, topic: str, previous: int, all_partitions: Sequence[int],
                    available_partitions: Sequence[int]) -> int:
@@ -329,7 +326,7 @@ class DefaultPartitioner:
                 part = random.choice(choices)
         else:
             part = choices[0]
-        self._sticky[topic] = part
+        self.current[topic] = part
         return part
 
 

@@ -118,6 +118,8 @@ class ProduceRequests(BatchOutcomes):
                         await asyncio.wait((before,), timeout=max(wait, 0.0))
                         if not before.done():
                             raise asyncio.TimeoutError
+                        # What is left of the deadlines after the wait for the request ahead.
+                        wait = min(b.deadline for b in batches) - time.monotonic()
                     conn = await wait_within(self.client.connection(node), wait)
                     break
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:

@@ -66,6 +66,10 @@ ABORTED: Any = object()
 WAITER: Any = object()
 
 
+def _no_sticky(topic: str, previous: int) -> int:
+    raise AssertionError("records without a key were staged without a sticky partitioner")
+
+
 class RecordAccumulator:
     """Per-partition queues of batches, appended to by callers and drained by the sender.
 
@@ -96,7 +100,7 @@ class RecordAccumulator:
         self.memory_freed = threading.Condition(self.lock)
         self.used = 0
         self.queues: dict[tuple[str, int], deque[ProducerBatch]] = {}
-        #: each topic's staged keyed records (see KeyedStage)
+        #: each topic's staged records (see KeyedStage)
         self.stages: dict[str, KeyedStage] = {}
         self.incomplete: set[ProducerBatch] = set()
         #: record prefixes for bulk settling (see _records.uniform_runs)
@@ -113,6 +117,10 @@ class RecordAccumulator:
         self.on_complete: Callable[[ProducerBatch], None] | None = None
         self.on_memory: Callable[[], None] | None = None
         self.deliver: Callable[[ProducerBatch], None] = lambda b: None
+        #: ``sticky(topic, previous)``: the partition for a topic's records without a key --
+        #: the sticky one (previous -1), or a new one after a batch in ``previous`` would
+        #: have to open (KIP-480); the producer sets it before staging keyless records
+        self.sticky: Callable[[str, int], int] = _no_sticky
 
     def new_builder(self) -> RecordBatchBuilder:
         """An empty builder with the producer's codec and batch size (``create_batch``)."""

@@ -32,7 +32,7 @@ from kontrakt.clients.producer._partitioner import (
     _hash,
     key_hash,
 )
-from kontrakt.clients.producer._records import RECORD_OVERHEAD, append_keyless, append_record
+from kontrakt.clients.producer._records import RECORD_OVERHEAD, append_record
 from kontrakt.clients.producer._sender import Sender
 from kontrakt.clients.producer._stage import KeyedStage, Offer
 from kontrakt.clients.producer._transactions import TransactionManager
@@ -135,8 +135,8 @@ class _ProducerCore:
         self._fast_topics: dict[str, Offer] = {}
         part = s.partitioner
         self._default = DefaultPartitioner()
-        self._sticky_now = self._default.current
         self._sticky = part == "default"
+        self._acc.sticky = self._sticky_partition
         self._round_robin = part == "round_robin"
         self._user_partitioner: Callable[..., int] | None = part if callable(part) else None
         self._simple_keys = not callable(part) and part != "round_robin"
@@ -213,31 +213,16 @@ class _ProducerCore:
         if not self._ok:
             self._check()
         if key is None and partition is None and timestamp_ms is None and headers is None \
-                and delivery is None and not urgent and type(value) is bytes and self._sticky:
+                and not urgent and type(value) is bytes and self._sticky:
             # Unkeyed (confluent's produce(topic, value), a SerializingProducer's records):
-            # into the sticky partition's open batch, as the general fast path below does,
-            # with the varints by table. Anything else (no sticky partition or open batch
-            # yet, a full one, keyed records staged before it) takes the general path.
+            # staged, into the sticky partition's batches when the stage settles. What the
+            # stage does not take (keyed records staged before it, a long value, a full
+            # buffer) takes the general path.
             info = self._topics.get(topic)
-            if info is not None and topic in self._fast_topics and not info.stage.keys \
-                    and len(value) < self._fast_limit:
-                part = self._sticky_now.get(topic)
-                if part is not None:
-                    dq = info.queues[part]
-                    acc = self._acc
-                    timestamp_ms = _time_ns() // 1_000_000
-                    with acc.lock:
-                        if dq and acc.used + len(value) + RECORD_OVERHEAD < acc.buffer_memory:
-                            batch = dq[-1]
-                            if not batch.sealed:
-                                count = batch.count
-                                added = append_keyless(batch, timestamp_ms, value,
-                                                       acc.batch_size)
-                                if added:
-                                    acc.used += added
-                                    return new_future(batch, count, timestamp_ms, -1,
-                                                      len(value))
-                    timestamp_ms = None
+            if info is not None and topic in self._fast_topics:
+                fut = info.stage.offer_keyless(value, delivery)
+                if fut is not None:
+                    return fut
         if key is not None and type(key) is not bytes:
             key = _bytes_or_none(key, "key")
         if value is not None and type(value) is not bytes:
@@ -336,6 +321,17 @@ class _ProducerCore:
             res = self._acc.append(topic, partition, timestamp_ms, key, value, headers, size,
                                    False, delivery, urgent)
         return res
+
+    def _sticky_partition(self, topic: str, previous: int) -> int:
+        """RecordAccumulator.sticky: ``topic``'s sticky partition (``previous`` -1), or the
+        next one when a batch would have to open in ``previous`` (called under the
+        accumulator's lock while a stage of the topic settles)."""
+        if previous < 0:
+            part = self._default.current.get(topic)
+            if part is not None:
+                return part
+        info = self._topics[topic]
+        return self._default.new_sticky(topic, previous, info.all, info.available)
 
     def _choose(self, topic: str, key: bytes | None, info: _TopicParts) -> tuple[int, bool]:
         """The partition for a record without an explicit one: (partition, sticky)."""

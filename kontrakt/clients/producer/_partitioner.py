@@ -298,7 +298,7 @@ class DefaultPartitioner:
     __slots__ = ("current",)
 
     def __init__(self) -> None:
-        #: topic -> its sticky partition now (read by the producer's unkeyed fast path)
+        #: topic -> its sticky partition now (read when staged unkeyed records settle)
         self.current: dict[str, int] = {}
 
     def __call__(self, key: bytes | None, all_partitions: Sequence[int],

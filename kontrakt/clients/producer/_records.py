@@ -38,9 +38,9 @@ from kontrakt.protocol.records._model import SMALL_LIMIT, VARINT_BYTES, encode_v
 if TYPE_CHECKING:
     from kontrakt.clients.producer._batch import ProducerBatch
 
-__all__ = ["RECORD_OVERHEAD", "PrefixTables", "append_keyless", "append_record", "append_staged",
-           "encode_record", "first_record", "mixed_runs", "record_fields", "renumbered",
-           "uniform_runs"]
+__all__ = ["NULL_LENGTH", "RECORD_OVERHEAD", "PrefixTables", "append_record",
+           "append_staged", "encode_record", "first_record", "mixed_runs", "record_fields",
+           "renumbered", "uniform_runs"]
 
 Header = tuple[str, bytes | None]
 
@@ -61,6 +61,8 @@ _PREFIX_SHAPES = 8
 _PREFIX_BUDGET = 1 << 16
 #: timestamp deltas whose varint is one byte (the prefixes kept are for these)
 DELTAS = 64
+#: the length varint of a null key or value (-1)
+NULL_LENGTH = b"\x01"
 #: a record's attributes (none) and timestamp delta, by delta below DELTAS
 _ATTRIBUTES_AND_DELTA = [b"\x00" + VARINT_BYTES[d] for d in range(DELTAS)]
 
@@ -101,7 +103,7 @@ def record_fields(key: bytes | None, value: bytes | None, headers: Sequence[Head
     """
     small = VARINT_BYTES
     if key is None:
-        kb = b"\x01"
+        kb = NULL_LENGTH
         klen = 0
         ksize = -1
         key = b""
@@ -109,7 +111,7 @@ def record_fields(key: bytes | None, value: bytes | None, headers: Sequence[Head
         ksize = klen = len(key)
         kb = small[klen] if klen < _SMALL else encode_varint(klen)
     if value is None:
-        vb = b"\x01"
+        vb = NULL_LENGTH
         vlen = 0
         vsize = -1
         value = b""
@@ -186,36 +188,6 @@ def append_staged(batch: ProducerBatch, timestamp: int, key: bytes, value: bytes
         return 0
     batch.parts += (small[body], b"\x00", small[delta], small[count], small[klen], key,
                     small[vlen], value, b"\x00")
-    batch.size = new_size
-    batch.count = count + 1
-    if timestamp > batch.max_timestamp:
-        batch.max_timestamp = timestamp
-    return added
-
-
-def append_keyless(batch: ProducerBatch, timestamp: int, value: bytes, limit: int) -> int:
-    """:func:`append_staged` for a record without a key or headers, whose value and whole
-    record are short enough for the varint table (see _ProducerCore._fast_limit).
-
-    Returns:
-        The bytes added; 0 when the record does not fit or a delta is out of the table
-        (nothing written: take append_record).
-    """
-    count = batch.count
-    delta = timestamp - batch.base_timestamp
-    if not (-1 < delta < _SMALL and count < _SMALL):
-        return 0
-    sizes = _VARINT_SIZES
-    small = VARINT_BYTES
-    vlen = len(value)
-    # attributes, the null key's length (-1) and the headers' count: a byte each
-    body = sizes[delta] + sizes[count] + sizes[vlen] + vlen + 3
-    added = sizes[body] + body
-    new_size = batch.size + added
-    if new_size > limit:
-        return 0
-    batch.parts += (small[body], b"\x00", small[delta], small[count], b"\x01", small[vlen],
-                    value, b"\x00")
     batch.size = new_size
     batch.count = count + 1
     if timestamp > batch.max_timestamp:
@@ -307,7 +279,8 @@ def uniform_runs(tables: PrefixTables, batch_size: int, keys: list[bytes],
                  values: list[bytes], klen: int, vlen: int
                  ) -> tuple[Callable[[list[int]], Any], RunWriter, OneRecord]:
     """The run writers for a chunk whose keys are all ``klen`` bytes long and values all
-    ``vlen``: (gather, write, one), see _stage._settle_runs.
+    ``vlen``: (gather, write, one), see _stage._settle_runs. ``klen`` -1: the records have
+    no key (``keys`` holds empty bytes).
 
     Such records' bytes before their keys depend only on the timestamp and offset deltas,
     so they and their sizes are looked up (each after the header count of the record
@@ -315,11 +288,11 @@ def uniform_runs(tables: PrefixTables, batch_size: int, keys: list[bytes],
     slice assignments. A run stops at offset delta _PREFIX_COUNTS.
     """
     n = len(keys)
-    kb = VARINT_BYTES[klen]
+    kb = VARINT_BYTES[klen] if klen >= 0 else NULL_LENGTH
     vb = VARINT_BYTES[vlen]
     length_bytes = [vb] * n  # each value's length varint
     # A record's bytes after its prefix, and after its two deltas (see record_fields).
-    tail = klen + len(vb) + vlen + 1
+    tail = max(klen, 0) + len(vb) + vlen + 1
     rest = len(kb) + tail
     # The largest record a run can hold: one-byte timestamp delta, an offset delta below
     # _PREFIX_COUNTS (two bytes at most).
@@ -368,7 +341,8 @@ def mixed_runs(batch_size: int, keys: list[bytes], values: list[bytes],
                key_lengths: list[int], value_lengths: list[int]
                ) -> tuple[Callable[[list[int]], Any], RunWriter, OneRecord]:
     """The run writers for a chunk of records of different sizes: (gather, write, one),
-    see _stage._settle_runs.
+    see _stage._settle_runs. Key lengths all -1: the records have no key (``keys`` holds
+    empty bytes).
 
     A run's offset deltas take varints of one length; its records' lengths, length
     varints and sizes are computed for the whole run by maps, and as many as fit the
@@ -384,7 +358,8 @@ def mixed_runs(batch_size: int, keys: list[bytes], values: list[bytes],
     # Keys often share a length (ids) where values do not: then their part is a constant.
     klen = key_lengths[0]
     one_key_length = key_lengths.count(klen) == n
-    key_varints = [small[klen]] * n
+    kb = small[klen] if klen >= 0 else NULL_LENGTH
+    key_varints = [kb] * n
 
     def gather(idx: list[int]) -> Any:
         p_keys, p_values, p_vlens = gather_columns(idx, keys, values, value_lengths)
@@ -395,7 +370,7 @@ def mixed_runs(batch_size: int, keys: list[bytes], values: list[bytes],
         p_rest = [*map(_add, p_vlens, map(size_of, p_vlens))]
         if one_key_length:
             p_kb = key_varints
-            p_rest = [*map(_add, p_rest, _repeat(klen + sizes[klen]))]
+            p_rest = [*map(_add, p_rest, _repeat(max(klen, 0) + len(kb)))]
         else:
             (p_klens,) = gather_columns(idx, key_lengths)
             p_kb = [*map(varint, p_klens)]

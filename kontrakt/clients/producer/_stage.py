@@ -1,12 +1,15 @@
-"""Staging: keyed records wait in their topic's stage and are placed into batches together.
+"""Staging: records wait in their topic's stage and are placed into batches together.
 
 Keyed records for the default partitioner first wait in their topic's :class:`KeyedStage`
-(key, value and send time appended to lists, :meth:`KeyedStage.add`), and are hashed and put
-into their partitions' batches together, in send order (:func:`settle_locked`): murmur2 of
-hundreds of keys at once costs a fraction of hashing them one by one in Python, and a chunk
-of records is encoded a run of records at a time (the run writers of ``_records.py``). A
-stage settles when it holds a chunk's worth of records, when the sender finds it older than
-``linger.ms``, before any other record of its topic is appended, and whenever one of its
+(key, value and send time appended to lists, :meth:`KeyedStage.offer`), and are hashed and
+put into their partitions' batches together, in send order (:func:`settle_locked`): murmur2
+of hundreds of keys at once costs a fraction of hashing them one by one in Python, and a
+chunk of records is encoded a run of records at a time (the run writers of ``_records.py``).
+Records without a key wait the same way (:meth:`KeyedStage.offer_keyless`) and go into the
+sticky partition's batches a run at a time (KIP-480: a new batch there moves the sticky
+partition on first). A stage holds records of one kind at a time. It settles when it holds a
+chunk's worth of records, when the sender finds it older than ``linger.ms``, before any other
+record of its topic is appended (a record of the other kind too), and whenever one of its
 records' futures is looked at; so ordering, lingering and every future's behaviour stay as if
 each record had gone straight into its batch.
 """
@@ -19,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from itertools import chain as _chain
 from time import time as _time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kontrakt.clients.producer._batch import (
     UNLISTED,
@@ -73,8 +76,8 @@ class KeyedStage:
     hold. Settled by :meth:`RecordAccumulator.settle_locked`.
     """
 
-    __slots__ = ("acc", "chunk", "created", "keys", "limit", "lock", "queues", "stamps",
-                 "topic", "values")
+    __slots__ = ("acc", "chunk", "created", "keyless", "keys", "limit", "lock", "queues",
+                 "stamps", "topic", "values")
 
     def __init__(self, acc: RecordAccumulator, topic: str,
                  queues: list[deque[ProducerBatch]]) -> None:
@@ -83,8 +86,11 @@ class KeyedStage:
         self.queues = queues
         #: the accumulator's lock for a sync producer's stage (see offer), else None
         self.lock = acc.lock if acc.threaded else None
-        self.keys: list[bytes] = []
+        #: the staged records' keys (None for each while ``keyless``)
+        self.keys: list[bytes | None] = []
         self.values: list[bytes] = []
+        #: the staged records have no key (offer_keyless); keyed ones wait for them to settle
+        self.keyless = False
         #: each record's time.time() when sent (seconds: a float is cheaper to get than an
         #: int of milliseconds; settling takes the milliseconds)
         self.stamps: list[float] = []
@@ -134,7 +140,10 @@ class KeyedStage:
         if lock is not None:
             lock.acquire()
         try:
-            if size >= acc.stage_limit or acc.used + size > acc.buffer_memory:
+            # Unkeyed records staged before it go into their batches first: the general
+            # path settles them.
+            if size >= acc.stage_limit or acc.used + size > acc.buffer_memory or \
+                    self.keyless:
                 return None
             keys = self.keys
             i = len(keys)
@@ -161,10 +170,50 @@ class KeyedStage:
             acc.settle(self)
         return fut
 
+    def offer_keyless(self, value: bytes, delivery: DeliveryCallback | None
+                      ) -> RecordFuture | None:
+        """Stage a record without a key sent now (its partition is the sticky one when it
+        settles), and return its future; None when it does not fit a stage, the buffer is
+        full, the producer closed, or keyed records are staged (nothing staged: take the
+        general path, which settles them first). See :meth:`offer`.
+        """
+        acc = self.acc
+        size = len(value) + RECORD_OVERHEAD
+        lock = self.lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            keys = self.keys
+            i = len(keys)
+            if size >= acc.stage_limit or acc.used + size > acc.buffer_memory or \
+                    (i and not self.keyless):
+                return None
+            sent = _time()
+            keys.append(None)
+            self.values.append(value)
+            self.stamps.append(sent)
+            acc.used += size
+            fut = RecordFuture()
+            fut._head = self.chunk
+            fut._at = i
+            fut._timestamp = sent
+            if delivery is not None:
+                keep_delivery(self.chunk, delivery, fut)
+            if not i:
+                self.keyless = True
+                self.started(size)
+        finally:
+            if lock is not None:
+                lock.release()
+        if i >= self.limit:
+            acc.settle(self)
+        return fut
+
 
 def settle_locked(acc: RecordAccumulator, stage: KeyedStage) -> bool | None:
-    """Hash ``stage``'s records to their partitions in one go and encode them into
-    the partitions' batches, in send order; the caller holds the lock.
+    """Hash ``stage``'s records to their partitions in one go (or, records without a key,
+    take the sticky partition) and encode them into the partitions' batches, in send order;
+    the caller holds the lock.
 
     Returns:
         None, or how to wake the sender once the lock is released: True when a batch
@@ -179,24 +228,36 @@ def settle_locked(acc: RecordAccumulator, stage: KeyedStage) -> bool | None:
     stage.values = []
     stage.stamps = []
     stage.chunk = StagedChunk(stage)
-    key_lengths = [*map(len, keys)]
+    if stage.keyless:
+        stage.keyless = False
+        opened, full = _settle_keyless(acc, stage, chunk, values, stamps)
+        return _settled(acc, stage, chunk, opened, full)
+    keyed = cast("list[bytes]", keys)
+    key_lengths = [*map(len, keyed)]
     value_lengths = [*map(len, values)]
     chunk.sizes = (key_lengths, value_lengths)
     # The records' reservations give way to their encoded sizes (added below).
     acc.used -= sum(key_lengths) + sum(value_lengths) + RECORD_OVERHEAD * n
     klen = key_lengths[0]
     vlen = value_lengths[0]
-    partitions = murmur2_partitions(keys, stage.count, key_lengths)
+    partitions = murmur2_partitions(keyed, stage.count, key_lengths)
     # In bulk when the clock did not step back while the chunk was staged (sorted() of
     # sorted floats is one pass; == compares the same objects).
     if n < _BULK_MIN or sorted(stamps) != stamps:
-        opened, full = _settle_each(acc, stage, chunk, partitions, keys, values, stamps)
+        opened, full = _settle_each(acc, stage, chunk, partitions, keyed, values, stamps)
     elif key_lengths.count(klen) == n and value_lengths.count(vlen) == n:
-        opened, full = _settle_uniform(acc, stage, chunk, partitions, keys, values, stamps,
-                                            klen, vlen)
+        opened, full = _settle_uniform(acc, stage, chunk, partitions, keyed, values, stamps,
+                                       klen, vlen)
     else:
-        opened, full = _settle_mixed(acc, stage, chunk, partitions, keys, values, stamps,
-                                          key_lengths, value_lengths)
+        opened, full = _settle_mixed(acc, stage, chunk, partitions, keyed, values, stamps,
+                                     key_lengths, value_lengths)
+    return _settled(acc, stage, chunk, opened, full)
+
+
+def _settled(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChunk, opened: bool,
+             full: bool) -> bool | None:
+    """Move what ``chunk``'s records kept while staged to their batches; settle_locked's
+    result from whether a batch was opened and whether one filled up."""
     if chunk.batches is UNLISTED and (chunk.callbacks or chunk.deliveries):
         chunk.list_placements()
     batches = chunk.batches
@@ -296,6 +357,88 @@ def _settle_mixed(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChunk,
     return _settle_runs(acc, stage, chunk, partitions, stamps, gather, write, one)
 
 
+def _settle_keyless(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChunk,
+                    values: list[bytes], stamps: list[float]) -> tuple[bool, bool]:
+    """Encode a chunk of records without a key into the sticky partition's batches, a run
+    at a time (the writers of _settle_runs). Where the open batch takes no more, a record
+    that would open a new batch moves the sticky partition on first (KIP-480), as the
+    general path does (RecordAccumulator.append's abort_on_new_batch).
+
+    Returns:
+        (a batch was opened, a batch filled up).
+    """
+    n = len(values)
+    value_lengths = [*map(len, values)]
+    chunk.sizes = ([-1] * n, value_lengths)
+    acc.used -= sum(value_lengths) + RECORD_OVERHEAD * n
+    keys = [b""] * n
+    vlen = value_lengths[0]
+    if value_lengths.count(vlen) == n:
+        gather, write, one = uniform_runs(acc.prefixes, acc.batch_size, keys, values, -1, vlen)
+    else:
+        gather, write, one = mixed_runs(acc.batch_size, keys, values, [-1] * n, value_lengths)
+    picked = gather([*range(n)])
+    if sorted(stamps) == stamps:
+        bounds, millis = _millisecond_segments(stamps)
+    else:  # the clock stepped back while the chunk was staged
+        bounds, millis = _millisecond_changes(stamps)
+    topic = stage.topic
+    queues = stage.queues
+    created = stage.created
+    sticky = acc.sticky
+    p = sticky(topic, -1)
+    runs: list[tuple[int, int, ProducerBatch, int]] = []
+    used = 0
+    opened = full = False
+    pos = 0
+    segment = 0
+    ts = millis[0]
+    while pos < n:
+        if bounds:
+            # This record's millisecond, and where the next one starts.
+            segment = bisect_right(bounds, pos, segment)
+            ts = millis[segment]
+            end = bounds[segment] if segment < len(bounds) else n
+        else:
+            end = n
+        dq = queues[p]
+        if dq:
+            batch = dq[-1]
+            count = batch.count
+            delta = ts - batch.base_timestamp
+            if -1 < delta < DELTAS and not batch.sealed:
+                k, added = write(picked, batch, count, delta, pos, end)
+                if k:
+                    batch.size += added
+                    batch.count = count + k
+                    if ts > batch.max_timestamp:
+                        batch.max_timestamp = ts
+                    used += added
+                    runs.append((pos, pos + k, batch, count))
+                    pos += k
+                    continue
+        kb, key, vb, value, rest = one(picked, pos)
+        placed = acc.add_locked(topic, p, dq, ts, kb, key, vb, value, b"\x00", rest, created,
+                                False)
+        if placed is None:
+            p = sticky(topic, p)
+            dq = queues[p]
+            placed = acc.add_locked(topic, p, dq, ts, kb, key, vb, value, b"\x00", rest,
+                                    created)
+            assert placed is not None
+        batch, index = placed
+        runs.append((pos, pos + 1, batch, index))
+        if not index:
+            opened = True
+            if len(dq) > 1:
+                full = True
+        pos += 1
+    acc.used += used
+    chunk.runs = ([*range(n)], runs)
+    chunk.batches = UNLISTED
+    return opened, full
+
+
 def _settle_runs(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChunk,
                  partitions: list[int], stamps: list[float], gather: Callable[[list[int]], Any],
                  write: RunWriter, one: OneRecord) -> tuple[bool, bool]:
@@ -388,6 +531,14 @@ def _millisecond_segments(stamps: list[float]) -> tuple[list[int], list[int]]:
         bounds.append(at)
         millis.append(int(stamps[at] * 1000))
     return bounds, millis
+
+
+def _millisecond_changes(stamps: list[float]) -> tuple[list[int], list[int]]:
+    """:func:`_millisecond_segments` for ``stamps`` in any order: where each record's
+    millisecond differs from the one before it."""
+    ms = [int(t * 1000) for t in stamps]
+    bounds = [i for i in range(1, len(ms)) if ms[i] != ms[i - 1]]
+    return bounds, [ms[0], *(ms[i] for i in bounds)]
 
 
 def _by_partition(partitions: list[int], count: int) -> list[list[int]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import warnings
 from typing import Any
 
@@ -15,7 +16,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.partitioner.default import murmur2 as kafka_murmur2
 
-from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture, _core
+from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture, _stage
 from kontrakt.clients.producer._batch import ProducerBatch
 from kontrakt.clients.producer._partitioner import PARTITION_HASH_BY_LENGTH, murmur2
 from kontrakt.errors import KafkaTimeoutError
@@ -94,8 +95,10 @@ def test_sync_send_fast_path_matches_reference(batch_size: int) -> None:
 def _check_unkeyed(p: AsyncProducer, values: list[bytes], futs: list[RecordFuture]) -> None:
     # Every batch holds its records in send order, byte-identical to the reference
     # builder's, and the futures' indexes and the buffer accounting agree.
+    placed = [f._batch for f in futs]  # (a look at a staged record settles its stage)
     batches: list[ProducerBatch] = [b for q in p._acc.queues.values() for b in q]
     assert sum(b.record_count for b in batches) == len(values)
+    assert {id(b) for b in placed} == {id(b) for b in batches}
     by_batch: dict[int, list[int]] = {}
     for i, fut in enumerate(futs):
         by_batch.setdefault(id(fut._batch), []).append(i)
@@ -113,39 +116,89 @@ def _check_unkeyed(p: AsyncProducer, values: list[bytes], futs: list[RecordFutur
     assert p._acc.used == sum(b.size_in_bytes - 61 for b in batches)
 
 
+def _check_sticky(futs: list[RecordFuture], values: list[bytes], batch_size: int) -> None:
+    # KIP-480: the sticky partition moves on only where a record would open a new batch
+    # (the batch before it holds it no more).
+    for i in range(1, len(futs)):
+        before, now = futs[i - 1]._batch, futs[i]._batch
+        if now.partition != before.partition:
+            assert before.size_in_bytes + len(values[i]) + 12 > batch_size, i
+
+
+@pytest.mark.parametrize("uniform", [False, True])
 @pytest.mark.parametrize("batch_size", [1000, 16384])
 def test_unkeyed_records_fill_sticky_batches_as_the_reference(
-        batch_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    # produce(topic, value) without a key: the keyless fast path (and the general path
-    # for each batch's first record, for values too long for the table and after a full
-    # batch) writes what the reference builder writes.
+        batch_size: int, uniform: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # produce(topic, value) without a key: staged, then written into the sticky partition's
+    # batches a run at a time (values of one length, or of many: the two run writers), the
+    # general path for values too long for the stage, all as the reference builder writes.
     rnd = random.Random(batch_size)
-    values = [b"%d:" % i + rnd.randbytes(rnd.choice([0, 5, 100, 900, 5000]))
-              for i in range(1500)]
-    fast: list[int] = []
-    real = _core.append_keyless
+    if uniform:
+        values = [b"%05d:" % i + rnd.randbytes(60) for i in range(1500)]
+    else:
+        values = [b"%d:" % i + rnd.randbytes(rnd.choice([0, 5, 100, 900, 5000]))
+                  for i in range(1500)]
+    staged: list[int] = []
+    real = _stage._settle_keyless
 
-    def counted(*args: Any) -> int:
-        fast.append(1)
-        return real(*args)
+    def counted(acc: Any, stage: Any, chunk: Any, vals: list[bytes], stamps: Any) -> Any:
+        staged.append(len(vals))
+        return real(acc, stage, chunk, vals, stamps)
 
-    monkeypatch.setattr(_core, "append_keyless", counted)
+    monkeypatch.setattr(_stage, "_settle_keyless", counted)
     sync = _sync_producer(batch_size=batch_size)
     futs = [sync.send("t", v) for v in values]
     _check_unkeyed(sync._async, values, futs)
+    _check_sticky(futs, values, batch_size)
     p = _async_producer(batch_size=batch_size)
 
     async def main() -> list[RecordFuture]:
         return [await p.send("t", v) for v in values]
 
-    _check_unkeyed(p, values, asyncio.run(main()))
-    assert len(fast) > len(values)  # most records of both producers took the fast path
+    futs = asyncio.run(main())
+    _check_unkeyed(p, values, futs)
+    _check_sticky(futs, values, batch_size)
+    # most records of both producers were staged
+    assert sum(staged) > len(values) * (1.9 if uniform else 1.5)
+
+
+def test_unkeyed_records_staged_while_the_clock_steps_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Send times out of order within a staged chunk: each record keeps its own timestamp
+    # (those before the batch's first take the general encoding), bytes as the reference.
+    base = time.time()
+    sent = [base + (i % 7) * 0.003 - (i % 3) * 0.002 for i in range(400)]
+    p = _sync_producer(batch_size=4000)
+    values = [b"first"] + [b"v%03d" % i for i in range(400)]
+    futs = [p.send("t", values[0])]  # the topic's first record takes the general path
+    stamps = iter(sent)
+    monkeypatch.setattr(_stage, "_time", lambda: next(stamps))
+    futs += [p.send("t", v) for v in values[1:]]
+    _check_unkeyed(p._async, values, futs)
+    assert [f.metadata().timestamp for f in futs[1:]] == [int(t * 1000) for t in sent]
+
+
+def test_unkeyed_and_keyed_records_alternating_keep_their_order() -> None:
+    # A stage holds records of one kind: each record of the other kind settles it first, so
+    # every partition's records stay in send order.
+    p = _sync_producer(batch_size=16384)
+    futs = [p.send("t", b"v%d" % i, None if i % 3 else b"k%d" % (i % 5)) for i in range(300)]
+    placed = [(f._batch, f._index) for f in futs]
+    queued = {id(b): n for q in p._async._acc.queues.values() for n, b in enumerate(q)}
+    last: dict[int, tuple[int, int]] = {}
+    for batch, index in placed:
+        at = (queued[id(batch)], index)  # where in its partition the record went
+        assert at > last.get(batch.partition, (-1, -1))
+        last[batch.partition] = at
+    for i, f in enumerate(futs):
+        if i % 3 == 0:
+            assert f._batch.partition == (kafka_murmur2(b"k%d" % (i % 5)) & 0x7FFFFFFF) % 6
 
 
 def test_unkeyed_records_after_staged_keyed_ones_keep_their_order() -> None:
     # A keyed record staged before an unkeyed one of the same topic goes into its batch
-    # first (the keyless fast path leaves a topic with staged records to the general
-    # path, which settles them).
+    # first (a stage holds records of one kind: the unkeyed one takes the general path,
+    # which settles the stage), and the unkeyed ones around it share a sticky partition.
     p = _sync_producer(batch_size=16384)
     first = [p.send("t", b"unkeyed-%d" % i) for i in range(5)]
     keyed = p.send("t", b"keyed", b"k")

@@ -17,7 +17,6 @@ import pytest
 from kontrakt.clients.producer._records import (
     DELTAS,
     PrefixTables,
-    append_keyless,
     append_record,
     append_staged,
     encode_record,
@@ -158,39 +157,6 @@ def test_append_staged_leaves_deltas_past_the_table_to_append_record() -> None:
     assert batch.parts == before and batch.count == 1
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_append_keyless_writes_the_reference_bytes(seed: int) -> None:
-    # Records without a key or headers (a produce(topic, value)): values short enough for
-    # the varint table, empty ones too; timestamps within the table of the batch's base;
-    # offset deltas across the one/two-byte edge.
-    rnd = random.Random(300 + seed)
-    records: list[Rec] = [(BASE + rnd.randrange(0, 8000), None,
-                           rnd.randbytes(rnd.choice([0, 1, 63, 64, 100, 3000])), None)
-                          for _ in range(300)]
-    records[0] = (BASE, *records[0][1:])
-    batch = _batch()
-    first_record(batch, BASE, *_parts(None, records[0][2]))
-    for ts, _, value, _ in records[1:]:
-        assert value is not None
-        before = batch.size
-        added = append_keyless(batch, ts, value, 1 << 40)
-        assert added == batch.size - before > 0
-    assert b"".join(batch.parts) == _reference(records) == _builder_records(records)
-    assert batch.size == BATCH_HEADER_SIZE + len(b"".join(batch.parts))
-    assert batch.count == len(records)
-    assert batch.max_timestamp == max(r[0] for r in records)
-
-
-def test_append_keyless_leaves_deltas_past_the_table_to_append_record() -> None:
-    batch = _batch()
-    first_record(batch, BASE, *_parts(None, b"v"))
-    before = list(batch.parts)
-    assert append_keyless(batch, BASE - 1, b"v", 1 << 40) == 0  # clock stepped back
-    assert append_keyless(batch, BASE + 8192, b"v", 1 << 40) == 0
-    assert append_keyless(batch, BASE, b"v", batch.size + 3) == 0  # does not fit
-    assert batch.parts == before and batch.count == 1
-
-
 def _run_through(writers: Any, records: list[Rec], batch_size: int, delta: int,
                  first_count: int) -> tuple[bytes, int]:
     """Write ``records`` (one timestamp, base + ``delta``) with a run writer into a batch
@@ -224,14 +190,16 @@ def _run_through(writers: Any, records: list[Rec], batch_size: int, delta: int,
 
 
 @pytest.mark.parametrize(("klen", "vlen", "first_count"),
-                         [(10, 100, 1), (0, 0, 60), (63, 64, 1), (1, 8000, 1), (8, 40, 8100)])
+                         [(10, 100, 1), (0, 0, 60), (63, 64, 1), (1, 8000, 1), (8, 40, 8100),
+                          (-1, 100, 1), (-1, 0, 60), (-1, 64, 8100)])
 @pytest.mark.parametrize("delta", [0, 1, DELTAS - 1])
 def test_uniform_runs_write_the_reference_bytes(klen: int, vlen: int, first_count: int,
                                                 delta: int) -> None:
+    # klen -1: records without a key (a staged produce(topic, value)), keys as b"".
     rnd = random.Random(klen * 1000 + vlen + delta)
-    records: list[Rec] = [(BASE + delta, rnd.randbytes(klen), rnd.randbytes(vlen), None)
-                          for _ in range(300)]
-    keys = [r[1] for r in records]
+    records: list[Rec] = [(BASE + delta, rnd.randbytes(klen) if klen >= 0 else None,
+                           rnd.randbytes(vlen), None) for _ in range(300)]
+    keys = [r[1] or b"" for r in records]
     values = [r[2] for r in records]
     batch_size = 200_000
     body, written = _run_through(
@@ -243,20 +211,24 @@ def test_uniform_runs_write_the_reference_bytes(klen: int, vlen: int, first_coun
     assert body == _reference(records[:written], first_offset=first_count)
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("first_count", [1, 50, 70, 8150])
 def test_mixed_runs_write_the_reference_bytes(seed: int, first_count: int) -> None:
+    # Keys of one length, of many, or none (seeds 4 and 5: a staged produce(topic, value),
+    # key lengths -1 and keys b"").
     rnd = random.Random(300 + seed)
     same_key_length = seed % 2 == 0
     records: list[Rec] = [
-        (BASE + 5, rnd.randbytes(12 if same_key_length else rnd.randrange(0, 70)),
+        (BASE + 5, None if seed > 3 else
+         rnd.randbytes(12 if same_key_length else rnd.randrange(0, 70)),
          rnd.randbytes(rnd.randrange(0, 300)), None) for _ in range(400)]
-    keys = [r[1] for r in records]
+    keys = [r[1] or b"" for r in records]
     values = [r[2] for r in records]
     batch_size = 200_000
     body, written = _run_through(
         mixed_runs(batch_size, keys, values,  # type: ignore[arg-type]
-                   [len(k) for k in keys], [len(v) for v in values]),  # type: ignore[arg-type]
+                   [-1 if r[1] is None else len(r[1]) for r in records],
+                   [len(v) for v in values]),  # type: ignore[arg-type]
         records, batch_size, 5, first_count)
     assert written > 0
     assert body == _reference(records[:written], first_offset=first_count)

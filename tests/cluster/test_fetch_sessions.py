@@ -81,3 +81,46 @@ def test_kontrakt_consumer_over_sessions_reads_everything(topic: str) -> None:
             assert len(sessions) == 1 and sessions[0].session_id == 1
             assert sessions[0].epoch >= 3
         assert cluster.internal_errors() == []
+
+
+def test_a_seek_during_a_fetch_does_not_lose_the_high_watermark(
+        topic: str, monkeypatch: Any) -> None:
+    """A fetch answered after a seek to the offset it fetched from is dropped as stale; the
+    broker's session counts that answer as seen, and an incremental fetch lists a partition
+    only when it changed, so its high watermark would never come again (the Spark planner
+    waited 30 s for it). The consumer starts over with a full fetch instead."""
+    import asyncio
+
+    from kontrakt.clients._net.connection import BrokerConnection
+    from kontrakt.clients.consumer import AsyncConsumer
+
+    tp = TP(topic, 0)
+    real_send = BrokerConnection.send
+    seeks: list[int] = []
+
+    async def main(cluster: Cluster) -> int | None:
+        consumer = AsyncConsumer({"bootstrap.servers": cluster.bootstrap_servers,
+                                  "enable.auto.commit": False, "fetch.max.wait.ms": 10})
+
+        async def send(conn: BrokerConnection, request: Any, **kwargs: Any) -> Any:
+            resp = await real_send(conn, request, **kwargs)
+            if isinstance(request, FetchRequest) and not seeks:
+                seeks.append(1)
+                consumer.seek(tp, 3)  # where it fetched from: only its gen moves
+            return resp
+
+        monkeypatch.setattr(BrokerConnection, "send", send)
+        async with consumer:
+            consumer.assign([tp])
+            consumer.seek(tp, 3)
+            for _ in range(40):  # 2 s at most
+                await consumer.getmany(timeout_ms=50)
+                if consumer.lag(tp) is not None:
+                    break
+            return consumer.lag(tp)
+
+    with Cluster(1) as cluster:
+        cluster.create_topic(topic, partitions=1)
+        produce(cluster, topic, batch([b"a", b"b", b"c"]))
+        assert asyncio.run(main(cluster)) == 0
+    assert seeks == [1]

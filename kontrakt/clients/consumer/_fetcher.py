@@ -366,6 +366,7 @@ class Fetcher(BufferIntake, PositionUpkeep):
         self._node_backoff.pop(node, None)
         session.on_response(full, resp.session_id, wanted)
         todo: list[tuple[TopicPartition, PartitionState, int, int, Any]] = []
+        stale = False
         for t in resp.responses:
             for pd in t.partitions:
                 tp = TopicPartition(t.topic, pd.partition_index)
@@ -374,7 +375,8 @@ class Fetcher(BufferIntake, PositionUpkeep):
                     continue
                 st, gen, offset = entry
                 if st.gen != gen or st.fetch_offset != offset:
-                    continue  # sought or reassigned meanwhile: stale data
+                    stale = True  # sought or reassigned meanwhile: stale data
+                    continue
                 todo.append((tp, st, gen, offset, pd))
                 if pd.error_code == 0 and pd.records and (
                         pd.diverging_epoch is None or pd.diverging_epoch.epoch < 0):
@@ -385,6 +387,12 @@ class Fetcher(BufferIntake, PositionUpkeep):
                                               require_progress=False):
                         nxt = max(nxt, batch.next_offset)
                     st.fetch_offset = nxt
+        if stale:
+            # The broker's session counts what it answered as seen, and an incremental fetch
+            # lists a partition only once it changes: the high watermark of a partition at
+            # its end, dropped here, would never come again (after a seek to the offset the
+            # fetch was from). A full fetch answers every partition.
+            session.reset()
         # Decoding yields to the loop between chunks, so responses are decoded one after
         # another in arrival order (a ticket chain): records of a partition are buffered in
         # offset order even when the next response arrives while this one is decoded.

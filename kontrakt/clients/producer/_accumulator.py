@@ -66,7 +66,7 @@ ABORTED: Any = object()
 WAITER: Any = object()
 
 
-def _no_sticky(topic: str, previous: int) -> int:
+def _no_sticky(topic: str, previous: int, count: int) -> int:
     raise AssertionError("records without a key were staged without a sticky partitioner")
 
 
@@ -117,10 +117,11 @@ class RecordAccumulator:
         self.on_complete: Callable[[ProducerBatch], None] | None = None
         self.on_memory: Callable[[], None] | None = None
         self.deliver: Callable[[ProducerBatch], None] = lambda b: None
-        #: ``sticky(topic, previous)``: the partition for a topic's records without a key --
-        #: the sticky one (previous -1), or a new one after a batch in ``previous`` would
-        #: have to open (KIP-480); the producer sets it before staging keyless records
-        self.sticky: Callable[[str, int], int] = _no_sticky
+        #: ``sticky(topic, previous, count)``: the partition (below ``count``) for a topic's
+        #: records without a key -- the sticky one (previous -1), or a new one after a batch
+        #: in ``previous`` would have to open (KIP-480); the producer sets it before
+        #: staging keyless records
+        self.sticky: Callable[[str, int, int], int] = _no_sticky
 
     def new_builder(self) -> RecordBatchBuilder:
         """An empty builder with the producer's codec and batch size (``create_batch``)."""

@@ -322,15 +322,21 @@ class _ProducerCore:
                                    False, delivery, urgent)
         return res
 
-    def _sticky_partition(self, topic: str, previous: int) -> int:
+    def _sticky_partition(self, topic: str, previous: int, count: int) -> int:
         """RecordAccumulator.sticky: ``topic``'s sticky partition (``previous`` -1), or the
-        next one when a batch would have to open in ``previous`` (called under the
+        next one when a batch would have to open in ``previous``; below ``count``, the
+        partition count the settling stage places records by (called under the
         accumulator's lock while a stage of the topic settles)."""
         if previous < 0:
             part = self._default.current.get(topic)
-            if part is not None:
+            if part is not None and part < count:
                 return part
         info = self._topics[topic]
+        if info.count != count:
+            # The stage places what it holds by the partition count they were sent under
+            # (it settles before it takes another; a topic made again may have fewer).
+            return self._default.new_sticky(topic, previous, range(count),
+                                            [p for p in info.available if p < count])
         return self._default.new_sticky(topic, previous, info.all, info.available)
 
     def _choose(self, topic: str, key: bytes | None, info: _TopicParts) -> tuple[int, bool]:

@@ -386,7 +386,8 @@ def _settle_keyless(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChun
     queues = stage.queues
     created = stage.created
     sticky = acc.sticky
-    p = sticky(topic, -1)
+    count = len(queues)
+    p = sticky(topic, -1, count)
     runs: list[tuple[int, int, ProducerBatch, int]] = []
     used = 0
     opened = full = False
@@ -421,7 +422,7 @@ def _settle_keyless(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChun
         placed = acc.add_locked(topic, p, dq, ts, kb, key, vb, value, b"\x00", rest, created,
                                 False)
         if placed is None:
-            p = sticky(topic, p)
+            p = sticky(topic, p, count)
             dq = queues[p]
             placed = acc.add_locked(topic, p, dq, ts, kb, key, vb, value, b"\x00", rest,
                                     created)

@@ -242,3 +242,17 @@ def test_partition_hash_matches_kafka_python() -> None:
             assert murmur2(key) & 0xFFFFFFFF == expected & 0xFFFFFFFF
             if n < 64:
                 assert PARTITION_HASH_BY_LENGTH[n](key) == expected & 0x7FFFFFFF
+
+
+def test_the_sticky_partition_of_a_settling_stage_is_one_it_has() -> None:
+    # A stage places its records by the partition count they were sent under; a sticky
+    # partition past it (the topic made again with fewer partitions) is not taken.
+    p = _sync_producer(batch_size=16384)
+    p.send("t", b"v")  # the topic's metadata, and a sticky partition
+    core = p._async
+    core._default.current["t"] = 5
+    assert core._acc.sticky("t", -1, PARTITIONS) == 5
+    assert {core._acc.sticky("t", -1, 2) for _ in range(50)} <= {0, 1}
+    assert {core._acc.sticky("t", 1, 2) for _ in range(50)} == {0}
+    moved = {core._acc.sticky("t", 3, PARTITIONS) for _ in range(200)}
+    assert 3 not in moved and len(moved) > 1

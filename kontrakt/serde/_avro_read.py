@@ -33,7 +33,7 @@ from kontrakt.serde._avro_codegen import (
     AvroSource,
     NotCompiled,
     kind_of,
-    varint_lines,
+    split_varint_lines,
 )
 
 __all__ = ["Corrupt", "compile_reader"]
@@ -60,7 +60,7 @@ class _ReaderGen(AvroSource):
         self.reader_named: dict[str, Any] = {}
 
     def varint(self, out: list[str], ind: str, var: str) -> None:
-        out += varint_lines(ind, var, _FAIL)
+        out += split_varint_lines(ind, var, _FAIL)
 
     def sized(self, out: list[str], ind: str, n: str, var: str, decode: bool = False) -> None:
         """``var = data[pos:pos+n]`` (``decode``: as UTF-8 text), refusing a slice past the

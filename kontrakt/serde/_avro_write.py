@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import struct
 import uuid
 from collections.abc import Callable
@@ -62,33 +63,43 @@ class SlowPath(Exception):
         self.path = path
 
 
+@functools.cache
+def _groups() -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """Each 14-bit group of a varint as its two bytes: with the continuation bit on both
+    (more follows), and on the first only (the last group). A lookup and one ``+=`` cost
+    ~40% less than the shifts and masks of two 7-bit groups; the two tables take ~1.4 MB, so
+    they are built when a writer first needs them."""
+    more = tuple([bytes((x & 127 | 128, x >> 7 | 128)) for x in range(16384)])
+    last = tuple([bytes((x & 127 | 128, x >> 7)) for x in range(16384)])
+    return more, last
+
+
+def _write_zigzag(out: bytearray, z: int) -> None:
+    """The varint of a zigzag-encoded ``z`` (0 <= z < 2**64), 14 bits at a time."""
+    more, last = _groups()
+    while z >= 16384:
+        out += more[z & 16383]
+        z >>= 14
+    if z < 128:
+        out.append(z)
+    else:
+        out += last[z]
+
+
 def _write_long(out: bytearray, v: int) -> None:
-    """A zigzag varint of any int64 (the inline code handles -64..63)."""
+    """A zigzag varint of any int64 (the inline code handles most of them itself)."""
     if not -9223372036854775808 <= v <= 9223372036854775807:
         raise OverflowError("Python int too large to convert to C long")
-    n = (v << 1) ^ (v >> 63)
-    # Up to 4 bytes at a time: one bytes() of a tuple costs less than an append a byte
-    # (a 6-byte varint: ~0.3 us against ~0.7 us).
-    while n >= 268435456:
-        out += bytes((n & 127 | 128, n >> 7 & 127 | 128, n >> 14 & 127 | 128,
-                      n >> 21 & 127 | 128))
-        n >>= 28
-    if n < 128:
-        out.append(n)
-    elif n < 16384:
-        out += bytes((n & 127 | 128, n >> 7))
-    elif n < 2097152:
-        out += bytes((n & 127 | 128, n >> 7 & 127 | 128, n >> 14))
-    else:
-        out += bytes((n & 127 | 128, n >> 7 & 127 | 128, n >> 14 & 127 | 128, n >> 21))
+    _write_zigzag(out, (v << 1) ^ (v >> 63))
 
 
 class _WriterGen(AvroSource):
     def __init__(self, schema: Any) -> None:
         super().__init__(schema, {
             "SLOW": SlowPath, "wl": _write_long, "ZS": ZIGZAG_SMALL, "PF": struct.Struct("<f").pack,
-            "PD": struct.Struct("<d").pack, "KNOWN": _KNOWN,
+            "PD": struct.Struct("<d").pack, "KNOWN": _KNOWN, "wz": _write_zigzag,
         })
+        self.env["G14"], self.env["G14E"] = _groups()
         self.records: dict[tuple[str, bool], str] = {}
 
     # -- scalars ---------------------------------------------------------------------------
@@ -101,20 +112,30 @@ class _WriterGen(AvroSource):
         else:
             out.append(f"{ind}if type({v}) is not int or not {lo_hi[0]} <= {v} <= {lo_hi[1]}: "
                        f"raise SLOW({path!r})")
-        # One and two bytes by table and inline (most ints); longer ones a 7-bit group at a
-        # time, inline too: a call of _write_long costs more than the loop (a 13-digit
-        # millisecond timestamp: ~2.3 -> ~1.3 us). Out of int64's range fastavro decides.
-        z = self.tmp("z")
+        # -64..63 by table; beyond, the zigzag value (v << 1 on the non-negative side, where
+        # big ints cost ~250 instructions an operation) is split at 28 bits so that the
+        # rest works on one-digit ints, and its 14-bit groups are looked up (_groups): a
+        # 13-digit millisecond timestamp ~7,900 -> ~4,700 instructions (a loop of 7-bit
+        # groups, or a call, cost more). Out of int64's range fastavro decides.
+        z, lo, hi = self.tmp("z"), self.tmp("lo"), self.tmp("hi")
         out += [f"{ind}if -64 <= {v} < 64: ap(ZS[{v}])",
-                f"{ind}elif -8192 <= {v} < 8192:",
-                f"{ind}    {z} = ({v} << 1) ^ ({v} >> 63)",
-                f"{ind}    ap(({z} & 127) | 128)", f"{ind}    ap({z} >> 7)",
-                f"{ind}elif -9223372036854775808 <= {v} <= 9223372036854775807:",
-                f"{ind}    {z} = ({v} << 1) ^ ({v} >> 63)",
-                f"{ind}    while {z} >= 128:",
-                f"{ind}        ap({z} & 127 | 128)", f"{ind}        {z} >>= 7",
-                f"{ind}    ap({z})",
-                f"{ind}else: raise SLOW({path!r})"]
+                f"{ind}else:",
+                f"{ind}    {z} = {v} << 1 if {v} >= 0 else (~{v} << 1) | 1",
+                f"{ind}    if {z} < 16384:",
+                f"{ind}        ap({z} & 127 | 128)", f"{ind}        ap({z} >> 7)",
+                f"{ind}    elif {z} < 268435456:",
+                f"{ind}        out += G14[{z} & 16383]",
+                f"{ind}        if {z} < 2097152: ap({z} >> 14)",
+                f"{ind}        else: out += G14E[{z} >> 14]",
+                f"{ind}    elif {z} < 4398046511104:",
+                f"{ind}        {lo} = {z} & 268435455",
+                f"{ind}        {hi} = {z} >> 28",
+                f"{ind}        out += G14[{lo} & 16383]",
+                f"{ind}        out += G14[{lo} >> 14]",
+                f"{ind}        if {hi} < 128: ap({hi})",
+                f"{ind}        else: out += G14E[{hi}]",
+                f"{ind}    elif {z} < 18446744073709551616: wz(out, {z})",
+                f"{ind}    else: raise SLOW({path!r})"]
 
     def length_prefixed(self, out: list[str], ind: str, b: str) -> None:
         n = self.tmp("n")

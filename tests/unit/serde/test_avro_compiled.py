@@ -548,3 +548,84 @@ def test_deeply_nested_anonymous_types_compile_or_fall_back(depth: int) -> None:
     data = AvroSerializer(registry, json.dumps(record))({"a": value}, CTX)
     assert data is not None and data[5:] == fastavro_bytes(parsed, {"a": value})
     assert AvroDeserializer(registry)(data, CTX) == {"a": value}
+
+
+#: each length's edges of a zigzag varint, and of the writer's 14-bit groups (2**13, 2**20,
+#: 2**27 and 2**41 are where the zigzag value reaches 2, 3, 4 and 7 bytes)
+EDGES = sorted({0, 1, -1, 63, -64, 64, -65, 2**31 - 1, -(2**31), 2**31, -(2**31) - 1,
+                2**63 - 1, -(2**63), 1234567890123, -1234567890123,
+                *(s * (2**bits) + d for bits in range(6, 63, 7) for s in (1, -1)
+                  for d in (-1, 0, 1))})
+
+
+def test_long_and_int_fields_at_every_varint_edge_are_fastavros() -> None:
+    """The writer's inline varint (table of 64 small values, zigzag split at 28 bits, 14-bit
+    groups looked up, a call past 42 bits) and the reader's (two one-digit ints joined at
+    the end) in every place a long or int is written: a field, a union branch (written
+    strict), array items and map values."""
+    schema = rec(("l", "long"), ("i", "int"), ("ol", ["null", "long"]), ("oi", ["null", "int"]),
+                 ("al", {"type": "array", "items": "long"}),
+                 ("ml", {"type": "map", "values": "long"}))
+    parsed = fastavro.parse_schema(schema)
+    write, read = compile_writer(parsed), compile_reader(parsed)
+    for v in EDGES:
+        i = v if -I32 <= v < I32 else 7
+        value = {"l": v, "i": i, "ol": v, "oi": i, "al": [v, -v if v > -I64 else v, 0],
+                 "ml": {"k": v}}
+        expected = fastavro_bytes(parsed, value)
+        out = bytearray(b"P")
+        write(out, value)
+        assert bytes(out) == b"P" + expected, v
+        assert read(expected, 0) == (value, len(expected)), v
+    for bad in (2**63, -(2**63) - 1, 2**64, -(2**70)):
+        with pytest.raises(SlowPath):
+            write(bytearray(), {**value, "l": bad})
+    with pytest.raises(SlowPath):  # an int branch of a union takes int32 only
+        write(bytearray(), {**value, "oi": 2**31})
+
+
+def _padded(v: int, length: int) -> bytes:
+    """``v``'s zigzag varint in ``length`` bytes (more than it needs: zero groups with the
+    continuation bit, as some writers emit them)."""
+    z = (v << 1) ^ (v >> 63)
+    out = bytearray()
+    for _ in range(length - 1):
+        out.append(z & 127 | 128)
+        z >>= 7
+    assert z < 128
+    out.append(z)
+    return bytes(out)
+
+
+def test_varints_of_every_padded_length_read_as_fastavro() -> None:
+    """Over-long (padded) varints end in every one of the reader's branches, the tenth byte
+    included, and decode to fastavro's value; a tenth byte with bits past 64 is left to
+    fastavro."""
+    read = compile_reader(fastavro.parse_schema(rec(("l", "long"), ("s", "string"))))
+    for v in (0, 1, -1, 63, -64, 2**27, -(2**27) - 1, 2**62, -(2**63), 2**63 - 1):
+        z = (v << 1) ^ (v >> 63)
+        for length in range(max(1, (z.bit_length() + 6) // 7), 11):
+            data = _padded(v, length) + _padded(1, 3) + b"x"
+            expected = fastavro.schemaless_reader(io.BytesIO(data), fastavro.parse_schema(
+                rec(("l", "long"), ("s", "string"))))
+            assert read(data, 0) == (expected, len(data)), (v, length)
+    for tenth in (2, 127):
+        with pytest.raises(Corrupt):
+            read(b"\x80" * 9 + bytes([tenth]) + b"\x02x", 0)
+
+
+def test_multi_block_arrays_and_maps_read_as_fastavro() -> None:
+    """Collections as other writers block them: several blocks, negative counts followed by
+    the block's size in bytes, empty collections, padded counts."""
+    parsed = fastavro.parse_schema(rec(("a", {"type": "array", "items": "long"}),
+                                       ("m", {"type": "map", "values": "string"})))
+    read = compile_reader(parsed)
+    payloads = [
+        b"\x00\x00",  # both empty
+        b"\x04\x02\x04\x02\x06\x00" + b"\x02\x02k\x02v\x00",  # [1, 2], [3]; one entry
+        b"\x03\x04\x02\xfe\xff\x03\x00" + b"\x03\x08\x02a\x02x\x02b\x00\x00",  # -2 items, size
+        b"\x82\x00\x80\x80\x80\x80\x80\x80\x02\x00" + b"\x80\x00",  # padded count; empty
+    ]
+    for data in payloads:
+        expected = fastavro.schemaless_reader(io.BytesIO(data), parsed)
+        assert read(data, 0) == (expected, len(data)), data

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -134,68 +136,96 @@ class _AvroSerializerCore(_AvroFormat, TextSchemaSerializerCore):
 
     _encoders: dict[int, Any] | None = None
 
-    def _encoder(self, parsed: Any) -> Callable[[bytes, Any], bytes]:
-        """``encode(prefix, value) -> prefix + payload`` for ``parsed``, compiled once."""
+    def _encoder(self, parsed: Any) -> _Encoder:
+        """The compiled writer and fastavro's path for ``parsed``, made once."""
         if self._encoders is None:
             self._encoders = {}
         found = self._encoders.get(id(parsed))
         if found is not None and found[0] is parsed:
             return found[1]  # type: ignore[no-any-return]
-        encode = _avro_encoder(parsed, self.owner)
-        self._encoders[id(parsed)] = (parsed, encode)
-        return encode
+        encoder = _Encoder(parsed, self.owner)
+        self._encoders[id(parsed)] = (parsed, encoder)
+        return encoder
 
     def make_writer(self, parsed: Any, prefix: bytes) -> Any:
         if _is_bytes(parsed):
             return SerializerCore.make_writer(self, parsed, prefix)
-        to_dict = self.to_dict
-        encode = self._encoder(parsed)
-        if to_dict is None:
-            return lambda obj, ctx: encode(prefix, obj)
-
-        def write(obj: Any, ctx: SerializationContext | None) -> bytes:
-            return encode(prefix, to_dict(obj, ctx))
-        return write
+        return self._encoder(parsed).writer(prefix, self.to_dict)
 
 
-def _avro_encoder(parsed: Any, owner: str) -> Callable[[bytes, Any], bytes]:
-    """``encode(prefix, value) -> prefix + payload``: the compiled writer of
-    :mod:`kontrakt.serde._avro_write`, with fastavro for the values (or schemas) it leaves.
+class _Encoder:
+    """The compiled writer of :mod:`kontrakt.serde._avro_write` for one parsed schema, with
+    fastavro for the values (or the schema) it leaves.
 
     The bytes are fastavro's in every case: a value the compiled writer cannot prove it
     encodes identically is encoded again by fastavro, whose error a bad value gets (worded
     with the field the compiled writer stopped at).
     """
-    BytesIO = io.BytesIO  # a local alias on the per-record path
 
-    def slow(prefix: bytes, value: Any, where: str | None) -> bytes:
+    def __init__(self, parsed: Any, owner: str) -> None:
+        self.parsed = parsed
+        self.owner = owner
+        try:
+            self.fast: Callable[[bytearray, Any], None] | None = compile_writer(parsed)
+        except NotCompiled:
+            self.fast = None
+        self._plain = self.writer(b"", None)
+
+    def slow(self, prefix: bytes, value: Any, where: str | None) -> bytes:
+        """``prefix`` + fastavro's encoding of ``value``."""
         # The prefix goes into the same buffer: no second copy of the payload.
-        out = BytesIO(prefix)
+        out = io.BytesIO(prefix)
         out.seek(len(prefix))
         try:
-            schemaless_writer(out, parsed, value)
+            schemaless_writer(out, self.parsed, value)
         except Exception as e:
             if where is None:
                 raise
-            raise SerializationError(f"{owner}: cannot encode {type(value).__name__}: the "
-                                     f"Avro field {where}: {e}") from e
+            raise SerializationError(f"{self.owner}: cannot encode {type(value).__name__}: "
+                                     f"the Avro field {where}: {e}") from e
         return out.getvalue()
 
-    try:
-        fast = compile_writer(parsed)
-    except NotCompiled:
-        return lambda prefix, value: slow(prefix, value, None)
+    def __call__(self, prefix: bytes, value: Any) -> bytes:
+        """``prefix`` + the encoding of ``value`` (off the per-record path)."""
+        return prefix + self._plain(value, None)
 
-    def encode(prefix: bytes, value: Any) -> bytes:
-        out = bytearray(prefix)
-        try:
-            fast(out, value)
-        except SlowPath as e:
-            return slow(prefix, value, e.path)
-        except Exception:
-            return slow(prefix, value, None)
-        return bytes(out)
-    return encode
+    def writer(self, prefix: bytes, to_dict: ToDict | None
+               ) -> Callable[[Any, SerializationContext | None], bytes]:
+        """``write(obj, ctx) -> prefix + encoding`` (of ``to_dict(obj, ctx)`` if given): one
+        frame a record, the compiled writer called from it directly."""
+        fast, slow = self.fast, self.slow
+        if fast is None:
+            if to_dict is None:
+                return lambda obj, ctx: slow(prefix, obj, None)
+            return lambda obj, ctx: slow(prefix, to_dict(obj, ctx), None)
+        if to_dict is None:
+            def write(obj: Any, ctx: SerializationContext | None) -> bytes:
+                out = bytearray(prefix)
+                try:
+                    fast(out, obj)
+                except SlowPath as e:
+                    return slow(prefix, obj, e.path)
+                except Exception:
+                    return slow(prefix, obj, None)
+                return bytes(out)
+            return write
+
+        def write_dict(obj: Any, ctx: SerializationContext | None) -> bytes:
+            value = to_dict(obj, ctx)
+            out = bytearray(prefix)
+            try:
+                fast(out, value)
+            except SlowPath as e:
+                return slow(prefix, value, e.path)
+            except Exception:
+                return slow(prefix, value, None)
+            return bytes(out)
+        return write_dict
+
+
+def _avro_encoder(parsed: Any, owner: str) -> Callable[[bytes, Any], bytes]:
+    """``encode(prefix, value) -> prefix + payload`` for ``parsed`` (see :class:`_Encoder`)."""
+    return _Encoder(parsed, owner)
 
 
 class _AvroDeserializerCore(_AvroFormat, TextSchemaDeserializerCore):
@@ -233,7 +263,9 @@ class _AvroDeserializerCore(_AvroFormat, TextSchemaDeserializerCore):
         # Untrusted bytes: longer payloads than the writer schema's safe length are walked
         # for the limits first (see _avro_bounds); the rest cost one comparison.
         bounds = AvroBounds(writer, *self.limits)
-        safe_len = float("inf") if bounds.safe_len is None else bounds.safe_len
+        # An int bound: comparing the length with a float costs ~4x an int comparison.
+        safe = bounds.safe_len
+        safe_len = sys.maxsize if safe is None or safe >= sys.maxsize else math.floor(safe)
         check = bounds.check
 
         def slow(data: bytes, offset: int) -> tuple[Any, int]:
@@ -248,7 +280,28 @@ class _AvroDeserializerCore(_AvroFormat, TextSchemaDeserializerCore):
         except NotCompiled:
             pass  # a shape (or a schema resolution) left to fastavro
 
-        def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+        def left_over(data: bytes, end: int) -> SerializationError:
+            return SerializationError(f"{len(data) - end} bytes left over after the Avro record")
+
+        # Two forms, so that the one without from_dict has no test of it a record.
+        if from_dict is None:
+            def read(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
+                if len(data) - offset > safe_len:
+                    check(data, offset)
+                if type(data) is not bytes:
+                    data = bytes(data)
+                try:
+                    value, end = fast(data, offset)
+                except Exception:
+                    # Whatever the compiled reader cannot decode, fastavro decodes or refuses
+                    # (with the error it always gave).
+                    value, end = slow(data, offset)
+                if end != len(data):
+                    raise left_over(data, end)
+                return value
+            return read
+
+        def read_dict(data: bytes, offset: int, ctx: SerializationContext | None) -> Any:
             if len(data) - offset > safe_len:
                 check(data, offset)
             if type(data) is not bytes:
@@ -256,14 +309,11 @@ class _AvroDeserializerCore(_AvroFormat, TextSchemaDeserializerCore):
             try:
                 value, end = fast(data, offset)
             except Exception:
-                # Whatever the compiled reader cannot decode, fastavro decodes or refuses
-                # (with the error it always gave).
-                value, end = slow(data, offset)
+                value, end = slow(data, offset)  # as in read() above
             if end != len(data):
-                raise SerializationError(
-                    f"{len(data) - end} bytes left over after the Avro record")
-            return value if from_dict is None else from_dict(value, ctx)
-        return read
+                raise left_over(data, end)
+            return from_dict(value, ctx)
+        return read_dict
 
 
 class AvroSerializer(SyncSerializer[_In]):

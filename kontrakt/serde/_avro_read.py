@@ -28,6 +28,7 @@ from fastavro._logical_readers import LOGICAL_READERS
 
 from kontrakt.serde._avro_bounds import collect_named_types
 from kontrakt.serde._avro_codegen import (
+    LENGTH_BYTE,
     PRIMITIVES,
     ZIGZAG_BYTE,
     AvroSource,
@@ -52,21 +53,22 @@ _KINDS = (*PRIMITIVES, "record", "error", "enum", "fixed", "array", "map")
 class _ReaderGen(AvroSource):
     def __init__(self, schema: Any, return_record_name: bool) -> None:
         super().__init__(schema, {
-            "CORRUPT": Corrupt, "ZZ": ZIGZAG_BYTE, "UF": struct.Struct("<f").unpack_from,
-            "UD": struct.Struct("<d").unpack_from,
+            "CORRUPT": Corrupt, "ZZ": ZIGZAG_BYTE, "ZL": LENGTH_BYTE,
+            "UF": struct.Struct("<f").unpack_from, "UD": struct.Struct("<d").unpack_from,
         })
         self.return_record_name = return_record_name
         self.records: dict[str, str] = {}
         self.reader_named: dict[str, Any] = {}
 
-    def varint(self, out: list[str], ind: str, var: str) -> None:
-        out += split_varint_lines(ind, var, _FAIL)
+    def varint(self, out: list[str], ind: str, var: str, length: bool = False) -> None:
+        out += split_varint_lines(ind, var, _FAIL, length)
 
     def sized(self, out: list[str], ind: str, n: str, var: str, decode: bool = False) -> None:
         """``var = data[pos:pos+n]`` (``decode``: as UTF-8 text), refusing a slice past the
-        end."""
+        end (``n``: a constant or a count read by ``varint(..., length=True)``, never
+        negative)."""
         suffix = ".decode()" if decode else ""
-        out += [f"{ind}end = pos + {n}", f"{ind}if {n} < 0 or end > ln: raise {_FAIL}",
+        out += [f"{ind}end = pos + {n}", f"{ind}if end > ln: raise {_FAIL}",
                 f"{ind}{var} = data[pos:end]{suffix}", f"{ind}pos = end"]
 
     def value(self, out: list[str], ind: str, s: Any, var: str) -> None:
@@ -85,7 +87,7 @@ class _ReaderGen(AvroSource):
             out += [f"{ind}{var} = UD(data, pos)[0]", f"{ind}pos += 8"]
         elif kind in ("string", "bytes"):
             n = self.tmp("n")
-            self.varint(out, ind, n)
+            self.varint(out, ind, n, length=True)
             self.sized(out, ind, n, var, decode=kind == "string")
         elif kind == "fixed":
             self.sized(out, ind, str(int(s["size"])), var)
@@ -125,7 +127,7 @@ class _ReaderGen(AvroSource):
         body = inner + "    "
         if kind == "map":
             key, n = self.tmp("key"), self.tmp("n")
-            self.varint(out, body, n)
+            self.varint(out, body, n, length=True)
             self.sized(out, body, n, key, decode=True)
             self.value(out, body, s["values"], item)
             out.append(f"{body}{var}[{key}] = {item}")

@@ -112,17 +112,17 @@ class _WriterGen(AvroSource):
         else:
             out.append(f"{ind}if type({v}) is not int or not {lo_hi[0]} <= {v} <= {lo_hi[1]}: "
                        f"raise SLOW({path!r})")
-        # -64..63 by table; beyond, the zigzag value (v << 1 on the non-negative side, where
-        # big ints cost ~250 instructions an operation) is split at 28 bits so that the
-        # rest works on one-digit ints, and its 14-bit groups are looked up (_groups): a
-        # 13-digit millisecond timestamp ~7,900 -> ~4,700 instructions (a loop of 7-bit
-        # groups, or a call, cost more). Out of int64's range fastavro decides.
+        # -64..63 by table; beyond, the zigzag value (by additions, which CPython
+        # specialises for ints, where it does not << and ^; big ints cost ~250 instructions
+        # an operation) is split at 28 bits so that the rest works on one-digit ints, and
+        # its 14-bit groups are looked up (_groups): a 13-digit millisecond timestamp ~7,900
+        # -> ~4,600 instructions, a 2-byte varint ~1,450 -> ~900 (a loop of 7-bit groups,
+        # or a call, cost more). Out of int64's range fastavro decides.
         z, lo, hi = self.tmp("z"), self.tmp("lo"), self.tmp("hi")
         out += [f"{ind}if -64 <= {v} < 64: ap(ZS[{v}])",
                 f"{ind}else:",
-                f"{ind}    {z} = {v} << 1 if {v} >= 0 else (~{v} << 1) | 1",
-                f"{ind}    if {z} < 16384:",
-                f"{ind}        ap({z} & 127 | 128)", f"{ind}        ap({z} >> 7)",
+                f"{ind}    {z} = {v} + {v} if {v} >= 0 else -1 - {v} - {v}",
+                f"{ind}    if {z} < 16384: out += G14E[{z}]",
                 f"{ind}    elif {z} < 268435456:",
                 f"{ind}        out += G14[{z} & 16383]",
                 f"{ind}        if {z} < 2097152: ap({z} >> 14)",
@@ -140,7 +140,7 @@ class _WriterGen(AvroSource):
     def length_prefixed(self, out: list[str], ind: str, b: str) -> None:
         n = self.tmp("n")
         out += [f"{ind}{n} = len({b})",
-                f"{ind}if {n} < 64: ap({n} << 1)", f"{ind}else: wl(out, {n})",
+                f"{ind}if {n} < 64: ap({n} + {n})", f"{ind}else: wl(out, {n})",
                 f"{ind}out += {b}"]
 
     def value(self, out: list[str], ind: str, s: Any, v: str, path: str, strict: bool,
@@ -216,7 +216,7 @@ class _WriterGen(AvroSource):
 
     def length_prefixed_count(self, out: list[str], ind: str, v: str) -> None:
         n = self.tmp("n")
-        out += [f"{ind}{n} = len({v})", f"{ind}if {n} < 64: ap({n} << 1)",
+        out += [f"{ind}{n} = len({v})", f"{ind}if {n} < 64: ap({n} + {n})",
                 f"{ind}else: wl(out, {n})"]
 
     # -- records ---------------------------------------------------------------------------

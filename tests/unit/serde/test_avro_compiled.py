@@ -629,3 +629,34 @@ def test_multi_block_arrays_and_maps_read_as_fastavro() -> None:
     for data in payloads:
         expected = fastavro.schemaless_reader(io.BytesIO(data), parsed)
         assert read(data, 0) == (expected, len(data)), data
+
+
+@pytest.mark.parametrize("unroll_up_to", [160, -1])
+def test_byte_counts_are_refused_when_negative_or_past_the_end(
+        unroll_up_to: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A string's, bytes' or map key's count read in one byte (by table) or several (padded
+    too): negative counts and counts past the payload's end are refused by the compiled
+    reader (fastavro then answers); counts reaching the end exactly are read."""
+    monkeypatch.setattr(_avro_codegen, "_UNROLL_UP_TO", unroll_up_to)
+    parsed = fastavro.parse_schema(rec(("s", "string"), ("b", "bytes"),
+                                       ("m", {"type": "map", "values": "null"})))
+    read = compile_reader(parsed)
+    tail = b"\x00\x00"  # b"" and {}
+    for count in (0, 1, 3, 63, 64, 200):
+        for length in range(max(1, ((2 * count).bit_length() + 6) // 7), 5):
+            good = _padded(count, length) + b"x" * count
+            for data in (good + tail, b"\x00" + good + b"\x00", b"\x00\x00\x02" + good + b"\x00"):
+                expected = fastavro.schemaless_reader(io.BytesIO(data), parsed)
+                assert read(data, 0) == (expected, len(data)), (count, length, data)
+            short = _padded(count + 1, max(length, ((2 * count + 2).bit_length() + 6) // 7)) \
+                + b"x" * count
+            for data in (short, b"\x00" + short, b"\x00\x00\x02" + short):
+                with pytest.raises(READ_FAILURES):
+                    read(data, 0)
+    for count in (-1, -2, -64, -65, -(2**40)):
+        z = (count << 1) ^ (count >> 63)
+        for length in range(max(1, (z.bit_length() + 6) // 7), 11):
+            bad = _padded(count, length)  # read as 0 or as 2**64, the rest would decode
+            for data in (bad + tail, b"\x00" + bad + b"\x00", b"\x00\x00\x02" + bad + b"\x00"):
+                with pytest.raises(Corrupt):
+                    read(data, 0)

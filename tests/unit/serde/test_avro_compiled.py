@@ -660,3 +660,28 @@ def test_byte_counts_are_refused_when_negative_or_past_the_end(
             for data in (bad + tail, b"\x00" + bad + b"\x00", b"\x00\x00\x02" + bad + b"\x00"):
                 with pytest.raises(Corrupt):
                     read(data, 0)
+
+
+def test_map_keys_written_again_from_the_writers_cache_are_fastavros() -> None:
+    """A map field's writer keeps the encoding of the keys it has seen (up to its bound):
+    the second write of a key, a long or non-ASCII key, and keys past the bound are all
+    written as fastavro writes them."""
+    parsed = fastavro.parse_schema(rec(("m", {"type": "map", "values": "long"}),
+                                       ("n", {"type": "map", "values": "string"})))
+    write = compile_writer(parsed)
+    maps = [{"lot": 7, "seq": 99}, {"seq": -1, "lot": 2**40},
+            {"k" * 64: 1, "é漢字🙂": 2, "": 3}, {"k" * 64: 4, "é漢字🙂": 5, "": 6},
+            {f"key{i}": i for i in range(1100)}, {f"key{i}": -i for i in range(1100)},
+            {"lot": 1, "fresh": 2}]
+    for m in maps:
+        value = {"m": m, "n": {k: str(v) for k, v in m.items()}}
+        out = bytearray()
+        write(out, value)
+        assert bytes(out) == fastavro_bytes(parsed, value)
+    with pytest.raises(UnicodeEncodeError):  # left to fastavro by the serializer
+        write(bytearray(), {"m": {"\ud800": 1}, "n": {}})
+    value = {"m": {"lot": 1, "\ud800": 1}, "n": {}}
+    with pytest.raises(ValueSerializationError):
+        AvroSerializer(MockSchemaRegistryClient({"url": "mock://k"}), json.dumps(
+            rec(("m", {"type": "map", "values": "long"}),
+                ("n", {"type": "map", "values": "string"}))))(value, CTX)

@@ -107,8 +107,9 @@ class AvroSource:
 ZIGZAG_BYTE = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 #: the one-byte zigzag encoding of -64..63, indexed by the value (negative from the end)
 ZIGZAG_SMALL = tuple((v << 1) ^ (v >> 63) for v in [*range(64), *range(-64, 0)])
-#: a one-byte varint read as a byte count: its value, or 2**64 for a negative one
-LENGTH_BYTE = tuple(b >> 1 if b & 1 == 0 else 1 << 64 for b in range(128))
+#: a one-byte varint read as a byte count: its value, or 2**62 for a negative one (past
+#: any payload's end, yet a valid index)
+LENGTH_BYTE = tuple(b >> 1 if b & 1 == 0 else 1 << 62 for b in range(128))
 
 
 #: indentation (in spaces) beyond which a varint is decoded by a loop rather than unrolled
@@ -156,15 +157,15 @@ def split_varint_lines(ind: str, var: str, fail: str, length: bool = False) -> l
     uses ``lo`` and ``hi``.
 
     ``length``: a byte count (of a string, bytes or map key): its one-byte form is looked up
-    in :data:`LENGTH_BYTE` (bound as ``ZL``) and a negative count becomes 2**64, so that
-    the caller's one test against the payload's end also refuses it.
+    in :data:`LENGTH_BYTE` (bound as ``ZL``) and a negative count becomes 2**62, so that
+    the caller's test against the payload's end also refuses it.
     """
     if len(ind) > _UNROLL_UP_TO:
         out = varint_lines(ind, var, fail)
-        return [*out, f"{ind}if {var} < 0: {var} = 18446744073709551616"] if length else out
+        return [*out, f"{ind}if {var} < 0: {var} = 4611686018427387904"] if length else out
 
     def zigzag(x: str) -> str:
-        return f"18446744073709551616 if lo & 1 else {x}" if length else \
+        return f"4611686018427387904 if lo & 1 else {x}" if length else \
             f"~({x}) if lo & 1 else {x}"
     out = [f"{ind}b = data[pos]", f"{ind}if b < 128:",
            f"{ind}    {var} = {'ZL' if length else 'ZZ'}[b]",

@@ -64,12 +64,16 @@ class _ReaderGen(AvroSource):
         out += split_varint_lines(ind, var, _FAIL, length)
 
     def sized(self, out: list[str], ind: str, n: str, var: str, decode: bool = False) -> None:
-        """``var = data[pos:pos+n]`` (``decode``: as UTF-8 text), refusing a slice past the
-        end (``n``: a constant or a count read by ``varint(..., length=True)``, never
-        negative)."""
+        """``var = data[pos:pos+n]`` (``decode``: as UTF-8 text); ``n``: a constant or a count
+        read by ``varint(..., length=True)``, never negative.
+
+        A slice past the end is cut short by Python and leaves ``pos`` past ``len(data)``,
+        where it stays (no count is negative, every other read past the end raises): the
+        entry function refuses such a ``pos`` once, before it returns (one test a record,
+        not one a string).
+        """
         suffix = ".decode()" if decode else ""
-        out += [f"{ind}end = pos + {n}", f"{ind}if end > ln: raise {_FAIL}",
-                f"{ind}{var} = data[pos:end]{suffix}", f"{ind}pos = end"]
+        out += [f"{ind}end = pos + {n}", f"{ind}{var} = data[pos:end]{suffix}", f"{ind}pos = end"]
 
     def value(self, out: list[str], ind: str, s: Any, var: str) -> None:
         """Source reading one value of schema ``s`` into variable ``var``."""
@@ -135,7 +139,8 @@ class _ReaderGen(AvroSource):
             self.value(out, body, s["items"], item)
             out.append(f"{body}{var}.append({item})")
 
-    def record(self, s: dict[str, Any], reader: dict[str, Any] | None = None) -> str:
+    def record(self, s: dict[str, Any], reader: dict[str, Any] | None = None,
+               entry: bool = False) -> str:
         """The name of the function reading record ``s`` (made on first use); with
         ``reader``, resolved to that reader record as fastavro's ``read_record`` does."""
         name = str(s.get("name"))
@@ -170,6 +175,8 @@ class _ReaderGen(AvroSource):
             names.append((targets[f["name"]], v))
         names += [(n, self.const(d)) for n, d in defaults]
         items = ", ".join(f"{n!r}: {v}" for n, v in names if n is not None)
+        if entry:
+            body.append(f"    if pos > ln: raise {_FAIL}")  # see sized()
         body.append(f"    return {{{items}}}, pos")
         self.functions.append("\n".join(body))
         return fn
@@ -342,11 +349,11 @@ def _compile_reader(schema: Any, return_record_name: bool, reader: Any) -> Reade
                 raise NotCompiled("only records are resolved to another reader schema")
             reader = None  # the same type: read as the writer's
     if isinstance(top, dict) and top.get("type") in ("record", "error"):
-        fn: Reader = gen.build(gen.record(top, reader))  # the record's function reads it
+        fn: Reader = gen.build(gen.record(top, reader, entry=True))  # the record's function
         return fn
     body = ["def read(data, pos):", "    ln = len(data)"]
     gen.value(body, "    ", schema, "value")
-    body.append("    return value, pos")
+    body += [f"    if pos > ln: raise {_FAIL}", "    return value, pos"]
     gen.functions.append("\n".join(body))
     fn = gen.build("read")
     return fn

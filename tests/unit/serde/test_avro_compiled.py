@@ -714,3 +714,19 @@ def fastavro_value(schema: Any) -> Any:
         out[f["name"]] = (b"abcd" if t == MD5 else {"s": "abc"} if isinstance(t, dict)
                           else values[t])
     return out
+
+
+def test_block_counts_of_zero_byte_items_and_garbage_counts_read_as_fastavro() -> None:
+    """Items are counted down from the block's count: null items (more of them than bytes
+    left, up to the payload's length) are read as fastavro reads them; a count beyond the
+    payload's length is refused (fastavro then answers)."""
+    parsed = fastavro.parse_schema(rec(("b", {"type": "array", "items": "long"}),
+                                       ("a", {"type": "array", "items": "null"})))
+    read = compile_reader(parsed)
+    for data in (b"\x04\x02\x04\x00\x0a\x00", b"\x00\x06\x00", b"\x02\x04\x00\x05\x02\x00",
+                 b"\x00\x00"):
+        expected = fastavro.schemaless_reader(io.BytesIO(data), parsed)
+        assert read(data, 0) == (expected, len(data)), data
+    for data in (b"\x00\x0a\x00", b"\x0a\x02\x00\x00", b"\x00\xfe\xff\x03\x02\x00"):
+        with pytest.raises(READ_FAILURES):
+            read(data, 0)

@@ -293,6 +293,11 @@ class _WriterGen(AvroSource):
         dict_takers = sum(k in ("record", "error", "map") for k in kinds)
         list_takers = kinds.count("array")
         chain: list[str] = []
+        # Without logical types every branch's "surely yes" is a test of the exact Python
+        # type, which a type outside KNOWN never passes: such a value reaches the final
+        # else (SLOW) anyway, so a scalar branch needs no "surely no" test (one set lookup
+        # less an optional field).
+        plain = not any(isinstance(r, dict) and "logicalType" in r for r in resolved)
         for i, (branch, s, kind) in enumerate(zip(branches, resolved, kinds, strict=True)):
             val = v
             logical = (LOGICAL_WRITERS.get(f"{kind}-{s['logicalType']}")
@@ -336,7 +341,8 @@ class _WriterGen(AvroSource):
                                         "bytes"))
             chain.append(f"{ind}{'if' if not chain else 'elif'} {yes}:")
             chain += body
-            chain.append(f"{ind}elif not ({no}): raise SLOW({path!r})")
+            if not (plain and no == f"type({val}) in KNOWN"):
+                chain.append(f"{ind}elif not ({no}): raise SLOW({path!r})")
         chain.append(f"{ind}else: raise SLOW({path!r})")
         out += chain
 

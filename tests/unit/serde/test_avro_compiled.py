@@ -730,3 +730,41 @@ def test_block_counts_of_zero_byte_items_and_garbage_counts_read_as_fastavro() -
     for data in (b"\x00\x0a\x00", b"\x0a\x02\x00\x00", b"\x00\xfe\xff\x03\x02\x00"):
         with pytest.raises(READ_FAILURES):
             read(data, 0)
+
+
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+class _Dict(dict):  # type: ignore[type-arg]
+    pass
+
+
+def test_values_of_other_types_in_plain_unions_are_left_to_fastavro() -> None:
+    """Unions without logical types test no "surely not" of their scalar branches: a value of
+    a type the compiled writer does not know (a subclass, a tuple, a bytearray) still
+    passes no branch's exact-type test and goes to fastavro, whose bytes or error it gets."""
+    unions = [["null", "string"], ["null", "long", "string"], ["null", "double"],
+              ["null", "bytes"], ["string", "null", {"type": "map", "values": "long"}],
+              ["null", SIDE, "string"], ["null", POINT]]
+    values = [_Str("x"), _Int(3), _Dict(a=1), ("string", "x"), bytearray(b"ab"), {1, 2},
+              1.5, "x", None, {"x": 1.0, "y": 2.0}]
+    for union in unions:
+        parsed = fastavro.parse_schema(rec(("u", union)))
+        write, encode = compile_writer(parsed), _avro_encoder(parsed, "T")
+        for v in values:
+            try:
+                expected = fastavro_bytes(parsed, {"u": v})
+            except Exception as e:
+                with pytest.raises(Exception) as info:
+                    encode(b"", {"u": v})
+                assert type(info.value) is type(e) or info.value.__cause__ is not None
+                continue
+            assert encode(b"", {"u": v}) == expected, (union, v)
+            if type(v) in (_Str, _Int, _Dict, tuple, bytearray, set):
+                with pytest.raises(SlowPath):
+                    write(bytearray(), {"u": v})

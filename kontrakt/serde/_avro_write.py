@@ -102,7 +102,6 @@ class _WriterGen(AvroSource):
             "PD": struct.Struct("<d").pack, "KNOWN": _KNOWN, "wz": _write_zigzag,
             "zb": _zigzag_bytes,
         })
-        self.env["G14"], self.env["G14E"] = _groups()
         self.records: dict[tuple[str, bool], str] = {}
 
     # -- scalars ---------------------------------------------------------------------------
@@ -121,6 +120,8 @@ class _WriterGen(AvroSource):
         # its 14-bit groups are looked up (_groups): a 13-digit millisecond timestamp ~7,900
         # -> ~4,600 instructions, a 2-byte varint ~1,450 -> ~900 (a loop of 7-bit groups,
         # or a call, cost more). Out of int64's range fastavro decides.
+        if "G14" not in self.env:  # the tables only for schemas with ints or longs
+            self.env["G14"], self.env["G14E"] = _groups()
         z, lo, hi = self.tmp("z"), self.tmp("lo"), self.tmp("hi")
         out += [f"{ind}if -64 <= {v} < 64: ap(ZS[{v}])",
                 f"{ind}else:",

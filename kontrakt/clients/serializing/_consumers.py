@@ -49,6 +49,7 @@ def _deserialization_error(field: MessageField, raw: ConsumerRecord[Any, Any],
 _KEY = MessageField.KEY
 _VALUE = MessageField.VALUE
 _new_tuple = tuple.__new__
+_consumer_poll = Consumer.poll
 
 
 def _decoded(raw: ConsumerRecord[Any, Any], key: Any, value: Any) -> ConsumerRecord[Any, Any]:
@@ -99,6 +100,44 @@ def _by_partition(records: list[ConsumerRecord[Any, Any]]
 # --- consumers -------------------------------------------------------------------------
 
 
+class _ContextShell:
+    """A :class:`SerializationContext` under construction: the same slots, in the same
+    order, and nothing else, so an instance can take ``SerializationContext`` as its
+    class once its slots are set (:func:`_shell_fits` checks the layouts at import).
+
+    Why: a consumer builds a context per deserialized key or value. Through its
+    constructor that is 5,000 instructions (a Python ``__init__`` setting five frozen slots
+    through their descriptors' ``__set__``, each a wrapped call with an argument tuple);
+    five plain slot stores on this class and one ``__class__`` assignment are 2,700
+    (callgrind, CPython 3.11). The result is an ordinary frozen ``SerializationContext``
+    (equal to, and hashing as, one built by its constructor).
+    """
+
+    __slots__ = ("topic", "field", "headers", "partition", "offset")  # noqa: RUF023 (layout)
+    topic: str
+    field: MessageField
+    headers: Any
+    partition: int | None
+    offset: int | None
+
+
+def _shell_fits() -> bool:
+    """Whether a :class:`_ContextShell` can become a ``SerializationContext`` (the same
+    slots; else contexts are built by the constructor)."""
+    if SerializationContext.__dict__.get("__slots__") != _ContextShell.__slots__:
+        return False
+    probe = _new_object(_ContextShell)
+    try:
+        probe.__class__ = SerializationContext  # type: ignore[assignment]
+    except TypeError:
+        return False
+    return True
+
+
+_new_object = object.__new__
+_SHELL_FITS = _shell_fits()
+
+
 class _Decoding:
     """The record-by-record deserialization shared by both consumer forms."""
 
@@ -107,23 +146,47 @@ class _Decoding:
         self.value_de = value_de
         #: nothing to deserialize: records pass as they are
         self.idle = key_de is None and value_de is None
+        #: build contexts by the constructor (see _ContextShell)
+        self.slow_contexts = not _SHELL_FITS
 
     def decode(self, raw: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
         key_de, value_de = self.key_de, self.value_de
         if key_de is None and value_de is None:
             return raw
         # Per record: only the contexts of the deserializers there are (a value-only
-        # consumer builds one), fields read by unpacking once.
+        # consumer builds one), fields read by unpacking once, contexts built as shells
+        # (see _ContextShell) inline: a helper's frame would cost a fifth of the saving.
         topic, partition, offset, ts, ts_type, key, value, headers, epoch = raw
+        slow = self.slow_contexts
+        ctx: Any
         if key_de is not None:
+            if slow:
+                ctx = SerializationContext(topic, _KEY, headers, partition, offset)
+            else:
+                ctx = _new_object(_ContextShell)
+                ctx.topic = topic
+                ctx.field = _KEY
+                ctx.headers = headers
+                ctx.partition = partition
+                ctx.offset = offset
+                ctx.__class__ = SerializationContext
             try:
-                key = key_de(key, SerializationContext(topic, _KEY, headers, partition, offset))
+                key = key_de(key, ctx)
             except Exception as exc:
                 raise _deserialization_error(_KEY, raw, exc) from exc
         if value_de is not None:
+            if slow:
+                ctx = SerializationContext(topic, _VALUE, headers, partition, offset)
+            else:
+                ctx = _new_object(_ContextShell)
+                ctx.topic = topic
+                ctx.field = _VALUE
+                ctx.headers = headers
+                ctx.partition = partition
+                ctx.offset = offset
+                ctx.__class__ = SerializationContext
             try:
-                value = value_de(value, SerializationContext(topic, _VALUE, headers, partition,
-                                                             offset))
+                value = value_de(value, ctx)
             except Exception as exc:
                 raise _deserialization_error(_VALUE, raw, exc) from exc
         # _decoded(), inlined: the fields are unpacked already.
@@ -134,20 +197,37 @@ class _Decoding:
         key_de, value_de = self.key_de, self.value_de
         if key_de is None and value_de is None:
             return raw
-        key, value = raw.key, raw.value
+        topic, partition, offset, ts, ts_type, key, value, headers, epoch = raw
         if key_de is not None:
             try:
-                key = await maybe_await(key_de(key, SerializationContext(
-                    raw.topic, _KEY, raw.headers, raw.partition, raw.offset)))
+                key = await maybe_await(key_de(key, _context(topic, _KEY, headers, partition,
+                                                             offset)))
             except Exception as exc:
                 raise _deserialization_error(_KEY, raw, exc) from exc
         if value_de is not None:
             try:
-                value = await maybe_await(value_de(value, SerializationContext(
-                    raw.topic, _VALUE, raw.headers, raw.partition, raw.offset)))
+                value = await maybe_await(value_de(value, _context(topic, _VALUE, headers,
+                                                                   partition, offset)))
             except Exception as exc:
                 raise _deserialization_error(_VALUE, raw, exc) from exc
-        return _decoded(raw, key, value)
+        return _new_tuple(ConsumerRecord, (topic, partition, offset, ts, ts_type, key, value,
+                                           headers, epoch))
+
+
+def _context(topic: str, field: MessageField, headers: Any, partition: int, offset: int
+             ) -> SerializationContext:
+    """A context built as :meth:`_Decoding.decode` builds it inline (see
+    :class:`_ContextShell`)."""
+    if not _SHELL_FITS:
+        return SerializationContext(topic, field, headers, partition, offset)
+    ctx: Any = _new_object(_ContextShell)
+    ctx.topic = topic
+    ctx.field = field
+    ctx.headers = headers
+    ctx.partition = partition
+    ctx.offset = offset
+    ctx.__class__ = SerializationContext
+    return ctx  # type: ignore[no-any-return]
 
 
 class DeserializingConsumer(Consumer[K, V]):
@@ -176,6 +256,7 @@ class DeserializingConsumer(Consumer[K, V]):
         kwargs.update(key_deserializer=key_deserializer, value_deserializer=value_deserializer)
         rest, key_de, value_de = split_serdes(config, kwargs, CONSUMER_KEYS)
         self._decoding = _Decoding(key_de, value_de)
+        self._decode = self._decoding.decode
         super().__init__(rest, *topics, **kwargs)
 
     @property
@@ -191,8 +272,9 @@ class DeserializingConsumer(Consumer[K, V]):
                 record; the position is already past it.
             Everything :meth:`Consumer.poll` raises.
         """
-        raw = super().poll(timeout)
-        return None if raw is None else self._decoding.decode(raw)
+        # Consumer.poll named, not super(): one object less per record.
+        raw = _consumer_poll(self, timeout)
+        return None if raw is None else self._decode(raw)
 
     def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
                       ) -> list[ConsumerRecord[Any, Any]]:

@@ -101,3 +101,44 @@ def test_serialization_context_is_still_a_frozen_dataclass() -> None:
                            "'value'>, headers=None, partition=None, offset=None)")
     assert hash(plain) == hash(SerializationContext("t"))
     assert not hasattr(ctx, "__dict__")
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+@pytest.mark.parametrize("shell", [True, False], ids=["shell", "constructor"])
+def test_contexts_built_as_shells_are_plain_frozen_contexts(
+        sync: bool, shell: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The consumer builds contexts as slot shells that become ``SerializationContext``
+    (``_ContextShell``), or through the constructor when the layouts differ; either way a
+    deserializer gets an ordinary, frozen, equal context."""
+    from kontrakt.clients.serializing import _consumers
+
+    assert _consumers._shell_fits()  # the fast construction is the one in use
+    monkeypatch.setattr(_consumers, "_SHELL_FITS", shell)
+    key_de, value_de = _Recorder("K"), _Recorder("V")
+    decoding = _Decoding(key_de, value_de)
+    assert decoding.slow_contexts is not shell
+    assert _decode(decoding, _RAW, sync) == _expected("K", "V")
+    (_, kctx), = key_de.seen
+    (_, vctx), = value_de.seen
+    for ctx, field in ((kctx, MessageField.KEY), (vctx, MessageField.VALUE)):
+        assert type(ctx) is SerializationContext
+        built = SerializationContext("orders", field, _RAW.headers, 3, 41)
+        assert ctx == built and repr(ctx) == repr(built)
+        assert dataclasses.replace(ctx, offset=1) == dataclasses.replace(built, offset=1)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            ctx.offset = 1  # type: ignore[misc]
+        assert not hasattr(ctx, "__dict__")
+    plain = SerializationContext("orders", MessageField.VALUE, None, 3, 41)
+    assert hash(_consumers._context("orders", MessageField.VALUE, None, 3, 41)) == hash(plain)
+
+
+def test_a_shell_of_another_layout_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SerializationContext whose slots change (a field added, reordered) makes the
+    consumer fall back to the constructor rather than build broken contexts."""
+    from kontrakt.clients.serializing import _consumers
+
+    class Other:
+        __slots__ = ("field", "headers", "offset", "partition", "topic")
+
+    monkeypatch.setattr(_consumers, "_ContextShell", Other)
+    assert not _consumers._shell_fits()

@@ -34,8 +34,8 @@ class CompletedFetch:
             the buffer's cap; ``size`` when not given.
     """
 
-    __slots__ = ("cost", "gen", "index", "next_epoch", "next_offset", "records", "size",
-                 "state", "tp")
+    __slots__ = ("cost", "gen", "index", "last", "next_epoch", "next_offset", "records",
+                 "size", "state", "tp")
 
     def __init__(self, tp: TopicPartition, state: PartitionState, gen: int,
                  records: list[ConsumerRecord[Any, Any]], next_offset: int, next_epoch: int,
@@ -45,6 +45,8 @@ class CompletedFetch:
         self.gen = gen
         self.records = records
         self.index = 0
+        #: the index of the last record (read per record by FetchBuffer.drain_one)
+        self.last = len(records) - 1
         self.next_offset = next_offset
         self.next_epoch = next_epoch
         self.size = size
@@ -224,18 +226,18 @@ class FetchBuffer:
             queue = self._queue
             if queue:
                 cf = queue[0]
-                st = cf.state
                 i = cf.index
-                records = cf.records
-                if st.gen == cf.gen and not st.paused and i < len(records) - 1:
+                st = cf.state
+                if i < cf.last and st.gen == cf.gen and not st.paused:
                     cf.index = i + 1
+                    rec = cf.records[i]
                     if st.poll_seq != self.poll_seq:
                         st.poll_seq = self.poll_seq
-                        st.first_unacked = records[i]
+                        st.first_unacked = rec
                     # The position follows cf.index (see PartitionState.cursor); the last
                     # record of a fetch goes through drain(), which sets it for good.
                     st.cursor = cf
-                    return records[i]
+                    return rec
         finally:
             lock.release()
         got = self.drain(1)

@@ -86,6 +86,7 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
             self._thread.stop()
             raise
         self._buffer = self._async._buffer
+        self._drain_one = self._buffer.drain_one
         self._started = False
         self._starting = BackgroundStart(self._thread, self._async)
         self._starting.attempt()
@@ -279,7 +280,6 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
         Raises:
             See :meth:`AsyncConsumer.getmany`.
         """
-        buf = self._buffer
         if self._started and not self._callbacks:
             # Fast path (a record is buffered): what _prepare() does, without its calls
             # when there is nothing to check (no group, no fetcher error, not closed).
@@ -287,9 +287,10 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
             if a._coordinator is not None or a._closed or a._fetcher.error is not None:
                 a._check()
                 a._polled()
-            rec = buf.drain_one()
+            rec = self._drain_one()
             if rec is not None:
                 return rec
+        buf = self._buffer
         # A negative timeout waits as long as None does (librdkafka's -1).
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while True:

@@ -279,9 +279,10 @@ class DeserializingConsumer(Consumer[K, V]):
     def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
                       ) -> list[ConsumerRecord[Any, Any]]:
         out: list[ConsumerRecord[Any, Any]] = []
+        decode, append = self._decode, out.append
         for i, raw in enumerate(raws):
             try:
-                out.append(self._decoding.decode(raw))
+                append(decode(raw))
             except SerializationError:
                 if _stop_before(self, raws, i, out):
                     return out

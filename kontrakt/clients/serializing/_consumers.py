@@ -32,7 +32,13 @@ from kontrakt.errors import (
     SerializationError,
     ValueDeserializationError,
 )
-from kontrakt.serde._context import MessageField, SerializationContext
+from kontrakt.serde import _context as _contexts
+from kontrakt.serde._context import (
+    ContextShell,
+    MessageField,
+    SerializationContext,
+    new_context,
+)
 
 __all__ = ["AsyncDeserializingConsumer", "DeserializingConsumer"]
 
@@ -49,6 +55,7 @@ def _deserialization_error(field: MessageField, raw: ConsumerRecord[Any, Any],
 _KEY = MessageField.KEY
 _VALUE = MessageField.VALUE
 _new_tuple = tuple.__new__
+_new_object = object.__new__
 _consumer_poll = Consumer.poll
 
 
@@ -100,44 +107,6 @@ def _by_partition(records: list[ConsumerRecord[Any, Any]]
 # --- consumers -------------------------------------------------------------------------
 
 
-class _ContextShell:
-    """A :class:`SerializationContext` under construction: the same slots, in the same
-    order, and nothing else, so an instance can take ``SerializationContext`` as its
-    class once its slots are set (:func:`_shell_fits` checks the layouts at import).
-
-    Why: a consumer builds a context per deserialized key or value. Through its
-    constructor that is 5,000 instructions (a Python ``__init__`` setting five frozen slots
-    through their descriptors' ``__set__``, each a wrapped call with an argument tuple);
-    five plain slot stores on this class and one ``__class__`` assignment are 2,700
-    (callgrind, CPython 3.11). The result is an ordinary frozen ``SerializationContext``
-    (equal to, and hashing as, one built by its constructor).
-    """
-
-    __slots__ = ("topic", "field", "headers", "partition", "offset")  # noqa: RUF023 (layout)
-    topic: str
-    field: MessageField
-    headers: Any
-    partition: int | None
-    offset: int | None
-
-
-def _shell_fits() -> bool:
-    """Whether a :class:`_ContextShell` can become a ``SerializationContext`` (the same
-    slots; else contexts are built by the constructor)."""
-    if SerializationContext.__dict__.get("__slots__") != _ContextShell.__slots__:
-        return False
-    probe = _new_object(_ContextShell)
-    try:
-        probe.__class__ = SerializationContext  # type: ignore[assignment]
-    except TypeError:
-        return False
-    return True
-
-
-_new_object = object.__new__
-_SHELL_FITS = _shell_fits()
-
-
 class _Decoding:
     """The record-by-record deserialization shared by both consumer forms."""
 
@@ -146,8 +115,8 @@ class _Decoding:
         self.value_de = value_de
         #: nothing to deserialize: records pass as they are
         self.idle = key_de is None and value_de is None
-        #: build contexts by the constructor (see _ContextShell)
-        self.slow_contexts = not _SHELL_FITS
+        #: build contexts by the constructor (see ContextShell)
+        self.slow_contexts = not _contexts.SHELL_FITS
 
     def decode(self, raw: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
         key_de, value_de = self.key_de, self.value_de
@@ -155,7 +124,7 @@ class _Decoding:
             return raw
         # Per record: only the contexts of the deserializers there are (a value-only
         # consumer builds one), fields read by unpacking once, contexts built as shells
-        # (see _ContextShell) inline: a helper's frame would cost a fifth of the saving.
+        # (see ContextShell) inline: a helper's frame would cost a fifth of the saving.
         topic, partition, offset, ts, ts_type, key, value, headers, epoch = raw
         slow = self.slow_contexts
         ctx: Any
@@ -163,7 +132,7 @@ class _Decoding:
             if slow:
                 ctx = SerializationContext(topic, _KEY, headers, partition, offset)
             else:
-                ctx = _new_object(_ContextShell)
+                ctx = _new_object(ContextShell)
                 ctx.topic = topic
                 ctx.field = _KEY
                 ctx.headers = headers
@@ -178,7 +147,7 @@ class _Decoding:
             if slow:
                 ctx = SerializationContext(topic, _VALUE, headers, partition, offset)
             else:
-                ctx = _new_object(_ContextShell)
+                ctx = _new_object(ContextShell)
                 ctx.topic = topic
                 ctx.field = _VALUE
                 ctx.headers = headers
@@ -200,34 +169,19 @@ class _Decoding:
         topic, partition, offset, ts, ts_type, key, value, headers, epoch = raw
         if key_de is not None:
             try:
-                key = await maybe_await(key_de(key, _context(topic, _KEY, headers, partition,
+                key = await maybe_await(key_de(key, new_context(topic, _KEY, headers,
+                                                                 partition,
                                                              offset)))
             except Exception as exc:
                 raise _deserialization_error(_KEY, raw, exc) from exc
         if value_de is not None:
             try:
-                value = await maybe_await(value_de(value, _context(topic, _VALUE, headers,
+                value = await maybe_await(value_de(value, new_context(topic, _VALUE, headers,
                                                                    partition, offset)))
             except Exception as exc:
                 raise _deserialization_error(_VALUE, raw, exc) from exc
         return _new_tuple(ConsumerRecord, (topic, partition, offset, ts, ts_type, key, value,
                                            headers, epoch))
-
-
-def _context(topic: str, field: MessageField, headers: Any, partition: int, offset: int
-             ) -> SerializationContext:
-    """A context built as :meth:`_Decoding.decode` builds it inline (see
-    :class:`_ContextShell`)."""
-    if not _SHELL_FITS:
-        return SerializationContext(topic, field, headers, partition, offset)
-    ctx: Any = _new_object(_ContextShell)
-    ctx.topic = topic
-    ctx.field = field
-    ctx.headers = headers
-    ctx.partition = partition
-    ctx.offset = offset
-    ctx.__class__ = SerializationContext
-    return ctx  # type: ignore[no-any-return]
 
 
 class DeserializingConsumer(Consumer[K, V]):

@@ -30,7 +30,7 @@ from kontrakt.errors import (
     SerializationError,
     ValueSerializationError,
 )
-from kontrakt.serde._context import MessageField, SerializationContext
+from kontrakt.serde._context import MessageField, new_context
 
 __all__ = ["AsyncSerializingProducer", "SerializingProducer"]
 
@@ -76,12 +76,12 @@ class SerializingProducer(Generic[K, V]):
         key_ser, value_ser = self._key_ser, self._value_ser
         if key_ser is not None:
             try:
-                key = key_ser(key, SerializationContext(topic, _KEY, hdrs))
+                key = key_ser(key, new_context(topic, _KEY, hdrs))
             except Exception as exc:
                 raise _serialization_error(_KEY, topic, exc) from exc
         if value_ser is not None:
             try:
-                value = value_ser(value, SerializationContext(topic, _VALUE, hdrs))
+                value = value_ser(value, new_context(topic, _VALUE, hdrs))
             except Exception as exc:
                 raise _serialization_error(_VALUE, topic, exc) from exc
         return key, value, hdrs
@@ -242,14 +242,13 @@ class AsyncSerializingProducer(Generic[K, V]):
         if self._key_ser is not None:
             try:
                 key = await maybe_await(
-                    self._key_ser(key, SerializationContext(topic, MessageField.KEY, hdrs)))
+                    self._key_ser(key, new_context(topic, _KEY, hdrs)))
             except Exception as exc:
                 raise _serialization_error(MessageField.KEY, topic, exc) from exc
         if self._value_ser is not None:
             try:
                 value = await maybe_await(
-                    self._value_ser(value, SerializationContext(topic, MessageField.VALUE,
-                                                                hdrs)))
+                    self._value_ser(value, new_context(topic, _VALUE, hdrs)))
             except Exception as exc:
                 raise _serialization_error(MessageField.VALUE, topic, exc) from exc
         return key, value, hdrs

@@ -1,7 +1,8 @@
 """The per-record pieces of the serializing clients, built for speed: the contexts handed to
-deserializers and the records rebuilt around what they return (see
-``kontrakt/clients/serializing/_consumers.py``), and ``SerializationContext``'s own
-``__init__``. Each is checked against the slow, obvious construction it replaces.
+serializers and deserializers (``kontrakt/serde/_context.py``'s ContextShell) and the
+records rebuilt around what they return (``kontrakt/clients/serializing/_consumers.py``),
+and ``SerializationContext``'s own ``__init__``. Each is checked against the slow, obvious
+construction it replaces.
 """
 
 from __future__ import annotations
@@ -108,12 +109,12 @@ def test_serialization_context_is_still_a_frozen_dataclass() -> None:
 def test_contexts_built_as_shells_are_plain_frozen_contexts(
         sync: bool, shell: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """The consumer builds contexts as slot shells that become ``SerializationContext``
-    (``_ContextShell``), or through the constructor when the layouts differ; either way a
+    (``ContextShell``), or through the constructor when the layouts differ; either way a
     deserializer gets an ordinary, frozen, equal context."""
-    from kontrakt.clients.serializing import _consumers
+    from kontrakt.serde import _context
 
-    assert _consumers._shell_fits()  # the fast construction is the one in use
-    monkeypatch.setattr(_consumers, "_SHELL_FITS", shell)
+    assert _context.shell_fits()  # the fast construction is the one in use
+    monkeypatch.setattr(_context, "SHELL_FITS", shell)
     key_de, value_de = _Recorder("K"), _Recorder("V")
     decoding = _Decoding(key_de, value_de)
     assert decoding.slow_contexts is not shell
@@ -129,16 +130,56 @@ def test_contexts_built_as_shells_are_plain_frozen_contexts(
             ctx.offset = 1  # type: ignore[misc]
         assert not hasattr(ctx, "__dict__")
     plain = SerializationContext("orders", MessageField.VALUE, None, 3, 41)
-    assert hash(_consumers._context("orders", MessageField.VALUE, None, 3, 41)) == hash(plain)
+    assert hash(_context.new_context("orders", MessageField.VALUE, None, 3, 41)) == hash(plain)
 
 
-def test_a_shell_of_another_layout_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_shell_of_another_layout_is_refused() -> None:
     """A SerializationContext whose slots change (a field added, reordered) makes the
-    consumer fall back to the constructor rather than build broken contexts."""
-    from kontrakt.clients.serializing import _consumers
+    serializing clients fall back to the constructor rather than build broken contexts."""
+    from kontrakt.serde import _context
 
     class Other:
         __slots__ = ("field", "headers", "offset", "partition", "topic")
 
-    monkeypatch.setattr(_consumers, "_ContextShell", Other)
-    assert not _consumers._shell_fits()
+    assert not _context.shell_fits(Other)
+
+
+@pytest.mark.parametrize("shell", [True, False], ids=["shell", "constructor"])
+def test_serializing_producers_hand_serializers_plain_frozen_contexts(
+        shell: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The serializing producers build their contexts as the consumers do; a serializer
+    gets an ordinary frozen context whose headers list is the one the record is sent
+    with (a header-framing serializer appends to it)."""
+    from kontrakt.clients.serializing import AsyncSerializingProducer, SerializingProducer
+    from kontrakt.serde import _context
+
+    monkeypatch.setattr(_context, "SHELL_FITS", shell)
+
+    def key_ser(obj: Any, ctx: SerializationContext) -> bytes:
+        seen.append(ctx)
+        return b"k"
+
+    def value_ser(obj: Any, ctx: SerializationContext) -> bytes:
+        seen.append(ctx)
+        assert ctx.headers is not None and not isinstance(ctx.headers, dict)
+        ctx.headers.append(("schema", b"1"))
+        return b"v"
+
+    for make in (SerializingProducer, AsyncSerializingProducer):
+        seen: list[SerializationContext] = []
+        p: Any = make({"bootstrap.servers": "127.0.0.1:9"}, key_serializer=key_ser,
+                      value_serializer=value_ser)
+        try:
+            out = p._serialize("orders", "key", "value", None)
+            if make is AsyncSerializingProducer:
+                out = asyncio.run(out)
+        finally:
+            if make is SerializingProducer:
+                p.close(0)
+        assert out == (b"k", b"v", [("schema", b"1")])
+        for ctx, field in zip(seen, (MessageField.KEY, MessageField.VALUE), strict=True):
+            assert type(ctx) is SerializationContext
+            assert ctx == SerializationContext("orders", field, out[2])
+            assert ctx.headers is out[2]
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                ctx.topic = "other"  # type: ignore[misc]

@@ -49,17 +49,26 @@ def one_broker(mock_cluster_factory: Any, topic: str) -> MockCluster:
 
 async def send_timed(p: AsyncProducer, topic: str, n: int
                      ) -> list[tuple[float, float, list[Any]]]:
-    """Send ``n`` records over two partitions; each: (before send, after send, [when it
-    failed, error]) (filled by a done-callback on the loop)."""
+    """Send ``n`` records over two partitions; each: (before its batch's first send, after
+    its own send, [when it failed, error]) (filled by a done-callback on the loop).
+
+    A record's deadline counts from its batch's creation, its first record's send
+    (``delivery.timeout.ms``'s documented meaning, as in the Java client): a record sent
+    later into the same batch fails with it, sooner after its own send. A round's records
+    to one partition are sent back to back into one batch (or, on a slow machine, into
+    batches made later, whose deadlines come later still).
+    """
     out: list[tuple[float, float, list[Any]]] = []
+    first: dict[tuple[bool, int], float] = {}
     for i in range(n):
         seen: list[Any] = []
         before = time.monotonic()
+        batch_start = first.setdefault((i > n // 2, i % 2), before)
         fut = await p.send(topic, b"v%d" % i, partition=i % 2)
         after = time.monotonic()
         fut.add_done_callback(lambda f, seen=seen: seen.extend((time.monotonic(),
                                                                 f.exception())))
-        out.append((before, after, seen))
+        out.append((batch_start, after, seen))
         if i == n // 2:
             await asyncio.sleep(0.2)  # a second round of batches, created later
     return out

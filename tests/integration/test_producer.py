@@ -23,6 +23,7 @@ from kontrakt.clients import AsyncKafkaClient
 from kontrakt.clients._net.connection import BrokerConnection
 from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture, murmur2_partition
 from kontrakt.clients.producer._accumulator import WAITER, RecordAccumulator
+from kontrakt.clients.producer._handover import HandOver
 from kontrakt.errors import IllegalStateError, KafkaTimeoutError, RecordTooLargeError
 from kontrakt.protocol.records import Record
 from kontrakt.testing import TansuBroker
@@ -564,6 +565,16 @@ def test_sync_callers_help_compress_and_every_record_lands_once_in_order(
         real_help(self, batches)
 
     monkeypatch.setattr(RecordAccumulator, "help", help_and_count)
+    # The caller claims batches right after it wakes the loop thread; a loop thread that
+    # gets the GIL first can take them all (seen once in CI, beside another test process).
+    # The loop thread reacting a millisecond late makes the claim certain.
+    real_kick = HandOver._kick_and_tell
+
+    def late_kick(self: HandOver) -> None:
+        time.sleep(0.001)
+        real_kick(self)
+
+    monkeypatch.setattr(HandOver, "_kick_and_tell", late_kick)
     count = 30_000
     with Producer(bootstrap_servers=tansu_broker.bootstrap_servers, linger_ms=5,
                   batch_size=16384, compression_type=codec) as p:

@@ -198,20 +198,8 @@ class _Encoder:
             if to_dict is None:
                 return lambda obj, ctx: slow(prefix, obj, None)
             return lambda obj, ctx: slow(prefix, to_dict(obj, ctx), None)
-        if to_dict is None:
-            def write(obj: Any, ctx: SerializationContext | None) -> bytes:
-                out = bytearray(prefix)
-                try:
-                    fast(out, obj)
-                except SlowPath as e:
-                    return slow(prefix, obj, e.path)
-                except Exception:
-                    return slow(prefix, obj, None)
-                return bytes(out)
-            return write
-
-        def write_dict(obj: Any, ctx: SerializationContext | None) -> bytes:
-            value = to_dict(obj, ctx)
+        def write(obj: Any, ctx: SerializationContext | None) -> bytes:
+            value = obj if to_dict is None else to_dict(obj, ctx)
             out = bytearray(prefix)
             try:
                 fast(out, value)
@@ -220,7 +208,7 @@ class _Encoder:
             except Exception:
                 return slow(prefix, value, None)
             return bytes(out)
-        return write_dict
+        return write
 
 
 def _avro_encoder(parsed: Any, owner: str) -> Callable[[bytes, Any], bytes]:

@@ -44,11 +44,13 @@ def send(cluster: Cluster, msg: Request, version: int, timeout: float = 10.0) ->
 
 
 def join(cluster: Cluster, member_id: str = "", instance: str | None = None,
-         session_ms: int = 5000, rebalance_ms: int = 5000, meta: bytes = b"m") -> Any:
+         session_ms: int = 5000, rebalance_ms: int = 5000, meta: bytes = b"m",
+         protocols: tuple[str, ...] = ("p1",), version: int = 7) -> Any:
     return send(cluster, JoinGroupRequest(
         group_id=GROUP, session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms,
         member_id=member_id, group_instance_id=instance, protocol_type="custom",
-        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="p1", metadata=meta)]), 7)
+        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=p, metadata=meta)
+                   for p in protocols]), version)
 
 
 def sync(cluster: Cluster, member_id: str, generation: int,
@@ -151,6 +153,29 @@ def test_a_static_member_rejoins_without_a_rebalance_and_fences_its_old_id(
     assert heartbeat(cluster, first.member_id, 1, "i1") == E.FencedInstanceIdError.code
     assert heartbeat(cluster, again.member_id, 1, "i1") == 0
     assert describe(cluster).group_state == "Stable"
+
+
+def test_a_restarted_static_leader_with_new_subscription_bytes_keeps_the_assignment(
+        cluster: Cluster) -> None:
+    # A restarted consumer's subscription differs (owned partitions and generation start
+    # over); Kafka rebalances only when the group's protocol would change (KIP-345), and
+    # tells a returning leader to keep the assignment (KIP-814, JoinGroup v9).
+    first = join(cluster, instance="i1", meta=b"owned=p0,gen=1", protocols=("p1", "p2"),
+                 version=9)
+    sync(cluster, first.member_id, 1, {first.member_id: b"mine"}, instance="i1")
+    again = join(cluster, instance="i1", meta=b"owned=,gen=-1", protocols=("p1", "p2"),
+                 version=9)
+    assert (again.error_code, again.generation_id, again.leader) == (0, 1, again.member_id)
+    assert again.skip_assignment
+    assert [(m.member_id, m.group_instance_id, m.metadata) for m in again.members] == [
+        (again.member_id, "i1", b"owned=,gen=-1")]
+    assert sync(cluster, again.member_id, 1, instance="i1").assignment == b"mine"
+    assert describe(cluster).group_state == "Stable"
+    # Another first choice changes the group's protocol: that rebalances.
+    changed = join(cluster, instance="i1", protocols=("p2", "p1"), version=9)
+    assert (changed.error_code, changed.generation_id, changed.skip_assignment) == (
+        0, 2, False)
+    assert describe(cluster).protocol_data == "p2"
 
 
 def test_commits_are_checked_against_the_generation(cluster: Cluster) -> None:

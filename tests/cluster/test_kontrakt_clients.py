@@ -12,6 +12,7 @@ import pytest
 
 from kontrakt import AsyncConsumer, AsyncProducer, Consumer
 from kontrakt._types import TopicPartition as TP
+from kontrakt.clients.admin import AdminClient, NewPartitions
 from kontrakt.testing import Cluster
 
 
@@ -91,3 +92,38 @@ def test_a_static_member_restarts_without_rebalancing_the_group(cluster: Cluster
     finally:
         first.close()
         second.close()
+
+
+def test_a_returning_static_leader_keeps_its_assignment_and_still_sees_new_partitions(
+        cluster: Cluster, topic: str) -> None:
+    cluster.create_topic(topic, partitions=2)
+    bs = cluster.bootstrap_servers
+    common = dict(bootstrap_servers=bs, group_id="static-leader", session_timeout_ms=10_000,
+                  heartbeat_interval_ms=100, metadata_max_age_ms=300,
+                  auto_offset_reset="earliest", group_instance_id="only")
+
+    def wait_for(consumer: Consumer, count: int) -> None:
+        deadline = time.monotonic() + 20
+        while len(consumer.assignment()) != count and time.monotonic() < deadline:
+            consumer.poll(0.05)
+        assert len(consumer.assignment()) == count
+
+    consumer = Consumer(**common)
+    try:
+        consumer.subscribe([topic])
+        wait_for(consumer, 2)
+        generation = consumer.consumer_group_metadata().generation_id
+        consumer.close()
+        # The restarted leader gets skip_assignment (KIP-814): same partitions, same
+        # generation, and no assignment of its own.
+        consumer = Consumer(**common)
+        consumer.subscribe([topic])
+        wait_for(consumer, 2)
+        assert consumer.consumer_group_metadata().generation_id == generation
+        # It must still watch the partition counts as a leader does.
+        with AdminClient(bootstrap_servers=bs) as admin:
+            admin.create_partitions([NewPartitions(topic, 3)])
+        wait_for(consumer, 3)
+        assert consumer.consumer_group_metadata().generation_id > generation
+    finally:
+        consumer.close()

@@ -204,10 +204,8 @@ class GroupCoordinator(GroupMembership):
         self.protocol_name = resp.protocol_name
         self.leader = resp.leader == resp.member_id
         assignments: list[Any] = []
-        # KIP-814: a static leader that rejoined a stable group must not reassign; the
-        # coordinator keeps (and answers SyncGroup with) the current assignment.
-        if self.leader and not resp.skip_assignment:
-            assignments = await self._assign(resp.members)
+        if self.leader:
+            assignments = await self._assign(resp.members, skip=resp.skip_assignment)
         sversion = await self._conn_version(SyncGroupRequest)
         sync = SyncGroupRequest(
             group_id=self.group_id, generation_id=generation, member_id=self.member_id,
@@ -246,7 +244,10 @@ class GroupCoordinator(GroupMembership):
             f"{what} {self.group_id!r}: another consumer joined with group.instance.id "
             f"{self.instance_id!r}; this one is fenced and stops consuming")
 
-    async def _assign(self, members: list[Any]) -> list[Any]:
+    async def _assign(self, members: list[Any], *, skip: bool = False) -> list[Any]:
+        """The leader's assignments for SyncGroup. With ``skip`` (KIP-814: a static leader
+        that rejoined a stable group) none: the coordinator keeps the current assignment,
+        and the leader only notes the partition counts it must watch for changes."""
         assignor = next((a for a in self.assignors if a.name == self.protocol_name), None)
         if assignor is None:
             raise ConfigError(f"group chose assignor {self.protocol_name!r}, "
@@ -260,6 +261,10 @@ class GroupCoordinator(GroupMembership):
         meta = await self.client.refresh_metadata(all_topics)
         counts = {t: len(meta.topics[t].partitions) for t in all_topics if t in meta.topics}
         self._partition_counts = counts
+        if skip:
+            log.info("group %s: a returning static leader keeps the current assignment",
+                     self.group_id)
+            return []
         result = assignor.assign(counts, subs)
         if self.protocol is RebalanceProtocol.COOPERATIVE:
             result = cooperative_adjust(owned_partitions(subs), result)

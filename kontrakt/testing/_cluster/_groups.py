@@ -44,6 +44,7 @@ class _JoinResult:
     leader: str = ""
     member_id: str = ""
     members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+    skip_assignment: bool = False
 
 
 @dataclass(slots=True)
@@ -152,8 +153,7 @@ class GroupCoordinator(OffsetStore):
             group.leader = next(iter(group.members))
         group.state = COMPLETING
         now = time.monotonic()
-        everyone = [(m.member_id, m.instance_id, m.metadata(group.protocol))
-                    for m in group.members.values()]
+        everyone = _member_list(group)
         for m in group.members.values():
             m.assignment = b""
             m.last_seen = now
@@ -208,6 +208,7 @@ class GroupCoordinator(OffsetStore):
             protocol_name=result.protocol if result.protocol is not None or version >= 7
             else "",
             leader=result.leader, member_id=result.member_id,
+            skip_assignment=result.skip_assignment,
             members=[JoinGroupResponse.JoinGroupResponseMember(
                 member_id=mid, group_instance_id=iid if version >= 5 else None, metadata=meta)
                 for mid, iid, meta in result.members])
@@ -291,9 +292,17 @@ class GroupCoordinator(OffsetStore):
             group.leader = new_id
         old.session_timeout_ms = req.session_timeout_ms
         old.last_seen = time.monotonic()
-        if group.state == STABLE and old.protocols == protocols:
-            return _JoinResult(0, group.generation, group.protocol, group.leader or "", new_id)
         old.protocols = protocols
+        # The subscription bytes of a restarted member differ (its owned partitions and
+        # generation start over); like Kafka, only a change of the group's protocol forces
+        # a rebalance. A returning leader gets the members but must keep the assignment
+        # (KIP-814's skip_assignment; SyncGroup of a stable group answers the stored one).
+        if group.state == STABLE and \
+                _select_protocol(list(group.members.values())) == group.protocol:
+            leads = group.leader == new_id
+            everyone = _member_list(group) if leads else []
+            return _JoinResult(0, group.generation, group.protocol, group.leader or "",
+                               new_id, everyone, skip_assignment=leads)
         return await self._await_join(group, old)
 
     # --- SyncGroup / Heartbeat / LeaveGroup -------------------------------------------------
@@ -445,6 +454,13 @@ def _compatible(group: Group, protocol_type: str, protocols: list[tuple[str, byt
         return False
     common = set.intersection(*({n for n, _ in m.protocols} for m in group.members.values()))
     return bool(common & {n for n, _ in protocols})
+
+
+def _member_list(group: Group) -> list[tuple[str, str | None, bytes]]:
+    """What the leader's JoinGroup answer lists: each member's id, instance id and
+    subscription for the chosen protocol."""
+    return [(m.member_id, m.instance_id, m.metadata(group.protocol))
+            for m in group.members.values()]
 
 
 def _select_protocol(members: list[Member]) -> str:

@@ -116,15 +116,15 @@ def test_a_sync_hand_over_releases_its_caller_before_the_passs_last_write(
     mc.create_topic(topic_name, 6)
     writes: list[tuple[bool, bool, int]] = []  # (caller waiting, caller released, left)
     sender: Any = None
-    original = BrokerConnection.send_nowait
+    original = BrokerConnection.send_encoded_nowait
 
-    def spy(self: BrokerConnection, request: Any, **kwargs: Any) -> Any:
-        if type(request) is ProduceRequest and sender is not None:
+    def spy(self: BrokerConnection, api_key: int, *args: Any) -> Any:
+        if api_key == ProduceRequest.API_KEY and sender is not None:
             handover = sender.handover
             writes.append((handover._handing, handover._passed.is_set(), sender._writes_left))
-        return original(self, request, **kwargs)
+        return original(self, api_key, *args)
 
-    monkeypatch.setattr(BrokerConnection, "send_nowait", spy)
+    monkeypatch.setattr(BrokerConnection, "send_encoded_nowait", spy)
     with Producer(bootstrap_servers=mc.bootstrap_servers, linger_ms=5000,
                   batch_size=1024) as p:
         p.send_and_wait(topic_name, b"warm-up")

@@ -16,10 +16,9 @@ import contextlib
 import logging
 import ssl
 import struct
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kontrakt.clients._net.plaintext_probe import open_tls
 from kontrakt.clients._net.security import tls_error, tls_handshake_failed
@@ -54,6 +53,8 @@ _SASL_API_KEYS = frozenset({17, 36})
 _REAUTH_AT = 0.9
 _REAUTH_MARGIN = 1.0
 
+_T = TypeVar("_T")
+
 
 @dataclass(frozen=True, slots=True)
 class ConnectionSettings:
@@ -70,15 +71,17 @@ class ConnectionSettings:
 
 
 class _Pending:
-    __slots__ = ("callback", "future", "response_type", "sent_at", "version")
+    __slots__ = ("callback", "decode", "future", "response_type", "version")
 
-    def __init__(self, future: asyncio.Future[Response], response_type: type[Response],
-                 version: int, callback: Callable[[asyncio.Future[Any]], None] | None) -> None:
+    def __init__(self, future: asyncio.Future[Response], response_type: type[Response] | None,
+                 version: int, callback: Callable[[asyncio.Future[Any]], None] | None,
+                 decode: Callable[[bytes], Any] | None = None) -> None:
         self.future = future
         self.response_type = response_type
         self.version = version
-        self.sent_at = time.monotonic()
         self.callback = callback
+        #: the caller's own decoder of the response frame (send_encoded_nowait)
+        self.decode = decode
 
     def resolved(self) -> None:
         # Run right where the future is resolved rather than from the future's own
@@ -92,7 +95,10 @@ class _Pending:
                 log.exception("a response callback raised")
 
 
-def _decode(pending: _Pending, frame: bytes) -> Response:
+def _decode(pending: _Pending, frame: bytes) -> Any:
+    if pending.decode is not None:
+        return pending.decode(frame)
+    assert pending.response_type is not None
     if (pending.response_type is ApiVersionsResponse and pending.version > 0
             and len(frame) >= 6 and _ERR.unpack_from(frame, 4)[0] == _UNSUPPORTED_VERSION):
         # A broker that does not know the ApiVersions version we sent answers in the v0
@@ -239,7 +245,6 @@ class BrokerConnection:
         self._next_corr = 0
         self._closed_error: BaseException | None = None
         self._on_close: list[Callable[[BrokerConnection], None]] = []
-        self.last_used = time.monotonic()
         #: while re-authenticating (KIP-368): frames of other requests, written after it
         self._held: list[bytes] | None = None
         self._reauth_timer: asyncio.TimerHandle | None = None
@@ -432,21 +437,36 @@ class BrokerConnection:
     def _write(self, request: Request, version: int, expect_response: bool,
                callback: Callable[[asyncio.Future[Any]], None] | None = None,
                ) -> asyncio.Future[Any] | None:
-        transport = self._transport
-        if self._closed_error is not None or transport is None:
-            raise self._closed()
-        self._next_corr = corr = (self._next_corr + 1) & 0x7FFFFFFF
+        corr = self._correlation_id()
         frame = encode_request(request, version, corr, self.settings.client_id)
         fut: asyncio.Future[Any] | None = None
+        pending = None
         if expect_response:
             fut = (self._loop or asyncio.get_running_loop()).create_future()
-            self._pending[corr] = _Pending(fut, type(request).RESPONSE_TYPE, version, callback)
-        self.last_used = time.monotonic()
-        if self._held is not None and type(request).API_KEY not in _SASL_API_KEYS:
+            pending = _Pending(fut, type(request).RESPONSE_TYPE, version, callback)
+        self._put(corr, frame, type(request).API_KEY, pending)
+        return fut
+
+    def _correlation_id(self) -> int:
+        """The next request's correlation id.
+
+        Raises:
+            KafkaConnectionError: the connection is closed.
+        """
+        if self._closed_error is not None or self._transport is None:
+            raise self._closed()
+        self._next_corr = corr = (self._next_corr + 1) & 0x7FFFFFFF
+        return corr
+
+    def _put(self, corr: int, frame: bytes, api_key: int, pending: _Pending | None) -> None:
+        """Write a request's ``frame`` (held while re-authenticating) and await its answer
+        by ``pending``, if one comes."""
+        if pending is not None:
+            self._pending[corr] = pending
+        if self._held is not None and api_key not in _SASL_API_KEYS:
             self._held.append(frame)
         else:
-            transport.write(frame)
-        return fut
+            self._transport.write(frame)  # type: ignore[union-attr]  # checked by the caller
 
     async def send(self, request: Request, *, version: int | None = None,
                    timeout: float | None = None, expect_response: bool = True) -> Any:
@@ -523,6 +543,39 @@ class BrokerConnection:
             KafkaConnectionError: the connection is closed.
         """
         return self._write(request, version, expect_response, callback)
+
+    def send_encoded_nowait(self, api_key: int, encode: Callable[[int, _T], bytes], data: _T,
+                            decode: Callable[[bytes], Any] | None,
+                            callback: Callable[[asyncio.Future[Any]], None] | None = None,
+                            ) -> asyncio.Future[Any] | None:
+        """:meth:`send_nowait` for a request the caller encodes itself (the producer's
+        Produce requests, see ``kontrakt.protocol.produce``): the same contract, without a
+        request object or a codec lookup.
+
+        Args:
+            api_key: the request's API key.
+            encode: ``encode(correlation_id, data)`` returns the whole request frame, size
+                prefix and header included (the header with this connection's client id).
+            decode: ``decode(frame)`` returns the response from its frame (without size
+                prefix, starting at the correlation id), or raises CorruptMessageError;
+                None when no response comes (Produce with acks=0): returns None.
+            callback: as for :meth:`send_nowait`.
+
+        Returns:
+            The response future (its result what ``decode`` returned), or None.
+
+        Raises:
+            KafkaConnectionError: the connection is closed.
+        """
+        corr = self._correlation_id()
+        frame = encode(corr, data)
+        fut: asyncio.Future[Any] | None = None
+        pending = None
+        if decode is not None:
+            fut = (self._loop or asyncio.get_running_loop()).create_future()
+            pending = _Pending(fut, None, -1, callback, decode)
+        self._put(corr, frame, api_key, pending)
+        return fut
 
     def _dispatch(self, frame: bytes) -> None:
         """Complete the request ``frame`` answers (called from ``buffer_updated``)."""

@@ -40,6 +40,7 @@ from kontrakt.errors import (
     TransactionFatalError,
 )
 from kontrakt.protocol.errors import for_code
+from kontrakt.protocol.produce import Answer
 
 __all__ = ["BatchOutcomes"]
 
@@ -72,34 +73,34 @@ class BatchOutcomes:
 
     # --- answers --------------------------------------------------------------------------
 
-    def _handle(self, resp: Any, batches: list[ProducerBatch]) -> None:
+    def _handle(self, answers: list[Answer], batches: list[ProducerBatch]) -> None:
+        """Complete, retry or fail ``batches`` by a response's ``answers`` (see
+        ``kontrakt.protocol.produce``)."""
         ids: dict[Any, str] | None = None
-        answers: dict[tuple[str, int], Any] = {}
-        for t in resp.responses:
-            name = t.name
+        by_tp: dict[tuple[str, int], Answer] = {}
+        for a in answers:
+            name = a[0]
             if not name:  # v13+: topics by id
                 if ids is None:
                     ids = {info.topic_id: n for n, info in self.client.cluster.topics.items()}
-                name = ids.get(t.topic_id, "")
-            for p in t.partition_responses:
-                answers[(name, p.index)] = p
+                name = ids.get(a[1], "")
+            by_tp[(name, a[2])] = a
         for b in batches:
-            p = answers.get((b.topic, b.partition))
-            if p is None:
+            answer = by_tp.get((b.topic, b.partition))
+            if answer is None:
                 self._retry(b, KafkaConnectionError(
                     f"produce response had no answer for {b.topic}-{b.partition}"))
                 continue
-            code = p.error_code
+            code = answer[3]
             if code == 0 or code == DUPLICATE_SEQUENCE:
-                self._succeed(b, p.base_offset if code == 0 else -1, p.log_append_time_ms)
+                self._succeed(b, answer[4] if code == 0 else -1, answer[5])
                 continue
-            self._on_error(b, code, p)
+            self._on_error(b, code, answer[6])
 
-    def _on_error(self, b: ProducerBatch, code: int, p: Any) -> None:
+    def _on_error(self, b: ProducerBatch, code: int, detail: str | None) -> None:
         if b.done:  # its delivery timeout ran out while the request was in flight
             return
         cls = for_code(code)
-        detail = getattr(p, "error_message", None)
         err = cls(f"produce to {b.topic}-{b.partition}" + (f": {detail}" if detail else ""))
         self.metrics.errors += 1
         idem = self.idem

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections import defaultdict
 from typing import Any
 
@@ -43,6 +44,7 @@ from kontrakt.errors import (
     ProduceError,
 )
 from kontrakt.protocol.messages import ProduceRequest
+from kontrakt.protocol.produce import ProduceTopics, ProduceWire
 
 __all__ = ["ProduceRequests"]
 
@@ -50,8 +52,7 @@ _INF = float("inf")
 
 log = logging.getLogger("kontrakt.producer")
 
-_TopicData = ProduceRequest.TopicProduceData
-_PartitionData = ProduceRequest.TopicProduceData.PartitionProduceData
+_PRODUCE = ProduceRequest.API_KEY
 
 
 class ProduceRequests(BatchOutcomes):
@@ -80,6 +81,8 @@ class ProduceRequests(BatchOutcomes):
         #: the timer of the requests in flight (see _check_in_flight) and when it runs
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = _INF
+        #: broker id -> (its connection, the Produce writer and reader made for it)
+        self._wires: dict[int, tuple[BrokerConnection, ProduceWire]] = {}
 
     # --- requests -------------------------------------------------------------------------
 
@@ -150,13 +153,14 @@ class ProduceRequests(BatchOutcomes):
         acks = self.settings.acks
         pending = _InFlight(self, conn, node, batches) if acks != 0 else None
         try:
-            version = conn.negotiate(ProduceRequest)
-            request = self._request(batches, version)
+            wire = self._wire(conn, node)
+            topics = self._request(batches, wire.version)
             self._writes_left -= 1
             if not self._writes_left and self.handover is not None:
                 self.handover.last_write()  # a sync caller waiting for the pass goes on
-            fut = conn.send_nowait(request, version=version, expect_response=pending is not None,
-                                   callback=pending.done if pending is not None else None)
+            fut = conn.send_encoded_nowait(
+                _PRODUCE, wire.frame, topics, wire.answers if pending is not None else None,
+                pending.done if pending is not None else None)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             self._finish(node)
             self._request_failed(batches, exc)
@@ -179,6 +183,20 @@ class ProduceRequests(BatchOutcomes):
             due = pending.due()
             if due < self._timer_at:
                 self._set_timer(due, time.monotonic())
+
+    def _wire(self, conn: BrokerConnection, node: int) -> ProduceWire:
+        """The Produce requests' writer and reader for ``conn`` (made once per connection:
+        its version is the one both sides support)."""
+        known = self._wires.get(node)
+        if known is not None and known[0] is conn:
+            return known[1]
+        version = conn.negotiate(ProduceRequest)
+        txn = self.txn
+        wire = ProduceWire(version, conn.settings.client_id,
+                           txn.transactional_id if txn is not None else None,
+                           self.settings.acks, int(self.settings.request_timeout * 1000))
+        self._wires[node] = (conn, wire)
+        return wire
 
     def _set_timer(self, due: float, now: float) -> None:
         if self._timer is not None:
@@ -244,37 +262,38 @@ class ProduceRequests(BatchOutcomes):
         for b in batches:
             self._retry(b, exc)
 
-    def _request(self, batches: list[ProducerBatch], version: int) -> Any:
+    def _request(self, batches: list[ProducerBatch], version: int) -> ProduceTopics:
+        """The request's topics and their partitions' record batches."""
         idem = self.idem
         pid, epoch = (idem.producer_id, idem.producer_epoch) if idem is not None else (-1, -1)
-        topics = self.client.cluster.topics
-        by_topic: dict[str, list[Any]] = {}
-        txn = self.txn
-        transactional = txn is not None
+        transactional = self.txn is not None
+        metrics = self.metrics
+        if len(batches) == 1:  # an awaited single send's request
+            b = batches[0]
+            blob = b.encode(pid, epoch, transactional)
+            metrics.bytes_sent += len(blob)
+            return [(self._topic_key(b.topic, version), [(b.partition, blob)])]
         if self.acc.helped:
             # Batches a caller compresses (RecordAccumulator.claim_closed) are framed last: the
             # others are compressed here meanwhile.
             for b in batches:
                 if b.helper is None:
                     b.encode(pid, epoch, transactional)
+        by_topic: dict[str, list[tuple[int, bytes]]] = {}
         for b in batches:
             blob = b.encode(pid, epoch, transactional)  # cached when encoded above
-            self.metrics.bytes_sent += len(blob)
-            by_topic.setdefault(b.topic, []).append(
-                _PartitionData(index=b.partition, records=blob))
-        data = []
-        for topic, parts in by_topic.items():
-            info = topics.get(topic)
-            if version >= 13:
-                if info is None:
-                    raise KafkaConnectionError(f"no topic id known for {topic!r}")
-                data.append(_TopicData(topic_id=info.topic_id, partition_data=parts))
-            else:
-                data.append(_TopicData(name=topic, partition_data=parts))
-        return ProduceRequest(transactional_id=txn.transactional_id if txn else None,
-                              acks=self.settings.acks,
-                              timeout_ms=int(self.settings.request_timeout * 1000),
-                              topic_data=data)
+            metrics.bytes_sent += len(blob)
+            by_topic.setdefault(b.topic, []).append((b.partition, blob))
+        return [(self._topic_key(topic, version), parts) for topic, parts in by_topic.items()]
+
+    def _topic_key(self, topic: str, version: int) -> str | uuid.UUID:
+        """How a request of ``version`` names ``topic``: by name, or by id from v13."""
+        if version < 13:
+            return topic
+        info = self.client.cluster.topics.get(topic)
+        if info is None:
+            raise KafkaConnectionError(f"no topic id known for {topic!r}")
+        return info.topic_id
 
     def expire_in_flight(self, pending: _InFlight, now: float) -> None:
         """Fail the batches of the request ``pending`` whose deadline passed while it was

@@ -13,7 +13,9 @@ from typing import Any
 
 from kontrakt.clients.producer._sender import Sender
 from kontrakt.protocol.codec import decode_struct, encode_struct
+from kontrakt.protocol.headers import encode_response
 from kontrakt.protocol.messages import ProduceResponse
+from kontrakt.protocol.produce import ProduceWire, answers_of
 
 _Topic = ProduceResponse.TopicProduceResponse
 _Partition = _Topic.PartitionProduceResponse
@@ -32,7 +34,7 @@ class _Recorder:
     def _retry(self, b: Any, cause: BaseException) -> None:
         self.outcome[(b.topic, b.partition)] = ("retry", str(cause))
 
-    def _on_error(self, b: Any, code: int, p: Any) -> None:
+    def _on_error(self, b: Any, code: int, detail: str | None) -> None:
         self.outcome[(b.topic, b.partition)] = ("error", code)
 
 
@@ -42,6 +44,15 @@ def _batch(topic: str, partition: int) -> Any:
 
 def _wire(resp: Any, version: int) -> Any:
     return decode_struct(ProduceResponse, version, encode_struct(resp, version))
+
+
+def _answers(resp: Any, version: int) -> Any:
+    """The answers the sender gets for ``resp`` as a broker writes it: read by the
+    producer's reader, and the same as the declared codec's."""
+    frame = encode_response(resp, version, 7)[4:]
+    answers = ProduceWire(version, "cid", None, -1, 1000).answers(frame)
+    assert answers == answers_of(_wire(resp, version))
+    return answers
 
 
 def test_answers_by_topic_id_reach_their_batches() -> None:
@@ -57,7 +68,7 @@ def test_answers_by_topic_id_reach_their_batches() -> None:
     assert all(t.name == "" for t in resp.responses)  # v13 carries no names
     batches = [_batch("orders", 0), _batch("orders", 2), _batch("payments", 1),
                _batch("orders", 1)]
-    Sender._handle(sender, resp, batches)  # type: ignore[arg-type]
+    Sender._handle(sender, _answers(resp, 13), batches)  # type: ignore[arg-type]
     assert sender.outcome[("orders", 0)] == ("ok", 7)
     assert sender.outcome[("payments", 1)] == ("ok", 40)
     assert sender.outcome[("orders", 2)] == ("error", 6)
@@ -74,7 +85,7 @@ def test_answers_by_name_do_not_need_topic_ids() -> None:
         _Topic(name="orders", partition_responses=[
             _Partition(index=0, error_code=0, base_offset=3)]),
     ]), 12)
-    Sender._handle(sender, resp, [_batch("orders", 0)])  # type: ignore[arg-type]
+    Sender._handle(sender, _answers(resp, 12), [_batch("orders", 0)])  # type: ignore[arg-type]
     assert sender.outcome == {("orders", 0): ("ok", 3)}
 
 
@@ -84,5 +95,5 @@ def test_an_unknown_topic_id_answers_no_batch() -> None:
         _Topic(topic_id=uuid.uuid4(), partition_responses=[
             _Partition(index=0, error_code=0, base_offset=3)]),
     ]), 13)
-    Sender._handle(sender, resp, [_batch("orders", 0)])  # type: ignore[arg-type]
+    Sender._handle(sender, _answers(resp, 13), [_batch("orders", 0)])  # type: ignore[arg-type]
     assert sender.outcome[("orders", 0)][0] == "retry"

@@ -114,6 +114,15 @@ class ProduceWire:
         ``encode_request`` writes for the same request."""
         names = self._names
         if self._flexible:
+            if len(topics) == 1 and len(topics[0][1]) == 1:  # an awaited single send's
+                topic, ((index, records),) = topics[0]
+                name = names.get(topic) or self._name(topic)
+                size = _uvarint(len(records) + 1)
+                return b"".join((
+                    _HEAD.pack(len(self._fixed) + len(name) + len(size) + len(records) + 17,
+                               _API_KEY, self.version, correlation_id),
+                    self._fixed, b"\x02", name, b"\x02", _INT32.pack(index), size, records,
+                    b"\0\0\0"))  # the partition's, the topic's and the request's tags
             parts = [b"", self._fixed, _uvarint(len(topics) + 1)]
             for topic, partitions in topics:
                 parts.append(names.get(topic) or self._name(topic))
@@ -155,6 +164,8 @@ class ProduceWire:
 #: a flexible partition answer's end in the plain shape: no record errors, a null error
 #: message, no tagged fields
 _PLAIN_END = b"\x01\x00\x00"
+#: and the topic's tagged fields (none) after its last partition
+_PLAIN_ONE = _PLAIN_END + b"\x00"
 
 
 def _read_flexible(data: bytes, by_id: bool) -> list[Answer] | None:
@@ -162,6 +173,15 @@ def _read_flexible(data: bytes, by_id: bool) -> list[Answer] | None:
     # The header's tagged fields (none), then the topics' count: one varint byte.
     if data[4] or not 0 < data[5] < 0x80:
         return None
+    if data[5] == 2 and not by_id:
+        # One topic (an awaited single send's answer): its one partition's in the plain
+        # shape, its tags and the response's none.
+        n = data[6] - 1
+        end = 8 + n
+        if 0 <= n < 0x7F and data[end - 1] == 2 and \
+                data[end + 30:end + 34] == _PLAIN_ONE and not data[end + 38]:
+            index, code, base, append_time, _start = _PART_V5.unpack_from(data, end)
+            return [(data[7:end - 1].decode(), None, index, code, base, append_time, None)]
     pos = 6
     out: list[Answer] = []
     unpack = _PART_V5.unpack_from

@@ -74,6 +74,17 @@ def test_request_frames_are_the_codecs_bytes(version: int) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("size", [0, 3, 126, 127, 16_382, 16_383, 70_000])
+def test_a_single_partitions_request_is_the_codecs(version: int, size: int) -> None:
+    # An awaited single send's request: one topic, one partition (its own path).
+    topic: Any = uuid.uuid4() if version >= 13 else "orders"
+    topics = [(topic, [(4, b"r" * size)])]
+    wire = ProduceWire(version, "cid", None, 1, 30_000)
+    assert wire.frame(2**31 - 1, topics) == _expected_frame(version, "cid", None, 1, 30_000,
+                                                            topics, 2**31 - 1)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_a_request_of_many_partitions_is_the_codecs(version: int) -> None:
     topic: Any = uuid.uuid4() if version >= 13 else "t" * 130
     topics = [(topic, [(p, bytes([p]) * p) for p in range(200)])]

@@ -110,6 +110,10 @@ class RecordAccumulator:
         #: close sets 0 again under the lock: 0 stages nothing)
         self.stage_limit = 0
         self.sender_wake_at = float("inf")
+        #: no queued batch's delivery deadline is earlier (the pass looks for expired
+        #: batches only from then, see expire): lowered as batches are queued, made
+        #: exact again by each look
+        self.expire_at = float("inf")
         #: set when an append found its partition's batch full (async senders then yield)
         self.filled = False
         self.flushing = 0
@@ -262,6 +266,8 @@ class RecordAccumulator:
                               time.monotonic() if created is None else created)
         self.used += first_record(batch, timestamp, kb, key, vb, value, hb, rest)
         dq.append(batch)
+        if batch.deadline < self.expire_at:
+            self.expire_at = batch.deadline
         self.incomplete.add(batch)
         return batch, 0
 
@@ -333,6 +339,8 @@ class RecordAccumulator:
             if dq is None:
                 dq = self.queues[(topic, partition)] = deque()
             dq.append(batch)
+            if batch.deadline < self.expire_at:
+                self.expire_at = batch.deadline
             self.incomplete.add(batch)
         self.wakeup(True)
         return batch
@@ -353,6 +361,8 @@ class RecordAccumulator:
 
     def _reenqueue_locked(self, batch: ProducerBatch) -> None:
         dq = self.queues.setdefault((batch.topic, batch.partition), deque())
+        if batch.deadline < self.expire_at:
+            self.expire_at = batch.deadline
         if batch.base_sequence < 0:
             dq.appendleft(batch)
             return
@@ -397,14 +407,23 @@ class RecordAccumulator:
         return parts
 
     def expire(self, now: float) -> list[ProducerBatch]:
-        """Take out queued batches whose delivery timeout passed (oldest first per queue)."""
+        """Take out queued batches whose delivery timeout passed (oldest first per queue).
+
+        Looks only from :attr:`expire_at` on: the sender's pass calls it per pass, and an
+        awaited single send's pass would otherwise walk every queue for nothing."""
+        if now < self.expire_at:
+            return []
         out = []
         with self.lock:
+            first = float("inf")
             for dq in self.queues.values():
                 while dq and dq[0].deadline <= now:
                     b = dq.popleft()
                     b.sealed = True
                     out.append(b)
+                if dq and dq[0].deadline < first:
+                    first = dq[0].deadline
+            self.expire_at = first
         return out
 
     def abort_all(self) -> list[ProducerBatch]:

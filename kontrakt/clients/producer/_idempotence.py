@@ -107,8 +107,10 @@ class IdempotenceState:
         if batch.base_sequence < 0:
             batch.base_sequence = st.next_sequence
             st.next_sequence = (st.next_sequence + count) % _SEQ_MOD
-        st.in_flight.append(batch)
-        st.in_flight.sort(key=_seq)
+        flying = st.in_flight
+        flying.append(batch)
+        if len(flying) > 1 and flying[-2].base_sequence > batch.base_sequence:
+            flying.sort(key=_seq)  # (sorted already otherwise: the sort is stable)
 
     def done(self, batch: ProducerBatch, acked: bool, count: int) -> None:
         """``batch`` came back (acknowledged or not)."""

@@ -76,7 +76,10 @@ class ProducerMetrics:
         self.latency_sum += latency
         if latency > self.latency_max:
             self.latency_max = latency
-        self._sample(self._clock())
+        now = self._clock()
+        if now - self._samples[-1][0] >= _SAMPLE_EVERY:
+            # (Only a new sample can let old ones go: the last is inside the window.)
+            self._sample(now)
 
     def snapshot(self, buffered_bytes: int, queued_batches: int) -> dict[str, float]:
         """Every metric by name (rates per second over the last RATE_WINDOW seconds)."""

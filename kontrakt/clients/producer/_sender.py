@@ -288,6 +288,8 @@ class Sender(ProduceRequests):
                 wake_at = unexpired  # its request keeps its deadline (_InFlight)
                 if dq:
                     more = True  # the partition's next batch may go in the next round
+                    if dq[0].deadline < acc.expire_at:  # (see RecordAccumulator.expire)
+                        acc.expire_at = dq[0].deadline
                 head.sealed = True
                 sizes[leader] = used + size
                 if idem is not None:

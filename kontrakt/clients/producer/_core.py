@@ -468,7 +468,14 @@ class CallerThreads:
         self._core._wakeup(True)
         with acc.memory_freed:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not acc.memory_freed.wait(remaining):
+            freed = False
+            if remaining > 0:
+                acc.memory_waiters += 1
+                try:
+                    freed = acc.memory_freed.wait(remaining)
+                finally:
+                    acc.memory_waiters -= 1
+            if not freed:
                 raise KafkaTimeoutError(
                     f"the producer's buffer (buffer.memory={acc.buffer_memory} bytes) stayed "
                     "full for max.block.ms")

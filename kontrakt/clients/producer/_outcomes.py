@@ -76,6 +76,12 @@ class BatchOutcomes:
     def _handle(self, answers: list[Answer], batches: list[ProducerBatch]) -> None:
         """Complete, retry or fail ``batches`` by a response's ``answers`` (see
         ``kontrakt.protocol.produce``)."""
+        if len(answers) == 1 and len(batches) == 1:  # an awaited single send's, accepted
+            a = answers[0]
+            b = batches[0]
+            if a[3] == 0 and a[2] == b.partition and a[0] == b.topic:
+                self._succeed(b, a[4], a[5])
+                return
         ids: dict[Any, str] | None = None
         by_tp: dict[tuple[str, int], Answer] = {}
         for a in answers:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 import warnings
 from typing import Any
@@ -256,3 +257,35 @@ def test_the_sticky_partition_of_a_settling_stage_is_one_it_has() -> None:
     assert {core._acc.sticky("t", 1, 2) for _ in range(50)} == {0}
     moved = {core._acc.sticky("t", 3, PARTITIONS) for _ in range(200)}
     assert 3 not in moved and len(moved) > 1
+
+
+def test_a_send_blocked_on_a_full_buffer_goes_on_once_a_batch_completes() -> None:
+    # Completing a batch wakes the threads waiting for buffer memory (it notifies only
+    # when one waits: the count of waiters must see them).
+    p = _sync_producer(buffer_memory=5000, batch_size=1000, max_block_ms=10_000)
+    acc = p._async._acc
+    futs = []
+    while acc.used + 200 < acc.buffer_memory:
+        futs.append(p.send("t", b"x" * 100, partition=0))
+    done = threading.Event()
+
+    def blocked() -> None:
+        for _ in range(3):
+            p.send("t", b"y" * 100, partition=0)
+        done.set()
+
+    t = threading.Thread(target=blocked, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 5
+    while not acc.memory_waiters and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert acc.memory_waiters == 1
+    assert not done.is_set()
+    started = time.monotonic()
+    first = futs[0]._batch
+    acc.queues[("t", 0)].remove(first)
+    first.complete(0)
+    assert done.wait(5)
+    assert time.monotonic() - started < 2  # woken, not timed out (max.block.ms is 10 s)
+    t.join(5)
+    assert acc.memory_waiters == 0

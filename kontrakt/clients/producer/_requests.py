@@ -142,6 +142,18 @@ class ProduceRequests(BatchOutcomes):
                         return
             self._conns[node] = conn
             self._write(conn, node, batches)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            # Not the network (that is handled above): a bug. Nothing awaits this task, so
+            # unless its batches fail here they would never resolve (and close() would wait
+            # for them forever); as for a response that fails oddly (_on_response).
+            log.error("producing to broker %s failed: %r", node, exc, exc_info=exc)
+            self._finish(node)
+            for b in batches:
+                if not b.done:
+                    self._fail(b, ProduceError(
+                        f"producing to {b.topic}-{b.partition} failed: {exc!r}", exc))
         finally:
             if self._waiting.get(node) is asyncio.current_task():
                 del self._waiting[node]

@@ -123,3 +123,41 @@ def test_an_answer_past_the_plain_shape_still_fails_its_batch_with_the_brokers_w
                 await p.send_and_wait("orders", b"v")
 
     asyncio.run(main())
+
+
+def test_a_bug_while_a_request_waits_for_its_connection_fails_its_records_not_the_close(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first request to a broker is written by a task that connects first; an
+    unexpected error there (not a Kafka one) used to vanish with the task, its batch neither
+    queued nor in flight: the send never resolved and close() waited forever."""
+    from kontrakt.clients.producer import _requests
+
+    real_wire = _requests.ProduceRequests._wire
+    calls = 0
+
+    def broken_once(self: Any, conn: Any, node: int) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("boom")
+        return real_wire(self, conn, node)
+
+    monkeypatch.setattr(_requests.ProduceRequests, "_wire", broken_once)
+    log = _Log()
+
+    async def main() -> None:
+        broker = CraftedBroker({0: log.produce}, topics={"orders": 1})
+        async with broker:
+            p = AsyncProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+            await p.start()
+            try:
+                with pytest.raises(ProduceError, match="boom"):
+                    await asyncio.wait_for(p.send_and_wait("orders", b"lost?"), 10)
+                # The producer goes on: the next record is written.
+                meta = await asyncio.wait_for(p.send_and_wait("orders", b"next"), 10)
+                assert meta.offset == 0
+            finally:
+                await asyncio.wait_for(p.close(5), 10)
+        assert [v for _t, _p, v in log.records] == [b"next"]
+
+    asyncio.run(main())

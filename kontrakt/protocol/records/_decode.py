@@ -17,10 +17,13 @@ functions: :func:`decode_records`, :func:`decode_records_as` and
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any, Final, TypeVar
 
 from kontrakt.errors import CorruptRecordError
+from kontrakt.protocol.records._decode_run import MIN_RUN, decode_run
 from kontrakt.protocol.records._model import (
+    TWO_BYTE_VARINTS,
     ZIGZAG_DECODE,
     Header,
     Record,
@@ -33,12 +36,7 @@ _new_record = tuple.__new__
 _T = TypeVar("_T", bound=tuple[Any, ...])
 
 
-# _TWO_BYTE_VARINTS[b][c]: the zig-zag value of the varint whose first byte is b (>= 128) and
-# second byte is c, or None when c has its continuation bit set too. Two list lookups are
-# cheaper in CPython than the shifts and masks that combine the two bytes.
-_TWO_BYTE_VARINTS: Final[list[list[int | None] | None]] = [None] * 128 + [
-    [ZIGZAG_DECODE[(b & 127) | (c << 7)] if c < 128 else None for c in range(256)]
-    for b in range(128, 256)]
+_TWO_BYTE_VARINTS: Final = TWO_BYTE_VARINTS
 
 # The record loop is written once, as source text, and compiled into two functions that
 # differ only in what they build per record: plain :class:`Record` tuples, or the caller's
@@ -54,52 +52,80 @@ def {name}(data, pos, end, count, base_offset, base_timestamp, timestamp_type, m
     out = []
     append = out.append
     n_headers = 0
+    retry = 0  # where a run (see decode_run) is tried next
+    backoff = MIN_RUN
     try:
-        for _ in range(count):
-            # Every varint read below is the same three-way unrolled pattern: one byte
-            # (table), two bytes (table of tables, None when a third byte follows),
-            # otherwise the generic loop. Unrolled by hand because a helper call per varint
-            # would cost more than the decoding.
-            # Record length, then (pos + 1) skip the attributes byte, unused so far.
-            b = data[pos]
-            if b < 128:
-                rec_end = pos + 1 + zz[b]
-                b = data[pos + 2]
-                pos += 2
-            elif (c := hi[b][data[pos + 1]]) is not None:
-                rec_end = pos + 2 + c
-                b = data[pos + 3]
-                pos += 3
-            else:
-                length, pos = slow(data, pos)
-                rec_end = pos + length
-                pos += 1
+        while (done := len(out)) < count:
+            if done >= retry:
+                run = decode_run(data, pos, end, count - done, base_offset, base_timestamp)
+                if run is not None:
+                    n, pos, offsets, timestamps, keys, values, headers = run
+                    out += map(new, repeat({cls}), zip({run_fields}))
+                    retry = done + n
+                    backoff = MIN_RUN
+                    continue
+                # Not a run here: the general loop takes the next records, more of them
+                # after every miss, so that records of varying sizes pay little for it.
+                retry = done + backoff
+                backoff *= 2
+            for _ in range(min(count, retry) - done):
+                # Every varint read below is the same three-way unrolled pattern: one
+                # byte (table), two bytes (table of tables, None when a third byte
+                # follows), otherwise the generic loop. Unrolled by hand because a helper
+                # call per varint would cost more than the decoding.
+                # Record length, then (pos + 1) skip the attributes byte, unused so far.
                 b = data[pos]
-            # b: the first byte of the timestamp delta
-            if b < 128:
-                timestamp = base_timestamp + zz[b]
-                pos += 1
-            elif (c := hi[b][data[pos + 1]]) is not None:
-                timestamp = base_timestamp + c
-                pos += 2
-            else:
-                timestamp, pos = slow(data, pos)
-                timestamp += base_timestamp
-            b = data[pos]
-            if b < 128:
-                offset = base_offset + zz[b]
-                pos += 1
-            elif (c := hi[b][data[pos + 1]]) is not None:
-                offset = base_offset + c
-                pos += 2
-            else:
-                offset, pos = slow(data, pos)
-                offset += base_offset
-            b = data[pos]
-            if b == 1:  # length -1: no key (the common case, so tested first)
-                key = None
-                pos += 1
-            else:
+                if b < 128:
+                    rec_end = pos + 1 + zz[b]
+                    b = data[pos + 2]
+                    pos += 2
+                elif (c := hi[b][data[pos + 1]]) is not None:
+                    rec_end = pos + 2 + c
+                    b = data[pos + 3]
+                    pos += 3
+                else:
+                    length, pos = slow(data, pos)
+                    rec_end = pos + length
+                    pos += 1
+                    b = data[pos]
+                # b: the first byte of the timestamp delta
+                if b < 128:
+                    timestamp = base_timestamp + zz[b]
+                    pos += 1
+                elif (c := hi[b][data[pos + 1]]) is not None:
+                    timestamp = base_timestamp + c
+                    pos += 2
+                else:
+                    timestamp, pos = slow(data, pos)
+                    timestamp += base_timestamp
+                b = data[pos]
+                if b < 128:
+                    offset = base_offset + zz[b]
+                    pos += 1
+                elif (c := hi[b][data[pos + 1]]) is not None:
+                    offset = base_offset + c
+                    pos += 2
+                else:
+                    offset, pos = slow(data, pos)
+                    offset += base_offset
+                b = data[pos]
+                if b == 1:  # length -1: no key (the common case, so tested first)
+                    key = None
+                    pos += 1
+                else:
+                    if b < 128:
+                        n = zz[b]
+                        pos += 1
+                    elif (c := hi[b][data[pos + 1]]) is not None:
+                        n = c
+                        pos += 2
+                    else:
+                        n, pos = slow(data, pos)
+                    if n < 0:
+                        raise CorruptRecordError(f"negative key length {{n}}")
+                    key = data[pos:pos + n]
+                    pos += n
+                b = data[pos]
                 if b < 128:
                     n = zz[b]
                     pos += 1
@@ -108,37 +134,24 @@ def {name}(data, pos, end, count, base_offset, base_timestamp, timestamp_type, m
                     pos += 2
                 else:
                     n, pos = slow(data, pos)
-                if n < 0:
-                    raise CorruptRecordError(f"negative key length {{n}}")
-                key = data[pos:pos + n]
-                pos += n
-            b = data[pos]
-            if b < 128:
-                n = zz[b]
-                pos += 1
-            elif (c := hi[b][data[pos + 1]]) is not None:
-                n = c
-                pos += 2
-            else:
-                n, pos = slow(data, pos)
-            if n >= 0:
-                value = data[pos:pos + n]
-                pos += n
-            elif n == -1:
-                value = None
-            else:
-                raise CorruptRecordError(f"negative value length {{n}}")
-            if data[pos] == 0:
-                headers = []
-                pos += 1
-            else:
-                headers, pos = _decode_headers(data, pos)
-                {count_headers}
-            if pos != rec_end:
-                raise CorruptRecordError(
-                    f"record fields end {{pos - rec_end:+d}} bytes from where its length "
-                    "says")
-            append(new({cls}, ({fields})))
+                if n >= 0:
+                    value = data[pos:pos + n]
+                    pos += n
+                elif n == -1:
+                    value = None
+                else:
+                    raise CorruptRecordError(f"negative value length {{n}}")
+                if data[pos] == 0:
+                    headers = []
+                    pos += 1
+                else:
+                    headers, pos = _decode_headers(data, pos)
+                    {count_headers}
+                if pos != rec_end:
+                    raise CorruptRecordError(
+                        f"record fields end {{pos - rec_end:+d}} bytes from where its length "
+                        "says")
+                append(new({cls}, ({fields})))
     except IndexError:
         raise CorruptRecordError(
             f"record {{len(out)}} of {{count}} runs past the batch") from None
@@ -153,13 +166,14 @@ def {name}(data, pos, end, count, base_offset, base_timestamp, timestamp_type, m
 # A piece stops early, after the record that takes its headers past ``max_headers``: in the
 # header branch, so that records without headers pay nothing for it.
 _COUNT_HEADERS = """n_headers += len(headers)
-                if n_headers > max_headers:
-                    if pos != rec_end:
-                        raise CorruptRecordError(
-                            f"record fields end {{pos - rec_end:+d}} bytes from where its "
-                            "length says")
-                    append(new({cls}, ({fields})))
-                    break"""
+                    if n_headers > max_headers:
+                        if pos != rec_end:
+                            raise CorruptRecordError(
+                                f"record fields end {{pos - rec_end:+d}} bytes from where "
+                                "its length says")
+                        append(new({cls}, ({fields})))
+                        count = -1  # ends the outer loop too; not read after it
+                        break"""
 
 _CHECK_END = """    if pos != end:
         raise CorruptRecordError(
@@ -168,13 +182,14 @@ _CHECK_END = """    if pos != end:
         )"""
 
 
-def _compile_loop(name: str, extra: str, cls: str, fields: str, log_append_fields: str,
-                  *, piece: bool = False) -> Callable[..., Any]:
+def _compile_loop(name: str, extra: str, cls: str, fields: str, run_fields: str,
+                  log_append_fields: str, *, piece: bool = False) -> Callable[..., Any]:
     # A piece decodes ``count`` records of a batch and says where it stopped and how many
     # headers it built (they cost memory that the bytes do not show); the caller checks
     # the batch's end once its last piece is decoded.
     source = _LOOP_TEMPLATE.format(
-        name=name, extra=extra, cls=cls, fields=fields, log_append_fields=log_append_fields,
+        name=name, extra=extra, cls=cls, fields=fields, run_fields=run_fields,
+        log_append_fields=log_append_fields,
         count_headers=_COUNT_HEADERS.format(cls=cls, fields=fields) if piece else "pass",
         check_end="" if piece else _CHECK_END, result="out, pos, n_headers" if piece else "out")
     namespace: dict[str, Any] = {
@@ -182,6 +197,7 @@ def _compile_loop(name: str, extra: str, cls: str, fields: str, log_append_field
         "decode_varint_slow": decode_varint_slow,
         "_new_record": _new_record, "_decode_headers": _decode_headers,
         "CorruptRecordError": CorruptRecordError, "Record": Record,
+        "decode_run": decode_run, "MIN_RUN": MIN_RUN, "repeat": repeat,
     }
     exec(compile(source, f"<kontrakt record loop {name}>", "exec"), namespace)
     fn: Callable[..., Any] = namespace[name]
@@ -325,17 +341,22 @@ def _decode_headers(data: bytes, pos: int) -> tuple[list[Header], int]:
     return headers, pos
 
 
+_RUN_FIELDS_AS = ("repeat(topic), repeat(partition), offsets, timestamps, repeat(ts_value), "
+                  "keys, values, headers, repeat(leader_epoch)")
 _decode_plain: Callable[..., list[Any]] = _compile_loop(
     "decode_records", "", "Record",
     "offset, timestamp, timestamp_type, key, value, headers",
+    "offsets, timestamps, repeat(timestamp_type), keys, values, headers",
     "r[0], max_timestamp, 1, r[3], r[4], r[5]")
 _decode_as: Callable[..., list[Any]] = _compile_loop(
     "decode_records_as", "rec_cls, topic, partition, ts_value, leader_epoch", "rec_cls",
     "topic, partition, offset, timestamp, ts_value, key, value, headers, leader_epoch",
+    _RUN_FIELDS_AS,
     "r[0], r[1], r[2], max_timestamp, r[4], r[5], r[6], r[7], r[8]")
 _decode_piece_as: Callable[..., tuple[list[Any], int, int]] = _compile_loop(
     "decode_records_piece_as", "rec_cls, topic, partition, ts_value, leader_epoch, max_headers",
     "rec_cls",
     "topic, partition, offset, timestamp, ts_value, key, value, headers, leader_epoch",
+    _RUN_FIELDS_AS,
     "r[0], r[1], r[2], max_timestamp, r[4], r[5], r[6], r[7], r[8]", piece=True)
 

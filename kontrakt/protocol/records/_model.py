@@ -68,6 +68,12 @@ _TABLE_BITS: Final = 14
 ZIGZAG_DECODE: Final[list[int]] = [(u >> 1) ^ -(u & 1) for u in range(1 << _TABLE_BITS)]
 #: first value whose zig-zag varint needs three bytes
 SMALL_LIMIT: Final = 1 << (_TABLE_BITS - 1)
+#: TWO_BYTE_VARINTS[b][c]: the zig-zag value of the varint whose first byte is b (>= 128)
+#: and second byte is c, or None when c has its continuation bit set too. Two list lookups
+#: are cheaper in CPython than the shifts and masks that combine the two bytes.
+TWO_BYTE_VARINTS: Final[list[list[int | None] | None]] = [None] * 128 + [
+    [ZIGZAG_DECODE[(b & 127) | (c << 7)] if c < 128 else None for c in range(256)]
+    for b in range(128, 256)]
 
 
 def _encode_varint_slow(value: int) -> bytes:

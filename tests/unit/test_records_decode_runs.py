@@ -193,3 +193,14 @@ def test_any_corruption_of_a_run_decodes_as_the_general_loop(
     broken = RecordBatch.from_bytes(bytes(raw), check_crc=False)
     fast, general = decode_both(broken, as_consumer_records)
     assert fast == general
+
+
+def test_a_buffer_other_than_bytes_gives_slices_of_its_type() -> None:
+    batch = build(uniform(100))
+    data, pos, end = batch.record_data()
+    for buffer in (bytearray(data), memoryview(data)):
+        with runs(enabled=False):
+            general = _decode.decode_records(buffer, pos, end, 100, 0, 0, 0, 0)
+        out = _decode.decode_records(buffer, pos, end, 100, 0, 0, 0, 0)
+        assert [type(r.value) for r in out] == [type(buffer)] * 100
+        assert [tuple(r) for r in out] == [tuple(r) for r in general]

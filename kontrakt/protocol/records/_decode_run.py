@@ -107,7 +107,8 @@ def decode_run(data: bytes, pos: int, end: int, limit: int, base_offset: int,
         items each (a fresh empty headers list per record). Never raises for malformed
         input: such records are left to the general loop.
     """
-    if limit < MIN_RUN:
+    if limit < MIN_RUN or type(data) is not bytes:
+        # (a bytearray or memoryview: the general loop's values are slices of its type)
         return None
     try:
         length, wl = _varint(data, pos)

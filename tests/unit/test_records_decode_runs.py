@@ -204,3 +204,51 @@ def test_a_buffer_other_than_bytes_gives_slices_of_its_type() -> None:
         out = _decode.decode_records(buffer, pos, end, 100, 0, 0, 0, 0)
         assert [type(r.value) for r in out] == [type(buffer)] * 100
         assert [tuple(r) for r in out] == [tuple(r) for r in general]
+
+
+def _headers_section() -> tuple[bytes, int, list[Any]]:
+    headers: list[Any] = [("", b""), ("a", None), ("k" * 70, b"v" * 100), ("é" * 3, b"x" * 9000),
+                          ("n" * 10000, b"")]
+    builder = RecordBatchBuilder(max_batch_size=1 << 30)
+    builder.append(1, None, b"value", headers)
+    data, pos, _ = RecordBatch.from_bytes(builder.build()).record_data()
+    # the record: length (3 bytes), attributes, deltas, null key, value length and value
+    return data, pos + 3 + 1 + 1 + 1 + 1 + 1 + 5, headers
+
+
+def test_headers_round_trip_with_short_and_long_varints() -> None:
+    data, at, headers = _headers_section()
+    assert _decode._decode_headers(data, at) == (headers, len(data))
+
+
+def test_headers_read_short_varints_without_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One- and two-byte varints (nearly all header counts and lengths) are read from the
+    tables; only the 9,000-byte value and the 10,000-byte name take the generic reader."""
+    data, at, headers = _headers_section()
+    calls: list[int] = []
+    slow = _decode.decode_varint_slow
+
+    def counted(buf: bytes, pos: int) -> tuple[int, int]:
+        calls.append(pos)
+        return slow(buf, pos)
+
+    monkeypatch.setattr(_decode, "decode_varint_slow", counted)
+    assert _decode._decode_headers(data, at) == (headers, len(data))
+    assert len(calls) == 2
+
+
+def test_headers_cut_or_changed_anywhere_fail_as_the_checked_reader_does() -> None:
+    data, at, _ = _headers_section()
+    small = data[:at + 300]  # the first three headers and part of the fourth
+    cases = [small[:cut] for cut in range(at, len(small))]
+    for i in range(at, len(small)):
+        for byte in (0, 1, 0x7F, 0x80, 0xFF):
+            cases.append(small[:i] + bytes([byte]) + small[i + 1:])
+    for case in cases:
+        results = []
+        for reader in (_decode._decode_headers, _decode._decode_headers_checked):
+            try:
+                results.append(reader(case, at))
+            except CorruptRecordError as exc:
+                results.append(("error", str(exc)))
+        assert results[0] == results[1]

@@ -314,6 +314,68 @@ def decode_records_piece_as(
 
 
 def _decode_headers(data: bytes, pos: int) -> tuple[list[Header], int]:
+    """A record's headers at ``pos`` (its header count): (headers, where they end).
+
+    The varints are read as the record loop reads them (one- and two-byte tables, a call
+    only for longer ones): a call per varint cost more than the rest of a header. Bytes
+    that run short are read again by :func:`_decode_headers_checked`, which says where.
+    """
+    zz = ZIGZAG_DECODE
+    hi: Any = TWO_BYTE_VARINTS
+    start = pos
+    try:
+        b = data[pos]
+        if b < 128:
+            count = zz[b]
+            pos += 1
+        else:
+            count, pos = decode_varint_slow(data, pos)
+        if count < 0:
+            raise CorruptRecordError(f"negative header count {count}")
+        headers: list[Header] = []
+        append = headers.append
+        size = len(data)
+        for _ in range(count):
+            b = data[pos]
+            if b < 128:
+                n = zz[b]
+                pos += 1
+            elif (c := hi[b][data[pos + 1]]) is not None:
+                n = c
+                pos += 2
+            else:
+                n, pos = decode_varint_slow(data, pos)
+            if n < 0 or pos + n > size:
+                raise CorruptRecordError(f"bad header key length {n}")
+            try:
+                name = data[pos:pos + n].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorruptRecordError(f"header key is not UTF-8: {exc}") from None
+            pos += n
+            b = data[pos]
+            if b < 128:
+                n = zz[b]
+                pos += 1
+            elif (c := hi[b][data[pos + 1]]) is not None:
+                n = c
+                pos += 2
+            else:
+                n, pos = decode_varint_slow(data, pos)
+            if n >= 0:
+                if pos + n > size:
+                    raise CorruptRecordError(f"header value of {n} bytes runs past the batch")
+                append((name, data[pos:pos + n]))
+                pos += n
+            elif n == -1:
+                append((name, None))
+            else:
+                raise CorruptRecordError(f"negative header value length {n}")
+    except IndexError:
+        return _decode_headers_checked(data, start)
+    return headers, pos
+
+
+def _decode_headers_checked(data: bytes, pos: int) -> tuple[list[Header], int]:
     count, pos = decode_varint_slow(data, pos)
     if count < 0:
         raise CorruptRecordError(f"negative header count {count}")

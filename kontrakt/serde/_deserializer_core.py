@@ -41,6 +41,11 @@ class DeserializerCore(RuledReading, CoreConfig):
         self.id_deserializer: Callable[..., tuple[SchemaId, int]] = (
             self.conf["schema.id.deserializer"])
         self.readers: dict[Any, Any] = {}
+        #: the warm path without a context, for the clients (see bare_deserializer_core):
+        #: framing head -> ``parse(payload)``, for the heads in ``readers`` whose reader needs
+        #: neither the context nor more than the payload after the head (no rules, no
+        #: ``from_dict``); a parse that fails is redone through ``readers`` for its error
+        self.bare: dict[bytes, Callable[[bytes], Any]] = {}
         #: whether the strategy has named a subject in a schema context (see context_subject)
         self.contexts = False
         self.fast = (self.id_deserializer is dual_schema_id_deserializer
@@ -128,6 +133,7 @@ class DeserializerCore(RuledReading, CoreConfig):
             self.contexts = True
             self.fast = False
             self.readers = {k: v for k, v in self.readers.items() if not isinstance(k, bytes)}
+            self.bare = {}
         return subject
 
     def subject(self, ctx: SerializationContext | None, data: bytes | None) -> str | None:
@@ -174,8 +180,9 @@ class DeserializerCore(RuledReading, CoreConfig):
         return reader
 
     def forget_latest(self) -> None:
-        # A new dict rather than clear(): a thread reading the old one sees it whole.
+        # New dicts rather than clear(): a thread reading the old ones sees them whole.
         self.readers = {}
+        self.bare = {}
 
     def fetch_writer(self, sid: SchemaId, ctx: SerializationContext | None,
                      data: bytes) -> Steps:

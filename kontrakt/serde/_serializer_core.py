@@ -76,6 +76,10 @@ class SerializerCore(CoreConfig):
         #: ``write`` of its value (key) subject, for the default strategy and framing
         self.value_writes: dict[str, Callable[[Any, Any], bytes]] = {}
         self.key_writes: dict[str, Callable[[Any, Any], bytes]] = {}
+        #: whether the writes above read nothing of their context: the serializing clients
+        #: then call them with None and build no context a record (see
+        #: bare_serializer_core); a format whose writers never look at it sets this
+        self.bare_writes = False
         self.id_serializer: Callable[..., bytes] = c["schema.id.serializer"]
         self.fast_prefix = self.id_serializer is prefix_schema_id_serializer
         self.resolved: dict[str | None, Resolved] = {}

@@ -19,7 +19,14 @@ from kontrakt.serde._framing import has_schema_id_header
 from kontrakt.serde._registry_io import run_async, run_sync
 from kontrakt.serde._serializer_core import SerializerCore
 
-__all__ = ["AsyncDeserializer", "AsyncSerializer", "SyncDeserializer", "SyncSerializer"]
+__all__ = [
+    "AsyncDeserializer",
+    "AsyncSerializer",
+    "SyncDeserializer",
+    "SyncSerializer",
+    "bare_deserializer_core",
+    "bare_serializer_core",
+]
 
 #: What a serializer shell accepts (``AvroSerializer[Order]``): anything, unless its schema
 #: is a dataclass or its ``to_dict`` says.
@@ -164,3 +171,43 @@ class AsyncDeserializer(Generic[OutT]):
             reader = await run_async(core.load(key, sid, ctx, data), self._registry)
             out = core.deserialize(data, offset, reader, ctx)
         return out  # type: ignore[no-any-return]
+
+
+def bare_serializer_core(ser: Any) -> SerializerCore | None:
+    """The core of ``ser`` if it is one of these shells, unchanged, whose warm writers read
+    nothing of their context, else None.
+
+    Why: the serializing clients then look a record's writer up themselves
+    (``core.value_writes.get(topic)`` / ``key_writes``, the default strategy and framing
+    with no rules) and call it as ``write(obj, None)``: what the shell would return for
+    that record (a subclass overriding ``__call__`` is not bypassed), without building a
+    context. A record whose topic has no such writer, or whose write raises, takes the
+    shell with a context (which raises the record's error).
+    """
+    if not isinstance(ser, (SyncSerializer, AsyncSerializer)):
+        return None
+    call = type(ser).__call__
+    if call is not SyncSerializer.__call__ and call is not AsyncSerializer.__call__:
+        return None
+    core = getattr(ser, "_core", None)
+    if not isinstance(core, SerializerCore) or not core.bare_writes:
+        return None
+    return core
+
+
+def bare_deserializer_core(de: Any) -> DeserializerCore | None:
+    """The core of ``de`` if it is one of these shells, unchanged, else None.
+
+    Why: the deserializing clients then decode a record with no headers themselves:
+    ``core.bare.get(data[:core.head_size])`` names ``parse(payload)`` for a framing head
+    whose reader needs no context (see ``DeserializerCore.bare``); what the shell would
+    return, without building a context. A record whose head is not there, or whose parse
+    raises, takes the shell with a context (which raises the record's error).
+    """
+    if not isinstance(de, (SyncDeserializer, AsyncDeserializer)):
+        return None
+    call = type(de).__call__
+    if call is not SyncDeserializer.__call__ and call is not AsyncDeserializer.__call__:
+        return None
+    core = getattr(de, "_core", None)
+    return core if isinstance(core, DeserializerCore) else None

@@ -13,7 +13,7 @@ confluent-kafka-python cannot do.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kontrakt._extras import raise_missing_extra
@@ -161,6 +161,8 @@ class _ProtobufSerializerCore(SerializerCore, ReferenceParsing):
         self.skip_known: bool = self.conf["skip.known.types"]
         self.ref_strategy = self.conf["reference.subject.name.strategy"]
         self.zigzag = not self.conf["use.deprecated.format"]
+        # make_writer's writers (and the model's, through encode) never look at the context.
+        self.bare_writes = True
         self.file: Any = None
         self.indexes: tuple[int, ...]
         if self.model is not None:
@@ -309,7 +311,7 @@ class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
             # A generated class needs no schema to decode; with a registry, the writer schema
             # is still fetched (once per id) for the rules it may carry, so that a contract
             # is never skipped. Without one, the bytes are all there is.
-            read = self._typed_reader()
+            read = plain = self._typed_reader()
             if self.has_registry:
                 writer = yield from self.fetch_writer(sid, ctx, data)
                 plan = yield from self._typed_read_plan(writer, sid, ctx, data)
@@ -320,6 +322,9 @@ class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
                 except RuleError as e:
                     raise self.rule_error(e, ctx, data) from e
             self.readers[key] = read
+            if read is plain and isinstance(key, bytes):
+                # No rules: the clients may parse the payload after the head themselves.
+                self.bare[key] = self._typed_parse()
             return read
         return (yield from DeserializerCore.load(self, key, sid, ctx, data))
 
@@ -378,6 +383,15 @@ class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
             desc = reader.message_types_by_name.get(writer_desc.name, writer_desc)
             cls = GetMessageClass(desc)
         return lambda value: from_plain(cls, value)
+
+    def _typed_parse(self) -> Callable[[bytes], Any]:
+        """``parse(payload) -> message`` of the class decoded into (upb's own function for a
+        generated class: no Python frame a record)."""
+        if self.model is None:
+            return self.message_type.FromString  # type: ignore[no-any-return]
+        from_string = self.model.message_class.FromString
+        from_message = self.model.from_message
+        return lambda payload: from_message(from_string(payload))
 
     def _typed_reader(self) -> Any:
         if self.model is None:

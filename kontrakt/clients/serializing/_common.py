@@ -1,11 +1,10 @@
 """What the serializing producers and the deserializing consumers share: their key and
 value type variables, the (de)serializer callable types, taking the (de)serializers out of
-a client's config, and awaiting what an ``async`` one returns.
+a client's config.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -22,7 +21,6 @@ __all__ = [
     "K",
     "SerializerFn",
     "V",
-    "maybe_await",
     "split_serdes",
 ]
 
@@ -60,6 +58,3 @@ def split_serdes(config: Mapping[str, Any] | None, kwargs: dict[str, Any],
         found.append(value)
     return rest, found[0], found[1]
 
-
-async def maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value

@@ -13,6 +13,7 @@ returns the records before it and rewinds the consumer to it (see the package do
 from __future__ import annotations
 
 from collections.abc import Mapping
+from inspect import isawaitable
 from typing import Any, overload
 
 from kontrakt._types import ConsumerRecord, TopicPartition
@@ -24,7 +25,6 @@ from kontrakt.clients.serializing._common import (
     DeserializerFn,
     K,
     V,
-    maybe_await,
     split_serdes,
 )
 from kontrakt.errors import (
@@ -39,6 +39,7 @@ from kontrakt.serde._context import (
     SerializationContext,
     new_context,
 )
+from kontrakt.serde._shells import SyncDeserializer, bare_deserializer_core
 
 __all__ = ["AsyncDeserializingConsumer", "DeserializingConsumer"]
 
@@ -69,6 +70,14 @@ def _decoded(raw: ConsumerRecord[Any, Any], key: Any, value: Any) -> ConsumerRec
     topic, partition, offset, ts, ts_type, _, _, headers, epoch = raw
     return _new_tuple(ConsumerRecord, (topic, partition, offset, ts, ts_type, key, value,
                                        headers, epoch))
+
+
+def _never_awaitable(de: Any) -> bool:
+    """Whether ``de`` is one of kontrakt's sync deserializers (its own ``__call__``): one
+    that never returns an awaitable."""
+    call = type(de).__call__
+    return (call is SyncDeserializer.__call__
+            or getattr(call, "__module__", None) == "kontrakt.serde._primitives")
 
 
 def _rewind_points(records: list[ConsumerRecord[Any, Any]]) -> dict[TopicPartition, int]:
@@ -117,6 +126,12 @@ class _Decoding:
         self.idle = key_de is None and value_de is None
         #: build contexts by the constructor (see ContextShell)
         self.slow_contexts = not _contexts.SHELL_FITS
+        #: the value deserializer's core when its warm path may be taken here, without a
+        #: context (see bare_deserializer_core)
+        self.value_core = bare_deserializer_core(value_de)
+        #: no deserializer returns an awaitable: the async consumers decode with decode(),
+        #: no coroutine a record
+        self.sync = all(de is None or _never_awaitable(de) for de in (key_de, value_de))
 
     def decode(self, raw: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
         key_de, value_de = self.key_de, self.value_de
@@ -135,20 +150,38 @@ class _Decoding:
             except Exception as exc:
                 raise _deserialization_error(_KEY, raw, exc) from exc
         if value_de is not None:
-            if slow:
-                ctx = SerializationContext(topic, _VALUE, headers, partition, offset)
-            else:
-                ctx = _new_object(ContextShell)
-                ctx.topic = topic
-                ctx.field = _VALUE
-                ctx.headers = headers
-                ctx.partition = partition
-                ctx.offset = offset
-                ctx.__class__ = SerializationContext
-            try:
-                value = value_de(value, ctx)
-            except Exception as exc:
-                raise _deserialization_error(_VALUE, raw, exc) from exc
+            # The deserializer's warm path, taken here for a record with no headers (none
+            # can carry a schema id): its parse of the payload after the framing head, no
+            # context, no call of the deserializer (see bare_deserializer_core).
+            core = self.value_core
+            done = False
+            if core is not None and not headers:
+                if value is None:
+                    done = True
+                else:
+                    head = core.head_size
+                    parse = core.bare.get(value[:head])
+                    if parse is not None:
+                        try:
+                            value = parse(value[head:])
+                            done = True
+                        except Exception:  # the deserializer raises the record's error below
+                            pass
+            if not done:
+                if slow:
+                    ctx = SerializationContext(topic, _VALUE, headers, partition, offset)
+                else:
+                    ctx = _new_object(ContextShell)
+                    ctx.topic = topic
+                    ctx.field = _VALUE
+                    ctx.headers = headers
+                    ctx.partition = partition
+                    ctx.offset = offset
+                    ctx.__class__ = SerializationContext
+                try:
+                    value = value_de(value, ctx)
+                except Exception as exc:
+                    raise _deserialization_error(_VALUE, raw, exc) from exc
         # _decoded(), inlined: the fields are unpacked already.
         return _new_tuple(ConsumerRecord, (topic, partition, offset, ts, ts_type, key, value,
                                            headers, epoch))
@@ -158,17 +191,19 @@ class _Decoding:
         if key_de is None and value_de is None:
             return raw
         topic, partition, offset, ts, ts_type, key, value, headers, epoch = raw
+        # A result is awaited only if it is awaitable: no coroutine of its own a record.
         if key_de is not None:
             try:
-                key = await maybe_await(key_de(key, new_context(topic, _KEY, headers,
-                                                                 partition,
-                                                             offset)))
+                key = key_de(key, new_context(topic, _KEY, headers, partition, offset))
+                if isawaitable(key):
+                    key = await key
             except Exception as exc:
                 raise _deserialization_error(_KEY, raw, exc) from exc
         if value_de is not None:
             try:
-                value = await maybe_await(value_de(value, new_context(topic, _VALUE, headers,
-                                                                   partition, offset)))
+                value = value_de(value, new_context(topic, _VALUE, headers, partition, offset))
+                if isawaitable(value):
+                    value = await value
             except Exception as exc:
                 raise _deserialization_error(_VALUE, raw, exc) from exc
         return _new_tuple(ConsumerRecord, (topic, partition, offset, ts, ts_type, key, value,
@@ -318,14 +353,20 @@ class AsyncDeserializingConsumer(AsyncConsumer[K, V]):
         """The next deserialized record, or None after ``timeout``; errors as in
         :meth:`DeserializingConsumer.poll`."""
         raw = await super().poll(timeout)
-        return None if raw is None else await self._decoding.decode_async(raw)
+        if raw is None:
+            return None
+        decoding = self._decoding
+        return decoding.decode(raw) if decoding.sync else await decoding.decode_async(raw)
 
     async def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
                             ) -> list[ConsumerRecord[Any, Any]]:
         out: list[ConsumerRecord[Any, Any]] = []
+        decoding = self._decoding
+        decode = decoding.decode if decoding.sync else None
         for i, raw in enumerate(raws):
             try:
-                out.append(await self._decoding.decode_async(raw))
+                out.append(decode(raw) if decode is not None
+                           else await decoding.decode_async(raw))
             except SerializationError:
                 if _stop_before(self, raws, i, out):
                     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from inspect import isawaitable
 from typing import Any, Generic
 
 from kontrakt._types import RecordMetadata, header_list
@@ -22,7 +23,6 @@ from kontrakt.clients.serializing._common import (
     K,
     SerializerFn,
     V,
-    maybe_await,
     split_serdes,
 )
 from kontrakt.errors import (
@@ -31,6 +31,7 @@ from kontrakt.errors import (
     ValueSerializationError,
 )
 from kontrakt.serde._context import MessageField, new_context
+from kontrakt.serde._shells import bare_serializer_core
 
 __all__ = ["AsyncSerializingProducer", "SerializingProducer"]
 
@@ -46,6 +47,14 @@ def _serialization_error(field: MessageField, topic: str,
     err = cls(f"cannot serialize the {field.value} for topic {topic!r}: {exc}")
     err.__cause__ = exc
     return err
+
+
+def _serialize_key(key_ser: Any, topic: str, key: Any,
+                   hdrs: list[tuple[str, bytes | None]]) -> Any:
+    try:
+        return key_ser(key, new_context(topic, _KEY, hdrs))
+    except Exception as exc:
+        raise _serialization_error(_KEY, topic, exc) from exc
 
 
 class SerializingProducer(Generic[K, V]):
@@ -68,6 +77,9 @@ class SerializingProducer(Generic[K, V]):
         kwargs.update(key_serializer=key_serializer, value_serializer=value_serializer)
         rest, self._key_ser, self._value_ser = split_serdes(config, kwargs, PRODUCER_KEYS)
         self._producer = Producer(rest, **kwargs)
+        self._produce = self._producer.produce
+        #: the value serializer's core when the warm path may skip its context
+        self._value_core = bare_serializer_core(self._value_ser)
 
     def _serialize(self, topic: str, key: Any, value: Any,
                    headers: Any) -> tuple[Any, Any, list[tuple[str, bytes | None]]]:
@@ -75,11 +87,16 @@ class SerializingProducer(Generic[K, V]):
         hdrs = [] if headers is None else header_list(headers)
         key_ser, value_ser = self._key_ser, self._value_ser
         if key_ser is not None:
-            try:
-                key = key_ser(key, new_context(topic, _KEY, hdrs))
-            except Exception as exc:
-                raise _serialization_error(_KEY, topic, exc) from exc
+            key = _serialize_key(key_ser, topic, key, hdrs)
         if value_ser is not None:
+            core = self._value_core
+            if core is not None and value is not None and not hdrs:
+                write = core.value_writes.get(topic)
+                if write is not None:
+                    try:
+                        return key, write(value, None), hdrs
+                    except Exception:  # the serializer itself raises the record's error
+                        pass
             try:
                 value = value_ser(value, new_context(topic, _VALUE, hdrs))
             except Exception as exc:
@@ -98,8 +115,22 @@ class SerializingProducer(Generic[K, V]):
             KeySerializationError / ValueSerializationError: nothing was queued.
             Everything :meth:`Producer.produce` raises.
         """
+        # The warm path of _serialize() inlined for the common record (no headers, no key
+        # serializer): the writer bare_serializer_core allows, no context, no frame.
+        core = self._value_core
+        if core is not None and headers is None and value is not None and self._key_ser is None:
+            write = core.value_writes.get(topic)
+            if write is not None:
+                try:
+                    v = write(value, None)
+                except Exception:  # the serializer itself raises the record's error below
+                    pass
+                else:
+                    raw_key: Any = key  # no key serializer: the key is bytes already
+                    self._produce(topic, v, raw_key, partition, on_delivery, timestamp, None)
+                    return
         k, v, hdrs = self._serialize(topic, key, value, headers)
-        self._producer.produce(topic, v, k, partition, on_delivery, timestamp, hdrs or None)
+        self._produce(topic, v, k, partition, on_delivery, timestamp, hdrs or None)
 
     def send(self, topic: str, value: V | None = None, key: K | None = None, *,
              partition: int | None = None, timestamp_ms: int | None = None,
@@ -231,6 +262,9 @@ class AsyncSerializingProducer(Generic[K, V]):
         kwargs.update(key_serializer=key_serializer, value_serializer=value_serializer)
         rest, self._key_ser, self._value_ser = split_serdes(config, kwargs, PRODUCER_KEYS)
         self._producer = AsyncProducer(rest, **kwargs)
+        #: as SerializingProducer's: the value serializer's core when its warm path may
+        #: skip the context (and, for an async serializer, the awaiting)
+        self._value_core = bare_serializer_core(self._value_ser)
 
     async def start(self) -> None:
         """Connect; see :meth:`AsyncProducer.start`."""
@@ -239,16 +273,19 @@ class AsyncSerializingProducer(Generic[K, V]):
     async def _serialize(self, topic: str, key: Any, value: Any,
                          headers: Any) -> tuple[Any, Any, list[tuple[str, bytes | None]]]:
         hdrs = header_list(headers)
+        # A sync serializer's result is awaited only if it is awaitable: a coroutine less.
         if self._key_ser is not None:
             try:
-                key = await maybe_await(
-                    self._key_ser(key, new_context(topic, _KEY, hdrs)))
+                key = self._key_ser(key, new_context(topic, _KEY, hdrs))
+                if isawaitable(key):
+                    key = await key
             except Exception as exc:
                 raise _serialization_error(MessageField.KEY, topic, exc) from exc
         if self._value_ser is not None:
             try:
-                value = await maybe_await(
-                    self._value_ser(value, new_context(topic, _VALUE, hdrs)))
+                value = self._value_ser(value, new_context(topic, _VALUE, hdrs))
+                if isawaitable(value):
+                    value = await value
             except Exception as exc:
                 raise _serialization_error(MessageField.VALUE, topic, exc) from exc
         return key, value, hdrs
@@ -261,6 +298,20 @@ class AsyncSerializingProducer(Generic[K, V]):
         Raises:
             KeySerializationError / ValueSerializationError: nothing was queued.
         """
+        # The warm path with no coroutine of its own: a record without headers or a key
+        # serializer whose value has a writer bare_serializer_core allows.
+        core = self._value_core
+        if core is not None and headers is None and value is not None and self._key_ser is None:
+            write = core.value_writes.get(topic)
+            if write is not None:
+                try:
+                    v = write(value, None)
+                except Exception:  # the serializer itself raises the record's error below
+                    pass
+                else:
+                    raw_key: Any = key  # no key serializer: the key is bytes already
+                    return await self._producer.send(topic, v, raw_key, partition=partition,
+                                                     timestamp_ms=timestamp_ms)
         k, v, hdrs = await self._serialize(topic, key, value, headers)
         return await self._producer.send(topic, v, k, partition=partition,
                                          timestamp_ms=timestamp_ms, headers=hdrs or None)

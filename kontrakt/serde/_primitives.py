@@ -259,3 +259,14 @@ class UUIDDeserializer:
         except (UnicodeError, ValueError) as e:
             raise deserialization_error(f"bytes are not a UUID's text form: {e}", ctx, data,
                                         e) from e
+
+
+def ignores_context(serde: Any) -> bool:
+    """Whether ``serde`` is one of these classes with its own ``__call__``, which reads its
+    context only to word an error.
+
+    Why: the serializing clients then call it with ``None`` (no context built a record)
+    and, if it raises, again with the record's context, whose error is raised.
+    """
+    return getattr(type(serde).__call__, "__module__", None) == __name__
+

@@ -311,3 +311,46 @@ def test_serializing_producers_offer_the_producers_own_methods(tansu_broker: Tan
             await ap.abort_transaction()
 
     asyncio.run(main())
+
+
+def test_a_buffered_record_is_decoded_inside_the_consumers_own_poll(
+        tansu_broker: TansuBroker, topic_name: str) -> None:
+    """``DeserializingConsumer.poll`` is ``Consumer.poll``, which decodes the record it
+    takes (issue 23: no frame of the subclass's own a record); what comes out is the
+    deserializer's, record by record, in order."""
+    import sys
+
+    tansu_broker.create_topic(topic_name, 1)
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers) as raw:
+        for i in range(N):
+            raw.send(topic_name, b"%d" % i)
+        raw.flush(10)
+    frames: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            frames.append(frame.f_code.co_name)
+
+    def de(data: bytes | None, ctx: Any) -> Any:
+        return (int(data or b"-1"), ctx.offset)
+
+    got: list[Any] = []
+    with DeserializingConsumer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                                "auto.offset.reset": "earliest",
+                                "value.deserializer": de}) as c:
+        c.assign([TopicPartition(topic_name, 0)])
+        first = c.poll(10)
+        assert first is not None
+        got.append(first.value)
+        # The rest of the fetch is buffered now (the first poll took one record of it).
+        sys.setprofile(profile)
+        try:
+            second = c.poll(0)
+        finally:
+            sys.setprofile(None)
+        assert second is not None
+        got.append(second.value)
+        while len(got) < N and (rec := c.poll(5)) is not None:
+            got.append(rec.value)
+    assert frames == ["poll", "drain_one", "decode", "de"]
+    assert got == [(i, i) for i in range(N)]

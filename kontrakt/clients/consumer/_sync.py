@@ -87,6 +87,10 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
             raise
         self._buffer = self._async._buffer
         self._drain_one = self._buffer.drain_one
+        #: applied to each record poll() returns (DeserializingConsumer's decode, set after
+        #: this __init__): inside poll(), so that a subclass adds no frame of its own
+        self._decode: Callable[[ConsumerRecord[Any, Any]], ConsumerRecord[Any, Any]] | None
+        self._decode = None
         self._started = False
         self._starting = BackgroundStart(self._thread, self._async)
         self._starting.attempt()
@@ -289,7 +293,8 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
                 a._polled()
             rec = self._drain_one()
             if rec is not None:
-                return rec
+                decode = self._decode
+                return rec if decode is None else decode(rec)
         buf = self._buffer
         # A negative timeout waits as long as None does (librdkafka's -1).
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
@@ -298,11 +303,14 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
                 return None
             seen = buf.version
             rec = buf.drain_one()
-            if rec is not None:
-                return rec
-            if not self._wait_data(seen, deadline):
+            if rec is None and not self._wait_data(seen, deadline):
                 self._async._check()
-                return buf.drain_one()
+                rec = buf.drain_one()
+                if rec is None:
+                    return None
+            if rec is not None:
+                decode = self._decode
+                return rec if decode is None else decode(rec)
 
     def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
                 timeout_ms: int | None = None

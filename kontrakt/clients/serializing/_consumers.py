@@ -39,6 +39,7 @@ from kontrakt.serde._context import (
     SerializationContext,
     new_context,
 )
+from kontrakt.serde._primitives import ignores_context
 from kontrakt.serde._shells import SyncDeserializer, bare_deserializer_core
 
 __all__ = ["AsyncDeserializingConsumer", "DeserializingConsumer"]
@@ -57,7 +58,6 @@ _KEY = MessageField.KEY
 _VALUE = MessageField.VALUE
 _new_tuple = tuple.__new__
 _new_object = object.__new__
-_consumer_poll = Consumer.poll
 
 
 def _decoded(raw: ConsumerRecord[Any, Any], key: Any, value: Any) -> ConsumerRecord[Any, Any]:
@@ -75,9 +75,7 @@ def _decoded(raw: ConsumerRecord[Any, Any], key: Any, value: Any) -> ConsumerRec
 def _never_awaitable(de: Any) -> bool:
     """Whether ``de`` is one of kontrakt's sync deserializers (its own ``__call__``): one
     that never returns an awaitable."""
-    call = type(de).__call__
-    return (call is SyncDeserializer.__call__
-            or getattr(call, "__module__", None) == "kontrakt.serde._primitives")
+    return type(de).__call__ is SyncDeserializer.__call__ or ignores_context(de)
 
 
 def _rewind_points(records: list[ConsumerRecord[Any, Any]]) -> dict[TopicPartition, int]:
@@ -89,14 +87,41 @@ def _rewind_points(records: list[ConsumerRecord[Any, Any]]) -> dict[TopicPartiti
 
 
 def _stop_before(consumer: Any, raws: list[ConsumerRecord[Any, Any]], bad: int,
-                 decoded: list[ConsumerRecord[Any, Any]]) -> bool:
+                 decoded: bool) -> bool:
     """A batch read met a bad record at ``raws[bad]``: rewind ``consumer`` so the next read
-    starts at it (records before it were decoded) or just past it (it is the first, and its
-    error is raised now). Returns whether records before it are to be returned."""
+    starts at it (``decoded``: records before it were decoded) or just past it (it is the
+    first, and its error is raised now). Returns whether records before it are to be
+    returned."""
     rest = raws[bad:] if decoded else raws[bad + 1:]
     for tp, offset in _rewind_points(rest).items():
         consumer.seek(tp, offset)
-    return bool(decoded)
+    return decoded
+
+
+def _decode_batches(consumer: Any,
+                    batches: Mapping[TopicPartition, list[ConsumerRecord[Any, Any]]],
+                    decode: Any) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+    """``batches`` decoded partition by partition with the sync ``decode`` (no flattening
+    and regrouping a record); at a bad record, what :func:`_stop_before` does over the
+    records in the order a flattened batch has them."""
+    out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+    parts = list(batches.items())
+    for n, (tp, raws) in enumerate(parts):
+        decoded: list[ConsumerRecord[Any, Any]] = []
+        append = decoded.append
+        try:
+            for raw in raws:
+                append(decode(raw))
+        except SerializationError:
+            if decoded:
+                out[tp] = decoded
+            rest = raws[len(decoded):] + [r for _, later in parts[n + 1:] for r in later]
+            if _stop_before(consumer, rest, 0, bool(out)):
+                return out
+            raise
+        if decoded:
+            out[tp] = decoded
+    return out
 
 
 def _flatten(batches: Mapping[TopicPartition, list[ConsumerRecord[Any, Any]]]
@@ -132,23 +157,36 @@ class _Decoding:
         #: no deserializer returns an awaitable: the async consumers decode with decode(),
         #: no coroutine a record
         self.sync = all(de is None or _never_awaitable(de) for de in (key_de, value_de))
+        #: the key deserializer is called without a context first (see ignores_context)
+        self.plain_keys = ignores_context(key_de)
 
     def decode(self, raw: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
         key_de, value_de = self.key_de, self.value_de
         if key_de is None and value_de is None:
             return raw
-        # Per record: only the contexts of the deserializers there are (a value-only
-        # consumer builds one), fields read by unpacking once. The value's context is built
-        # as a shell (see ContextShell) inline, as new_context() would, whose frame costs a
-        # fifth of the saving; a key deserializer, rarer, takes new_context().
+        # Per record: only the contexts of the deserializers there are, and none where the
+        # deserializer does not need it (a primitive for the key, the warm path of one of
+        # kontrakt's own for the value); fields read by unpacking once. The value's context
+        # is built as a shell (see ContextShell) inline, as new_context() would, whose frame
+        # costs a fifth of the saving; a key's takes new_context().
         topic, partition, offset, ts, ts_type, key, value, headers, epoch = raw
         slow = self.slow_contexts
         ctx: Any
         if key_de is not None:
-            try:
-                key = key_de(key, new_context(topic, _KEY, headers, partition, offset))
-            except Exception as exc:
-                raise _deserialization_error(_KEY, raw, exc) from exc
+            key_done = False
+            if self.plain_keys:
+                # A primitive's first try has no context: it reads one only to word an
+                # error, which the try with the context below raises.
+                try:
+                    key = key_de(key, None)
+                    key_done = True
+                except Exception:
+                    pass
+            if not key_done:
+                try:
+                    key = key_de(key, new_context(topic, _KEY, headers, partition, offset))
+                except Exception as exc:
+                    raise _deserialization_error(_KEY, raw, exc) from exc
         if value_de is not None:
             # The deserializer's warm path, taken here for a record with no headers (none
             # can carry a schema id): its parse of the payload after the framing head, no
@@ -219,6 +257,12 @@ class DeserializingConsumer(Consumer[K, V]):
     return deserialized records, typed ``ConsumerRecord[K, V]`` after the deserializers
     given as keywords (``Any`` when they come in ``config``).
 
+    ``poll()`` (:meth:`Consumer.poll`) returns the next deserialized record, or None; a
+    record that cannot be deserialized raises
+    :class:`~kontrakt.errors.KeyDeserializationError` /
+    :class:`~kontrakt.errors.ValueDeserializationError` whose ``.record`` is the raw
+    record (the position is already past it).
+
     Args:
         config: consumer options plus ``key.deserializer`` / ``value.deserializer``.
         key_deserializer / value_deserializer: ``(data, ctx) -> obj`` callables.
@@ -236,38 +280,15 @@ class DeserializingConsumer(Consumer[K, V]):
         kwargs.update(key_deserializer=key_deserializer, value_deserializer=value_deserializer)
         rest, key_de, value_de = split_serdes(config, kwargs, CONSUMER_KEYS)
         self._decoding = _Decoding(key_de, value_de)
-        self._decode = self._decoding.decode
         super().__init__(rest, *topics, **kwargs)
+        # Consumer.poll applies it to the record it returns (no poll() of this class: a
+        # frame less a record).
+        self._decode = self._decoding.decode
 
     @property
     def consumer(self) -> DeserializingConsumer[K, V]:
         """This consumer (kept from when it wrapped one; it is a :class:`Consumer` now)."""
         return self
-
-    def poll(self, timeout: float | None = None) -> ConsumerRecord[K, V] | None:
-        """The next deserialized record, or None after ``timeout`` seconds.
-
-        Raises:
-            KeyDeserializationError / ValueDeserializationError: ``.record`` is the raw
-                record; the position is already past it.
-            Everything :meth:`Consumer.poll` raises.
-        """
-        # Consumer.poll named, not super(): one object less per record.
-        raw = _consumer_poll(self, timeout)
-        return None if raw is None else self._decode(raw)
-
-    def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
-                      ) -> list[ConsumerRecord[Any, Any]]:
-        out: list[ConsumerRecord[Any, Any]] = []
-        decode, append = self._decode, out.append
-        for i, raw in enumerate(raws):
-            try:
-                append(decode(raw))
-            except SerializationError:
-                if _stop_before(self, raws, i, out):
-                    return out
-                raise
-        return out
 
     def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
                 timeout_ms: int | None = None
@@ -282,7 +303,7 @@ class DeserializingConsumer(Consumer[K, V]):
         batches = super().getmany(timeout, max_records, timeout_ms=timeout_ms)
         if self._decoding.idle:
             return batches
-        return _by_partition(self._decode_batch(_flatten(batches)))
+        return _decode_batches(self, batches, self._decoding.decode)
 
     def consume(self, num_records: int = 1, timeout: float | None = None
                 ) -> list[ConsumerRecord[K, V]]:
@@ -360,15 +381,14 @@ class AsyncDeserializingConsumer(AsyncConsumer[K, V]):
 
     async def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
                             ) -> list[ConsumerRecord[Any, Any]]:
+        # Deserializers that may return awaitables (sync ones: _decode_batches).
         out: list[ConsumerRecord[Any, Any]] = []
-        decoding = self._decoding
-        decode = decoding.decode if decoding.sync else None
+        decode_async = self._decoding.decode_async
         for i, raw in enumerate(raws):
             try:
-                out.append(decode(raw) if decode is not None
-                           else await decoding.decode_async(raw))
+                out.append(await decode_async(raw))
             except SerializationError:
-                if _stop_before(self, raws, i, out):
+                if _stop_before(self, raws, i, bool(out)):
                     return out
                 raise
         return out
@@ -379,8 +399,11 @@ class AsyncDeserializingConsumer(AsyncConsumer[K, V]):
         """Deserialized records by partition (``consume`` and iteration read through it);
         see :meth:`DeserializingConsumer.getmany`."""
         batches = await super().getmany(timeout, max_records, timeout_ms=timeout_ms)
-        if self._decoding.idle:
+        decoding = self._decoding
+        if decoding.idle:
             return batches
+        if decoding.sync:
+            return _decode_batches(self, batches, decoding.decode)
         return _by_partition(await self._decode_batch(_flatten(batches)))
 
     async def consume(self, num_records: int = 1, timeout: float | None = None

@@ -31,6 +31,7 @@ from kontrakt.errors import (
     ValueSerializationError,
 )
 from kontrakt.serde._context import MessageField, new_context
+from kontrakt.serde._primitives import ignores_context
 from kontrakt.serde._shells import bare_serializer_core
 
 __all__ = ["AsyncSerializingProducer", "SerializingProducer"]
@@ -80,6 +81,8 @@ class SerializingProducer(Generic[K, V]):
         self._produce = self._producer.produce
         #: the value serializer's core when the warm path may skip its context
         self._value_core = bare_serializer_core(self._value_ser)
+        #: no key serializer, or one called without a context first (see ignores_context)
+        self._plain_keys = self._key_ser is None or ignores_context(self._key_ser)
 
     def _serialize(self, topic: str, key: Any, value: Any,
                    headers: Any) -> tuple[Any, Any, list[tuple[str, bytes | None]]]:
@@ -115,19 +118,21 @@ class SerializingProducer(Generic[K, V]):
             KeySerializationError / ValueSerializationError: nothing was queued.
             Everything :meth:`Producer.produce` raises.
         """
-        # The warm path of _serialize() inlined for the common record (no headers, no key
-        # serializer): the writer bare_serializer_core allows, no context, no frame.
+        # The warm path of _serialize() inlined for the common record (no headers, a key
+        # as it is or through a primitive serializer): the writer bare_serializer_core
+        # allows, no context, no frame.
         core = self._value_core
-        if core is not None and headers is None and value is not None and self._key_ser is None:
+        if core is not None and headers is None and value is not None and self._plain_keys:
             write = core.value_writes.get(topic)
             if write is not None:
+                key_ser = self._key_ser
                 try:
                     v = write(value, None)
-                except Exception:  # the serializer itself raises the record's error below
+                    k: Any = key if key_ser is None else key_ser(key, None)
+                except Exception:  # the serializers themselves raise the record's error below
                     pass
                 else:
-                    raw_key: Any = key  # no key serializer: the key is bytes already
-                    self._produce(topic, v, raw_key, partition, on_delivery, timestamp, None)
+                    self._produce(topic, v, k, partition, on_delivery, timestamp, None)
                     return
         k, v, hdrs = self._serialize(topic, key, value, headers)
         self._produce(topic, v, k, partition, on_delivery, timestamp, hdrs or None)

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from kontrakt._types import ConsumerRecord, TimestampType
+from kontrakt._types import ConsumerRecord, TimestampType, TopicPartition
+from kontrakt.clients.consumer import AsyncConsumer
 from kontrakt.clients.serializing import (
     AsyncDeserializingConsumer,
     AsyncSerializingProducer,
@@ -240,10 +241,10 @@ def test_headers_and_key_serializers_take_the_context_path(order_cls: Any) -> No
 
 
 def test_the_async_clients_use_no_coroutine_of_their_own_for_sync_serdes(
-        order_cls: Any) -> None:
+        order_cls: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A sync deserializer's records are decoded by ``decode()`` (before: a
-    ``decode_async`` and a ``maybe_await`` coroutine a record); a warm value is written
-    with the cached writer, no ``_serialize`` coroutine."""
+    ``decode_async`` and a ``maybe_await`` coroutine a record), partition by partition;
+    a warm value is written with the cached writer, no ``_serialize`` coroutine."""
     ser = ProtobufSerializer(order_cls, FakeRegistry())
     data = ser(_order(order_cls), CTX)
     assert data is not None
@@ -252,8 +253,14 @@ def test_the_async_clients_use_no_coroutine_of_their_own_for_sync_serdes(
         c = AsyncDeserializingConsumer(NOWHERE, value_deserializer=ProtobufDeserializer(
             order_cls))
         raws = [_raw(data, offset=i) for i in range(3)]
-        await c._decode_batch(raws[:1])
-        out, read_calls = _python_calls(lambda: _finish(c._decode_batch(raws)))
+
+        async def fetched(*args: Any, **kwargs: Any) -> Any:
+            return {TopicPartition("orders", 3): raws}
+
+        monkeypatch.setattr(AsyncConsumer, "getmany", fetched)
+        await c.getmany()
+        batches, read_calls = _python_calls(lambda: _finish(c.getmany()))
+        out = batches[TopicPartition("orders", 3)]
         await c.close()
         p = AsyncSerializingProducer(NOWHERE, value_serializer=ser)
         sent: list[tuple[Any, ...]] = []
@@ -305,3 +312,82 @@ def test_contexts_switch_off_the_bare_parses(order_cls: Any) -> None:
 
 def _context_strategy(ctx: Any, name: Any) -> str:
     return ":.tenant:orders-value"
+
+
+class _Seeks:
+    def __init__(self) -> None:
+        self.seeks: list[tuple[TopicPartition, int]] = []
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+
+def test_a_batch_is_decoded_partition_by_partition_and_rewound_at_a_bad_record() -> None:
+    """getmany's decoding keeps the partitions' lists (no flattening and regrouping a
+    record); at a bad record, the records before it are returned and every partition is
+    rewound to its first record not returned, the bad one first; a bad first record
+    raises and is skipped."""
+    from kontrakt.clients.serializing._consumers import _decode_batches
+
+    a, b, c = (TopicPartition("orders", p) for p in (0, 1, 2))
+
+    def recs(tp: TopicPartition, *values: bytes) -> list[ConsumerRecord[Any, Any]]:
+        return [ConsumerRecord(tp.topic, tp.partition, 10 + i, 0, TimestampType.CREATE_TIME,
+                               None, v, [], 1) for i, v in enumerate(values)]
+
+    def decode(raw: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
+        if raw.value == b"bad":
+            raise ValueDeserializationError("bad", record=raw)
+        return raw.replace(value=raw.value.decode())
+
+    batches = {a: recs(a, b"a0"), b: recs(b, b"b0", b"bad", b"b2"), c: recs(c, b"c0")}
+    consumer = _Seeks()
+    out = _decode_batches(consumer, batches, decode)
+    assert {tp: [r.value for r in rs] for tp, rs in out.items()} == {a: ["a0"], b: ["b0"]}
+    assert consumer.seeks == [(b, 11), (c, 10)]
+
+    first_bad = {b: recs(b, b"bad", b"b1"), c: recs(c, b"c0")}
+    consumer = _Seeks()
+    with pytest.raises(ValueDeserializationError):
+        _decode_batches(consumer, first_bad, decode)
+    assert consumer.seeks == [(b, 11), (c, 10)]
+    good = {a: recs(a, b"x", b"y"), c: recs(c, b"z")}
+    assert _decode_batches(_Seeks(), good, decode) == {
+        tp: [decode(r) for r in rs] for tp, rs in good.items()}
+
+
+def test_primitive_keys_take_no_context_and_their_errors_name_the_record(
+        order_cls: Any) -> None:
+    """kontrakt's primitive key serdes read their context only to word an error: the
+    clients call them without one (before: a context a record) and, when they raise, again
+    with the record's context, whose key error is raised."""
+    from kontrakt.errors import KeyDeserializationError, KeySerializationError
+    from kontrakt.serde import StringDeserializer, StringSerializer
+
+    ser = ProtobufSerializer(order_cls, FakeRegistry())
+    p = SerializingProducer(NOWHERE, key_serializer=StringSerializer(), value_serializer=ser)
+    try:
+        sent = _capture(p)
+        p.produce("orders", key="k0", value=_order(order_cls))
+        value = _order(order_cls, 2)
+        _, calls = _python_calls(lambda: p.produce("orders", key="k1", value=value))
+        with pytest.raises(KeySerializationError, match="topic 'orders'"):
+            p.produce("orders", key=7, value=value)
+    finally:
+        p.close(0)
+    assert calls == ["produce", "write", "__call__", "<lambda>"]
+    assert sent == [("orders", ser(_order(order_cls), CTX), b"k0", None, None, None, None),
+                    ("orders", ser(value, CTX), b"k1", None, None, None, None)]
+
+    data = ser(_order(order_cls), CTX)
+    assert data is not None
+    decoding = _Decoding(StringDeserializer(), ProtobufDeserializer(order_cls))
+    decoding.decode(_raw(data))
+    raw = _raw(data, offset=50)
+    out, calls = _python_calls(lambda: decoding.decode(raw))
+    assert calls == ["decode", "__call__"]
+    assert (out.key, out.value) == ("k", _order(order_cls))
+    bad = raw.replace(key=b"\xff", offset=51)
+    with pytest.raises(KeyDeserializationError, match="offset 51") as info:
+        decoding.decode(bad)
+    assert info.value.record is bad

@@ -354,3 +354,60 @@ def test_a_buffered_record_is_decoded_inside_the_consumers_own_poll(
             got.append(rec.value)
     assert frames == ["poll", "drain_one", "decode", "de"]
     assert got == [(i, i) for i in range(N)]
+
+
+@pytest.mark.parametrize("awaits", [False, True], ids=["sync_de", "async_de"])
+def test_async_poll_decodes_inside_the_consumers_own_poll(
+        tansu_broker: TansuBroker, topic_name: str, awaits: bool) -> None:
+    """``AsyncDeserializingConsumer.poll`` is ``AsyncConsumer.poll``, which decodes the
+    record it takes (no coroutine of the subclass's own a record; with kontrakt's sync
+    deserializers no coroutine at all) and awaits what an async deserializer returns."""
+    import sys
+
+    tansu_broker.create_topic(topic_name, 1)
+    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers) as raw:
+        for i in range(N):
+            raw.send(topic_name, b"%d" % i)
+        raw.flush(10)
+    frames: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            frames.append(frame.f_code.co_name)
+
+    def de(data: bytes | None, ctx: Any) -> Any:
+        return (int(data or b"-1"), ctx.offset)
+
+    async def ade(data: bytes | None, ctx: Any) -> Any:
+        await asyncio.sleep(0)
+        return de(data, ctx)
+
+    async def main() -> list[Any]:
+        got: list[Any] = []
+        async with AsyncDeserializingConsumer({
+                "bootstrap.servers": tansu_broker.bootstrap_servers,
+                "auto.offset.reset": "earliest",
+                "value.deserializer": ade if awaits else StringDeserializer()}) as c:
+            c.assign([TopicPartition(topic_name, 0)])
+            first = await c.poll(10)
+            assert first is not None
+            got.append(first.value)
+            poll = c.poll(0)
+            sys.setprofile(profile)
+            try:
+                second = await poll
+            finally:
+                sys.setprofile(None)
+            assert second is not None
+            got.append(second.value)
+            while len(got) < N and (rec := await c.poll(5)) is not None:
+                got.append(rec.value)
+        return got
+
+    got = asyncio.run(main())
+    if not awaits:
+        assert got == [str(i) for i in range(N)]
+        assert frames == ["poll", "drain_one", "decode", "__call__"]
+    else:
+        assert got == [(i, i) for i in range(N)]
+        assert frames[:3] == ["poll", "drain_one", "decode_async"] and "ade" in frames

@@ -161,6 +161,11 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
         attach_metrics(self)
         self._data: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: applied to each record poll() returns, its result awaited when _decode_awaits
+        #: (AsyncDeserializingConsumer's decode, set after this __init__): inside poll(), so
+        #: that a subclass adds no coroutine of its own a record
+        self._decode: Callable[[ConsumerRecord[Any, Any]], Any] | None = None
+        self._decode_awaits = False
         self._started = False
         self._closed = False
         self._closing = False
@@ -416,7 +421,12 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
             # Fast path (a record is buffered): nothing else to check without a group.
             rec = self._buffer.drain_one()
             if rec is not None:
-                return rec
+                decode = self._decode
+                if decode is None:
+                    return rec
+                out: ConsumerRecord[KeyT, ValueT] = (
+                    await decode(rec) if self._decode_awaits else decode(rec))
+                return out
         if not self._started:
             await self.start()
         deadline: float | None = None
@@ -427,13 +437,23 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
             self._data.clear()
             rec = self._buffer.drain_one()
             if rec is not None or self._closed:
-                return rec
+                return await self._decoded(rec)
             if deadline is None and timeout is not None and timeout >= 0:
                 # Only now: a record already buffered needs no clock reading.
                 deadline = time.monotonic() + timeout
             if not await self._wait(deadline):
                 self._check()
-                return self._buffer.drain_one()
+                return await self._decoded(self._buffer.drain_one())
+
+    async def _decoded(self, rec: ConsumerRecord[Any, Any] | None
+                       ) -> ConsumerRecord[Any, Any] | None:
+        """``rec`` through ``_decode`` (poll()'s slower paths)."""
+        decode = self._decode
+        if rec is None or decode is None:
+            return rec
+        out: ConsumerRecord[Any, Any] = (
+            await decode(rec) if self._decode_awaits else decode(rec))
+        return out
 
     async def consume(self, num_records: int = 1, timeout: float | None = None
                       ) -> list[ConsumerRecord[KeyT, ValueT]]:

@@ -320,7 +320,8 @@ class AsyncDeserializingConsumer(AsyncConsumer[K, V]):
 
     Deserializers may be sync callables or return awaitables (the ``Async`` serde classes).
     Every method of :class:`AsyncConsumer` is available; the reading methods return
-    deserialized records, typed ``ConsumerRecord[K, V]``.
+    deserialized records, typed ``ConsumerRecord[K, V]``; errors as in
+    :class:`DeserializingConsumer` (``poll()`` is :meth:`AsyncConsumer.poll`).
 
     Args:
         config: consumer options plus ``key.deserializer`` / ``value.deserializer``.
@@ -361,23 +362,19 @@ class AsyncDeserializingConsumer(AsyncConsumer[K, V]):
         config, topics = split_config(config, topics)
         kwargs.update(key_deserializer=key_deserializer, value_deserializer=value_deserializer)
         rest, key_de, value_de = split_serdes(config, kwargs, CONSUMER_KEYS)
-        self._decoding = _Decoding(key_de, value_de)
+        decoding = self._decoding = _Decoding(key_de, value_de)
         super().__init__(rest, *topics, **kwargs)
+        # AsyncConsumer.poll applies it to the record it returns (no poll() of this class:
+        # a coroutine less a record), awaiting it only for deserializers that may return
+        # awaitables.
+        self._decode_awaits = not decoding.sync
+        self._decode = decoding.decode_async if self._decode_awaits else decoding.decode
 
     @property
     def consumer(self) -> AsyncDeserializingConsumer[K, V]:
         """This consumer (kept from when it wrapped one; it is an :class:`AsyncConsumer`
         now)."""
         return self
-
-    async def poll(self, timeout: float | None = None) -> ConsumerRecord[K, V] | None:
-        """The next deserialized record, or None after ``timeout``; errors as in
-        :meth:`DeserializingConsumer.poll`."""
-        raw = await super().poll(timeout)
-        if raw is None:
-            return None
-        decoding = self._decoding
-        return decoding.decode(raw) if decoding.sync else await decoding.decode_async(raw)
 
     async def _decode_batch(self, raws: list[ConsumerRecord[Any, Any]]
                             ) -> list[ConsumerRecord[Any, Any]]:

@@ -32,6 +32,8 @@ class DeserializerCore(RuledReading, CoreConfig):
     """Format-independent deserializer logic; formats override the hooks at the bottom."""
 
     protobuf = False
+    #: whether ``bare`` is ever filled (the clients skip looking in it otherwise)
+    fills_bare = False
     #: whether migration rules can run on what the reader decodes (dicts: Avro, JSON)
     migrates = True
 

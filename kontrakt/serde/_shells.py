@@ -196,7 +196,8 @@ def bare_serializer_core(ser: Any) -> SerializerCore | None:
 
 
 def bare_deserializer_core(de: Any) -> DeserializerCore | None:
-    """The core of ``de`` if it is one of these shells, unchanged, else None.
+    """The core of ``de`` if it is one of these shells, unchanged, of a format that fills
+    ``DeserializerCore.bare`` (Protobuf), else None.
 
     Why: the deserializing clients then decode a record with no headers themselves:
     ``core.bare.get(data[:core.head_size])`` names ``parse(payload)`` for a framing head
@@ -210,4 +211,4 @@ def bare_deserializer_core(de: Any) -> DeserializerCore | None:
     if call is not SyncDeserializer.__call__ and call is not AsyncDeserializer.__call__:
         return None
     core = getattr(de, "_core", None)
-    return core if isinstance(core, DeserializerCore) else None
+    return core if isinstance(core, DeserializerCore) and core.fills_bare else None

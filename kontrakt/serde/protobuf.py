@@ -278,6 +278,7 @@ class _ProtobufSerializerCore(SerializerCore, ReferenceParsing):
 
 class _ProtobufDeserializerCore(DeserializerCore, ReferenceParsing):
     protobuf = True
+    fills_bare = True
     fetch_format = "serialized"
     extra_defaults = {"use.deprecated.format": False}
 

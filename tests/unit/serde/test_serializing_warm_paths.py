@@ -391,3 +391,16 @@ def test_primitive_keys_take_no_context_and_their_errors_name_the_record(
     with pytest.raises(KeyDeserializationError, match="offset 51") as info:
         decoding.decode(bad)
     assert info.value.record is bad
+
+
+def test_only_formats_that_fill_bare_parses_are_looked_up(order_cls: Any) -> None:
+    """Avro and JSON Schema readers never have a bare parse: their records go straight to
+    the deserializer, with no lookup a record that cannot succeed."""
+    from kontrakt.registry import MockSchemaRegistryClient
+    from kontrakt.serde import AvroDeserializer, JSONDeserializer
+
+    registry = MockSchemaRegistryClient({"url": "mock://bare"})
+    assert _Decoding(None, AvroDeserializer(registry)).value_core is None
+    assert _Decoding(None, JSONDeserializer(None, schema_registry_client=registry)
+                     ).value_core is None
+    assert _Decoding(None, ProtobufDeserializer(order_cls)).value_core is not None

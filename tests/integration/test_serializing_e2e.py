@@ -313,6 +313,27 @@ def test_serializing_producers_offer_the_producers_own_methods(tansu_broker: Tan
     asyncio.run(main())
 
 
+def _numbers_written(broker: TansuBroker, topic: str) -> None:
+    """``N`` records ``b"0"``, ``b"1"``, ... to partition 0 of a new one-partition topic."""
+    broker.create_topic(topic, 1)
+    with Producer(bootstrap_servers=broker.bootstrap_servers) as raw:
+        for i in range(N):
+            raw.send(topic, b"%d" % i)
+        raw.flush(10)
+
+
+def _calls_into(frames: list[str]) -> Callable[[Any, str, Any], None]:
+    """A ``sys.setprofile`` hook appending the name of each Python function called."""
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            frames.append(frame.f_code.co_name)
+    return profile
+
+
+def _number_and_offset(data: bytes | None, ctx: Any) -> Any:
+    return (int(data or b"-1"), ctx.offset)
+
+
 def test_a_buffered_record_is_decoded_inside_the_consumers_own_poll(
         tansu_broker: TansuBroker, topic_name: str) -> None:
     """``DeserializingConsumer.poll`` is ``Consumer.poll``, which decodes the record it
@@ -320,18 +341,11 @@ def test_a_buffered_record_is_decoded_inside_the_consumers_own_poll(
     deserializer's, record by record, in order."""
     import sys
 
-    tansu_broker.create_topic(topic_name, 1)
-    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers) as raw:
-        for i in range(N):
-            raw.send(topic_name, b"%d" % i)
-        raw.flush(10)
+    _numbers_written(tansu_broker, topic_name)
     frames: list[str] = []
+    profile = _calls_into(frames)
 
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            frames.append(frame.f_code.co_name)
-
-    def de(data: bytes | None, ctx: Any) -> Any:
+    def de(data: bytes | None, ctx: Any) -> Any:  # (inline: the frames are asserted)
         return (int(data or b"-1"), ctx.offset)
 
     got: list[Any] = []
@@ -364,23 +378,13 @@ def test_async_poll_decodes_inside_the_consumers_own_poll(
     deserializers no coroutine at all) and awaits what an async deserializer returns."""
     import sys
 
-    tansu_broker.create_topic(topic_name, 1)
-    with Producer(bootstrap_servers=tansu_broker.bootstrap_servers) as raw:
-        for i in range(N):
-            raw.send(topic_name, b"%d" % i)
-        raw.flush(10)
+    _numbers_written(tansu_broker, topic_name)
     frames: list[str] = []
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            frames.append(frame.f_code.co_name)
-
-    def de(data: bytes | None, ctx: Any) -> Any:
-        return (int(data or b"-1"), ctx.offset)
+    profile = _calls_into(frames)
 
     async def ade(data: bytes | None, ctx: Any) -> Any:
         await asyncio.sleep(0)
-        return de(data, ctx)
+        return _number_and_offset(data, ctx)
 
     async def main() -> list[Any]:
         got: list[Any] = []

@@ -77,31 +77,31 @@ class BatchOutcomes:
         """Complete, retry or fail ``batches`` by a response's ``answers`` (see
         ``kontrakt.protocol.produce``)."""
         if len(answers) == 1 and len(batches) == 1:  # an awaited single send's, accepted
-            a = answers[0]
+            name, _id, index, code, base, append_time, _message = answers[0]
             b = batches[0]
-            if a[3] == 0 and a[2] == b.partition and a[0] == b.topic:
-                self._succeed(b, a[4], a[5])
+            if code == 0 and index == b.partition and name == b.topic:
+                self._succeed(b, base, append_time)
                 return
         ids: dict[Any, str] | None = None
         by_tp: dict[tuple[str, int], Answer] = {}
         for a in answers:
-            name = a[0]
+            name, topic_id, index = a[:3]
             if not name:  # v13+: topics by id
                 if ids is None:
                     ids = {info.topic_id: n for n, info in self.client.cluster.topics.items()}
-                name = ids.get(a[1], "")
-            by_tp[(name, a[2])] = a
+                name = ids.get(topic_id, "")
+            by_tp[(name, index)] = a
         for b in batches:
             answer = by_tp.get((b.topic, b.partition))
             if answer is None:
                 self._retry(b, KafkaConnectionError(
                     f"produce response had no answer for {b.topic}-{b.partition}"))
                 continue
-            code = answer[3]
+            code, base, append_time, message = answer[3:]
             if code == 0 or code == DUPLICATE_SEQUENCE:
-                self._succeed(b, answer[4] if code == 0 else -1, answer[5])
+                self._succeed(b, base if code == 0 else -1, append_time)
                 continue
-            self._on_error(b, code, answer[6])
+            self._on_error(b, code, message)
 
     def _on_error(self, b: ProducerBatch, code: int, detail: str | None) -> None:
         if b.done:  # its delivery timeout ran out while the request was in flight

@@ -179,25 +179,17 @@ def decode_run(data: bytes, pos: int, end: int, limit: int, base_offset: int,
     # ... or whose timestamp delta is not a one- (or two-) byte varint ...
     deltas = data[ts_at:stop:size]
     if wt == 1:
-        n = deltas.translate(_IS_HIGH).find(1)
+        n = deltas.translate(_IS_HIGH).find(1) % (count + 1)
     else:
         highs = data[ts_at + 1:stop:size]
         n = min(deltas.translate(_IS_HIGH).find(0) % (count + 1),
                 highs.translate(_IS_HIGH).find(1) % (count + 1))
-    if 0 <= n < count:
-        if n < MIN_RUN:
-            return None
-        count = n
-        stop = pos + count * size
-        deltas = deltas[:count]
-        if wt == 2:
-            highs = highs[:count]
     # ... or whose offset is not the one after the previous record's (a compacted batch).
     o = off_at
     if wo == 1:
-        n = _matching(data[o:stop:size], _OFFSET_1[first:first + count])
+        n = min(n, _matching(data[o:stop:size], _OFFSET_1[first:first + count]))
     else:
-        n = min(_matching(data[o:stop:size], _OFFSET_2_LOW[first:first + count]),
+        n = min(n, _matching(data[o:stop:size], _OFFSET_2_LOW[first:first + count]),
                 _matching(data[o + 1:stop:size], _OFFSET_2_HIGH[first:first + count]))
     if n < count:
         if n < MIN_RUN:

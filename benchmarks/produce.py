@@ -6,6 +6,9 @@ linger 5 ms, each client's default batch size unless ``--batch-size`` is given, 
 first send to the end of flush. Latency: sequential awaited single sends (send, then wait for
 the acknowledgement), p50/p99, in interleaved rounds; each client keeps its best round.
 
+The ``*-batch`` clients queue the same records through ``produce_batch`` (confluent-kafka's
+vectorised produce and kontrakt's, sync and async), BATCH_CALL message dicts a call.
+
 Usage (from the repository root)::
 
     .venv/bin/python benchmarks/produce.py [--records 200000] [--rounds 2]
@@ -33,6 +36,8 @@ from kontrakt.testing import TansuBroker
 VALUE = b"v" * 100
 PARTITIONS = 6
 LINGER_MS = 5
+#: messages a produce_batch call takes (the batch idioms)
+BATCH_CALL = 1000
 
 
 def _keys(n: int) -> list[bytes]:
@@ -71,6 +76,49 @@ def kontrakt_async(bs: str, topic: str, n: int, codec: str, batch: int | None) -
             return time.perf_counter() - t0
 
     return asyncio.run(run())
+
+
+def _messages(n: int) -> list[list[dict[str, bytes]]]:
+    """The same records as message dicts, in produce_batch calls of BATCH_CALL (built before
+    the clock starts, as a pipeline hands them over)."""
+    msgs = [{"key": k, "value": VALUE} for k in _keys(n)]
+    return [msgs[i:i + BATCH_CALL] for i in range(0, n, BATCH_CALL)]
+
+
+def kontrakt_sync_batch(bs: str, topic: str, n: int, codec: str, batch: int | None) -> float:
+    calls = _messages(n)
+    extra = {"batch_size": batch} if batch else {}
+    with Producer(bootstrap_servers=bs, acks="all", linger_ms=LINGER_MS,
+                  compression_type=codec, **extra) as p:
+        p.send_and_wait(topic, b"warm-up")
+        produce_batch = p.produce_batch
+        t0 = time.perf_counter()
+        for messages in calls:
+            produce_batch(topic, messages)
+        p.flush()
+        dt = time.perf_counter() - t0
+    assert not any("_error" in m for c in calls for m in c)
+    return dt
+
+
+def kontrakt_async_batch(bs: str, topic: str, n: int, codec: str, batch: int | None) -> float:
+    calls = _messages(n)
+    extra = {"batch_size": batch} if batch else {}
+
+    async def run() -> float:
+        async with AsyncProducer(bootstrap_servers=bs, acks="all", linger_ms=LINGER_MS,
+                                 compression_type=codec, **extra) as p:
+            await p.send_and_wait(topic, b"warm-up")
+            produce_batch = p.produce_batch
+            t0 = time.perf_counter()
+            for messages in calls:
+                await produce_batch(topic, messages)
+            await p.flush()
+            return time.perf_counter() - t0
+
+    dt = asyncio.run(run())
+    assert not any("_error" in m for c in calls for m in c)
+    return dt
 
 
 def kontrakt_sync_latency(bs: str, topic: str, n: int) -> list[float]:
@@ -117,6 +165,29 @@ def confluent(bs: str, topic: str, n: int, codec: str, batch: int | None) -> flo
         produce(topic, VALUE, k)
         if i % 1000 == 0:
             poll(0)
+    left = p.flush(60)
+    dt = time.perf_counter() - t0
+    assert left == 0, left
+    return dt
+
+
+def confluent_batch(bs: str, topic: str, n: int, codec: str, batch: int | None) -> float:
+    import confluent_kafka
+
+    calls = _messages(n)
+    conf: dict[str, Any] = {"bootstrap.servers": bs, "acks": "all", "linger.ms": LINGER_MS,
+                            "compression.type": codec, "queue.buffering.max.messages": 1000000}
+    if batch:
+        conf["batch.size"] = batch
+    p = confluent_kafka.Producer(conf)
+    p.produce(topic, b"warm-up")
+    p.flush(10)
+    produce_batch, poll = p.produce_batch, p.poll
+    t0 = time.perf_counter()
+    for messages in calls:
+        queued = produce_batch(topic, messages)
+        assert queued == len(messages), queued
+        poll(0)
     left = p.flush(60)
     dt = time.perf_counter() - t0
     assert left == 0, left
@@ -228,6 +299,10 @@ THROUGHPUT: dict[str, Callable[[str, str, int, str, int | None], float]] = {
     "confluent-kafka": confluent,
     "aiokafka": aiokafka,
     "kafka-python": kafka_python,
+    # produce_batch, BATCH_CALL messages a call
+    "kontrakt-sync-batch": kontrakt_sync_batch,
+    "kontrakt-async-batch": kontrakt_async_batch,
+    "confluent-batch": confluent_batch,
 }
 LATENCY: dict[str, Callable[[str, str, int], list[float]]] = {
     "kontrakt-sync": kontrakt_sync_latency,
@@ -274,20 +349,25 @@ def main() -> None:
                     print(f"{name:16} {codec:5} {rate:12,.0f} records/s", flush=True)
                     results[(name, codec)] = max(results.get((name, codec), 0.0), rate)
         print("\nthroughput, records/s (best of rounds)")
-        header = f"{'codec':6}" + "".join(f"{c:>17}" for c in clients)
+        header = f"{'codec':6}" + "".join(f"{c:>21}" for c in clients)
         print(header)
         for codec in codecs:
             row = f"{codec:6}" + "".join(
-                f"{results[(c, codec)]:17,.0f}" if (c, codec) in results else f"{'n/a':>17}"
+                f"{results[(c, codec)]:21,.0f}" if (c, codec) in results else f"{'n/a':>21}"
                 for c in clients)
             print(row)
         for codec in codecs:
-            for k in ("kontrakt-sync", "kontrakt-async"):
-                for peer in ("confluent-kafka", "aiokafka", "kafka-python"):
+            for k in ("kontrakt-sync", "kontrakt-async", "kontrakt-sync-batch",
+                      "kontrakt-async-batch"):
+                peers = ("confluent-kafka", "confluent-batch") if k.endswith("-batch") \
+                    else ("confluent-kafka", "aiokafka", "kafka-python")
+                for peer in peers:
                     if (k, codec) in results and (peer, codec) in results:
                         print(f"{codec:5} {k} / {peer}: "
                               f"{results[(k, codec)] / results[(peer, codec)]:.2f}x")
         if args.latency:
+            # produce_batch has no latency idiom: the per-record clients are measured.
+            clients = [c for c in clients if c in LATENCY]
             # Interleaved rounds, like the throughput runs: a client that drew a busy
             # moment of the (shared) machine gets another chance.
             best: dict[str, tuple[float, float]] = {}

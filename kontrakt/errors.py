@@ -23,6 +23,7 @@ __all__ = [
     "DeliveryTimeoutError",
     "IllegalStateError",
     "InvalidArgumentError",
+    "InvalidMessageError",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
@@ -441,6 +442,16 @@ class InvalidArgumentError(KontraktError, ValueError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class InvalidMessageError(InvalidArgumentError, TypeError):
+    """A message handed to ``produce_batch`` is not a dict, has a field it does not know, or
+    a field of the wrong type. Also a TypeError, as confluent-kafka raises there. Raised
+    before any message of the call is queued; ``index`` is the message's position."""
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
 
 
 # One class per broker error code, declared in kontrakt.protocol.errors (which builds on the

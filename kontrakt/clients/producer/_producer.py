@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 from kontrakt._types import RecordMetadata
 from kontrakt.clients._wait import wait_event, wait_within
 from kontrakt.clients.cluster import TopicInfo
+from kontrakt.clients.producer._batch import DeliveryCallback
+from kontrakt.clients.producer._batch_api import produce_batch_async
 from kontrakt.clients.producer._core import NEED_METADATA, CallerThreads, HeadersLike
 from kontrakt.clients.producer._core import _TopicParts as _TopicParts  # tests build topics
 from kontrakt.clients.producer._future import RecordFuture, new_future
@@ -286,6 +288,37 @@ class AsyncProducer(TransactionalCore):
                 await asyncio.sleep(0)
             return res
         return await self._send_slow(topic, value, key, partition, timestamp_ms, headers, res)
+
+    async def produce_batch(self, topic: str, messages: list[dict[str, Any]],
+                            partition: int = -1,
+                            on_delivery: DeliveryCallback | None = None) -> int:
+        """Queue a list of records at once (confluent-kafka's ``produce_batch``): a
+        :meth:`send` of each message, in order, with the common message (only ``'value'``
+        and/or ``'key'``, bytes) staged a chunk at a time instead of one by one.
+
+        Args:
+            messages: a list of dicts with the optional fields ``'value'``, ``'key'``
+                (bytes or None), ``'partition'`` (-1: any), ``'timestamp'`` (milliseconds;
+                0: now), ``'callback'`` and ``'headers'`` (as :meth:`send`'s).
+            partition: every message's partition when it names none (-1: the
+                partitioner's choice).
+            on_delivery: ``cb(err, metadata)`` for messages without a ``'callback'``, run
+                on the loop once the record is resolved (``err`` None on success).
+
+        Returns:
+            How many messages were queued; see :meth:`Producer.produce_batch` for the
+            ``'_error'`` field of those that were not, and for waiting (up to
+            ``max.block.ms`` for buffer room, as :meth:`send`).
+
+        Raises:
+            InvalidMessageError: a malformed list or message (see
+                :meth:`Producer.produce_batch`); nothing is queued then.
+            IllegalStateError / KafkaError / TransactionError: the producer's state, as
+                :meth:`send` raises them; nothing is queued then.
+        """
+        return await produce_batch_async(
+            self, topic, messages,
+            partition if partition is not None and partition >= 0 else None, on_delivery)
 
     async def _send_slow(self, topic: str, value: Any, key: Any, partition: int | None,
                          timestamp_ms: int | None, headers: HeadersLike,

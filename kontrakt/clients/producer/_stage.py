@@ -104,12 +104,17 @@ class KeyedStage:
         """The topic's partition count the stage places records by."""
         return len(self.queues)
 
+    @staticmethod
+    def limit_for(size: int) -> int:
+        """The records a stage whose first record is ``size`` bytes gathers (its chunk)."""
+        return min(_STAGE_RECORDS, _STAGE_BYTES // size + 1)
+
     def started(self, size: int) -> None:
         """The first record went in (``size``: its key + value + overhead bytes): note the
         time (linger counts from it) and make sure the sender wakes by its deadline."""
         acc = self.acc
         self.created = now = time.monotonic()
-        self.limit = min(_STAGE_RECORDS, _STAGE_BYTES // size + 1)
+        self.limit = self.limit_for(size)
         if now + acc.linger < acc.sender_wake_at:
             acc.wakeup(False)
 

@@ -21,6 +21,7 @@ from kontrakt.clients._sync import BackgroundStart, LoopThread, wait_done
 from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.producer._accumulator import WAITER
 from kontrakt.clients.producer._batch import DeliveryCallback, ProducerBatch
+from kontrakt.clients.producer._batch_api import produce_batch_sync
 from kontrakt.clients.producer._core import NEED_METADATA, CallerThreads, HeadersLike
 from kontrakt.clients.producer._future import RecordFuture, millis
 from kontrakt.clients.producer._handover import HandOver
@@ -44,7 +45,8 @@ class Producer:
       ``add_done_callback`` -- the callbacks run on the producer's I/O thread);
     * confluent-style ``produce(..., on_delivery=cb)``: ``cb(err, metadata)`` runs on the
       caller's thread inside :meth:`poll` or :meth:`flush` (``err`` is None on success;
-      ``metadata`` is a :class:`~kontrakt.RecordMetadata`, offset -1 on failure).
+      ``metadata`` is a :class:`~kontrakt.RecordMetadata`, offset -1 on failure);
+      :meth:`produce_batch` takes a list of such records at once.
 
     Args:
         config: Kafka property names to values.
@@ -223,6 +225,46 @@ class Producer:
             res = None
         if type(res) is not RecordFuture:
             self._append(topic, value, key, partition, timestamp or None, headers, delivery)
+
+    def produce_batch(self, topic: str, messages: list[dict[str, Any]], partition: int = -1,
+                      on_delivery: DeliveryCallback | None = None, *,
+                      callback: DeliveryCallback | None = None) -> int:
+        """confluent-kafka style batch send: :meth:`produce` of each message, in order, with
+        the common message (only ``'value'`` and/or ``'key'``, bytes) staged a chunk at a
+        time instead of one by one.
+
+        Args:
+            messages: a list of dicts with the optional fields ``'value'``, ``'key'``
+                (bytes or None), ``'partition'`` (-1: any), ``'timestamp'`` (milliseconds;
+                0: now), ``'callback'`` (this message's delivery callback) and -- unlike
+                confluent-kafka, which drops them -- ``'headers'`` (as :meth:`produce`).
+            partition: every message's partition when it names none (-1: the
+                partitioner's choice).
+            on_delivery: ``cb(err, metadata)`` for messages without a ``'callback'``, run
+                by :meth:`poll` / :meth:`flush` as :meth:`produce`'s; ``callback`` is an
+                alias. Default: the ``on_delivery`` option.
+
+        Returns:
+            How many messages were queued. Each one that was not gets an ``'_error'`` field
+            (the exception; removed from a message queued on a later call): a record too
+            large for ``message.max.bytes``/``buffer.memory`` alone, or, from the first
+            message that met it on, the buffer staying full for ``max.block.ms`` (as
+            :meth:`produce` waits, this call blocks up to ``max.block.ms`` for room), no
+            metadata for the topic within ``max.block.ms``, or the producer closing.
+
+        Raises:
+            InvalidMessageError: ``messages`` is not a list, or a message is not a dict,
+                has an unknown field, or a field of the wrong type (str values too, as
+                for :meth:`produce`); raised before any message is queued. It is also a
+                TypeError, as confluent-kafka's.
+            IllegalStateError / KafkaError / TransactionError: what :meth:`produce` raises
+                for the producer's state (closed, failed, no transaction begun), before
+                any message is queued.
+        """
+        return produce_batch_sync(self, topic, messages,
+                                  partition if partition is not None and partition >= 0
+                                  else None,
+                                  on_delivery or callback or self._on_delivery)
 
     def poll(self, timeout: float | None = 0.0) -> int:
         """Run the delivery callbacks of records resolved so far (on this thread).

@@ -73,6 +73,8 @@ class KafkaError:
     _ALL_BROKERS_DOWN, _MSG_TIMED_OUT, _PARTITION_EOF = -187, -192, -191
     _TRANSPORT, _FAIL, _UNKNOWN_TOPIC, _UNKNOWN_PARTITION = -195, -196, -188, -190
     UNKNOWN_TOPIC_OR_PART = NOT_LEADER_FOR_PARTITION = 0  # set below from the broker table
+    #: librdkafka's name for broker code 10 (MESSAGE_TOO_LARGE), also its local refusal
+    MSG_SIZE_TOO_LARGE = 10
     NO_ERROR = 0
 
     def __init__(self, error: int, reason: str | None = None, fatal: bool = False,
@@ -90,6 +92,8 @@ class KafkaError:
         code for the same condition)."""
         if isinstance(exc, _errors.BrokerResponseError):
             code = exc.code
+        elif isinstance(exc, _errors.RecordTooLargeError):
+            code = cls.MSG_SIZE_TOO_LARGE
         elif isinstance(exc, _errors.DeliveryTimeoutError):
             code = cls._MSG_TIMED_OUT
         elif isinstance(exc, _errors.KafkaTimeoutError):
@@ -400,6 +404,18 @@ for _name in ("unsubscribe", "close", "position", "pause", "resume",
     setattr(Consumer, _name, _raising(getattr(_Consumer, _name)))
 
 
+def _with_delivery(m: Any, cb: Callable[..., Any] | None) -> Any:
+    """A copy of message ``m`` whose callback (its own, else ``cb``) reports as
+    confluent-kafka's; ``m`` itself when it has none (or is not a dict: produce_batch
+    refuses it)."""
+    if type(m) is not dict:
+        return m
+    report: Callable[..., Any] | None = m.get("callback") or cb
+    if report is None:
+        return m
+    return {**m, "callback": _delivery(report, m.get("key"), m.get("value"))}
+
+
 def _delivery(cb: Callable[[KafkaError | None, Message], Any], key: Any, value: Any
               ) -> Callable[[BaseException | None, RecordMetadata], None]:
     def report(err: BaseException | None, md: RecordMetadata) -> None:
@@ -429,6 +445,31 @@ class Producer(_Producer):
         super().produce(topic, value, key, partition,
                         None if cb is None else _delivery(cb, key, value), timestamp,
                         headers)
+
+    @_raising
+    def produce_batch(self, topic: str, messages: list[dict[str, Any]],
+                      partition: int = -1,
+                      on_delivery: Callable[..., Any] | None = None) -> int:
+        """confluent-kafka's produce_batch: callbacks get ``(KafkaError or None, Message)``
+        and a message that was not queued gets a KafkaError as its ``'_error'``. With a
+        callback each message is produced the per-record way (its Message needs its key
+        and value); without, the records are staged in bulk as by
+        :meth:`kontrakt.Producer.produce_batch`. Malformed messages raise TypeError
+        (:class:`~kontrakt.errors.InvalidMessageError`), as in confluent-kafka."""
+        cb = on_delivery or self._compat_cb
+        batch = messages
+        if type(messages) is list and (cb is not None or any(
+                type(m) is dict and "callback" in m for m in messages)):
+            # Copies carrying the wrapped callbacks; '_error' goes back onto the originals.
+            batch = [_with_delivery(m, cb) for m in messages]
+        count = super().produce_batch(topic, batch, partition)
+        for m, sent in zip(messages, batch, strict=True):
+            err = sent.get("_error")
+            if err is None:
+                m.pop("_error", None)
+            elif not isinstance(err, KafkaError):
+                m["_error"] = KafkaError.of(err)
+        return count
 
     @_raising
     def send_offsets_to_transaction(self, positions: Any,

@@ -145,3 +145,29 @@ def test_on_assign_chooses_where_the_assigned_partitions_start(
     finally:
         c.close()
     assert seen[-1][0] == "revoke"
+
+
+def test_produce_batch_reports_and_errors_as_confluent_kafkas(
+        tansu_broker: TansuBroker, topic_name: str) -> None:
+    """Callbacks get (None, Message) with the message's key and value; a message that could
+    not be queued carries a KafkaError as its '_error'; a malformed one raises TypeError."""
+    tansu_broker.create_topic(topic_name, 2)
+    reports: list[tuple[KafkaError | None, Message]] = []
+    p = Producer({"bootstrap.servers": tansu_broker.bootstrap_servers,
+                  "message.max.bytes": 10_000,
+                  "on_delivery": lambda err, msg: reports.append((err, msg))})
+    try:
+        with pytest.raises(TypeError, match="must be a dict"):
+            p.produce_batch(topic_name, [{"value": b"ok"}, "not a message"])
+        messages = [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(20)]
+        messages[7]["value"] = b"x" * 20_000
+        assert p.produce_batch(topic_name, messages) == 19
+        err = messages[7]["_error"]
+        assert isinstance(err, KafkaError) and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
+        assert all("_error" not in m for i, m in enumerate(messages) if i != 7)
+        p.flush(10)
+    finally:
+        p.close()
+    assert sorted(msg.value() for _, msg in reports) == sorted(
+        m["value"] for i, m in enumerate(messages) if i != 7)
+    assert all(e is None and msg.key() == b"k" + msg.value()[1:] for e, msg in reports)

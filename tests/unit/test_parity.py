@@ -144,6 +144,8 @@ WRAPPER_ALLOWED: dict[str, str] = {
     "start_budget": "the sync Producer's plumbing for its background start",
     "produce": "confluent-kafka's SerializingProducer.produce takes the key before the value "
                "(its Producer.produce, the value first), and no callback= alias",
+    "produce_batch": "confluent-kafka's SerializingProducer inherits it without serializing; "
+                     "each message's serializing is produce()'s (or .producer's with bytes)",
 }
 
 

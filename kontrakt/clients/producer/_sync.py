@@ -227,8 +227,7 @@ class Producer:
             self._append(topic, value, key, partition, timestamp or None, headers, delivery)
 
     def produce_batch(self, topic: str, messages: list[dict[str, Any]], partition: int = -1,
-                      on_delivery: DeliveryCallback | None = None, *,
-                      callback: DeliveryCallback | None = None) -> int:
+                      on_delivery: DeliveryCallback | None = None) -> int:
         """confluent-kafka style batch send: :meth:`produce` of each message, in order, with
         the common message (only ``'value'`` and/or ``'key'``, bytes) staged a chunk at a
         time instead of one by one.
@@ -241,8 +240,8 @@ class Producer:
             partition: every message's partition when it names none (-1: the
                 partitioner's choice).
             on_delivery: ``cb(err, metadata)`` for messages without a ``'callback'``, run
-                by :meth:`poll` / :meth:`flush` as :meth:`produce`'s; ``callback`` is an
-                alias. Default: the ``on_delivery`` option.
+                by :meth:`poll` / :meth:`flush` as :meth:`produce`'s. Default: the
+                ``on_delivery`` option.
 
         Returns:
             How many messages were queued. Each one that was not gets an ``'_error'`` field
@@ -264,7 +263,7 @@ class Producer:
         return produce_batch_sync(self, topic, messages,
                                   partition if partition is not None and partition >= 0
                                   else None,
-                                  on_delivery or callback or self._on_delivery)
+                                  on_delivery or self._on_delivery)
 
     def poll(self, timeout: float | None = 0.0) -> int:
         """Run the delivery callbacks of records resolved so far (on this thread).

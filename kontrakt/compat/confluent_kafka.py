@@ -408,7 +408,7 @@ def _with_delivery(m: Any, cb: Callable[..., Any] | None) -> Any:
     """A copy of message ``m`` whose callback (its own, else ``cb``) reports as
     confluent-kafka's; ``m`` itself when it has none (or is not a dict: produce_batch
     refuses it)."""
-    if type(m) is not dict:
+    if not isinstance(m, dict):
         return m
     report: Callable[..., Any] | None = m.get("callback") or cb
     if report is None:
@@ -458,8 +458,8 @@ class Producer(_Producer):
         (:class:`~kontrakt.errors.InvalidMessageError`), as in confluent-kafka."""
         cb = on_delivery or self._compat_cb
         batch = messages
-        if type(messages) is list and (cb is not None or any(
-                type(m) is dict and "callback" in m for m in messages)):
+        if isinstance(messages, list) and (cb is not None or any(
+                isinstance(m, dict) and "callback" in m for m in messages)):
             # Copies carrying the wrapped callbacks; '_error' goes back onto the originals.
             batch = [_with_delivery(m, cb) for m in messages]
         count = super().produce_batch(topic, batch, partition)

@@ -5,9 +5,12 @@
 no partition, timestamp or callback -- goes into its topic's :class:`KeyedStage` a stage's
 chunk at a time (:func:`stage_run`): the keys, values and send times are added to the
 stage's lists by ``list.extend``, under one lock acquisition and one clock read a chunk,
-with the buffer.memory check made over the chunk's sizes at once. Per record that leaves no
-Python bytecode but what the chunk's C loops run (measured: see the batch benchmark in
-``benchmarks/produce.py``); settling then hashes and encodes the chunk as it does send()'s.
+with the buffer.memory check made over the chunk's sizes at once; settling then hashes and
+encodes the chunk as it does send()'s. Measured (callgrind, a sync Producer against Tansu,
+10-byte keys and 100-byte values, calls of 1,000): the caller's thread runs 5,883
+instructions a record against send()'s 15,016, most of the rest being the settling both
+share (murmur2 in lanes, the run writers) and this module's C passes over the list (the
+field union and type sets, ~1,000).
 
 Anything else (a tombstone, an explicit partition or timestamp, a callback, headers, a key
 without a value) is produced one message at a time through the producers' own record path
@@ -75,16 +78,17 @@ def plan(messages: Any, bulk_keyed: bool, bulk_keyless: bool
         InvalidMessageError: ``messages`` is not a list, or a message is not a dict, has an
             unknown field or a field of the wrong type (nothing is queued then).
     """
-    if type(messages) is not list:
+    if not isinstance(messages, list):
         raise InvalidMessageError(
             f"messages must be a list of dicts, not {type(messages).__name__}", -1)
     n = len(messages)
     if not n:
         return [], [], []
     if set(map(type, messages)) != {dict}:
-        i = next(i for i, m in enumerate(messages) if type(m) is not dict)
-        raise InvalidMessageError(
-            f"message {i} must be a dict, not {type(messages[i]).__name__}", i)
+        i = next((i for i, m in enumerate(messages) if not isinstance(m, dict)), -1)
+        if i >= 0:
+            raise InvalidMessageError(
+                f"message {i} must be a dict, not {type(messages[i]).__name__}", i)
     # The whole list's checks run in C: the union of the fields, and the value and key
     # types; only a list with something unusual is looked at message by message.
     fields = set().union(*messages)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import warnings
 from typing import Any
 
@@ -177,13 +178,21 @@ def test_a_malformed_message_raises_before_anything_is_queued(messages: Any, ind
     assert got == [(b"k", b"before", (), None)]
 
 
-def test_a_full_buffer_waits_max_block_ms_and_marks_what_it_could_not_queue() -> None:
+@pytest.mark.parametrize("form", ["async", "sync"])
+def test_a_full_buffer_waits_max_block_ms_and_marks_what_it_could_not_queue(
+        form: str) -> None:
     """As send() would, the call waits for room up to max.block.ms (nothing drains the
     offline producer's buffer); the messages queued before are kept, in order, and the
     count says how many; every message from the first that found no room gets '_error'."""
-    p = offline_producer(3, buffer_memory=20_000, batch_size=4096, max_block_ms=200)
+    p = offline_producer(3, buffer_memory=20_000, batch_size=4096, max_block_ms=200,
+                         _threaded=form == "sync")
     messages = [{"key": b"k%d" % i, "value": b"v" * 50} for i in range(2000)]
-    n = asyncio.run(p.produce_batch("t", messages))
+    t0 = time.monotonic()
+    if form == "sync":
+        n = _sync_over(p).produce_batch("t", messages)
+    else:
+        n = asyncio.run(p.produce_batch("t", messages))
+    assert 0.15 < time.monotonic() - t0 < 5
     assert 0 < n < 2000
     assert p._acc.used <= 20_000
     assert all("_error" not in m for m in messages[:n])
@@ -204,6 +213,17 @@ def test_a_record_too_large_alone_gets_an_error_and_the_others_go() -> None:
     assert "_error" not in messages[0] and "_error" not in messages[2]
     got = sorted(r[:2] for rs in _records(p, 3).values() for r in rs)
     assert got == [(b"a", b"1"), (b"c", b"3")]
+
+
+def test_dict_subclasses_are_messages_too() -> None:
+    """confluent-kafka takes any dict (PyDict_Check); so does produce_batch."""
+    from collections import OrderedDict
+
+    p = offline_producer(3)
+    messages = [{"key": b"a", "value": b"1"}, OrderedDict(key=b"b", value=b"2")]
+    assert asyncio.run(p.produce_batch("t", messages)) == 2
+    assert sorted(r[:2] for rs in _records(p, 3).values() for r in rs) == \
+        [(b"a", b"1"), (b"b", b"2")]
 
 
 def test_a_message_queued_on_a_retry_loses_its_old_error() -> None:
@@ -252,14 +272,20 @@ def _partition_of(key: bytes, n: int) -> int:
     return int((kafka_murmur2(key) & 0x7FFFFFFF) % n)
 
 
-def test_sync_produce_batch_callbacks_run_from_poll() -> None:
+def _sync_over(core: AsyncProducer) -> Producer:
+    """A sync Producer over an offline threaded core (no loop thread: nothing here needs
+    one), its produce() callbacks delivered to its poll()."""
     p = object.__new__(Producer)
-    p._async = offline_producer(3, _threaded=True, batch_size=2000)
+    p._async = core
     p._started = True
     p._on_delivery = None
-    dq = _DeliveryQueue()
-    p._deliveries = dq
-    p._async._acc.deliver = dq.put
+    p._deliveries = _DeliveryQueue()
+    core._acc.deliver = p._deliveries.put
+    return p
+
+
+def test_sync_produce_batch_callbacks_run_from_poll() -> None:
+    p = _sync_over(offline_producer(3, _threaded=True, batch_size=2000))
     seen: list[Any] = []
     # Value i + 1 bytes long: each callback's metadata names its message.
     messages = [{"key": b"k%d" % i, "value": b"v" * (i + 1)} for i in range(300)]

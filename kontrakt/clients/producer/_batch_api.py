@@ -7,10 +7,11 @@ chunk at a time (:func:`stage_run`): the keys, values and send times are added t
 stage's lists by ``list.extend``, under one lock acquisition and one clock read a chunk,
 with the buffer.memory check made over the chunk's sizes at once; settling then hashes and
 encodes the chunk as it does send()'s. Measured (callgrind, a sync Producer against Tansu,
-10-byte keys and 100-byte values, calls of 1,000): the caller's thread runs 5,883
-instructions a record against send()'s 15,016, most of the rest being the settling both
-share (murmur2 in lanes, the run writers) and this module's C passes over the list (the
-field union and type sets, ~1,000).
+10-byte keys and 100-byte values, calls of 1,000, 60k less 20k records): the caller's
+thread runs 5,900-6,900 instructions a record (two runs; valgrind's slowness moves batch
+boundaries) against send()'s 15,016 and produce()'s 11,785, the whole process 9,300-9,500
+against 25,931 and 28,591. Most of what is left is the settling all three share (murmur2
+in lanes, the run writers) and this module's C passes over the list.
 
 Anything else (a tombstone, an explicit partition or timestamp, a callback, headers, a key
 without a value) is produced one message at a time through the producers' own record path

@@ -82,8 +82,9 @@ class AsyncProducer(TransactionalCore):
 
     Futures: :meth:`send` returns a :class:`RecordFuture` per record (a small handle onto its
     batch's outcome, resolved exactly once, including when the producer closes); batches
-    someone waits on are sent at once instead of lingering. Logging goes to
-    ``kontrakt.producer``.
+    someone waits on are sent at once instead of lingering. :meth:`produce_batch` queues a
+    list of records at once (confluent-kafka's), with no future a record: the fastest way in
+    when records come in lists. Logging goes to ``kontrakt.producer``.
 
     Raises:
         ConfigError: unknown option, bad value, or conflicting options.

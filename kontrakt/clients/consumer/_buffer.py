@@ -5,6 +5,9 @@ The fetcher (event loop) appends each partition's decoded records as one
 consumer) or from its own thread (sync consumer), many records per lock acquisition, and
 draining moves the partitions' positions under the same lock. Buffered records count
 against the cap (``queued.max.messages.kbytes``) by what they cost decoded.
+
+A per-record ``poll()`` takes the rest of a fetch at once under the lock as a :class:`Lease`
+and then one record a call off it without the lock; see :meth:`FetchBuffer.drain_one`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from typing import Any
 from kontrakt._types import ConsumerRecord, TopicPartition
 from kontrakt.clients.consumer._subscription import FetchPosition, PartitionState
 
-__all__ = ["CompletedFetch", "FetchBuffer"]
+__all__ = ["CompletedFetch", "FetchBuffer", "Lease"]
+
+#: Put in front of a lease's records to end it: the poller's next take finds it.
+_STOP: Any = object()
 
 
 class CompletedFetch:
@@ -53,6 +59,65 @@ class CompletedFetch:
         self.cost = size if cost is None else cost
 
 
+class Lease:
+    """Records ``start`` to ``end`` of a fetch, taken off the buffer for a per-record
+    ``poll()`` under one lock acquisition and handed out one a call without the lock.
+
+    The one thread that polls pops records off ``recs`` (:meth:`FetchBuffer.drain_one`);
+    the partition's position follows them (:meth:`position`, its ``PartitionState.cursor``).
+    :meth:`stop`, from any thread, puts a marker in front of the records left: the poller's
+    next pop finds it and goes back to the buffer under its lock, and from then on what was
+    handed out, and so the position, stays as it was. A pop and the stop are each one deque
+    operation, so no record is handed out after the stop has returned.
+    """
+
+    __slots__ = ("before", "cf", "end", "live", "records", "recs", "start", "state")
+
+    def __init__(self, cf: CompletedFetch, before: FetchPosition | None) -> None:
+        self.cf = cf
+        self.state = cf.state
+        self.records = cf.records
+        self.start = start = cf.index
+        #: the last record of the fetch is left to drain(), which moves the position to the
+        #: fetch's end (past control batches)
+        self.end = end = cf.last
+        self.recs: deque[ConsumerRecord[Any, Any]] = deque(self.records[start:end])
+        #: the position before the first record of the lease
+        self.before = before
+        self.live = True
+
+    def stop(self) -> None:
+        """End the lease (any thread; idempotent)."""
+        if self.live:
+            self.live = False
+            self.recs.appendleft(_STOP)
+
+    def left(self) -> int:
+        """How many records are not handed out: exact once stopped, a value it had lately
+        before."""
+        # Counted from the right end, which nobody changes: markers are only ever put in
+        # front and the poller pops one at a time from the front. recs[-j] is a record only
+        # when at least j records are left (and were when recs[-(j + 1)] was not one).
+        recs = self.recs
+        j = len(recs)
+        while j:
+            try:
+                if recs[-j] is not _STOP:
+                    return j
+            except IndexError:
+                pass
+            j -= 1
+        return 0
+
+    def position(self) -> FetchPosition | None:
+        """The position after the records handed out of the lease."""
+        i = self.end - self.left()
+        if i == self.start:
+            return self.before
+        rec = self.records[i - 1]
+        return FetchPosition(rec.offset + 1, rec.leader_epoch)
+
+
 class FetchBuffer:
     """Fetched records waiting for the application; thread-safe.
 
@@ -76,6 +141,8 @@ class FetchBuffer:
         self.on_space: Callable[[], None] = lambda: None
         self.on_data: Callable[[], None] = lambda: None
         self.version = 0
+        #: the lease a per-record poll() takes records off (of the first fetch queued)
+        self.lease: Lease | None = None
         #: Bumped by the consumer when the application polls: the records handed out before
         #: count as processed. A partition's first record handed out since is
         #: ``PartitionState.first_unacked`` (when its ``poll_seq`` equals this).
@@ -89,6 +156,8 @@ class FetchBuffer:
         """Records handed to the application so far, and the fetched bytes of the fetches
         consumed to their end (call with ``lock`` held)."""
         partial = sum(cf.index for cf in self._queue)
+        if self.lease is not None:
+            partial -= self.lease.left()
         return self._consumed_records + partial, self._consumed_bytes
 
     def add(self, cf: CompletedFetch) -> None:
@@ -111,6 +180,8 @@ class FetchBuffer:
         """
         with self.lock:
             self._errors[tp] = (state, state.gen, error, after_records)
+            if self.lease is not None:
+                self.lease.stop()  # the next poll() raises it
             self.version += 1
             self.cond.notify_all()
         self.on_data()
@@ -136,6 +207,8 @@ class FetchBuffer:
     def clear(self) -> None:
         """Drop everything."""
         with self.lock:
+            if self.lease is not None:
+                self._settle(self.lease)
             for cf in self._queue:
                 cf.state.buffered_bytes -= cf.size
                 self.total_bytes -= cf.cost
@@ -151,6 +224,13 @@ class FetchBuffer:
             elif not after_records or not any(cf.tp == tp and cf.gen == gen
                                               for cf in self._queue):
                 raise err
+
+    def _settle(self, lease: Lease) -> None:
+        """End ``lease`` and give its records not handed out back to its fetch (with the
+        lock held; any thread)."""
+        lease.stop()
+        lease.cf.index = lease.end - lease.left()
+        self.lease = None
 
     def _release(self, cf: CompletedFetch) -> bool:
         self.total_bytes -= cf.cost
@@ -169,6 +249,8 @@ class FetchBuffer:
         out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
         freed = False
         with self.lock:
+            if self.lease is not None:
+                self._settle(self.lease)
             if self._errors:
                 self._raise_errors()
             queue = self._queue
@@ -215,31 +297,64 @@ class FetchBuffer:
         return out
 
     def drain_one(self) -> ConsumerRecord[Any, Any] | None:
-        """Take one record (the fast path of a per-record ``poll()``)."""
-        # acquire/release rather than ``with``: this runs once per record, and a bare
-        # ``with lock:`` measured about a third of the old per-record cost.
+        """Take one record (the fast path of a per-record ``poll()``; one thread at a time).
+
+        Records come off the lease of the first queued fetch without the lock; a new lease
+        is taken under it when that one is used up or stopped (a seek, reset, pause,
+        revocation, error or clear() stops it, see :class:`Lease`).
+
+        Raises:
+            See :meth:`drain`.
+        """
+        lease = self.lease
+        if lease is not None:
+            recs = lease.recs
+            if recs:
+                rec = recs[0]
+                st = lease.state
+                seq = self.poll_seq
+                if st.poll_seq == seq:
+                    if recs.popleft() is rec and rec is not _STOP:
+                        return rec
+                elif rec is not _STOP:
+                    # Marked before it is taken: a commit that sees the position past it sees
+                    # the mark too (SubscriptionState.consumed_offsets reads in that order).
+                    old_seq, old_first = st.poll_seq, st.first_unacked
+                    st.first_unacked = rec
+                    st.poll_seq = seq
+                    if recs.popleft() is rec:
+                        return rec
+                    # Stopped meanwhile: not handed out, so not marked.
+                    st.poll_seq = old_seq
+                    st.first_unacked = old_first
+        return self._drain_one_locked()
+
+    def _drain_one_locked(self) -> ConsumerRecord[Any, Any] | None:
+        # acquire/release rather than ``with``: cheaper, and this runs once a fetch.
         lock = self.lock
         lock.acquire()
         try:
+            lease = self.lease
+            if lease is not None:
+                self._settle(lease)
             if self._errors:
                 self._raise_errors()
             queue = self._queue
             if queue:
                 cf = queue[0]
-                i = cf.index
                 st = cf.state
-                if i < cf.last and st.gen == cf.gen and not st.paused:
-                    cf.index = i + 1
-                    rec = cf.records[i]
-                    if st.poll_seq != self.poll_seq:
-                        st.poll_seq = self.poll_seq
-                        st.first_unacked = rec
-                    # The position follows cf.index (see PartitionState.cursor); the last
-                    # record of a fetch goes through drain(), which sets it for good.
-                    st.cursor = cf
-                    return rec
+                if cf.index < cf.last and st.gen == cf.gen and not st.paused:
+                    self.lease = lease = Lease(cf, st.position)
+                    cf.index = cf.last
+                    st.cursor = lease
+                    # gen and paused change without the lock too (pause()): looked at again
+                    # now that the lease is published (see PartitionState.gen).
+                    if st.gen != cf.gen or st.paused:
+                        self._settle(lease)
         finally:
             lock.release()
+        if self.lease is not None:
+            return self.drain_one()
         got = self.drain(1)
         for recs in got.values():
             return recs[0]

@@ -39,9 +39,11 @@ class PartitionState:
     Attributes:
         position: next record to hand to the application, None until resolved. While
             ``cursor`` is set, it is derived from the last record handed out of it.
-        cursor: the buffered fetch (``CompletedFetch``) a per-record ``poll()`` is reading:
-            one record handed out then costs an index bump and this reference, instead of a
-            new position tuple. Cleared by any assignment to ``position``.
+        cursor: the lease (``FetchBuffer``'s ``Lease``) a per-record ``poll()`` reads this
+            partition's records from: a record handed out then costs a deque pop, and the
+            position follows the lease. Cleared by any assignment to ``position``; a change
+            of ``position``, ``gen`` or ``paused`` ends it (no record is handed out of it
+            after that), from any thread.
         fetch_offset: next offset to fetch (runs ahead of ``position`` by the prefetch).
         gen: bumped on every seek/reset; fetched data from an older gen is dropped.
         reset: a pending reset strategy ("earliest"/"latest"), or None.
@@ -60,19 +62,19 @@ class PartitionState:
         stored: the offset the application gave ``store_offsets()``, None before.
     """
 
-    __slots__ = ("_position", "buffered_bytes", "cursor", "failed", "fetch_offset",
-                 "first_unacked", "gen", "highwater", "last_fetched_epoch",
-                 "last_stable_offset", "log_start_offset", "out_of_range_at", "paused",
-                 "poll_seq", "reset", "seen_leader_epoch", "stored", "validating")
+    __slots__ = ("_gen", "_paused", "_position", "buffered_bytes", "cursor", "failed",
+                 "fetch_offset", "first_unacked", "highwater", "last_fetched_epoch",
+                 "last_stable_offset", "log_start_offset", "out_of_range_at", "poll_seq",
+                 "reset", "seen_leader_epoch", "stored", "validating")
 
     def __init__(self) -> None:
         self._position: FetchPosition | None = None
         self.cursor: Any = None
         self.fetch_offset = -1
         self.last_fetched_epoch = -1
-        self.gen = 0
+        self._gen = 0
         self.reset: str | None = None
-        self.paused = False
+        self._paused = False
         self.highwater: int | None = None
         self.last_stable_offset: int | None = None
         self.log_start_offset: int | None = None
@@ -88,17 +90,48 @@ class PartitionState:
     @property
     def position(self) -> FetchPosition | None:
         """Next record to hand to the application, None until resolved."""
-        cf = self.cursor
-        if cf is not None:
-            # The fetch's index is read once: the record before it is the last handed out.
-            rec = cf.records[cf.index - 1]
-            return FetchPosition(rec.offset + 1, rec.leader_epoch)
+        lease = self.cursor
+        if lease is not None:
+            pos: FetchPosition | None = lease.position()
+            return pos
         return self._position
 
     @position.setter
     def position(self, value: FetchPosition | None) -> None:
+        lease = self.cursor
+        if lease is not None:
+            lease.stop()
         self._position = value
         self.cursor = None
+
+    # gen and paused end the lease after they change, and the buffer looks at them again
+    # after it makes one (FetchBuffer.drain_one): whichever comes second sees the other, so
+    # that no record is handed out of a lease once either has changed, under the buffer's
+    # lock or not (pause() takes none).
+
+    @property
+    def gen(self) -> int:
+        """Bumped on every seek/reset; fetched data from an older gen is dropped."""
+        return self._gen
+
+    @gen.setter
+    def gen(self, value: int) -> None:
+        self._gen = value
+        lease = self.cursor
+        if lease is not None:
+            lease.stop()
+
+    @property
+    def paused(self) -> bool:
+        """No fetching and no records returned while True."""
+        return self._paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self._paused = value
+        lease = self.cursor
+        if lease is not None and value:
+            lease.stop()
 
     def seek(self, offset: int, leader_epoch: int = -1) -> None:
         """Move to ``offset``; drops prefetched data and any pending reset."""
@@ -293,12 +326,17 @@ class SubscriptionState:
                 if stored is not None:
                     out[tp] = stored
                 continue
-            first = st.first_unacked if st.poll_seq == poll_seq else None
+            # The position is read once (a sync caller's poll() may move it meanwhile) and
+            # before the mark: poll() marks a record (first_unacked, then poll_seq) before it
+            # takes it off its lease without the lock, so a position past the record comes
+            # with its mark. A later poll's mark counts: the application polled again since.
+            pos = st.position
+            first = (st.first_unacked if poll_seq is not None and st.poll_seq >= poll_seq
+                     else None)
             if first is not None:
                 om: OffsetAndMetadata | None = OffsetAndMetadata(first.offset, "",
                                                                  first.leader_epoch)
             else:
-                pos = st.position  # read once: a sync caller's poll() may move it meanwhile
                 om = None if pos is None else OffsetAndMetadata(pos.offset, "",
                                                                 pos.leader_epoch)
             if stored is not None and (om is None or stored.offset > om.offset):

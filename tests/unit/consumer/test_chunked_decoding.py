@@ -218,7 +218,7 @@ def test_per_record_polls_move_the_position_through_the_cursor() -> None:
         rec = buf.drain_one()
         assert rec is not None and rec.offset == want
         assert st.position == FetchPosition(want + 1, 3)
-    assert st.cursor is cf
+    assert st.cursor is buf.lease and st.cursor.cf is cf
     assert subs.consumed_offsets()[TP0].offset == 13  # what a commit would send
     got = buf.drain_one()
     assert got is not None and got.offset == 13 and st.position == FetchPosition(14, 3)

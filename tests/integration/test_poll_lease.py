@@ -1,0 +1,156 @@
+"""Per-record ``poll()`` against Tansu while the partitions change under it: a seek, pause or
+close issued from another thread or on the consumer's loop thread takes effect for every
+poll that starts after it returned (no stale record), and the position and commits stay
+exactly past the last record poll() returned (the records come off a lease without the
+buffer's lock, see ``FetchBuffer.drain_one``)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kontrakt._types import OffsetAndMetadata, TopicPartition
+from kontrakt.clients import AsyncKafkaClient
+from kontrakt.clients.consumer import AsyncConsumer, Consumer
+from kontrakt.errors import IllegalStateError
+from kontrakt.protocol.records import RecordBatchBuilder
+from kontrakt.testing import TansuBroker
+from tests.integration.raw_ops import produce
+
+pytestmark = [pytest.mark.integration]
+
+N = 3000
+
+
+async def _produce(bootstrap: str, topic: str, partition: int) -> None:
+    async with AsyncKafkaClient(bootstrap_servers=bootstrap) as client:
+        for start in range(0, N, 500):
+            b = RecordBatchBuilder()
+            for j in range(start, start + 500):
+                b.append(0, None, b"%d" % j, [])
+            part = await produce(client, topic, partition, b.build())
+            assert part.error_code == 0, part
+
+
+def _topic(broker: TansuBroker, name: str) -> tuple[TopicPartition, TopicPartition]:
+    broker.create_topic(name, 2)
+    for p in (0, 1):
+        asyncio.run(_produce(broker.bootstrap_servers, name, p))
+    return TopicPartition(name, 0), TopicPartition(name, 1)
+
+
+def _poll_until(c: Consumer[Any, Any], pred: Callable[[Any], bool], limit: int) -> list[Any]:
+    out = []
+    deadline = time.monotonic() + 20
+    while len(out) < limit and time.monotonic() < deadline:
+        r = c.poll(1.0)
+        if r is not None:
+            out.append(r)
+            if pred(r):
+                break
+    return out
+
+
+@pytest.mark.parametrize("where", ["thread", "loop"])
+def test_seek_and_pause_during_sync_polls(tansu_broker: TansuBroker, topic_name: str,
+                                          where: str) -> None:
+    tp0, tp1 = _topic(tansu_broker, topic_name)
+    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers,
+                  group_id=f"g-{topic_name}", enable_auto_commit=False) as c:
+        c.assign([TopicPartition(topic_name, 0, 0), TopicPartition(topic_name, 1, 0)])
+
+        def issue(call: Callable[[], None]) -> None:
+            """Run ``call`` on another thread or on the loop, while this one polls."""
+            done = threading.Event()
+            if where == "thread":
+                t = threading.Thread(target=lambda: (call(), done.set()))
+                t.start()
+            else:
+                c._thread.loop.call_soon_threadsafe(lambda: (call(), done.set()))
+            # Poll meanwhile: records taken before the call returned may be anything.
+            for _ in range(300):
+                if done.is_set():
+                    break
+                c.poll(0.01)
+            assert done.wait(10)
+            if where == "thread":
+                t.join(10)
+
+        got = _poll_until(c, lambda r: r.partition == 0 and r.offset >= 100, 10_000)
+        assert got and got[-1].offset >= 100
+        issue(lambda: c._async.seek(tp0, 2500) if where == "loop" else c.seek(tp0, 2500))
+        after = _poll_until(c, lambda r: r.partition == 0, 10_000)
+        assert (after[-1].partition, after[-1].offset) == (0, 2500)
+        assert c.position(tp0) == 2501
+        c.commit()
+        assert c.committed([tp0])[tp0] == OffsetAndMetadata(2501)
+
+        issue(lambda: c._async.pause(tp0) if where == "loop" else c.pause(tp0))
+        pos = c.position(tp0)
+        assert not [r for r in _poll_until(c, lambda r: False, 200) if r.partition == 0]
+        assert c.position(tp0) == pos
+        c.resume(tp0)
+        rest = [r.offset for r in _poll_until(c, lambda r: (r.partition, r.offset) == (0, N - 1),
+                                                  6000) if r.partition == 0]
+        assert rest == list(range(pos, N))
+
+
+def test_close_on_another_thread_during_sync_polls(tansu_broker: TansuBroker,
+                                                   topic_name: str) -> None:
+    _topic(tansu_broker, topic_name)
+    c: Consumer[Any, Any] = Consumer(bootstrap_servers=tansu_broker.bootstrap_servers)
+    c.assign([TopicPartition(topic_name, 0, 0), TopicPartition(topic_name, 1, 0)])
+    assert _poll_until(c, lambda r: r.offset >= 10, 1000)
+    closed = threading.Event()
+    t = threading.Thread(target=lambda: (c.close(), closed.set()))
+    t.start()
+    outcome = None
+    for _ in range(100_000):
+        was_closed = closed.is_set()
+        try:
+            c.poll(0.01)
+        except IllegalStateError:
+            outcome = "closed"
+            break
+        assert not was_closed, "a record after close() returned"
+    t.join(10)
+    assert outcome == "closed" and closed.is_set()
+
+
+def test_seek_and_pause_between_async_polls(tansu_broker: TansuBroker,
+                                            topic_name: str) -> None:
+    tp0, _ = _topic(tansu_broker, topic_name)
+
+    async def main() -> None:
+        async with AsyncConsumer(bootstrap_servers=tansu_broker.bootstrap_servers) as c:
+            c.assign([TopicPartition(topic_name, 0, 0), TopicPartition(topic_name, 1, 0)])
+            loop = asyncio.get_running_loop()
+
+            async def take(pred: Callable[[Any], bool], limit: int) -> list[Any]:
+                out = []
+                for _ in range(limit):
+                    r = await c.poll(0.5)
+                    if r is None:
+                        break
+                    out.append(r)
+                    if pred(r):
+                        break
+                return out
+
+            await take(lambda r: r.partition == 0 and r.offset >= 100, 10_000)
+            # A callback of the loop between two polls (as a timer or another task's).
+            loop.call_soon(c.seek, tp0, 2500)
+            await asyncio.sleep(0)
+            got = await take(lambda r: r.partition == 0, 10_000)
+            assert got[-1].offset == 2500 and await c.position(tp0) == 2501
+            loop.call_soon(c.pause, tp0)
+            await asyncio.sleep(0)
+            assert not [r for r in await take(lambda r: False, 200) if r.partition == 0]
+            assert await c.position(tp0) == 2501
+
+    asyncio.run(main())

@@ -308,15 +308,21 @@ class FetchBuffer:
         """
         lease = self.lease
         if lease is not None:
+            st = lease.state
+            seq = self.poll_seq
             recs = lease.recs
-            if recs:
+            if st.poll_seq == seq:
+                # Marked already (none to mark without a group: poll_seq moves only in
+                # polls of a group's consumer); a stopped lease pops its marker.
+                try:
+                    rec = recs.popleft()
+                except IndexError:  # used up: once a lease
+                    rec = _STOP
+                if rec is not _STOP:
+                    return rec
+            elif recs:
                 rec = recs[0]
-                st = lease.state
-                seq = self.poll_seq
-                if st.poll_seq == seq:
-                    if recs.popleft() is rec and rec is not _STOP:
-                        return rec
-                elif rec is not _STOP:
+                if rec is not _STOP:
                     # Marked before it is taken: a commit that sees the position past it sees
                     # the mark too (SubscriptionState.consumed_offsets reads in that order).
                     old_seq, old_first = st.poll_seq, st.first_unacked

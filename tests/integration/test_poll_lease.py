@@ -59,7 +59,7 @@ def _poll_until(c: Consumer[Any, Any], pred: Callable[[Any], bool], limit: int) 
 @pytest.mark.parametrize("where", ["thread", "loop"])
 def test_seek_and_pause_during_sync_polls(tansu_broker: TansuBroker, topic_name: str,
                                           where: str) -> None:
-    tp0, tp1 = _topic(tansu_broker, topic_name)
+    tp0, _ = _topic(tansu_broker, topic_name)
     with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers,
                   group_id=f"g-{topic_name}", enable_auto_commit=False) as c:
         c.assign([TopicPartition(topic_name, 0, 0), TopicPartition(topic_name, 1, 0)])

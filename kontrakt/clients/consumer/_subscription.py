@@ -1,8 +1,9 @@
 """What the consumer reads and where it stands: subscription, assignment and positions.
 
 Sans-I/O. Owned by the consumer's event loop; the few fields the record buffer updates
-from a sync caller's thread (positions) are written under the buffer's lock, see
-:class:`~kontrakt.clients.consumer._fetcher.FetchBuffer`.
+from a sync caller's thread (positions) are written under the buffer's lock, or move with a
+lease taken under it (``PartitionState.cursor``), see
+:class:`~kontrakt.clients.consumer._buffer.FetchBuffer`.
 """
 
 from __future__ import annotations

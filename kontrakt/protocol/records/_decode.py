@@ -22,6 +22,7 @@ from typing import Any, Final, TypeVar
 
 from kontrakt.errors import CorruptRecordError
 from kontrakt.protocol.records._decode_run import MIN_RUN, decode_run
+from kontrakt.protocol.records._decode_varying import decode_varying
 from kontrakt.protocol.records._model import (
     TWO_BYTE_VARINTS,
     ZIGZAG_DECODE,
@@ -58,6 +59,9 @@ def {name}(data, pos, end, count, base_offset, base_timestamp, timestamp_type, m
         while (done := len(out)) < count:
             if done >= retry:
                 run = decode_run(data, pos, end, count - done, base_offset, base_timestamp)
+                if run is None:
+                    run = decode_varying(data, pos, end, count - done, base_offset,
+                                         base_timestamp)
                 if run is not None:
                     n, pos, offsets, timestamps, keys, values, headers = run
                     out += map(new, repeat({cls}), zip({run_fields}))
@@ -197,7 +201,8 @@ def _compile_loop(name: str, extra: str, cls: str, fields: str, run_fields: str,
         "decode_varint_slow": decode_varint_slow,
         "_new_record": _new_record, "_decode_headers": _decode_headers,
         "CorruptRecordError": CorruptRecordError, "Record": Record,
-        "decode_run": decode_run, "MIN_RUN": MIN_RUN, "repeat": repeat,
+        "decode_run": decode_run, "decode_varying": decode_varying, "MIN_RUN": MIN_RUN,
+        "repeat": repeat,
     }
     exec(compile(source, f"<kontrakt record loop {name}>", "exec"), namespace)
     fn: Callable[..., Any] = namespace[name]

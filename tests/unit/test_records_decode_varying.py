@@ -1,0 +1,200 @@
+"""Records of varying sizes decoded a stretch at a time
+(:mod:`kontrakt.protocol.records._decode_varying`): exactly what the general loop gives,
+record by record, errors included; anything else is left to the general loop.
+
+A differential guard for speed work: every test compares the compiled loops with the
+stretches on against the general loop alone (``runs(enabled=False)``), and the tests that
+count the records taken as stretches fail on the code before it (nothing was taken)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kontrakt._types import ConsumerRecord, TimestampType
+from kontrakt.errors import CorruptRecordError
+from kontrakt.protocol.records import (
+    ControlRecordType,
+    RecordBatch,
+    _decode,
+    build_control_batch,
+)
+from kontrakt.protocol.records._decode_varying import MIN_STRETCH, decode_varying
+from tests.unit.test_records_decode_runs import as_consumer_records, build, decode_both, plain, runs
+
+T0 = 1_700_000_000_000
+
+
+def varying(n: int, lo: int = 50, hi: int = 150, *, key: Any = None, seed: int = 1,
+            step_ms: int = 1) -> list[Any]:
+    rnd = random.Random(seed)
+    return [(T0 + i * step_ms, key(rnd) if callable(key) else key,
+             b"%d" % i + b"v" * rnd.randint(lo, hi), None) for i in range(n)]
+
+
+def taken_as_stretches(batch: RecordBatch) -> int:
+    taken: list[int] = []
+    with runs(taken, names=("decode_varying",)):
+        as_consumer_records(batch)
+    return sum(taken)
+
+
+def assert_same(batch: RecordBatch) -> None:
+    for decode in (as_consumer_records, plain):
+        fast, general = decode_both(batch, decode)
+        assert fast == general
+        if not isinstance(fast, tuple):
+            assert [type(r) for r in fast] == [type(r) for r in general]
+            assert len({id(r.headers) for r in fast}) == len(fast)
+
+
+@pytest.mark.parametrize(("name", "records", "kwargs", "most"), [
+    ("no key, 50-150 B", varying(2000), {}, True),
+    ("no key, 20-300 B", varying(1000, 20, 300), {}, True),
+    ("10 B keys", varying(1000, key=b"k" * 10), {}, True),
+    ("empty keys and values", varying(300, 0, 0, key=b""), {}, True),
+    ("64 B keys", varying(300, key=b"k" * 64), {}, True),
+    ("keys of varying lengths (the general loop)",
+     varying(300, key=lambda rnd: b"k" * rnd.randint(0, 9)), {}, False),
+    ("lengths crossing 63/64", varying(600, 45, 70), {}, True),
+    ("lengths crossing 8191/8192", varying(300, 8160, 8200), {}, False),
+    ("lengths just below 8192", varying(100, 8000, 8170), {}, True),
+    ("two-byte timestamp deltas", varying(500, step_ms=7), {}, True),
+    ("timestamp deltas past 8191 (three bytes)", varying(500, step_ms=30), {}, False),
+    ("negative timestamp deltas", [(T0 - (i * 37) % 500, None, b"x" * (i % 90), None)
+                                   for i in range(400)], {}, True),
+    ("offset deltas crossing 63/64", varying(200), {}, True),
+    ("offset gaps (compaction)", varying(500), {"gaps": {3: 1, 70: 5, 100: 900, 300: 5000}},
+     True),
+    ("a null value in the middle", [*varying(100), (T0, None, None, None), *varying(100)],
+     {}, True),
+    ("a key in the middle", [*varying(100), (T0, b"k", b"v", None), *varying(100)], {}, True),
+    ("headers in the middle", [*varying(100), (T0, None, b"v", [("h", b"1")]),
+                               *varying(100)], {}, True),
+    ("headers everywhere", [(T0, None, b"v" * (i % 70), [("h", b"1")]) for i in range(200)],
+     {}, False),
+    ("log append time", varying(300), {"log_append_time": True}, True),
+    ("zstd", varying(300, key=b"abc"), {"codec": "zstd"}, True),
+    ("a base offset past 2**31", varying(300), {"base_offset": 1 << 40}, True),
+])
+def test_stretches_decode_what_the_general_loop_does(name: str, records: list[Any],
+                                                     kwargs: dict[str, Any],
+                                                     most: bool) -> None:
+    batch = build(records, **kwargs)
+    taken = taken_as_stretches(batch)
+    if most:
+        assert taken >= len(records) * 2 // 3, name
+    assert_same(batch)
+
+
+def test_records_of_varying_sizes_are_taken_as_stretches() -> None:
+    """New behaviour: the general loop took every record of varying sizes before."""
+    batch = build(varying(2000))
+    assert taken_as_stretches(batch) == 2000
+    data, pos, end = batch.record_data()
+    stretch = decode_varying(data, pos, end, 2000, batch.base_offset, batch.base_timestamp)
+    assert stretch is not None and stretch[:2] == (2000, end)
+
+
+def test_short_stretches_and_control_batches_are_left_to_the_general_loop() -> None:
+    batch = build(varying(MIN_STRETCH - 1))
+    data, pos, end = batch.record_data()
+    assert decode_varying(data, pos, end, MIN_STRETCH - 1, 0, 0) is None
+    assert taken_as_stretches(batch) == 0
+    control = RecordBatch.from_bytes(build_control_batch(
+        ControlRecordType.COMMIT, producer_id=7, producer_epoch=0, base_offset=5,
+        timestamp=T0))
+    data, pos, end = control.record_data()
+    assert decode_varying(data, pos, end, 1, 0, 0) is None
+    assert taken_as_stretches(control) == 0
+    assert_same(control)
+
+
+def test_a_buffer_other_than_bytes_is_left_to_the_general_loop() -> None:
+    batch = build(varying(100))
+    data, pos, end = batch.record_data()
+    for buffer in (bytearray(data), memoryview(data)):
+        assert decode_varying(buffer, pos, end, 100, 0, 0) is None  # type: ignore[arg-type]
+
+
+def test_pieces_end_where_the_general_loop_ends_them() -> None:
+    records = varying(150) + [(T0, None, b"v", [("a", b"1"), ("b", None)])] * 3 + varying(150)
+    batch = build(records)
+    data, pos, end = batch.record_data()
+
+    def pieces() -> list[Any]:
+        out, at, left = [], pos, len(records)
+        while left:
+            recs, at, headers = _decode.decode_records_piece_as(
+                data, at, end, min(97, left), batch.base_offset, batch.base_timestamp, 0,
+                batch.max_timestamp, ConsumerRecord, "t", 0, TimestampType.CREATE_TIME, -1, 3)
+            out.append((recs, at, headers))
+            left -= len(recs)
+        return out
+
+    with runs(enabled=False):
+        general = pieces()
+    taken: list[int] = []
+    with runs(taken, names=("decode_varying",)):
+        fast = pieces()
+    assert fast == general
+    assert sum(taken) > 200
+
+
+@pytest.mark.parametrize("key", [None, b"0123456789"])
+def test_truncated_record_sets_fail_as_the_general_loop_does(key: bytes | None) -> None:
+    batch = build(varying(80, 0, 140, key=key))
+    data, pos, end = batch.record_data()
+    for cut in range(end - 1, pos, -37):
+        results = []
+        for enabled in (True, False):
+            with runs(enabled=enabled):
+                try:
+                    results.append(_decode.decode_records(
+                        data[:cut], pos, cut, 80, batch.base_offset, batch.base_timestamp, 0,
+                        batch.max_timestamp))
+                except CorruptRecordError as exc:
+                    results.append(str(exc))
+        assert isinstance(results[1], str)
+        assert results[0] == results[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(MIN_STRETCH, 120), st.integers(0, 10), st.integers(0, 200),
+       st.sampled_from([None, b"", b"key-1"]), st.integers(0, 3),
+       st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=4),
+       st.integers(0, 2**32))
+def test_any_corruption_decodes_as_the_general_loop(
+        n: int, lo: int, spread: int, key: bytes | None, gap: int,
+        flips: list[tuple[int, int]], seed: int) -> None:
+    records = varying(n, lo, lo + spread, key=key, seed=seed, step_ms=seed % 40)
+    batch = build(records, gaps={n // 2: gap * 33})
+    raw = bytearray(batch.raw())
+    for where, byte in flips:
+        raw[61 + where % (len(raw) - 61)] = byte
+    broken = RecordBatch.from_bytes(bytes(raw), check_crc=False)
+    fast, general = decode_both(broken, as_consumer_records)
+    assert fast == general
+    if not flips:
+        assert not isinstance(fast, tuple)
+
+
+def test_corrupt_records_give_the_general_loops_errors() -> None:
+    batch = build(varying(200))
+    raw = bytes(batch.raw())
+    errors = set()
+    for at in range(61, len(raw), 7):
+        for byte in (0x00, 0x01, 0x7F, 0x80, 0xFF):
+            broken = RecordBatch.from_bytes(raw[:at] + bytes([byte]) + raw[at + 1:],
+                                            check_crc=False)
+            fast, general = decode_both(broken, as_consumer_records)
+            assert fast == general
+            if isinstance(fast, tuple):
+                errors.add(fast[1].split(" ")[0])
+    assert errors  # (some corruptions are reported, the same way)
+    with pytest.raises(CorruptRecordError):
+        as_consumer_records(RecordBatch.from_bytes(raw[:-5] + b"\xff" * 5, check_crc=False))

@@ -148,10 +148,10 @@ def kontrakt_async_latency(bs: str, topic: str, n: int) -> list[float]:
 
 # --- confluent-kafka ------------------------------------------------------------------------
 
-def confluent(bs: str, topic: str, n: int, codec: str, batch: int | None) -> float:
+def _confluent_producer(bs: str, topic: str, codec: str, batch: int | None) -> Any:
+    """A confluent-kafka producer as the throughput runs use it, warmed up on ``topic``."""
     import confluent_kafka
 
-    keys = _keys(n)
     conf: dict[str, Any] = {"bootstrap.servers": bs, "acks": "all", "linger.ms": LINGER_MS,
                             "compression.type": codec, "queue.buffering.max.messages": 1000000}
     if batch:
@@ -159,6 +159,12 @@ def confluent(bs: str, topic: str, n: int, codec: str, batch: int | None) -> flo
     p = confluent_kafka.Producer(conf)
     p.produce(topic, b"warm-up")
     p.flush(10)
+    return p
+
+
+def confluent(bs: str, topic: str, n: int, codec: str, batch: int | None) -> float:
+    keys = _keys(n)
+    p = _confluent_producer(bs, topic, codec, batch)
     produce, poll = p.produce, p.poll
     t0 = time.perf_counter()
     for i, k in enumerate(keys):
@@ -172,16 +178,8 @@ def confluent(bs: str, topic: str, n: int, codec: str, batch: int | None) -> flo
 
 
 def confluent_batch(bs: str, topic: str, n: int, codec: str, batch: int | None) -> float:
-    import confluent_kafka
-
     calls = _messages(n)
-    conf: dict[str, Any] = {"bootstrap.servers": bs, "acks": "all", "linger.ms": LINGER_MS,
-                            "compression.type": codec, "queue.buffering.max.messages": 1000000}
-    if batch:
-        conf["batch.size"] = batch
-    p = confluent_kafka.Producer(conf)
-    p.produce(topic, b"warm-up")
-    p.flush(10)
+    p = _confluent_producer(bs, topic, codec, batch)
     produce_batch, poll = p.produce_batch, p.poll
     t0 = time.perf_counter()
     for messages in calls:

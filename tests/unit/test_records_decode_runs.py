@@ -147,28 +147,29 @@ def test_a_run_stops_before_a_corrupt_record_and_the_general_loop_reports_it() -
         assert fast_error == general_error == ("error", str(fast.value))
 
 
+def pieces(batch: Any, count: int, size: int) -> list[Any]:
+    """``batch``'s ``count`` records decoded ``size`` at a time (at most 3 headers a piece)
+    as a fetch's chunks are: (records, next position, headers) of each piece."""
+    data, at, end = batch.record_data()
+    out, left = [], count
+    while left:
+        recs, at, headers = _decode.decode_records_piece_as(
+            data, at, end, min(size, left), batch.base_offset, batch.base_timestamp, 0,
+            batch.max_timestamp, ConsumerRecord, "t", 0, TimestampType.CREATE_TIME, -1, 3)
+        out.append((recs, at, headers))
+        left -= len(recs)
+    return out
+
+
 def test_pieces_and_the_header_stop_are_unchanged() -> None:
     records = uniform(100) + [(2, None, b"v" * 100, [("a", b"1"), ("b", None)])] * 3 \
         + uniform(100)
     batch = build(records)
-    data, pos, end = batch.record_data()
-
-    def pieces() -> list[Any]:
-        out, at, left = [], pos, len(records)
-        while left:
-            recs, at, headers = _decode.decode_records_piece_as(
-                data, at, end, min(37, left), batch.base_offset, batch.base_timestamp, 0,
-                batch.max_timestamp, ConsumerRecord, "t", 0, TimestampType.CREATE_TIME, -1,
-                3)
-            out.append((recs, at, headers))
-            left -= len(recs)
-        return out
-
     with runs(enabled=False):
-        general = pieces()
+        general = pieces(batch, len(records), 37)
     taken: list[int] = []
     with runs(taken):
-        fast = pieces()
+        fast = pieces(batch, len(records), 37)
     assert fast == general
     assert sum(taken) > 100
     # the third piece stops after record 101, its 4th header

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kontrakt._types import ConsumerRecord, TimestampType
 from kontrakt.errors import CorruptRecordError
 from kontrakt.protocol.records import (
     ControlRecordType,
@@ -24,7 +23,14 @@ from kontrakt.protocol.records import (
     build_control_batch,
 )
 from kontrakt.protocol.records._decode_varying import MIN_STRETCH, decode_varying
-from tests.unit.test_records_decode_runs import as_consumer_records, build, decode_both, plain, runs
+from tests.unit.test_records_decode_runs import (
+    as_consumer_records,
+    build,
+    decode_both,
+    pieces,
+    plain,
+    runs,
+)
 
 T0 = 1_700_000_000_000
 
@@ -124,23 +130,11 @@ def test_a_buffer_other_than_bytes_is_left_to_the_general_loop() -> None:
 def test_pieces_end_where_the_general_loop_ends_them() -> None:
     records = varying(150) + [(T0, None, b"v", [("a", b"1"), ("b", None)])] * 3 + varying(150)
     batch = build(records)
-    data, pos, end = batch.record_data()
-
-    def pieces() -> list[Any]:
-        out, at, left = [], pos, len(records)
-        while left:
-            recs, at, headers = _decode.decode_records_piece_as(
-                data, at, end, min(97, left), batch.base_offset, batch.base_timestamp, 0,
-                batch.max_timestamp, ConsumerRecord, "t", 0, TimestampType.CREATE_TIME, -1, 3)
-            out.append((recs, at, headers))
-            left -= len(recs)
-        return out
-
     with runs(enabled=False):
-        general = pieces()
+        general = pieces(batch, len(records), 97)
     taken: list[int] = []
     with runs(taken, names=("decode_varying",)):
-        fast = pieces()
+        fast = pieces(batch, len(records), 97)
     assert fast == general
     assert sum(taken) > 200
 

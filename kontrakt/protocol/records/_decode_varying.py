@@ -27,6 +27,7 @@ from itertools import repeat
 from operator import add, getitem, itemgetter
 from typing import Any, Final
 
+from kontrakt.protocol.records._decode_run import _EMPTY, _IS_HIGH, _OFFSET_2_HIGH, _copy_list
 from kontrakt.protocol.records._model import TWO_BYTE_VARINTS, ZIGZAG_DECODE
 
 __all__ = ["MIN_STRETCH", "decode_varying"]
@@ -45,24 +46,22 @@ _VARINT: Final[list[list[int | None]]] = _ONE_BYTE + [
 _STEP: Final[list[list[int | None]]] = [
     [None if v is None or v < 1 else v + (1 if b < 128 else 2) for v in row]
     for b, row in enumerate(_VARINT)]
-#: ``bytes.translate`` tables of a varint's first byte: its width (one or two bytes), the
-#: continuation bit, 0xFF where it is set, the seven value bits, the zig-zag sign bit
+#: ``bytes.translate`` tables of a varint's first byte: its width (one or two bytes), 0xFF
+#: where the continuation bit is set, the seven value bits, the zig-zag sign bit (the
+#: continuation bit alone: the run decoder's _IS_HIGH)
 _WIDTH: Final = bytes(1 + (b >> 7) for b in range(256))
-_IS_HIGH: Final = bytes(b >> 7 for b in range(256))
 _HIGH_MASK: Final = bytes(255 * (b >> 7) for b in range(256))
 _LOW_BITS: Final = bytes(b & 127 for b in range(256))
 _NEGATIVE: Final = bytes(b & 1 for b in range(256))
 #: _EQUAL[c]: a table giving 0xFF for byte c, else 0
 _EQUAL: Final = [bytes(255 * (b == c) for b in range(256)) for c in range(256)]
-# The varint bytes of offset deltas 0-8191 (the second byte 0 below 64: not compared), so
-# that the offset-delta columns of consecutive offsets are compared with slices of these.
+# The first varint bytes of offset deltas 0-8191, so that the offset-delta columns of
+# consecutive offsets are compared with slices of these (the second bytes: the run
+# decoder's _OFFSET_2_HIGH, compared from delta 64 on).
 _OFFSET_FIRST: Final = bytes(2 * d if d < 64 else ((2 * d) & 127) | 128 for d in range(8192))
-_OFFSET_SECOND: Final = bytes((2 * d) >> 7 for d in range(8192))
 _OFFSET_WIDTH: Final = bytes(1 if d < 64 else 2 for d in range(8192))
 #: keys longer than this are left to the general loop (each record's first bytes are copied)
 _MAX_KEY: Final = 64
-_EMPTY: Final[list[Any]] = []
-_copy_list = list.copy
 _from_bytes = int.from_bytes
 
 
@@ -193,6 +192,11 @@ def _columns(table: bytes, width: int, key_len: int, data: bytes, lasts: list[in
                     second |= column_int(c + 1) & mask
         return first.to_bytes(n, "little"), second.to_bytes(n, "little")
 
+    def long_bits(first: bytes, second: bytes) -> int:
+        """The continuation bit of each record's second varint byte where its first has
+        one: set for a varint of three bytes or more."""
+        return ints(first.translate(_IS_HIGH)) & ints(second.translate(_IS_HIGH))
+
     def wide(column: bytes) -> int:
         """``column`` as a big integer of 16 bits a record."""
         lanes = bytearray(2 * n)
@@ -219,7 +223,7 @@ def _columns(table: bytes, width: int, key_len: int, data: bytes, lasts: list[in
         if not u & ones16:  # no negative value: the values are u / 2
             values = memoryview((u >> 1).to_bytes(2 * n, "little")).cast("H")
             return [*map(add, values, repeat(base))]
-        good = (ints(first.translate(_IS_HIGH)) & ints(second.translate(_IS_HIGH)))
+        good = long_bits(first, second)
         k = ((good & -good).bit_length() - 1) // 8 if good else n
         return [*map(add, map(getitem, map(_VARINT.__getitem__, first[:k]), second),
                      repeat(base))]
@@ -235,7 +239,7 @@ def _columns(table: bytes, width: int, key_len: int, data: bytes, lasts: list[in
     at = ints(length_width) + 2 * ones
     # The timestamp delta.
     first, second = pick(at, 3, 4)
-    long_varints |= ints(first.translate(_IS_HIGH)) & ints(second.translate(_IS_HIGH))
+    long_varints |= long_bits(first, second)
     timestamps = numbers(first, second, base_timestamp)
     at += ints(first.translate(_WIDTH))
     # The offset delta: consecutive offsets are compared with their encoding.
@@ -245,11 +249,11 @@ def _columns(table: bytes, width: int, key_len: int, data: bytes, lasts: list[in
     if (delta is not None and 0 <= delta <= 8192 - n
             and first == _OFFSET_FIRST[delta:delta + n]
             # (the second bytes of the deltas from 64 on: the others are one byte long)
-            and second[max(64 - delta, 0):] == _OFFSET_SECOND[max(64, delta):delta + n]):
+            and second[max(64 - delta, 0):] == _OFFSET_2_HIGH[max(64, delta):delta + n]):
         offsets = range(base_offset + delta, base_offset + delta + n)
         at += ints(_OFFSET_WIDTH[delta:delta + n])
     else:
-        long_varints |= ints(first.translate(_IS_HIGH)) & ints(second.translate(_IS_HIGH))
+        long_varints |= long_bits(first, second)
         offsets = numbers(first, second, base_offset)
         at += ints(first.translate(_WIDTH))
     # The key: none in every record, or of the first record's length in every record.
@@ -261,7 +265,7 @@ def _columns(table: bytes, width: int, key_len: int, data: bytes, lasts: list[in
         at += ones
     else:
         first, second = pick(at, 5, 8)
-        long_varints |= ints(first.translate(_IS_HIGH)) & ints(second.translate(_IS_HIGH))
+        long_varints |= long_bits(first, second)
         first_set(zigzag(first, second) ^ 2 * key_len * ones16, 16)
         at += ints(first.translate(_WIDTH))
         starts = [*map(add, lasts, at.to_bytes(n, "little"))]
@@ -270,7 +274,7 @@ def _columns(table: bytes, width: int, key_len: int, data: bytes, lasts: list[in
     # The value: not negative (a null value is the general loop's) and ending where the
     # record's length says (value length + its offset in the row = the record's last byte).
     first, second = pick(at, 6, width - 2)
-    long_varints |= ints(first.translate(_IS_HIGH)) & ints(second.translate(_IS_HIGH))
+    long_varints |= long_bits(first, second)
     first_set(ints(first.translate(_NEGATIVE)), 8)
     at += ints(first.translate(_WIDTH))
     first_set((zigzag(first, second) + (wide(at.to_bytes(n, "little")) << 1))

@@ -1,14 +1,15 @@
 """TLS transport against real TLS software.
 
 Neither test broker speaks TLS (TEST-BROKERS.md), so Tansu runs behind a TLS terminator:
-a thread serving OpenSSL (through Python's ``ssl``) on one port and forwarding plaintext to
-Tansu, which advertises the terminator's port. Certificates are made by the ``openssl``
+a thread per connection serving OpenSSL (through Python's ``ssl``) on one port and forwarding
+plaintext to Tansu, which advertises the terminator's port. Certificates are made by the ``openssl``
 command for this test: a CA, and a server certificate for 127.0.0.1 signed by it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 import ssl
 import threading
@@ -78,27 +79,34 @@ class TlsTerminator:
             return
         self.accepted += 1
         upstream = socket.create_connection(self.target, timeout=10)
+        # One thread per connection does both directions: an SSL object read and written
+        # from two threads at once is undefined in OpenSSL, and broke connections under load.
+        try:
+            self._pipe(tls, upstream)
+        except OSError:
+            pass
+        finally:
+            for s in (tls, upstream):
+                try:
+                    s.close()
+                except OSError:
+                    pass
 
-        def pipe(src: socket.socket, dst: socket.socket) -> None:
-            try:
-                while not self.stopping.is_set():
-                    data = src.recv(65536)
-                    if not data:
-                        break
-                    dst.sendall(data)
-            except OSError:
-                pass
-            finally:
-                for s in (src, dst):
-                    try:
-                        s.close()
-                    except OSError:
-                        pass
-
-        back = threading.Thread(target=pipe, args=(upstream, tls), daemon=True)
-        back.start()
-        pipe(tls, upstream)
-        back.join(5)
+    def _pipe(self, tls: ssl.SSLSocket, upstream: socket.socket) -> None:
+        tls.settimeout(None)
+        upstream.settimeout(None)
+        while not self.stopping.is_set():
+            # Bytes OpenSSL has decrypted already are invisible to select().
+            if tls.pending():
+                readable: list[socket.socket] = [tls]
+            else:
+                readable, _, _ = select.select([tls, upstream], [], [], 0.2)
+            for src in readable:
+                dst = upstream if src is tls else tls
+                data = src.recv(65536)
+                if not data:
+                    return
+                dst.sendall(data)
 
     def close(self) -> None:
         self.stopping.set()

@@ -60,3 +60,38 @@ def registry_url() -> Iterator[str]:
 def client(registry_url: str) -> Iterator[SchemaRegistryClient]:
     with SchemaRegistryClient({"url": registry_url}) as c:
         yield c
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[_CALL_FAILED] = True
+    return report
+
+
+_CALL_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_py4j_connection_after_a_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Drop this thread's py4j connection after a Spark test fails.
+
+    A test timeout interrupts a py4j call between its command and its answer; the connection
+    stays this thread's (the failure's traceback holds it), so the next command would read
+    the interrupted call's answer and every later Spark test in the worker would fail on
+    answers to other calls. A closed connection is replaced on the next call; the jobs the
+    interrupted call started are cancelled, so they do not hold the session's two cores.
+    """
+    yield
+    if not request.node.stash.get(_CALL_FAILED, False):
+        return
+    if "spark" not in request.fixturenames:
+        return
+    session = request.getfixturevalue("spark")
+    client = session.sparkContext._gateway._gateway_client
+    # Only py4j's pinned-thread client (PySpark's default) keeps a connection per thread.
+    connection = getattr(client, "get_thread_connection", lambda: None)()
+    if connection is not None:
+        connection.close(reset=True)
+    session.sparkContext.cancelAllJobs()

@@ -459,14 +459,19 @@ class BrokerConnection:
         Raises:
             KafkaConnectionError: the connection is closed.
         """
-        corr = self._correlation_id()
+        # (_correlation_id and _put, inline: once per Produce request)
+        if self._closed_error is not None or self._transport is None:
+            raise self._closed()
+        self._next_corr = corr = (self._next_corr + 1) & 0x7FFFFFFF
         frame = encode(corr, data)
         fut: asyncio.Future[Any] | None = None
-        pending = None
         if decode is not None:
             fut = (self._loop or asyncio.get_running_loop()).create_future()
-            pending = _Pending(fut, None, -1, callback, decode)
-        self._put(corr, frame, api_key, pending)
+            self._pending[corr] = _Pending(fut, None, -1, callback, decode)
+        if self._held is not None and api_key not in _SASL_API_KEYS:
+            self._held.append(frame)
+        else:
+            self._transport.write(frame)
         return fut
 
     def _dispatch(self, frame: bytes) -> None:
@@ -479,8 +484,9 @@ class BrokerConnection:
         if fut.done():  # cancelled, or failed by a timeout
             pending.resolved()
             return
+        decode = pending.decode
         try:
-            resp = _decode(pending, frame)
+            resp = decode(frame) if decode is not None else _decode(pending, frame)
         except CorruptMessageError as exc:
             fut.set_exception(CorruptMessageError(f"{exc} (from broker {self.address})"))
             pending.resolved()

@@ -103,6 +103,11 @@ class RecordAccumulator:
         self.memory_waiters = 0
         self.used = 0
         self.queues: dict[tuple[str, int], deque[ProducerBatch]] = {}
+        #: the queues that may hold batches: every non-empty one is here (a batch is queued
+        #: only by add_locked, append_batch and _reenqueue_locked, which list its queue),
+        #: so that the sender's drain walks these rather than every partition's; the drain
+        #: drops the empty ones (all under the lock)
+        self.queued: dict[tuple[str, int], deque[ProducerBatch]] = {}
         #: each topic's staged records (see KeyedStage)
         self.stages: dict[str, KeyedStage] = {}
         self.incomplete: set[ProducerBatch] = set()
@@ -268,6 +273,8 @@ class RecordAccumulator:
         batch = ProducerBatch(self, topic, partition, None,
                               time.monotonic() if created is None else created)
         self.used += first_record(batch, timestamp, kb, key, vb, value, hb, rest)
+        if not dq:
+            self.queued[(topic, partition)] = dq
         dq.append(batch)
         if batch.deadline < self.expire_at:
             self.expire_at = batch.deadline
@@ -341,6 +348,8 @@ class RecordAccumulator:
             dq = self.queues.get((topic, partition))
             if dq is None:
                 dq = self.queues[(topic, partition)] = deque()
+            if not dq:
+                self.queued[(topic, partition)] = dq
             dq.append(batch)
             if batch.deadline < self.expire_at:
                 self.expire_at = batch.deadline
@@ -363,7 +372,10 @@ class RecordAccumulator:
             self._reenqueue_locked(batch)
 
     def _reenqueue_locked(self, batch: ProducerBatch) -> None:
-        dq = self.queues.setdefault((batch.topic, batch.partition), deque())
+        tp = (batch.topic, batch.partition)
+        dq = self.queues.setdefault(tp, deque())
+        if not dq:
+            self.queued[tp] = dq
         if batch.deadline < self.expire_at:
             self.expire_at = batch.deadline
         if batch.base_sequence < 0:

@@ -280,14 +280,19 @@ class ProducerBatch:
             if sleeper is not None:
                 await asyncio.get_running_loop().run_in_executor(None, sleeper.acquire)
             return
+        await self.waiter(asyncio.get_running_loop())
+
+    def waiter(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """A future of ``loop`` that :meth:`complete` resolves (for a batch not done yet, on
+        the loop that completes it)."""
         # One future per waiter (not one shared and shielded): cancelling one waiter leaves
         # the others alone, and resolution reaches each in one loop turn.
-        fut = asyncio.get_running_loop().create_future()
+        fut = loop.create_future()
         if self._waiters is None:
             self._waiters = [fut]
         else:
             self._waiters.append(fut)
-        await fut
+        return fut
 
 
 class StagedChunk:

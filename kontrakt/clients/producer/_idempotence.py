@@ -103,7 +103,8 @@ class IdempotenceState:
 
     def assign(self, batch: ProducerBatch, count: int) -> None:
         """Give ``batch`` its sequence (first send only) and mark it in flight."""
-        st = self.state((batch.topic, batch.partition))
+        tp = (batch.topic, batch.partition)
+        st = self.partitions.get(tp) or self.state(tp)
         if batch.base_sequence < 0:
             batch.base_sequence = st.next_sequence
             st.next_sequence = (st.next_sequence + count) % _SEQ_MOD
@@ -117,8 +118,11 @@ class IdempotenceState:
         st = self.partitions.get((batch.topic, batch.partition))
         if st is None:
             return
-        if batch in st.in_flight:
-            st.in_flight.remove(batch)
+        flying = st.in_flight
+        if flying and flying[0] is batch:  # answered in order: the usual case
+            del flying[0]
+        elif batch in flying:
+            flying.remove(batch)
         if acked and batch.base_sequence >= 0 and batch.producer_epoch == self.producer_epoch:
             last = (batch.base_sequence + count - 1) % _SEQ_MOD
             if st.last_acked < 0 or _after(last, st.last_acked):

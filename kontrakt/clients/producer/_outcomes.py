@@ -180,7 +180,7 @@ class BatchOutcomes:
     def _succeed(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         if b.done:
             return
-        count = self._count(b)
+        count = b.count if b.builder is None else b.builder.record_count  # (record_count)
         if self.idem is not None:
             self.idem.done(b, True, count)
         self._muted.discard((b.topic, b.partition))

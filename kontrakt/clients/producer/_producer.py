@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from kontrakt._types import RecordMetadata
 from kontrakt.clients._wait import wait_event, wait_within
 from kontrakt.clients.cluster import TopicInfo
-from kontrakt.clients.producer._batch import DeliveryCallback
+from kontrakt.clients.producer._batch import DeliveryCallback, ProducerBatch
 from kontrakt.clients.producer._batch_api import produce_batch_async
 from kontrakt.clients.producer._core import NEED_METADATA, CallerThreads, HeadersLike
 from kontrakt.clients.producer._core import _TopicParts as _TopicParts  # tests build topics
@@ -171,7 +171,6 @@ class AsyncProducer(TransactionalCore):
                 retry_backoff=s.retry_backoff, retry_backoff_max=s.retry_backoff_max,
                 wake=sender.wake)
             self._txn.on_leave = self._sender_failed  # sends take the checked path again
-        self._acc.on_memory = self._memory_freed
         with self._hooks.bound():
             self._sender.start()
         if self._handover is not None:
@@ -376,6 +375,8 @@ class AsyncProducer(TransactionalCore):
                 "stayed full for max.block.ms")
         if self._memory_event is None:
             self._memory_event = asyncio.Event()
+            # Told of freed memory from now on (not before: a call per completed batch).
+            self._acc.on_memory = self._memory_freed
         ev = self._memory_event
         ev.clear()
         self._wakeup(True)
@@ -413,6 +414,15 @@ class AsyncProducer(TransactionalCore):
                                         res)
         fut: RecordFuture = res
         if timeout is None:
+            b = fut._head
+            sender = self._sender
+            if type(b) is ProducerBatch and not b.acc.threaded and sender is not None:
+                # RecordFuture.__await__ without its frames: ProducerBatch.wait_async (the
+                # urgent append made the batch urgent), on the sender's loop, which is this
+                # one (no asyncio.get_running_loop(): a getpid call each).
+                if not b.done:
+                    await b.waiter(sender.loop)
+                return fut.result()
             return await fut
         return await _bounded(_wait_for(fut), timeout,
                               f"the record to {topic!r} was not acknowledged; it may still be "

@@ -24,6 +24,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
+from functools import partial
 from typing import Any
 
 from kontrakt.clients._hooks import report_error
@@ -165,14 +166,16 @@ class ProduceRequests(BatchOutcomes):
         acks = self.settings.acks
         pending = _InFlight(self, conn, node, batches) if acks != 0 else None
         try:
-            wire = self._wire(conn, node)
+            known = self._wires.get(node)  # (_wire's lookup, inline)
+            wire = known[1] if known is not None and known[0] is conn else \
+                self._wire(conn, node)
             topics = self._request(batches, wire.version)
             self._writes_left -= 1
             if not self._writes_left and self.handover is not None:
                 self.handover.last_write()  # a sync caller waiting for the pass goes on
             fut = conn.send_encoded_nowait(
                 _PRODUCE, wire.frame, topics, wire.answers if pending is not None else None,
-                pending.done if pending is not None else None)
+                partial(self._on_response, pending) if pending is not None else None)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             self._finish(node)
             self._request_failed(batches, exc)
@@ -247,11 +250,11 @@ class ProduceRequests(BatchOutcomes):
         if self._held or (idem is not None and idem.need_bump):
             self._wake.set()
 
-    def _on_response(self, pending: _InFlight) -> None:
+    def _on_response(self, pending: _InFlight, fut: asyncio.Future[Any]) -> None:
+        """The connection resolved the request's future ``fut`` (called directly by it)."""
+        pending.future = fut
         self._outstanding.discard(pending)
         self._finish(pending.node)
-        fut = pending.future
-        assert fut is not None
         if fut.cancelled():
             self._request_failed(pending.batches, KafkaConnectionError("request cancelled"))
             return
@@ -284,7 +287,8 @@ class ProduceRequests(BatchOutcomes):
             b = batches[0]
             blob = b.encode(pid, epoch, transactional)
             metrics.bytes_sent += len(blob)
-            return [(self._topic_key(b.topic, version), [(b.partition, blob)])]
+            return [(b.topic if version < 13 else self._topic_key(b.topic, version),
+                     [(b.partition, blob)])]
         if self.acc.helped:
             # Batches a caller compresses (RecordAccumulator.claim_closed) are framed last: the
             # others are compressed here meanwhile.
@@ -342,11 +346,6 @@ class _InFlight:
             if b.deadline < due and not b.done:
                 due = b.deadline
         return due
-
-    def done(self, fut: asyncio.Future[Any]) -> None:
-        """The connection resolved the request's future (called directly by it)."""
-        self.future = fut
-        self.sender._on_response(self)
 
     def check(self, now: float) -> float:
         """Run by the requests' timer: fail the batches whose deadline came, or close the

@@ -150,7 +150,8 @@ class Sender(ProduceRequests):
         self._in_pass = True
         try:
             now = time.monotonic()
-            self._expire(now)
+            if now >= self.acc.expire_at:  # (see RecordAccumulator.expire)
+                self._expire(now)
             while True:
                 by_node, wake_at, missing, more = self._drain(now)
                 if missing:
@@ -237,8 +238,11 @@ class Sender(ProduceRequests):
                         acc.settle_locked(stage)
                     else:
                         wake_at = min(wake_at, ready_at)
-            for tp, dq in acc.queues.items():
+            queued = acc.queued
+            emptied: list[tuple[str, int]] = []
+            for tp, dq in queued.items():
                 if not dq:
+                    emptied.append(tp)
                     continue
                 head = dq[0]
                 # A batch left queued is expired by the pass at its deadline (_expire),
@@ -279,7 +283,8 @@ class Sender(ProduceRequests):
                         (txn is not None and not txn.partition_ready(tp)):
                     held = True
                     continue
-                size = head.size_in_bytes
+                builder = head.builder  # (size_in_bytes and record_count, inline)
+                size = head.size if builder is None else builder.size_in_bytes
                 used = sizes.get(leader, 0)
                 if used and used + size > max_bytes:
                     more = True  # for the next request
@@ -290,13 +295,18 @@ class Sender(ProduceRequests):
                     more = True  # the partition's next batch may go in the next round
                     if dq[0].deadline < acc.expire_at:  # (see RecordAccumulator.expire)
                         acc.expire_at = dq[0].deadline
+                else:
+                    emptied.append(tp)
                 head.sealed = True
                 sizes[leader] = used + size
                 if idem is not None:
-                    idem.assign(head, head.record_count)
+                    idem.assign(head, head.count if builder is None else builder.record_count)
                 if order_by_mute:
                     self._muted.add(tp)
                 by_node.setdefault(leader, []).append(head)
+            for tp in emptied:
+                # Unlisted until a batch is queued there again (which lists it).
+                del queued[tp]
             # Appenders read this under the lock: a new batch that must go out sooner than
             # the sender's next wake-up wakes it.
             acc.sender_wake_at = now if more else wake_at

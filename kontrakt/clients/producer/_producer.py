@@ -416,10 +416,12 @@ class AsyncProducer(TransactionalCore):
         if timeout is None:
             b = fut._head
             sender = self._sender
-            if type(b) is ProducerBatch and not b.acc.threaded and sender is not None:
-                # RecordFuture.__await__ without its frames: ProducerBatch.wait_async (the
-                # urgent append made the batch urgent), on the sender's loop, which is this
-                # one (no asyncio.get_running_loop(): a getpid call each).
+            if type(b) is ProducerBatch and (b.urgent or b.sealed) and not b.acc.threaded \
+                    and sender is not None:
+                # RecordFuture.__await__ without its frames: ProducerBatch.wait_async for a
+                # batch the urgent append made urgent (not one _send_slow appended to: that
+                # wait makes it urgent), on the sender's loop, which is this one (no
+                # asyncio.get_running_loop(): a getpid call each).
                 if not b.done:
                     await b.waiter(sender.loop)
                 return fut.result()

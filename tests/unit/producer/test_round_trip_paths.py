@@ -137,3 +137,34 @@ def test_an_async_send_waiting_for_buffer_memory_is_woken_by_a_completed_batch()
         assert fut._batch is not first
 
     asyncio.run(run())
+
+
+def test_send_and_wait_after_waiting_for_memory_still_sends_its_batch_at_once() -> None:
+    """A send_and_wait that had to wait for buffer memory appends its record as a plain send
+    (_send_slow); its wait then makes the batch urgent and wakes the sender, as a waited-on
+    batch must not linger (linger.ms is a minute here)."""
+    p = offline_producer(1, buffer_memory=4096, batch_size=1024, max_block_ms=20_000,
+                         linger_ms=60_000)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        p._sender.loop = loop  # type: ignore[union-attr]  # the stand-in sender's loop
+        while p._append("t", b"x" * 200, None, 0, 0, None, None) is not None:
+            assert p._acc.used < 8192
+        queue = p._acc.queues[("t", 0)]
+        first: ProducerBatch = queue[0]
+        task = asyncio.ensure_future(p.send_and_wait("t", b"y" * 200, partition=0))
+        await asyncio.sleep(0)
+        assert not task.done()
+        loop.call_soon(first.complete, 5)
+        queue.popleft()  # (as the sender would have taken it)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert not task.done()
+        last = queue[-1]
+        assert last.urgent, "the waited-on batch lingers"
+        last.complete(70)
+        md = await asyncio.wait_for(task, 5)
+        assert md.offset >= 70
+
+    asyncio.run(run())

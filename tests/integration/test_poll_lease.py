@@ -56,12 +56,15 @@ def _poll_until(c: Consumer[Any, Any], pred: Callable[[Any], bool], limit: int) 
     return out
 
 
+@pytest.mark.parametrize("group", [True, False])
 @pytest.mark.parametrize("where", ["thread", "loop"])
 def test_seek_and_pause_during_sync_polls(tansu_broker: TansuBroker, topic_name: str,
-                                          where: str) -> None:
+                                          where: str, group: bool) -> None:
+    """Without a group, poll() pops the lease's records itself (``Consumer._recs``)."""
     tp0, _ = _topic(tansu_broker, topic_name)
+    grouped: dict[str, Any] = {"group_id": f"g-{topic_name}"} if group else {}
     with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers,
-                  group_id=f"g-{topic_name}", enable_auto_commit=False) as c:
+                  enable_auto_commit=False, **grouped) as c:
         c.assign([TopicPartition(topic_name, 0, 0), TopicPartition(topic_name, 1, 0)])
 
         def issue(call: Callable[[], None]) -> None:
@@ -83,12 +86,14 @@ def test_seek_and_pause_during_sync_polls(tansu_broker: TansuBroker, topic_name:
 
         got = _poll_until(c, lambda r: r.partition == 0 and r.offset >= 100, 10_000)
         assert got and got[-1].offset >= 100
+        assert (c._recs is None) == group  # the path under test
         issue(lambda: c._async.seek(tp0, 2500) if where == "loop" else c.seek(tp0, 2500))
         after = _poll_until(c, lambda r: r.partition == 0, 10_000)
         assert (after[-1].partition, after[-1].offset) == (0, 2500)
         assert c.position(tp0) == 2501
-        c.commit()
-        assert c.committed([tp0])[tp0] == OffsetAndMetadata(2501)
+        if group:
+            c.commit()
+            assert c.committed([tp0])[tp0] == OffsetAndMetadata(2501)
 
         issue(lambda: c._async.pause(tp0) if where == "loop" else c.pause(tp0))
         pos = c.position(tp0)
@@ -98,6 +103,59 @@ def test_seek_and_pause_during_sync_polls(tansu_broker: TansuBroker, topic_name:
         rest = [r.offset for r in _poll_until(c, lambda r: (r.partition, r.offset) == (0, N - 1),
                                                   6000) if r.partition == 0]
         assert rest == list(range(pos, N))
+
+
+class _FetcherDied(Exception):
+    pass
+
+
+def test_a_fetcher_that_dies_is_raised_by_the_next_sync_poll(tansu_broker: TansuBroker,
+                                                              topic_name: str) -> None:
+    """The fetcher dies while poll() pops a lease itself (no group): the next poll raises
+    its error, although records are buffered, and the polls after it go on exactly past the
+    last record returned."""
+    tp0, tp1 = _topic(tansu_broker, topic_name)
+    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers) as c:
+        c.assign([TopicPartition(topic_name, 0, 0), TopicPartition(topic_name, 1, 0)])
+        got = _poll_until(c, lambda r: r.offset >= 10, 1000)
+        assert got and c._recs is not None and len(c._recs) > 10
+        fetcher = c._async._fetcher
+
+        def plan() -> None:
+            raise _FetcherDied("planning failed")
+
+        async def kill() -> None:
+            fetcher._plan = plan  # type: ignore[method-assign]
+            fetcher.wake()
+            assert fetcher._task is not None
+            await asyncio.wait([fetcher._task], timeout=10)
+
+        c._thread.run(kill())
+        assert isinstance(fetcher.error, _FetcherDied)
+        with pytest.raises(_FetcherDied):
+            c.poll(0)
+        nxt = c.poll(0)
+        assert nxt is not None
+        last = {tp0.partition: -1, tp1.partition: -1}
+        for r in got:
+            last[r.partition] = r.offset
+        assert nxt.offset == last[nxt.partition] + 1
+        assert c.position(TopicPartition(topic_name, nxt.partition)) == nxt.offset + 1
+
+
+def test_a_sync_poll_after_close_raises_with_a_lease_live(tansu_broker: TansuBroker,
+                                                          topic_name: str) -> None:
+    """close() returns while poll() pops a live lease itself (no group): the next poll
+    raises, the lease's records are not handed out."""
+    _topic(tansu_broker, topic_name)
+    c: Consumer[Any, Any] = Consumer(bootstrap_servers=tansu_broker.bootstrap_servers)
+    c.assign([TopicPartition(topic_name, 0, 0), TopicPartition(topic_name, 1, 0)])
+    assert _poll_until(c, lambda r: r.offset >= 10, 1000)
+    assert c._recs is not None and len(c._recs) > 10
+    c.close()
+    for _ in range(3):
+        with pytest.raises(IllegalStateError):
+            c.poll(0)
 
 
 def test_close_on_another_thread_during_sync_polls(tansu_broker: TansuBroker,

@@ -20,10 +20,12 @@ from typing import Any
 from kontrakt._types import ConsumerRecord, TopicPartition
 from kontrakt.clients.consumer._subscription import FetchPosition, PartitionState
 
-__all__ = ["CompletedFetch", "FetchBuffer", "Lease"]
+__all__ = ["STOP", "CompletedFetch", "FetchBuffer", "Lease"]
 
 #: Put in front of a lease's records to end it: the poller's next take finds it.
 _STOP: Any = object()
+#: The same marker, for a poller that pops a lease's records itself (FetchBuffer.live_records).
+STOP: Any = _STOP
 
 
 class CompletedFetch:
@@ -169,6 +171,26 @@ class FetchBuffer:
             self.version += 1
             self.cond.notify_all()
         self.on_data()
+
+    def live_records(self) -> deque[ConsumerRecord[Any, Any]] | None:
+        """The records of the live lease (None: no lease, or it is stopped), for the thread
+        that polls to pop one a call itself: the pops of :meth:`drain_one` for a consumer
+        without a group (nothing to mark), without its frame.
+
+        The caller pops with ``popleft()`` and goes back to :meth:`drain_one` on an empty
+        deque or on :data:`STOP`, which it first puts back in front (``appendleft``): a
+        stopped lease's records are behind it, and only drain_one's take of the marker gives
+        them back to their fetch.
+        """
+        lease = self.lease
+        return lease.recs if lease is not None and lease.live else None
+
+    def stop_lease(self) -> None:
+        """End the lease (any thread): whatever a poll() must see first, such as a closed
+        consumer or a dead fetcher, keeps the records from coming out of it meanwhile."""
+        with self.lock:
+            if self.lease is not None:
+                self.lease.stop()
 
     def add_error(self, tp: TopicPartition, state: PartitionState, error: BaseException, *,
                   after_records: bool = False) -> None:

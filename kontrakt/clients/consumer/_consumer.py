@@ -211,6 +211,10 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
                 self._fetcher.wake()
 
     def _on_data(self) -> None:
+        if self._fetcher.error is not None:
+            # The fetcher died (it reports here): a sync poll() that pops the lease itself
+            # (Consumer.poll) raises the error next, not after the lease's records.
+            self._buffer.stop_lease()
         loop, ev = self._loop, self._data
         if loop is None or ev is None or loop.is_closed():
             return
@@ -255,6 +259,9 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
                                               processed=processed)
         finally:
             self._closed = True
+            # Closed from now on: a sync poll() popping the lease itself (Consumer.poll)
+            # goes back to the checks that raise.
+            self._buffer.stop_lease()
             await self._fetcher.close()
             await self._client.close()
             await self._hooks.close()

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from kontrakt.clients._sync import BackgroundStart, LoopThread, wait_done, weak_method
+from kontrakt.clients.consumer._buffer import STOP
 from kontrakt.clients.consumer._compat import (
     GETONE_PARTITIONS,
     ConsumerCompat,
@@ -87,6 +88,8 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
             raise
         self._buffer = self._async._buffer
         self._drain_one = self._buffer.drain_one
+        #: the live lease's records, popped by poll() itself (see _lease_taken)
+        self._recs: deque[ConsumerRecord[Any, Any]] | None = None
         #: applied to each record poll() returns (DeserializingConsumer's decode, set after
         #: this __init__): inside poll(), so that a subclass adds no frame of its own
         self._decode: Callable[[ConsumerRecord[Any, Any]], ConsumerRecord[Any, Any]] | None
@@ -284,14 +287,35 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
         Raises:
             See :meth:`AsyncConsumer.getmany`.
         """
-        if self._started and not self._callbacks:
+        rec: ConsumerRecord[Any, Any] | None
+        recs = self._recs
+        if recs is not None:
+            # Fastest path (no group, a lease live): its next record, popped here as
+            # FetchBuffer.drain_one would, with nothing to mark. What must stop it (seek,
+            # pause, error, close, a dead fetcher, ...) ends the lease, so the pop finds
+            # the marker instead (see FetchBuffer.live_records).
+            try:
+                rec = recs.popleft()
+            except IndexError:  # used up
+                rec = STOP
+            if rec is not STOP:
+                decode = self._decode
+                return rec if decode is None else decode(rec)
+            if recs:
+                recs.appendleft(rec)  # for drain_one, which gives the rest back
+            self._recs = None
+        elif self._started and not self._callbacks:
             # Fast path (a record is buffered): what _prepare() does, without its calls
             # when there is nothing to check (no group, no fetcher error, not closed).
             a = self._async
             if a._coordinator is not None or a._closed or a._fetcher.error is not None:
                 a._check()
                 a._polled()
-            rec = self._drain_one()
+                rec = self._drain_one()
+            else:
+                rec = self._drain_one()
+                if rec is not None:
+                    self._lease_taken()
             if rec is not None:
                 decode = self._decode
                 return rec if decode is None else decode(rec)
@@ -309,8 +333,19 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
                 if rec is None:
                     return None
             if rec is not None:
+                self._lease_taken()
                 decode = self._decode
                 return rec if decode is None else decode(rec)
+
+    def _lease_taken(self) -> None:
+        """After poll() took a record with drain_one(): pop the next ones of a live lease
+        in poll() itself while nothing else must be checked a call (no group: nothing to
+        mark, no listener; not closed; the fetcher alive). Whatever changes that later ends
+        the lease (AsyncConsumer.close, AsyncConsumer._on_data), after a change read here or
+        before the lease was published, so neither slips through."""
+        a = self._async
+        if a._coordinator is None and not a._closed and a._fetcher.error is None:
+            self._recs = self._buffer.live_records()
 
     def getmany(self, timeout: float = 0.0, max_records: int | None = None, *,
                 timeout_ms: int | None = None

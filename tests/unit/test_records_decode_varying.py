@@ -36,10 +36,13 @@ T0 = 1_700_000_000_000
 
 
 def varying(n: int, lo: int = 50, hi: int = 150, *, key: Any = None, seed: int = 1,
-            step_ms: int = 1) -> list[Any]:
+            step_ms: int = 1, null_every: int = 0) -> list[Any]:
+    """``n`` records of values of ``lo``-``hi`` bytes; with ``null_every``, every such
+    record (from the first) has a null value instead."""
     rnd = random.Random(seed)
     return [(T0 + i * step_ms, key(rnd) if callable(key) else key,
-             b"%d" % i + b"v" * rnd.randint(lo, hi), None) for i in range(n)]
+             None if null_every and i % null_every == 0
+             else b"%d" % i + b"v" * rnd.randint(lo, hi), None) for i in range(n)]
 
 
 def taken_as_stretches(batch: RecordBatch) -> int:
@@ -64,8 +67,19 @@ def assert_same(batch: RecordBatch) -> None:
     ("10 B keys", varying(1000, key=b"k" * 10), {}, True),
     ("empty keys and values", varying(300, 0, 0, key=b""), {}, True),
     ("64 B keys", varying(300, key=b"k" * 64), {}, True),
-    ("keys of varying lengths (the general loop)",
-     varying(300, key=lambda rnd: b"k" * rnd.randint(0, 9)), {}, False),
+    ("keys of varying lengths",
+     varying(300, key=lambda rnd: b"k" * rnd.randint(0, 9)), {}, True),
+    ("keys of 0-300 B", varying(300, key=lambda rnd: b"k" * rnd.randint(0, 300)), {}, True),
+    ("keys of varying lengths or none, null values",
+     varying(600, key=lambda rnd: rnd.choice([None, b"k" * rnd.randint(0, 20)]),
+             null_every=5), {}, False),
+    ("keys of varying lengths after a record without one",
+     [(T0, None, b"v", None), *varying(300, key=lambda rnd: b"k" * rnd.randint(1, 40))], {},
+     True),
+    ("keys of varying lengths, then none",
+     varying(300, key=lambda rnd: b"k" * rnd.randint(1, 40))
+     + [(T0, None, b"v", None)] * 7 + varying(100, key=lambda rnd: b"k" * rnd.randint(1, 40)),
+     {}, True),
     ("lengths crossing 63/64", varying(600, 45, 70), {}, True),
     ("lengths crossing 8191/8192", varying(300, 8160, 8200), {}, False),
     ("lengths just below 8192", varying(100, 8000, 8170), {}, True),
@@ -78,6 +92,10 @@ def assert_same(batch: RecordBatch) -> None:
      True),
     ("a null value in the middle", [*varying(100), (T0, None, None, None), *varying(100)],
      {}, True),
+    ("null values, no key", varying(500, null_every=3), {}, True),
+    ("null values only (a run)", varying(300, null_every=1), {}, False),
+    ("null values, 10 B keys", varying(500, key=b"k" * 10, null_every=5), {}, True),
+    ("null values, lengths crossing 63/64", varying(600, 45, 70, null_every=4), {}, True),
     ("a key in the middle", [*varying(100), (T0, b"k", b"v", None), *varying(100)], {}, True),
     ("headers in the middle", [*varying(100), (T0, None, b"v", [("h", b"1")]),
                                *varying(100)], {}, True),
@@ -104,6 +122,21 @@ def test_records_of_varying_sizes_are_taken_as_stretches() -> None:
     data, pos, end = batch.record_data()
     stretch = decode_varying(data, pos, end, 2000, batch.base_offset, batch.base_timestamp)
     assert stretch is not None and stretch[:2] == (2000, end)
+
+
+def test_records_with_null_values_are_taken_as_stretches() -> None:
+    """New behaviour: a null value (length -1) ended a stretch before."""
+    for key in (None, b"0123456789"):
+        batch = build(varying(1000, key=key, null_every=9))
+        assert taken_as_stretches(batch) == 1000
+        assert_same(batch)
+
+
+def test_records_with_keys_of_varying_lengths_are_taken_as_stretches() -> None:
+    """New behaviour: keys of different lengths ended a stretch before."""
+    batch = build(varying(1000, key=lambda rnd: b"k" * rnd.randint(0, 30), null_every=11))
+    assert taken_as_stretches(batch) == 1000
+    assert_same(batch)
 
 
 def test_short_stretches_and_control_batches_are_left_to_the_general_loop() -> None:
@@ -139,9 +172,11 @@ def test_pieces_end_where_the_general_loop_ends_them() -> None:
     assert sum(taken) > 200
 
 
-@pytest.mark.parametrize("key", [None, b"0123456789"])
-def test_truncated_record_sets_fail_as_the_general_loop_does(key: bytes | None) -> None:
-    batch = build(varying(80, 0, 140, key=key))
+@pytest.mark.parametrize("null_every", [0, 4])
+@pytest.mark.parametrize("key", [None, b"0123456789", lambda rnd: b"k" * rnd.randint(0, 30)])
+def test_truncated_record_sets_fail_as_the_general_loop_does(key: Any,
+                                                             null_every: int) -> None:
+    batch = build(varying(80, 0, 140, key=key, null_every=null_every))
     data, pos, end = batch.record_data()
     for cut in range(end - 1, pos, -37):
         results = []
@@ -159,13 +194,16 @@ def test_truncated_record_sets_fail_as_the_general_loop_does(key: bytes | None) 
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(MIN_STRETCH, 120), st.integers(0, 10), st.integers(0, 200),
-       st.sampled_from([None, b"", b"key-1"]), st.integers(0, 3),
+       st.sampled_from([None, b"", b"key-1", "varying"]), st.integers(0, 3),
        st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=4),
-       st.integers(0, 2**32))
+       st.integers(0, 2**32), st.sampled_from([0, 1, 2, 7]))
 def test_any_corruption_decodes_as_the_general_loop(
-        n: int, lo: int, spread: int, key: bytes | None, gap: int,
-        flips: list[tuple[int, int]], seed: int) -> None:
-    records = varying(n, lo, lo + spread, key=key, seed=seed, step_ms=seed % 40)
+        n: int, lo: int, spread: int, key: bytes | str | None, gap: int,
+        flips: list[tuple[int, int]], seed: int, null_every: int) -> None:
+    if key == "varying":
+        key = lambda rnd: rnd.choice([None, b"k" * rnd.randint(0, 150)])  # noqa: E731
+    records = varying(n, lo, lo + spread, key=key, seed=seed, step_ms=seed % 40,
+                      null_every=null_every)
     batch = build(records, gaps={n // 2: gap * 33})
     raw = bytearray(batch.raw())
     for where, byte in flips:
@@ -177,8 +215,10 @@ def test_any_corruption_decodes_as_the_general_loop(
         assert not isinstance(fast, tuple)
 
 
-def test_corrupt_records_give_the_general_loops_errors() -> None:
-    batch = build(varying(200))
+@pytest.mark.parametrize(("key", "null_every"), [
+    (None, 0), (None, 3), (lambda rnd: b"k" * rnd.randint(0, 12), 4)])
+def test_corrupt_records_give_the_general_loops_errors(key: Any, null_every: int) -> None:
+    batch = build(varying(200, key=key, null_every=null_every))
     raw = bytes(batch.raw())
     errors = set()
     for at in range(61, len(raw), 7):

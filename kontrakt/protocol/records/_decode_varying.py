@@ -3,21 +3,24 @@ loop in :mod:`._decode` for records that :mod:`._decode_run` cannot take (values
 different lengths, what real data and Protobuf or Avro payloads look like).
 
 One tight interpreted pass finds where each record ends from its length varint (two table
-lookups a record: records up to 8,191 bytes have a length varint of at most two bytes).
-Everything else is read a field at a time for all records at once: an ``itemgetter`` of
-the records' field positions gathers that field's first bytes (and, through a view one
-byte further, its second bytes) into a ``bytes`` object, whose continuation bits give
-every record's field width (``bytes.translate``) and whose two-byte table lookups give the
-values; ``map(add, ...)`` moves every position past its field. Values and keys are one
-``itemgetter`` of slices. The general loop runs ~40 bytecodes a varint field; here the
-interpreter runs a fixed number of operations a *stretch*.
+lookups a record: records up to 8,191 bytes have a length varint of at most two bytes) and
+copies each record's first bytes into a table of fixed-width rows. Everything else is read
+a field at a time for all records at once, as big integers of a 16-bit lane a record: an
+extended slice of the table gives byte ``c`` of every row; a field whose place in the row
+differs between records (by the widths of the varints before it) is selected from those
+with masks; widths, values and every check are then a few big-integer operations a
+stretch. Keys (of any lengths, or none) and values are one ``itemgetter`` of slices; the
+value-length varint of a keyed record is read from the two bytes after its key. The
+general loop runs ~40 bytecodes a varint field; here the interpreter runs a fixed number of
+operations a *stretch*.
 
 Exactly the records the general loop would decode are accepted: every byte it reads is
 checked to parse the same way (the attributes byte is skipped by both), varints must be of
-one or two bytes, the value must end at the header count, which must be 0, and that must
-be the record's last byte. The stretch ends before the first record that fails any of
-these; it and everything after it (malformed records included) go to the general loop,
-which reports them.
+one or two bytes, a key length must be -1 in one byte (no key) or not negative, a value
+length -1 (null) or not negative, the value must end at the header count, which must be 0,
+and that must be the record's last byte. The stretch ends before the first record that
+fails any of these; it and everything after it (malformed records included) go to the
+general loop, which reports them.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from itertools import repeat
 from operator import add, getitem, itemgetter
 from typing import Any, Final
 
-from kontrakt.protocol.records._decode_run import _EMPTY, _IS_HIGH, _OFFSET_2_HIGH, _copy_list
+from kontrakt.protocol.records._decode_run import _EMPTY, _copy_list
 from kontrakt.protocol.records._model import TWO_BYTE_VARINTS, ZIGZAG_DECODE
 
 __all__ = ["MIN_STRETCH", "decode_varying"]
@@ -46,29 +49,16 @@ _VARINT: Final[list[list[int | None]]] = _ONE_BYTE + [
 _STEP: Final[list[list[int | None]]] = [
     [None if v is None or v < 1 else v + (1 if b < 128 else 2) for v in row]
     for b, row in enumerate(_VARINT)]
-#: ``bytes.translate`` tables of a varint's first byte: its width (one or two bytes), 0xFF
-#: where the continuation bit is set, the seven value bits, the zig-zag sign bit (the
-#: continuation bit alone: the run decoder's _IS_HIGH)
-_WIDTH: Final = bytes(1 + (b >> 7) for b in range(256))
-_HIGH_MASK: Final = bytes(255 * (b >> 7) for b in range(256))
-_LOW_BITS: Final = bytes(b & 127 for b in range(256))
-_NEGATIVE: Final = bytes(b & 1 for b in range(256))
-#: _EQUAL[c]: a table giving 0xFF for byte c, else 0
-_EQUAL: Final = [bytes(255 * (b == c) for b in range(256)) for c in range(256)]
-# The first varint bytes of offset deltas 0-8191, so that the offset-delta columns of
-# consecutive offsets are compared with slices of these (the second bytes: the run
-# decoder's _OFFSET_2_HIGH, compared from delta 64 on).
-_OFFSET_FIRST: Final = bytes(2 * d if d < 64 else ((2 * d) & 127) | 128 for d in range(8192))
-_OFFSET_WIDTH: Final = bytes(1 if d < 64 else 2 for d in range(8192))
-#: keys longer than this are left to the general loop (each record's first bytes are copied)
-_MAX_KEY: Final = 64
 _from_bytes = int.from_bytes
+#: 0, 1, 2, ..., 8191 a 16-bit lane each (the offset deltas of consecutive offsets, halved)
+_RAMP: Final = _from_bytes(b"".join(d.to_bytes(2, "little") for d in range(8192)), "little")
 
 
-def _layout(data: bytes, pos: int) -> tuple[int, int] | None:
+def _layout(data: bytes, pos: int) -> tuple[int, bool] | None:
     """For a record at ``pos`` of a layout taken here: (how many bytes from the byte before
-    it to its value-length varint's second byte, at the widest varints; its key's length,
-    -1 for none); else None. Read as the general loop reads it."""
+    it to the second byte of its key-length varint, or without a key of its value-length
+    varint, at the widest varints; whether it has a key); else None. Read as the general
+    loop reads it."""
     varint = _VARINT
     try:
         step = _STEP[data[pos]][data[pos + 1]]
@@ -77,24 +67,34 @@ def _layout(data: bytes, pos: int) -> tuple[int, int] | None:
             if step is None or varint[data[at]][data[at + 1]] is None:
                 return None
             at += 1 + (data[at] >> 7)
-        key = -1
-        if data[at] == 1:
-            at += 1
-        else:
+        keyed = data[at] != 1
+        if keyed:
             n = varint[data[at]][data[at + 1]]
-            if n is None or not 0 <= n <= _MAX_KEY:
+            if n is None or n < 0:
                 return None
-            key = n
-            at += 1 + (data[at] >> 7) + key
+            at += 1 + (data[at] >> 7) + n
+        else:
+            at += 1
         n = varint[data[at]][data[at + 1]]
-        if n is None or n < 0 or step is None:
+        if n is None or n < -1 or step is None:
             return None
-        at += 1 + (data[at] >> 7) + n
+        at += 1 + (data[at] >> 7) + max(n, 0)
         if at != pos + step - 1 or data[at] != 0:
             return None
     except IndexError:
         return None
-    return (11 if key < 0 else 12 + key), key
+    return (10 if keyed else 11), keyed
+
+
+def _nones(items: tuple[bytes, ...], spots: int, n: int) -> list[bytes | None]:
+    """``items`` with None in the first ``n`` items where a 16-bit lane of ``spots`` is 1."""
+    got: list[bytes | None] = [*items]
+    lanes = (spots & (1 << 16 * len(items)) - 1).to_bytes(len(items) * 2, "little")
+    i = lanes.find(1)
+    while 0 <= i < 2 * n:
+        got[i >> 1] = None
+        i = lanes.find(1, i + 2)
+    return got
 
 
 def decode_varying(data: bytes, pos: int, end: int, limit: int, base_offset: int,
@@ -120,7 +120,7 @@ def decode_varying(data: bytes, pos: int, end: int, limit: int, base_offset: int
     layout = _layout(data, pos)
     if layout is None:
         return None  # headers, long varints, a long or no value, ...: the general loop's
-    width, key_len = layout
+    width, keyed = layout
     # The one interpreted pass: where every record ends (lasts[i + 1], its header count;
     # lasts[0] is the byte before the first record), and the first bytes of every record
     # after the previous one's last byte, a row of ``width`` bytes a record.
@@ -147,144 +147,163 @@ def decode_varying(data: bytes, pos: int, end: int, limit: int, base_offset: int
     while len(rows[j]) < width:  # rows cut by the buffer's end
         rows[j] = rows[j].ljust(width, b"\0")
         j -= 1
-    return _columns(b"".join(rows), width, key_len, data, lasts, n, base_offset,
+    return _columns(b"".join(rows), width, keyed, data, lasts, n, base_offset,
                     base_timestamp)
 
 
-def _columns(table: bytes, width: int, key_len: int, data: bytes, lasts: list[int], n: int,
+def _columns(table: bytes, width: int, keyed: bool, data: bytes, lasts: list[int], n: int,
              base_offset: int, base_timestamp: int
              ) -> tuple[int, int, Any, Any, Any, Any, Any] | None:
     """The stretch of the ``n`` records whose rows are ``table``'s, cut before the first one
     the general loop would read otherwise.
 
-    Each field is read for all records at once: byte ``c`` of every row is the extended
-    slice ``table[c::width]``; a field's column (whose offset in the rows differs between
-    records by the widths of the varints before it) is put together from those as one big
-    integer a byte a record, masked by where the field is in each row. Varints become 16
-    bits a record in the same way, so that every check is a few operations on big integers.
+    Each field is read for all records at once: byte ``c`` of every row, widened to 16 bits
+    a record, is one big integer (a strided view of the table widened once); a field's
+    column (whose offset in the rows differs between records by the widths of the varints
+    before it) is put together from those, masked by where the field is in each row. Every
+    check and every varint's value is then a few operations on those integers, 16-bit lanes
+    that never carry into each other (a lane holds at most 15 bits); only the timestamps,
+    a scattered offset column and the values' starts go back to bytes.
     """
-    def ints(column: bytes | bytearray) -> int:
-        return _from_bytes(column, "little")
-
-    def column(c: int) -> bytes:
-        return table[c:c + width * n:width]
-
+    wide = bytearray(2 * n)
+    stop = width * n
     columns: dict[int, int] = {}
 
-    def column_int(c: int) -> int:
+    def column(c: int) -> int:
         if (got := columns.get(c)) is None:
-            got = columns[c] = ints(column(c))
+            wide[::2] = table[c:c + stop:width]
+            got = columns[c] = _from_bytes(wide, "little")
         return got
 
-    def pick(at: int, lo: int, hi: int, *, both: bool = True) -> tuple[bytes, bytes]:
-        """The bytes at row offset ``at`` (a byte a record) and (with ``both``) those after
-        them."""
-        where = at.to_bytes(n, "little")
-        if where.count(where[0]) == n:  # the field at one offset in every row
-            c = where[0]
-            return column(c), column(c + 1) if both else b""
-        first = second = 0
-        for c in range(lo, hi + 1):
-            if c in where:
-                mask = ints(where.translate(_EQUAL[c]))
-                first |= column_int(c) & mask
-                if both:
-                    second |= column_int(c + 1) & mask
-        return first.to_bytes(n, "little"), second.to_bytes(n, "little")
+    ones = (1 << 16 * n) // 0xFFFF  # 1 in every lane
+    low7 = (ones << 7) - ones
+    low15 = (ones << 15) - ones
 
-    def long_bits(first: bytes, second: bytes) -> int:
-        """The continuation bit of each record's second varint byte where its first has
-        one: set for a varint of three bytes or more."""
-        return ints(first.translate(_IS_HIGH)) & ints(second.translate(_IS_HIGH))
+    def equal(x: int, c: int) -> int:
+        """1 in the lanes of ``x`` that hold ``c``, else 0 (no lane carries: its sum is
+        at most 0xFFFE)."""
+        d = x ^ c * ones
+        return ((((d & low15) + low15) | d) >> 15 & ones) ^ ones
 
-    def wide(column: bytes) -> int:
-        """``column`` as a big integer of 16 bits a record."""
-        lanes = bytearray(2 * n)
-        lanes[::2] = column
-        return ints(lanes)
+    def pick(at: int, lo: int, hi: int) -> tuple[int, int]:
+        """The bytes at row offset ``at`` (from ``lo`` to ``hi``) and those after them, a
+        lane a record: chosen a bit of ``at - lo`` at a time, each bit's lanes selecting
+        between the candidate columns and those 1, 2, ... further on."""
+        if at == (c := at & 0xFFFF) * ones:  # the field at one offset in every row
+            return column(c), column(c + 1)
+        d = at - lo * ones
+        bits = (hi - lo).bit_length()
+        got = [*map(column, range(lo, lo + (1 << bits) + 1))]
+        for bit in range(bits):
+            b = d >> bit & ones
+            mask = (b << 16) - b
+            got = [x ^ (x ^ y) & mask for x, y in zip(got, got[1 << bit:], strict=False)]
+        return got[0], got[1]
 
-    def zigzag(first: bytes, second: bytes) -> int:
-        """The zig-zag (unsigned) values of 1-2 byte varints, 16 bits a record."""
-        return wide(first.translate(_LOW_BITS)) | wide(
-            (ints(second) & ints(first.translate(_HIGH_MASK))).to_bytes(n, "little")) << 7
+    def high(first: int) -> int:
+        """1 where the byte has the continuation bit."""
+        return first >> 7 & ones
 
-    ones = ints(b"\x01" * n)
-    ones16 = ones and (1 << 16 * n) // 65535  # 1 in every 16-bit lane
+    def value(first: int, second: int) -> int:
+        """The zig-zag (unsigned) values of 1-2 byte varints."""
+        h = high(first)
+        return first & low7 | (second & (h << 16) - h) << 7
+
     cut: list[int] = []  # where each check fails first, in records
-    long_varints = 0  # the continuation bit of every varint's second byte that needs it
+    long_varints = 0  # 1 where a varint has three bytes or more
 
-    def first_set(bits: int, lane: int) -> None:
+    def first_set(bits: int) -> None:
         if bits:
-            cut.append(((bits & -bits).bit_length() - 1) // lane)
+            cut.append(((bits & -bits).bit_length() - 1) >> 4)
 
-    def numbers(first: bytes, second: bytes, base: int) -> list[int]:
+    def halves(u: int) -> memoryview:
+        return memoryview(u.to_bytes(2 * n, "little")).cast("H")
+
+    def numbers(first: int, second: int, u: int, base: int) -> list[int]:
         """base + the varints' values (records past a long varint: wrong, cut below)."""
-        u = zigzag(first, second)
-        if not u & ones16:  # no negative value: the values are u / 2
-            values = memoryview((u >> 1).to_bytes(2 * n, "little")).cast("H")
-            return [*map(add, values, repeat(base))]
-        good = long_bits(first, second)
-        k = ((good & -good).bit_length() - 1) // 8 if good else n
-        return [*map(add, map(getitem, map(_VARINT.__getitem__, first[:k]), second),
-                     repeat(base))]
+        if not u & ones:  # no negative value: the values are u / 2
+            return [*map(add, halves(u >> 1), repeat(base))]
+        longs = high(first) & high(second)
+        k = ((longs & -longs).bit_length() - 1) >> 4 if longs else n
+        return [*map(add, map(getitem, map(_VARINT.__getitem__, halves(first)[:k]),
+                              halves(second)), repeat(base))]
 
     # Every record's header count (the first byte of the next row) must be 0.
     counts = table[width:width * (n + 1):width]
     if counts.count(0) != n:
         cut.append(n - len(counts.lstrip(b"\0")))
     # The length varint (its width is known good: the pass read it), then the attributes.
-    first, second = column(1), column(2)
-    length = zigzag(first, second)
-    length_width = first.translate(_WIDTH)
-    at = ints(length_width) + 2 * ones
+    first = column(1)
+    length = value(first, column(2))
+    length_width = ones + high(first)
+    at = length_width + (ones << 1)
     # The timestamp delta.
     first, second = pick(at, 3, 4)
-    long_varints |= long_bits(first, second)
-    timestamps = numbers(first, second, base_timestamp)
-    at += ints(first.translate(_WIDTH))
-    # The offset delta: consecutive offsets are compared with their encoding.
+    long_varints |= high(first) & high(second)
+    timestamps = numbers(first, second, value(first, second), base_timestamp)
+    at += ones + high(first)
+    # The offset delta: consecutive offsets are compared with the lanes 0, 1, 2, ...
     first, second = pick(at, 4, 6)
-    delta = _VARINT[first[0]][second[0]]
+    long_varints |= high(first) & high(second)
+    u = value(first, second)
+    delta = ZIGZAG_DECODE[u & 0xFFFF] if u & 0xFFFF < 16384 else -1
     offsets: Any
-    if (delta is not None and 0 <= delta <= 8192 - n
-            and first == _OFFSET_FIRST[delta:delta + n]
-            # (the second bytes of the deltas from 64 on: the others are one byte long)
-            and second[max(64 - delta, 0):] == _OFFSET_2_HIGH[max(64, delta):delta + n]):
+    if 0 <= delta <= 8192 - n and u == (delta * ones + (_RAMP & (1 << 16 * n) - 1)) << 1:
         offsets = range(base_offset + delta, base_offset + delta + n)
-        at += ints(_OFFSET_WIDTH[delta:delta + n])
     else:
-        long_varints |= long_bits(first, second)
-        offsets = numbers(first, second, base_offset)
-        at += ints(first.translate(_WIDTH))
-    # The key: none in every record, or of the first record's length in every record.
+        offsets = numbers(first, second, u, base_offset)
+    at += ones + high(first)
+    # The key: none (a one-byte -1), or its bytes, whose end is where the value-length
+    # varint is read from (its two bytes; the row stops at the key length).
     keys: Any
-    if key_len < 0:
-        first, _ = pick(at, 5, 8, both=False)
-        first_set(ints(first) ^ ones, 8)
+    first, second = pick(at, 5, 8)
+    key_nulls = equal(first, 1)
+    if not keyed:
+        first_set(key_nulls ^ ones)
         keys = repeat(None)
         at += ones
+        first, second = pick(at, 6, width - 2)
     else:
-        first, second = pick(at, 5, 8)
-        long_varints |= long_bits(first, second)
-        first_set(zigzag(first, second) ^ 2 * key_len * ones16, 16)
-        at += ints(first.translate(_WIDTH))
-        starts = [*map(add, lasts, at.to_bytes(n, "little"))]
-        keys = itemgetter(*map(slice, starts, map(add, starts, repeat(key_len))))(data)
-        at += key_len * ones
-    # The value: not negative (a null value is the general loop's) and ending where the
-    # record's length says (value length + its offset in the row = the record's last byte).
-    first, second = pick(at, 6, width - 2)
-    long_varints |= long_bits(first, second)
-    first_set(ints(first.translate(_NEGATIVE)), 8)
-    at += ints(first.translate(_WIDTH))
-    first_set((zigzag(first, second) + (wide(at.to_bytes(n, "little")) << 1))
-              ^ (length + (wide(length_width) << 1)), 16)
-    first_set(long_varints, 8)
-    value_at = at.to_bytes(n, "little")
-    n = min(n, *cut) if cut else n
-    if n < MIN_STRETCH:
+        long_varints |= high(first) & high(second)
+        u = value(first, second)
+        first_set(u & ones ^ key_nulls)  # (a longer -1 is the general loop's error)
+        at += ones + high(first)
+        key_lengths = (u ^ key_nulls) >> 1 & low15  # (an odd lane's bit 0 shifted out)
+        # The key ends before the record's last byte (so its value-length varint's two
+        # bytes are in the buffer): at + key length + 1 <= length width + length, compared
+        # in lanes biased by 0x8000 (both sides below it).
+        first_set((((length >> 1) + length_width + (ones << 15) - at - key_lengths - ones)
+                   >> 15 & ones) ^ ones)
+        starts = [*map(add, lasts, halves(at))]
+        ends = [*map(add, starts, halves(key_lengths))]
+        keys = itemgetter(*map(slice, starts, ends))(data)
+        if key_nulls:
+            keys = _nones(keys, key_nulls, n)
+        k = min(n, *cut) if cut else n
+        if k < MIN_STRETCH:
+            return None
+        rest = bytearray(4 * n)
+        rest[:4 * k:2] = b"".join(itemgetter(*map(slice, ends[:k], map(add, ends, repeat(2))))(
+            data))
+        halves_of_rest = memoryview(rest).cast("H")
+        first = _from_bytes(halves_of_rest[::2], "little")
+        second = _from_bytes(halves_of_rest[1::2], "little")
+        at += key_lengths
+    # The value: of -1 bytes (null) or not negative, and ending where the record's length
+    # says (value length + its offset in the row = the record's last byte).
+    long_varints |= high(first) & high(second)
+    u = value(first, second)
+    nulls = equal(u, 1)
+    first_set(u & ones ^ nulls)
+    at += ones + high(first)
+    first_set((u ^ nulls) + (at << 1) ^ length + (length_width << 1))
+    first_set(long_varints)
+    m = min(n, *cut) if cut else n
+    if m < MIN_STRETCH:
         return None
-    starts = [*map(add, lasts, value_at[:n])]
-    values = itemgetter(*map(slice, starts, lasts[1:n + 1]))(data)
-    return (n, lasts[n] + 1, offsets, timestamps, keys, values,
-            map(_copy_list, repeat(_EMPTY, n)))
+    starts = [*map(add, lasts, halves(at)[:m])]
+    values: Any = itemgetter(*map(slice, starts, lasts[1:m + 1]))(data)
+    if nulls & (1 << 16 * m) - 1:
+        values = _nones(values, nulls, m)
+    return (m, lasts[m] + 1, offsets, timestamps, keys, values,
+            map(_copy_list, repeat(_EMPTY, m)))

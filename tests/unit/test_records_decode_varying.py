@@ -232,3 +232,33 @@ def test_corrupt_records_give_the_general_loops_errors(key: Any, null_every: int
     assert errors  # (some corruptions are reported, the same way)
     with pytest.raises(CorruptRecordError):
         as_consumer_records(RecordBatch.from_bytes(raw[:-5] + b"\xff" * 5, check_crc=False))
+
+
+def test_stretches_cut_by_records_with_headers_do_not_walk_the_rest_of_the_batch() -> None:
+    """A stretch finds every record end in reach before it checks the records, so the record
+    loop bounds how far a stretch may look after one was cut; otherwise a header now and
+    then makes every stretch walk the rest of the batch (2,000 records, a header every 50:
+    ~40 walks of ~1,000 records; 10x the decoding time)."""
+    records = [(ts, key, value, [("h", b"1")] if i % 50 == 49 else None)
+               for i, (ts, key, value, _) in enumerate(varying(2000))]
+    batch = build(records)
+    assert_same(batch)
+    assert taken_as_stretches(batch) > 1000  # the rest: the general loop's, after each cut
+    looked_at: list[int] = []
+    namespace = _decode._decode_plain.__globals__
+    original = namespace["decode_varying"]
+
+    def spy(data: bytes, pos: int, end: int, limit: int, *rest: Any) -> Any:
+        looked_at.append(limit)
+        return original(data, pos, end, limit, *rest)
+
+    loops = (_decode._decode_plain, _decode._decode_as, _decode._decode_piece_as)
+    for fn in loops:
+        fn.__globals__["decode_varying"] = spy
+    try:
+        decoded = as_consumer_records(batch)
+    finally:
+        for fn in loops:
+            fn.__globals__["decode_varying"] = original
+    assert [r.value for r in decoded] == [v for _, _, v, _ in records]
+    assert sum(looked_at) < 4 * len(records), looked_at

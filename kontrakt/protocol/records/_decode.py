@@ -22,7 +22,7 @@ from typing import Any, Final, TypeVar
 
 from kontrakt.errors import CorruptRecordError
 from kontrakt.protocol.records._decode_run import MIN_RUN, decode_run
-from kontrakt.protocol.records._decode_varying import decode_varying
+from kontrakt.protocol.records._decode_varying import MIN_STRETCH, decode_varying
 from kontrakt.protocol.records._model import (
     TWO_BYTE_VARINTS,
     ZIGZAG_DECODE,
@@ -55,13 +55,22 @@ def {name}(data, pos, end, count, base_offset, base_timestamp, timestamp_type, m
     n_headers = 0
     retry = 0  # where a run (see decode_run) is tried next
     backoff = MIN_RUN
+    # The most records a stretch (decode_varying) looks at: it finds every record end in
+    # reach before it checks them, so stretches cut by records with headers now and then
+    # would each walk the rest of the batch (a header every 50 records cost 10x). The
+    # whole batch at first; after a cut, twice that stretch's length, doubled while
+    # stretches fill it.
+    window = count
     try:
         while (done := len(out)) < count:
             if done >= retry:
                 run = decode_run(data, pos, end, count - done, base_offset, base_timestamp)
                 if run is None:
-                    run = decode_varying(data, pos, end, count - done, base_offset,
-                                         base_timestamp)
+                    run = decode_varying(data, pos, end, min(count - done, window),
+                                         base_offset, base_timestamp)
+                    if run is not None:
+                        window = (window * 2 if run[0] >= window
+                                  else max(2 * MIN_STRETCH, run[0] * 2))
                 if run is not None:
                     n, pos, offsets, timestamps, keys, values, headers = run
                     out += map(new, repeat({cls}), zip({run_fields}))
@@ -202,6 +211,7 @@ def _compile_loop(name: str, extra: str, cls: str, fields: str, run_fields: str,
         "_new_record": _new_record, "_decode_headers": _decode_headers,
         "CorruptRecordError": CorruptRecordError, "Record": Record,
         "decode_run": decode_run, "decode_varying": decode_varying, "MIN_RUN": MIN_RUN,
+        "MIN_STRETCH": MIN_STRETCH,
         "repeat": repeat,
     }
     exec(compile(source, f"<kontrakt record loop {name}>", "exec"), namespace)

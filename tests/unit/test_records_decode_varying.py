@@ -24,6 +24,7 @@ from kontrakt.protocol.records import (
 )
 from kontrakt.protocol.records._decode_varying import MIN_STRETCH, decode_varying
 from tests.unit.test_records_decode_runs import (
+    _LOOPS,
     as_consumer_records,
     build,
     decode_both,
@@ -252,13 +253,12 @@ def test_stretches_cut_by_records_with_headers_do_not_walk_the_rest_of_the_batch
         looked_at.append(limit)
         return original(data, pos, end, limit, *rest)
 
-    loops = (_decode._decode_plain, _decode._decode_as, _decode._decode_piece_as)
-    for fn in loops:
+    for fn in _LOOPS:
         fn.__globals__["decode_varying"] = spy
     try:
         decoded = as_consumer_records(batch)
     finally:
-        for fn in loops:
+        for fn in _LOOPS:
             fn.__globals__["decode_varying"] = original
     assert [r.value for r in decoded] == [v for _, _, v, _ in records]
     assert sum(looked_at) < 4 * len(records), looked_at

@@ -391,8 +391,9 @@ def _settle_keyless(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChun
     queues = stage.queues
     created = stage.created
     sticky = acc.sticky
-    count = len(queues)
-    p = sticky(topic, -1, count)
+    # The partition count the stage places by (not ``count`` below: a batch's records).
+    partitions = len(queues)
+    p = sticky(topic, -1, partitions)
     runs: list[tuple[int, int, ProducerBatch, int]] = []
     used = 0
     opened = full = False
@@ -427,7 +428,7 @@ def _settle_keyless(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChun
         placed = acc.add_locked(topic, p, dq, ts, kb, key, vb, value, b"\x00", rest, created,
                                 False)
         if placed is None:
-            p = sticky(topic, p, count)
+            p = sticky(topic, p, partitions)
             dq = queues[p]
             placed = acc.add_locked(topic, p, dq, ts, kb, key, vb, value, b"\x00", rest,
                                     created)

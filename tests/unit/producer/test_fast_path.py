@@ -259,6 +259,65 @@ def test_the_sticky_partition_of_a_settling_stage_is_one_it_has() -> None:
     assert 3 not in moved and len(moved) > 1
 
 
+def test_unkeyed_records_move_on_to_any_partition_of_the_topic() -> None:
+    # Where the sticky partition's batch is full, a settling stage moves its records on to
+    # any of the topic's partitions (KIP-480), whatever the full batch's record count: here
+    # two records a batch, six partitions.
+    random.seed(3)  # the sticky partitioner's choices
+    p = _async_producer(batch_size=1000)
+    values = [b"%04d" % i + b"x" * 396 for i in range(400)]
+
+    async def main() -> list[RecordFuture]:
+        return [await p.send("t", v) for v in values]
+
+    futs = asyncio.run(main())
+    assert {f._batch.partition for f in futs} == set(range(PARTITIONS))
+
+
+def test_unkeyed_records_settle_behind_a_send_batch_in_their_sticky_partition() -> None:
+    # A batch from send_batch (sealed, its records in its builder) ends the sticky
+    # partition's queue: the records staged after it move on to another partition.
+    random.seed(4)
+    p = _async_producer(batch_size=16384)
+    stage = p._topics["t"].stage
+
+    async def main() -> list[RecordFuture]:
+        futs = [await p.send("t", b"a%d" % i) for i in range(5)]
+        p._acc.settle(stage)
+        sticky = p._default.current["t"]
+        builder = p.create_batch()
+        builder.append(0, None, b"whole", None)
+        futs.append(await p.send_batch(builder, "t", partition=sticky))
+        futs += [await p.send("t", b"b%d" % i) for i in range(5)]
+        p._acc.settle(stage)
+        return futs
+
+    futs = asyncio.run(main())
+    assert not stage.keys
+    moved = {f._batch.partition for f in futs[6:]}
+    assert len(moved) == 1 and moved != {futs[0]._batch.partition}
+
+
+def test_unkeyed_records_move_on_when_no_partition_has_a_leader() -> None:
+    # No partition available (no leader known, e.g. while its broker restarts): the sticky
+    # partition moves on among all of the topic's partitions, never past them.
+    from kontrakt.clients.producer._producer import _TopicParts
+
+    random.seed(5)
+    p = _async_producer(batch_size=1000)
+    p._topics["t"] = _TopicParts.of(p._acc, "t", list(range(PARTITIONS)), [],
+                                    p._cluster.version)
+    values = [b"%04d" % i + b"x" * 40 for i in range(400)]
+
+    async def main() -> list[RecordFuture]:
+        futs = [await p.send("t", v) for v in values]
+        p._acc.settle(p._topics["t"].stage)
+        return futs
+
+    futs = asyncio.run(main())
+    assert {f._batch.partition for f in futs} == set(range(PARTITIONS))
+
+
 def test_a_send_blocked_on_a_full_buffer_goes_on_once_a_batch_completes() -> None:
     # Completing a batch wakes the threads waiting for buffer memory (it notifies only
     # when one waits: the count of waiters must see them).

@@ -168,3 +168,104 @@ def test_send_and_wait_after_waiting_for_memory_still_sends_its_batch_at_once() 
         assert md.offset >= 70
 
     asyncio.run(run())
+
+
+def _check_listed(acc: RecordAccumulator, step: str) -> None:
+    """Every queue holding batches is listed in ``acc.queued`` (as itself): the drain walks
+    only those, so one left out would hold its batches back until their delivery timeout."""
+    for tp, dq in acc.queues.items():
+        if dq:
+            assert acc.queued.get(tp) is dq, \
+                f"after {step}: {tp} holds {len(dq)} batch(es) but is not listed"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("seed", range(6))
+def test_every_way_into_a_queue_lists_it_for_the_drain(seed: int) -> None:
+    """Random interleavings of every way a batch enters or leaves a partition's queue --
+    staged keyed records settling (record by record, in bulk runs of one size or of mixed
+    sizes), staged keyless records settling into the sticky partition, appends with headers,
+    appends to a chosen partition, send_batch, drains (forced, or only what is ready), and
+    the answers: success, a resend, a split of a batch refused as too large, expiry and a
+    purge -- leave every queue that holds batches listed for the drain; in the end every
+    record resolves, and no batch is taken by a drain while it is already in flight."""
+    import random
+
+    rnd = random.Random(seed)
+    p = offline_producer(5, batch_size=2048, linger_ms=60_000)
+    acc = p._acc
+    stage = p._topics["t"].stage
+    s = _sender(acc)
+    futures: list[Any] = []
+    flying: dict[int, ProducerBatch] = {}
+    ops = ["keyed"] * 30 + ["keyless"] * 10 + ["headers", "partition", "whole", "settle"] * 3 \
+        + ["drain"] * 6 + ["answer"] * 8 + ["expire", "purge"]
+
+    def drain(force: bool) -> None:
+        s.closing = force
+        by_node, _wake_at, missing, _more = s._drain(0.0)
+        assert not missing
+        for b in by_node.get(1, []):
+            assert id(b) not in flying, "a batch in flight was taken again"
+            flying[id(b)] = b
+
+    def answer() -> None:
+        b = flying.pop(rnd.choice(list(flying)))
+        r = rnd.random()
+        if r < 0.3:
+            b.retry_at = 0.0
+            acc.reenqueue(b)
+        elif r < 0.55 and b.builder is None and b.count >= 2:
+            assert acc.split_and_reenqueue(b) is not None
+        else:
+            b.complete(0)
+
+    async def main() -> None:
+        for step in range(1500):
+            op = rnd.choice(ops)
+            if op == "keyed":
+                # Runs of one size (uniform bulk settles) or of many (mixed, and record by
+                # record for chunks below _BULK_MIN).
+                n = rnd.choice([1, 3, 40, 70])
+                size = rnd.choice([None, 8, 30])
+                for _ in range(n):
+                    v = b"v" * (size if size is not None else rnd.randrange(1, 60))
+                    futures.append(await p.send("t", v, b"k%d" % rnd.randrange(50)))
+            elif op == "keyless":
+                for _ in range(rnd.choice([1, 40])):
+                    futures.append(await p.send("t", b"x" * rnd.randrange(1, 40)))
+            elif op == "headers":
+                futures.append(await p.send("t", b"h", b"k", headers=[("h", b"1")]))
+            elif op == "partition":
+                futures.append(await p.send("t", b"p" * 100, partition=rnd.randrange(5)))
+            elif op == "whole":
+                builder = p.create_batch()
+                builder.append(0, b"k", b"w", None)
+                futures.append(await p.send_batch(builder, "t", partition=rnd.randrange(5)))
+            elif op == "settle":
+                acc.settle(stage)
+            elif op == "drain":
+                drain(rnd.random() < 0.7)
+            elif op == "answer" and flying:
+                answer()
+            elif op == "expire" and rnd.random() < 0.2:
+                for b in acc.expire(float("inf")):
+                    b.complete(-1, -1, ProduceError("expired"))
+            elif op == "purge" and rnd.random() < 0.2:
+                for b in acc.abort_all():
+                    b.complete(-1, -1, ProduceError("purged"))
+            _check_listed(acc, f"step {step} ({op})")
+        # The end: everything left goes out and is answered.
+        acc.settle(stage)
+        for _ in range(10_000):
+            if not acc.incomplete:
+                break
+            drain(True)
+            _check_listed(acc, "a final drain")
+            for b in list(flying.values()):
+                b.complete(0)
+            flying.clear()
+        assert not acc.incomplete, f"{len(acc.incomplete)} batch(es) never drained"
+        assert all(f.done() for f in futures)
+
+    asyncio.run(main())

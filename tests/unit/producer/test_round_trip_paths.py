@@ -269,3 +269,76 @@ def test_every_way_into_a_queue_lists_it_for_the_drain(seed: int) -> None:
         assert all(f.done() for f in futures)
 
     asyncio.run(main())
+
+
+@pytest.mark.timeout(60)
+def test_caller_threads_appending_while_another_thread_drains_lose_no_batch() -> None:
+    """A sync producer's callers append (staged keyed and keyless records, appends with
+    headers, to chosen partitions) on four threads while another thread drains and answers,
+    as the I/O thread does: every queue holding batches stays listed, and once the callers
+    are done every record is drained and resolved."""
+    import random
+    import threading
+
+    from kontrakt.clients.producer import Producer
+
+    sync = object.__new__(Producer)
+    sync._async = offline_producer(7, batch_size=1024, linger_ms=60_000, _threaded=True)
+    acc = sync._async._acc
+    s = _sender(acc)
+    futures: list[Any] = []
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def caller(seed: int) -> None:
+        rnd = random.Random(seed)
+        mine = []
+        try:
+            for i in range(3000):
+                r = rnd.random()
+                if r < 0.5:
+                    mine.append(sync.send("t", b"v" * rnd.randrange(1, 80), b"k%d" % i))
+                elif r < 0.8:
+                    mine.append(sync.send("t", b"x" * rnd.randrange(1, 80)))
+                elif r < 0.9:
+                    mine.append(sync.send("t", b"h", b"k", headers=[("h", b"1")]))
+                else:
+                    mine.append(sync.send("t", b"p" * 50, partition=rnd.randrange(7)))
+        except BaseException as exc:  # reported by the test's thread
+            errors.append(exc)
+        futures.extend(mine)
+
+    def io() -> None:
+        rnd = random.Random(99)
+        try:
+            while True:
+                last = stop.is_set()
+                s.closing = last or rnd.random() < 0.5
+                by_node, _wake_at, _missing, _more = s._drain(0.0)
+                with acc.lock:
+                    _check_listed(acc, "a drain")
+                for b in by_node.get(1, []):
+                    if rnd.random() < 0.2 and not last:
+                        b.retry_at = 0.0
+                        acc.reenqueue(b)
+                    else:
+                        b.complete(0)
+                if last and not acc.incomplete and not any(
+                        st.keys for st in acc.stages.values()):
+                    return
+        except BaseException as exc:
+            errors.append(exc)
+
+    callers = [threading.Thread(target=caller, args=(n,)) for n in range(4)]
+    drainer = threading.Thread(target=io)
+    drainer.start()
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(30)
+    stop.set()
+    drainer.join(30)
+    assert not errors, errors
+    assert not drainer.is_alive(), "batches left undrained"
+    assert len(futures) == 4 * 3000
+    assert all(f.done() and f.exception() is None for f in futures)

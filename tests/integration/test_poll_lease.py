@@ -212,3 +212,57 @@ def test_seek_and_pause_between_async_polls(tansu_broker: TansuBroker,
             assert await c.position(tp0) == 2501
 
     asyncio.run(main())
+
+
+@pytest.mark.timeout(90)
+def test_getmany_resets_and_assign_between_polls_that_pop_the_lease(
+        tansu_broker: TansuBroker, topic_name: str) -> None:
+    """Without a group, poll() pops the live lease itself (``Consumer._recs``); what ends
+    the lease between two polls -- a getmany() (which gives the lease's records back to
+    their fetch), a seek_to_beginning(), an assign() that drops the lease's partition --
+    makes the next poll go back to the buffer: every record comes out once and in order,
+    and position() stays exactly past the last record returned."""
+    tp0, tp1 = _topic(tansu_broker, topic_name)
+    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers,
+                  enable_auto_commit=False) as c:
+        c.assign([TopicPartition(topic_name, 0, 0), TopicPartition(topic_name, 1, 0)])
+        seen: dict[int, list[int]] = {0: [], 1: []}
+        popped = 0  # polls made while poll() popped a live lease itself
+
+        def check_positions() -> None:
+            for p, offsets in seen.items():
+                if offsets:
+                    assert c.position(TopicPartition(topic_name, p)) == offsets[-1] + 1
+
+        deadline = time.monotonic() + 60
+        while (len(seen[0]) < N or len(seen[1]) < N) and time.monotonic() < deadline:
+            for _ in range(7):
+                popped += c._recs is not None
+                r = c.poll(1.0)
+                if r is not None:
+                    seen[r.partition].append(r.offset)
+            for tp, recs in c.getmany(timeout=1.0, max_records=13).items():
+                seen[tp.partition] += [r.offset for r in recs]
+            check_positions()
+        assert popped > 100
+        assert seen == {0: list(range(N)), 1: list(range(N))}
+
+        # Back to the start of partition 0 with a lease of it live.
+        c.seek(tp0, 1000)
+        first = _poll_until(c, lambda r: r.partition == 0 and r.offset >= 1020, 1000)
+        assert c._recs is not None and first[-1].partition == 0
+        c.seek_to_beginning(tp0)
+        again = [r.offset for r in _poll_until(c, lambda r: r.offset >= 30, 1000)
+                 if r.partition == 0]
+        assert again == list(range(len(again))) and again[-1] == 30
+        assert c.position(tp0) == 31
+
+        # Partition 0 dropped with a lease of it live: none of its records after assign().
+        c.seek(tp1, 2000)
+        got = _poll_until(c, lambda r: r.partition == 0, 1000)
+        assert c._recs is not None and got[-1].partition == 0
+        c.assign([tp1])
+        rest = _poll_until(c, lambda r: (r.partition, r.offset) == (1, N - 1), 2000)
+        assert [r.offset for r in rest if r.partition == 1] == list(range(2000, N))
+        assert not [r for r in rest if r.partition == 0]
+        assert c.position(tp1) == N

@@ -91,8 +91,11 @@ class Lease:
     def stop(self) -> None:
         """End the lease (any thread; idempotent)."""
         if self.live:
-            self.live = False
+            # The marker first: a stop on another thread that finds ``live`` already
+            # cleared returns at once, and the records must be behind a marker by then
+            # (two stops at once may put two; a take skips them alike).
             self.recs.appendleft(_STOP)
+            self.live = False
 
     def left(self) -> int:
         """How many records are not handed out: exact once stopped, a value it had lately

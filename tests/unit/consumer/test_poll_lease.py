@@ -255,6 +255,60 @@ def test_a_pause_between_the_buffer_look_and_its_lease(
     assert st.position == FetchPosition(1 if got[0].partition == 0 else 0, 3)  # type: ignore[union-attr]
 
 
+def test_a_stop_that_lands_inside_another_returns_only_once_the_lease_is_marked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads end a lease at once: here the I/O thread's stop_lease() (a close, a dead
+    fetcher) and the application's pause(), which lands between the steps of the first
+    stop. Once pause() has returned, the application's next poll hands out nothing more
+    of the lease (it takes the lease's records without the lock)."""
+    from kontrakt.clients.consumer import _buffer
+
+    live_slot: Any = _buffer.Lease.__dict__["live"]
+    hooks: list[Callable[[], None]] = []
+
+    class _SteppedLease(_buffer.Lease):
+        """Runs the hook (once) right after ``live`` is cleared."""
+
+        __slots__ = ()
+
+        @property  # type: ignore[override]
+        def live(self) -> bool:
+            value: bool = live_slot.__get__(self)
+            return value
+
+        @live.setter
+        def live(self, value: bool) -> None:
+            live_slot.__set__(self, value)
+            if not value and hooks:
+                hooks.pop()()
+
+    monkeypatch.setattr(_buffer, "Lease", _SteppedLease)
+    subs, buf = _setup()
+    assert buf.drain_one().offset == 0  # type: ignore[union-attr]
+    assert type(buf.lease) is _SteppedLease and buf.lease.state is subs.state(A)
+    after_pause: list[Any] = []
+    polled = threading.Event()
+
+    def application() -> None:
+        subs.pause([A])
+        after_pause.append(buf.drain_one())  # may wait for the buffer's lock
+        polled.set()
+
+    def other_stop_lands_here() -> None:
+        t = threading.Thread(target=application)
+        t.start()
+        # A poll that takes a record without the lock is done at once; one that goes back
+        # to the buffer waits for the lock stop_lease holds.
+        polled.wait(0.5)
+
+    hooks.append(other_stop_lands_here)
+    buf.stop_lease()
+    assert polled.wait(10)
+    assert [(r.partition, r.offset) for r in after_pause if r is not None] != [(0, 1)], \
+        "a record of the lease after pause() returned"
+    assert _pos(subs, A) == 1
+
+
 # --- on two threads --------------------------------------------------------------------------
 
 def _race(subs: SubscriptionState, buf: FetchBuffer, change: Callable[[], None],

@@ -192,7 +192,7 @@ def test_seek_and_pause_between_async_polls(tansu_broker: TansuBroker,
             async def take(pred: Callable[[Any], bool], limit: int) -> list[Any]:
                 out = []
                 for _ in range(limit):
-                    r = await c.poll(0.5)
+                    r = await c.poll(3.0)
                     if r is None:
                         break
                     out.append(r)

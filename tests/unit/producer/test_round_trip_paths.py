@@ -180,15 +180,19 @@ def _check_listed(acc: RecordAccumulator, step: str) -> None:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("held", ["none", "muted", "leaderless"])
 @pytest.mark.parametrize("seed", range(6))
-def test_every_way_into_a_queue_lists_it_for_the_drain(seed: int) -> None:
+def test_every_way_into_a_queue_lists_it_for_the_drain(seed: int, held: str) -> None:
     """Random interleavings of every way a batch enters or leaves a partition's queue --
     staged keyed records settling (record by record, in bulk runs of one size or of mixed
     sizes), staged keyless records settling into the sticky partition, appends with headers,
     appends to a chosen partition, send_batch, drains (forced, or only what is ready), and
     the answers: success, a resend, a split of a batch refused as too large, expiry and a
     purge -- leave every queue that holds batches listed for the drain; in the end every
-    record resolves, and no batch is taken by a drain while it is already in flight."""
+    record resolves, and no batch is taken by a drain while it is already in flight.
+    ``held``: the drain also leaves batches queued behind one in flight of their partition
+    (max.in.flight 1 without idempotence: muted partitions), or behind a leader that comes
+    and goes."""
     import random
 
     rnd = random.Random(seed)
@@ -196,21 +200,29 @@ def test_every_way_into_a_queue_lists_it_for_the_drain(seed: int) -> None:
     acc = p._acc
     stage = p._topics["t"].stage
     s = _sender(acc)
+    dark: set[int] = set()  # partitions without a leader now
+    if held == "muted":
+        s.settings.max_in_flight = 1
+    elif held == "leaderless":
+        s.client.cluster.leader_for = lambda topic, partition: -1 if partition in dark else 1
     futures: list[Any] = []
     flying: dict[int, ProducerBatch] = {}
     ops = ["keyed"] * 30 + ["keyless"] * 10 + ["headers", "partition", "whole", "settle"] * 3 \
-        + ["drain"] * 6 + ["answer"] * 8 + ["expire", "purge"]
+        + ["drain"] * 6 + ["answer"] * 8 + ["expire", "purge", "leader"]
 
     def drain(force: bool) -> None:
         s.closing = force
         by_node, _wake_at, missing, _more = s._drain(0.0)
-        assert not missing
+        assert dark or not missing
         for b in by_node.get(1, []):
+            if held == "muted":
+                assert not any(f.partition == b.partition for f in flying.values())
             assert id(b) not in flying, "a batch in flight was taken again"
             flying[id(b)] = b
 
     def answer() -> None:
         b = flying.pop(rnd.choice(list(flying)))
+        s._muted.discard((b.topic, b.partition))  # as every outcome does (BatchOutcomes)
         r = rnd.random()
         if r < 0.3:
             b.retry_at = 0.0
@@ -254,8 +266,11 @@ def test_every_way_into_a_queue_lists_it_for_the_drain(seed: int) -> None:
             elif op == "purge" and rnd.random() < 0.2:
                 for b in acc.abort_all():
                     b.complete(-1, -1, ProduceError("purged"))
+            elif op == "leader" and held == "leaderless":
+                dark.symmetric_difference_update({rnd.randrange(5)})
             _check_listed(acc, f"step {step} ({op})")
         # The end: everything left goes out and is answered.
+        dark.clear()
         acc.settle(stage)
         for _ in range(10_000):
             if not acc.incomplete:
@@ -263,6 +278,7 @@ def test_every_way_into_a_queue_lists_it_for_the_drain(seed: int) -> None:
             drain(True)
             _check_listed(acc, "a final drain")
             for b in list(flying.values()):
+                s._muted.discard((b.topic, b.partition))
                 b.complete(0)
             flying.clear()
         assert not acc.incomplete, f"{len(acc.incomplete)} batch(es) never drained"

@@ -26,6 +26,7 @@ general loop, which reports them.
 from __future__ import annotations
 
 from bisect import bisect_right
+from io import BytesIO
 from itertools import repeat
 from operator import add, getitem, itemgetter
 from typing import Any, Final
@@ -86,15 +87,14 @@ def _layout(data: bytes, pos: int) -> tuple[int, bool] | None:
     return (10 if keyed else 11), keyed
 
 
-def _nones(items: tuple[bytes, ...], spots: int, n: int) -> list[bytes | None]:
+def _nones(items: list[Any], spots: int, n: int) -> list[Any]:
     """``items`` with None in the first ``n`` items where a 16-bit lane of ``spots`` is 1."""
-    got: list[bytes | None] = [*items]
-    lanes = (spots & (1 << 16 * len(items)) - 1).to_bytes(len(items) * 2, "little")
+    lanes = (spots & (1 << 16 * n) - 1).to_bytes(n * 2, "little")
     i = lanes.find(1)
-    while 0 <= i < 2 * n:
-        got[i >> 1] = None
+    while i >= 0:
+        items[i >> 1] = None
         i = lanes.find(1, i + 2)
-    return got
+    return items
 
 
 def decode_varying(data: bytes, pos: int, end: int, limit: int, base_offset: int,
@@ -216,8 +216,9 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, lasts: list[int
         if bits:
             cut.append(((bits & -bits).bit_length() - 1) >> 4)
 
-    def halves(u: int) -> memoryview:
-        return memoryview(u.to_bytes(2 * n, "little")).cast("H")
+    def halves(u: int, count: int = n) -> memoryview:
+        """The first ``count`` lanes of ``u`` (not negative there)."""
+        return memoryview(u.to_bytes(2 * count, "little")).cast("H")
 
     def numbers(first: int, second: int, u: int, base: int) -> list[int]:
         """base + the varints' values (records past a long varint: wrong, cut below)."""
@@ -274,11 +275,8 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, lasts: list[int
         # in lanes biased by 0x8000 (both sides below it).
         first_set((((length >> 1) + length_width + (ones << 15) - at - key_lengths - ones)
                    >> 15 & ones) ^ ones)
-        starts = [*map(add, lasts, halves(at))]
-        ends = [*map(add, starts, halves(key_lengths))]
-        keys = itemgetter(*map(slice, starts, ends))(data)
-        if key_nulls:
-            keys = _nones(keys, key_nulls, n)
+        key_at = at
+        ends = [*map(add, lasts, halves(at + key_lengths))]
         k = min(n, *cut) if cut else n
         if k < MIN_STRETCH:
             return None
@@ -301,9 +299,29 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, lasts: list[int
     m = min(n, *cut) if cut else n
     if m < MIN_STRETCH:
         return None
-    starts = [*map(add, lasts, halves(at)[:m])]
-    values: Any = itemgetter(*map(slice, starts, lasts[1:m + 1]))(data)
-    if nulls & (1 << 16 * m) - 1:
+    # The keys and values are read in order off one BytesIO: a read of the bytes before
+    # each (thrown away), then its own (reads of lengths: no slice object or start
+    # position a record, and the lengths below 257 are shared ints).
+    mask = (1 << 16 * m) - 1
+    sizes = (length >> 1) + length_width  # (every length is even: the pass read it)
+    lengths: tuple[int, ...]
+    if keyed:
+        lengths = (key_at, key_lengths, at - key_at - key_lengths, sizes - at)
+    else:
+        lengths = (at, sizes - at)
+    reads = bytearray(2 * len(lengths) * m)
+    lanes = memoryview(reads).cast("H")
+    for i, u in enumerate(lengths):
+        lanes[i::len(lengths)] = halves(u & mask, m)
+    stream = BytesIO(data)
+    stream.seek(lasts[0])
+    got = [*map(stream.read, lanes)]
+    values: Any = got[len(lengths) - 1::len(lengths)]
+    if nulls & mask:
         values = _nones(values, nulls, m)
+    if keyed:
+        keys = got[1::4]
+        if key_nulls & mask:
+            keys = _nones(keys, key_nulls, m)
     return (m, lasts[m] + 1, offsets, timestamps, keys, values,
             map(_copy_list, repeat(_EMPTY, m)))

@@ -25,10 +25,9 @@ general loop, which reports them.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from io import BytesIO
 from itertools import repeat
-from operator import add, getitem, itemgetter
+from operator import add, getitem
 from typing import Any, Final
 
 from kontrakt.protocol.records._decode_run import _EMPTY, _copy_list
@@ -121,41 +120,43 @@ def decode_varying(data: bytes, pos: int, end: int, limit: int, base_offset: int
     if layout is None:
         return None  # headers, long varints, a long or no value, ...: the general loop's
     width, keyed = layout
-    # The one interpreted pass: where every record ends (lasts[i + 1], its header count;
-    # lasts[0] is the byte before the first record), and the first bytes of every record
-    # after the previous one's last byte, a row of ``width`` bytes a record.
+    # The one interpreted pass: the first bytes of every record after the previous one's
+    # last byte (a row of ``width`` bytes a record: rows[i] starts at the byte before
+    # record i; the last row's first byte is the last record's header count).
     step = _STEP
     q = pos - 1
-    lasts: list[int] = []
     rows: list[bytes] = []
-    append_last = lasts.append
     append_row = rows.append
     try:
-        for _ in range(limit):
-            append_last(q)
+        for _ in repeat(None, limit):
             append_row(row := data[q:q + width])
             q += step[row[1]][row[2]]  # type: ignore[operator]
-        append_last(q)
         append_row(data[q:q + width])
     except (TypeError, IndexError):
         pass  # a length of 3+ bytes or below 1, or the buffer's end: the stretch ends there
-    n = bisect_right(lasts, end - 1) - 1
+    n = len(rows) - 1  # records, the last ending at q
+    if q >= end:  # (records read past the batch: only those ending in it are taken)
+        n = 0
+        q = pos - 1
+        while (q := q + step[rows[n][1]][rows[n][2]]) < end:  # type: ignore[operator]
+            n += 1
     if n < MIN_STRETCH:
         return None
-    del lasts[n + 1:], rows[n + 1:]
+    del rows[n + 1:]
     j = n
     while len(rows[j]) < width:  # rows cut by the buffer's end
         rows[j] = rows[j].ljust(width, b"\0")
         j -= 1
-    return _columns(b"".join(rows), width, keyed, data, lasts, n, base_offset,
+    return _columns(b"".join(rows), width, keyed, data, pos - 1, n, base_offset,
                     base_timestamp)
 
 
-def _columns(table: bytes, width: int, keyed: bool, data: bytes, lasts: list[int], n: int,
+def _columns(table: bytes, width: int, keyed: bool, data: bytes, start: int, n: int,
              base_offset: int, base_timestamp: int
              ) -> tuple[int, int, Any, Any, Any, Any, Any] | None:
-    """The stretch of the ``n`` records whose rows are ``table``'s, cut before the first one
-    the general loop would read otherwise.
+    """The stretch of the ``n`` records whose rows are ``table``'s (the first starting at
+    ``start``, the byte before the first record), cut before the first one the general
+    loop would read otherwise.
 
     Each field is read for all records at once: byte ``c`` of every row, widened to 16 bits
     a record, is one big integer (a strided view of the table widened once); a field's
@@ -220,7 +221,7 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, lasts: list[int
         """The first ``count`` lanes of ``u`` (not negative there)."""
         return memoryview(u.to_bytes(2 * count, "little")).cast("H")
 
-    def numbers(first: int, second: int, u: int, base: int) -> list[int]:
+    def numbers(first: int, second: int, u: int, base: int) -> Any:
         """base + the varints' values (records past a long varint: wrong, cut below)."""
         if not u & ones:  # no negative value: the values are u / 2
             return [*map(add, halves(u >> 1), repeat(base))]
@@ -276,13 +277,20 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, lasts: list[int
         first_set((((length >> 1) + length_width + (ones << 15) - at - key_lengths - ones)
                    >> 15 & ones) ^ ones)
         key_at = at
-        ends = [*map(add, lasts, halves(at + key_lengths))]
         k = min(n, *cut) if cut else n
         if k < MIN_STRETCH:
             return None
+        # The two bytes after each key, read off a BytesIO (see the values below): from
+        # the previous record's two bytes to this record's key end, then two bytes.
+        ends = at + key_lengths
+        sizes = (length >> 1) + length_width  # (every length is even: the pass read it)
+        reads = bytearray(b"\0\0\2\0" * k)
+        memoryview(reads).cast("H")[::2] = halves(
+            ends + (sizes - ends - (ones << 1) << 16) & (1 << 16 * k) - 1, k)
+        stream = BytesIO(data)
+        stream.seek(start)
         rest = bytearray(4 * n)
-        rest[:4 * k:2] = b"".join(itemgetter(*map(slice, ends[:k], map(add, ends, repeat(2))))(
-            data))
+        rest[:4 * k:2] = b"".join([*map(stream.read, memoryview(reads).cast("H"))][1::2])
         halves_of_rest = memoryview(rest).cast("H")
         first = _from_bytes(halves_of_rest[::2], "little")
         second = _from_bytes(halves_of_rest[1::2], "little")
@@ -303,7 +311,7 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, lasts: list[int
     # each (thrown away), then its own (reads of lengths: no slice object or start
     # position a record, and the lengths below 257 are shared ints).
     mask = (1 << 16 * m) - 1
-    sizes = (length >> 1) + length_width  # (every length is even: the pass read it)
+    sizes = (length >> 1) + length_width
     lengths: tuple[int, ...]
     if keyed:
         lengths = (key_at, key_lengths, at - key_at - key_lengths, sizes - at)
@@ -314,7 +322,7 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, lasts: list[int
     for i, u in enumerate(lengths):
         lanes[i::len(lengths)] = halves(u & mask, m)
     stream = BytesIO(data)
-    stream.seek(lasts[0])
+    stream.seek(start)
     got = [*map(stream.read, lanes)]
     values: Any = got[len(lengths) - 1::len(lengths)]
     if nulls & mask:
@@ -323,5 +331,5 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, lasts: list[int
         keys = got[1::4]
         if key_nulls & mask:
             keys = _nones(keys, key_nulls, m)
-    return (m, lasts[m] + 1, offsets, timestamps, keys, values,
+    return (m, stream.tell() + 1, offsets, timestamps, keys, values,
             map(_copy_list, repeat(_EMPTY, m)))

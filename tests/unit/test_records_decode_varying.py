@@ -262,3 +262,15 @@ def test_stretches_cut_by_records_with_headers_do_not_walk_the_rest_of_the_batch
             fn.__globals__["decode_varying"] = original
     assert [r.value for r in decoded] == [v for _, _, v, _ in records]
     assert sum(looked_at) < 4 * len(records), looked_at
+
+
+@pytest.mark.parametrize("n", [33, 40, 64, 65])
+def test_shared_timestamps_cover_the_largest_delta_wherever_it_is(n: int) -> None:
+    """Timestamp deltas below a bound of at most one a record share an int each; the bound
+    is taken over every record (one delta near it, the others small, at each place)."""
+    top = 1 << (n.bit_length() - 1)
+    for where in range(1, n):
+        batch = build([(T0 + (top - 1 if i == where else i % 3), None,
+                        b"v" * (50 + i % 7), None) for i in range(n)])
+        assert taken_as_stretches(batch) == n
+        assert_same(batch)

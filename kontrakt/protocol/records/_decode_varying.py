@@ -224,7 +224,18 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, start: int, n: 
     def numbers(first: int, second: int, u: int, base: int) -> Any:
         """base + the varints' values (records past a long varint: wrong, cut below)."""
         if not u & ones:  # no negative value: the values are u / 2
-            return [*map(add, halves(u >> 1), repeat(base))]
+            u >>= 1
+            # Records share few timestamps: when the values are below a bound of at most
+            # one a record, one int each (a list of them, indexed) instead of one a record.
+            spread = u
+            lanes = n
+            while lanes > 1:
+                half = lanes >> 1
+                spread = spread >> 16 * half | spread & (1 << 16 * (lanes - half)) - 1
+                lanes -= half
+            if (bound := 1 << spread.bit_length()) <= n:
+                return map([*map(add, range(bound), repeat(base))].__getitem__, halves(u))
+            return [*map(add, halves(u), repeat(base))]
         longs = high(first) & high(second)
         k = ((longs & -longs).bit_length() - 1) >> 4 if longs else n
         return [*map(add, map(getitem, map(_VARINT.__getitem__, halves(first)[:k]),

@@ -274,3 +274,22 @@ def test_shared_timestamps_cover_the_largest_delta_wherever_it_is(n: int) -> Non
                         b"v" * (50 + i % 7), None) for i in range(n)])
         assert taken_as_stretches(batch) == n
         assert_same(batch)
+
+
+@pytest.mark.parametrize("n", [33, 40])
+@pytest.mark.parametrize("field", ["length", "timestamp delta"])
+def test_a_field_placed_differently_in_one_record_only(n: int, field: str) -> None:
+    """A varint one byte wider or narrower in a single record (the first, one inside, or
+    the last) moves the fields after it in that record only; the stretch still takes every
+    record and reads them where they are."""
+    for where in (0, n // 2, n - 1):
+        records = [(T0 + (100 if field == "timestamp delta" and i == where else i % 3),
+                    None, b"v" * (10 if field == "length" and i == where else 60 + i % 9),
+                    None) for i in range(n)]
+        if field == "timestamp delta" and where == 0:
+            records = [(T0 + 200 + i % 3, None, v, h) for i, (_, _, v, h) in
+                       enumerate(records)]
+            records[0] = (T0, None, records[0][2], None)
+        batch = build(records)
+        assert taken_as_stretches(batch) == n, where
+        assert_same(batch)

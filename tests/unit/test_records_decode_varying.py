@@ -293,3 +293,15 @@ def test_a_field_placed_differently_in_one_record_only(n: int, field: str) -> No
         batch = build(records)
         assert taken_as_stretches(batch) == n, where
         assert_same(batch)
+
+
+def test_keyed_records_whose_bytes_between_keys_need_more_than_13_bits() -> None:
+    """Long keys after long values: the distance from one record's key end to the next's
+    (read off the buffer as a 16-bit lane) is above 8191 bytes, near 16,384."""
+    rnd = random.Random(5)
+    records = [(T0 + i, b"k" * (rnd.randint(8100, 8160) if i % 2 else rnd.randint(0, 9)),
+                b"v" * (rnd.randint(0, 9) if i % 2 else rnd.randint(8100, 8160)), None)
+               for i in range(80)]
+    batch = build(records)
+    assert taken_as_stretches(batch) == 80
+    assert_same(batch)

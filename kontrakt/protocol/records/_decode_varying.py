@@ -9,8 +9,10 @@ a field at a time for all records at once, as big integers of a 16-bit lane a re
 extended slice of the table gives byte ``c`` of every row; a field whose place in the row
 differs between records (by the widths of the varints before it) is selected from those
 with masks; widths, values and every check are then a few big-integer operations a
-stretch. Keys (of any lengths, or none) and values are one ``itemgetter`` of slices; the
-value-length varint of a keyed record is read from the two bytes after its key. The
+stretch. Keys (of any lengths, or none) and values are read in order off one
+``io.BytesIO`` of the buffer by a ``map`` of its ``read`` over their lengths and the
+distances between them (no slice object or start position a record); the value-length
+varint of a keyed record is read from the two bytes after its key, the same way. The
 general loop runs ~40 bytecodes a varint field; here the interpreter runs a fixed number of
 operations a *stretch*.
 
@@ -174,7 +176,7 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, start: int, n: 
     before it) is put together from those, masked by where the field is in each row. Every
     check and every varint's value is then a few operations on those integers, 16-bit lanes
     that never carry into each other (a lane holds at most 15 bits); only the timestamps,
-    a scattered offset column and the values' starts go back to bytes.
+    a scattered offset column and the lengths read off the buffer go back to bytes.
     """
     wide = bytearray(2 * n)
     stop = width * n
@@ -189,7 +191,6 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, start: int, n: 
     ones = (1 << 16 * n) // 0xFFFF  # 1 in every lane
     low7 = (ones << 7) - ones
     low15 = (ones << 15) - ones
-
     all_but_one = (1 << 16 * (n - 1)) - 1  # (lanes 0 to n - 2)
 
     def ones_in(x: int) -> int:

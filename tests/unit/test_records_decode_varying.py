@@ -264,12 +264,13 @@ def test_stretches_cut_by_records_with_headers_do_not_walk_the_rest_of_the_batch
     assert sum(looked_at) < 4 * len(records), looked_at
 
 
-@pytest.mark.parametrize("n", [33, 40, 64, 65])
+@pytest.mark.parametrize("n", [33, 40, 64, 65, 600])
 def test_shared_timestamps_cover_the_largest_delta_wherever_it_is(n: int) -> None:
     """Timestamp deltas below a bound of at most one a record share an int each; the bound
-    is taken over every record (one delta near it, the others small, at each place)."""
+    is taken over every record (one delta near it, the others small, at each place; a
+    bound above 256 with 600 records)."""
     top = 1 << (n.bit_length() - 1)
-    for where in range(1, n):
+    for where in range(1, n) if n < 100 else (1, 299, n - 1):
         batch = build([(T0 + (top - 1 if i == where else i % 3), None,
                         b"v" * (50 + i % 7), None) for i in range(n)])
         assert taken_as_stretches(batch) == n
@@ -304,4 +305,13 @@ def test_keyed_records_whose_bytes_between_keys_need_more_than_13_bits() -> None
                for i in range(80)]
     batch = build(records)
     assert taken_as_stretches(batch) == 80
+    assert_same(batch)
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(200, 255), (245, 265), (240, 520)])
+def test_values_around_256_bytes(lo: int, hi: int) -> None:
+    """Read lengths below 256 are read from a byte each, others from two."""
+    batch = build([(T0, None, b"v" * random.Random(i).randint(lo, hi), None)
+                   for i in range(300)])
+    assert taken_as_stretches(batch) == 300
     assert_same(batch)

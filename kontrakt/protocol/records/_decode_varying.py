@@ -247,7 +247,8 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, start: int, n: 
                 spread = spread >> 16 * half | spread & (1 << 16 * (lanes - half)) - 1
                 lanes -= half
             if (bound := 1 << spread.bit_length()) <= n:
-                return map([*map(add, range(bound), repeat(base))].__getitem__, halves(u))
+                return map([*map(add, range(bound), repeat(base))].__getitem__,
+                           u.to_bytes(2 * n, "little")[::2] if bound <= 256 else halves(u))
             return [*map(add, halves(u), repeat(base))]
         longs = high(first) & high(second)
         k = ((longs & -longs).bit_length() - 1) >> 4 if longs else n
@@ -344,16 +345,23 @@ def _columns(table: bytes, width: int, keyed: bool, data: bytes, start: int, n: 
         lengths = (key_at, key_lengths, at - key_at - key_lengths, sizes - at)
     else:
         lengths = (at, sizes - at)
-    every = 2 * len(lengths)
+    # (lengths all below 256, e.g. no key and values below 256 B: read from bytes, whose
+    # items are cheaper to iterate than a memoryview's)
+    spread = 0
+    for u in lengths:
+        spread |= u & mask
+    narrow = not spread & (ones << 16) - (ones << 8)
+    size = 1 if narrow else 2
+    every = size * len(lengths)
     reads = bytearray(every * m)
     for i, u in enumerate(lengths):
         two = (u & mask).to_bytes(2 * m, "little")
-        reads[2 * i::every] = two[::2]
-        reads[2 * i + 1::every] = two[1::2]
-    lanes = memoryview(reads).cast("H")
+        reads[size * i::every] = two[::2]
+        if not narrow:
+            reads[2 * i + 1::every] = two[1::2]
     stream = BytesIO(data)
     stream.seek(start)
-    got = [*map(stream.read, lanes)]
+    got = [*map(stream.read, reads if narrow else memoryview(reads).cast("H"))]
     values: Any = got[len(lengths) - 1::len(lengths)]
     if nulls & mask:
         values = _nones(values, nulls, m)

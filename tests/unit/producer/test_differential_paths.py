@@ -1,0 +1,649 @@
+"""Differential, randomized tests of the producer's record paths, without a broker.
+
+Random interleavings of every way a record enters a batch -- send() of keyed and unkeyed
+records staged and settled (record by record, in uniform and mixed runs, the keyless sticky
+writer), produce_batch() of mixed message dicts (bulk staging and its fallbacks), and the
+general path (headers, explicit partitions and timestamps, None keys and values, values too
+long for a stage) -- with settles, looks at futures, drains and a clock that moves by less
+than a millisecond, past one-byte timestamp deltas, and back. Every drained batch is read
+by a small independent v2 reader (below, not kontrakt's decoder), and each partition's
+records must be exactly the records sent there, in send order: keys, values, headers,
+timestamps (ms), offsets, the batch fields (CRC, base and max timestamp, last offset delta,
+record count), and keyed records in kafka-python's murmur2 partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import struct
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import crc32c
+import pytest
+
+with warnings.catch_warnings():
+    # kafka-python's package import loads its JSON schemas with a deprecated importlib API.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.partitioner.default import murmur2 as kafka_murmur2
+
+from kontrakt.clients.producer import (
+    AsyncProducer,
+    Producer,
+    RecordFuture,
+    _batch_api,
+    _core,
+    _stage,
+)
+from kontrakt.clients.producer._partitioner import murmur2_partition, murmur2_partitions
+from kontrakt.clients.producer._sync import _DeliveryQueue
+from tests.unit.producer.offline import offline_producer
+from tests.unit.producer.test_round_trip_paths import _sender
+
+# --- an independent v2 reader ------------------------------------------------------------
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+@dataclass
+class Read:
+    """A record as read back: key, value, headers, timestamp (ms)."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    ts: int
+
+
+def _read_batch(blob: bytes, producer_id: int, epoch: int, split: bool = False) -> list[Read]:
+    """The records of one uncompressed v2 batch, every batch-level field checked (``split``:
+    a part of a split batch, whose base timestamp stays the whole batch's)."""
+    (base_offset, length, _leader_epoch, magic, crc, attributes, last_delta, base_ts,
+     max_ts, pid, pepoch, base_seq, count) = struct.unpack_from(">qiibIhiqqqhii", blob)
+    assert base_offset == 0 and magic == 2 and attributes == 0
+    assert length == len(blob) - 12
+    assert crc == crc32c.crc32c(blob[21:]), "CRC"
+    assert (pid, pepoch, base_seq) == (producer_id, epoch, -1)
+    assert count >= 1 and last_delta == count - 1, (count, last_delta)
+    pos = 61
+    out: list[Read] = []
+    for i in range(count):
+        body_len, pos = _varint(blob, pos)
+        end = pos + body_len
+        assert blob[pos] == 0  # attributes
+        ts_delta, p = _varint(blob, pos + 1)
+        offset_delta, p = _varint(blob, p)
+        assert offset_delta == i, (offset_delta, i)
+        fields: list[bytes | None] = []
+        for _ in range(2):
+            n, p = _varint(blob, p)
+            if n < 0:
+                assert n == -1
+                fields.append(None)
+            else:
+                fields.append(blob[p:p + n])
+                p += n
+        headers = []
+        nh, p = _varint(blob, p)
+        for _ in range(nh):
+            n, p = _varint(blob, p)
+            name = blob[p:p + n].decode()
+            p += n
+            n, p = _varint(blob, p)
+            hv = None if n < 0 else blob[p:p + n]
+            p += 0 if n < 0 else n
+            headers.append((name, hv))
+        assert p == end, "a record's length"
+        pos = end
+        out.append(Read(fields[0], fields[1], tuple(headers), base_ts + ts_delta))
+    assert pos == len(blob)
+    assert split or out[0].ts == base_ts, (base_ts, out[0].ts)
+    assert max(r.ts for r in out) == max_ts, (base_ts, max_ts)
+    return out
+
+
+# --- the clock ---------------------------------------------------------------------------
+
+
+class Clock:
+    """time.time() / time_ns() for the producer's record paths: microseconds kept away from
+    a millisecond's edges, so that int(t * 1000) and time_ns() // 10**6 agree."""
+
+    def __init__(self, rnd: random.Random) -> None:
+        self.rnd = rnd
+        self.us = 1_764_000_000_000_500
+
+    def time(self) -> float:
+        return self.us / 1e6
+
+    def time_ns(self) -> int:
+        return self.us * 1000
+
+    @property
+    def ms(self) -> int:
+        return self.us // 1000
+
+    def step(self) -> None:
+        r = self.rnd.random()
+        if r < 0.55:
+            d = self.rnd.randrange(0, 300)  # mostly the same millisecond
+        elif r < 0.85:
+            d = self.rnd.randrange(300, 4000)
+        elif r < 0.93:
+            d = self.rnd.randrange(60_000, 140_000)  # past a one-byte timestamp delta
+        else:
+            d = -self.rnd.randrange(1, 90_000)  # the clock steps back
+        us = self.us + d
+        frac = us % 1000
+        if frac < 100:
+            us += 100
+        elif frac > 900:
+            us -= 100
+        self.us = us
+        assert int(self.time() * 1000) == self.ms == self.time_ns() // 1_000_000
+
+
+# --- what was sent -------------------------------------------------------------------------
+
+
+@dataclass
+class Sent:
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    ts: int
+    #: the partition it must be in (None: the sticky partitioner's choice)
+    part: int | None
+    fut: RecordFuture | None = None
+    #: placed by the sticky partitioner (no key, no partition given)
+    sticky: bool = False
+
+    def read(self) -> Read:
+        return Read(self.key, self.value, self.headers, self.ts)
+
+
+@dataclass
+class World:
+    rnd: random.Random
+    partitions: int
+    batch_size: int
+    clock: Clock
+    stage_max: int  # the longest key + value a stage takes
+    sent: list[Sent] = field(default_factory=list)
+    #: each partition's batches' records, in drain order
+    drained: dict[int, list[list[Read]]] = field(default_factory=dict)
+    offsets: dict[int, int] = field(default_factory=dict)
+    splits: int = 0
+    #: each partition's positions where a batch (not a split part) starts
+    starts: dict[int, set[int]] = field(default_factory=dict)
+
+    # -- records --
+
+    def key(self, mode: Any) -> bytes:
+        rnd = self.rnd
+        if mode == "pool":
+            return b"k%d" % rnd.randrange(40)
+        n = mode if isinstance(mode, int) else rnd.choice(
+            [0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 33, 63, 64, 65, 130])
+        return rnd.randbytes(n)
+
+    def value(self, mode: Any, klen: int = 0) -> bytes:
+        rnd = self.rnd
+        if isinstance(mode, int):
+            return rnd.randbytes(max(mode, 0))
+        r = rnd.random()
+        if r < 0.1:
+            return b""
+        if r < 0.15:  # at the stage's limit, either side
+            return rnd.randbytes(max(self.stage_max - klen + rnd.choice([-1, 0, 1]), 0))
+        if r < 0.2:
+            return rnd.randbytes(rnd.randrange(self.batch_size // 2, self.batch_size + 200))
+        return rnd.randbytes(rnd.choice([1, 5, 40, 63, 64, 100, 300]))
+
+    def value_mode(self) -> Any:
+        rnd = self.rnd
+        r = rnd.random()
+        if r < 0.45:  # one length: the uniform writers
+            return rnd.choice([0, 1, 8, 50, 62, 63, 64, 120, 700, self.stage_max - 20])
+        return "mixed"
+
+    def key_mode(self) -> Any:
+        rnd = self.rnd
+        r = rnd.random()
+        if r < 0.5:
+            return rnd.choice([0, 1, 3, 4, 8, 10, 17, 63, 64, 100])
+        return rnd.choice(["varying", "pool"])
+
+    def headers(self) -> Any:
+        rnd = self.rnd
+        hs = [(f"h{i}", None if rnd.random() < 0.2 else rnd.randbytes(rnd.randrange(0, 9)))
+              for i in range(rnd.randrange(0, 3))]
+        return dict(hs) if rnd.random() < 0.3 else hs
+
+    def stamp(self) -> int:
+        rnd = self.rnd
+        return max(self.clock.ms + rnd.choice([0, 1, 63, 64, 65, -1, -64, -65, -5000,
+                                                90_000, -(10 ** 9)]), 0)
+
+    def add(self, key: bytes | None, value: bytes | None, *, headers: Any = None,
+            partition: int | None = None, ts: int | None = None,
+            fut: RecordFuture | None = None) -> None:
+        if partition is None and key is not None:
+            partition = (kafka_murmur2(key) & 0x7FFFFFFF) % self.partitions
+        hs = tuple((headers.items() if isinstance(headers, dict) else headers) or ())
+        self.sent.append(Sent(key, value, hs, self.clock.ms if ts is None else ts,
+                              partition, fut, partition is None))
+
+    # -- drains --
+
+    def drain(self, s: Any, force: bool) -> None:
+        s.closing = force
+        # now 0: only full batches (and every one when forced); past linger.ms: stages
+        # settle, and every batch is ready
+        now = 0.0 if self.rnd.random() < 0.7 else time.monotonic() + 120.0
+        by_node, _wake_at, missing, _more = s._drain(now)
+        assert not missing
+        s._in_flight.clear()
+        for b in by_node.get(1, []):
+            blob = b.encode(7, 3, False)
+            if b.count >= 2 and b.builder is None and self.rnd.random() < 0.1:
+                # Refused as too large: split in two, both queued at the front again.
+                assert s.acc.split_and_reenqueue(b) is not None
+                self.splits += 1
+                continue
+            records = _read_batch(blob, 7, 3, b.parent is not None)
+            assert len(records) == 1 or len(blob) <= self.batch_size, (len(blob), len(records))
+            self.drained.setdefault(b.partition, []).append(records)
+            base = self.offsets.get(b.partition, 0)
+            if b.parent is None:
+                self.starts.setdefault(b.partition, set()).add(base)
+            self.offsets[b.partition] = base + len(records)
+            b.complete(base)
+
+    def drain_all(self, s: Any, acc: Any) -> None:
+        for _ in range(10_000):
+            if not acc.incomplete:
+                break
+            self.drain(s, True)
+        assert not acc.incomplete
+
+    # -- the oracle --
+
+    def check(self) -> None:
+        """Each partition's records are exactly the records sent there, in send order.
+
+        A record produced without a future (produce_batch, produce) and without a key has
+        no known partition: it is the next record of some partition, and where records
+        alike make that ambiguous, each choice is tried (depth first, the previous
+        unkeyed record's partition first, failed states remembered)."""
+        got = [[r for batch in self.drained.get(p, ()) for r in batch]
+               for p in range(self.partitions)]
+        assert set(self.drained) <= set(range(self.partitions))
+        sent = self.sent
+        # A record with a future must be where its metadata says (its offset too).
+        offsets = [-1] * len(sent)
+        for n, s in enumerate(sent):
+            if s.fut is not None:
+                md = s.fut.metadata()
+                if s.part is None:
+                    s.part = md.partition
+                offsets[n] = md.offset
+        wants = [s.read() for s in sent]
+        at = [0] * self.partitions
+        where = [0] * len(sent)  # each record's partition
+        stack: list[tuple[int, tuple[int, ...], int, list[int]]] = []
+        failed: set[tuple[int, tuple[int, ...]]] = set()
+        deepest = (-1, "")
+        i, last = 0, -1
+        while i < len(sent):
+            want = wants[i]
+            fixed = sent[i].part
+            options = [fixed] if fixed is not None else sorted(
+                range(self.partitions), key=lambda p: p != last)
+            options = [p for p in options if at[p] < len(got[p]) and got[p][at[p]] == want
+                       and offsets[i] in (-1, at[p])]
+            if options and (i, tuple(at)) in failed:
+                options = []
+            if not options:
+                if i > deepest[0]:
+                    near = [got[p][at[p]] if at[p] < len(got[p]) else None
+                            for p in range(self.partitions)]
+                    deepest = (i, f"record {i} {want!r:.300} (partition {fixed}) is not "
+                                  f"next anywhere; next: {near!r:.1500}")
+                while stack and not stack[-1][3]:
+                    j, state, _, _ = stack.pop()
+                    failed.add((j, state))
+                assert stack, deepest[1]
+                i, state, last, rest = stack[-1]
+                at = list(state)
+                options = [rest.pop(0)]
+            elif len(options) > 1:
+                stack.append((i, tuple(at), last, options[1:]))
+            p = options[0]
+            where[i] = p
+            if sent[i].key is None:
+                last = p
+            at[p] += 1
+            i += 1
+        assert at == [len(g) for g in got], "records nobody sent"
+        # KIP-480: a record the sticky partitioner placed opens a batch only in a
+        # partition other than the previous such record's (a new batch there moves the
+        # sticky partition on first).
+        seen = [0] * self.partitions
+        previous = -1
+        moves = 0
+        for i, (s, p) in enumerate(zip(sent, where, strict=True)):
+            if s.sticky:
+                # (Only records with a future are surely where they were matched: records
+                # alike without one may have been matched to each other's partitions.)
+                if previous < 0 or s.fut is None:
+                    pass
+                elif p != previous:
+                    moves += 1
+                elif self.partitions > 1 and seen[p] in self.starts.get(p, ()):
+                    raise AssertionError(f"record {i} opened a batch in the sticky partition "
+                                         f"{p} of the record before it")
+                previous = p if s.fut is not None else -1
+            if s.fut is not None:
+                md = s.fut.metadata()
+                assert (md.partition, md.offset, md.timestamp) == (p, seen[p], s.ts), \
+                    (i, s.key, s.value, s.headers, md)
+                assert md.serialized_key_size == (-1 if s.key is None else len(s.key))
+                assert md.serialized_value_size == (-1 if s.value is None else len(s.value))
+            seen[p] += 1
+        if 1 < self.partitions < 8 and moves >= 12 * self.partitions:
+            # The sticky partition moves among all partitions (it once only reached those
+            # below a batch's record count).
+            used = {p for s, p in zip(sent, where, strict=True) if s.sticky}
+            assert used == set(range(self.partitions)), (moves, used)
+
+
+def _patch_clock(monkeypatch: pytest.MonkeyPatch, clock: Clock) -> None:
+    monkeypatch.setattr(_stage, "_time", clock.time)
+    monkeypatch.setattr(_batch_api, "_time", clock.time)
+    monkeypatch.setattr(_core, "_time_ns", clock.time_ns)
+
+
+def _world(seed: int, partitions: int, batch_size: int, p: AsyncProducer) -> World:
+    rnd = random.Random(seed)
+    random.seed(seed)  # the sticky partitioner's choices
+    return World(rnd, partitions, batch_size, Clock(rnd),
+                 p._acc.stage_limit - 21 - 1)
+
+
+def _messages(w: World) -> list[dict[str, Any]]:
+    """A produce_batch list: runs of bulk-stageable messages and others between them."""
+    rnd = w.rnd
+    out: list[dict[str, Any]] = []
+    for _ in range(rnd.choice([1, 3, 8])):
+        kind = rnd.random()
+        n = rnd.choice([1, 2, 31, 33, 100, 700])
+        if kind < 0.4:
+            km, vm = w.key_mode(), w.value_mode()
+            for _ in range(n):
+                k = w.key(km)
+                out.append({"key": k, "value": w.value(vm, len(k))})
+        elif kind < 0.7:
+            vm = w.value_mode()
+            out += [{"value": w.value(vm)} for _ in range(n)]
+        else:
+            for _ in range(rnd.choice([1, 2, 5])):
+                m: dict[str, Any] = {"value": w.value("mixed")}
+                r = rnd.random()
+                if r < 0.15:
+                    m["key"] = w.key("varying")
+                    del m["value"]  # a key without a value
+                elif r < 0.25:
+                    m["value"] = None
+                elif r < 0.4:
+                    m["partition"] = rnd.choice([-1, rnd.randrange(w.partitions)])
+                elif r < 0.55:
+                    m["timestamp"] = rnd.choice([0, w.stamp()])
+                elif r < 0.7:
+                    m["headers"] = w.headers()
+                elif r < 0.8:
+                    m["_error"] = ValueError("left by an earlier call")
+                elif r < 0.9:
+                    m["value"] = bytearray(m["value"])
+                if rnd.random() < 0.5 and "key" not in m:
+                    m["key"] = w.key("varying")
+                out.append(m)
+    return out
+
+
+def _expect_messages(w: World, messages: list[dict[str, Any]], partition: int | None) -> None:
+    for m in messages:
+        part = m.get("partition")
+        part = part if part is not None and part >= 0 else partition
+        value = m.get("value")
+        key = m.get("key")
+        w.add(None if key is None else bytes(key), None if value is None else bytes(value),
+              headers=m.get("headers"), partition=part, ts=m.get("timestamp") or None)
+
+
+#: more seeds for a longer hunt: KONTRAKT_DIFF_SEEDS=200
+SEEDS = range(int(os.environ.get("KONTRAKT_DIFF_SEEDS", "6")))
+SHAPES = [(1, 700), (2, 1500), (6, 5000), (7, 16_384), (64, 2000)]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(("partitions", "batch_size"), SHAPES)
+def test_async_record_paths_give_the_records_sent(
+        seed: int, partitions: int, batch_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = offline_producer(partitions, batch_size=batch_size, linger_ms=60_000)
+    acc = p._acc
+    w = _world(seed * 1000 + partitions, partitions, batch_size, p)
+    _patch_clock(monkeypatch, w.clock)
+    rnd, clock = w.rnd, w.clock
+    s = _sender(acc)
+    ops = ["keyed"] * 6 + ["keyless"] * 4 + ["single"] * 3 + ["batch"] * 2 + \
+        ["whole", "settle", "look", "drain", "drain", "clock"]
+
+    async def main() -> None:
+        for _step in range(60):
+            op = rnd.choice(ops)
+            if op == "keyed":
+                km, vm = w.key_mode(), w.value_mode()
+                for _ in range(rnd.choice([1, 5, 31, 32, 33, 90, 300])):
+                    if rnd.random() < 0.3:
+                        clock.step()
+                    k = w.key(km)
+                    v = w.value(vm, len(k))
+                    w.add(k, v, fut=await p.send("t", v, k))
+            elif op == "keyless":
+                vm = w.value_mode()
+                for _ in range(rnd.choice([1, 5, 33, 90, 300])):
+                    if rnd.random() < 0.3:
+                        clock.step()
+                    v = w.value(vm)
+                    w.add(None, v, fut=await p.send("t", v))
+            elif op == "single":
+                k1 = w.key("varying") if rnd.random() < 0.6 else None
+                v1 = w.value("mixed") if rnd.random() < 0.85 else None
+                kw: dict[str, Any] = {}
+                r = rnd.random()
+                if r < 0.3:
+                    kw["headers"] = w.headers()
+                elif r < 0.55:
+                    kw["partition"] = rnd.randrange(partitions)
+                elif r < 0.8:
+                    kw["timestamp_ms"] = w.stamp()
+                fut = await p.send("t", v1, k1, **kw)
+                w.add(k1, v1, headers=kw.get("headers"), partition=kw.get("partition"),
+                      ts=kw.get("timestamp_ms"), fut=fut)
+            elif op == "batch":
+                messages = _messages(w)
+                part = rnd.randrange(partitions) if rnd.random() < 0.15 else None
+                n = await p.produce_batch("t", messages, -1 if part is None else part)
+                assert n == len(messages)
+                assert not any("_error" in m for m in messages)
+                _expect_messages(w, messages, part)
+            elif op == "whole":
+                # A batch built by the caller (sealed: nothing is appended to it).
+                builder = p.create_batch()
+                part = rnd.randrange(partitions)
+                for _ in range(rnd.choice([1, 3])):
+                    k, v = w.key("varying"), w.value(rnd.choice([0, 10]))
+                    ts = w.stamp()
+                    builder.append(ts, k, v, None)
+                    w.add(k, v, partition=part, ts=ts)
+                await p.send_batch(builder, "t", partition=part)
+            elif op == "settle":
+                for stage in acc.stages.values():
+                    acc.settle(stage)
+            elif op == "look" and w.sent:
+                s_ = rnd.choice(w.sent[-400:])
+                if s_.fut is not None and not s_.fut.done():
+                    md = s_.fut.metadata()  # settles its stage
+                    assert md.timestamp == s_.ts
+                    if s_.part is not None:
+                        assert md.partition == s_.part
+            elif op == "drain":
+                w.drain(s, rnd.random() < 0.6)
+            elif op == "clock":
+                clock.step()
+        for stage in acc.stages.values():
+            acc.settle(stage)
+        w.drain_all(s, acc)
+
+    asyncio.run(main())
+    w.check()
+    assert len(w.sent) > 300
+    assert acc.used == 0
+
+
+def _sync_over(core: AsyncProducer) -> Producer:
+    p = object.__new__(Producer)
+    p._async = core
+    p._started = True
+    p._on_delivery = None
+    p._deliveries = _DeliveryQueue()
+    core._acc.deliver = p._deliveries.put
+    return p
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(("partitions", "batch_size"), SHAPES)
+def test_sync_record_paths_give_the_records_sent(
+        seed: int, partitions: int, batch_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    core = offline_producer(partitions, _threaded=True, batch_size=batch_size,
+                            linger_ms=60_000)
+    p = _sync_over(core)
+    acc = core._acc
+    w = _world(seed * 1000 + partitions + 7, partitions, batch_size, core)
+    _patch_clock(monkeypatch, w.clock)
+    rnd, clock = w.rnd, w.clock
+    s = _sender(acc)
+    delivered: list[Any] = []
+    ops = ["keyed"] * 6 + ["keyless"] * 4 + ["produce"] * 3 + ["batch"] * 2 + \
+        ["settle", "look", "drain", "drain", "clock"]
+    for _step in range(60):
+        op = rnd.choice(ops)
+        if op == "keyed":
+            km, vm = w.key_mode(), w.value_mode()
+            for _ in range(rnd.choice([1, 5, 31, 32, 33, 90, 300])):
+                if rnd.random() < 0.3:
+                    clock.step()
+                k = w.key(km)
+                v = w.value(vm, len(k))
+                if rnd.random() < 0.2:
+                    p.produce("t", v, k, on_delivery=lambda e, md: delivered.append(md))
+                    w.add(k, v)
+                else:
+                    w.add(k, v, fut=p.send("t", v, k))
+        elif op == "keyless":
+            vm = w.value_mode()
+            for _ in range(rnd.choice([1, 5, 33, 90, 300])):
+                if rnd.random() < 0.3:
+                    clock.step()
+                v = w.value(vm)
+                if rnd.random() < 0.2:
+                    p.produce("t", v)
+                    w.add(None, v)
+                else:
+                    w.add(None, v, fut=p.send("t", v))
+        elif op == "produce":
+            k1 = w.key("varying") if rnd.random() < 0.6 else None
+            v1 = w.value("mixed") if rnd.random() < 0.85 else None
+            kw: dict[str, Any] = {}
+            r = rnd.random()
+            if r < 0.3:
+                kw["headers"] = w.headers()
+            elif r < 0.55:
+                kw["partition"] = rnd.randrange(partitions)
+            elif r < 0.8:
+                kw["timestamp"] = w.stamp()
+            p.produce("t", v1, k1, **kw)
+            w.add(k1, v1, headers=kw.get("headers"), partition=kw.get("partition"),
+                  ts=kw.get("timestamp") or None)
+        elif op == "batch":
+            messages = _messages(w)
+            part = rnd.randrange(partitions) if rnd.random() < 0.15 else None
+            n = p.produce_batch("t", messages, -1 if part is None else part,
+                                on_delivery=lambda e, md: delivered.append(md)
+                                if rnd.random() < 0.5 else None)
+            assert n == len(messages)
+            _expect_messages(w, messages, part)
+        elif op == "settle":
+            for stage in acc.stages.values():
+                acc.settle(stage)
+        elif op == "look" and w.sent:
+            s_ = rnd.choice(w.sent[-400:])
+            if s_.fut is not None and not s_.fut.done():
+                md = s_.fut.metadata()
+                assert md.timestamp == s_.ts
+                if s_.part is not None:
+                    assert md.partition == s_.part
+        elif op == "drain":
+            w.drain(s, rnd.random() < 0.6)
+            p.poll(0)
+        elif op == "clock":
+            clock.step()
+    for stage in acc.stages.values():
+        acc.settle(stage)
+    w.drain_all(s, acc)
+    p.poll(0)
+    w.check()
+    assert len(w.sent) > 300
+    assert acc.used == 0
+    assert all(md.offset >= 0 for md in delivered)
+
+
+# --- the partitioner -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bulk_murmur2_partitions_match_kafka_python(seed: int) -> None:
+    """murmur2_partitions (big-int lanes, division by magic constants) against kafka-python's
+    murmur2 and murmur2_partition: keys of every length from 0 to 300, one length or many,
+    partition counts from 1 to 2**31 - 1."""
+    rnd = random.Random(seed)
+    counts = [1, 2, 3, 6, 7, 64, 100, 1000, 65_537, 2**20 + 1, 2**30 + 3, 2**31 - 1,
+              rnd.randrange(1, 2**31)]
+    for _ in range(40):
+        n = rnd.choice([1, 7, 8, 9, 33, 200])
+        if rnd.random() < 0.5:
+            length = rnd.randrange(0, 300)
+            keys = [rnd.randbytes(length) for _ in range(n)]
+        else:
+            keys = [rnd.randbytes(rnd.choice([0, 1, 2, 3, 4, 5, rnd.randrange(300)]))
+                    for _ in range(n)]
+        if rnd.random() < 0.2:  # all-ones bytes: every lane's carries
+            keys = [b"\xff" * len(k) for k in keys]
+        for count in counts:
+            want = [(kafka_murmur2(k) & 0x7FFFFFFF) % count for k in keys]
+            assert murmur2_partitions(keys, count) == want, (count, [len(k) for k in keys])
+            assert [murmur2_partition(k, count) for k in keys] == want

@@ -41,6 +41,7 @@ from kontrakt.clients.producer import (
 )
 from kontrakt.clients.producer._partitioner import murmur2_partition, murmur2_partitions
 from kontrakt.clients.producer._sync import _DeliveryQueue
+from kontrakt.errors import RecordTooLargeError
 from tests.unit.producer.offline import offline_producer
 from tests.unit.producer.test_round_trip_paths import _sender
 
@@ -187,6 +188,8 @@ class World:
     drained: dict[int, list[list[Read]]] = field(default_factory=dict)
     offsets: dict[int, int] = field(default_factory=dict)
     splits: int = 0
+    #: the partitions with a leader, when not all
+    available: list[int] | None = None
     #: each partition's positions where a batch (not a split part) starts
     starts: dict[int, set[int]] = field(default_factory=dict)
 
@@ -353,7 +356,8 @@ class World:
                     pass
                 elif p != previous:
                     moves += 1
-                elif self.partitions > 1 and seen[p] in self.starts.get(p, ()):
+                elif len(self.available or range(self.partitions)) > 1 and \
+                        seen[p] in self.starts.get(p, ()):
                     raise AssertionError(f"record {i} opened a batch in the sticky partition "
                                          f"{p} of the record before it")
                 previous = p if s.fut is not None else -1
@@ -368,7 +372,11 @@ class World:
             # The sticky partition moves among all partitions (it once only reached those
             # below a batch's record count).
             used = {p for s, p in zip(sent, where, strict=True) if s.sticky}
-            assert used == set(range(self.partitions)), (moves, used)
+            assert used == set(self.available or range(self.partitions)), (moves, used)
+        if self.available:
+            # The sticky partitioner picks among the partitions with a leader.
+            assert {p for s, p in zip(sent, where, strict=True) if s.sticky and s.fut} <= \
+                set(self.available)
 
 
 def _patch_clock(monkeypatch: pytest.MonkeyPatch, clock: Clock) -> None:
@@ -416,43 +424,82 @@ def _messages(w: World) -> list[dict[str, Any]]:
                     m["headers"] = w.headers()
                 elif r < 0.8:
                     m["_error"] = ValueError("left by an earlier call")
-                elif r < 0.9:
+                elif r < 0.85:
                     m["value"] = bytearray(m["value"])
+                elif r < 0.9:
+                    m["key"] = memoryview(w.key("varying"))
+                elif r < 0.93:
+                    m["value"] = bytes(TOO_LARGE)  # '_error': RecordTooLargeError
                 if rnd.random() < 0.5 and "key" not in m:
                     m["key"] = w.key("varying")
                 out.append(m)
     return out
 
 
-def _expect_messages(w: World, messages: list[dict[str, Any]], partition: int | None) -> None:
+def _expect_messages(w: World, messages: list[dict[str, Any]], partition: int | None) -> int:
+    """Expect what ``messages`` queue; returns how many should be."""
+    n = 0
     for m in messages:
+        if len(m.get("value") or b"") >= TOO_LARGE:
+            assert isinstance(m.get("_error"), RecordTooLargeError), m.get("_error")
+            continue
+        assert "_error" not in m, m["_error"]
+        n += 1
         part = m.get("partition")
         part = part if part is not None and part >= 0 else partition
         value = m.get("value")
         key = m.get("key")
         w.add(None if key is None else bytes(key), None if value is None else bytes(value),
               headers=m.get("headers"), partition=part, ts=m.get("timestamp") or None)
+    return n
 
 
 #: more seeds for a longer hunt: KONTRAKT_DIFF_SEEDS=200
 SEEDS = range(int(os.environ.get("KONTRAKT_DIFF_SEEDS", "6")))
 SHAPES = [(1, 700), (2, 1500), (6, 5000), (7, 16_384), (64, 2000)]
+#: message.max.bytes of the producers here, and a value past it
+MAX_BYTES = 40_000
+TOO_LARGE = MAX_BYTES + 100
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize(("partitions", "batch_size"), SHAPES)
 def test_async_record_paths_give_the_records_sent(
         seed: int, partitions: int, batch_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    p = offline_producer(partitions, batch_size=batch_size, linger_ms=60_000)
+    # Odd seeds: a small buffer.memory, so that sends and produce_batch wait for room (a
+    # drainer task frees it) and stage_run stages what fits. Every third seed: only some
+    # partitions (or none) have a leader, where the sticky partitioner must stay.
+    pressure = seed % 2 == 1
+    p = offline_producer(partitions, batch_size=batch_size, linger_ms=60_000,
+                         message_max_bytes=MAX_BYTES,
+                         **({"buffer_memory": 60_000, "max_block_ms": 20_000} if pressure
+                            else {}))
     acc = p._acc
     w = _world(seed * 1000 + partitions, partitions, batch_size, p)
+    if seed % 3 == 2:
+        w.available = sorted(w.rnd.sample(range(partitions), w.rnd.randrange(partitions)))
+        p._topics["t"].available = w.available
     _patch_clock(monkeypatch, w.clock)
     rnd, clock = w.rnd, w.clock
     s = _sender(acc)
     ops = ["keyed"] * 6 + ["keyless"] * 4 + ["single"] * 3 + ["batch"] * 2 + \
         ["whole", "settle", "look", "drain", "drain", "clock"]
+    running = True
+    delivered: list[tuple[Any, Any]] = []
+    reported = [0]
+    called: list[tuple[RecordFuture, Sent]] = []
+
+    def on_delivery(e: Any, md: Any) -> None:
+        delivered.append((e, md))
+
+    async def drainer() -> None:
+        while running:
+            if acc.used > 30_000:
+                w.drain(s, rnd.random() < 0.5)
+            await asyncio.sleep(0)
 
     async def main() -> None:
+        task = asyncio.ensure_future(drainer()) if pressure else None
         for _step in range(60):
             op = rnd.choice(ops)
             if op == "keyed":
@@ -481,16 +528,24 @@ def test_async_record_paths_give_the_records_sent(
                     kw["partition"] = rnd.randrange(partitions)
                 elif r < 0.8:
                     kw["timestamp_ms"] = w.stamp()
-                fut = await p.send("t", v1, k1, **kw)
+                if rnd.random() < 0.05:
+                    with pytest.raises(RecordTooLargeError):
+                        await p.send("t", bytes(TOO_LARGE), k1, **kw)
+                if k1 is not None and rnd.random() < 0.1:
+                    fut = await p.send("t", v1, bytearray(k1), **kw)
+                else:
+                    fut = await p.send("t", v1, k1, **kw)
                 w.add(k1, v1, headers=kw.get("headers"), partition=kw.get("partition"),
                       ts=kw.get("timestamp_ms"), fut=fut)
             elif op == "batch":
                 messages = _messages(w)
                 part = rnd.randrange(partitions) if rnd.random() < 0.15 else None
-                n = await p.produce_batch("t", messages, -1 if part is None else part)
-                assert n == len(messages)
-                assert not any("_error" in m for m in messages)
-                _expect_messages(w, messages, part)
+                report = rnd.random() < 0.3
+                n = await p.produce_batch("t", messages, -1 if part is None else part,
+                                          on_delivery=on_delivery if report else None)
+                expected = _expect_messages(w, messages, part)
+                assert n == expected
+                reported[0] += expected if report else 0
             elif op == "whole":
                 # A batch built by the caller (sealed: nothing is appended to it).
                 builder = p.create_batch()
@@ -506,7 +561,10 @@ def test_async_record_paths_give_the_records_sent(
                     acc.settle(stage)
             elif op == "look" and w.sent:
                 s_ = rnd.choice(w.sent[-400:])
-                if s_.fut is not None and not s_.fut.done():
+                if s_.fut is not None and not s_.fut.done() and rnd.random() < 0.5:
+                    # A callback on a record still staged (or in an open batch).
+                    s_.fut.add_done_callback(lambda f, s_=s_: called.append((f, s_)))
+                elif s_.fut is not None and not s_.fut.done():
                     md = s_.fut.metadata()  # settles its stage
                     assert md.timestamp == s_.ts
                     if s_.part is not None:
@@ -515,12 +573,23 @@ def test_async_record_paths_give_the_records_sent(
                 w.drain(s, rnd.random() < 0.6)
             elif op == "clock":
                 clock.step()
+        nonlocal running
+        running = False
+        if task is not None:
+            await task
         for stage in acc.stages.values():
             acc.settle(stage)
         w.drain_all(s, acc)
+        for _ in range(3):
+            await asyncio.sleep(0)  # done callbacks run on the loop's next turn
 
     asyncio.run(main())
     w.check()
+    assert len(delivered) == reported[0]
+    assert all(e is None and md.offset >= 0 for e, md in delivered)
+    for f, s_ in called:
+        md = f.metadata()
+        assert (md.partition, md.timestamp) == (s_.fut.metadata().partition, s_.ts)
     assert len(w.sent) > 300
     assert acc.used == 0
 
@@ -540,7 +609,7 @@ def _sync_over(core: AsyncProducer) -> Producer:
 def test_sync_record_paths_give_the_records_sent(
         seed: int, partitions: int, batch_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
     core = offline_producer(partitions, _threaded=True, batch_size=batch_size,
-                            linger_ms=60_000)
+                            linger_ms=60_000, message_max_bytes=MAX_BYTES)
     p = _sync_over(core)
     acc = core._acc
     w = _world(seed * 1000 + partitions + 7, partitions, batch_size, core)
@@ -595,8 +664,7 @@ def test_sync_record_paths_give_the_records_sent(
             n = p.produce_batch("t", messages, -1 if part is None else part,
                                 on_delivery=lambda e, md: delivered.append(md)
                                 if rnd.random() < 0.5 else None)
-            assert n == len(messages)
-            _expect_messages(w, messages, part)
+            assert n == _expect_messages(w, messages, part)
         elif op == "settle":
             for stage in acc.stages.values():
                 acc.settle(stage)

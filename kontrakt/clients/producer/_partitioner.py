@@ -312,7 +312,9 @@ class DefaultPartitioner:
                          available_partitions: Sequence[int]) -> int:
         """The current sticky partition for unkeyed records of ``topic``."""
         part = self.current.get(topic)
-        if part is None:
+        # A topic made again with fewer partitions no longer has the one kept (ids are
+        # 0..n-1, so a length check does; `in` would walk the list per record).
+        if part is None or part >= len(all_partitions):
             part = self.new_sticky(topic, -1, all_partitions, available_partitions)
         return part
 

@@ -43,6 +43,7 @@ from kontrakt.clients.producer._partitioner import murmur2_partition, murmur2_pa
 from kontrakt.clients.producer._sync import _DeliveryQueue
 from kontrakt.errors import RecordTooLargeError
 from tests.unit.producer.offline import offline_producer
+from tests.unit.producer.test_partition_changes import set_partitions
 from tests.unit.producer.test_round_trip_paths import _sender
 
 # --- an independent v2 reader ------------------------------------------------------------
@@ -171,6 +172,8 @@ class Sent:
     fut: RecordFuture | None = None
     #: placed by the sticky partitioner (no key, no partition given)
     sticky: bool = False
+    #: the topic's partition count when it was sent
+    count: int = 0
 
     def read(self) -> Read:
         return Read(self.key, self.value, self.headers, self.ts)
@@ -190,6 +193,9 @@ class World:
     splits: int = 0
     #: the partitions with a leader, when not all
     available: list[int] | None = None
+    #: the most partitions the topic had (its partition count changes: remade)
+    most: int = 0
+    remade: bool = False
     #: each partition's positions where a batch (not a split part) starts
     starts: dict[int, set[int]] = field(default_factory=dict)
 
@@ -255,9 +261,12 @@ class World:
             fut: RecordFuture | None = None) -> None:
         if partition is None and key is not None:
             partition = (kafka_murmur2(key) & 0x7FFFFFFF) % self.partitions
+        if fut is not None and partition is None:
+            # Placed by the sticky partitioner: among the topic's partitions at the time.
+            assert fut.metadata().partition < self.partitions
         hs = tuple((headers.items() if isinstance(headers, dict) else headers) or ())
         self.sent.append(Sent(key, value, hs, self.clock.ms if ts is None else ts,
-                              partition, fut, partition is None))
+                              partition, fut, partition is None, self.partitions))
 
     # -- drains --
 
@@ -302,9 +311,9 @@ class World:
         alike make that ambiguous, each choice is tried (depth first, the previous
         unkeyed record's partition first, failed states remembered). Records alike are
         interchangeable there; a record with a future must be at its metadata's place."""
-        got = [[r for batch in self.drained.get(p, ()) for r in batch]
-               for p in range(self.partitions)]
-        assert set(self.drained) <= set(range(self.partitions))
+        most = max(self.most, self.partitions)
+        got = [[r for batch in self.drained.get(p, ()) for r in batch] for p in range(most)]
+        assert set(self.drained) <= set(range(most))
         sent = self.sent
         place: list[tuple[int, int] | None] = [None] * len(sent)
         for i, s in enumerate(sent):
@@ -319,7 +328,7 @@ class World:
                 assert md.serialized_value_size == (-1 if s.value is None else len(s.value))
                 place[i] = (md.partition, md.offset)
         wants = [s.read() for s in sent]
-        at = [0] * self.partitions
+        at = [0] * most
         stack: list[tuple[int, tuple[int, ...], int, list[int]]] = []
         failed: set[tuple[int, tuple[int, ...]]] = set()
         deepest = (-1, "")
@@ -330,14 +339,14 @@ class World:
             want = wants[i]
             fixed = sent[i].part
             options = [fixed] if fixed is not None else sorted(
-                range(self.partitions), key=lambda p: p != last)
+                range(most), key=lambda p: p != last)
             options = [p for p in options if at[p] < len(got[p]) and got[p][at[p]] == want]
             if options and (i, tuple(at)) in failed:
                 options = []
             if not options:
                 if i > deepest[0]:
                     near = [got[p][at[p]] if at[p] < len(got[p]) else None
-                            for p in range(self.partitions)]
+                            for p in range(most)]
                     deepest = (i, f"record {i} {want!r:.300} (partition {fixed}) is not "
                                   f"next anywhere; next: {near!r:.1500}")
                 while stack and not stack[-1][3]:
@@ -361,7 +370,6 @@ class World:
         previous = -1
         moves = 0
         used: set[int] = set()
-        several = len(self.available or range(self.partitions)) > 1
         for i, s in enumerate(sent):
             if not s.sticky:
                 continue
@@ -375,11 +383,12 @@ class World:
                 pass
             elif p != previous:
                 moves += 1
-            elif several and offset in self.starts.get(p, ()):
+            elif len(self.available or range(s.count)) > 1 and \
+                    offset in self.starts.get(p, ()):
                 raise AssertionError(f"record {i} opened a batch in the sticky partition "
                                      f"{p} of the record before it")
             previous = p
-        if 1 < self.partitions < 8 and moves >= 12 * self.partitions:
+        if 1 < self.partitions < 8 and moves >= 12 * self.partitions and not self.remade:
             # The sticky partition moves among all partitions (it once only reached those
             # below a batch's record count).
             assert used == set(self.available or range(self.partitions)), (moves, used)
@@ -491,13 +500,15 @@ def test_async_record_paths_give_the_records_sent(
     acc = p._acc
     w = _world(seed * 1000 + partitions, partitions, batch_size, p)
     if seed % 3 == 2:
-        w.available = sorted(w.rnd.sample(range(partitions), w.rnd.randrange(partitions)))
+        w.available = sorted(w.rnd.sample(range(partitions), w.rnd.randrange(w.partitions)))
         p._topics["t"].available = w.available
     _patch_clock(monkeypatch, w.clock)
     rnd, clock = w.rnd, w.clock
     s = _sender(acc)
     ops = ["keyed"] * 6 + ["keyless"] * 4 + ["single"] * 3 + ["batch"] * 2 + \
-        ["whole", "settle", "look", "drain", "drain", "clock"]
+        ["whole", "settle", "look", "drain", "drain", "clock", "remake"]
+    if w.available is None:
+        set_partitions(p, partitions)  # the cluster's metadata, for remakes
     running = True
     delivered: list[tuple[Any, Any]] = []
     reported = [0]
@@ -539,7 +550,7 @@ def test_async_record_paths_give_the_records_sent(
                 if r < 0.3:
                     kw["headers"] = w.headers()
                 elif r < 0.55:
-                    kw["partition"] = rnd.randrange(partitions)
+                    kw["partition"] = rnd.randrange(w.partitions)
                 elif r < 0.8:
                     kw["timestamp_ms"] = w.stamp()
                 if rnd.random() < 0.05:
@@ -553,7 +564,7 @@ def test_async_record_paths_give_the_records_sent(
                       ts=kw.get("timestamp_ms"), fut=fut)
             elif op == "batch":
                 messages = _messages(w)
-                part = rnd.randrange(partitions) if rnd.random() < 0.15 else None
+                part = rnd.randrange(w.partitions) if rnd.random() < 0.15 else None
                 report = rnd.random() < 0.3
                 n = await p.produce_batch("t", messages, -1 if part is None else part,
                                           on_delivery=on_delivery if report else None)
@@ -563,7 +574,7 @@ def test_async_record_paths_give_the_records_sent(
             elif op == "whole":
                 # A batch built by the caller (sealed: nothing is appended to it).
                 builder = p.create_batch()
-                part = rnd.randrange(partitions)
+                part = rnd.randrange(w.partitions)
                 for _ in range(rnd.choice([1, 3])):
                     k, v = w.key("varying"), w.value(rnd.choice([0, 10]))
                     ts = w.stamp()
@@ -587,6 +598,14 @@ def test_async_record_paths_give_the_records_sent(
                 w.drain(s, rnd.random() < 0.6)
             elif op == "clock":
                 clock.step()
+            elif op == "remake" and w.available is None:
+                # The topic is deleted and made again with another partition count: the
+                # records staged are placed by the count they were sent under, the next
+                # ones by the new count.
+                w.most = max(w.most, w.partitions)
+                w.partitions = rnd.choice([c for c in (1, 2, 3, 6, 7, 64) if c != w.partitions])
+                w.remade = True
+                set_partitions(p, w.partitions)
         nonlocal running
         running = False
         if task is not None:

@@ -751,3 +751,39 @@ def test_bulk_murmur2_partitions_match_kafka_python(seed: int) -> None:
             want = [(kafka_murmur2(k) & 0x7FFFFFFF) % count for k in keys]
             assert murmur2_partitions(keys, count) == want, (count, [len(k) for k in keys])
             assert [murmur2_partition(k, count) for k in keys] == want
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_batches_of_more_than_8192_records(keyed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches holding more records than two-byte offset deltas number (the run writers
+    stop at 8192; the rest go one by one, with three-byte deltas): tiny records of one size
+    and of many, sent and produce_batch'ed, into one partition's 1 MiB batches."""
+    p = offline_producer(1, batch_size=1 << 20, linger_ms=60_000,
+                         message_max_bytes=2 << 20)
+    w = _world(8192 + keyed, 1, 1 << 20, p)
+    _patch_clock(monkeypatch, w.clock)
+    rnd = w.rnd
+    s = _sender(p._acc)
+
+    async def main() -> None:
+        for step in range(6):
+            sizes = [0] * 12_000 if step % 2 else [rnd.randrange(0, 3) for _ in range(12_000)]
+            if step % 3 == 2:
+                messages = [{"value": w.unique(rnd.randbytes(n))} if not keyed else
+                            {"key": b"k", "value": rnd.randbytes(n)} for n in sizes]
+                assert await p.produce_batch("t", messages) == len(messages)
+                _expect_messages(w, messages, None)
+            else:
+                for n in sizes:
+                    if rnd.random() < 0.01:
+                        w.clock.step()
+                    v = rnd.randbytes(n)
+                    k = b"k" if keyed else None
+                    w.add(k, v, fut=await p.send("t", v, k))
+        for stage in p._acc.stages.values():
+            p._acc.settle(stage)
+        w.drain_all(s, p._acc)
+
+    asyncio.run(main())
+    w.check()
+    assert max(len(b) for b in w.drained[0]) > 20_000

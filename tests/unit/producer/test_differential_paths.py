@@ -196,6 +196,7 @@ class World:
     #: the most partitions the topic had (its partition count changes: remade)
     most: int = 0
     remade: bool = False
+    _records: list[list[Read]] | None = None
     #: each partition's positions where a batch (not a split part) starts
     starts: dict[int, set[int]] = field(default_factory=dict)
 
@@ -302,6 +303,13 @@ class World:
         assert not acc.incomplete
 
     # -- the oracle --
+
+    def drained_records(self) -> list[list[Read]]:
+        """Each partition's records read back, in offset order."""
+        if self._records is None:
+            self._records = [[r for batch in self.drained.get(p, ()) for r in batch]
+                             for p in range(max(self.most, self.partitions))]
+        return self._records
 
     def check(self) -> None:
         """Each partition's records are exactly the records sent there, in send order.
@@ -618,13 +626,27 @@ def test_async_record_paths_give_the_records_sent(
 
     asyncio.run(main())
     w.check()
-    assert len(delivered) == reported[0]
-    assert all(e is None and md.offset >= 0 for e, md in delivered)
+    _check_delivered(w, delivered, reported[0])
     for f, s_ in called:
         md = f.metadata()
         assert (md.partition, md.timestamp) == (s_.fut.metadata().partition, s_.ts)
     assert len(w.sent) > 300
     assert acc.used == 0
+
+
+def _check_delivered(w: World, delivered: list[tuple[Any, Any]], expected: int) -> None:
+    """Every delivery callback ran once, without an error, with its record's metadata:
+    the record read back at its partition and offset has its sizes and timestamp."""
+    assert len(delivered) == expected
+    places = set()
+    for e, md in delivered:
+        assert e is None
+        r = w.drained_records()[md.partition][md.offset]
+        assert (md.serialized_key_size, md.serialized_value_size, md.timestamp) == (
+            -1 if r.key is None else len(r.key), -1 if r.value is None else len(r.value),
+            r.ts), (md, r)
+        places.add((md.partition, md.offset))
+    assert len(places) == expected
 
 
 def _sync_over(core: AsyncProducer) -> Producer:
@@ -649,7 +671,11 @@ def test_sync_record_paths_give_the_records_sent(
     _patch_clock(monkeypatch, w.clock)
     rnd, clock = w.rnd, w.clock
     s = _sender(acc)
-    delivered: list[Any] = []
+    delivered: list[tuple[Any, Any]] = []
+    reported = [0]
+
+    def on_delivery(e: Any, md: Any) -> None:
+        delivered.append((e, md))
     ops = ["keyed"] * 6 + ["keyless"] * 4 + ["produce"] * 3 + ["batch"] * 2 + \
         ["settle", "look", "drain", "drain", "clock"]
     for _step in range(60):
@@ -662,8 +688,9 @@ def test_sync_record_paths_give_the_records_sent(
                 k = w.key(km)
                 v = w.value(vm, len(k))
                 if rnd.random() < 0.2:
-                    p.produce("t", v, k, on_delivery=lambda e, md: delivered.append(md))
+                    p.produce("t", v, k, on_delivery=on_delivery)
                     w.add(k, v)
+                    reported[0] += 1
                 else:
                     w.add(k, v, fut=p.send("t", v, k))
         elif op == "keyless":
@@ -697,10 +724,11 @@ def test_sync_record_paths_give_the_records_sent(
         elif op == "batch":
             messages = _messages(w)
             part = rnd.randrange(partitions) if rnd.random() < 0.15 else None
+            report = rnd.random() < 0.5
             n = p.produce_batch("t", messages, -1 if part is None else part,
-                                on_delivery=lambda e, md: delivered.append(md)
-                                if rnd.random() < 0.5 else None)
+                                on_delivery=on_delivery if report else None)
             assert n == _expect_messages(w, messages, part)
+            reported[0] += n if report else 0
         elif op == "settle":
             for stage in acc.stages.values():
                 acc.settle(stage)
@@ -723,7 +751,7 @@ def test_sync_record_paths_give_the_records_sent(
     w.check()
     assert len(w.sent) > 300
     assert acc.used == 0
-    assert all(md.offset >= 0 for md in delivered)
+    _check_delivered(w, delivered, reported[0])
 
 
 # --- the partitioner -----------------------------------------------------------------------

@@ -676,8 +676,10 @@ def test_sync_record_paths_give_the_records_sent(
 
     def on_delivery(e: Any, md: Any) -> None:
         delivered.append((e, md))
+
+    set_partitions(core, partitions)  # the cluster's metadata, for remakes
     ops = ["keyed"] * 6 + ["keyless"] * 4 + ["produce"] * 3 + ["batch"] * 2 + \
-        ["settle", "look", "drain", "drain", "clock"]
+        ["settle", "look", "drain", "drain", "clock", "remake"]
     for _step in range(60):
         op = rnd.choice(ops)
         if op == "keyed":
@@ -713,7 +715,7 @@ def test_sync_record_paths_give_the_records_sent(
             if r < 0.3:
                 kw["headers"] = w.headers()
             elif r < 0.55:
-                kw["partition"] = rnd.randrange(partitions)
+                kw["partition"] = rnd.randrange(w.partitions)
             elif r < 0.8:
                 kw["timestamp"] = w.stamp()
             if k1 is None and "partition" not in kw:
@@ -723,7 +725,7 @@ def test_sync_record_paths_give_the_records_sent(
                   ts=kw.get("timestamp") or None)
         elif op == "batch":
             messages = _messages(w)
-            part = rnd.randrange(partitions) if rnd.random() < 0.15 else None
+            part = rnd.randrange(w.partitions) if rnd.random() < 0.15 else None
             report = rnd.random() < 0.5
             n = p.produce_batch("t", messages, -1 if part is None else part,
                                 on_delivery=on_delivery if report else None)
@@ -744,6 +746,12 @@ def test_sync_record_paths_give_the_records_sent(
             p.poll(0)
         elif op == "clock":
             clock.step()
+        elif op == "remake":
+            # The topic made again with another partition count (see the async test).
+            w.most = max(w.most, w.partitions)
+            w.partitions = rnd.choice([c for c in (1, 2, 3, 6, 7, 64) if c != w.partitions])
+            w.remade = True
+            set_partitions(core, w.partitions)
     for stage in acc.stages.values():
         acc.settle(stage)
     w.drain_all(s, acc)

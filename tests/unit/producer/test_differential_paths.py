@@ -823,3 +823,44 @@ def test_batches_of_more_than_8192_records(keyed: bool, monkeypatch: pytest.Monk
     asyncio.run(main())
     w.check()
     assert max(len(b) for b in w.drained[0]) > 20_000
+
+
+def _expand(bounds: list[int], millis: list[int], n: int) -> list[int]:
+    """Each record's millisecond from (bounds, millis)."""
+    out: list[int] = []
+    for k, ms in enumerate(millis):
+        out += [ms] * ((bounds[k] if k < len(bounds) else n) - len(out))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_millisecond_cuts_match_each_records_milliseconds(seed: int) -> None:
+    """_millisecond_segments (sorted send times, bisected) and _millisecond_changes (any
+    order) give each record int(t * 1000), for times on, just below and just above
+    millisecond edges (the floats next to k / 1000), as time.time() gives them."""
+    import math
+
+    rnd = random.Random(seed)
+    base = 1_764_000_000.0
+    for _ in range(300):
+        stamps = []
+        t = base + rnd.randrange(10**6) / 1000
+        for _ in range(rnd.choice([1, 2, 5, 40, 300])):
+            r = rnd.random()
+            if r < 0.3:
+                t = math.nextafter(t, math.inf)
+            elif r < 0.5:  # onto, or next to, a millisecond's edge
+                edge = (math.floor(t * 1000) + rnd.randrange(0, 3)) / 1000
+                t = max(t, rnd.choice([edge, math.nextafter(edge, 0.0),
+                                       math.nextafter(edge, math.inf)]))
+            elif r < 0.9:
+                t += rnd.choice([0.0, 1e-6, 3e-4, 1e-3, 0.07])
+            stamps.append(t)
+        want = [int(s * 1000) for s in stamps]
+        bounds, millis = _stage._millisecond_segments(stamps)
+        assert _expand(bounds, millis, len(stamps)) == want
+        assert len(set(millis)) == len(millis)
+        rnd.shuffle(stamps)
+        want = [int(s * 1000) for s in stamps]
+        bounds, millis = _stage._millisecond_changes(stamps)
+        assert _expand(bounds, millis, len(stamps)) == want

@@ -101,6 +101,11 @@ class RecordAccumulator:
         #: threads waiting on ``memory_freed`` (each notify costs ~40 bytecodes: made only
         #: when someone waits)
         self.memory_waiters = 0
+        #: release() calls so far, and their count when an append last found the buffer
+        #: full: a caller about to wait for memory freed since then must not (its notify
+        #: went to no one; see CallerThreads.wait_memory)
+        self.releases = 0
+        self.refused_at = 0
         self.used = 0
         self.queues: dict[tuple[str, int], deque[ProducerBatch]] = {}
         #: the queues that may hold batches: every non-empty one is here (a batch is queued
@@ -215,6 +220,7 @@ class RecordAccumulator:
             if self.closed:
                 raise IllegalStateError("the producer is closed")
             if self.used + size > self.buffer_memory and self.used > 0:
+                self.refused_at = self.releases
                 return None
             dq = self.queues.get(tp)
             if dq is None:
@@ -360,6 +366,7 @@ class RecordAccumulator:
     def release(self, size: int) -> None:
         """Give back buffer memory (caller holds ``lock``)."""
         self.used -= size
+        self.releases += 1
         if self.memory_waiters:
             self.memory_freed.notify_all()
         if self.on_memory is not None:

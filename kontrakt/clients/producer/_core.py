@@ -468,8 +468,11 @@ class CallerThreads:
         self._core._wakeup(True)
         with acc.memory_freed:
             remaining = deadline - time.monotonic()
-            freed = False
-            if remaining > 0:
+            # Memory freed between the refused append and now notified no one: append
+            # again rather than wait for a release that may never come (none will when
+            # nothing is buffered any more).
+            freed = acc.releases != acc.refused_at or not acc.used
+            if not freed and remaining > 0:
                 acc.memory_waiters += 1
                 try:
                     freed = acc.memory_freed.wait(remaining)

@@ -18,6 +18,7 @@ import asyncio
 import os
 import random
 import struct
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -197,6 +198,8 @@ class World:
     most: int = 0
     remade: bool = False
     _records: list[list[Read]] | None = None
+    #: drains from a drainer thread and the test's own are one at a time
+    lock: Any = field(default_factory=threading.Lock)
     #: each partition's positions where a batch (not a split part) starts
     starts: dict[int, set[int]] = field(default_factory=dict)
 
@@ -271,17 +274,23 @@ class World:
 
     # -- drains --
 
-    def drain(self, s: Any, force: bool) -> None:
+    def drain(self, s: Any, force: bool, rnd: random.Random | None = None) -> None:
+        """A sender's drain: the batches it takes are read back and completed (or split
+        and queued again). ``rnd``: a drainer thread's own generator."""
+        with self.lock:
+            self._drain(s, force, rnd or self.rnd)
+
+    def _drain(self, s: Any, force: bool, rnd: random.Random) -> None:
         s.closing = force
         # now 0: only full batches (and every one when forced); past linger.ms: stages
         # settle, and every batch is ready
-        now = 0.0 if self.rnd.random() < 0.7 else time.monotonic() + 120.0
+        now = 0.0 if rnd.random() < 0.7 else time.monotonic() + 120.0
         by_node, _wake_at, missing, _more = s._drain(now)
         assert not missing
         s._in_flight.clear()
         for b in by_node.get(1, []):
             blob = b.encode(7, 3, False)
-            if b.count >= 2 and b.builder is None and self.rnd.random() < 0.1:
+            if b.count >= 2 and b.builder is None and rnd.random() < 0.1:
                 # Refused as too large: split in two, both queued at the front again.
                 assert s.acc.split_and_reenqueue(b) is not None
                 self.splits += 1
@@ -665,8 +674,13 @@ def _sync_over(core: AsyncProducer) -> Producer:
 @pytest.mark.parametrize(("partitions", "batch_size"), SHAPES)
 def test_sync_record_paths_give_the_records_sent(
         seed: int, partitions: int, batch_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Odd seeds: a small buffer.memory; callers block for room that a drainer thread frees
+    # (send(), produce() and produce_batch()'s waits).
+    pressure = seed % 2 == 1
     core = offline_producer(partitions, _threaded=True, batch_size=batch_size,
-                            linger_ms=60_000, message_max_bytes=MAX_BYTES)
+                            linger_ms=60_000, message_max_bytes=MAX_BYTES,
+                            **({"buffer_memory": 60_000, "max_block_ms": 20_000} if pressure
+                               else {}))
     p = _sync_over(core)
     acc = core._acc
     w = _world(seed * 1000 + partitions + 7, partitions, batch_size, core)
@@ -682,6 +696,19 @@ def test_sync_record_paths_give_the_records_sent(
     set_partitions(core, partitions)  # the cluster's metadata, for remakes
     ops = ["keyed"] * 6 + ["keyless"] * 4 + ["produce"] * 3 + ["batch"] * 2 + \
         ["settle", "look", "drain", "drain", "clock", "remake"]
+    running = True
+
+    def drainer() -> None:
+        own = random.Random(seed)
+        while running:
+            if acc.used > 30_000:
+                w.drain(s, own.random() < 0.5, own)
+            else:
+                time.sleep(0.0002)
+
+    thread = threading.Thread(target=drainer, daemon=True)
+    if pressure:
+        thread.start()
     for _step in range(60):
         op = rnd.choice(ops)
         if op == "keyed":
@@ -754,6 +781,10 @@ def test_sync_record_paths_give_the_records_sent(
             w.partitions = rnd.choice([c for c in (1, 2, 3, 6, 7, 64) if c != w.partitions])
             w.remade = True
             set_partitions(core, w.partitions)
+    running = False
+    if pressure:
+        thread.join(10)
+        assert not thread.is_alive()
     for stage in acc.stages.values():
         acc.settle(stage)
     w.drain_all(s, acc)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kontrakt.clients.producer import AsyncProducer
+from kontrakt.clients.producer import AsyncProducer, Producer
 from kontrakt.clients.producer._producer import _TopicParts
+from kontrakt.clients.producer._sync import _DeliveryQueue
 
 
 class RecordingSender:
@@ -32,4 +33,17 @@ def offline_producer(partitions: int, **kwargs: Any) -> AsyncProducer:
                                     list(range(partitions)), p._cluster.version)
     p._sender = RecordingSender()  # type: ignore[assignment]
     p._ok = True
+    return p
+
+
+def sync_over(core: AsyncProducer) -> Producer:
+    """A sync Producer over an offline threaded core (``offline_producer(...,
+    _threaded=True)``; no loop thread: nothing here needs one), its produce() callbacks
+    delivered to its poll()."""
+    p = object.__new__(Producer)
+    p._async = core
+    p._started = True
+    p._on_delivery = None
+    p._deliveries = _DeliveryQueue()
+    core._acc.deliver = p._deliveries.put
     return p

@@ -34,16 +34,14 @@ with warnings.catch_warnings():
 
 from kontrakt.clients.producer import (
     AsyncProducer,
-    Producer,
     RecordFuture,
     _batch_api,
     _core,
     _stage,
 )
 from kontrakt.clients.producer._partitioner import murmur2_partition, murmur2_partitions
-from kontrakt.clients.producer._sync import _DeliveryQueue
 from kontrakt.errors import RecordTooLargeError
-from tests.unit.producer.offline import offline_producer
+from tests.unit.producer.offline import offline_producer, sync_over
 from tests.unit.producer.test_partition_changes import set_partitions
 from tests.unit.producer.test_round_trip_paths import _sender
 
@@ -259,6 +257,23 @@ class World:
         rnd = self.rnd
         return max(self.clock.ms + rnd.choice([0, 1, 63, 64, 65, -1, -64, -65, -5000,
                                                 90_000, -(10 ** 9)]), 0)
+
+    def single(self, timestamp_name: str) -> tuple[bytes | None, bytes | None, dict[str, Any]]:
+        """A record for the general path: a key or None, a value or None, and send()'s (or
+        produce()'s, ``timestamp_name`` telling the timestamp's keyword) keyword arguments:
+        headers, a partition, a timestamp or none."""
+        rnd = self.rnd
+        key = self.key("varying") if rnd.random() < 0.6 else None
+        value = self.value("mixed") if rnd.random() < 0.85 else None
+        kw: dict[str, Any] = {}
+        r = rnd.random()
+        if r < 0.3:
+            kw["headers"] = self.headers()
+        elif r < 0.55:
+            kw["partition"] = rnd.randrange(self.partitions)
+        elif r < 0.8:
+            kw[timestamp_name] = self.stamp()
+        return key, value, kw
 
     def add(self, key: bytes | None, value: bytes | None, *, headers: Any = None,
             partition: int | None = None, ts: int | None = None,
@@ -560,16 +575,7 @@ def test_async_record_paths_give_the_records_sent(
                     v = w.value(vm)
                     w.add(None, v, fut=await p.send("t", v))
             elif op == "single":
-                k1 = w.key("varying") if rnd.random() < 0.6 else None
-                v1 = w.value("mixed") if rnd.random() < 0.85 else None
-                kw: dict[str, Any] = {}
-                r = rnd.random()
-                if r < 0.3:
-                    kw["headers"] = w.headers()
-                elif r < 0.55:
-                    kw["partition"] = rnd.randrange(w.partitions)
-                elif r < 0.8:
-                    kw["timestamp_ms"] = w.stamp()
+                k1, v1, kw = w.single("timestamp_ms")
                 if rnd.random() < 0.05:
                     with pytest.raises(RecordTooLargeError):
                         await p.send("t", bytes(TOO_LARGE), k1, **kw)
@@ -660,15 +666,6 @@ def _check_delivered(w: World, delivered: list[tuple[Any, Any]], expected: int) 
     assert len(places) == expected
 
 
-def _sync_over(core: AsyncProducer) -> Producer:
-    p = object.__new__(Producer)
-    p._async = core
-    p._started = True
-    p._on_delivery = None
-    p._deliveries = _DeliveryQueue()
-    core._acc.deliver = p._deliveries.put
-    return p
-
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize(("partitions", "batch_size"), SHAPES)
@@ -681,7 +678,7 @@ def test_sync_record_paths_give_the_records_sent(
                             linger_ms=60_000, message_max_bytes=MAX_BYTES,
                             **({"buffer_memory": 60_000, "max_block_ms": 20_000} if pressure
                                else {}))
-    p = _sync_over(core)
+    p = sync_over(core)
     acc = core._acc
     w = _world(seed * 1000 + partitions + 7, partitions, batch_size, core)
     _patch_clock(monkeypatch, w.clock)
@@ -737,16 +734,7 @@ def test_sync_record_paths_give_the_records_sent(
                 else:
                     w.add(None, v, fut=p.send("t", v))
         elif op == "produce":
-            k1 = w.key("varying") if rnd.random() < 0.6 else None
-            v1 = w.value("mixed") if rnd.random() < 0.85 else None
-            kw: dict[str, Any] = {}
-            r = rnd.random()
-            if r < 0.3:
-                kw["headers"] = w.headers()
-            elif r < 0.55:
-                kw["partition"] = rnd.randrange(w.partitions)
-            elif r < 0.8:
-                kw["timestamp"] = w.stamp()
+            k1, v1, kw = w.single("timestamp")
             if k1 is None and "partition" not in kw:
                 v1 = w.unique(v1)
             p.produce("t", v1, k1, **kw)

@@ -19,9 +19,8 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.partitioner.default import murmur2 as kafka_murmur2
 
-from kontrakt.clients.producer import AsyncProducer, Producer, _batch_api
+from kontrakt.clients.producer import AsyncProducer, _batch_api
 from kontrakt.clients.producer._stage import KeyedStage
-from kontrakt.clients.producer._sync import _DeliveryQueue
 from kontrakt.errors import (
     IllegalStateError,
     InvalidMessageError,
@@ -29,7 +28,7 @@ from kontrakt.errors import (
     RecordTooLargeError,
 )
 from kontrakt.protocol.records import RecordBatch
-from tests.unit.producer.offline import offline_producer
+from tests.unit.producer.offline import offline_producer, sync_over
 
 Records = dict[int, list[tuple[Any, ...]]]
 
@@ -189,7 +188,7 @@ def test_a_full_buffer_waits_max_block_ms_and_marks_what_it_could_not_queue(
     messages = [{"key": b"k%d" % i, "value": b"v" * 50} for i in range(2000)]
     t0 = time.monotonic()
     if form == "sync":
-        n = _sync_over(p).produce_batch("t", messages)
+        n = sync_over(p).produce_batch("t", messages)
     else:
         n = asyncio.run(p.produce_batch("t", messages))
     assert 0.15 < time.monotonic() - t0 < 5
@@ -272,20 +271,9 @@ def _partition_of(key: bytes, n: int) -> int:
     return int((kafka_murmur2(key) & 0x7FFFFFFF) % n)
 
 
-def _sync_over(core: AsyncProducer) -> Producer:
-    """A sync Producer over an offline threaded core (no loop thread: nothing here needs
-    one), its produce() callbacks delivered to its poll()."""
-    p = object.__new__(Producer)
-    p._async = core
-    p._started = True
-    p._on_delivery = None
-    p._deliveries = _DeliveryQueue()
-    core._acc.deliver = p._deliveries.put
-    return p
-
 
 def test_sync_produce_batch_callbacks_run_from_poll() -> None:
-    p = _sync_over(offline_producer(3, _threaded=True, batch_size=2000))
+    p = sync_over(offline_producer(3, _threaded=True, batch_size=2000))
     seen: list[Any] = []
     # Value i + 1 bytes long: each callback's metadata names its message.
     messages = [{"key": b"k%d" % i, "value": b"v" * (i + 1)} for i in range(300)]

@@ -20,11 +20,10 @@ from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
 from kontrakt.clients.producer._batch import StagedChunk
 from kontrakt.clients.producer._partitioner import _lane_remainders, murmur2_partitions
 from kontrakt.clients.producer._producer import _TopicParts
-from kontrakt.clients.producer._sync import _DeliveryQueue
 from kontrakt.errors import IllegalStateError
 from kontrakt.protocol.messages import MetadataResponse
 from kontrakt.protocol.records import RecordBatch
-from tests.unit.producer.offline import offline_producer
+from tests.unit.producer.offline import offline_producer, sync_over
 
 
 def _producer(partitions: int = 3, **kwargs: Any) -> AsyncProducer:
@@ -290,12 +289,8 @@ def test_records_at_the_stage_size_limit_take_the_general_path() -> None:
 @pytest.mark.parametrize(("count", "key"), [(30, b"key-%d"), (100, b"key-%03d")])
 def test_sync_produce_callbacks_wait_with_the_stage_and_survive_a_raising_one(
         count: int, key: bytes) -> None:
-    p = object.__new__(Producer)
-    p._async = _producer(_threaded=True)
-    p._deliveries = _DeliveryQueue()
-    p._started = True
+    p = sync_over(_producer(_threaded=True))
     acc = p._async._acc
-    acc.deliver = p._deliveries.put
     got: list[tuple[int, Any, Any]] = []
 
     def callback(i: int) -> Any:

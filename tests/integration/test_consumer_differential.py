@@ -1,0 +1,198 @@
+"""A randomized differential run of the sync consumer's read paths against Tansu: one consumer
+is driven through a seeded random mix of ``poll()`` (its lease fast paths), ``getmany()``,
+``consume()``, ``seek()``, ``pause()``/``resume()``, ``assign()`` changes and commits, and
+after every step the records, positions and committed offsets are checked against a model:
+every record comes out once, in offset order per partition; ``position()`` is the last
+returned offset + 1; ``commit()`` commits the positions; auto commit never passes a record
+that was not handed out (or sought past).
+
+The partitions hold records of one size (the run decoder), of varying sizes, keys and
+headers (the general decoders) and compressed batches of both."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+import pytest
+
+from kontrakt._types import TopicPartition
+from kontrakt.clients import AsyncKafkaClient
+from kontrakt.clients.consumer import Consumer
+from kontrakt.protocol.records import RecordBatchBuilder
+from kontrakt.testing import TansuBroker
+from tests.integration.raw_ops import produce
+
+pytestmark = [pytest.mark.integration]
+
+N = 400  # records per partition
+PARTS = 3
+
+
+def _value(p: int, off: int) -> bytes:
+    if p == 0:  # one size, no key, no headers
+        return b"r%06d" % off
+    return b"v%d-%d-" % (p, off) + b"x" * ((off * 37) % 300)
+
+
+async def _produce(bootstrap: str, topic: str) -> None:
+    rnd = random.Random(7)
+    async with AsyncKafkaClient(bootstrap_servers=bootstrap) as client:
+        for p in range(PARTS):
+            off = 0
+            while off < N:
+                n = min(N - off, rnd.choice((1, 7, 50, 120)))
+                codec = "none" if p == 0 else ("zstd" if p == 2 else rnd.choice(("none",
+                                                                                  "gzip")))
+                if p == 0 and off >= N // 2:
+                    codec = "gzip"
+                b = RecordBatchBuilder(compression=codec)
+                for j in range(off, off + n):
+                    key = None if p == 0 or j % 3 == 0 else b"k%d" % j
+                    headers = [] if p == 0 or j % 2 else [("h", b"%d" % j)]
+                    b.append(0, key, _value(p, j), headers)
+                part = await produce(client, topic, p, b.build())
+                assert part.error_code == 0, part
+                off += n
+
+
+class _Model:
+    def __init__(self, tps: list[TopicPartition]) -> None:
+        self.pos: dict[TopicPartition, int] = {}
+        #: the furthest position each partition had (auto commit may reach it, not beyond)
+        self.allowed: dict[TopicPartition, int] = {tp: 0 for tp in tps}
+        self.paused: set[TopicPartition] = set()
+
+    def move(self, tp: TopicPartition, off: int) -> None:
+        self.pos[tp] = off
+        self.allowed[tp] = max(self.allowed[tp], off)
+
+    def took(self, rec: Any, where: str) -> None:
+        tp = TopicPartition(rec.topic, rec.partition)
+        assert tp in self.pos, f"{where}: record of unassigned {tp}: {rec.offset}"
+        assert tp not in self.paused, f"{where}: record of paused {tp}: {rec.offset}"
+        assert rec.offset == self.pos[tp], \
+            f"{where}: {tp} gave offset {rec.offset}, expected {self.pos[tp]}"
+        assert rec.value == _value(tp.partition, rec.offset), (where, rec.offset)
+        self.move(tp, rec.offset + 1)
+
+
+def _run(c: Consumer[Any, Any], topic: str, seed: int, group: bool, auto: bool) -> None:
+    rnd = random.Random(seed)
+    tps = [TopicPartition(topic, p) for p in range(PARTS)]
+    m = _Model(tps)
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTS)])
+    for tp in tps:
+        m.move(tp, 0)
+    log: list[str] = []
+
+    def check_positions() -> None:
+        for tp, off in m.pos.items():
+            assert c.position(tp) == off, f"position({tp}) after {log[-8:]}"
+
+    def check_committed() -> None:
+        got = c.committed(list(m.pos), timeout=10)
+        for tp, om in got.items():
+            if om is not None:
+                assert om.offset <= m.allowed[tp], \
+                    f"committed {tp} {om.offset} > {m.allowed[tp]} after {log[-8:]}"
+
+    for _ in range(150):
+        op = rnd.choices(("poll", "polls", "getmany", "consume", "seek", "pause", "resume",
+                          "assign", "commit"), (6, 8, 3, 3, 2, 1, 2, 1, 2 if group else 0))[0]
+        log.append(op)
+        if op == "poll":
+            rec = c.poll(0.2)
+            if rec is not None:
+                m.took(rec, op)
+        elif op == "polls":
+            for _ in range(rnd.randint(1, 60)):
+                rec = c.poll(0.05)
+                if rec is None:
+                    break
+                m.took(rec, op)
+        elif op == "getmany":
+            got = c.getmany(0.2, max_records=rnd.choice((1, 3, 50, 500)))
+            for recs in got.values():
+                for rec in recs:
+                    m.took(rec, op)
+        elif op == "consume":
+            for rec in c.consume(rnd.choice((1, 5, 100)), 0.2):
+                m.took(rec, op)
+        elif op == "seek" and m.pos:
+            tp = rnd.choice(sorted(m.pos))
+            off = rnd.choice((0, N, rnd.randrange(N), max(0, m.pos[tp] - 1),
+                              min(N, m.pos[tp] + 1)))
+            log[-1] = f"seek {tp.partition} {off}"
+            c.seek(tp, off)
+            m.move(tp, off)
+        elif op == "pause" and m.pos:
+            tp = rnd.choice(sorted(m.pos))
+            log[-1] = f"pause {tp.partition}"
+            c.pause(tp)
+            m.paused.add(tp)
+        elif op == "resume" and m.paused:
+            tp = rnd.choice(sorted(m.paused))
+            log[-1] = f"resume {tp.partition}"
+            c.resume(tp)
+            m.paused.discard(tp)
+        elif op == "assign":
+            keep = rnd.sample(tps, rnd.randint(1, PARTS))
+            new = [TopicPartition(topic, tp.partition, m.pos.get(tp, rnd.randrange(N)))
+                   for tp in keep]
+            log[-1] = f"assign {[(t.partition, t.offset) for t in new]}"
+            c.assign(new)
+            m.pos = {}
+            m.paused &= set(keep)  # kept partitions stay paused (their state is kept)
+            for t in new:
+                m.move(TopicPartition(topic, t.partition), t.offset)
+        elif op == "commit":
+            c.commit(timeout=10)
+            done = c.committed(list(m.pos), timeout=10)
+            for tp, off in m.pos.items():
+                om = done[tp]
+                assert om is not None and om.offset == off, \
+                    f"commit(): {tp} committed {om}, position {off} after {log[-8:]}"
+        check_positions()
+        if auto and rnd.random() < 0.2:
+            check_committed()
+
+    # Everything left comes out exactly once, in order.
+    if m.paused:
+        c.resume(*m.paused)
+        m.paused = set()
+    deadline = time.monotonic() + 15
+    while any(off < N for off in m.pos.values()) and time.monotonic() < deadline:
+        rec = c.poll(0.2)
+        if rec is not None:
+            m.took(rec, "final")
+    assert all(off == N for off in m.pos.values()), f"{m.pos} {c.paused()} {'|'.join(log)}"
+    assert c.poll(0.3) is None
+    check_positions()
+    if auto:
+        check_committed()
+
+
+@pytest.fixture
+def _topic(tansu_broker: TansuBroker) -> str:
+    name = f"consumer-differential-{random.Random().getrandbits(40):x}"
+    tansu_broker.create_topic(name, PARTS)
+    asyncio.run(_produce(tansu_broker.bootstrap_servers, name))
+    return name
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("mode", ["nogroup", "group", "autocommit"])
+def test_random_calls_match_model(tansu_broker: TansuBroker, _topic: str, seed: int,
+                                  mode: str) -> None:
+    cfg: dict[str, Any] = {"bootstrap_servers": tansu_broker.bootstrap_servers,
+                           "fetch_max_wait_ms": 50, "enable_auto_commit": mode == "autocommit",
+                           "auto_commit_interval_ms": 50}
+    if mode != "nogroup":
+        cfg["group_id"] = f"g-{_topic}-{mode}-{seed}"
+    if seed == 2:
+        cfg["max_partition_fetch_bytes"] = 2000  # many small fetches, many leases
+    with Consumer(**cfg) as c:
+        _run(c, _topic, seed, mode != "nogroup", mode == "autocommit")

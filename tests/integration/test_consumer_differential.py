@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from typing import Any
 
@@ -64,6 +65,9 @@ class _Model:
         #: the furthest position each partition had (auto commit may reach it, not beyond)
         self.allowed: dict[TopicPartition, int] = {tp: 0 for tp in tps}
         self.paused: set[TopicPartition] = set()
+        #: store_offsets() mode: the offset stored for each partition of its current state
+        self.stored: dict[TopicPartition, int] = {}
+        self.max_stored: dict[TopicPartition, int] = {}
 
     def move(self, tp: TopicPartition, off: int) -> None:
         self.pos[tp] = off
@@ -79,8 +83,13 @@ class _Model:
         self.move(tp, rec.offset + 1)
 
 
-def _run(c: Consumer[Any, Any], topic: str, seed: int, group: bool, auto: bool) -> None:
+def _run(c: Consumer[Any, Any], topic: str, seed: int, mode: str) -> None:
+    """``mode``: nogroup; group (commit() between calls); autocommit; store (auto commit
+    of what store_offsets() stored only); race (commit() in a loop on another thread)."""
     rnd = random.Random(seed)
+    group = mode == "group" or mode == "store"
+    auto = mode != "nogroup" and mode != "group"
+    store = mode == "store"
     tps = [TopicPartition(topic, p) for p in range(PARTS)]
     m = _Model(tps)
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTS)])
@@ -96,8 +105,31 @@ def _run(c: Consumer[Any, Any], topic: str, seed: int, group: bool, auto: bool) 
         got = c.committed(list(m.pos), timeout=10)
         for tp, om in got.items():
             if om is not None:
-                assert om.offset <= m.allowed[tp], \
-                    f"committed {tp} {om.offset} > {m.allowed[tp]} after {log[-8:]}"
+                bound = m.max_stored.get(tp, -1) if store else m.allowed[tp]
+                assert om.offset <= bound, \
+                    f"committed {tp} {om.offset} > {bound} after {log[-8:]}"
+
+    def took(rec: Any, where: str) -> None:
+        m.took(rec, where)
+        if store and rnd.random() < 0.3:
+            tp = TopicPartition(rec.topic, rec.partition)
+            c.store_offsets(rec)
+            m.stored[tp] = rec.offset + 1
+            m.max_stored[tp] = max(m.max_stored.get(tp, 0), rec.offset + 1)
+
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def committer() -> None:
+        try:
+            while not stop.is_set():
+                c.commit(timeout=10)
+        except BaseException as exc:
+            errors.append(exc)
+
+    racer = threading.Thread(target=committer) if mode == "race" else None
+    if racer is not None:
+        racer.start()
 
     for _ in range(150):
         op = rnd.choices(("poll", "polls", "getmany", "consume", "seek", "pause", "resume",
@@ -106,21 +138,21 @@ def _run(c: Consumer[Any, Any], topic: str, seed: int, group: bool, auto: bool) 
         if op == "poll":
             rec = c.poll(0.2)
             if rec is not None:
-                m.took(rec, op)
+                took(rec, op)
         elif op == "polls":
             for _ in range(rnd.randint(1, 60)):
                 rec = c.poll(0.05)
                 if rec is None:
                     break
-                m.took(rec, op)
+                took(rec, op)
         elif op == "getmany":
             got = c.getmany(0.2, max_records=rnd.choice((1, 3, 50, 500)))
             for recs in got.values():
                 for rec in recs:
-                    m.took(rec, op)
+                    took(rec, op)
         elif op == "consume":
             for rec in c.consume(rnd.choice((1, 5, 100)), 0.2):
-                m.took(rec, op)
+                took(rec, op)
         elif op == "seek" and m.pos:
             tp = rnd.choice(sorted(m.pos))
             off = rnd.choice((0, N, rnd.randrange(N), max(0, m.pos[tp] - 1),
@@ -145,6 +177,7 @@ def _run(c: Consumer[Any, Any], topic: str, seed: int, group: bool, auto: bool) 
             log[-1] = f"assign {[(t.partition, t.offset) for t in new]}"
             c.assign(new)
             m.pos = {}
+            m.stored = {tp: off for tp, off in m.stored.items() if tp in keep}
             m.paused &= set(keep)  # kept partitions stay paused (their state is kept)
             for t in new:
                 m.move(TopicPartition(topic, t.partition), t.offset)
@@ -153,6 +186,11 @@ def _run(c: Consumer[Any, Any], topic: str, seed: int, group: bool, auto: bool) 
             done = c.committed(list(m.pos), timeout=10)
             for tp, off in m.pos.items():
                 om = done[tp]
+                if store:  # only what was stored
+                    if tp in m.stored:
+                        assert om is not None and om.offset == m.stored[tp], \
+                            f"commit(): {tp} committed {om}, stored {m.stored[tp]}"
+                    continue
                 assert om is not None and om.offset == off, \
                     f"commit(): {tp} committed {om}, position {off} after {log[-8:]}"
         check_positions()
@@ -167,12 +205,20 @@ def _run(c: Consumer[Any, Any], topic: str, seed: int, group: bool, auto: bool) 
     while any(off < N for off in m.pos.values()) and time.monotonic() < deadline:
         rec = c.poll(0.2)
         if rec is not None:
-            m.took(rec, "final")
+            took(rec, "final")
     assert all(off == N for off in m.pos.values()), f"{m.pos} {c.paused()} {'|'.join(log)}"
     assert c.poll(0.3) is None
     check_positions()
+    if racer is not None:
+        stop.set()
+        racer.join(20)
+        assert not errors, errors
     if auto:
         check_committed()
+    if mode == "race":
+        c.commit(timeout=10)
+        assert all(om is not None and om.offset == N
+                   for om in c.committed(list(m.pos), timeout=10).values())
 
 
 @pytest.fixture
@@ -184,15 +230,17 @@ def _topic(tansu_broker: TansuBroker) -> str:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("mode", ["nogroup", "group", "autocommit"])
+@pytest.mark.parametrize("mode", ["nogroup", "group", "autocommit", "store", "race"])
 def test_random_calls_match_model(tansu_broker: TansuBroker, _topic: str, seed: int,
                                   mode: str) -> None:
     cfg: dict[str, Any] = {"bootstrap_servers": tansu_broker.bootstrap_servers,
-                           "fetch_max_wait_ms": 50, "enable_auto_commit": mode == "autocommit",
+                           "fetch_max_wait_ms": 50,
+                           "enable_auto_commit": mode in ("autocommit", "store"),
+                           "enable_auto_offset_store": mode != "store",
                            "auto_commit_interval_ms": 50}
     if mode != "nogroup":
         cfg["group_id"] = f"g-{_topic}-{mode}-{seed}"
     if seed == 2:
         cfg["max_partition_fetch_bytes"] = 2000  # many small fetches, many leases
     with Consumer(**cfg) as c:
-        _run(c, _topic, seed, mode != "nogroup", mode == "autocommit")
+        _run(c, _topic, seed, mode)

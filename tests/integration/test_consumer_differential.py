@@ -255,8 +255,6 @@ def test_random_calls_match_model(tansu_broker: TansuBroker, _topic: str, seed: 
             assert om is None or om.offset <= bound, (tp, om, bound)
 
 
-@pytest.mark.xfail(strict=True, reason="auto commit runs only for a subscribed member: with "
-                   "assign() and group.id nothing is committed, not even on close()")
 def test_auto_commit_with_assign(tansu_broker: TansuBroker, _topic: str) -> None:
     """enable.auto.commit documents commits every interval and on close(); the Java client
     and librdkafka do both for a manual assignment with a group.id too."""
@@ -273,3 +271,26 @@ def test_auto_commit_with_assign(tansu_broker: TansuBroker, _topic: str) -> None
         assert c.committed(tp, timeout=10) is not None, "no timed auto commit"
     with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers, group_id=group) as other:
         assert other.committed(tp, timeout=10) is not None, "no auto commit on close()"
+
+
+@pytest.mark.parametrize("auto_commit", [True, False])
+def test_close_commits_a_manual_assignment_only_with_auto_commit(
+        tansu_broker: TansuBroker, _topic: str, auto_commit: bool) -> None:
+    """close() commits every record handed out of partitions given by assign(), before
+    any timed auto commit, and only when enable.auto.commit is on."""
+    tp = TopicPartition(_topic, 0)
+    group = f"g-{_topic}-close-{auto_commit}"
+    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers, group_id=group,
+                  enable_auto_commit=auto_commit, auto_commit_interval_ms=600_000,
+                  fetch_max_wait_ms=50) as c:
+        c.assign([TopicPartition(_topic, 0, 0)])
+        got = c.consume(10, 10.0)
+        assert got
+        position = c.position(tp)
+        assert c.committed(tp, timeout=10) is None  # (no timed commit yet)
+    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers, group_id=group) as other:
+        om = other.committed(tp, timeout=10)
+    if auto_commit:
+        assert om == position
+    else:
+        assert om is None

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from kontrakt._types import TopicPartition
+from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.group._offsets import GroupOffsets
 from kontrakt.clients.group._settings import GroupSettings
@@ -150,14 +151,18 @@ class GroupMembership(GroupOffsets):
             with contextlib.suppress(BaseException):
                 await task
         try:
-            if self.subs.assignment and self._is_member():
-                parts = set(self.subs.assignment)
+            member = self._is_member()
+            # A manual assignment (assign()) is committed too, without a listener call: no
+            # group gave it (as the Java client).
+            if self.subs.assignment and (member or not self.subs.subscribed):
                 with self.buffer.lock:
+                    parts = set(self.subs.assignment)
                     for st in self.subs.assignment.values():
                         st.paused = True  # what the commit covers is all that is handed out
                 if autocommit and self.auto_commit:
                     await self._commit_quietly(parts, processed=processed)
-                await self._call_listener("on_partitions_revoked", parts)
+                if member:
+                    await self._call_listener("on_partitions_revoked", parts)
         finally:
             if self._leaves_group():
                 with contextlib.suppress(KafkaError):
@@ -205,7 +210,10 @@ class GroupMembership(GroupOffsets):
                     await self._give_up_membership("unsubscribed", lost=False)
                 if not self.subs.subscribed or self._poll_timed_out:
                     self._changed.clear()
-                    await self._changed.wait()
+                    if self.auto_commit and not self.subs.subscribed:
+                        await self._auto_commit_assigned()
+                    else:
+                        await self._changed.wait()
                     continue
                 await self._turn()
         except asyncio.CancelledError:
@@ -213,6 +221,22 @@ class GroupMembership(GroupOffsets):
         except BaseException as exc:  # supervised: raised by the consumer's next call
             log.error("group membership failed: %r", exc)
             self._error = exc
+
+    async def _auto_commit_assigned(self) -> None:
+        """Not subscribed, auto commit on: commit the partitions given by ``assign()`` once
+        the interval is up, else wait for it (or for a subscription). The Java client and
+        librdkafka auto-commit a manual assignment too; without it a consumer restarted
+        with auto.offset.reset=latest would skip what came in while it was down."""
+        assert self._changed is not None
+        wait = self._next_auto_commit - time.monotonic()
+        if wait > 0:
+            await wait_event(self._changed, wait)
+            return
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+        with self.buffer.lock:  # (assign() changes the assignment on the caller's thread)
+            parts = set(self.subs.assignment)
+        if parts:
+            await self._commit_quietly(parts)
 
     async def _turn(self) -> None:
         """One turn of a subscribed member's loop (join, heartbeat, auto commit)."""

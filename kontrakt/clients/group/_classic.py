@@ -311,11 +311,8 @@ class GroupCoordinator(GroupMembership):
         poll_deadline = self._last_poll + self.max_poll_interval
         if await self._poll_timeout(now, poll_deadline):
             return
-        if self.auto_commit and now >= self._next_auto_commit:
-            self._next_auto_commit = now + self.auto_commit_interval
-            await self._commit_quietly(set(self.subs.assignment))
-            if self._rejoin:
-                return
+        if await self._auto_commit_if_due(now) and self._rejoin:
+            return
         if self._metadata_changed():
             self._request_rejoin()
             return

@@ -157,9 +157,8 @@ class ConsumerGroupMembership(GroupMembership):
         poll_deadline = self._last_poll + self.max_poll_interval
         if await self._poll_timeout(now, poll_deadline):
             return True
-        if self.auto_commit and self.member_epoch > 0 and now >= self._next_auto_commit:
-            self._next_auto_commit = now + self.auto_commit_interval
-            await self._commit_quietly(set(self.subs.assignment))
+        if self.member_epoch > 0:
+            await self._auto_commit_if_due(now)
         self._maybe_reconcile()
         if self.member_epoch == 0 and self._sent_topics is None:
             # Joining: know the topics (and their ids) first.

@@ -222,21 +222,29 @@ class GroupMembership(GroupOffsets):
             log.error("group membership failed: %r", exc)
             self._error = exc
 
+    async def _auto_commit_if_due(self, now: float) -> bool:
+        """The timed auto commit (enable.auto.commit): once auto.commit.interval.ms is up,
+        commit the assignment (what the application moved past by polling again).
+
+        Returns:
+            Whether it was due (and committed).
+        """
+        if not self.auto_commit or now < self._next_auto_commit:
+            return False
+        self._next_auto_commit = now + self.auto_commit_interval
+        with self.buffer.lock:  # (assign() changes the assignment on the caller's thread)
+            parts = set(self.subs.assignment)
+        await self._commit_quietly(parts)
+        return True
+
     async def _auto_commit_assigned(self) -> None:
         """Not subscribed, auto commit on: commit the partitions given by ``assign()`` once
         the interval is up, else wait for it (or for a subscription). The Java client and
         librdkafka auto-commit a manual assignment too; without it a consumer restarted
         with auto.offset.reset=latest would skip what came in while it was down."""
         assert self._changed is not None
-        wait = self._next_auto_commit - time.monotonic()
-        if wait > 0:
-            await wait_event(self._changed, wait)
-            return
-        self._next_auto_commit = time.monotonic() + self.auto_commit_interval
-        with self.buffer.lock:  # (assign() changes the assignment on the caller's thread)
-            parts = set(self.subs.assignment)
-        if parts:
-            await self._commit_quietly(parts)
+        if not await self._auto_commit_if_due(time.monotonic()):
+            await wait_event(self._changed, self._next_auto_commit - time.monotonic())
 
     async def _turn(self) -> None:
         """One turn of a subscribed member's loop (join, heartbeat, auto commit)."""

@@ -429,7 +429,7 @@ class RecordAccumulator:
         return parts
 
     def expire(self, now: float) -> list[ProducerBatch]:
-        """Take out queued batches whose delivery timeout passed (oldest first per queue).
+        """Take out queued batches whose delivery timeout passed (each queue in its order).
 
         Looks only from :attr:`expire_at` on: the sender's pass calls it per pass, and an
         awaited single send's pass would otherwise walk every queue for nothing."""
@@ -439,12 +439,23 @@ class RecordAccumulator:
         with self.lock:
             first = float("inf")
             for dq in self.queues.values():
-                while dq and dq[0].deadline <= now:
-                    b = dq.popleft()
-                    b.sealed = True
-                    out.append(b)
-                if dq and dq[0].deadline < first:
-                    first = dq[0].deadline
+                # Batches never sent are queued in the order they were made, so the first
+                # one alive ends the look; resends and a split batch's parts go to the front
+                # whatever their age (two answers of one partition may come back newest
+                # first), so each of those is looked at.
+                i = 0
+                while i < len(dq):
+                    b = dq[i]
+                    if b.deadline <= now:
+                        del dq[i]
+                        b.sealed = True
+                        out.append(b)
+                        continue
+                    if b.deadline < first:
+                        first = b.deadline
+                    if not b.retry_at and b.parent is None:
+                        break
+                    i += 1
             self.expire_at = first
         return out
 

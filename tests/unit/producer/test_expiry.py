@@ -67,6 +67,51 @@ def test_a_batch_queued_again_with_an_earlier_deadline_expires_at_it() -> None:
     assert acc.expire(old.deadline) == [old]
 
 
+def test_resends_queued_newest_first_each_expire_at_their_own_deadline() -> None:
+    # Without idempotence each resend goes to the front of its queue: when two in-flight
+    # batches of a partition fail, the one answered last (maybe the newer) ends up ahead
+    # of the older one, and a batch never sent sits behind both.
+    acc = _acc()
+    start = time.monotonic()
+    older = ProducerBatch(acc, "t", 0, None, start - 9.5)
+    newer = ProducerBatch(acc, "t", 0, None, start - 5.0)
+    for b in (older, newer):
+        b.sealed = True
+        b.attempts = 1
+        b.retry_at = start
+        acc.reenqueue(b)
+    acc.append("t", 0, 1, b"k", b"v", None, 100)
+    queued = list(acc.queues[("t", 0)])
+    assert queued[:2] == [newer, older]
+    assert acc.expire_at == older.deadline
+    assert acc.expire(older.deadline) == [older]
+    assert list(acc.queues[("t", 0)]) == [newer, queued[2]]
+    assert acc.expire_at == newer.deadline
+    assert acc.expire(newer.deadline) == [newer]
+    assert acc.expire_at == queued[2].deadline
+
+
+def test_a_resend_behind_a_split_batchs_parts_expires_at_its_deadline() -> None:
+    # A batch refused as too large is split and its parts put at the front, ahead of an
+    # older resend queued before.
+    acc = _acc()
+    start = time.monotonic()
+    resend = ProducerBatch(acc, "t", 0, None, start - 9.5)
+    resend.sealed, resend.attempts, resend.retry_at = True, 1, start
+    acc.reenqueue(resend)
+    for _ in range(4):
+        acc.append("t", 0, 1, b"k", b"v" * 3_000, None, 100)
+    dq = acc.queues[("t", 0)]
+    big = dq.pop()  # as a drain takes it
+    assert big.count == 4
+    big.sealed = True
+    parts = acc.split_and_reenqueue(big)
+    assert parts is not None and len(parts) > 1
+    assert list(acc.queues[("t", 0)]) == [*parts, resend]
+    assert acc.expire(resend.deadline) == [resend]
+    assert acc.expire_at == parts[0].deadline
+
+
 def test_a_batch_made_for_records_staged_earlier_expires_at_its_deadline() -> None:
     # A stage's records go into batches made at the stage's start, which may be before
     # the queued batches were made.

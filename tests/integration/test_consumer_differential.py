@@ -406,6 +406,8 @@ async def _run_async(c: AsyncConsumer[Any, Any], topic: str, seed: int, mode: st
         if controls is not None:
             await asyncio.wait([controls], timeout=10)
             assert controls.done()
+            # (else the race mode went by without a race: reads that never waited)
+            assert any(step.startswith("task: ") for step in run.log), run.log
         run.resume_all(c)
         deadline = time.monotonic() + 15
         while run.left() and time.monotonic() < deadline:

@@ -342,3 +342,62 @@ def test_delivery_timeout_fails_records_once(mock_cluster: MockCluster, topic_na
             assert (await p.send_and_wait(topic_name, b"later", partition=0)).offset >= 1
 
     asyncio.run(main())
+
+
+
+def test_epoch_bump_while_a_batch_waits_for_its_connection(mock_cluster: MockCluster,
+                                                           topic_name: str) -> None:
+    """A batch that has its sequence and waits for its broker's connection when the producer
+    takes a new producer id: it must not go out under the new id with the old id's
+    sequence. It did (found by test_producer_fault_schedule.py): the new id's next batch of
+    the partition then got the same sequence, which Kafka drops as a duplicate and yet
+    acknowledges (the record is lost), and the mock writes twice under one sequence."""
+    from kontrakt.protocol.records import iter_batches
+
+    mock_cluster.create_topic(topic_name, 2)
+    mock_cluster.set_partition_leader(topic_name, 0, 1)
+    mock_cluster.set_partition_leader(topic_name, 1, 2)
+
+    async def main() -> list[tuple[int, int, bytes | None]]:
+        async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                 **FAST) as p:
+            await p.send_and_wait(topic_name, b"p0-first", partition=0)
+            # Broker 2 (partition 1's leader) takes 0.5 s to connect to.
+            client = p._client
+            connect = client.connection
+
+            async def slow(node: int) -> Any:
+                if node == 2:
+                    await asyncio.sleep(0.5)
+                return await connect(node)
+
+            client.connection = slow  # type: ignore[method-assign]
+            waiting = await p.send(topic_name, b"p1-waits", partition=1)
+            await asyncio.sleep(0.1)
+            assert p._sender is not None and p._sender._connecting
+            mock_cluster.push_request_errors(PRODUCE, [59])  # UNKNOWN_PRODUCER_ID: new id
+            await p.send_and_wait(topic_name, b"p0-bumps", partition=0)
+            await asyncio.wait_for(waiting, 10)
+            for i in range(3):
+                await p.send_and_wait(topic_name, b"p1-after-%d" % i, partition=1)
+        out: list[tuple[int, int, bytes | None]] = []
+        async with AsyncKafkaClient(bootstrap_servers=mock_cluster.bootstrap_servers) as c:
+            for _ in range(20):  # (the mock answers a fetch with one batch)
+                part, _ = await fetch(c, topic_name, 1, len(out))
+                if len(out) >= part.high_watermark:
+                    break
+                for batch in iter_batches(part.records, topic=topic_name, partition=1):
+                    for r in batch.records():
+                        if r.offset >= len(out):
+                            out.append((batch.producer_id, batch.base_sequence + r.offset
+                                        - batch.base_offset, r.value))
+        return out
+
+    log = asyncio.run(main())
+    assert [v for _, _, v in log] == [b"p1-waits", b"p1-after-0", b"p1-after-1",
+                                      b"p1-after-2"]
+    # Per producer id, the partition's sequences run 0, 1, 2, ... in log order.
+    by_id: dict[int, list[int]] = {}
+    for pid, seq, _ in log:
+        by_id.setdefault(pid, []).append(seq)
+    assert all(seqs == list(range(len(seqs))) for seqs in by_id.values()), log

@@ -175,7 +175,7 @@ class Sender(ProduceRequests):
                 self._wake.clear()
                 idem = self.idem
                 if idem is not None and (idem.need_bump or idem.producer_id < 0) \
-                        and not self._outstanding and bump_at <= time.monotonic():
+                        and self._nothing_in_flight() and bump_at <= time.monotonic():
                     try:
                         await self._bump()
                     except (KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -186,7 +186,7 @@ class Sender(ProduceRequests):
                         bump_at = time.monotonic() + self.settings.retry_backoff
                 wake_at = self._pass()
                 if idem is not None and (idem.need_bump or idem.producer_id < 0) \
-                        and not self._outstanding:
+                        and self._nothing_in_flight():
                     # The next try (the last response, if any are out, wakes the sender).
                     wake_at = min(wake_at, bump_at)
                 timeout = wake_at - time.monotonic()
@@ -314,6 +314,12 @@ class Sender(ProduceRequests):
         if txn is not None and txn.pending:
             txn.add_pending()
         return by_node, wake_at, missing, more
+
+    def _nothing_in_flight(self) -> bool:
+        """No request is written and unanswered, nor waiting for its connection (whose
+        batches hold sequences of the current producer id: a new id must wait for them,
+        or they would go out under it with the old id's sequences)."""
+        return not self._outstanding and not any(self._in_flight.values())
 
     def _first_deadline(self) -> float:
         """The earliest deadline of a queued batch (queues are in creation order)."""

@@ -123,10 +123,17 @@ class IdempotenceState:
             del flying[0]
         elif batch in flying:
             flying.remove(batch)
-        if acked and batch.base_sequence >= 0 and batch.producer_epoch == self.producer_epoch:
+        if acked and batch.base_sequence >= 0 and self.current(batch):
             last = (batch.base_sequence + count - 1) % _SEQ_MOD
             if st.last_acked < 0 or _after(last, st.last_acked):
                 st.last_acked = last
+
+    def current(self, batch: ProducerBatch) -> bool:
+        """True when ``batch`` was last sent under this producer id and epoch (a new id
+        starts again at epoch 0: the epoch alone would take an old id's batch for one of
+        the current id)."""
+        return batch.producer_id == self.producer_id and \
+            batch.producer_epoch == self.producer_epoch
 
     def is_next_expected(self, batch: ProducerBatch) -> bool:
         """True when ``batch`` carries the sequence right after the last acknowledged one."""

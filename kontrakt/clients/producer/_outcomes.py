@@ -124,7 +124,7 @@ class BatchOutcomes:
             self._retry(b, err, force=True)
             return
         if idem is not None and code == OUT_OF_ORDER_SEQUENCE:
-            if b.producer_epoch == idem.producer_epoch:
+            if idem.current(b):
                 if idem.is_overtaken(b):
                     # Records sent after it are in the log already: a resend is refused
                     # the same way forever, and would land after them if it were not.
@@ -230,7 +230,7 @@ class BatchOutcomes:
         count = self._count(b)
         if idem is not None:
             idem.done(b, False, count)
-            if b.base_sequence >= 0 and b.producer_epoch == idem.producer_epoch:
+            if b.base_sequence >= 0 and idem.current(b):
                 # It may or may not be in the log: sequences after it cannot be trusted.
                 idem.need_bump = True
         self._muted.discard((b.topic, b.partition))

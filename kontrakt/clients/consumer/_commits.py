@@ -38,7 +38,10 @@ class AsyncConsumerCommits(AsyncConsumerParts):
                            ) -> dict[TopicPartition, OffsetAndMetadata]:
         if offsets is None:
             with self._buffer.lock:
-                return self._subs.consumed_offsets(stored_only=not self._auto_store)
+                out = self._subs.consumed_offsets(stored_only=not self._auto_store)
+                if self._auto_store:
+                    self._subs.acknowledge(out)
+                return out
         return given_offsets(offsets)
 
     def store_offsets(self, records: ConsumerRecord[Any, Any]

@@ -345,3 +345,17 @@ class SubscriptionState:
             if om is not None:
                 out[tp] = om
         return out
+
+    def acknowledge(self, committed: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        """The application commits ``committed`` (what :meth:`consumed_offsets` gave, the
+        positions): it is done with the records handed out before them, so a later auto
+        commit before its next poll must not stop at the first record of that poll again
+        (which would move the committed offset back). A partition whose mark is past the
+        committed offset (a record handed out meanwhile) keeps it."""
+        for tp, om in committed.items():
+            st = self.assignment.get(tp)
+            if st is None:
+                continue
+            first = st.first_unacked
+            if first is not None and first.offset < om.offset:
+                st.poll_seq = -1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from typing import Any
 
 import pytest
 
@@ -74,3 +75,46 @@ def test_auto_commit_does_not_undo_an_explicit_commit(tansu_broker: TansuBroker,
         assert c.committed(tp, timeout=10) == position
         time.sleep(0.3)  # timed auto commits, no poll
         assert c.committed(tp, timeout=10) == position
+
+
+def test_close_after_a_lost_assignment_neither_revokes_nor_commits(
+        tansu_broker: TansuBroker) -> None:
+    """A member that stopped calling the consumer for max.poll.interval.ms loses its
+    partitions; the on_partitions_lost call waits for its next call. When that call is
+    close(), the partitions are lost once: close() neither commits them (the group has
+    moved on) nor calls on_partitions_revoked for them afterwards."""
+    topic = f"group-differential-{random.Random().getrandbits(40):x}"
+    tansu_broker.create_topic(topic, PARTS)
+    asyncio.run(_prefill(tansu_broker.bootstrap_servers, topic))
+    group = f"g-{topic}"
+    events: list[tuple[str, int]] = []
+
+    class Listener:
+        def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+            events.append(("assigned", len(parts)))
+
+        def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+            events.append(("revoked", len(parts)))
+
+        def on_partitions_lost(self, parts: set[TopicPartition]) -> None:
+            events.append(("lost", len(parts)))
+
+    c: Consumer[Any, Any] = Consumer(
+        bootstrap_servers=tansu_broker.bootstrap_servers, group_id=group,
+        session_timeout_ms=SESSION_MS, heartbeat_interval_ms=100, max_poll_interval_ms=1000,
+        auto_offset_reset="earliest", auto_commit_interval_ms=600_000, fetch_max_wait_ms=50)
+    try:
+        c.subscribe([topic], listener=Listener())
+        deadline = time.monotonic() + 10
+        n = 0
+        while n < 10:
+            assert time.monotonic() < deadline, events
+            n += len(c.consume(10, 0.2))
+        time.sleep(1.5)  # no call: max.poll.interval.ms passes
+    finally:
+        c.close(timeout=10)
+    assert events == [("assigned", PARTS), ("lost", PARTS)]
+    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers, group_id=group,
+                  enable_auto_commit=False) as other:
+        got = other.committed([TopicPartition(topic, p) for p in range(PARTS)], timeout=10)
+    assert all(om is None for om in got.values()), got

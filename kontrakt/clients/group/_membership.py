@@ -256,12 +256,13 @@ class GroupMembership(GroupOffsets):
         await self._stop_side_work()
         parts = set(self.subs.assignment)
         if parts:
+            self._stop_handing_out(parts)
             if lost:
-                await self._call_listener("on_partitions_lost", parts)
+                await self._hand_back("on_partitions_lost", parts)
             else:
                 if self.auto_commit:
                     await self._commit_quietly(parts)
-                await self._call_listener("on_partitions_revoked", parts)
+                await self._hand_back("on_partitions_revoked", parts)
         with self.buffer.lock:
             self.subs.set_assignment(())
         if self._leaves_group():
@@ -293,16 +294,31 @@ class GroupMembership(GroupOffsets):
         """Stop handing out records of ``partitions``, commit them, call the listener."""
         if not partitions:
             return
+        self._stop_handing_out(partitions)
+        if commit and self.auto_commit:
+            await self._await_poll(partitions)
+            await self._commit_quietly(partitions)
+        await self._hand_back("on_partitions_revoked", partitions)
+
+    def _stop_handing_out(self, partitions: set[TopicPartition]) -> None:
+        """No record of ``partitions`` is handed out from here on (nor fetched)."""
         with self.buffer.lock:
             for tp in partitions:
                 st = self.subs.assignment.get(tp)
                 if st is not None:
-                    st.paused = True  # nothing more is handed out from here on
+                    st.paused = True
                     st.gen += 1
-        if commit and self.auto_commit:
-            await self._await_poll(partitions)
-            await self._commit_quietly(partitions)
-        await self._call_listener("on_partitions_revoked", partitions)
+
+    async def _hand_back(self, method: str, partitions: set[TopicPartition]) -> None:
+        """Call the listener's ``method`` (revoked or lost) for ``partitions``, then drop
+        them from the assignment, also when the call is interrupted: close() cancels this
+        task while a sync consumer's listener call waits for the application's next call
+        (close() itself runs it), and must not commit or revoke them a second time."""
+        try:
+            await self._call_listener(method, partitions)
+        finally:
+            with self.buffer.lock:
+                self.subs.remove_partitions(partitions)
 
     async def _await_poll(self, partitions: set[TopicPartition]) -> None:
         """Before committing revoked partitions: wait until the application has polled
@@ -332,14 +348,8 @@ class GroupMembership(GroupOffsets):
         parts = set(self.subs.assignment)
         self.generation = -1
         if parts:
-            with self.buffer.lock:
-                for tp in parts:
-                    st = self.subs.assignment[tp]
-                    st.paused = True
-                    st.gen += 1
-            await self._call_listener("on_partitions_lost", parts)
-            with self.buffer.lock:
-                self.subs.set_assignment(())
+            self._stop_handing_out(parts)
+            await self._hand_back("on_partitions_lost", parts)
 
     async def _poll_timeout(self, now: float, poll_deadline: float) -> bool:
         """Leave the group (partitions lost) when the application stopped polling for

@@ -1,5 +1,32 @@
-"""Consumer groups and their commits on Tansu (session.timeout.ms 2000: Tansu holds a JoinGroup
-about 1 s, see TEST-BROKERS.md)."""
+"""A randomized differential run of consumer GROUPS across rebalances, on Tansu
+(session.timeout.ms 2000: Tansu holds a JoinGroup about 1 s, see TEST-BROKERS.md).
+
+Two or three sync consumers subscribe to one topic in one group and are driven from this
+thread by a seeded random schedule: ``poll()``, ``getmany()``, ``consume()``, ``commit()``,
+``commit_async()``, records produced meanwhile, members joining, leaving with ``close()``,
+and one member abandoned (it stops calling the consumer without closing it: after
+max.poll.interval.ms its on_partitions_lost call waits for a call that never comes, its
+heartbeats stop, and the group evicts it). A rebalance listener on every member tracks
+what it owns (sync listeners run on this thread, inside that member's calls, so the model
+is exact when a call returns); the model checks after every step:
+
+- a member hands out records only of partitions it owns, contiguous per partition, the
+  first one of an ownership at the offset committed when it was assigned; a partition is
+  revoked or lost only by its owner, and once;
+- the committed offset of a partition never passes a record not processed yet (handed out
+  and then polled past, committed explicitly, or closed) — auto commit included: no loss;
+- committed offsets never go backwards, except on a partition two live members owned at
+  once (one left out of a generation while its revoke listener waited, which Kafka allows);
+- nothing is handed out after ``close()`` (and no listener runs after it);
+- at the end a fresh consumer of the group starts at the committed offsets, and with what
+  the group handed out before it covers every record produced (at least once).
+
+Each run must move partitions between members, and the runs that abandon a member must see
+its partitions taken over. Modes: auto commit only; auto commit with explicit commits
+(and a revoke listener that commits); enable.auto.commit off with explicit commits (and a
+revoke listener that commits); over the eager (range, roundrobin) and cooperative-sticky
+assignors.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +37,11 @@ from typing import Any
 
 import pytest
 
-from kontrakt._types import TopicPartition
+from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients import AsyncKafkaClient
 from kontrakt.clients.consumer import Consumer
+from kontrakt.clients.producer import Producer
+from kontrakt.errors import CommitFailedError, IllegalStateError
 from kontrakt.protocol.records import RecordBatchBuilder
 from kontrakt.testing import TansuBroker
 from tests.integration.raw_ops import produce
@@ -21,7 +50,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 PARTS = 4
 PREFILL = 80  # records per partition before the members start
+STEPS = 160
 SESSION_MS = 2000
+#: every live member makes a call at least this often (seconds): a member whose revoke
+#: listener waits longer than Tansu holds the JoinGroup is left out of the generation
+CALL_EVERY = 0.4
 
 
 def _value(p: int, off: int) -> bytes:
@@ -41,6 +74,408 @@ async def _prefill(bootstrap: str, topic: str) -> None:
                 part = await produce(client, topic, p, b.build())
                 assert part.error_code == 0, part
                 off += n
+
+
+class _Member:
+    def __init__(self, name: str, consumer: Consumer[Any, Any]) -> None:
+        self.name = name
+        self.consumer = consumer
+        #: partition -> next offset this member must hand out (None: not known yet, the
+        #: partition was owned by two members at once)
+        self.owned: dict[TopicPartition, int | None] = {}
+        #: offsets handed out by this member's latest poll (not processed yet)
+        self.pending: dict[TopicPartition, list[int]] = {}
+        self.closed = False
+        self.abandoned = False
+        self.last_call = time.monotonic()
+
+
+class _Listener:
+    """Rebalance listener of one member (plain methods: they run on the caller's thread).
+    The consumer logs and swallows what a listener raises: a failed check is kept for the
+    driver to raise after the call."""
+
+    def __init__(self, run: _Run, member: _Member) -> None:
+        self.run = run
+        self.member = member
+
+    def _checked(self, fn: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            fn(*args, **kwargs)
+        except BaseException as exc:
+            self.run.listener_errors.append(exc)
+            raise
+
+    def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+        self._checked(self.run.assigned, self.member, parts)
+
+    def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+        self._checked(self.run.revoked, self.member, parts, lost=False)
+
+    def on_partitions_lost(self, parts: set[TopicPartition]) -> None:
+        self._checked(self.run.revoked, self.member, parts, lost=True)
+
+
+class _Run:
+    """The model of one run, and the members it drives."""
+
+    def __init__(self, bootstrap: str, topic: str, seed: int, mode: str,
+                 strategy: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.rnd = random.Random(seed)
+        self.mode = mode
+        self.auto = mode.startswith("auto")
+        #: explicit commit()/commit_async() steps
+        self.commits = mode != "auto"
+        #: the revoke listener commits
+        self.revoke_commits = mode.endswith("revoke")
+        self.strategy = strategy
+        self.group = f"g-{topic}-{mode}-{seed}"
+        self.tps = [TopicPartition(topic, p) for p in range(PARTS)]
+        self.end = {tp: PREFILL for tp in self.tps}
+        self.handed: dict[TopicPartition, set[int]] = {tp: set() for tp in self.tps}
+        self.processed: dict[TopicPartition, set[int]] = {tp: set() for tp in self.tps}
+        #: the first offset of each partition not processed (commits may not pass it)
+        self.prefix = {tp: 0 for tp in self.tps}
+        self.last_committed: dict[TopicPartition, int] = {}
+        #: partitions that two members owned at once (in the listeners' view)
+        self.contested: set[TopicPartition] = set()
+        self.members: list[_Member] = []
+        self.log: list[str] = []
+        self.async_commits: list[Any] = []
+        self.async_errors: list[BaseException] = []
+        self.refused = 0  # commits refused for a rebalance (CommitFailedError)
+        self.listener_errors: list[BaseException] = []
+        #: what the run exercised: partitions that changed owner, abandoned members whose
+        #: partitions others took, records handed out more than once
+        self.moves = 0
+        self.evicted = 0
+        self.duplicates = 0
+        self.previous_owner: dict[TopicPartition, str] = {}
+        self.abandon = False  # whether the schedule may abandon a member
+        self.observer: Consumer[Any, Any] = Consumer(
+            bootstrap_servers=bootstrap, group_id=self.group, enable_auto_commit=False)
+        self.producer = Producer(bootstrap_servers=bootstrap, linger_ms=0)
+
+    # --- the model ---------------------------------------------------------------------
+
+    def where(self) -> str:
+        return " | ".join(self.log[-14:])
+
+    def assigned(self, m: _Member, parts: set[TopicPartition]) -> None:
+        assert not m.closed, f"{m.name}: listener called after close(): {self.where()}"
+        self.log.append(f"{m.name}+{sorted(tp.partition for tp in parts)}")
+        if not parts:
+            return
+        got = m.consumer.committed(list(parts), timeout=10)
+        for tp in parts:
+            assert tp not in m.owned, f"{m.name}: {tp} assigned twice: {self.where()}"
+            others = [o.name for o in self.members if o is not m and tp in o.owned]
+            if self.previous_owner.get(tp, m.name) != m.name:
+                self.moves += 1
+            self.previous_owner[tp] = m.name
+            self.evicted += any(o.abandoned for o in self.members if o is not m
+                                and tp in o.owned)
+            om = got[tp]
+            start: int | None = 0 if om is None else om.offset
+            if others:
+                self.log.append(f"contested {tp.partition} {others}")
+            if any(not o.abandoned for o in self.members if o.name in others):
+                # A live member still owns it in its own view (left out of the generation
+                # while its revoke listener waited for its next call): its late commits
+                # may move the committed offset. An abandoned member commits nothing
+                # more once its listener call waits for a call that never comes.
+                self.contested.add(tp)
+                start = None
+            m.owned[tp] = start
+
+    def revoked(self, m: _Member, parts: set[TopicPartition], *, lost: bool) -> None:
+        assert not m.closed, f"{m.name}: listener called after close(): {self.where()}"
+        self.log.append(f"{m.name}{'~' if lost else '-'}{sorted(tp.partition for tp in parts)}")
+        for tp in parts:
+            assert tp in m.owned, f"{m.name}: revoked {tp} it does not own: {self.where()}"
+        if self.revoke_commits and not lost:
+            self.processed_all(m)
+            try:
+                m.consumer.commit(timeout=10)
+            except CommitFailedError:
+                self.refused += 1
+        for tp in parts:
+            del m.owned[tp]
+
+    def processed_all(self, m: _Member) -> None:
+        """The application is done with every record ``m`` handed out."""
+        for tp, offs in m.pending.items():
+            done = self.processed[tp]
+            done.update(offs)
+            n = self.prefix[tp]
+            while n in done:
+                n += 1
+            self.prefix[tp] = n
+        m.pending = {}
+
+    def took(self, m: _Member, rec: Any, where: str) -> None:
+        tp = TopicPartition(rec.topic, rec.partition)
+        off = rec.offset
+        assert tp in m.owned, f"{where}: {m.name} handed out {tp}@{off} it does not own " \
+                              f"(owns {sorted(t.partition for t in m.owned)}): {self.where()}"
+        want = m.owned[tp]
+        assert want is None or off == want, \
+            f"{where}: {m.name} handed out {tp}@{off}, expected {want}: {self.where()}"
+        assert off < self.end[tp] and rec.value == _value(tp.partition, off), (where, rec)
+        m.owned[tp] = off + 1
+        self.duplicates += off in self.handed[tp]
+        self.handed[tp].add(off)
+        m.pending.setdefault(tp, []).append(off)
+
+    def check_committed(self, where: str) -> dict[TopicPartition, int]:
+        if self.listener_errors:
+            raise self.listener_errors[0]
+        got = self.observer.committed(self.tps, timeout=10)
+        out: dict[TopicPartition, int] = {}
+        for tp, om in got.items():
+            if om is None:
+                continue
+            c = out[tp] = om.offset
+            assert c <= self.prefix[tp], \
+                f"{where}: committed {tp}@{c} passes a record not processed " \
+                f"(first unprocessed {self.prefix[tp]}): {self.where()}"
+            last = self.last_committed.get(tp)
+            assert last is None or c >= last or tp in self.contested, \
+                f"{where}: committed {tp} went back from {last} to {c}: {self.where()}"
+            self.last_committed[tp] = c
+        return out
+
+    # --- the members ---------------------------------------------------------------------
+
+    def stable(self) -> bool:
+        """Whether the live members own every partition, each some (no rebalance on)."""
+        live = self.live()
+        owned = [tp for m in live for tp in m.owned]
+        return all(m.owned for m in live) and sorted(owned) == self.tps
+
+    def live(self) -> list[_Member]:
+        return [m for m in self.members if not m.closed and not m.abandoned]
+
+    def join(self) -> _Member:
+        name = f"m{len(self.members)}"
+        c: Consumer[Any, Any] = Consumer(
+            bootstrap_servers=self.bootstrap, group_id=self.group,
+            session_timeout_ms=SESSION_MS, heartbeat_interval_ms=100,
+            max_poll_interval_ms=2500, auto_offset_reset="earliest",
+            enable_auto_commit=self.auto, auto_commit_interval_ms=self.rnd.choice((50, 300)),
+            fetch_max_wait_ms=50, partition_assignment_strategy=self.strategy,
+            max_partition_fetch_bytes=self.rnd.choice((200, 1 << 20)))
+        m = _Member(name, c)
+        self.members.append(m)
+        c.subscribe([self.topic], listener=_Listener(self, m))
+        self.log.append(f"{name} joins")
+        return m
+
+    def poll(self, m: _Member, op: str) -> None:
+        c = m.consumer
+        self.processed_all(m)  # each poll: the records of the one before are processed
+        m.last_call = time.monotonic()
+        if op == "poll":
+            rec = c.poll(0.1)
+            if rec is not None:
+                self.took(m, rec, f"{m.name} poll")
+        elif op == "polls":
+            for _ in range(self.rnd.randint(2, 30)):
+                rec = c.poll(0.05)
+                if rec is None:
+                    break
+                self.took(m, rec, f"{m.name} polls")
+                self.processed_all(m)
+        elif op == "getmany":
+            got = c.getmany(0.1, max_records=self.rnd.choice((1, 5, 40)))
+            for recs in got.values():
+                for rec in recs:
+                    self.took(m, rec, f"{m.name} getmany")
+        else:
+            for rec in c.consume(self.rnd.choice((1, 10)), 0.1):
+                self.took(m, rec, f"{m.name} consume")
+        m.last_call = time.monotonic()
+
+    def commit(self, m: _Member, asynchronous: bool) -> None:
+        self.processed_all(m)
+        m.last_call = time.monotonic()
+        if asynchronous:
+            def done(_offsets: dict[TopicPartition, OffsetAndMetadata],
+                     err: BaseException | None) -> None:
+                if err is not None and not isinstance(err, CommitFailedError):
+                    self.async_errors.append(err)
+            self.async_commits.append(m.consumer.commit_async(callback=done))
+            return
+        try:
+            m.consumer.commit(timeout=10)
+        except CommitFailedError:
+            self.refused += 1
+
+    def close(self, m: _Member) -> None:
+        self.log.append(f"{m.name} closes")
+        if self.auto:
+            self.processed_all(m)  # close() commits every record handed out
+        m.consumer.close(timeout=10)
+        m.closed = True
+        m.owned = {}
+        with pytest.raises(IllegalStateError):
+            m.consumer.poll(0)
+
+    def produce(self) -> None:
+        futs = []
+        for _ in range(self.rnd.randint(1, 8)):
+            tp = self.rnd.choice(self.tps)
+            futs.append((tp, self.end[tp], self.producer.send(
+                self.topic, _value(tp.partition, self.end[tp]), partition=tp.partition)))
+            self.end[tp] += 1
+        self.producer.flush(10)
+        for tp, off, fut in futs:
+            assert fut.result(10).offset == off, (tp, off)
+
+    # --- the schedule --------------------------------------------------------------------
+
+    def step(self, i: int) -> None:
+        rnd = self.rnd
+        live = self.live()
+        stale = [m for m in live if time.monotonic() - m.last_call > CALL_EVERY]
+        if stale:
+            m = stale[0]
+            op = rnd.choice(("poll", "getmany"))
+            self.log.append(f"{i} {m.name} {op}!")
+            self.poll(m, op)
+            return
+        ops = ["poll", "polls", "getmany", "consume", "produce", "idle"]
+        weights = [6, 3, 5, 3, 2, 1]
+        if self.commits:
+            ops += ["commit", "commit_async"]
+            weights += [2, 2]
+        # Members join and leave only while the group is stable: once every member of a
+        # rebalance in progress has left (some of them while Tansu held their JoinGroup),
+        # Tansu never completes a JoinGroup of the group again (confluent-kafka members
+        # alike), and a member closing mid-join makes the others' join take seconds.
+        stable = self.stable()
+        if stable and len(live) < 3 and len(self.members) < 4:
+            ops.append("join")
+            weights.append(1)
+        if stable and len(live) > 1:
+            ops.append("close")
+            weights.append(1)
+            if self.abandon and i < STEPS // 3 and not any(m.abandoned for m in self.members):
+                ops.append("abandon")
+                weights.append(1)
+        op = rnd.choices(ops, weights)[0]
+        m = rnd.choice(live)
+        self.log.append(f"{i} {m.name} {op}")
+        if op in ("poll", "polls", "getmany", "consume"):
+            self.poll(m, op)
+        elif op in ("commit", "commit_async"):
+            self.commit(m, op == "commit_async")
+        elif op == "produce":
+            self.produce()
+        elif op == "idle":
+            time.sleep(0.1)
+        elif op == "join":
+            self.join()
+        elif op == "close":
+            self.close(m)
+        elif op == "abandon":
+            m.abandoned = True
+
+    def run(self, abandon: bool) -> None:
+        self.abandon = abandon
+        self.join()
+        self.join()
+        for i in range(STEPS):
+            self.step(i)
+            self.check_committed(f"step {i}")
+        # An abandoned member's partitions go to the others once the group evicted it
+        # (max.poll.interval.ms, then session.timeout.ms without heartbeats: its listener
+        # call waits for a call that never comes).
+        deadline = time.monotonic() + 15
+        i = STEPS
+        while any(m.abandoned for m in self.members) and not self.stable():
+            assert time.monotonic() < deadline, f"abandoned member not evicted: {self.where()}"
+            m = min(self.live(), key=lambda m: m.last_call)
+            self.log.append(f"{i} {m.name} settle")
+            self.poll(m, "getmany")
+            self.check_committed(f"step {i}")
+            i += 1
+        assert self.moves, f"no partition changed owner: {self.where()}"
+        if self.abandon:
+            assert self.evicted, f"no partition of an abandoned member moved: {self.where()}"
+        # The end: everyone closes (the abandoned member last, long after it was left out).
+        for m in self.live() + [m for m in self.members if m.abandoned]:
+            if not m.closed:
+                self.close(m)
+        for fut in self.async_commits:
+            fut.exception(10)  # done (their errors go to the callback)
+        assert not self.async_errors, self.async_errors
+        final = self.check_committed("closed")
+        self.produce()
+        self.fresh_member(final)
+
+    def fresh_member(self, committed: dict[TopicPartition, int]) -> None:
+        """A fresh consumer of the group starts at the committed offsets and reads to the
+        end; with what the group handed out before, every record was handed out.
+
+        It takes the partitions with assign() (the committed offsets are where it starts):
+        after every member left while Tansu held a JoinGroup, Tansu never completes
+        another JoinGroup of the group (confluent-kafka members alike)."""
+        got: dict[TopicPartition, list[int]] = {tp: [] for tp in self.tps}
+        with Consumer(bootstrap_servers=self.bootstrap, group_id=self.group,
+                      auto_offset_reset="earliest", fetch_max_wait_ms=50,
+                      enable_auto_commit=False) as c:
+            c.assign(self.tps)
+            deadline = time.monotonic() + 10
+            while any(len(got[tp]) < self.end[tp] - committed.get(tp, 0) for tp in self.tps):
+                assert time.monotonic() < deadline, (committed, self.end,
+                                                     {tp: v[-1:] for tp, v in got.items()})
+                for tp, recs in c.getmany(0.2, max_records=500).items():
+                    got[tp].extend(r.offset for r in recs)
+        for tp in self.tps:
+            start = committed.get(tp, 0)
+            assert got[tp] == list(range(start, self.end[tp])), \
+                f"fresh consumer: {tp} from committed {start}: {got[tp][:5]}..."
+            missed = set(range(start)) - self.handed[tp]
+            assert not missed, f"{tp}: records below the committed offset {start} were " \
+                               f"never handed out: {sorted(missed)[:10]}"
+
+    def close_all(self) -> None:
+        for m in self.members:
+            if not m.closed:
+                m.closed = True
+                m.consumer.close(timeout=5)
+        self.observer.close(timeout=5)
+        self.producer.close(5)
+
+
+CASES = [
+    # (mode, strategy, seed, abandon)
+    ("auto", "range", 1, True),
+    ("auto-commit", "cooperative-sticky", 2, False),
+    ("manual-revoke", "range", 3, True),
+    ("manual", "roundrobin", 4, False),
+    ("auto-revoke", "cooperative-sticky", 5, True),
+]
+
+
+@pytest.mark.parametrize(("mode", "strategy", "seed", "abandon"), CASES)
+def test_group_rebalances_match_model(tansu_broker: TansuBroker, mode: str, strategy: str,
+                                      seed: int, abandon: bool) -> None:
+    """``mode``: auto (auto commit only); auto-commit (auto commit and explicit commits);
+    auto-revoke (auto commit, explicit commits, the revoke listener commits too);
+    manual (enable.auto.commit off, explicit commits); manual-revoke (and the revoke
+    listener commits)."""
+    topic = f"group-differential-{random.Random().getrandbits(40):x}"
+    tansu_broker.create_topic(topic, PARTS)
+    asyncio.run(_prefill(tansu_broker.bootstrap_servers, topic))
+    run = _Run(tansu_broker.bootstrap_servers, topic, seed, mode, strategy)
+    try:
+        run.run(abandon)
+    finally:
+        run.close_all()
 
 
 @pytest.mark.parametrize(("how", "commit"), [("assign", "commit"),

@@ -18,6 +18,8 @@ is exact when a call returns); the model checks after every step:
 - committed offsets never go backwards, except on a partition two live members owned at
   once (one left out of a generation while its revoke listener waited, which Kafka allows);
 - nothing is handed out after ``close()`` (and no listener runs after it);
+- a partition a live member revoked (auto commit, or a revoke listener that commits)
+  starts at its next owner where it was revoked: no record handed out twice;
 - at the end a fresh consumer of the group starts at the committed offsets, and with what
   the group handed out before it covers every record produced (at least once).
 
@@ -39,6 +41,7 @@ import pytest
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients import AsyncKafkaClient
+from kontrakt.clients.admin import AdminClient, ConsumerGroupState
 from kontrakt.clients.consumer import Consumer
 from kontrakt.clients.producer import Producer
 from kontrakt.errors import CommitFailedError, IllegalStateError
@@ -49,8 +52,8 @@ from tests.integration.raw_ops import produce
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 PARTS = 4
-PREFILL = 80  # records per partition before the members start
-STEPS = 160
+PREFILL = 300  # records per partition: the members stay behind the end
+STEPS = 110
 SESSION_MS = 2000
 #: every live member makes a call at least this often (seconds): a member whose revoke
 #: listener waits longer than Tansu holds the JoinGroup is left out of the generation
@@ -86,6 +89,7 @@ class _Member:
         #: offsets handed out by this member's latest poll (not processed yet)
         self.pending: dict[TopicPartition, list[int]] = {}
         self.closed = False
+        self.closing = False
         self.abandoned = False
         self.last_call = time.monotonic()
 
@@ -153,10 +157,16 @@ class _Run:
         self.evicted = 0
         self.duplicates = 0
         self.previous_owner: dict[TopicPartition, str] = {}
+        #: partition -> the position a live member revoked it at, committed then (auto
+        #: commit, after its next poll; or the revoke listener's commit): its next owner
+        #: starts there, no record is handed out twice
+        self.handoff: dict[TopicPartition, int] = {}
+        self.handoffs = 0
         self.abandon = False  # whether the schedule may abandon a member
         self.observer: Consumer[Any, Any] = Consumer(
             bootstrap_servers=bootstrap, group_id=self.group, enable_auto_commit=False)
         self.producer = Producer(bootstrap_servers=bootstrap, linger_ms=0)
+        self.admin = AdminClient(bootstrap_servers=bootstrap)
 
     # --- the model ---------------------------------------------------------------------
 
@@ -168,7 +178,11 @@ class _Run:
         self.log.append(f"{m.name}+{sorted(tp.partition for tp in parts)}")
         if not parts:
             return
-        got = m.consumer.committed(list(parts), timeout=10)
+        # Inside close() (a pending assignment's listener call runs there), a blocking call
+        # of the listener runs the revocation close() queues before this call returns
+        # (Consumer._call services listener calls while it waits, also inside one).
+        got = ({tp: None for tp in parts} if m.closing
+               else m.consumer.committed(list(parts), timeout=10))
         for tp in parts:
             assert tp not in m.owned, f"{m.name}: {tp} assigned twice: {self.where()}"
             others = [o.name for o in self.members if o is not m and tp in o.owned]
@@ -178,7 +192,7 @@ class _Run:
             self.evicted += any(o.abandoned for o in self.members if o is not m
                                 and tp in o.owned)
             om = got[tp]
-            start: int | None = 0 if om is None else om.offset
+            start: int | None = None if m.closing else 0 if om is None else om.offset
             if others:
                 self.log.append(f"contested {tp.partition} {others}")
             if any(not o.abandoned for o in self.members if o.name in others):
@@ -188,6 +202,11 @@ class _Run:
                 # more once its listener call waits for a call that never comes.
                 self.contested.add(tp)
                 start = None
+            moved_at = self.handoff.pop(tp, None)
+            self.handoffs += moved_at is not None and start is not None
+            assert start is None or moved_at is None or start == moved_at, \
+                f"{m.name}: {tp} was revoked at {moved_at} but starts at the committed " \
+                f"offset {start}: {self.where()}"
             m.owned[tp] = start
 
     def revoked(self, m: _Member, parts: set[TopicPartition], *, lost: bool) -> None:
@@ -195,14 +214,20 @@ class _Run:
         self.log.append(f"{m.name}{'~' if lost else '-'}{sorted(tp.partition for tp in parts)}")
         for tp in parts:
             assert tp in m.owned, f"{m.name}: revoked {tp} it does not own: {self.where()}"
+        committed = self.auto and not m.abandoned  # (an abandoned one did not poll)
         if self.revoke_commits and not lost:
             self.processed_all(m)
             try:
                 m.consumer.commit(timeout=10)
+                committed = True
             except CommitFailedError:
                 self.refused += 1
         for tp in parts:
-            del m.owned[tp]
+            at = m.owned.pop(tp)
+            if lost or not committed or at is None:
+                self.handoff.pop(tp, None)
+            else:
+                self.handoff[tp] = at
 
     def processed_all(self, m: _Member) -> None:
         """The application is done with every record ``m`` handed out."""
@@ -249,6 +274,9 @@ class _Run:
 
     # --- the members ---------------------------------------------------------------------
 
+    def group_state(self) -> ConsumerGroupState:
+        return self.admin.describe_consumer_groups([self.group], timeout=10)[self.group].state
+
     def stable(self) -> bool:
         """Whether the live members own every partition, each some (no rebalance on)."""
         live = self.live()
@@ -264,7 +292,7 @@ class _Run:
             bootstrap_servers=self.bootstrap, group_id=self.group,
             session_timeout_ms=SESSION_MS, heartbeat_interval_ms=100,
             max_poll_interval_ms=2500, auto_offset_reset="earliest",
-            enable_auto_commit=self.auto, auto_commit_interval_ms=self.rnd.choice((50, 300)),
+            enable_auto_commit=self.auto, auto_commit_interval_ms=self.rnd.choice((200, 1000)),
             fetch_max_wait_ms=50, partition_assignment_strategy=self.strategy,
             max_partition_fetch_bytes=self.rnd.choice((200, 1 << 20)))
         m = _Member(name, c)
@@ -282,19 +310,19 @@ class _Run:
             if rec is not None:
                 self.took(m, rec, f"{m.name} poll")
         elif op == "polls":
-            for _ in range(self.rnd.randint(2, 30)):
+            for _ in range(self.rnd.randint(2, 10)):
                 rec = c.poll(0.05)
                 if rec is None:
                     break
                 self.took(m, rec, f"{m.name} polls")
                 self.processed_all(m)
         elif op == "getmany":
-            got = c.getmany(0.1, max_records=self.rnd.choice((1, 5, 40)))
+            got = c.getmany(0.1, max_records=self.rnd.choice((1, 3, 10)))
             for recs in got.values():
                 for rec in recs:
                     self.took(m, rec, f"{m.name} getmany")
         else:
-            for rec in c.consume(self.rnd.choice((1, 10)), 0.1):
+            for rec in c.consume(self.rnd.choice((1, 5)), 0.1):
                 self.took(m, rec, f"{m.name} consume")
         m.last_call = time.monotonic()
 
@@ -314,12 +342,20 @@ class _Run:
             self.refused += 1
 
     def close(self, m: _Member) -> None:
-        self.log.append(f"{m.name} closes")
+        # The commit of close() is refused while the coordinator is rebalancing (a new
+        # generation): the records are read again (as with Kafka), so no handoff then.
+        quiet = self.stable() and self.group_state() == ConsumerGroupState.STABLE
+        owned = set(m.owned)
+        self.log.append(f"{m.name} closes{'' if quiet else ' (rebalancing)'}")
         if self.auto:
             self.processed_all(m)  # close() commits every record handed out
+        m.closing = True
         m.consumer.close(timeout=10)
         m.closed = True
         m.owned = {}
+        if not quiet:
+            for tp in owned:
+                self.handoff.pop(tp, None)
         with pytest.raises(IllegalStateError):
             m.consumer.poll(0)
 
@@ -356,15 +392,15 @@ class _Run:
         # Tansu never completes a JoinGroup of the group again (confluent-kafka members
         # alike), and a member closing mid-join makes the others' join take seconds.
         stable = self.stable()
-        if stable and len(live) < 3 and len(self.members) < 4:
+        if stable and len(live) < 3 and len(self.members) < 5:
             ops.append("join")
-            weights.append(1)
+            weights.append(2)
         if stable and len(live) > 1:
             ops.append("close")
-            weights.append(1)
-            if self.abandon and i < STEPS // 3 and not any(m.abandoned for m in self.members):
+            weights.append(2)
+            if self.abandon and not any(m.abandoned for m in self.members):
                 ops.append("abandon")
-                weights.append(1)
+                weights.append(1 if i < STEPS // 3 else 100)
         op = rnd.choices(ops, weights)[0]
         m = rnd.choice(live)
         self.log.append(f"{i} {m.name} {op}")
@@ -390,21 +426,34 @@ class _Run:
         for i in range(STEPS):
             self.step(i)
             self.check_committed(f"step {i}")
-        # An abandoned member's partitions go to the others once the group evicted it
-        # (max.poll.interval.ms, then session.timeout.ms without heartbeats: its listener
-        # call waits for a call that never comes).
-        deadline = time.monotonic() + 15
+        # Until the run has moved a partition between members and, when it abandons one,
+        # seen the group evict it (max.poll.interval.ms, then session.timeout.ms without
+        # heartbeats: its listener call waits for a call that never comes) and its
+        # partitions taken over.
+        deadline = time.monotonic() + 20
         i = STEPS
-        while any(m.abandoned for m in self.members) and not self.stable():
-            assert time.monotonic() < deadline, f"abandoned member not evicted: {self.where()}"
-            m = min(self.live(), key=lambda m: m.last_call)
-            self.log.append(f"{i} {m.name} settle")
-            self.poll(m, "getmany")
+        while True:
+            live = self.live()
+            stable = self.stable()
+            abandoned = any(m.abandoned for m in self.members)
+            if stable and self.moves and (self.evicted or not self.abandon):
+                break
+            assert time.monotonic() < deadline, f"no moves or no eviction: {self.where()}"
+            if stable and len(live) == 1 and (not self.moves or (not abandoned and self.abandon)):
+                self.log.append(f"{i} join")
+                self.join()
+            elif stable and self.abandon and not abandoned:
+                self.log.append(f"{i} {live[-1].name} abandon")
+                live[-1].abandoned = True
+            elif stable and not self.moves:
+                self.log.append(f"{i} {live[-1].name} close")
+                self.close(live[-1])
+            else:
+                m = min(live, key=lambda m: m.last_call)
+                self.log.append(f"{i} {m.name} settle")
+                self.poll(m, "getmany")
             self.check_committed(f"step {i}")
             i += 1
-        assert self.moves, f"no partition changed owner: {self.where()}"
-        if self.abandon:
-            assert self.evicted, f"no partition of an abandoned member moved: {self.where()}"
         # The end: everyone closes (the abandoned member last, long after it was left out).
         for m in self.live() + [m for m in self.members if m.abandoned]:
             if not m.closed:
@@ -413,6 +462,9 @@ class _Run:
             fut.exception(10)  # done (their errors go to the callback)
         assert not self.async_errors, self.async_errors
         final = self.check_committed("closed")
+        for tp, at in self.handoff.items():  # what the last owners committed
+            assert final.get(tp) == at, \
+                f"{tp} committed {final.get(tp)} after its owner closed at {at}: {self.where()}"
         self.produce()
         self.fresh_member(final)
 
@@ -448,6 +500,7 @@ class _Run:
                 m.closed = True
                 m.consumer.close(timeout=5)
         self.observer.close(timeout=5)
+        self.admin.close()
         self.producer.close(5)
 
 

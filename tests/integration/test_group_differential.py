@@ -105,7 +105,6 @@ class _Member:
         #: offsets handed out by this member's latest poll (not processed yet)
         self.pending: dict[TopicPartition, list[int]] = {}
         self.closed = False
-        self.closing = False
         self.abandoned = False
         self.last_call = time.monotonic()
 
@@ -199,11 +198,7 @@ class _Run:
         self.log.append(f"{m.name}+{sorted(tp.partition for tp in parts)}")
         if not parts:
             return
-        # Inside close() (a pending assignment's listener call runs there), a blocking call
-        # of the listener runs the revocation close() queues before this call returns
-        # (Consumer._call services listener calls while it waits, also inside one).
-        got = ({tp: None for tp in parts} if m.closing
-               else m.consumer.committed(list(parts), timeout=10))
+        got = m.consumer.committed(list(parts), timeout=10)
         for tp in parts:
             assert tp not in m.owned, f"{m.name}: {tp} assigned twice: {self.where()}"
             others = [o.name for o in self.members if o is not m and tp in o.owned]
@@ -213,7 +208,7 @@ class _Run:
             self.evicted += any(o.abandoned for o in self.members if o is not m
                                 and tp in o.owned)
             om = got[tp]
-            start: int | None = None if m.closing else 0 if om is None else om.offset
+            start: int | None = 0 if om is None else om.offset
             if others:
                 self.log.append(f"contested {tp.partition} {others}")
             if any(not o.abandoned for o in self.members if o.name in others):
@@ -372,7 +367,6 @@ class _Run:
         self.log.append(f"{m.name} closes")
         if self.auto:
             self.processed_all(m)  # close() commits every record handed out
-        m.closing = True
         m.consumer.close(timeout=10)
         m.closed = True
         m.owned = {}
@@ -627,3 +621,33 @@ def test_close_after_a_lost_assignment_neither_revokes_nor_commits(
                   enable_auto_commit=False) as other:
         got = other.committed([TopicPartition(topic, p) for p in range(PARTS)], timeout=10)
     assert all(om is None for om in got.values()), got
+
+
+def test_a_listener_call_does_not_run_inside_another(tansu_broker: TansuBroker) -> None:
+    """A sync listener that makes a blocking call (here committed()) finishes before the
+    next listener call runs, also inside close(), which runs a pending assignment's call
+    and queues the revocation meanwhile."""
+    topic = f"group-differential-{random.Random().getrandbits(40):x}"
+    tansu_broker.create_topic(topic, PARTS)
+    events: list[str] = []
+    c: Consumer[Any, Any] = Consumer(
+        bootstrap_servers=tansu_broker.bootstrap_servers, group_id=f"g-{topic}",
+        session_timeout_ms=SESSION_MS, heartbeat_interval_ms=100, fetch_max_wait_ms=50)
+
+    class Listener:
+        def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+            events.append("assigned")
+            c.committed(list(parts), timeout=10)
+            events.append("assigned done")
+
+        def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+            events.append("revoked")
+
+    try:
+        c.subscribe([topic], listener=Listener())
+        assert c.poll(0.1) is None  # started; not joined yet (~1 s)
+        assert not events
+        time.sleep(1.6)  # joined meanwhile: the assignment's call waits for a call
+    finally:
+        c.close(timeout=10)
+    assert events == ["assigned", "assigned done", "revoked"]

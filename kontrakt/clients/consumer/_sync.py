@@ -79,6 +79,8 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
         self._thread = LoopThread("kontrakt-consumer")
         self._callbacks: deque[tuple[Callable[..., Any], set[TopicPartition],
                                      asyncio.Future[None]]] = deque()
+        #: a listener call is running (on the caller's thread): the next waits for it
+        self._in_callback = False
         self._closed = False
         try:
             self._async: AsyncConsumer[Any, Any] = self._thread.run(
@@ -121,14 +123,25 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
         with self._buffer.cond:
             self._buffer.cond.notify_all()
 
+    def _runnable_callbacks(self) -> bool:
+        """Listener calls are waiting, and none is running (a listener's own blocking
+        call must not run the next one inside it: close() queues the revocation while
+        the pending assignment's call runs)."""
+        return bool(self._callbacks) and not self._in_callback
+
     def _service_callbacks(self) -> None:
+        if self._in_callback:
+            return
         while self._callbacks:
             fn, partitions, fut = self._callbacks.popleft()
             err: BaseException | None = None
+            self._in_callback = True
             try:
                 fn(partitions)
             except Exception as exc:  # reported on the loop like an async listener's error
                 err = exc
+            finally:
+                self._in_callback = False
             loop = self._thread.loop
             if err is None:
                 loop.call_soon_threadsafe(_settle, fut, None)
@@ -150,13 +163,13 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
         while True:
             self._service_callbacks()
             with self._buffer.cond:
-                if not fut.done() and not self._callbacks:
+                if not fut.done() and not self._runnable_callbacks():
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         fut.cancel()
                         raise KafkaTimeoutError(f"operation did not finish within {timeout}s")
                     self._buffer.cond.wait(remaining if remaining is not None else 1.0)
-            if fut.done() and not self._callbacks:
+            if fut.done() and not self._runnable_callbacks():
                 return fut.result()
 
     def _ensure_started(self, deadline: float | None = None) -> bool:
@@ -269,7 +282,8 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
     def _wait_data(self, seen: int, deadline: float | None) -> bool:
         buf = self._buffer
         with buf.cond:
-            while buf.version == seen and not self._callbacks and not self._async._closed:
+            while buf.version == seen and not self._runnable_callbacks() \
+                    and not self._async._closed:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False

@@ -491,6 +491,9 @@ class Run:
     def drain(self) -> None:
         assert self.consumer is not None
         self.took(self.consumer.consume(500, timeout=0.1))
+        for tp, st in self.parts.items():
+            if st.assigned and st.next is None:
+                self.pin(tp, timeout=1)  # e.g. committed at the end: no record pins it
 
     def guarded(self, fn: Callable[[], None]) -> None:
         try:

@@ -1,15 +1,17 @@
 """A seeded random schedule of one consumer's calls interleaved with faults, on librdkafka's
 mock cluster (3 brokers, a topic of 3 partitions, replication factor 3).
 
-Each seed drives one blocking :class:`~kontrakt.Consumer` (``group.id`` set, auto commit
-off) through a schedule of ``poll``, ``getmany``, ``consume``, ``commit``, ``committed``,
-``position``, ``seek`` (backwards, or forwards over records already read),
-``seek_to_beginning``, ``pause`` / ``resume`` and restarts (close and a new consumer of the
-group, either subscribed as a single-member group or with a manual ``assign()``), mixed
-with records written meanwhile (raw Produce requests, batches of random size and codec) and
-faults: leader moves, a broker down then up, the coordinator moving, RTT, and injected
-error codes on Fetch, ListOffsets, OffsetCommit, OffsetFetch, Heartbeat (and dropped
-connections on Fetch, JoinGroup, SyncGroup, FindCoordinator).
+Each seed drives one consumer (``group.id`` set, auto commit off): the blocking
+:class:`~kontrakt.Consumer`, or :class:`~kontrakt.clients.consumer.AsyncConsumer` driven
+call by call on an event loop (:class:`OnLoop`), through a schedule of ``poll``,
+``getmany``, ``consume``, ``commit``, ``committed``, ``position``, ``seek`` (backwards,
+or forwards over records already read), ``seek_to_beginning``, ``pause`` / ``resume`` and
+restarts (close and a new consumer of the group, either subscribed as a single-member group
+or with a manual ``assign()``), mixed with records written meanwhile (raw Produce
+requests, batches of random size and codec) and faults: leader moves, a broker down then
+up, the coordinator moving, RTT, and injected error codes on Fetch, ListOffsets,
+OffsetCommit, OffsetFetch, Heartbeat (and dropped connections on Fetch, JoinGroup,
+SyncGroup, FindCoordinator).
 
 Checked after every step (the model in :class:`Run`):
 
@@ -47,8 +49,8 @@ Mock deviations allowed for (see TEST-BROKERS.md and test_consumer_faults.py):
 - OFFSET_OUT_OF_RANGE is not injected (it legitimately resets a position), and seeks stay
   within the records written.
 
-``KONTRAKT_CFAULT_SEEDS=30`` runs seeds 0..29 instead of the fixed ones (a longer hunt);
-``KONTRAKT_CFAULT_STEPS`` sets the schedule length.
+``KONTRAKT_CFAULT_SEEDS=30`` runs seeds 0..29 with each consumer instead of the fixed
+ones (a longer hunt); ``KONTRAKT_CFAULT_STEPS`` sets the schedule length.
 """
 
 from __future__ import annotations
@@ -57,15 +59,16 @@ import asyncio
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from kontrakt import Consumer
-from kontrakt._types import TopicPartition
+from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients import AsyncKafkaClient
+from kontrakt.clients.consumer import AsyncConsumer
 from kontrakt.errors import (
     CommitFailedError,
     CorruptMessageError,
@@ -81,6 +84,7 @@ pytestmark = pytest.mark.timeout(120)
 #: a longer hunt: KONTRAKT_CFAULT_SEEDS=30 runs seeds 0..29
 _N = os.environ.get("KONTRAKT_CFAULT_SEEDS")
 SEEDS = list(range(int(_N))) if _N else [0, 2, 4, 6]
+ASYNC_SEEDS = list(range(int(_N))) if _N else [1, 3]
 STEPS = int(os.environ.get("KONTRAKT_CFAULT_STEPS", "90"))
 
 PARTITIONS = 3
@@ -106,6 +110,7 @@ INJECT: dict[int, list[int]] = {
     FIND_COORDINATOR: [DROP],
 }
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+T = TypeVar("T")
 
 
 @dataclass
@@ -140,11 +145,67 @@ class Listener:
         self.run.assigned(parts)
 
 
+class OnLoop:
+    """An :class:`AsyncConsumer` driven step by step on the run's event loop, with the
+    blocking consumer's methods that the schedule calls. Its background work (fetching,
+    heartbeats) runs while a call (or a write, on the same loop) runs: the schedule's steps
+    follow each other without pause, well within session.timeout.ms."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, **config: Any) -> None:
+        self.loop = loop
+        self.c: AsyncConsumer[Any, Any] = AsyncConsumer(**config)
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def subscribe(self, topics: list[str], *, listener: Any) -> None:
+        self.c.subscribe(topics, listener=listener)
+
+    def assign(self, tps: list[TopicPartition]) -> None:
+        self.c.assign(tps)
+
+    def poll(self, timeout: float) -> Any:
+        return self._run(self.c.poll(timeout))
+
+    def getmany(self, timeout: float, max_records: int | None = None
+                ) -> dict[TopicPartition, list[Any]]:
+        return self._run(self.c.getmany(timeout=timeout, max_records=max_records))
+
+    def consume(self, num_records: int, timeout: float) -> list[Any]:
+        return self._run(self.c.consume(num_records, timeout))
+
+    def commit(self, timeout: float) -> None:
+        self._run(self.c.commit(timeout=timeout))
+
+    def committed(self, tps: list[TopicPartition], timeout: float
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return self._run(self.c.committed(tps, timeout=timeout))
+
+    def position(self, tp: TopicPartition, timeout: float) -> int:
+        return self._run(self.c.position(tp, timeout))
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.c.seek(tp, offset)
+
+    def seek_to_beginning(self, tp: TopicPartition) -> None:
+        self.c.seek_to_beginning(tp)
+
+    def pause(self, tps: list[TopicPartition]) -> None:
+        self.c.pause(tps)
+
+    def resume(self, tps: list[TopicPartition]) -> None:
+        self.c.resume(tps)
+
+    def close(self, autocommit: bool, timeout: float) -> None:
+        self._run(self.c.close(autocommit=autocommit, timeout=timeout))
+
+
 class Run:
     """One seed: the cluster, the writer, the consumer and the model."""
 
-    def __init__(self, mc: MockCluster, topic: str, seed: int) -> None:
+    def __init__(self, mc: MockCluster, topic: str, seed: int, client: str) -> None:
         self.mc = mc
+        self.client = client
         self.topic = topic
         self.seed = seed
         self.rng = random.Random(seed)
@@ -161,7 +222,7 @@ class Run:
         self.writer = AsyncKafkaClient(bootstrap_servers=mc.bootstrap_servers,
                                        retry_backoff_ms=20, request_timeout_ms=5000)
         self.loop.run_until_complete(self.writer.start())
-        self.consumer: Consumer[Any, Any] | None = None
+        self.consumer: Consumer[Any, Any] | OnLoop | None = None
         self.mode = ""
         #: a member has joined the group (see the module docstring)
         self.joined = False
@@ -278,13 +339,13 @@ class Run:
 
     # --- the consumer ----------------------------------------------------------------------
 
-    def start_consumer(self, mode: str | None = None) -> Consumer[Any, Any]:
+    def start_consumer(self, mode: str | None = None) -> None:
         self.mode = mode or self.rng.choice(["subscribe", "assign"])
         if self.joined:
             self.mode = "subscribe"  # the mock refuses the group's simple commits from now on
         self.joined = self.joined or self.mode == "subscribe"
         self.unpin_all()
-        c: Consumer[Any, Any] = Consumer(
+        config: dict[str, Any] = dict(
             bootstrap_servers=self.mc.bootstrap_servers, group_id=self.group,
             auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=1500,
             heartbeat_interval_ms=100, fetch_max_wait_ms=50, retry_backoff_ms=20,
@@ -292,6 +353,8 @@ class Run:
             request_timeout_ms=3000, rebalance_timeout_ms=1000,
             max_poll_records=self.rng.choice([1, 7, 50, 500]),
             max_partition_fetch_bytes=self.rng.choice([300, 4096, 1 << 20]))
+        c: Consumer[Any, Any] | OnLoop = (Consumer(**config) if self.client == "sync"
+                                          else OnLoop(self.loop, **config))
         if self.mode == "subscribe":
             c.subscribe([self.topic], listener=Listener(self))
         else:
@@ -300,7 +363,6 @@ class Run:
                 st.assigned = True
         self.note(f"start {self.mode}")
         self.consumer = c
-        return c
 
     def stop_consumer(self) -> None:
         c, self.consumer = self.consumer, None
@@ -573,10 +635,12 @@ class Run:
             self.loop.close()
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_random_fault_schedule(mock_cluster: MockCluster, topic_name: str, seed: int) -> None:
+@pytest.mark.parametrize(("client", "seed"),
+                         [("sync", s) for s in SEEDS] + [("async", s) for s in ASYNC_SEEDS])
+def test_random_fault_schedule(mock_cluster: MockCluster, topic_name: str, client: str,
+                               seed: int) -> None:
     mock_cluster.create_topic(topic_name, PARTITIONS, BROKERS)
-    run = Run(mock_cluster, topic_name, seed)
+    run = Run(mock_cluster, topic_name, seed, client)
     try:
         for p, b in run.leaders.items():
             mock_cluster.set_partition_leader(topic_name, p, b)

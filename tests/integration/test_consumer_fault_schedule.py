@@ -370,13 +370,19 @@ class Run:
             c.close(autocommit=False, timeout=5)
         self.unpin_all()
 
-    def pin(self, tp: TopicPartition, timeout: float = 3.0) -> bool:
+    @property
+    def patience(self) -> float:
+        """Seconds to wait for a commit or lookup: short while a broker (perhaps the
+        coordinator, which stays where it is) is down, to keep the run short."""
+        return 3.0 if self.down is None else 1.0
+
+    def pin(self, tp: TopicPartition, timeout: float | None = None) -> bool:
         """position(): checked against the model; pins an unpinned partition."""
         c = self.consumer
         assert c is not None
         st = self.parts[tp]
         try:
-            pos = c.position(tp, timeout=timeout)
+            pos = c.position(tp, timeout=timeout or self.patience)
         except KafkaTimeoutError:
             self.note(f"position-timeout {tp.partition}")
             return False
@@ -399,7 +405,7 @@ class Run:
             return
         want = {tp: self.parts[tp].next for tp in held if self.parts[tp].assigned}
         try:
-            c.commit(timeout=3)
+            c.commit(timeout=self.patience)
         except (CommitFailedError, KafkaTimeoutError) as exc:
             # Perhaps stored (a timeout after the broker wrote it), perhaps not.
             self.note(f"commit-failed {type(exc).__name__}: {str(exc)[:90]}")
@@ -417,7 +423,7 @@ class Run:
         c = self.consumer
         assert c is not None
         try:
-            got = c.committed(self.tps, timeout=3)
+            got = c.committed(self.tps, timeout=self.patience)
         except KafkaTimeoutError:
             self.note("committed-timeout")
             return

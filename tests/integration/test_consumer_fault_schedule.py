@@ -444,6 +444,22 @@ class Run:
     def up_brokers(self) -> list[int]:
         return [b for b in range(1, BROKERS + 1) if b != self.down]
 
+    def seek(self, tp: TopicPartition, beginning: bool) -> None:
+        c = self.consumer
+        assert c is not None
+        st = self.parts[tp]
+        if not st.assigned:
+            return
+        if beginning:
+            to = 0
+            c.seek_to_beginning(tp)
+        else:
+            # Back, or forward over records read already: nothing is skipped unread.
+            to = self.rng.randint(0, max(st.read, default=-1) + 1)
+            c.seek(tp, to)
+        st.next, st.allowed = to, set()
+        self.note(f"{'beginning' if beginning else 'seek'} {tp.partition}->{to}")
+
     def fault(self) -> None:
         rng, mc = self.rng, self.mc
         kind = rng.choice(["leader", "leader", "leaders", "down", "coordinator", "inject",
@@ -481,6 +497,11 @@ class Run:
             codes = [rng.choice(INJECT[api]) for _ in range(rng.randint(1, 3))]
             mc.push_request_errors(api, codes)
             self.note(f"fault-inject api{api} {codes}")
+            if api == FETCH:
+                # A caught-up consumer's next fetch has nothing to lose: seek back, so that
+                # the failed fetches are of records.
+                for tp in self.tps:
+                    self.seek(tp, False)
 
     def heal(self, force: bool = False) -> None:
         if self.down is not None:
@@ -528,18 +549,7 @@ class Run:
                 self.pin(tp)
                 self.note(f"position {tp.partition}")
         elif what in ("seek", "beginning"):
-            tp = rng.choice(self.tps)
-            st = self.parts[tp]
-            if st.assigned:
-                if what == "seek":
-                    # Back, or forward over records read already: nothing is skipped unread.
-                    to = rng.randint(0, max(st.read, default=-1) + 1)
-                    c.seek(tp, to)
-                else:
-                    to = 0
-                    c.seek_to_beginning(tp)
-                st.next, st.allowed = to, set()
-                self.note(f"{what} {tp.partition}->{to}")
+            self.seek(rng.choice(self.tps), what == "beginning")
         elif what == "pause":
             tps = rng.sample(self.tps, rng.randint(1, PARTITIONS))
             held = [tp for tp in tps if self.parts[tp].assigned]

@@ -555,7 +555,9 @@ class Run:
             held = [tp for tp in tps if self.parts[tp].assigned]
             c.pause(held)
             for tp in held:
-                self.parts[tp].paused = True
+                # A revocation's listener may have run during the call (the blocking
+                # consumer runs listeners inside its calls): then the partition is gone.
+                self.parts[tp].paused = self.parts[tp].assigned
             self.note(f"pause {[tp.partition for tp in held]}")
         elif what == "resume":
             held = [tp for tp in self.tps if self.parts[tp].paused]

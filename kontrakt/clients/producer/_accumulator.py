@@ -439,10 +439,6 @@ class RecordAccumulator:
         with self.lock:
             first = float("inf")
             for dq in self.queues.values():
-                # Batches never sent are queued in the order they were made, so the first
-                # one alive ends the look; resends and a split batch's parts go to the front
-                # whatever their age (two answers of one partition may come back newest
-                # first), so each of those is looked at.
                 i = 0
                 while i < len(dq):
                     b = dq[i]
@@ -453,11 +449,23 @@ class RecordAccumulator:
                         continue
                     if b.deadline < first:
                         first = b.deadline
-                    if not b.retry_at and b.parent is None:
+                    if _never_sent(b):
                         break
                     i += 1
             self.expire_at = first
         return out
+
+    def first_deadline(self) -> float:
+        """The earliest delivery deadline of a queued batch (inf: none queued)."""
+        first = float("inf")
+        with self.lock:
+            for dq in self.queues.values():
+                for b in dq:
+                    if b.deadline < first:
+                        first = b.deadline
+                    if _never_sent(b):
+                        break
+        return first
 
     def abort_all(self) -> list[ProducerBatch]:
         """Take out every queued batch, staged records included (closing without
@@ -470,3 +478,11 @@ class RecordAccumulator:
             for b in out:
                 b.sealed = True
         return out
+
+
+def _never_sent(batch: ProducerBatch) -> bool:
+    """Whether ``batch`` was never sent: such batches are queued in the order they were
+    made, so the first one ends a look for the earliest deadline. Resends and a split
+    batch's parts go to the front whatever their age (two answers of one partition may
+    come back newest first), so each of those is looked at."""
+    return not batch.retry_at and batch.parent is None

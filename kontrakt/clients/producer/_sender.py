@@ -319,12 +319,7 @@ class Sender(ProduceRequests):
         """No request is written and unanswered, nor waiting for its connection (whose
         batches hold sequences of the current producer id: a new id must wait for them,
         or they would go out under it with the old id's sequences)."""
-        return not self._outstanding and not any(self._in_flight.values())
-
-    def _first_deadline(self) -> float:
-        """The earliest deadline of a queued batch (queues are in creation order)."""
-        with self.acc.lock:
-            return min((dq[0].deadline for dq in self.acc.queues.values() if dq), default=_INF)
+        return not any(self._in_flight.values())  # (counts the written ones too)
 
     # --- producer ids --------------------------------------------------------------------
 
@@ -343,7 +338,7 @@ class Sender(ProduceRequests):
         # are not bounded by init's timeout. (Cancelling init changes nothing: it sets the
         # id only once it has one.)
         timeout = min(self.settings.request_timeout,
-                      max(self._first_deadline() - time.monotonic(), 0.001))
+                      max(self.acc.first_deadline() - time.monotonic(), 0.001))
         try:
             await wait_within(idem.init(
                 self.client, bump=bump and idem.transactional_id is not None,

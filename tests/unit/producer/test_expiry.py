@@ -84,6 +84,7 @@ def test_resends_queued_newest_first_each_expire_at_their_own_deadline() -> None
     queued = list(acc.queues[("t", 0)])
     assert queued[:2] == [newer, older]
     assert acc.expire_at == older.deadline
+    assert acc.first_deadline() == older.deadline  # (bounds a new producer id's request)
     assert acc.expire(older.deadline) == [older]
     assert list(acc.queues[("t", 0)]) == [newer, queued[2]]
     assert acc.expire_at == newer.deadline

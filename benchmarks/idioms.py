@@ -10,9 +10,11 @@ acks=all, linger 5 ms, and is timed from the first send until every record is ac
 - async ``await each``: ``for f in futs: await f``;
 - async ``done callbacks``: ``fut.add_done_callback(cb)`` on each, then ``flush()``;
 - sync ``flush``, sync ``produce + poll`` (confluent-kafka's idiom with ``on_delivery``);
-- aiokafka ``gather``, the same idiom on aiokafka, when it is installed.
+- confluent-kafka's ``produce + poll`` with ``on_delivery``, the peer of the row above,
+  and aiokafka ``gather``, the same idiom on aiokafka, when they are installed.
 
-Ratios are to async ``flush`` of the same round.
+Ratios are to async ``flush`` of the same round; sync ``produce + poll`` is also given
+against confluent-kafka's.
 
 Usage (from the repository root)::
 
@@ -132,6 +134,32 @@ def sync_produce_poll(bs: str, topic: str, n: int) -> float:
     return elapsed
 
 
+def confluent_produce_poll(bs: str, topic: str, n: int) -> float:
+    """confluent-kafka's own idiom, as sync_produce_poll runs it (the peer of that row)."""
+    import confluent_kafka
+
+    keys = _keys(n)
+    delivered = [0]
+
+    def on_delivery(err: Any, md: Any) -> None:
+        delivered[0] += 1
+
+    p = confluent_kafka.Producer({"bootstrap.servers": bs, "acks": "all",
+                                  "linger.ms": LINGER_MS,
+                                  "queue.buffering.max.messages": 1_000_000})
+    p.produce(topic, b"warm-up")
+    p.flush(10)
+    t0 = time.perf_counter()
+    for i, k in enumerate(keys):
+        p.produce(topic, VALUE, k, on_delivery=on_delivery)
+        if not i % 1000:
+            p.poll(0)
+    left = p.flush(60)
+    elapsed = time.perf_counter() - t0
+    assert left == 0 and delivered[0] == n, (left, delivered)
+    return elapsed
+
+
 def aiokafka_gather(bs: str, topic: str, n: int) -> float:
     from aiokafka import AIOKafkaProducer
 
@@ -164,6 +192,11 @@ def main() -> None:
     runners["sync flush"] = sync_flush
     runners["sync produce + poll"] = sync_produce_poll
     try:
+        import confluent_kafka  # noqa: F401
+        runners["confluent produce + poll"] = confluent_produce_poll
+    except ImportError:
+        pass
+    try:
         import aiokafka  # noqa: F401
         runners["aiokafka gather"] = aiokafka_gather
     except ImportError:
@@ -178,11 +211,14 @@ def main() -> None:
                 broker.create_topic(topic, PARTITIONS)
                 rate = n / fn(bs, topic, n)
                 best[name] = max(best.get(name, 0.0), rate)
-                print(f"round {rnd + 1} {name:22s} {rate:>10,.0f} rec/s", flush=True)
+                print(f"round {rnd + 1} {name:24s} {rate:>10,.0f} rec/s", flush=True)
     ref = best["async flush"]
     print(f"\nbest of {args.rounds} ({args.records} records; ratio to async flush)")
     for name, rate in best.items():
-        print(f"{name:22s} {rate:>10,.0f} rec/s  {rate / ref:5.2f}x")
+        print(f"{name:24s} {rate:>10,.0f} rec/s  {rate / ref:5.2f}x")
+    if "confluent produce + poll" in best:
+        print("sync produce + poll / confluent-kafka's: "
+              f"{best['sync produce + poll'] / best['confluent produce + poll']:.2f}x")
 
 
 if __name__ == "__main__":

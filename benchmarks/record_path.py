@@ -17,7 +17,7 @@ flush), ``callbacks`` (add_done_callback on each future), ``gather``, ``wait``,
 ``as_completed`` and ``await_each`` (asyncio's ways of waiting on the futures, pending when
 waited on: the fake sender completes them on the loop's next turn), ``gather_done``
 (asyncio.gather of futures already resolved), ``produce`` (a sync produce() with a delivery
-callback, the delivery queue drained as poll() does), ``sync`` (a sync Producer's send()),
+callback, then poll()), ``sync`` (a sync Producer's send()),
 ``mixed`` (unkeyed records, headers, explicit partitions and timestamps, None keys and
 values, long values: the general append paths). Subtract a run with 0 records to leave the
 start-up out.
@@ -103,19 +103,19 @@ async def _run(idiom: str, n: int) -> int:
         seen = await asyncio.gather(*futs)
         assert len(seen) == n
     elif idiom == "produce":
+        # A sync Producer's produce() with a callback, then its poll() (offline.sync_over).
+        from offline import sync_over
+
         delivered: list[Any] = []
-        deliveries: list[Any] = []
-        p._acc.deliver = deliveries.append
+        sync = sync_over(p)
 
         def on_delivery(err: Any, md: Any) -> None:
             delivered.append(md)
 
         for k in keys:
-            p._append("t", VALUE, k, None, None, None, on_delivery)
+            sync.produce("t", VALUE, k, on_delivery=on_delivery)
         total = _drain(p)
-        for b in deliveries:
-            for cb, fut in b.deliveries or ():
-                cb(b.error, fut.metadata())
+        sync.poll(0)
         assert len(delivered) == n, len(delivered)
     elif idiom == "sync":
         # A sync Producer's send() on the caller's thread (its I/O thread is not needed

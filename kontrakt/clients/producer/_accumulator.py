@@ -25,6 +25,7 @@ from typing import Any
 from kontrakt.clients.producer._batch import (
     DeliveryCallback,
     ProducerBatch,
+    StagedRun,
     expired_error,
     keep_delivery,
 )
@@ -416,7 +417,13 @@ class RecordAccumulator:
             self.release(batch.size - BATCH_HEADER_SIZE
                          - sum(p.size - BATCH_HEADER_SIZE for p in parts))
             deliveries, batch.deliveries = batch.deliveries, None
-            for fn, fut in deliveries or ():
+            for entry in deliveries or ():
+                if type(entry) is StagedRun:
+                    for fn, index, stamp, ksize, vsize in entry.records():
+                        part, at = batch.part(index)
+                        keep_delivery(part, fn, new_future(part, at, stamp, ksize, vsize))
+                    continue
+                fn, fut = entry  # type: ignore[misc]
                 head = fut._head
                 index = fut._at if type(head) is ProducerBatch else head.placed(fut._at)[1]
                 part, at = batch.part(index)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from _thread import LockType, allocate_lock
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import Context
-from typing import TYPE_CHECKING, Any
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from kontrakt._types import RecordMetadata
 from kontrakt.errors import DeliveryTimeoutError, IllegalStateError, KafkaTimeoutError
@@ -27,15 +28,20 @@ if TYPE_CHECKING:
     from kontrakt.clients.producer._future import RecordFuture
     from kontrakt.clients.producer._stage import KeyedStage
 
-__all__ = ["UNLISTED", "Callback", "DeliveryCallback", "ProducerBatch", "StagedChunk",
-           "expired_error", "keep_delivery", "run_callbacks"]
+__all__ = ["UNLISTED", "Callback", "Delivery", "DeliveryCallback", "ProducerBatch", "StagedChunk",
+           "StagedRun", "expired_error", "keep_delivery", "run_callbacks"]
 
 log = logging.getLogger("kontrakt.producer")
+
+_new_tuple = tuple.__new__
 
 DeliveryCallback = Callable[[BaseException | None, RecordMetadata], None]
 #: an ``add_done_callback`` callback kept until its record resolves: (fn, the record's future,
 #: the context to run it in, or None to call it as it is; see run_callbacks)
 Callback = tuple[Callable[["RecordFuture"], Any], "RecordFuture", "Context | None"]
+#: what a batch keeps of its records' confluent-style delivery callbacks, in record order:
+#: (fn, the record's future) for a record appended alone, a StagedRun for staged ones
+Delivery: TypeAlias = "tuple[DeliveryCallback, RecordFuture] | StagedRun"
 
 #: the longest the I/O thread waits for a helper to compress a batch before doing it itself
 #: (see _handover.py)
@@ -97,7 +103,7 @@ class ProducerBatch:
         self.log_append_time = -1
         self.error: BaseException | None = None
         self.callbacks: list[Callback] | None = None
-        self.deliveries: list[tuple[DeliveryCallback, RecordFuture]] | None = None
+        self.deliveries: list[Delivery] | None = None
         # A lock per thread blocked on the batch (see _sleeper), released by complete():
         # most batches are never waited on one by one. A bare lock, not a threading.Event
         # (a Condition and a lock per waiter): a sync send_and_wait's wake-up is ~8 us
@@ -299,7 +305,8 @@ class StagedChunk:
     """The records one settling of a :class:`KeyedStage` places: a staged record's future
     is (chunk, index, timestamp) until then, and reads its batch and offset delta here."""
 
-    __slots__ = ("batches", "callbacks", "deliveries", "indexes", "runs", "sizes", "stage")
+    __slots__ = ("batches", "callbacks", "delivery_at", "fns", "indexes", "runs", "sizes",
+                 "stage", "stamps")
 
     def __init__(self, stage: KeyedStage) -> None:
         self.stage = stage
@@ -315,8 +322,61 @@ class StagedChunk:
         self.runs: tuple[list[int], list[tuple[int, int, ProducerBatch, int]]] | None = None
         #: add_done_callback's callbacks of records not placed yet
         self.callbacks: list[Callback] | None = None
-        #: confluent-style delivery callbacks (a sync produce()) of the chunk's records
-        self.deliveries: list[tuple[DeliveryCallback, RecordFuture]] | None = None
+        #: confluent-style delivery callbacks (a sync produce()) of the chunk's records:
+        #: while staged, ``fns[k]`` is record ``delivery_at[k]``'s (no future kept: a
+        #: produce() drops it, and a future and a tuple kept a record until its delivery
+        #: made the cyclic GC walk them, ~0.5 us a record); once settled, ``fns[i]`` is
+        #: record ``i``'s or None (see StagedRun)
+        self.delivery_at: list[int] | None = None
+        self.fns: list[DeliveryCallback | None] | None = None
+        #: the records' time.time() stamps, once settled with delivery callbacks
+        self.stamps: list[float] | None = None
+
+    def keep(self, i: int, fn: DeliveryCallback) -> None:
+        """Keep record ``i``'s delivery callback ``fn`` (the caller holds the accumulator's
+        lock for a sync producer's stage)."""
+        fns = self.fns
+        if fns is None:
+            self.delivery_at = [i]
+            self.fns = [fn]
+        else:
+            self.delivery_at.append(i)  # type: ignore[union-attr]
+            fns.append(fn)
+
+    def keep_many(self, i: int, n: int, fn: DeliveryCallback) -> None:
+        """:meth:`keep` for records ``i`` to ``i + n - 1``, all with ``fn``."""
+        if self.fns is None:
+            self.delivery_at = []
+            self.fns = []
+        self.delivery_at.extend(range(i, i + n))  # type: ignore[union-attr]
+        self.fns.extend(repeat(fn, n))
+
+    def hand_deliveries(self, n: int, stamps: list[float]) -> None:
+        """Settling placed the chunk's ``n`` records: give each batch holding some with a
+        delivery callback a :class:`StagedRun` for them (one per run of the batch's
+        records, not one entry a record). The caller holds the accumulator's lock."""
+        at, fns = self.delivery_at, self.fns
+        assert at is not None and fns is not None
+        if len(at) != n:  # some records were sent without a callback
+            aligned: list[DeliveryCallback | None] = [None] * n
+            for i, fn in zip(at, fns, strict=True):
+                aligned[i] = fn
+            fns = aligned
+        self.fns = fns
+        self.delivery_at = None
+        self.stamps = stamps
+        every = len(at) == n
+        if self.runs is not None:  # a bulk settle
+            order, runs = self.runs
+            for start, end, batch, first in runs:
+                if every or any(map(fns.__getitem__, order[start:end])):
+                    _add_delivery(batch, StagedRun(self, order, start, end, first))
+        else:  # placed one by one (see _settle_each)
+            batches, indexes = self.batches, self.indexes
+            assert batches is not None and indexes is not None
+            identity = range(n)
+            for i in at:
+                _add_delivery(batches[i], StagedRun(self, identity, i, i + 1, indexes[i]))
 
     def placed(self, i: int) -> tuple[ProducerBatch, int]:
         """Record ``i``'s batch and index there (settling the stage first if need be)."""
@@ -353,14 +413,82 @@ class StagedChunk:
 UNLISTED: list[ProducerBatch] = []
 
 
-def keep_delivery(holder: ProducerBatch | StagedChunk, fn: DeliveryCallback,
-                  fut: RecordFuture) -> None:
-    """Keep the confluent-style delivery callback ``fn`` of ``fut``'s record with ``holder``
-    (its batch, or its staged chunk until that settles). The caller holds the accumulator's
-    lock."""
-    if holder.deliveries is None:
-        holder.deliveries = []
-    holder.deliveries.append((fn, fut))
+class StagedRun:
+    """Staged records that settling put next to each other into one batch, for their
+    confluent-style delivery callbacks: positions ``start`` to ``end - 1`` of ``order``
+    (its chunk's record indexes, in the order they were placed), the first at index
+    ``first`` of the batch. Only records with a callback (``chunk.fns``) are reported."""
+
+    __slots__ = ("chunk", "end", "first", "order", "start")
+
+    def __init__(self, chunk: StagedChunk, order: Sequence[int], start: int, end: int,
+                 first: int) -> None:
+        self.chunk = chunk
+        self.order = order
+        self.start = start
+        self.end = end
+        self.first = first
+
+    def deliver(self, err: BaseException | None, topic: str, partition: int, base: int,
+                append_time: int) -> int:
+        """Call the callbacks of the run's records (``base``: the batch's base offset, -1
+        when it failed; ``append_time``: its LogAppendTime or -1). Returns how many ran.
+
+        Raises:
+            What a callback raises; the run then starts after that record, for the next
+            call.
+        """
+        chunk = self.chunk
+        fns, order, stamps, sizes = chunk.fns, self.order, chunk.stamps, chunk.sizes
+        assert fns is not None and stamps is not None and sizes is not None
+        ksizes, vsizes = sizes
+        # The offset of position j is base + shift + j.
+        shift = self.first - self.start
+        ran = 0
+        j = self.start
+        end = self.end
+        try:
+            while j < end:
+                i = order[j]
+                fn = fns[i]
+                j += 1
+                if fn is not None:
+                    ran += 1
+                    fn(err, _new_tuple(RecordMetadata, (
+                        topic, partition, base + shift + j - 1 if base >= 0 else -1,
+                        append_time if append_time >= 0 else int(stamps[i] * 1000),
+                        ksizes[i], vsizes[i])))
+        except BaseException:
+            # A callback raised: the records after it are for the next call.
+            self.first += j - self.start
+            self.start = j
+            raise
+        return ran
+
+    def records(self) -> Iterator[tuple[DeliveryCallback, int, float, int, int]]:
+        """(callback, index in the batch, time.time() stamp, key size, value size) of each
+        of the run's records with a callback."""
+        chunk = self.chunk
+        fns, stamps, sizes = chunk.fns, chunk.stamps, chunk.sizes
+        assert fns is not None and stamps is not None and sizes is not None
+        for j in range(self.start, self.end):
+            i = self.order[j]
+            fn = fns[i]
+            if fn is not None:
+                yield fn, self.first + j - self.start, stamps[i], sizes[0][i], sizes[1][i]
+
+
+def _add_delivery(batch: ProducerBatch, delivery: Delivery) -> None:
+    if batch.deliveries is None:
+        batch.deliveries = [delivery]
+    else:
+        batch.deliveries.append(delivery)
+
+
+def keep_delivery(batch: ProducerBatch, fn: DeliveryCallback, fut: RecordFuture) -> None:
+    """Keep the confluent-style delivery callback ``fn`` of ``fut``'s record (appended to
+    ``batch`` alone, not staged). The caller holds the accumulator's lock."""
+    _add_delivery(batch, (fn, fut))
 
 
 def run_callbacks(callbacks: list[Callback]) -> None:

@@ -229,15 +229,9 @@ def stage_run(stage: KeyedStage, keys: list[Any], values: list[Any], lo: int, hi
         stage.values.extend(vals)
         stage.stamps.extend(repeat(sent, n))
         acc.used += total
-        futs = None
-        if futures or delivery is not None:
-            futs = _futures(stage, i, n, sent)
-            if delivery is not None:
-                chunk = stage.chunk
-                kept = chunk.deliveries
-                if kept is None:
-                    kept = chunk.deliveries = []
-                kept.extend(zip(repeat(delivery), futs))
+        futs = _futures(stage, i, n, sent) if futures else None
+        if delivery is not None:
+            stage.chunk.keep_many(i, n, delivery)
         if not i:
             stage.keyless = keyless
             stage.started(first)

@@ -29,7 +29,6 @@ from kontrakt.clients.producer._batch import (
     DeliveryCallback,
     ProducerBatch,
     StagedChunk,
-    keep_delivery,
 )
 from kontrakt.clients.producer._future import RecordFuture
 from kontrakt.clients.producer._partitioner import murmur2_partitions
@@ -165,7 +164,7 @@ class KeyedStage:
             fut._at = i
             fut._timestamp = sent
             if delivery is not None:
-                keep_delivery(self.chunk, delivery, fut)
+                self.chunk.keep(i, delivery)
             if not i:
                 self.started(size)
         finally:
@@ -203,7 +202,7 @@ class KeyedStage:
             fut._at = i
             fut._timestamp = sent
             if delivery is not None:
-                keep_delivery(self.chunk, delivery, fut)
+                self.chunk.keep(i, delivery)
             if not i:
                 self.keyless = True
                 self.started(size)
@@ -236,7 +235,7 @@ def settle_locked(acc: RecordAccumulator, stage: KeyedStage) -> bool | None:
     if stage.keyless:
         stage.keyless = False
         opened, full = _settle_keyless(acc, stage, chunk, values, stamps)
-        return _settled(acc, stage, chunk, opened, full)
+        return _settled(acc, stage, chunk, stamps, opened, full)
     keyed = cast("list[bytes]", keys)
     key_lengths = [*map(len, keyed)]
     value_lengths = [*map(len, values)]
@@ -256,29 +255,28 @@ def settle_locked(acc: RecordAccumulator, stage: KeyedStage) -> bool | None:
     else:
         opened, full = _settle_mixed(acc, stage, chunk, partitions, keyed, values, stamps,
                                      key_lengths, value_lengths)
-    return _settled(acc, stage, chunk, opened, full)
+    return _settled(acc, stage, chunk, stamps, opened, full)
 
 
-def _settled(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChunk, opened: bool,
-             full: bool) -> bool | None:
+def _settled(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChunk,
+             stamps: list[float], opened: bool, full: bool) -> bool | None:
     """Move what ``chunk``'s records kept while staged to their batches; settle_locked's
     result from whether a batch was opened and whether one filled up."""
-    if chunk.batches is UNLISTED and (chunk.callbacks or chunk.deliveries):
-        chunk.list_placements()
-    batches = chunk.batches
-    assert batches is not None
-    # Hooks kept while the records were staged move to the records' batches (the same
-    # entries, appended inline: one callback a record in the callbacks idiom).
-    for entry in chunk.callbacks or ():
-        batch = batches[entry[1]._at]
-        kept = batch.callbacks
-        if kept is None:
-            batch.callbacks = [entry]
-        else:
-            kept.append(entry)
-    for cb, fut in chunk.deliveries or ():
-        keep_delivery(batches[fut._at], cb, fut)
-    chunk.callbacks = chunk.deliveries = None
+    if chunk.callbacks:
+        batches = chunk.list_placements() if chunk.batches is UNLISTED else chunk.batches
+        assert batches is not None
+        # Hooks kept while the records were staged move to the records' batches (the same
+        # entries, appended inline: one callback a record in the callbacks idiom).
+        for entry in chunk.callbacks:
+            batch = batches[entry[1]._at]
+            kept = batch.callbacks
+            if kept is None:
+                batch.callbacks = [entry]
+            else:
+                kept.append(entry)
+        chunk.callbacks = None
+    if chunk.fns is not None:
+        chunk.hand_deliveries(len(stamps), stamps)
     if full:
         acc.filled = True
         return True

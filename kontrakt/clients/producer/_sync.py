@@ -20,7 +20,7 @@ from kontrakt._types import RecordMetadata
 from kontrakt.clients._sync import BackgroundStart, LoopThread, wait_done
 from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.producer._accumulator import WAITER
-from kontrakt.clients.producer._batch import DeliveryCallback, ProducerBatch
+from kontrakt.clients.producer._batch import DeliveryCallback, ProducerBatch, StagedRun
 from kontrakt.clients.producer._batch_api import produce_batch_sync
 from kontrakt.clients.producer._core import NEED_METADATA, CallerThreads, HeadersLike
 from kontrakt.clients.producer._future import RecordFuture, millis
@@ -212,9 +212,15 @@ class Producer:
             Like :meth:`send`. Unlike confluent-kafka (which raises BufferError at once), a
             full buffer blocks up to ``max.block.ms`` and then raises KafkaTimeoutError.
         """
+        delivery = on_delivery or callback or self._on_delivery
         if partition is not None and partition < 0:
             partition = None
-        delivery = on_delivery or callback or self._on_delivery
+        if partition is None and type(key) is bytes and type(value) is bytes and \
+                not timestamp and headers is None:
+            # The fast path of send(): the record joins its topic's stage.
+            offer = self._async.callers.fast_topics.get(topic)  # type: ignore[union-attr]
+            if offer is not None and offer(key, value, delivery) is not None:
+                return
         # Straight into the core's append (a frame less a record than through _append);
         # what it cannot take now (not started, a full buffer, metadata to wait for) goes
         # through _append, which waits for it and appends again.
@@ -297,28 +303,30 @@ class Producer:
             append_time = batch.log_append_time if err is None else -1
             done = 0
             try:
-                for cb, fut in deliveries:
+                for entry in deliveries:
                     done += 1
-                    index = fut._at
-                    head = fut._head
-                    if head is not batch:  # staged: its index and sizes are in the chunk
-                        sizes = head.sizes
-                        ksize, vsize = sizes[0][index], sizes[1][index]
-                        index = head.indexes[index]
-                    else:
-                        ksize, vsize = fut._ksize, fut._vsize
+                    if type(entry) is StagedRun:
+                        # Staged records: their callbacks, a run of the batch at a time.
+                        ran += entry.deliver(err, topic, partition, base, append_time)
+                        continue
+                    cb, fut = entry  # type: ignore[misc]
+                    ran += 1
+                    # A record appended alone (or moved to a split batch's part).
                     cb(err, _new_tuple(RecordMetadata, (
-                        topic, partition, base + index if base >= 0 else -1,
+                        topic, partition, base + fut._at if base >= 0 else -1,
                         append_time if append_time >= 0 else millis(fut._timestamp),
-                        ksize, vsize)))
+                        fut._ksize, fut._vsize)))
             except BaseException:
                 # The callback's error goes to the caller; the batch's other records are
-                # still delivered, by the next poll().
+                # still delivered, by the next poll() (a run that raised, from its next
+                # record on).
+                entry = deliveries[done - 1]
+                if type(entry) is StagedRun and entry.start < entry.end:
+                    done -= 1
                 if done < len(deliveries):
                     batch.deliveries = deliveries[done:]
                     q.appendleft(batch)
                 raise
-            ran += done
         return ran
 
     def flush(self, timeout: float | None = None) -> int:

@@ -20,7 +20,7 @@ from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture
 from kontrakt.clients.producer._batch import StagedChunk
 from kontrakt.clients.producer._partitioner import _lane_remainders, murmur2_partitions
 from kontrakt.clients.producer._producer import _TopicParts
-from kontrakt.errors import IllegalStateError
+from kontrakt.errors import IllegalStateError, KafkaError
 from kontrakt.protocol.messages import MetadataResponse
 from kontrakt.protocol.records import RecordBatch
 from tests.unit.producer.offline import offline_producer, sync_over
@@ -520,3 +520,95 @@ def test_prefix_tables_grown_in_pieces_hold_each_records_own_prefix() -> None:
             total += len(prefix)
             assert sizes[count + 1] == total, (delta, count)
         assert len(prefixes) == cuts[-1] < _PREFIX_COUNTS
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_produce_callbacks_report_each_records_place_in_its_batch(seed: int) -> None:
+    # A random mix on one topic of produce() with callbacks (keyed and unkeyed: staged;
+    # with headers or a partition: appended alone), produce() without one and send(), in
+    # chunks below and above the bulk settle's minimum; batches then succeed (some with
+    # a LogAppendTime) or fail, and some callbacks raise. Each callback must run exactly
+    # once, with the offset, timestamp and sizes of its record as the batch holds it.
+    rng = random.Random(seed)
+    partitions = rng.choice([1, 3, 6])
+    p = sync_over(_producer(partitions, _threaded=True,
+                            batch_size=rng.choice([300, 2000, 16384])))
+    acc = p._async._acc
+    got: dict[bytes, list[tuple[Any, Any]]] = {}
+    raising: set[bytes] = set()
+    with_callback: set[bytes] = set()
+
+    def callback(value: bytes) -> Any:
+        def cb(err: Any, md: Any) -> None:
+            got.setdefault(value, []).append((err, md))
+            if value in raising:
+                raise ValueError(value)
+        return cb
+
+    count = rng.choice([5, 31, 40, 300, 2500])
+    for i in range(count):
+        value = b"r%05d" % i + b"v" * rng.choice([0, 5, 90])
+        key = b"k%d" % rng.randrange(50) if rng.random() < 0.8 else None
+        kind = rng.random()
+        if kind < 0.15:
+            p.send("t", value, key)
+            continue
+        if kind < 0.25:
+            p.produce("t", value, key)
+            continue
+        with_callback.add(value)
+        if rng.random() < 0.05:
+            raising.add(value)
+        if kind < 0.3:
+            p.produce("t", value, key, headers=[("h", b"x")], on_delivery=callback(value))
+        elif kind < 0.35:
+            p.produce("t", value, key, partition=rng.randrange(partitions),
+                      on_delivery=callback(value))
+        else:
+            p.produce("t", value, key, on_delivery=callback(value))
+    with acc.lock:
+        acc.settle_all_locked()
+    # Where each record is, read off the batches' bytes; then each batch's outcome.
+    placed: dict[bytes, tuple[int, int, int, int, int]] = {}
+    errors: dict[int, Any] = {}
+    append_times: dict[int, int] = {}
+    for part in range(partitions):
+        base = 0
+        for b in list(acc.queues.get(("t", part), ())):
+            records = list(RecordBatch.from_bytes(b.encode(1, 0, False)).records())
+            outcome = rng.random()
+            for r in records:
+                assert r.value is not None
+                placed[r.value] = (part, base + r.offset, r.timestamp,
+                                   -1 if r.key is None else len(r.key), len(r.value))
+            if outcome < 0.1:
+                errors[id(b)] = err = KafkaError("batch failed")
+                b.complete(-1, -1, err)
+            elif outcome < 0.2:
+                append_times[id(b)] = 1_234_567
+                for r in records:
+                    assert r.value is not None
+                    placed[r.value] = (*placed[r.value][:2], 1_234_567, *placed[r.value][3:])
+                b.complete(base, 1_234_567)
+            else:
+                b.complete(base)
+            for r in records:
+                assert r.value is not None
+                if errors.get(id(b)) is not None:
+                    placed[r.value] = (part, -1, *placed[r.value][2:])
+            base += len(records) + 7
+    for _ in range(len(raising) + 1):
+        try:
+            p.poll(0)
+            break
+        except ValueError:
+            pass
+    assert p.poll(0) == 0
+    assert set(got) == with_callback
+    for value, calls in got.items():
+        assert len(calls) == 1, value
+        err, md = calls[0]
+        part, offset, ts, ksize, vsize = placed[value]
+        assert (md.topic, md.partition, md.offset, md.timestamp, md.serialized_key_size,
+                md.serialized_value_size) == ("t", part, offset, ts, ksize, vsize), value
+        assert (err is None) == (offset >= 0)

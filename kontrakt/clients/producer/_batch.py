@@ -15,7 +15,7 @@ from _thread import LockType, allocate_lock
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import Context
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from kontrakt._types import RecordMetadata
 from kontrakt.errors import DeliveryTimeoutError, IllegalStateError, KafkaTimeoutError
@@ -305,8 +305,8 @@ class StagedChunk:
     """The records one settling of a :class:`KeyedStage` places: a staged record's future
     is (chunk, index, timestamp) until then, and reads its batch and offset delta here."""
 
-    __slots__ = ("batches", "callbacks", "delivery_at", "fns", "indexes", "runs", "sizes",
-                 "stage", "stamps")
+    __slots__ = ("batches", "callbacks", "delivery_at", "every", "fns", "indexes", "runs",
+                 "sizes", "stage", "stamps")
 
     def __init__(self, stage: KeyedStage) -> None:
         self.stage = stage
@@ -331,6 +331,8 @@ class StagedChunk:
         self.fns: list[DeliveryCallback | None] | None = None
         #: the records' time.time() stamps, once settled with delivery callbacks
         self.stamps: list[float] | None = None
+        #: every record has a delivery callback (set once settled)
+        self.every = False
 
     def keep(self, i: int, fn: DeliveryCallback) -> None:
         """Keep record ``i``'s delivery callback ``fn`` (the caller holds the accumulator's
@@ -365,7 +367,7 @@ class StagedChunk:
         self.fns = fns
         self.delivery_at = None
         self.stamps = stamps
-        every = len(at) == n
+        every = self.every = len(at) == n
         if self.runs is not None:  # a bulk settle
             order, runs = self.runs
             for start, end, batch, first in runs:
@@ -442,28 +444,36 @@ class StagedRun:
         fns, order, stamps, sizes = chunk.fns, self.order, chunk.stamps, chunk.sizes
         assert fns is not None and stamps is not None and sizes is not None
         ksizes, vsizes = sizes
-        # The offset of position j is base + shift + j.
-        shift = self.first - self.start
-        ran = 0
-        j = self.start
-        end = self.end
+        start, end = self.start, self.end
+        # The record at position j has offset ``offset + j``.
+        offset = base + self.first - start
+        j = start
         try:
-            while j < end:
+            if base >= 0 and append_time < 0 and chunk.every:
+                # The common case in fewer steps (this runs once per produced record).
+                every = cast("list[DeliveryCallback]", fns)
+                for j in range(start, end):
+                    i = order[j]
+                    every[i](err, _new_tuple(RecordMetadata, (
+                        topic, partition, offset + j, int(stamps[i] * 1000), ksizes[i],
+                        vsizes[i])))
+                return end - start
+            ran = 0
+            for j in range(start, end):
                 i = order[j]
                 fn = fns[i]
-                j += 1
                 if fn is not None:
                     ran += 1
                     fn(err, _new_tuple(RecordMetadata, (
-                        topic, partition, base + shift + j - 1 if base >= 0 else -1,
+                        topic, partition, offset + j if base >= 0 else -1,
                         append_time if append_time >= 0 else int(stamps[i] * 1000),
                         ksizes[i], vsizes[i])))
+            return ran
         except BaseException:
             # A callback raised: the records after it are for the next call.
-            self.first += j - self.start
-            self.start = j
+            self.first += j + 1 - start
+            self.start = j + 1
             raise
-        return ran
 
     def records(self) -> Iterator[tuple[DeliveryCallback, int, float, int, int]]:
         """(callback, index in the batch, time.time() stamp, key size, value size) of each

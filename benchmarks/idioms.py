@@ -9,6 +9,8 @@ acks=all, linger 5 ms, and is timed from the first send until every record is ac
 - async ``as_completed``: ``for f in asyncio.as_completed(futs): await f``;
 - async ``await each``: ``for f in futs: await f``;
 - async ``done callbacks``: ``fut.add_done_callback(cb)`` on each, then ``flush()``;
+- async ``flush + results``: the futures kept, ``await flush()``, then ``f.result()`` of
+  each (every record's metadata without asyncio's machinery);
 - sync ``flush``, sync ``produce + poll`` (confluent-kafka's idiom with ``on_delivery``);
 - confluent-kafka's ``produce + poll`` with ``on_delivery``, the peer of the row above,
   and aiokafka ``gather``, the same idiom on aiokafka, when they are installed.
@@ -75,6 +77,15 @@ async def _await_each(p: AsyncProducer, topic: str, keys: list[bytes]) -> None:
         await f
 
 
+async def _flush_results(p: AsyncProducer, topic: str, keys: list[bytes]) -> None:
+    # Every record's metadata without asyncio's machinery: flush, then read the
+    # (resolved) futures.
+    futs = [await p.send(topic, VALUE, k) for k in keys]
+    await p.flush()
+    offsets = [f.result().offset for f in futs]
+    assert len(offsets) == len(keys)
+
+
 async def _callbacks(p: AsyncProducer, topic: str, keys: list[bytes]) -> None:
     seen: list[Any] = []
     for k in keys:
@@ -86,7 +97,7 @@ async def _callbacks(p: AsyncProducer, topic: str, keys: list[bytes]) -> None:
 ASYNC: dict[str, Callable[[AsyncProducer, str, list[bytes]], Awaitable[None]]] = {
     "async flush": _flush, "async gather": _gather, "async wait": _wait,
     "async as_completed": _as_completed, "async await each": _await_each,
-    "async done callbacks": _callbacks,
+    "async done callbacks": _callbacks, "async flush + results": _flush_results,
 }
 
 

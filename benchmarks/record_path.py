@@ -17,7 +17,9 @@ flush), ``callbacks`` (add_done_callback on each future), ``gather``, ``wait``,
 ``as_completed`` and ``await_each`` (asyncio's ways of waiting on the futures, pending when
 waited on: the fake sender completes them on the loop's next turn), ``gather_done``
 (asyncio.gather of futures already resolved), ``produce`` (a sync produce() with a delivery
-callback, then poll()), ``sync`` (a sync Producer's send()),
+callback, then poll()), ``sync`` (a sync Producer's send()), ``results`` and
+``sync_results`` (the futures of an async or sync producer kept, then each one's
+``result()`` once all are resolved),
 ``mixed`` (unkeyed records, headers, explicit partitions and timestamps, None keys and
 values, long values: the general append paths). Subtract a run with 0 records to leave the
 start-up out.
@@ -65,7 +67,7 @@ def _drain(p: Any) -> int:
 async def _run(idiom: str, n: int) -> int:
     from offline import offline_producer  # tests/unit/producer/offline.py
 
-    p = offline_producer(PARTITIONS, _threaded=idiom in ("produce", "sync"))
+    p = offline_producer(PARTITIONS, _threaded=idiom in ("produce", "sync", "sync_results"))
     keys = [b"%010d" % i for i in range(n)]
     seen: list[Any] = []
     total = 0
@@ -127,6 +129,19 @@ async def _run(idiom: str, n: int) -> int:
         for k in keys:
             sync.send("t", VALUE, k)
         total = _drain(p)
+    elif idiom in ("results", "sync_results"):
+        # The futures kept, every batch completed, then each future's result() (the
+        # metadata of every record without asyncio's machinery; kafka-python's idiom).
+        if idiom == "results":
+            futs = [await p.send("t", VALUE, k) for k in keys]
+        else:
+            from offline import sync_over
+
+            sync = sync_over(p)
+            futs = [sync.send("t", VALUE, k) for k in keys]
+        total = _drain(p)
+        seen = [f.result() for f in futs]
+        assert len(seen) == n
     elif idiom == "mixed":
         long_value = b"w" * 300
         for i, k in enumerate(keys):

@@ -269,6 +269,24 @@ class RecordFuture:
                     ts = int(ts * 1000)
             return _new_tuple(RecordMetadata, (b.topic, b.partition, b.base_offset + self._at,
                                                ts, self._ksize, self._vsize))
+        if type(b) is StagedChunk:
+            # A staged record whose chunk's placements are listed (by the first such read
+            # of the chunk): read off the chunk, without the calls below (kafka-python's
+            # idiom reads every future after flush()). ``batches`` before ``indexes``: a
+            # sync producer's I/O thread lists them in the other order.
+            batches = b.batches
+            if batches is not None and batches is not UNLISTED:
+                at = self._at
+                batch = batches[at]
+                if batch.done and batch.error is None and batch.base_offset >= 0:
+                    sizes = b.sizes
+                    assert sizes is not None and b.indexes is not None
+                    ts = batch.log_append_time
+                    if ts < 0:
+                        ts = int(self._timestamp * 1000)
+                    return _new_tuple(RecordMetadata, (
+                        batch.topic, batch.partition, batch.base_offset + b.indexes[at], ts,
+                        sizes[0][at], sizes[1][at]))
         b = self._batch
         if not b.done:
             b.wait(timeout)

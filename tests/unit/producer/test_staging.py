@@ -612,3 +612,59 @@ def test_produce_callbacks_report_each_records_place_in_its_batch(seed: int) -> 
         assert (md.topic, md.partition, md.offset, md.timestamp, md.serialized_key_size,
                 md.serialized_value_size) == ("t", part, offset, ts, ksize, vsize), value
         assert (err is None) == (offset >= 0)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_result_of_each_staged_record_is_its_place_in_its_batch(seed: int) -> None:
+    # Futures of staged records (keyed and unkeyed, sync and async producers), read once
+    # every batch is resolved: result() -- twice, the first read of a chunk listing its
+    # placements -- gives the record's offset, timestamp and sizes as its batch holds
+    # them, or raises its batch's error.
+    rng = random.Random(seed)
+    partitions = rng.choice([1, 3, 6])
+    threaded = seed % 2 == 0
+    core = _producer(partitions, _threaded=threaded, batch_size=rng.choice([300, 2000, 16384]))
+    futs: dict[bytes, RecordFuture] = {}
+
+    async def send_all() -> None:
+        for i in range(rng.choice([5, 31, 40, 300, 2500])):
+            value = b"r%05d" % i + b"v" * rng.choice([0, 5, 90])
+            key = b"k%d" % rng.randrange(50) if rng.random() < 0.7 else None
+            futs[value] = (sync_over(core).send("t", value, key) if threaded
+                           else await core.send("t", value, key))
+
+    asyncio.run(send_all())
+    acc = core._acc
+    with acc.lock:
+        acc.settle_all_locked()
+    placed: dict[bytes, Any] = {}
+    for part in range(partitions):
+        base = 0
+        for b in list(acc.queues.get(("t", part), ())):
+            records = list(RecordBatch.from_bytes(b.encode(1, 0, False)).records())
+            outcome = rng.random()
+            append_time = 1_234_567 if outcome > 0.85 else -1
+            err = KafkaError("batch failed") if outcome < 0.1 else None
+            for r in records:
+                assert r.value is not None
+                placed[r.value] = err or (
+                    "t", part, base + r.offset, append_time if append_time >= 0 else r.timestamp,
+                    -1 if r.key is None else len(r.key), len(r.value))
+            if err is not None:
+                b.complete(-1, -1, err)
+            else:
+                b.complete(base, append_time)
+            base += len(records) + 3
+    order = list(futs)
+    rng.shuffle(order)
+    for _ in range(2):
+        for value in order:
+            expected = placed[value]
+            if isinstance(expected, KafkaError):
+                with pytest.raises(KafkaError) as info:
+                    futs[value].result()
+                assert info.value is expected
+            else:
+                md = futs[value].result()
+                assert (md.topic, md.partition, md.offset, md.timestamp,
+                        md.serialized_key_size, md.serialized_value_size) == expected, value

@@ -1,0 +1,833 @@
+"""The transactional producer under a seeded random schedule of transactions and faults.
+
+Each seed draws a producer (``AsyncProducer`` or ``Producer``), one or two topics with 2-4
+partitions in all on a 3-broker librdkafka mock cluster, and 4-8 transactions: begin,
+records (``send()`` keyed, to an explicit partition or to the partitioner, ``produce()``
+with a delivery callback), sometimes ``send_offsets_to_transaction()`` (a group id or a
+group-metadata object), then commit (mostly) or abort. Faults land meanwhile: error codes
+injected on InitProducerId, FindCoordinator, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+TxnOffsetCommit and Produce -- retriable ones (coordinator moved/loading, concurrent
+transactions, timeouts, leader moves, dropped connections), abortable ones (topic or group
+authorization, unknown member) and fatal ones (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED) -- moves of the transaction and group coordinators
+and of partition leaders, a broker down for up to 0.6 s, RTT. The application is a careful
+one: an abortable error makes it abort (retrying the abort a few times) and go on; a fatal
+one makes it check that the producer refuses the next calls, close it and start a new one
+with the same transactional.id.
+
+Afterwards every partition is read raw, data and control batches, and the oracle checks:
+
+* ``committed``: a transaction whose commit returned has each record in the log (exactly
+  once, up to the mock's duplicates below) where its metadata said, under one producer id
+  and epoch, and on every partition it wrote a COMMIT marker of that id and epoch follows
+  its records before any record of another transaction of that id;
+* ``aborted``: a transaction whose abort returned has no COMMIT marker after any of its
+  records, and an ABORT marker after each;
+* ``unmarked``: no record is left without a marker (except as allowed below), and a marker
+  never closes records of two transactions;
+* ``never-sent``: nothing is in the log that was not sent, or whose send raised;
+* ``typed``: every failure is a TransactionAbortableError, TransactionFatalError or
+  KafkaTimeoutError whose broker code (its cause) matches the class the Java client gives
+  it (fatal: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+  INVALID_TXN_STATE); every call returns within its bound; a producer that failed fatally
+  refuses begin_transaction() and send() with TransactionFatalError;
+* ``requests`` (request tracking, per transaction): no TxnOffsetCommit reaches a broker
+  after the transaction's EndTxn, one does before the EndTxn of a transaction that
+  committed with offsets, and no Produce reaches a broker after the EndTxn (a Produce
+  answered before EndTxn was sent was received before it).
+
+Deviations of the mock (librdkafka 2.16, measured with probes) the oracle allows for:
+
+* InitProducerId for a transactional id that has a producer id gives a new producer id at
+  epoch 0 (Kafka bumps the epoch of the same id), fences nothing and does not abort the
+  transaction the old instance left open. So after a fatal error the old instance's open
+  transaction stays without a marker (``left-open-after-fatal``), and fencing is only ever
+  the injected error codes. (Such a transaction's records must still carry no COMMIT.)
+* It does not check sequence numbers: a resend of a written batch (its answer lost) is
+  written again under the same producer id, epoch and sequence, where Kafka answers
+  DUPLICATE_SEQUENCE_NUMBER. Such copies are counted (``resent-duplicates``), not failed.
+* An injected error code answers the request without doing it (EndTxn writes no marker);
+  a dropped connection (``DISCONNECT``) does nothing either. A response delayed by RTT
+  and cut off by a broker going down is lost after the request was done.
+* Fetch returns one batch per request, and control batches carry CRC 0 (data batches'
+  CRCs are checked). Offsets sent in a transaction are not stored, so only the requests
+  (tracking) show them.
+
+``KONTRAKT_TXN_SEEDS=50`` (and ``KONTRAKT_TXN_SEED_BASE``) runs a longer hunt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from kontrakt import RecordMetadata
+from kontrakt._types import TopicPartition
+from kontrakt.clients import AsyncKafkaClient
+from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture, murmur2_partition
+from kontrakt.errors import (
+    BrokerResponseError,
+    KafkaError,
+    KafkaTimeoutError,
+    TransactionAbortableError,
+    TransactionFatalError,
+)
+from kontrakt.protocol.messages import FetchRequest
+from kontrakt.protocol.records import (
+    ControlRecordType,
+    RecordBatch,
+    iter_batches,
+    parse_control_record,
+)
+from kontrakt.testing import MockCluster
+from tests.integration.raw_ops import leader
+
+pytestmark = pytest.mark.integration
+
+SEED_BASE = int(os.environ.get("KONTRAKT_TXN_SEED_BASE", "0"))
+SEEDS = range(SEED_BASE, SEED_BASE + int(os.environ.get("KONTRAKT_TXN_SEEDS", "4")))
+
+PRODUCE, FIND_COORDINATOR, INIT_PID = 0, 10, 22
+ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+DISCONNECT = MockCluster.DISCONNECT
+COORDINATOR_RETRIABLE = [15, 16, 14, 51, DISCONNECT]  # not available, not coord., loading,
+#                                                       concurrent transactions
+RETRIABLE: dict[int, list[int]] = {
+    PRODUCE: [6, 7, 19, 20, DISCONNECT],  # not leader, timed out, not enough replicas
+    FIND_COORDINATOR: [15, DISCONNECT],
+    INIT_PID: COORDINATOR_RETRIABLE,
+    ADD_PARTITIONS: COORDINATOR_RETRIABLE,
+    ADD_OFFSETS: COORDINATOR_RETRIABLE,
+    END_TXN: COORDINATOR_RETRIABLE,
+    TXN_OFFSET_COMMIT: [15, 16, 14, DISCONNECT],
+}
+#: abortable as the Java client classifies them: topic / group authorization, unknown member
+ABORTABLE: dict[int, list[int]] = {
+    PRODUCE: [29],
+    ADD_PARTITIONS: [29],
+    ADD_OFFSETS: [30],
+    TXN_OFFSET_COMMIT: [30, 25],
+}
+#: UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER on Produce: abortable for a
+#: transactional producer in the Java client (the epoch is bumped when aborting)
+SEQUENCE = [59, 45]
+PRODUCER_FENCED, INVALID_EPOCH, TXN_ID_AUTH, INVALID_TXN_STATE = 90, 47, 53, 48
+FATAL: dict[int, list[int]] = {
+    PRODUCE: [PRODUCER_FENCED, INVALID_EPOCH],
+    ADD_PARTITIONS: [PRODUCER_FENCED, INVALID_EPOCH, TXN_ID_AUTH, INVALID_TXN_STATE],
+    ADD_OFFSETS: [PRODUCER_FENCED, INVALID_EPOCH, TXN_ID_AUTH],
+    END_TXN: [PRODUCER_FENCED, INVALID_EPOCH, TXN_ID_AUTH, INVALID_TXN_STATE],
+    TXN_OFFSET_COMMIT: [PRODUCER_FENCED, INVALID_EPOCH, TXN_ID_AUTH],
+}
+#: codes the Java client always treats as fatal (INVALID_PRODUCER_EPOCH on Produce is
+#: abortable there since KIP-588, fatal on the coordinator APIs: either class is accepted)
+ALWAYS_FATAL = {PRODUCER_FENCED, TXN_ID_AUTH}
+FATAL_CODES = {PRODUCER_FENCED, INVALID_EPOCH, TXN_ID_AUTH, INVALID_TXN_STATE, 49}
+ALL_APIS = [PRODUCE, FIND_COORDINATOR, ADD_PARTITIONS, ADD_OFFSETS, END_TXN,
+            TXN_OFFSET_COMMIT, INIT_PID]
+BROKERS = (1, 2, 3)
+REQUEST_TIMEOUT_MS = 2000
+DELIVERY_TIMEOUT_MS = 5000
+#: what a commit or abort may take: its flush bound, then EndTxn within request.timeout.ms
+#: (plus backoffs and a loaded machine)
+CALL_BOUND = DELIVERY_TIMEOUT_MS / 1000 + REQUEST_TIMEOUT_MS / 1000 + 3.0
+CONFIG: dict[str, Any] = {
+    "retry_backoff_ms": 10, "retry_backoff_max_ms": 80, "reconnect_backoff_ms": 10,
+    "reconnect_backoff_max_ms": 80, "metadata_max_age_ms": 500, "max_block_ms": 5000,
+    "request_timeout_ms": REQUEST_TIMEOUT_MS, "delivery_timeout_ms": DELIVERY_TIMEOUT_MS}
+GROUP = "txn-schedule-group"
+
+
+@dataclass(frozen=True)
+class GroupMeta:
+    """What send_offsets_to_transaction() reads of a consumer's group metadata."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass
+class Sent:
+    """One record handed to the producer, and what it was told."""
+
+    txn: int
+    value: bytes
+    key: bytes | None
+    topic: str
+    #: where it must land; None: the partitioner's choice
+    partition: int | None
+    #: False when send()/produce() raised: it must not be in the log
+    accepted: bool = True
+    reports: list[tuple[BaseException | None, RecordMetadata | None]] = field(
+        default_factory=list)
+
+
+@dataclass
+class Txn:
+    """One transaction of the schedule and what became of it."""
+
+    index: int
+    #: which producer instance ran it (a new one after a fatal error)
+    instance: int
+    records: list[Sent] = field(default_factory=list)
+    #: "committed", "aborted", "fatal" (its producer failed fatally; never ended),
+    #: "unknown" (neither commit nor abort returned, the producer not fatal)
+    outcome: str = "unknown"
+    offsets_sent: bool = False
+    errors: list[tuple[str, BaseException]] = field(default_factory=list)
+
+
+@dataclass
+class Entry:
+    """One batch-level item of a partition's log: a record or a control marker."""
+
+    offset: int
+    era: tuple[int, int]
+    value: bytes | None = None
+    key: bytes | None = None
+    sequence: int = -1
+    #: "COMMIT" / "ABORT" for a control record, None for data
+    marker: str | None = None
+
+
+@dataclass
+class Schedule:
+    seed: int
+    sync: bool
+    #: (topic suffix, partitions)
+    topics: list[tuple[str, int]]
+    txns: list[tuple[str, list[tuple[Any, ...]]]]
+    #: injected into InitProducerId before each producer start
+    init_errors: list[int]
+
+
+def make_schedule(seed: int) -> Schedule:
+    rng = random.Random(seed)
+    total = rng.choice([2, 3, 4])
+    topics = [("a", total)] if total == 2 or rng.random() < 0.5 else \
+        [("a", total - 1), ("b", 1)]
+    sync = rng.random() < 0.5
+    txns: list[tuple[str, list[tuple[Any, ...]]]] = []
+    for _ in range(rng.randrange(4, 9)):
+        steps: list[tuple[Any, ...]] = []
+        for _ in range(rng.randrange(3, 9)):
+            roll = rng.random()
+            if roll < 0.45:
+                t, parts = rng.choice(topics)
+                steps.append(("records", rng.choice(["send", "produce"]),
+                              rng.choice(["keyed", "explicit", "any"]), t,
+                              rng.randrange(parts), rng.randrange(1, 12)))
+            elif roll < 0.55:
+                steps.append(("offsets", rng.random() < 0.5))
+            elif roll < 0.60:
+                steps.append(("pause", rng.choice([0.005, 0.03, 0.1])))
+            elif roll < 0.78:
+                api = rng.choice(ALL_APIS[:-1])
+                steps.append(("errors", api, [rng.choice(RETRIABLE[api])
+                                              for _ in range(rng.randrange(1, 3))]))
+            elif roll < 0.81:
+                api = rng.choice(list(ABORTABLE))
+                steps.append(("errors", api, [rng.choice(ABORTABLE[api])]))
+            elif roll < 0.83:
+                steps.append(("errors", PRODUCE, [rng.choice(SEQUENCE)]))
+            elif roll < 0.85:
+                api = rng.choice(list(FATAL))
+                steps.append(("errors", api, [rng.choice(FATAL[api])]))
+            elif roll < 0.90:
+                steps.append(("coordinator", rng.choice(["transaction", "group"]),
+                              rng.choice(BROKERS)))
+            elif roll < 0.94:
+                t, parts = rng.choice(topics)
+                steps.append(("leader", t, rng.randrange(parts), rng.choice(BROKERS)))
+            elif roll < 0.97:
+                steps.append(("down", rng.choice(BROKERS), rng.choice([0.1, 0.3, 0.6])))
+            else:
+                steps.append(("rtt", rng.choice(BROKERS), rng.choice([50, 200]),
+                              rng.choice([0.2, 0.5])))
+        txns.append(("commit" if rng.random() < 0.8 else "abort", steps))
+    init_errors = [rng.choice(RETRIABLE[INIT_PID]) for _ in range(rng.randrange(0, 3))]
+    if rng.random() < 0.1:
+        init_errors.append(rng.choice([TXN_ID_AUTH, PRODUCER_FENCED]))
+    return Schedule(seed, sync, topics, txns, init_errors)
+
+
+class Hang(Exception):
+    """A call did not return within its bound."""
+
+
+class App:
+    """The application: one producer instance at a time, async or sync behind one face."""
+
+    def __init__(self, mc: MockCluster, sched: Schedule, tid: str) -> None:
+        self.mc, self.sched, self.tid = mc, sched, tid
+        self.loop = asyncio.new_event_loop()
+        self.ap: AsyncProducer | None = None
+        self.sp: Producer | None = None
+        self.lock = threading.Lock()
+
+    def _run(self, coro: Coroutine[Any, Any, Any], bound: float) -> Any:
+        async def bounded() -> Any:
+            try:
+                return await asyncio.wait_for(coro, bound)
+            except asyncio.TimeoutError as exc:
+                if isinstance(exc, KafkaError):
+                    raise
+                raise Hang(f"did not return within {bound} s") from None
+        return self.loop.run_until_complete(bounded())
+
+    def timed(self, what: str, fn: Callable[[], Any], bound: float) -> Any:
+        started = time.monotonic()
+        try:
+            return fn()
+        finally:
+            took = time.monotonic() - started
+            if took > bound:
+                raise Hang(f"{what} took {took:.1f} s (bound {bound} s)")
+
+    def start(self) -> None:
+        config = {**CONFIG, "transactional_id": self.tid}
+        if self.sched.sync:
+            self.sp = Producer(bootstrap_servers=self.mc.bootstrap_servers, **config)
+            self.timed("init_transactions", self.sp.init_transactions, 8.0)
+        else:
+            self.ap = AsyncProducer(bootstrap_servers=self.mc.bootstrap_servers, **config)
+            self._run(self.ap.start(), 8.0)
+            self._run(self.ap.init_transactions(), 8.0)
+
+    def close(self) -> None:
+        if self.sp is not None:
+            self.sp.close(2.0)
+            self.sp = None
+        if self.ap is not None:
+            self._run(self.ap.close(2.0), 8.0)
+            self.ap = None
+
+    def producer_id(self) -> tuple[int, int]:
+        p = self.sp or self.ap
+        assert p is not None
+        return p.producer_id_and_epoch
+
+    def begin(self) -> None:
+        if self.sp is not None:
+            self.sp.begin_transaction()
+        else:
+            assert self.ap is not None
+            self.ap.begin_transaction()
+
+    def report(self, s: Sent, err: BaseException | None, md: RecordMetadata | None) -> None:
+        with self.lock:
+            s.reports.append((err, md))
+
+    def send(self, s: Sent, path: str) -> None:
+        def done(fut: RecordFuture) -> None:
+            err = fut.exception()
+            self.report(s, err, None if err is not None else fut.result())
+
+        if self.sp is not None:
+            if path == "produce":
+                self.sp.produce(s.topic, s.value, s.key, partition=s.partition,
+                                on_delivery=lambda err, md: self.report(
+                                    s, err, None if err else md))
+            else:
+                self.sp.send(s.topic, s.value, s.key,
+                             partition=s.partition).add_done_callback(done)
+            self.sp.poll(0)
+            return
+        assert self.ap is not None
+        fut = self._run(self.ap.send(s.topic, s.value, s.key, partition=s.partition), 8.0)
+        fut.add_done_callback(done)
+
+    def offsets(self, offsets: dict[TopicPartition, int], meta: bool) -> None:
+        group: Any = GroupMeta(GROUP) if meta else GROUP
+        if self.sp is not None:
+            sp = self.sp
+            self.timed("send_offsets_to_transaction",
+                       lambda: sp.send_offsets_to_transaction(offsets, group), CALL_BOUND)
+        else:
+            assert self.ap is not None
+            self._run(self.ap.send_offsets_to_transaction(offsets, group), CALL_BOUND)
+
+    def end(self, commit: bool) -> None:
+        bound = DELIVERY_TIMEOUT_MS / 1000
+        if self.sp is not None:
+            sp = self.sp
+            self.timed("commit/abort", lambda: (
+                sp.commit_transaction(bound) if commit else sp.abort_transaction(bound)),
+                CALL_BOUND)
+        else:
+            assert self.ap is not None
+            self._run(self.ap.commit_transaction(bound) if commit
+                      else self.ap.abort_transaction(bound), CALL_BOUND)
+
+    def pause(self, seconds: float) -> None:
+        if self.sp is not None:
+            time.sleep(seconds)
+        else:
+            self.loop.run_until_complete(asyncio.sleep(seconds))
+
+
+def root_code(exc: BaseException) -> int | None:
+    """The broker error code behind ``exc`` (following causes), if any."""
+    seen = 0
+    cur: BaseException | None = exc
+    while cur is not None and seen < 10:
+        if isinstance(cur, BrokerResponseError):
+            return int(cur.code)
+        cur = cur.__cause__ or cur.__context__
+        seen += 1
+    return None
+
+
+class Run:
+    """Carries out a schedule: the app's calls, the faults, what every call answered."""
+
+    def __init__(self, mc: MockCluster, sched: Schedule, topic: str) -> None:
+        self.mc, self.sched = mc, sched
+        self.topics = {t: f"{topic}-{t}" for t, _ in sched.topics}
+        self.parts = {f"{topic}-{t}": n for t, n in sched.topics}
+        self.tid = f"{topic}-tx"
+        self.rng = random.Random(sched.seed * 7919 + 1)
+        self.txns: list[Txn] = []
+        self.refused: list[Sent] = []
+        self.problems: list[str] = []
+        self.stats: dict[str, int] = defaultdict(int)
+        self.timers: list[threading.Timer] = []
+        self.instance = 0
+        self.counter = 0
+        self.app = App(mc, sched, self.tid)
+        #: per transaction: the api keys the brokers received, in order
+        self.requests: dict[int, list[int]] = {}
+
+    def later(self, delay: float, fn: Callable[[], None]) -> None:
+        timer = threading.Timer(delay, fn)
+        timer.daemon = True
+        self.timers.append(timer)
+        timer.start()
+
+    def fault(self, step: tuple[Any, ...]) -> None:
+        kind = step[0]
+        if kind == "errors":
+            self.mc.push_request_errors(step[1], step[2])
+        elif kind == "coordinator":
+            self.mc.coordinator_set(step[1], self.tid if step[1] == "transaction" else GROUP,
+                                    step[2])
+        elif kind == "leader":
+            self.mc.set_partition_leader(self.topics[step[1]], step[2], step[3])
+        elif kind == "down":
+            broker = step[1]
+            self.mc.broker_down(broker)
+            self.later(step[2], lambda: self.mc.broker_up(broker))
+        elif kind == "rtt":
+            broker = step[1]
+            self.mc.set_rtt(broker, step[2])
+            self.later(step[3], lambda: self.mc.set_rtt(broker, 0))
+
+    def finish_faults(self) -> None:
+        for timer in self.timers:
+            timer.cancel()
+            timer.join(5)
+        self.timers.clear()
+        self.mc.broker_up(-1)
+        self.mc.set_rtt(-1, 0)
+
+    def failure(self, txn: Txn | None, what: str, exc: BaseException) -> str:
+        """Classify a call's exception: "abortable", "fatal" or "timeout"; records
+        problems for untyped or misclassified ones."""
+        if txn is not None:
+            txn.errors.append((what, exc))
+        code = root_code(exc)
+        self.stats[f"{type(exc).__name__}:{code}"] += 1
+        if isinstance(exc, Hang):
+            self.problems.append(f"typed: {what} in txn {txn and txn.index}: {exc}")
+            return "hang"
+        if isinstance(exc, TransactionFatalError):
+            if code not in FATAL_CODES:
+                self.problems.append(f"typed: {what} raised fatal {exc!r} for code {code}")
+            return "fatal"
+        if isinstance(exc, TransactionAbortableError):
+            if code in ALWAYS_FATAL:
+                self.problems.append(f"typed: {what} raised abortable {exc!r} for fatal "
+                                     f"code {code}")
+            return "abortable"
+        if isinstance(exc, KafkaTimeoutError):
+            return "timeout"
+        self.problems.append(f"typed: {what} in txn {txn and txn.index} raised {exc!r}")
+        return "untyped"
+
+    def new_producer(self) -> bool:
+        """Start a producer instance (after a fatal error: a new one); False if that
+        kept failing."""
+        for _attempt in range(4):
+            self.instance += 1
+            try:
+                self.app.start()
+                self.stats["instances"] += 1
+                return True
+            except Exception as exc:
+                code = root_code(exc)
+                self.stats[f"start:{type(exc).__name__}:{code}"] += 1
+                if not isinstance(exc, KafkaError) or isinstance(exc, Hang):
+                    self.problems.append(f"typed: starting the producer raised {exc!r}")
+                elif code is not None and code not in FATAL_CODES:
+                    self.problems.append(f"typed: start failed for retriable code {code}: "
+                                         f"{exc!r}")
+                self.app.close()
+        self.problems.append("start: no producer could start in 4 attempts")
+        return False
+
+    def fenced_check(self, txn: Txn) -> None:
+        """A producer that failed fatally refuses the next calls (typed)."""
+        app = self.app
+        for what, call in (("begin_transaction", app.begin),
+                           ("send", lambda: app.send(Sent(txn.index, b"refused", None,
+                                                          next(iter(self.parts)), 0),
+                                                     "send"))):
+            try:
+                call()
+            except TransactionFatalError:
+                continue
+            except Exception as exc:
+                self.problems.append(f"typed: after a fatal error {what} raised {exc!r}")
+                continue
+            self.problems.append(f"typed: after a fatal error {what} was accepted")
+
+    def records(self, txn: Txn, step: tuple[Any, ...]) -> str | None:
+        """Send a step's records; the kind of failure if a send raised."""
+        _, path, how, t, part, n = step
+        topic = self.topics[t]
+        for _ in range(n):
+            self.counter += 1
+            value = b"%d:%d:%05d:" % (self.sched.seed, txn.index, self.counter) + \
+                b"x" * self.rng.choice([0, 10, 200])
+            key: bytes | None = None
+            where: int | None = part if how == "explicit" else None
+            if how == "keyed":
+                keyed = b"k%02d" % self.rng.randrange(16)
+                key, where = keyed, murmur2_partition(keyed, self.parts[topic])
+            # A keyed record goes to the partitioner, and must land where its key says.
+            s = Sent(txn.index, value, key, topic, part if how == "explicit" else None)
+            try:
+                self.app.send(s, path)
+            except Exception as exc:
+                s.accepted = False
+                self.refused.append(s)
+                kind = self.failure(txn, "send", exc)
+                self.stats["sends-refused"] += 1
+                return kind
+            s.partition = where
+            txn.records.append(s)
+        return None
+
+    def run_txn(self, txn: Txn, end: str, steps: list[tuple[Any, ...]]) -> str:
+        """One transaction; returns "ok", "fatal" or "stop"."""
+        app = self.app
+        self.mc.clear_requests()
+        try:
+            app.begin()
+        except Exception as exc:
+            kind = self.failure(txn, "begin_transaction", exc)
+            return "fatal" if kind == "fatal" else "stop"
+        failed: str | None = None
+        for step in steps:
+            kind = step[0]
+            if kind == "records":
+                if failed is None:
+                    failed = self.records(txn, step)
+            elif kind == "offsets":
+                if failed is not None:
+                    continue
+                topic = next(iter(self.parts))
+                offs = {TopicPartition(topic, p): self.rng.randrange(1000)
+                        for p in range(self.parts[topic])}
+                try:
+                    app.offsets(offs, step[1])
+                    txn.offsets_sent = True
+                except Exception as exc:
+                    failed = self.failure(txn, "send_offsets_to_transaction", exc)
+            elif kind == "pause":
+                app.pause(step[1])
+            else:
+                self.fault(step)
+        if failed in ("fatal", "hang", "untyped"):
+            txn.outcome = "fatal" if failed == "fatal" else "unknown"
+            return "fatal" if failed == "fatal" else "stop"
+        if failed is None and end == "commit":
+            try:
+                app.end(True)
+                txn.outcome = "committed"
+                return "ok"
+            except Exception as exc:
+                kind = self.failure(txn, "commit_transaction", exc)
+                if kind != "abortable" and kind != "timeout":
+                    txn.outcome = "fatal" if kind == "fatal" else "unknown"
+                    return "fatal" if kind == "fatal" else "stop"
+        for _attempt in range(4):
+            try:
+                app.end(False)
+                txn.outcome = "aborted"
+                return "ok"
+            except Exception as exc:
+                kind = self.failure(txn, "abort_transaction", exc)
+                if kind not in ("abortable", "timeout"):
+                    txn.outcome = "fatal" if kind == "fatal" else "unknown"
+                    return "fatal" if kind == "fatal" else "stop"
+                app.pause(0.3)
+        self.problems.append(f"typed: txn {txn.index}: abort failed 4 times")
+        return "stop"
+
+    def go(self) -> None:
+        self.mc.start_request_tracking()
+        self.mc.push_request_errors(INIT_PID, self.sched.init_errors)
+        try:
+            if not self.new_producer():
+                return
+            for index, (end, steps) in enumerate(self.sched.txns):
+                txn = Txn(index, self.instance)
+                self.txns.append(txn)
+                result = self.run_txn(txn, end, steps)
+                self.requests[index] = [r.api_key for r in self.mc.get_requests()]
+                if result == "stop":
+                    break
+                if result == "fatal":
+                    self.stats["fatal"] += 1
+                    self.fenced_check(txn)
+                    self.finish_faults()
+                    self.app.close()
+                    if not self.new_producer():
+                        break
+            self.finish_faults()
+        finally:
+            self.finish_faults()
+            self.app.close()
+            for api in ALL_APIS:
+                self.mc.clear_request_errors(api)
+            self.app.loop.close()
+
+
+async def read_log(bootstrap: str, topic: str, partition: int) -> list[Entry]:
+    """Every batch of the partition from offset 0 to the high watermark, data and control
+    (the mock answers one batch per Fetch)."""
+    out: list[Entry] = []
+    offset = 0
+    async with AsyncKafkaClient(bootstrap_servers=bootstrap) as client:
+        node, topic_id = await leader(client, topic, partition)
+        for _ in range(5000):
+            req = FetchRequest(max_wait_ms=50, min_bytes=1, max_bytes=1 << 20,
+                               isolation_level=0, topics=[
+                                   FetchRequest.FetchTopic(topic=topic, topic_id=topic_id,
+                                                           partitions=[
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=partition, fetch_offset=offset,
+                        partition_max_bytes=1 << 20)])])
+            resp = await asyncio.wait_for(client.request(req, node=node), 10)
+            part = resp.responses[0].partitions[0]
+            assert part.error_code == 0, part
+            if offset >= part.high_watermark:
+                return out
+            # Control batches carry CRC 0 at the mock: data batches are checked below.
+            for batch in iter_batches(part.records or b"", check_crcs=False, topic=topic,
+                                      partition=partition):
+                assert isinstance(batch, RecordBatch)
+                era = (batch.producer_id, batch.producer_epoch)
+                offset = batch.base_offset + batch.last_offset_delta + 1
+                if batch.is_control:
+                    rec = batch.records()[0]
+                    kind = ControlRecordType(parse_control_record(rec).type)
+                    out.append(Entry(rec.offset, era, marker=kind.name))
+                    continue
+                batch.validate_crc()
+                assert batch.is_transactional, (topic, partition, batch.base_offset)
+                for r in batch.records():
+                    out.append(Entry(r.offset, era, r.value, r.key,
+                                     batch.base_sequence + r.offset - batch.base_offset))
+    raise AssertionError(f"{topic}-{partition}: log not read in 5000 fetches")
+
+
+def tag(value: bytes | None) -> str:
+    return repr(value if value is None else value.rstrip(b"x"))
+
+
+def oracle(run: Run, logs: dict[tuple[str, int], list[Entry]]) -> list[str]:
+    problems: list[str] = []
+    stats = run.stats
+    by_value: dict[bytes, Sent] = {}
+    for txn in run.txns:
+        for s in txn.records:
+            by_value[s.value] = s
+    refused = {s.value for s in run.refused}
+    txn_of = {s.value: run.txns[s.txn] for s in by_value.values()}
+    #: value -> [(tp, data entry, the marker entry that closed it or None)]
+    copies: dict[bytes, list[tuple[tuple[str, int], Entry, Entry | None]]] = defaultdict(list)
+    for tp, entries in logs.items():
+        open_: dict[int, list[Entry]] = defaultdict(list)  # producer id -> unclosed records
+        for e in entries:
+            if e.marker is None:
+                if e.value in refused:
+                    problems.append(f"never-sent: {tp}@{e.offset} {tag(e.value)} was refused "
+                                    f"by send() but is in the log")
+                elif e.value not in by_value:
+                    problems.append(f"never-sent: {tp}@{e.offset} holds {tag(e.value)}")
+                open_[e.era[0]].append(e)
+                continue
+            closed = open_.pop(e.era[0], [])
+            txns = {txn_of[c.value].index for c in closed if c.value in txn_of}
+            if len(txns) > 1:
+                problems.append(f"unmarked: the {e.marker} at {tp}@{e.offset} closes records "
+                                f"of transactions {sorted(txns)}")
+            for c in closed:
+                if c.value is not None:
+                    copies[c.value].append((tp, c, e))
+        for left in open_.values():
+            for c in left:
+                if c.value is not None:
+                    copies[c.value].append((tp, c, None))
+    for txn in run.txns:
+        eras = set()
+        for s in txn.records:
+            mine = copies.get(s.value, [])
+            ok = [(err, md) for err, md in s.reports if err is None]
+            if txn.outcome == "committed":
+                if len(s.reports) != 1 or not ok:
+                    problems.append(f"committed: txn {txn.index} record {tag(s.value)} was "
+                                    f"reported {s.reports} by the time commit returned")
+                if not mine:
+                    problems.append(f"committed: txn {txn.index} record {tag(s.value)} is "
+                                    f"not in the log")
+                    continue
+                if len({(c.era, c.sequence, tp) for tp, c, _ in mine}) > 1:
+                    problems.append(f"committed: txn {txn.index} record {tag(s.value)} is "
+                                    f"in the log {len(mine)} times: "
+                                    f"{[(tp, c.offset, c.era, c.sequence) for tp, c, _ in mine]}")
+                stats["resent-duplicates"] += len(mine) - 1
+                for tp, c, m in mine:
+                    eras.add(c.era)
+                    if s.partition is not None and tp[1] != s.partition:
+                        problems.append(f"committed: record {tag(s.value)} in {tp}, sent to "
+                                        f"partition {s.partition}")
+                    if m is None or m.marker != "COMMIT" or m.era != c.era:
+                        problems.append(
+                            f"committed: txn {txn.index} record {tag(s.value)} at {tp}@"
+                            f"{c.offset} under {c.era} is followed by "
+                            f"{None if m is None else (m.marker, m.era, m.offset)}")
+                if ok and ok[0][1] is not None:
+                    md = ok[0][1]
+                    at = [c for tp, c, _ in mine if tp == (md.topic, md.partition)
+                          and c.offset == md.offset]
+                    if not at:
+                        problems.append(f"committed: record {tag(s.value)} reported at "
+                                        f"{md.topic}-{md.partition}@{md.offset}, in the log at "
+                                        f"{[(tp, c.offset) for tp, c, _ in mine]}")
+            else:
+                for tp, c, m in mine:
+                    if m is not None and m.marker == "COMMIT" and txn.outcome != "unknown":
+                        problems.append(
+                            f"{txn.outcome}: txn {txn.index} record {tag(s.value)} at {tp}@"
+                            f"{c.offset} is followed by a COMMIT at {m.offset}")
+                    elif m is None and txn.outcome == "aborted":
+                        problems.append(f"aborted: txn {txn.index} record {tag(s.value)} at "
+                                        f"{tp}@{c.offset} has no marker after it")
+                    elif m is None and txn.outcome == "fatal":
+                        stats["left-open-after-fatal"] += 1
+                    elif m is None:
+                        problems.append(f"unmarked: txn {txn.index} ({txn.outcome}) record "
+                                        f"{tag(s.value)} at {tp}@{c.offset} has no marker")
+                if ok and not mine and txn.outcome != "fatal":
+                    problems.append(f"{txn.outcome}: txn {txn.index} record {tag(s.value)} "
+                                    f"was acknowledged but is not in the log")
+        if txn.outcome == "committed" and len(eras) > 1:
+            problems.append(f"committed: txn {txn.index} written under several producer "
+                            f"ids/epochs {sorted(eras)}")
+        stats[txn.outcome] += 1
+        # Requests the brokers received during the transaction, in order.
+        keys = run.requests.get(txn.index, [])
+        if END_TXN in keys:
+            first_end = keys.index(END_TXN)
+            late = [k for k in keys[first_end:] if k in (PRODUCE, TXN_OFFSET_COMMIT)]
+            if late:
+                problems.append(f"requests: txn {txn.index} ({txn.outcome}): {late} received "
+                                f"after its EndTxn: {keys}")
+            if txn.outcome == "committed" and txn.offsets_sent and \
+                    TXN_OFFSET_COMMIT not in keys[:first_end]:
+                problems.append(f"requests: txn {txn.index} committed offsets without a "
+                                f"TxnOffsetCommit before EndTxn: {keys}")
+        elif txn.outcome == "committed" and (txn.records or txn.offsets_sent):
+            problems.append(f"requests: txn {txn.index} committed without an EndTxn: {keys}")
+    return problems
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_faults_keep_the_transactional_promise(seed: int, mock_cluster: MockCluster,
+                                                      topic_name: str) -> None:
+    sched = make_schedule(seed)
+    started = time.monotonic()
+    run = Run(mock_cluster, sched, topic_name)
+    rng = random.Random(seed)
+    for topic, parts in run.parts.items():
+        mock_cluster.create_topic(topic, parts)
+        for part in range(parts):
+            mock_cluster.set_partition_leader(topic, part, rng.choice(BROKERS))
+    run.go()
+
+    async def read_all() -> dict[tuple[str, int], list[Entry]]:
+        return {(t, p): await read_log(mock_cluster.bootstrap_servers, t, p)
+                for t, n in run.parts.items() for p in range(n)}
+
+    logs = asyncio.run(read_all())
+    problems = run.problems + oracle(run, logs)
+    faults = sum(1 for _, steps in sched.txns for st in steps
+                 if st[0] not in ("records", "offsets", "pause"))
+    print(f"seed {seed}: {'sync' if sched.sync else 'async'} {run.parts} "
+          f"{len(sched.txns)} txns, {faults} faults, {dict(sorted(run.stats.items()))}, "
+          f"{time.monotonic() - started:.1f} s")
+    assert not problems, f"seed {seed}:\n" + "\n".join(problems[:25])
+
+
+async def _partition_log(mc: MockCluster, topic: str, partition: int) -> list[Entry]:
+    return await read_log(mc.bootstrap_servers, topic, partition)
+
+
+@pytest.mark.parametrize("code", [45, 59])  # OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID
+def test_a_sequence_error_in_a_transaction_makes_it_abortable(
+        code: int, mock_cluster: MockCluster, topic_name: str) -> None:
+    """Found by seed 0: an idempotent producer recovers from these by taking a new epoch and
+    resending, but a transaction must keep one epoch from its first record to its marker.
+    (At Kafka, InitProducerId in the middle of a transaction aborts it, so the records
+    written before would be lost from a commit that returned; the Java client makes the
+    transaction abortable and bumps the epoch after the abort.)"""
+    mock_cluster.create_topic(topic_name, 1)
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                 transactional_id=f"{topic_name}-tx", **CONFIG) as p:
+            first = p.producer_id_and_epoch
+            p.begin_transaction()
+            await (await p.send(topic_name, b"before", partition=0))
+            mock_cluster.push_request_errors(PRODUCE, [code])
+            fut = await p.send(topic_name, b"after", partition=0)
+            with pytest.raises(TransactionAbortableError):
+                await p.commit_transaction(5)
+            with pytest.raises(TransactionAbortableError):
+                await fut
+            await p.abort_transaction(5)
+            p.begin_transaction()
+            await p.send(topic_name, b"next", partition=0)
+            await p.commit_transaction(5)
+            assert p.producer_id_and_epoch == (first[0], first[1] + 1)
+
+    asyncio.run(main())
+    log = asyncio.run(_partition_log(mock_cluster, topic_name, 0))
+    pid, epoch = log[0].era
+    assert [(e.value, e.marker, e.era) for e in log] == [
+        (b"before", None, (pid, epoch)), (None, "ABORT", (pid, epoch)),
+        (b"next", None, (pid, epoch + 1)), (None, "COMMIT", (pid, epoch + 1))]

@@ -37,6 +37,7 @@ from kontrakt.errors import (
     KafkaConnectionError,
     ProduceError,
     RecordTooLargeError,
+    TransactionAbortableError,
     TransactionFatalError,
 )
 from kontrakt.protocol.errors import for_code
@@ -117,6 +118,15 @@ class BatchOutcomes:
             # Another producer with the same transactional id took over.
             self.txn.fatal(err)
             self._fail(b, TransactionFatalError(f"producer fenced: {err}"))
+            return
+        if self.txn is not None and code in (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE):
+            # An idempotent producer recovers with a new epoch and a resend, but a
+            # transaction keeps one epoch up to its marker (a new one at the coordinator
+            # aborts it): the transaction fails, and the epoch is bumped after the abort
+            # (see _fail and the sender), as the Java client does.
+            self._fail(b, TransactionAbortableError(
+                f"producing to {b.topic}-{b.partition} failed, the transaction must be "
+                f"aborted: {err}"))
             return
         if idem is not None and (code in (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH) or (
                 code == _PRODUCER_FENCED and idem.transactional_id is None)):

@@ -175,7 +175,8 @@ class Sender(ProduceRequests):
                 self._wake.clear()
                 idem = self.idem
                 if idem is not None and (idem.need_bump or idem.producer_id < 0) \
-                        and self._nothing_in_flight() and bump_at <= time.monotonic():
+                        and self._nothing_in_flight() and bump_at <= time.monotonic() \
+                        and (self.txn is None or self.txn.may_bump()):
                     try:
                         await self._bump()
                     except (KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -186,7 +187,8 @@ class Sender(ProduceRequests):
                         bump_at = time.monotonic() + self.settings.retry_backoff
                 wake_at = self._pass()
                 if idem is not None and (idem.need_bump or idem.producer_id < 0) \
-                        and self._nothing_in_flight():
+                        and self._nothing_in_flight() \
+                        and (self.txn is None or self.txn.may_bump()):
                     # The next try (the last response, if any are out, wakes the sender).
                     wake_at = min(wake_at, bump_at)
                 timeout = wake_at - time.monotonic()

@@ -110,6 +110,13 @@ class TransactionManager:
         if self.on_leave is not None:
             self.on_leave()
 
+    def may_bump(self) -> bool:
+        """Whether the producer may take a new epoch now: not while the current transaction
+        is known to the coordinator (InitProducerId would abort it there, and its EndTxn
+        must go out under the epoch its records carry)."""
+        return not (self.added or self.offsets_added or
+                    (self._adding is not None and not self._adding.done()))
+
     # --- partitions (called by the sender) -------------------------------------------------
 
     def partition_ready(self, tp: tuple[str, int]) -> bool:
@@ -123,7 +130,7 @@ class TransactionManager:
     def add_pending(self) -> None:
         """Start adding the queued partitions (one request at a time)."""
         if self.pending and (self._adding is None or self._adding.done()) \
-                and self.state == "in_transaction":
+                and self.state == "in_transaction" and not self.idem.need_bump:
             self._adding = asyncio.get_running_loop().create_task(self._add_partitions())
 
     async def _add_partitions(self) -> None:
@@ -226,6 +233,13 @@ class TransactionManager:
         idem = self.idem
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
+            # The epoch bump after an aborted transaction (the sender's) comes first.
+            limit = time.monotonic() + self.request_timeout
+            while idem.need_bump and self.may_bump():
+                if time.monotonic() >= min(limit, deadline or limit):
+                    raise KafkaTimeoutError("the producer got no new epoch in time")
+                self.wake()
+                await asyncio.sleep(self.retry_backoff)
             await self._coordinator_request(AddOffsetsToTxnRequest(
                 transactional_id=self.transactional_id, producer_id=idem.producer_id,
                 producer_epoch=idem.producer_epoch, group_id=group_id), deadline=deadline)
@@ -280,6 +294,8 @@ class TransactionManager:
         self.error = None
         self.added.clear()
         self.offsets_added = False
+        if idem.need_bump:
+            self.wake()  # the sender takes the new epoch now
 
     def _as_txn_error(self, exc: BaseException) -> BaseException:
         if self.state == "fatal":

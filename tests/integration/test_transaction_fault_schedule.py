@@ -61,6 +61,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 import threading
 import time
 from collections import defaultdict
@@ -378,7 +379,8 @@ class App:
 
 
 def root_code(exc: BaseException) -> int | None:
-    """The broker error code behind ``exc`` (following causes), if any."""
+    """The broker error code behind ``exc``: its cause's, or (a call refused because the
+    transaction failed earlier names that error, unchained) the one in its message."""
     seen = 0
     cur: BaseException | None = exc
     while cur is not None and seen < 10:
@@ -386,7 +388,8 @@ def root_code(exc: BaseException) -> int | None:
             return int(cur.code)
         cur = cur.__cause__ or cur.__context__
         seen += 1
-    return None
+    named = re.search(r"\[[A-Z_]+ \((-?\d+)\)\]", str(exc))
+    return None if named is None else int(named.group(1))
 
 
 class Run:
@@ -831,3 +834,38 @@ def test_a_sequence_error_in_a_transaction_makes_it_abortable(
     assert [(e.value, e.marker, e.era) for e in log] == [
         (b"before", None, (pid, epoch)), (None, "ABORT", (pid, epoch)),
         (b"next", None, (pid, epoch + 1)), (None, "COMMIT", (pid, epoch + 1))]
+
+
+@pytest.mark.parametrize("move", ["coordinator-moved", "injected"])
+def test_offsets_in_a_transaction_follow_the_group_coordinator(
+        move: str, mock_cluster: MockCluster, topic_name: str) -> None:
+    """Found by seeds 8, 27 and 30: TxnOffsetCommit reports errors per partition only, and
+    NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE there must make the producer find the
+    group coordinator again and retry (as the Java client does), not fail the
+    transaction -- and every later one, the old coordinator being remembered."""
+    mock_cluster.create_topic(topic_name, 1)
+    mock_cluster.coordinator_set("group", GROUP, 1)
+    offsets = {TopicPartition(topic_name, 0): 7}
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                 transactional_id=f"{topic_name}-tx", **CONFIG) as p:
+            p.begin_transaction()
+            await p.send(topic_name, b"one", partition=0)
+            await p.send_offsets_to_transaction(offsets, GROUP)
+            await p.commit_transaction(5)
+            if move == "coordinator-moved":
+                mock_cluster.coordinator_set("group", GROUP, 2)
+            else:
+                mock_cluster.push_request_errors(TXN_OFFSET_COMMIT, [16, 15])
+            for value in (b"two", b"three"):
+                p.begin_transaction()
+                await p.send(topic_name, value, partition=0)
+                await p.send_offsets_to_transaction(offsets, GroupMeta(GROUP))
+                await p.commit_transaction(5)
+
+    asyncio.run(main())
+    log = asyncio.run(_partition_log(mock_cluster, topic_name, 0))
+    assert [(e.value, e.marker) for e in log] == [
+        (b"one", None), (None, "COMMIT"), (b"two", None), (None, "COMMIT"),
+        (b"three", None), (None, "COMMIT")]

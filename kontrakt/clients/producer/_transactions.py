@@ -48,6 +48,10 @@ log = logging.getLogger("kontrakt.producer")
 _COORDINATOR_MOVED = {15, 16}  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 _RETRY = {14, 15, 16, 51, 55}  # + LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS, NOT_ATTEMPTED
 _FATAL = {47, 48, 49, 53, 90}  # bad epoch, bad state, bad id mapping, id auth, fenced
+#: TxnOffsetCommit's per-partition codes the Java client retries: the coordinator moved or
+#: timed out (looked up again), loading, unknown partition
+_OFFSETS_LOOKUP = {7, 15, 16}
+_OFFSETS_RETRY = _OFFSETS_LOOKUP | {3, 14}
 _TOPIC = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
 
 
@@ -254,19 +258,42 @@ class TransactionManager:
                         partition_index=tp.partition, committed_offset=om.offset,
                         committed_leader_epoch=om.leader_epoch,
                         committed_metadata=om.metadata))
-            req = TxnOffsetCommitRequest(
-                transactional_id=self.transactional_id, group_id=group_id,
-                producer_id=idem.producer_id, producer_epoch=idem.producer_epoch,
-                generation_id=generation_id, member_id=member_id,
-                group_instance_id=group_instance_id,
-                topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=p)
-                        for t, p in by_topic.items()])
-            resp = await self._coordinator_request(req, group=group_id, deadline=deadline)
-            for t in resp.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise for_code(p.error_code)(
+            limit = time.monotonic() + self.request_timeout
+            end = limit if deadline is None else min(deadline, limit)
+            backoff = Backoff(self.retry_backoff, self.retry_backoff_max)
+            while by_topic:
+                req = TxnOffsetCommitRequest(
+                    transactional_id=self.transactional_id, group_id=group_id,
+                    producer_id=idem.producer_id, producer_epoch=idem.producer_epoch,
+                    generation_id=generation_id, member_id=member_id,
+                    group_instance_id=group_instance_id,
+                    topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
+                        name=t, partitions=p) for t, p in by_topic.items()])
+                resp = await self._coordinator_request(req, group=group_id, deadline=end)
+                # Its errors are per partition only: the retriable ones are sent again (the
+                # partitions that succeeded are not).
+                again: dict[str, list[Any]] = {}
+                err: BaseException | None = None
+                for t in resp.topics:
+                    sent = {p.partition_index: p for p in by_topic.get(t.name, [])}
+                    for p in t.partitions:
+                        if not p.error_code:
+                            continue
+                        err = for_code(p.error_code)(
                             f"TxnOffsetCommit {t.name}-{p.partition_index} (group {group_id})")
+                        if p.error_code not in _OFFSETS_RETRY:
+                            raise err
+                        if p.error_code in _OFFSETS_LOOKUP:
+                            self.client.forget_coordinator(group_id, "group")
+                        if p.partition_index in sent:
+                            again.setdefault(t.name, []).append(sent[p.partition_index])
+                by_topic = again
+                if by_topic:
+                    delay = backoff.next()
+                    if time.monotonic() + delay >= end:
+                        raise KafkaTimeoutError(
+                            f"TxnOffsetCommit did not succeed in time: {err}")
+                    await asyncio.sleep(delay)
         except BaseException as exc:
             self._failed(exc)
             raise self._as_txn_error(exc) from exc

@@ -869,3 +869,36 @@ def test_offsets_in_a_transaction_follow_the_group_coordinator(
     assert [(e.value, e.marker) for e in log] == [
         (b"one", None), (None, "COMMIT"), (b"two", None), (None, "COMMIT"),
         (b"three", None), (None, "COMMIT")]
+
+
+def test_a_failed_transaction_does_not_hold_its_records_until_they_expire(
+        mock_cluster: MockCluster, topic_name: str) -> None:
+    """Found by seed 0 (a commit that took delivery.timeout.ms): when AddPartitionsToTxn
+    fails (TOPIC_AUTHORIZATION_FAILED), the transaction is abortable and its records for
+    that partition can never be sent; they must fail then (the Java client aborts the
+    undrained batches), not hold commit_transaction() until delivery.timeout.ms."""
+    mock_cluster.create_topic(topic_name, 2)
+
+    async def main() -> None:
+        config = {**CONFIG, "delivery_timeout_ms": 60000}
+        async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                 transactional_id=f"{topic_name}-tx", **config) as p:
+            p.begin_transaction()
+            await (await p.send(topic_name, b"in", partition=0))
+            mock_cluster.push_request_errors(ADD_PARTITIONS, [29])
+            held = await p.send(topic_name, b"held", partition=1)
+            started = time.monotonic()
+            with pytest.raises(TransactionAbortableError):
+                await p.commit_transaction()
+            assert time.monotonic() - started < 3
+            with pytest.raises(TransactionAbortableError):
+                await held
+            await p.abort_transaction(5)
+            p.begin_transaction()
+            await p.send(topic_name, b"next", partition=1)
+            await p.commit_transaction(5)
+
+    asyncio.run(main())
+    logs = [asyncio.run(_partition_log(mock_cluster, topic_name, part)) for part in (0, 1)]
+    assert [[(e.value, e.marker) for e in log] for log in logs] == [
+        [(b"in", None), (None, "ABORT")], [(b"next", None), (None, "COMMIT")]]

@@ -246,6 +246,7 @@ class BatchOutcomes:
         self._muted.discard((b.topic, b.partition))
         if self.txn is not None:
             self.txn.batch_failed(error)
+            self._wake.set()  # its queued batches fail in the next pass (_fail_unsent)
         if b.complete(-1, -1, error):
             self.metrics.records_failed += count
             self.metrics.batches_failed += 1

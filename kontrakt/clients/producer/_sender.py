@@ -43,11 +43,14 @@ from kontrakt.clients.producer._config import ProducerSettings
 from kontrakt.clients.producer._idempotence import IdempotenceState
 from kontrakt.clients.producer._metrics import ProducerMetrics
 from kontrakt.clients.producer._requests import ProduceRequests
+from kontrakt.clients.producer._transactions import TransactionManager
 from kontrakt.errors import (
     IllegalStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
     ProduceError,
+    TransactionAbortableError,
+    TransactionFatalError,
 )
 
 __all__ = ["Sender"]
@@ -55,6 +58,8 @@ __all__ = ["Sender"]
 log = logging.getLogger("kontrakt.producer")
 
 _INF = float("inf")
+#: transaction states in which queued batches can no longer be sent
+_TXN_FAILED = ("abortable", "fatal")
 
 _taught = False
 
@@ -152,6 +157,9 @@ class Sender(ProduceRequests):
             now = time.monotonic()
             if now >= self.acc.expire_at:  # (see RecordAccumulator.expire)
                 self._expire(now)
+            txn = self.txn
+            if txn is not None and txn.state in _TXN_FAILED:
+                self._fail_unsent(txn)
             while True:
                 by_node, wake_at, missing, more = self._drain(now)
                 if missing:
@@ -167,6 +175,18 @@ class Sender(ProduceRequests):
                     return wake_at
         finally:
             self._in_pass = False
+
+    def _fail_unsent(self, txn: TransactionManager) -> None:
+        """A failed transaction's queued batches can never go out (only an abort may
+        follow): they fail now, as the Java client's do, not at their delivery timeout
+        (which a commit_transaction() would wait for)."""
+        batches = self.acc.abort_all()
+        if not batches:
+            return
+        fatal = txn.state == "fatal"
+        for b in batches:
+            self._fail(b, (TransactionFatalError if fatal else TransactionAbortableError)(
+                f"the transaction failed before this batch could be sent: {txn.error}"))
 
     async def _run(self) -> None:
         bump_at = 0.0

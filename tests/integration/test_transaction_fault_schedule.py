@@ -77,6 +77,7 @@ from kontrakt.clients import AsyncKafkaClient
 from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture, murmur2_partition
 from kontrakt.errors import (
     BrokerResponseError,
+    IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
     TransactionAbortableError,
@@ -104,7 +105,7 @@ COORDINATOR_RETRIABLE = [15, 16, 14, 51, DISCONNECT]  # not available, not coord
 #                                                       concurrent transactions
 RETRIABLE: dict[int, list[int]] = {
     PRODUCE: [6, 7, 19, 20, DISCONNECT],  # not leader, timed out, not enough replicas
-    FIND_COORDINATOR: [15, DISCONNECT],
+    FIND_COORDINATOR: [DISCONNECT],  # (error codes: see the module docstring)
     INIT_PID: COORDINATOR_RETRIABLE,
     ADD_PARTITIONS: COORDINATOR_RETRIABLE,
     ADD_OFFSETS: COORDINATOR_RETRIABLE,
@@ -902,3 +903,53 @@ def test_a_failed_transaction_does_not_hold_its_records_until_they_expire(
     logs = [asyncio.run(_partition_log(mock_cluster, topic_name, part)) for part in (0, 1)]
     assert [[(e.value, e.marker) for e in log] for log in logs] == [
         [(b"in", None), (None, "ABORT")], [(b"next", None), (None, "COMMIT")]]
+
+
+def test_a_commit_whose_answer_is_lost_is_not_reported_abortable(
+        mock_cluster: MockCluster, topic_name: str) -> None:
+    """The coordinator commits, its answer is lost (a response delayed by RTT, then the
+    broker goes down for longer than request.timeout.ms): the outcome is unknown, so the
+    producer must not say the transaction "must be aborted" and let the abort through (at
+    the mock it returns, at Kafka INVALID_TXN_STATE) while the log holds a COMMIT. As in
+    the Java client, the commit raises KafkaTimeoutError, an abort is refused, and a
+    retried commit completes it."""
+    tid = f"{topic_name}-tx"
+    mock_cluster.create_topic(topic_name, 1)
+    mock_cluster.set_partition_leader(topic_name, 0, 1)
+    mock_cluster.coordinator_set("transaction", tid, 2)
+    timers: list[threading.Timer] = []
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                 transactional_id=tid, **CONFIG) as p:
+            p.begin_transaction()
+            await p.send(topic_name, b"r", partition=0)
+            await p.flush()
+            # EndTxn is done, then answered 0.5 s late; the broker is down from 0.2 s.
+            mock_cluster.broker_push_request_error_rtts(2, END_TXN, [(0, 500)])
+            timers.extend((threading.Timer(0.2, lambda: mock_cluster.broker_down(2)),
+                           threading.Timer(REQUEST_TIMEOUT_MS / 1000 + 0.9,
+                                           lambda: mock_cluster.broker_up(2))))
+            for timer in timers:
+                timer.start()
+            with pytest.raises(KafkaTimeoutError):
+                await p.commit_transaction(5)
+            with pytest.raises(IllegalStateError):
+                await p.abort_transaction(5)
+            with pytest.raises(IllegalStateError):
+                await p.send(topic_name, b"late", partition=0)
+            await asyncio.sleep(REQUEST_TIMEOUT_MS / 1000)  # the broker is back
+            await p.commit_transaction(5)
+            p.begin_transaction()
+            await p.send(topic_name, b"next", partition=0)
+            await p.commit_transaction(5)
+
+    try:
+        asyncio.run(main())
+    finally:
+        for timer in timers:
+            timer.cancel()
+        mock_cluster.broker_up(-1)
+    log = asyncio.run(_partition_log(mock_cluster, topic_name, 0))
+    assert [(e.value, e.marker) for e in log] == [
+        (b"r", None), (None, "COMMIT"), (b"next", None), (None, "COMMIT")]

@@ -53,6 +53,8 @@ _FATAL = {47, 48, 49, 53, 90}  # bad epoch, bad state, bad id mapping, id auth, 
 _OFFSETS_LOOKUP = {7, 15, 16}
 _OFFSETS_RETRY = _OFFSETS_LOOKUP | {3, 14}
 _TOPIC = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+_COMMITTING = ("a commit_transaction() of this transaction ended without an answer from the "
+               "coordinator, which may have committed it: retry commit_transaction()")
 
 
 class TransactionManager:
@@ -74,6 +76,9 @@ class TransactionManager:
         self.added: set[tuple[str, int]] = set()
         self.pending: set[tuple[str, int]] = set()
         self.offsets_added = False
+        #: an EndTxn(commit) got no answer: the coordinator may have committed, so only a
+        #: retried commit may follow
+        self.committing = False
         self._adding: asyncio.Task[None] | None = None
         #: called when the state leaves ``in_transaction`` on its own (a failure)
         self.on_leave: Callable[[], None] | None = None
@@ -82,6 +87,8 @@ class TransactionManager:
 
     def check_send(self) -> None:
         """Raise unless records may be sent now."""
+        if self.committing:
+            raise IllegalStateError(_COMMITTING)
         if self.state == "in_transaction":
             return
         if self.state == "fatal":
@@ -316,7 +323,17 @@ class TransactionManager:
             except BaseException as exc:
                 if isinstance(exc, BrokerResponseError) and exc.code in _FATAL:
                     self.fatal(exc)
+                elif commit and isinstance(exc, (KafkaTimeoutError, KafkaConnectionError)):
+                    # No answer: the coordinator may have committed. Aborting now would
+                    # be refused at Kafka (or, worse, accepted and reported while the
+                    # records are committed): the commit is to be retried (as in the Java
+                    # client).
+                    self.committing = True
+                    raise KafkaTimeoutError(
+                        f"the commit's outcome is unknown ({exc}): retry "
+                        f"commit_transaction()") from exc
                 raise self._as_txn_error(exc) from exc
+        self.committing = False
         self.state = "ready"
         self.error = None
         self.added.clear()

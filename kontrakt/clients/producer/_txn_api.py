@@ -134,17 +134,21 @@ class TransactionalCore(_ProducerCore):
             TransactionAbortableError: a record or the commit failed: call
                 :meth:`abort_transaction`.
             TransactionFatalError: fenced by a newer producer with the same id: close.
-            KafkaTimeoutError: the records were not resolved within ``timeout``.
+            KafkaTimeoutError: the records were not resolved within ``timeout``, or the
+                coordinator did not answer the commit, which it may have done: call
+                commit_transaction() again (abort_transaction() and sends are refused
+                with IllegalStateError until it succeeds).
         """
         txn = self._transaction()
-        txn.check_send()
-        await self.flush(timeout)
-        txn.check_send()  # a record of the transaction failed: abort instead
-        self._stop_fast_paths()
+        if not txn.committing:  # (a retried commit whose EndTxn got no answer goes on)
+            txn.check_send()
+            await self.flush(timeout)
+            txn.check_send()  # a record of the transaction failed: abort instead
+            self._stop_fast_paths()
         try:
             await txn.end(True)
         except BaseException:
-            if txn.state == "in_transaction":
+            if txn.state == "in_transaction" and not txn.committing:
                 txn.state = "abortable"
             raise
 
@@ -153,11 +157,12 @@ class TransactionalCore(_ProducerCore):
         records in flight are awaited, then the coordinator aborts (EndTxn).
 
         Raises:
-            IllegalStateError: no transaction is open.
+            IllegalStateError: no transaction is open, or a commit of it got no answer
+                (retry the commit instead).
             TransactionFatalError: fenced: close the producer.
         """
         txn = self._transaction()
-        if txn.state not in ("in_transaction", "abortable"):
+        if txn.state not in ("in_transaction", "abortable") or txn.committing:
             txn.check_send()
         self._stop_fast_paths()
         sender = self._sender

@@ -37,8 +37,9 @@ Afterwards every partition is read raw, data and control batches, and the oracle
   refuses begin_transaction() and send() with TransactionFatalError;
 * ``requests`` (request tracking, per transaction): no TxnOffsetCommit reaches a broker
   after the transaction's EndTxn, one does before the EndTxn of a transaction that
-  committed with offsets, and no Produce reaches a broker after the EndTxn (a Produce
-  answered before EndTxn was sent was received before it).
+  committed with offsets, and no Produce reaches a broker after the EndTxn; and (from the
+  producer's own count, as the brokers' log has no answer times) no EndTxn is sent while a
+  Produce request is unanswered.
 
 Deviations of the mock (librdkafka 2.16, measured with probes) the oracle allows for:
 
@@ -96,7 +97,7 @@ from kontrakt.errors import (
     TransactionAbortableError,
     TransactionFatalError,
 )
-from kontrakt.protocol.messages import FetchRequest
+from kontrakt.protocol.messages import EndTxnRequest, FetchRequest
 from kontrakt.protocol.records import (
     ControlRecordType,
     RecordBatch,
@@ -295,6 +296,8 @@ class App:
         self.ap: AsyncProducer | None = None
         self.sp: Producer | None = None
         self.lock = threading.Lock()
+        #: EndTxn requests sent too early (see watch())
+        self.early_ends: list[str] = []
 
     def _run(self, coro: Coroutine[Any, Any, Any], bound: float) -> Any:
         async def bounded() -> Any:
@@ -320,10 +323,30 @@ class App:
         if self.sched.sync:
             self.sp = Producer(bootstrap_servers=self.mc.bootstrap_servers, **config)
             self.timed("init_transactions", self.sp.init_transactions, 8.0)
+            self.watch(self.sp._async)
         else:
             self.ap = AsyncProducer(bootstrap_servers=self.mc.bootstrap_servers, **config)
             self._run(self.ap.start(), 8.0)
             self._run(self.ap.init_transactions(), 8.0)
+            self.watch(self.ap)
+
+    def watch(self, p: AsyncProducer) -> None:
+        """Note every EndTxn sent while a Produce request is unanswered (the brokers'
+        request log shows when a request arrived, not when it was answered: this looks at
+        the producer's own count of unanswered requests, on its loop)."""
+        txn, sender = p._txn, p._sender
+        assert txn is not None and sender is not None
+        send = txn._coordinator_request
+
+        async def checked(req: Any, **kwargs: Any) -> Any:
+            if isinstance(req, EndTxnRequest):
+                busy = {node: n for node, n in sender._in_flight.items() if n}
+                if busy:
+                    self.early_ends.append(f"EndTxn(committed={req.committed}) sent with "
+                                           f"Produce requests unanswered: {busy}")
+            return await send(req, **kwargs)
+
+        txn._coordinator_request = checked  # type: ignore[method-assign]
 
     def close(self) -> None:
         if self.sp is not None:
@@ -849,7 +872,8 @@ def test_random_faults_keep_the_transactional_promise(seed: int, mock_cluster: M
                 for t, n in run.parts.items() for p in range(n)}
 
     logs = asyncio.run(read_all())
-    problems = run.problems + oracle(run, logs)
+    problems = run.problems + [f"requests: {e}" for e in run.app.early_ends] + \
+        oracle(run, logs)
     faults = sum(1 for _, steps in sched.txns for st in steps
                  if st[0] not in ("records", "offsets", "pause"))
     print(f"seed {seed}: {'sync' if sched.sync else 'async'} {run.parts} "

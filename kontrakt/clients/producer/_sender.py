@@ -228,6 +228,10 @@ class Sender(ProduceRequests):
     def _died(self, exc: BaseException) -> None:
         log.error("producer sender died: %r", exc, exc_info=exc)
         self.error = exc
+        if self.txn is not None:
+            # Nothing can be sent any more: the transaction calls say so with their fatal
+            # error (e.g. PRODUCER_FENCED on the epoch bump after an abort), not "abort".
+            self.txn.fatal(exc)
         if self.on_error is not None:
             self.on_error()
         self.fail_everything(ProduceError(f"the producer's sender failed: {exc!r}", exc))

@@ -593,6 +593,7 @@ class Run:
             app.begin()
         except Exception as exc:
             kind = self.failure(txn, "begin_transaction", exc)
+            txn.outcome = "fatal" if kind == "fatal" else "unknown"
             return "fatal" if kind == "fatal" else "stop"
         failed: str | None = None
         for step in steps:
@@ -1066,5 +1067,34 @@ def test_a_fenced_epoch_bump_makes_the_producer_fatal(mock_cluster: MockCluster,
                 p.begin_transaction()
             with pytest.raises(TransactionFatalError):
                 await p.send(topic_name, b"after", partition=0)
+
+    asyncio.run(main())
+
+
+def test_offsets_waiting_for_the_epoch_bump_see_it_fail(mock_cluster: MockCluster,
+                                                        topic_name: str) -> None:
+    """send_offsets_to_transaction() right after an abort waits for the epoch bump; when
+    the bump is fenced, it must raise TransactionFatalError naming that at once, not wait
+    out request.timeout.ms and report a timeout."""
+    mock_cluster.create_topic(topic_name, 1)
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                 transactional_id=f"{topic_name}-tx", **CONFIG) as p:
+            p.begin_transaction()
+            await (await p.send(topic_name, b"before", partition=0))
+            mock_cluster.push_request_errors(PRODUCE, [45])
+            await p.send(topic_name, b"refused", partition=0)
+            with pytest.raises(TransactionAbortableError):
+                await p.commit_transaction(5)
+            # The bump is retried a few times (CONCURRENT_TRANSACTIONS), then fenced.
+            mock_cluster.push_request_errors(INIT_PID, [51, 51, 51, PRODUCER_FENCED])
+            await p.abort_transaction(5)
+            p.begin_transaction()
+            started = time.monotonic()
+            with pytest.raises(TransactionFatalError, match="PRODUCER_FENCED"):
+                await p.send_offsets_to_transaction({TopicPartition(topic_name, 0): 1},
+                                                    GROUP)
+            assert time.monotonic() - started < REQUEST_TIMEOUT_MS / 2000
 
     asyncio.run(main())

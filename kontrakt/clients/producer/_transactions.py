@@ -247,6 +247,7 @@ class TransactionManager:
             # The epoch bump after an aborted transaction (the sender's) comes first.
             limit = time.monotonic() + self.request_timeout
             while idem.need_bump and self.may_bump():
+                self.check_send()  # (the bump failed for good: the producer is fatal)
                 if time.monotonic() >= min(limit, deadline or limit):
                     raise KafkaTimeoutError("the producer got no new epoch in time")
                 self.wake()

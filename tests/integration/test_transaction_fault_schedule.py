@@ -4,7 +4,8 @@ Each seed draws a producer (``AsyncProducer`` or ``Producer``), one or two topic
 partitions in all on a 3-broker librdkafka mock cluster, and 4-8 transactions: begin,
 records (``send()`` keyed, to an explicit partition or to the partitioner, ``produce()``
 with a delivery callback), sometimes ``send_offsets_to_transaction()`` (a group id or a
-group-metadata object), then commit (mostly) or abort. Faults land meanwhile: error codes
+group-metadata object), then commit (mostly) or abort -- a quarter of them as a
+``transaction()`` block, left normally or by raising. Faults land meanwhile: error codes
 injected on InitProducerId, FindCoordinator, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
 TxnOffsetCommit and Produce -- retriable ones (coordinator moved/loading, concurrent
 transactions, timeouts, leader moves, dropped connections), abortable ones (topic or group
@@ -277,11 +278,17 @@ def make_schedule(seed: int) -> Schedule:
             # than request.timeout.ms (retried within the call) or longer (the outcome
             # is unknown to the producer).
             steps.append(("end-outage", rng.choice([300, 600]), rng.choice([0.8, 2.8])))
-        txns.append(("commit" if rng.random() < 0.8 else "abort", steps))
+        end = "commit" if rng.random() < 0.8 else "abort"
+        # Some run as a transaction() block, which commits or (the block raising) aborts.
+        txns.append(("block-" + end if rng.random() < 0.25 else end, steps))
     init_errors = [rng.choice(RETRIABLE[INIT_PID]) for _ in range(rng.randrange(0, 3))]
     if rng.random() < 0.1:
         init_errors.append(rng.choice([TXN_ID_AUTH, PRODUCER_FENCED]))
     return Schedule(seed, sync, topics, txns, init_errors)
+
+
+class Rollback(Exception):
+    """The application's own error inside a transaction() block."""
 
 
 class Hang(Exception):
@@ -297,6 +304,8 @@ class App:
         self.ap: AsyncProducer | None = None
         self.sp: Producer | None = None
         self.lock = threading.Lock()
+        #: the transaction() block open, if any
+        self.block: Any = None
         #: EndTxn requests sent too early (see watch())
         self.early_ends: list[str] = []
 
@@ -413,6 +422,26 @@ class App:
             assert self.ap is not None
             self._run(self.ap.commit_transaction(bound) if commit
                       else self.ap.abort_transaction(bound), CALL_BOUND)
+
+    def open_block(self) -> None:
+        """Enter a ``transaction()`` block (begins the transaction)."""
+        if self.sp is not None:
+            self.block = self.sp.transaction()
+            self.block.__enter__()
+        else:
+            assert self.ap is not None
+            self.block = self.ap.transaction()
+            self._run(self.block.__aenter__(), 8.0)
+
+    def close_block(self, exc: BaseException | None) -> None:
+        """Leave the block, normally or with ``exc`` raised in it (which the block lets go
+        on: not raised here); raises what the block raises instead."""
+        block, self.block = self.block, None
+        args = (None, None, None) if exc is None else (type(exc), exc, exc.__traceback__)
+        if self.sp is not None:
+            self.timed("transaction block", lambda: block.__exit__(*args), 2 * CALL_BOUND)
+        else:
+            self._run(block.__aexit__(*args), 2 * CALL_BOUND)
 
     def pause(self, seconds: float) -> None:
         if self.sp is not None:
@@ -589,8 +618,10 @@ class Run:
         "stop"."""
         app = self.app
         self.mc.clear_requests()
+        blocked = end.startswith("block-")
+        end = end.removeprefix("block-")
         try:
-            app.begin()
+            app.open_block() if blocked else app.begin()
         except Exception as exc:
             kind = self.failure(txn, "begin_transaction", exc)
             txn.outcome = "fatal" if kind == "fatal" else "unknown"
@@ -623,10 +654,36 @@ class Run:
             txn.outcome = "fatal" if failed == "fatal" else "unknown"
             return "fatal" if failed == "fatal" else "stop"
         timed_out = False
+        attempts = 3
+        #: the block let the application's error go on: it must have aborted
+        block_left = False
+        if blocked:
+            # The block commits when left normally, aborts when left with an error (the
+            # application's own here, or a call's that failed in it).
+            rollback = None if failed is None and end == "commit" else Rollback()
+            attempts = 0
+            self.stats["blocks"] += 1
+            try:
+                app.close_block(rollback)
+                if rollback is None:
+                    txn.outcome = "committed"
+                    return "ok"
+                block_left = True
+                # The block let the application's error go on; whether it aborted first
+                # (it does unless the producer failed) the abort below finds out.
+            except Exception as exc:
+                kind = self.failure(txn, "transaction block", exc)
+                if kind not in ("abortable", "timeout"):
+                    txn.outcome = "fatal" if kind == "fatal" else "unknown"
+                    return "fatal" if kind == "fatal" else "stop"
+                # A commit that timed out is retried below; after an abortable one the
+                # block has aborted, unless that abort failed (then it is retried below).
+                timed_out = kind == "timeout" and rollback is None
+                attempts = 2 if timed_out else 0
         if failed is None and end == "commit":
             # A commit that timed out is retried (its outcome may be unknown); one that
             # failed otherwise is aborted.
-            for _attempt in range(3):
+            for _attempt in range(attempts):
                 try:
                     app.end(True)
                     txn.outcome = "committed"
@@ -645,8 +702,15 @@ class Run:
             try:
                 app.end(False)
                 txn.outcome = "aborted"
+                if block_left:
+                    self.problems.append(f"typed: txn {txn.index}: the transaction() block "
+                                         f"raised the application's error without aborting")
                 return "ok"
             except IllegalStateError as exc:
+                if blocked and not timed_out and "begin_transaction" in str(exc):
+                    # No transaction open: the block aborted it before raising.
+                    txn.outcome = "aborted"
+                    return "ok"
                 if not timed_out:
                     self.failure(txn, "abort_transaction", exc)
                     return "stop"

@@ -1162,3 +1162,38 @@ def test_offsets_waiting_for_the_epoch_bump_see_it_fail(mock_cluster: MockCluste
             assert time.monotonic() - started < REQUEST_TIMEOUT_MS / 2000
 
     asyncio.run(main())
+
+
+def test_a_fenced_commit_retry_is_fatal_from_then_on(mock_cluster: MockCluster,
+                                                     topic_name: str) -> None:
+    """A commit whose answer was lost, retried and then fenced: the producer is fatal,
+    and later calls say so (TransactionFatalError), not that a commit is to be retried."""
+    tid = f"{topic_name}-tx"
+    mock_cluster.create_topic(topic_name, 1)
+    mock_cluster.set_partition_leader(topic_name, 0, 1)
+    mock_cluster.coordinator_set("transaction", tid, 2)
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                 transactional_id=tid, **CONFIG) as p:
+            p.begin_transaction()
+            await p.send(topic_name, b"r", partition=0)
+            await p.flush()
+            mock_cluster.broker_down(2)
+            with pytest.raises(KafkaTimeoutError):
+                await p.commit_transaction(5)
+            mock_cluster.broker_up(2)
+            mock_cluster.push_request_errors(END_TXN, [PRODUCER_FENCED])
+            with pytest.raises(TransactionFatalError):
+                await p.commit_transaction(5)
+            with pytest.raises(TransactionFatalError):
+                p.begin_transaction()
+            with pytest.raises(TransactionFatalError):
+                await p.send(topic_name, b"after", partition=0)
+            with pytest.raises(TransactionFatalError):
+                await p.abort_transaction(5)
+
+    try:
+        asyncio.run(main())
+    finally:
+        mock_cluster.broker_up(-1)

@@ -87,12 +87,12 @@ class TransactionManager:
 
     def check_send(self) -> None:
         """Raise unless records may be sent now."""
-        if self.committing:
-            raise IllegalStateError(_COMMITTING)
-        if self.state == "in_transaction":
+        if self.state == "in_transaction" and not self.committing:
             return
         if self.state == "fatal":
             raise TransactionFatalError(f"the transactional producer failed: {self.error}")
+        if self.committing:
+            raise IllegalStateError(_COMMITTING)
         if self.state == "abortable":
             raise TransactionAbortableError(
                 f"the transaction failed and must be aborted: {self.error}")

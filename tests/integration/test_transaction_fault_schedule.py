@@ -6,7 +6,8 @@ records (``send()`` keyed, to an explicit partition or to the partitioner, ``pro
 with a delivery callback), sometimes ``send_offsets_to_transaction()`` (a group id or a
 group-metadata object), then commit (mostly) or abort -- a quarter of them as a
 ``transaction()`` block, left normally or by raising. Faults land meanwhile: error codes
-injected on InitProducerId, FindCoordinator, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+injected on InitProducerId (at a start, and at the epoch bump after an aborted
+transaction), FindCoordinator, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
 TxnOffsetCommit and Produce -- retriable ones (coordinator moved/loading, concurrent
 transactions, timeouts, leader moves, dropped connections), abortable ones (topic or group
 authorization, unknown member) and fatal ones (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
@@ -34,8 +35,11 @@ Afterwards every partition is read raw, data and control batches, and the oracle
 * ``typed``: every failure is a TransactionAbortableError, TransactionFatalError or
   KafkaTimeoutError whose broker code (its cause) matches the class the Java client gives
   it (fatal: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-  INVALID_TXN_STATE); every call returns within its bound; a producer that failed fatally
-  refuses begin_transaction() and send() with TransactionFatalError;
+  INVALID_TXN_STATE; INVALID_PRODUCER_EPOCH on Produce is abortable in the Java client
+  since KIP-588, fatal here: either is accepted); a call refused because the transaction
+  failed earlier names that error in its message, unchained, and is judged by it; every
+  call returns within its bound; a producer that failed fatally refuses
+  begin_transaction() and send() with TransactionFatalError;
 * ``requests`` (request tracking, per transaction): no TxnOffsetCommit reaches a broker
   after the transaction's EndTxn, one does before the EndTxn of a transaction that
   committed with offsets, and no Produce reaches a broker after the EndTxn; and (from the
@@ -60,10 +64,10 @@ Deviations of the mock (librdkafka 2.16, measured with probes) the oracle allows
   nullable; Kafka sends an empty host): only dropped connections are injected there.
   Coordinator errors are still injected on the APIs that make the producer look up its
   coordinator again.
-* Once in about 180 seed runs a record was acknowledged with offset -1 (what the producer reports,
-  as the Java client does, for DUPLICATE_SEQUENCE_NUMBER: written before, offset not
-  known); it was in the log once. Such a report (``offset-unknown``) is checked for its
-  partition only. (Not reproduced in reruns of that seed.)
+* Once in about 180 seed runs a record was acknowledged with offset -1 (what the
+  producer reports, as the Java client does, for DUPLICATE_SEQUENCE_NUMBER: written
+  before, offset not known); it was in the log once. Such a report (``offset-unknown``)
+  is checked for its partition only. (Not reproduced in reruns of that seed.)
 * Fetch returns one batch per request, and control batches carry CRC 0 (data batches'
   CRCs are checked). Offsets sent in a transaction are not stored, so only the requests
   (tracking) show them.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -140,6 +141,34 @@ def test_fetch_honours_partition_max_bytes_but_returns_one_batch(cluster: Cluste
     assert [b.base_offset for b in iter_batches(part.records)] == [1, 2]
     out_of_range = fetch(cluster, topic, 4)
     assert out_of_range.error_code == E.OffsetOutOfRangeError.code
+
+
+def test_fetch_cuts_the_batch_after_whole_ones_short_as_kafka(cluster: Cluster,
+                                                              topic: str) -> None:
+    # Kafka answers a slice of the log of at most the partition's max bytes (after a first
+    # batch returned whole, KIP-74), so a fetch may end inside a batch; clients drop that
+    # tail. A first batch that does not fit where one is not owed is not cut: nothing comes.
+    cluster.create_topic(topic)
+    for i in range(3):
+        produce(cluster, topic, batch([bytes([i]) * 200]))
+
+    def records(offset: int, limit: int = 1 << 20) -> bytes:
+        part: Any = fetch(cluster, topic, offset, partition_max_bytes=limit)
+        return bytes(part.records)
+
+    log = records(0)
+    size = len(log) // 3
+    assert records(0, size + 50) == log[:size + 50]
+    assert [b.base_offset for b in iter_batches(records(0, size + 50))] == [0]
+    assert records(1, 2 * size + 1) == log[size:]  # the log ends before the limit
+    assert records(0, size) == log[:size]
+    resp = call(cluster, topic, 0, FR(max_wait_ms=0, min_bytes=1, max_bytes=size + 10,
+                                      isolation_level=0, topics=[FR.FetchTopic(
+                                          topic=topic, partitions=[
+                                              FR.FetchTopic.FetchPartition(
+                                                  partition=0, fetch_offset=0,
+                                                  partition_max_bytes=1 << 20)])]), 11)
+    assert resp.responses[0].partitions[0].records == log[:size + 10]
 
 
 def test_delete_records_moves_the_log_start(cluster: Cluster, topic: str) -> None:

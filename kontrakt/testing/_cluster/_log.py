@@ -122,17 +122,21 @@ class PartitionLog:
 
     def read(self, offset: int, limit: int, max_bytes: int, *,
              at_least_one: bool) -> tuple[bytes, int]:
-        """Whole batches from the one holding ``offset`` up to (not including) ``limit``.
+        """Batches from the one holding ``offset`` up to (not including) ``limit``, as
+        Kafka's log slice: at most ``max_bytes``, so after whole batches the last one may be
+        cut short (clients drop such a tail and fetch it again from its start).
 
         Args:
             offset: the fetch offset.
             limit: the high watermark or the last stable offset.
             max_bytes: stop before exceeding this many bytes ...
             at_least_one: ... unless no batch was taken yet (KIP-74: a batch larger than
-                the limit is still returned so that the consumer can progress).
+                the limit is still returned so that the consumer can progress). Without it,
+                nothing is returned when the first batch does not fit (Kafka answers an
+                empty record set rather than a first batch cut short).
 
         Returns:
-            (record set bytes, the offset after the last batch returned).
+            (record set bytes, the offset after the last whole batch returned).
         """
         out: list[bytes] = []
         size = 0
@@ -143,6 +147,8 @@ class PartitionLog:
                 break
             n = len(b.data)
             if size + n > max_bytes and (out or not at_least_one):
+                if out and max_bytes > size:
+                    out.append(bytes(b.data[:max_bytes - size]))
                 break
             out.append(b.data)
             size += n

@@ -307,11 +307,13 @@ class _Reader:
 
 def _fetch_sizes(rng: random.Random) -> dict[str, Any]:
     """Small fetch limits, so fetches end inside aborted ranges and inside batches (the
-    decompression bound, a multiple of the partition limit, kept at 1 MiB or more)."""
+    decompression bound, a multiple of the partition limit, kept at 1 MiB or more), and a
+    small buffer cap, so responses are decoded a few records at a time."""
     per_partition = rng.choice([1, 100, 700, 3000, 1 << 20])
     return {"max_partition_fetch_bytes": per_partition,
             "fetch_max_bytes": rng.choice([1, 500, 5000, 1 << 20]),
-            "max_decompressed_batch_multiple": max(64, (1 << 20) // per_partition)}
+            "max_decompressed_batch_multiple": max(64, (1 << 20) // per_partition),
+            "queued_max_messages_kbytes": rng.choice([1, 2, 65536])}
 
 
 def _k_consumer(w: _World, isolation: str) -> Consumer[Any, Any]:
@@ -403,6 +405,8 @@ def _check_open_phase(w: _World, seed: int) -> tuple[_Reader, dict[TP, list[Rec]
         assert reader.got.get(tp, []) == oracle[tp], (seed, tp)
         assert reader.c.position(tp) == lso[tp]
         assert (reader.c.last_stable_offset(tp), reader.c.highwater(tp)) == (lso[tp], hw[tp])
+    got, ends = asyncio.run(_k_async_read(bs, w.tps, dict.fromkeys(w.tps, 0), lso, seed))
+    assert got == oracle and ends == lso
     # A seek past the LSO (into or beyond the open transaction) shows nothing, as with
     # confluent-kafka, and stays there.
     tp = rng.choice(w.tps)
@@ -492,6 +496,11 @@ def _check_closed_phase(w: _World, seed: int, reader: _Reader) -> None:
         c.assign(w.tps)
         for i in range(max(len(t) for t in targets.values())):
             starts = {tp: t[min(i, len(t) - 1)] for tp, t in targets.items()}
+            # Seek with records buffered and fetches in flight half the time: none of what
+            # was fetched for the old positions may come out after the seek.
+            c.seek_to_beginning(*w.tps)
+            for _ in range(rng.choice([0, 1, 3])):
+                r.step()
             for tp, start in starts.items():
                 c.seek(tp, start)
             r.got = {}

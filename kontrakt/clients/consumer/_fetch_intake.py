@@ -90,9 +90,11 @@ class BufferIntake:
                         return
                     if st.paused and buffer.full(st):
                         # Paused with the buffer full: the rest of the response is fetched
-                        # again once resumed (the pipelined fetch past it is now stale),
-                        # rather than hold the other partitions' records behind it.
+                        # again once resumed (the pipelined fetch past it is now stale, and
+                        # so is a response to it already received: see refetch), rather
+                        # than hold the other partitions' records behind it.
                         st.fetch_offset = done
+                        st.refetch += 1
                         return
                 item = next(chunks, None)
                 if item is None:

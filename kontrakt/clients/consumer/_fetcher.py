@@ -366,6 +366,7 @@ class Fetcher(BufferIntake, PositionUpkeep):
         self._node_backoff.pop(node, None)
         session.on_response(full, resp.session_id, wanted)
         todo: list[tuple[TopicPartition, PartitionState, int, int, Any]] = []
+        refetch: dict[TopicPartition, int] = {}
         stale = False
         for t in resp.responses:
             for pd in t.partitions:
@@ -378,6 +379,7 @@ class Fetcher(BufferIntake, PositionUpkeep):
                     stale = True  # sought or reassigned meanwhile: stale data
                     continue
                 todo.append((tp, st, gen, offset, pd))
+                refetch[tp] = st.refetch
                 if pd.error_code == 0 and pd.records and (
                         pd.diverging_epoch is None or pd.diverging_epoch.epoch < 0):
                     # Pipelining: learn where the next fetch starts from the batch headers
@@ -426,7 +428,10 @@ class Fetcher(BufferIntake, PositionUpkeep):
             self._plan()
             await asyncio.sleep(0)  # let the next fetch go out before decoding
             for tp, st, gen, offset, pd in decode:
-                if st.gen == gen:
+                # A decoding before this one may have stopped to fetch its rest again
+                # (paused with the buffer full): this response follows that rest, which
+                # is not buffered, so it is dropped and fetched again too.
+                if st.gen == gen and st.refetch == refetch[tp]:
                     await self._decode_partition(tp, st, gen, offset, pd)
         finally:
             if task is not None:

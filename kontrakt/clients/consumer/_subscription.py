@@ -46,6 +46,8 @@ class PartitionState:
             of ``position``, ``gen`` or ``paused`` ends it (no record is handed out of it
             after that), from any thread.
         fetch_offset: next offset to fetch (runs ahead of ``position`` by the prefetch).
+        refetch: bumped when a decoding stops to fetch the rest of its response again
+            (paused with the buffer full); responses received before are then dropped.
         gen: bumped on every seek/reset; fetched data from an older gen is dropped.
         reset: a pending reset strategy ("earliest"/"latest"), or None.
         paused: no fetching and no records returned while True.
@@ -66,12 +68,13 @@ class PartitionState:
     __slots__ = ("_gen", "_paused", "_position", "buffered_bytes", "cursor", "failed",
                  "fetch_offset", "first_unacked", "highwater", "last_fetched_epoch",
                  "last_stable_offset", "log_start_offset", "out_of_range_at", "poll_seq",
-                 "reset", "seen_leader_epoch", "stored", "validating")
+                 "refetch", "reset", "seen_leader_epoch", "stored", "validating")
 
     def __init__(self) -> None:
         self._position: FetchPosition | None = None
         self.cursor: Any = None
         self.fetch_offset = -1
+        self.refetch = 0
         self.last_fetched_epoch = -1
         self._gen = 0
         self.reset: str | None = None

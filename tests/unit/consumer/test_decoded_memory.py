@@ -435,7 +435,6 @@ def test_a_paused_partition_filling_the_buffer_does_not_hold_the_others_back() -
     asyncio.run(main())
 
 
-@pytest.mark.xfail(strict=True, reason="the response received before the pause is decoded")
 def test_pausing_a_parked_partition_drops_its_next_response_already_received() -> None:
     """The response from 0 fills the 16 KiB cap and its decoding waits; the pipelined
     response from 4000 has arrived meanwhile and waits behind it. Pausing stops the first

@@ -5,8 +5,8 @@ async; poll, getmany, consume; small fetch sizes, seeks, pause/resume) and by co
 consumer as the oracle. Neither external test broker can judge this (Tansu reports no aborted
 transactions, librdkafka's mock filters nothing).
 
-``KONTRAKT_RC_SEEDS`` picks the seeds for a longer hunt: a count (``200``), a range
-(``100-300``) or a list (``3,17,42``)."""
+``KONTRAKT_RC_SEEDS`` picks the seeds for a longer hunt: a count (``200``: seeds 0-199), a
+range (``100-300``) or a list (``3,17,42``; one seed: ``378,``). About 4 s a seed."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _seeds() -> list[int]:
         lo, hi = spec.split("-")
         return list(range(int(lo), int(hi)))
     if "," in spec:
-        return [int(s) for s in spec.split(",")]
+        return [int(s) for s in spec.split(",") if s]
     return list(range(int(spec)))
 
 

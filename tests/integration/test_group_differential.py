@@ -30,6 +30,16 @@ its partitions taken over. Modes: auto commit only; auto commit with explicit co
 (and a revoke listener that commits); enable.auto.commit off with explicit commits (and a
 revoke listener that commits); over the eager (range, roundrobin) and cooperative-sticky
 assignors.
+
+The members are sync ``Consumer``s, ``AsyncConsumer``s, or both in one group, the async runs
+driven from one event loop (``_AsyncRun``: a sync member's calls run in a worker thread).
+An AsyncConsumer runs its (coroutine) listener calls in its group task whenever the loop is
+free, not inside the application's calls, so the model takes each call's updates under a
+lock and checks instead that no record of a partition is handed out while its assigned or
+revoked call runs; an abandoned async member takes part in rebalances until
+max.poll.interval.ms, when its on_partitions_lost runs at once (it needs no call) and it
+leaves the group. Async-only steps: a ``getmany()`` that waits while the driver commits,
+seeks, pauses or resumes, and ``close()`` while a ``getmany()`` waits.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ import asyncio
 import logging
 import random
 import re
+import threading
 import time
 from typing import Any
 
@@ -45,7 +56,7 @@ import pytest
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients import AsyncKafkaClient
-from kontrakt.clients.consumer import Consumer
+from kontrakt.clients.consumer import AsyncConsumer, Consumer
 from kontrakt.clients.producer import Producer
 from kontrakt.errors import CommitFailedError, IllegalStateError
 from kontrakt.protocol.records import RecordBatchBuilder
@@ -96,9 +107,11 @@ class _CommitFailures(logging.Handler):
 
 
 class _Member:
-    def __init__(self, name: str, consumer: Consumer[Any, Any]) -> None:
+    def __init__(self, name: str, consumer: Consumer[Any, Any] | AsyncConsumer[Any, Any]
+                 ) -> None:
         self.name = name
         self.consumer = consumer
+        self.is_async = isinstance(consumer, AsyncConsumer)
         #: partition -> next offset this member must hand out (None: not known yet, the
         #: partition was owned by two members at once)
         self.owned: dict[TopicPartition, int | None] = {}
@@ -107,6 +120,22 @@ class _Member:
         self.closed = False
         self.abandoned = False
         self.last_call = time.monotonic()
+        #: partitions paused by the application (async steps)
+        self.paused: set[TopicPartition] = set()
+        #: partitions whose on_partitions_assigned / _revoked call is running: none of
+        #: their records may be handed out meanwhile
+        self.assigning: set[TopicPartition] = set()
+        self.revoking: set[TopicPartition] = set()
+
+    @property
+    def sync(self) -> Consumer[Any, Any]:
+        assert isinstance(self.consumer, Consumer)
+        return self.consumer
+
+    @property
+    def aio(self) -> AsyncConsumer[Any, Any]:
+        assert isinstance(self.consumer, AsyncConsumer)
+        return self.consumer
 
 
 class _Listener:
@@ -178,6 +207,11 @@ class _Run:
         self.handoff: dict[TopicPartition, int] = {}
         self.handoffs = 0
         self.abandon = False  # whether the schedule may abandon a member
+        #: partitions an abandoned async member lost, not taken by another member yet
+        self.lost_by_abandoned: set[TopicPartition] = set()
+        #: the model is updated by the driver, sync listeners on a sync member's calling
+        #: thread and async listeners on the loop: each update is whole under this lock
+        self.lock = threading.RLock()
         self.observer: Consumer[Any, Any] = Consumer(
             bootstrap_servers=bootstrap, group_id=self.group, enable_auto_commit=False)
         self.producer = Producer(bootstrap_servers=bootstrap, linger_ms=0)
@@ -194,28 +228,54 @@ class _Run:
         return " | ".join(self.log[-14:])
 
     def assigned(self, m: _Member, parts: set[TopicPartition]) -> None:
+        """The sync listener's on_partitions_assigned (on the thread calling ``m``)."""
+        with self.lock:
+            self.assign_start(m, parts)
+            got = m.sync.committed(list(parts), timeout=10) if parts else {}
+            self.assign_done(m, parts, got)
+
+    async def assigned_async(self, m: _Member, parts: set[TopicPartition]) -> None:
+        """The async listener's (on the loop, in the member's group task): its await of
+        committed() lets every other task run, this member's reads too."""
+        with self.lock:
+            self.assign_start(m, parts)
+        got = await m.aio.committed(list(parts), timeout=10) if parts else {}
+        with self.lock:
+            self.assign_done(m, parts, got)
+
+    def assign_start(self, m: _Member, parts: set[TopicPartition]) -> None:
         assert not m.closed, f"{m.name}: listener called after close(): {self.where()}"
         self.log.append(f"{m.name}+{sorted(tp.partition for tp in parts)}")
-        if not parts:
-            return
-        got = m.consumer.committed(list(parts), timeout=10)
         for tp in parts:
-            assert tp not in m.owned, f"{m.name}: {tp} assigned twice: {self.where()}"
+            assert tp not in m.owned and tp not in m.assigning, \
+                f"{m.name}: {tp} assigned twice: {self.where()}"
+        m.assigning |= parts
+
+    def assign_done(self, m: _Member, parts: set[TopicPartition],
+                    got: dict[TopicPartition, OffsetAndMetadata | None]) -> None:
+        assert not m.closed, f"{m.name}: listener ran on after close(): {self.where()}"
+        m.assigning -= parts
+        for tp in parts:
             others = [o.name for o in self.members if o is not m and tp in o.owned]
             if self.previous_owner.get(tp, m.name) != m.name:
                 self.moves += 1
             self.previous_owner[tp] = m.name
             self.evicted += any(o.abandoned for o in self.members if o is not m
                                 and tp in o.owned)
+            if tp in self.lost_by_abandoned:
+                self.lost_by_abandoned.discard(tp)
+                self.evicted += 1
             om = got[tp]
             start: int | None = 0 if om is None else om.offset
             if others:
                 self.log.append(f"contested {tp.partition} {others}")
-            if any(not o.abandoned for o in self.members if o.name in others):
+            if any(not o.abandoned or o.is_async for o in self.members if o.name in others):
                 # A live member still owns it in its own view (left out of the generation
                 # while its revoke listener waited for its next call): its late commits
-                # may move the committed offset. An abandoned member commits nothing
-                # more once its listener call waits for a call that never comes.
+                # may move the committed offset. An abandoned sync member commits nothing
+                # more once its listener call waits for a call that never comes; an
+                # abandoned async one's group task goes on (its listener calls run on the
+                # loop) until max.poll.interval.ms.
                 self.contested.add(tp)
                 start = None
             moved_at = self.handoff.pop(tp, None)
@@ -226,24 +286,63 @@ class _Run:
             m.owned[tp] = start
 
     def revoked(self, m: _Member, parts: set[TopicPartition], *, lost: bool) -> None:
-        assert not m.closed, f"{m.name}: listener called after close(): {self.where()}"
-        self.log.append(f"{m.name}{'~' if lost else '-'}{sorted(tp.partition for tp in parts)}")
-        for tp in parts:
-            assert tp in m.owned, f"{m.name}: revoked {tp} it does not own: {self.where()}"
-        # Its commit (auto commit after its next poll: an abandoned one did not poll; or
-        # this listener's) covered every record it handed out.
+        """The sync listener's on_partitions_revoked / _lost."""
+        with self.lock:
+            commits = self.revoke_start(m, parts, lost=lost)
+            listener_committed = False
+            if commits:
+                try:
+                    m.sync.commit(timeout=10)
+                    listener_committed = True
+                except CommitFailedError:
+                    self.refused += 1
+            self.revoke_done(m, parts, lost=lost, listener_committed=listener_committed)
+
+    async def revoked_async(self, m: _Member, parts: set[TopicPartition], *, lost: bool
+                            ) -> None:
+        """The async listener's: its commit is awaited (other tasks run meanwhile)."""
+        with self.lock:
+            commits = self.revoke_start(m, parts, lost=lost)
         listener_committed = False
-        if self.revoke_commits and not lost:
-            self.processed_all(m)
+        if commits:
             try:
-                m.consumer.commit(timeout=10)
+                await m.aio.commit(timeout=10)
                 listener_committed = True
             except CommitFailedError:
                 self.refused += 1
+        with self.lock:
+            self.revoke_done(m, parts, lost=lost, listener_committed=listener_committed)
+
+    def revoke_start(self, m: _Member, parts: set[TopicPartition], *, lost: bool) -> bool:
+        """Whether the listener commits now (all ``m`` handed out counts as processed)."""
+        assert not m.closed, f"{m.name}: listener called after close(): {self.where()}"
+        self.log.append(f"{m.name}{'~' if lost else '-'}{sorted(tp.partition for tp in parts)}")
+        for tp in parts:
+            assert tp in m.owned and tp not in m.revoking, \
+                f"{m.name}: revoked {tp} it does not own: {self.where()}"
+        m.revoking |= parts
+        # Its commit (auto commit after its next poll: an abandoned one did not poll; or
+        # this listener's) covered every record it handed out.
+        if self.revoke_commits and not lost:
+            self.processed_all(m)
+            return True
+        return False
+
+    def revoke_done(self, m: _Member, parts: set[TopicPartition], *, lost: bool,
+                    listener_committed: bool) -> None:
+        assert not m.closed, f"{m.name}: listener ran on after close(): {self.where()}"
+        m.revoking -= parts
+        m.paused -= parts
         for tp in parts:
             at = m.owned.pop(tp)
-            auto_committed = self.auto and not m.abandoned and str(tp) not in self.refused_auto
+            # An abandoned async member takes part in rebalances (its group task runs on)
+            # but polls no more: its revocation's auto commit stops at the first record of
+            # its last poll.
+            unpolled = m.abandoned and (not m.is_async or bool(m.pending.get(tp)))
+            auto_committed = self.auto and not unpolled and str(tp) not in self.refused_auto
             self.refused_auto.discard(str(tp))
+            if lost and m.abandoned and m.is_async:
+                self.lost_by_abandoned.add(tp)
             if lost or at is None or not (auto_committed or listener_committed):
                 self.handoff.pop(tp, None)
             else:
@@ -251,22 +350,34 @@ class _Run:
 
     def processed_all(self, m: _Member) -> None:
         """The application is done with every record ``m`` handed out."""
-        for tp, offs in m.pending.items():
-            done = self.processed[tp]
-            done.update(offs)
-            n = self.prefix[tp]
-            while n in done:
-                n += 1
-            self.prefix[tp] = n
-        m.pending = {}
+        with self.lock:
+            for tp, offs in m.pending.items():
+                done = self.processed[tp]
+                done.update(offs)
+                n = self.prefix[tp]
+                while n in done:
+                    n += 1
+                self.prefix[tp] = n
+            m.pending = {}
 
     def took(self, m: _Member, rec: Any, where: str) -> None:
         if self.listener_errors:  # (the listener call that failed ran inside this call)
             raise self.listener_errors[0]
+        with self.lock:
+            self._took(m, rec, where)
+
+    def _took(self, m: _Member, rec: Any, where: str) -> None:
         tp = TopicPartition(rec.topic, rec.partition)
         off = rec.offset
+        assert not m.closed, f"{where}: {m.name} handed out {tp}@{off} after close(): " \
+                             f"{self.where()}"
         assert tp in m.owned, f"{where}: {m.name} handed out {tp}@{off} it does not own " \
                               f"(owns {sorted(t.partition for t in m.owned)}): {self.where()}"
+        assert tp not in m.paused, f"{where}: {m.name} handed out {tp}@{off} paused: " \
+                                   f"{self.where()}"
+        assert tp not in m.assigning and tp not in m.revoking, \
+            f"{where}: {m.name} handed out {tp}@{off} while its listener call for it " \
+            f"runs: {self.where()}"
         want = m.owned[tp]
         assert want is None or off == want, \
             f"{where}: {m.name} handed out {tp}@{off}, expected {want}: {self.where()}"
@@ -280,6 +391,11 @@ class _Run:
         if self.listener_errors:
             raise self.listener_errors[0]
         got = self.observer.committed(self.tps, timeout=10)
+        with self.lock:
+            return self._check_committed(where, got)
+
+    def _check_committed(self, where: str, got: dict[TopicPartition, OffsetAndMetadata | None]
+                         ) -> dict[TopicPartition, int]:
         out: dict[TopicPartition, int] = {}
         for tp, om in got.items():
             if om is None:
@@ -305,15 +421,18 @@ class _Run:
     def live(self) -> list[_Member]:
         return [m for m in self.members if not m.closed and not m.abandoned]
 
-    def join(self) -> _Member:
-        name = f"m{len(self.members)}"
-        c: Consumer[Any, Any] = Consumer(
+    def member_config(self) -> dict[str, Any]:
+        return dict(
             bootstrap_servers=self.bootstrap, group_id=self.group,
             session_timeout_ms=SESSION_MS, heartbeat_interval_ms=100,
             max_poll_interval_ms=2500, auto_offset_reset="earliest",
             enable_auto_commit=self.auto, auto_commit_interval_ms=self.rnd.choice((200, 1000)),
             fetch_max_wait_ms=50, partition_assignment_strategy=self.strategy,
             max_partition_fetch_bytes=self.rnd.choice((200, 1 << 20)))
+
+    def join(self) -> _Member:
+        name = f"m{len(self.members)}"
+        c: Consumer[Any, Any] = Consumer(**self.member_config())
         m = _Member(name, c)
         self.members.append(m)
         c.subscribe([self.topic], listener=_Listener(self, m))
@@ -321,7 +440,7 @@ class _Run:
         return m
 
     def poll(self, m: _Member, op: str) -> None:
-        c = m.consumer
+        c = m.sync
         self.processed_all(m)  # each poll: the records of the one before are processed
         m.last_call = time.monotonic()
         if op == "poll":
@@ -356,10 +475,10 @@ class _Run:
                      err: BaseException | None) -> None:
                 if err is not None and not isinstance(err, CommitFailedError):
                     self.async_errors.append(err)
-            self.async_commits.append(m.consumer.commit_async(callback=done))
+            self.async_commits.append(m.sync.commit_async(callback=done))
             return
         try:
-            m.consumer.commit(timeout=10)
+            m.sync.commit(timeout=10)
         except CommitFailedError:
             self.refused += 1
 
@@ -367,11 +486,11 @@ class _Run:
         self.log.append(f"{m.name} closes")
         if self.auto:
             self.processed_all(m)  # close() commits every record handed out
-        m.consumer.close(timeout=10)
+        m.sync.close(timeout=10)
         m.closed = True
         m.owned = {}
         with pytest.raises(IllegalStateError):
-            m.consumer.poll(0)
+            m.sync.poll(0)
 
     def produce(self) -> None:
         futs = []
@@ -386,7 +505,8 @@ class _Run:
 
     # --- the schedule --------------------------------------------------------------------
 
-    def step(self, i: int) -> None:
+    def choose(self, i: int) -> tuple[str, _Member]:
+        """The step ``i``: an operation and the member that makes it (logged)."""
         rnd = self.rnd
         live = self.live()
         stale = [m for m in live if time.monotonic() - m.last_call > CALL_EVERY]
@@ -394,8 +514,7 @@ class _Run:
             m = stale[0]
             op = rnd.choice(("poll", "getmany"))
             self.log.append(f"{i} {m.name} {op}!")
-            self.poll(m, op)
-            return
+            return op, m
         ops = ["poll", "polls", "getmany", "consume", "produce", "idle"]
         weights = [6, 3, 5, 3, 2, 1]
         if self.commits:
@@ -415,9 +534,17 @@ class _Run:
             if self.abandon and not any(m.abandoned for m in self.members):
                 ops.append("abandon")
                 weights.append(1 if i < STEPS // 3 else 100)
+        self.more_ops(ops, weights, stable and len(live) > 1)
         op = rnd.choices(ops, weights)[0]
         m = rnd.choice(live)
         self.log.append(f"{i} {m.name} {op}")
+        return op, m
+
+    def more_ops(self, ops: list[str], weights: list[int], may_close: bool) -> None:
+        """Operations of the async driver only."""
+
+    def step(self, i: int) -> None:
+        op, m = self.choose(i)
         if op in ("poll", "polls", "getmany", "consume"):
             self.poll(m, op)
         elif op in ("commit", "commit_async"):
@@ -446,25 +573,15 @@ class _Run:
         # partitions taken over.
         deadline = time.monotonic() + 20
         i = STEPS
-        while True:
-            live = self.live()
-            stable = self.stable()
-            abandoned = any(m.abandoned for m in self.members)
-            if stable and self.moves and (self.evicted or not self.abandon):
-                break
-            assert time.monotonic() < deadline, f"no moves or no eviction: {self.where()}"
-            if stable and len(live) == 1 and (not self.moves or (not abandoned and self.abandon)):
-                self.log.append(f"{i} join")
+        while (todo := self.settling(i, deadline)) is not None:
+            op, m = todo
+            if op == "join":
                 self.join()
-            elif stable and self.abandon and not abandoned:
-                self.log.append(f"{i} {live[-1].name} abandon")
-                live[-1].abandoned = True
-            elif stable and not self.moves:
-                self.log.append(f"{i} {live[-1].name} close")
-                self.close(live[-1])
+            elif op == "abandon":
+                m.abandoned = True
+            elif op == "close":
+                self.close(m)
             else:
-                m = min(live, key=lambda m: m.last_call)
-                self.log.append(f"{i} {m.name} settle")
                 self.poll(m, "settle")
                 time.sleep(0.02)
             self.check_committed(f"step {i}")
@@ -482,6 +599,27 @@ class _Run:
                 f"{tp} committed {final.get(tp)} after its owner closed at {at}: {self.where()}"
         self.produce()
         self.fresh_member(final)
+
+    def settling(self, i: int, deadline: float) -> tuple[str, _Member] | None:
+        """The step ``i`` after the random ones (logged), None when the run is done."""
+        live = self.live()
+        stable = self.stable()
+        abandoned = any(m.abandoned for m in self.members)
+        if stable and self.moves and (self.evicted or not self.abandon):
+            return None
+        assert time.monotonic() < deadline, f"no moves or no eviction: {self.where()}"
+        if stable and len(live) == 1 and (not self.moves or (not abandoned and self.abandon)):
+            self.log.append(f"{i} join")
+            return "join", live[0]
+        if stable and self.abandon and not abandoned:
+            self.log.append(f"{i} {live[-1].name} abandon")
+            return "abandon", live[-1]
+        if stable and not self.moves:
+            self.log.append(f"{i} {live[-1].name} close")
+            return "close", live[-1]
+        m = min(live, key=lambda m: m.last_call)
+        self.log.append(f"{i} {m.name} settle")
+        return "settle", m
 
     def fresh_member(self, committed: dict[TopicPartition, int]) -> None:
         """A fresh consumer of the group starts at the committed offsets and reads to the
@@ -513,37 +651,385 @@ class _Run:
         for m in self.members:
             if not m.closed:
                 m.closed = True
-                m.consumer.close(timeout=5)
+                m.sync.close(timeout=5)
         self.observer.close(timeout=5)
         logging.getLogger("kontrakt.consumer.group").removeHandler(self.warnings)
         self.producer.close(5)
 
+class _AsyncListener:
+    """Rebalance listener of an async member: coroutine functions, run on the loop by the
+    member's group task whenever the group needs them (not inside the application's
+    calls); the on_partitions_revoked of the revoke modes awaits a commit."""
+
+    def __init__(self, run: _Run, member: _Member) -> None:
+        self.run = run
+        self.member = member
+
+    async def _checked(self, coro: Any) -> None:
+        try:
+            await coro
+        except BaseException as exc:
+            self.run.listener_errors.append(exc)
+            raise
+
+    async def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+        await self._checked(self.run.assigned_async(self.member, parts))
+
+    async def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+        await self._checked(self.run.revoked_async(self.member, parts, lost=False))
+
+    async def on_partitions_lost(self, parts: set[TopicPartition]) -> None:
+        await self._checked(self.run.revoked_async(self.member, parts, lost=True))
+
+
+class _AsyncRun(_Run):
+    """The same schedule and model driven from one event loop, with async members
+    (``kinds`` "async") or async and sync ones in one group ("mixed"; a sync member's
+    calls run in a worker thread, its listeners inside them, while the loop runs on).
+
+    An AsyncConsumer runs its listener calls in its group task on the loop, at any moment
+    the loop is free (while any task awaits), not inside the application's calls: the
+    model takes each listener call's updates under the run's lock, and checks that no
+    record of a partition is handed out while its assigned or revoked call runs (and that
+    none is handed out of a partition the application paused). An abandoned async member
+    keeps taking part in rebalances (its group task runs on) until max.poll.interval.ms,
+    when its on_partitions_lost runs at once (no call needed) and it leaves the group.
+
+    Its own steps: a getmany() that waits while the driver commits, seeks (to the
+    position, or back to the first record not processed), pauses or resumes one of the
+    member's partitions; and close() while a getmany() waits (that getmany returns, or
+    raises IllegalStateError, by the time close() returns)."""
+
+    def __init__(self, bootstrap: str, topic: str, seed: int, mode: str, strategy: str,
+                 kinds: str) -> None:
+        super().__init__(bootstrap, topic, seed, mode, strategy)
+        self.kinds = kinds
+        self.tasks: list[asyncio.Task[None]] = []
+        #: partitions an async member sought back: what its revocation commits may be the
+        #: position before the seek (the revocation took it first)
+        self.sought: set[tuple[str, TopicPartition]] = set()
+        self.races = 0
+
+    def revoke_done(self, m: _Member, parts: set[TopicPartition], *, lost: bool,
+                    listener_committed: bool) -> None:
+        super().revoke_done(m, parts, lost=lost, listener_committed=listener_committed)
+        for tp in parts:
+            if (m.name, tp) in self.sought:
+                self.sought.discard((m.name, tp))
+                self.handoff.pop(tp, None)
+
+    async def ajoin(self) -> _Member:
+        is_async = self.kinds == "async" or (
+            len(self.members) % 2 == 1 if len(self.members) < 2 else self.rnd.random() < 0.5)
+        if not is_async:
+            return await asyncio.to_thread(self.join)
+        name = f"m{len(self.members)}"
+        c: AsyncConsumer[Any, Any] = AsyncConsumer(**self.member_config())
+        m = _Member(name, c)
+        self.members.append(m)
+        c.subscribe([self.topic], listener=_AsyncListener(self, m))
+        await c.start()
+        self.log.append(f"{name} joins (async)")
+        return m
+
+    async def apoll(self, m: _Member, op: str) -> None:
+        if not m.is_async:
+            await asyncio.to_thread(self.poll, m, op)
+            return
+        c = m.aio
+        self.processed_all(m)  # each poll: the records of the one before are processed
+        m.last_call = time.monotonic()
+        if op == "poll":
+            rec = await c.poll(0.1)
+            if rec is not None:
+                self.took(m, rec, f"{m.name} poll")
+        elif op == "polls":
+            for _ in range(self.rnd.randint(2, 10)):
+                rec = await c.poll(0.05)
+                if rec is None:
+                    break
+                self.took(m, rec, f"{m.name} polls")
+                self.processed_all(m)
+        elif op in ("getmany", "settle"):
+            got = await c.getmany(0.1, max_records=1 if op == "settle" else
+                                  self.rnd.choice((1, 3, 10)))
+            for recs in got.values():
+                for rec in recs:
+                    self.took(m, rec, f"{m.name} getmany")
+        else:
+            for rec in await c.consume(self.rnd.choice((1, 5)), 0.1):
+                self.took(m, rec, f"{m.name} consume")
+        m.last_call = time.monotonic()
+
+    async def acommit(self, m: _Member, asynchronous: bool) -> None:
+        if not m.is_async:
+            await asyncio.to_thread(self.commit, m, asynchronous)
+            return
+        self.processed_all(m)
+        m.last_call = time.monotonic()
+        if asynchronous:
+            def done(_offsets: dict[TopicPartition, OffsetAndMetadata],
+                     err: BaseException | None) -> None:
+                if err is not None and not isinstance(err, CommitFailedError):
+                    self.async_errors.append(err)
+            self.tasks.append(m.aio.commit_async(callback=done))
+            return
+        try:
+            await m.aio.commit(timeout=10)
+        except CommitFailedError:
+            self.refused += 1
+
+    async def aclose(self, m: _Member) -> None:
+        if not m.is_async:
+            await asyncio.to_thread(self.close, m)
+            return
+        self.log.append(f"{m.name} closes")
+        if self.auto:
+            self.processed_all(m)  # close() commits every record handed out
+        await m.aio.close(timeout=10)
+        with self.lock:
+            if self.auto:
+                # (also those a getmany waiting meanwhile took before close() paused them)
+                self.processed_all(m)
+            m.closed = True
+            m.owned = {}
+        with pytest.raises(IllegalStateError):
+            await m.aio.poll(0)
+
+    def more_ops(self, ops: list[str], weights: list[int], may_close: bool) -> None:
+        ops.append("race")
+        weights.append(5)
+        if may_close:
+            ops.append("close-race")
+            weights.append(1)
+
+    async def race(self, m: _Member) -> None:
+        """A getmany() waits while the driver commits, seeks, pauses or resumes. The
+        member's partitions are behind their ends (records are buffered): half of the
+        races pause all of them first, so that the getmany waits for the step (a resume
+        or a seek lets it return), and resume them after it."""
+        c = m.aio
+        rnd = self.rnd
+        self.processed_all(m)
+        m.last_call = time.monotonic()
+        wait = rnd.choice((0.1, 0.3))
+        quiet: list[TopicPartition] = []
+        if rnd.random() < 0.5:
+            with self.lock:
+                quiet = sorted(set(m.owned) - m.paused - m.assigning - m.revoking)
+                if quiet:
+                    c.pause(*quiet)
+                    m.paused.update(quiet)
+                    self.log.append(f"  task: quiet {[tp.partition for tp in quiet]}")
+
+        async def read() -> None:
+            got = await c.getmany(wait, max_records=rnd.choice((1, 3, 10)))
+            for recs in got.values():
+                for rec in recs:
+                    self.took(m, rec, f"{m.name} getmany (raced)")
+
+        reader = asyncio.create_task(read())
+        await asyncio.sleep(rnd.uniform(0, wait))
+        self.races += not reader.done()
+        act = rnd.choice(("commit", "commit_async", "seek", "pause", "resume", "resume"))
+        if act in ("commit", "commit_async"):
+            self.log.append(f"  task: {act}")
+            await self.acommit(m, act == "commit_async")
+        else:
+            with self.lock:
+                busy = m.assigning | m.revoking
+                if act == "resume":
+                    cands = sorted(m.paused - busy)
+                elif act == "pause":
+                    cands = sorted(set(m.owned) - m.paused - busy)
+                else:
+                    cands = sorted(tp for tp, at in m.owned.items()
+                                   if at is not None and tp not in busy)
+                if cands:
+                    tp = rnd.choice(cands)
+                    if act == "resume":
+                        c.resume(tp)
+                        m.paused.discard(tp)
+                    elif act == "pause":
+                        c.pause(tp)
+                        m.paused.add(tp)
+                    else:
+                        at = m.owned[tp]
+                        assert at is not None
+                        to = rnd.choice((at, min(at, self.prefix[tp])))
+                        c.seek(tp, to)
+                        m.owned[tp] = to
+                        if to < at:
+                            # Records handed out again: a later commit may be below one
+                            # made before (by the application's will), not below ``to``.
+                            self.sought.add((m.name, tp))
+                            last = self.last_committed.get(tp)
+                            if last is not None:
+                                self.last_committed[tp] = min(last, to)
+                    self.log.append(f"  task: {act} {tp.partition}"
+                                    + (f" {m.owned[tp]}" if act == "seek" else ""))
+        await reader
+        if quiet:
+            with self.lock:
+                back = sorted(m.paused & set(quiet))
+                if back:
+                    c.resume(*back)
+                    m.paused -= set(back)
+        m.last_call = time.monotonic()
+
+    async def close_race(self, m: _Member) -> None:
+        """close() while a getmany() waits."""
+        c = m.aio
+        raised: list[BaseException] = []
+
+        async def read() -> None:
+            try:
+                got = await c.getmany(2.0, max_records=self.rnd.choice((1, 10)))
+            except IllegalStateError as exc:
+                raised.append(exc)
+                return
+            for recs in got.values():
+                for rec in recs:
+                    self.took(m, rec, f"{m.name} getmany (closing)")
+
+        self.processed_all(m)
+        reader = asyncio.create_task(read())
+        await asyncio.sleep(self.rnd.uniform(0, 0.1))
+        await self.aclose(m)
+        done, _ = await asyncio.wait([reader], timeout=0.5)
+        assert reader in done, f"{m.name}: a getmany waiting when close() returned goes " \
+                               f"on: {self.where()}"
+        reader.result()
+        self.log.append(f"  {m.name}'s getmany {'raised' if raised else 'returned'}")
+
+    async def perform(self, op: str, m: _Member) -> None:
+        if op in ("race", "close-race") and not m.is_async:
+            op = "getmany"
+        if op in ("poll", "polls", "getmany", "consume"):
+            await self.apoll(m, op)
+        elif op in ("commit", "commit_async"):
+            await self.acommit(m, op == "commit_async")
+        elif op == "produce":
+            await asyncio.to_thread(self.produce)
+        elif op == "idle":
+            await asyncio.sleep(0.1)
+        elif op == "join":
+            await self.ajoin()
+        elif op == "close":
+            await self.aclose(m)
+        elif op == "abandon":
+            m.abandoned = True
+        elif op == "race":
+            await self.race(m)
+        elif op == "close-race":
+            await self.close_race(m)
+
+    async def acheck_committed(self, where: str) -> dict[TopicPartition, int]:
+        if self.listener_errors:
+            raise self.listener_errors[0]
+        got = await asyncio.to_thread(self.observer.committed, self.tps, timeout=10)
+        with self.lock:
+            return self._check_committed(where, got)
+
+    async def arun(self, abandon: bool) -> None:
+        self.abandon = abandon
+        await self.ajoin()
+        await self.ajoin()
+        for i in range(STEPS):
+            op, m = self.choose(i)
+            await self.perform(op, m)
+            await self.acheck_committed(f"step {i}")
+        for m in self.live():  # (a paused partition would not move on)
+            if m.is_async and m.paused:
+                m.aio.resume(*m.paused)
+                m.paused = set()
+        deadline = time.monotonic() + 20
+        i = STEPS
+        while (todo := self.settling(i, deadline)) is not None:
+            op, m = todo
+            if op == "join":
+                await self.ajoin()
+            elif op == "abandon":
+                m.abandoned = True
+            elif op == "close":
+                await self.aclose(m)
+            else:
+                await self.apoll(m, "settle")
+                await asyncio.sleep(0.02)
+            await self.acheck_committed(f"step {i}")
+            i += 1
+        for m in self.live() + [m for m in self.members if m.abandoned]:
+            if not m.closed:
+                await self.aclose(m)
+        for fut in self.async_commits:
+            await asyncio.to_thread(fut.exception, 10)
+        if self.tasks:
+            await asyncio.wait(self.tasks, timeout=10)
+            assert all(t.done() for t in self.tasks)
+        assert not self.async_errors, self.async_errors
+        final = await self.acheck_committed("closed")
+        for tp, at in self.handoff.items():  # what the last owners committed
+            assert final.get(tp) == at, \
+                f"{tp} committed {final.get(tp)} after its owner closed at {at}: {self.where()}"
+        await asyncio.to_thread(self.produce)
+        await asyncio.to_thread(self.fresh_member, final)
+
+    async def aclose_all(self) -> None:
+        for m in self.members:
+            if not m.closed:
+                m.closed = True
+                if m.is_async:
+                    await m.aio.close(timeout=5)
+                else:
+                    await asyncio.to_thread(m.sync.close, timeout=5)
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.to_thread(self.close_all)
+
 
 CASES = [
-    # (mode, strategy, seed, abandon)
-    ("auto", "range", 1, True),
-    ("auto-commit", "cooperative-sticky", 2, False),
-    ("manual-revoke", "range", 3, True),
-    ("manual", "roundrobin", 4, False),
-    ("auto-revoke", "cooperative-sticky", 5, True),
+    # (mode, strategy, seed, abandon, members: sync, async or mixed)
+    ("auto", "range", 1, True, "sync"),
+    ("auto-commit", "cooperative-sticky", 2, False, "sync"),
+    ("manual-revoke", "range", 3, True, "sync"),
+    ("manual", "roundrobin", 4, False, "sync"),
+    ("auto-revoke", "cooperative-sticky", 5, True, "sync"),
+    ("auto-commit", "range", 11, True, "async"),
+    ("manual-revoke", "cooperative-sticky", 12, True, "async"),
+    ("auto-revoke", "roundrobin", 13, False, "mixed"),
+    ("auto", "cooperative-sticky", 14, True, "mixed"),
 ]
 
 
-@pytest.mark.parametrize(("mode", "strategy", "seed", "abandon"), CASES)
+@pytest.mark.parametrize(("mode", "strategy", "seed", "abandon", "members"), CASES)
 def test_group_rebalances_match_model(tansu_broker: TansuBroker, mode: str, strategy: str,
-                                      seed: int, abandon: bool) -> None:
+                                      seed: int, abandon: bool, members: str) -> None:
     """``mode``: auto (auto commit only); auto-commit (auto commit and explicit commits);
     auto-revoke (auto commit, explicit commits, the revoke listener commits too);
     manual (enable.auto.commit off, explicit commits); manual-revoke (and the revoke
-    listener commits)."""
+    listener commits). ``members``: sync (Consumer), async (AsyncConsumer, on one loop)
+    or mixed (both in one group, see ``_AsyncRun``)."""
     topic = f"group-differential-{random.Random().getrandbits(40):x}"
     tansu_broker.create_topic(topic, PARTS)
     asyncio.run(_prefill(tansu_broker.bootstrap_servers, topic))
-    run = _Run(tansu_broker.bootstrap_servers, topic, seed, mode, strategy)
-    try:
-        run.run(abandon)
-    finally:
-        run.close_all()
+    if members == "sync":
+        run = _Run(tansu_broker.bootstrap_servers, topic, seed, mode, strategy)
+        try:
+            run.run(abandon)
+        finally:
+            run.close_all()
+        return
+
+    async def main() -> None:
+        arun = _AsyncRun(tansu_broker.bootstrap_servers, topic, seed, mode, strategy,
+                         members)
+        try:
+            await arun.arun(abandon)
+        finally:
+            await arun.aclose_all()
+        assert arun.races, "no step raced a waiting getmany"
+
+    asyncio.run(main())
 
 
 @pytest.mark.parametrize(("how", "commit"), [("assign", "commit"),
@@ -651,3 +1137,4 @@ def test_a_listener_call_does_not_run_inside_another(tansu_broker: TansuBroker) 
     finally:
         c.close(timeout=10)
     assert events == ["assigned", "assigned done", "revoked"]
+

@@ -668,6 +668,10 @@ class _AsyncListener:
     async def _checked(self, coro: Any) -> None:
         try:
             await coro
+        except asyncio.CancelledError:
+            self.run.listener_errors.append(AssertionError(
+                f"{self.member.name}: a listener call was cancelled: {self.run.where()}"))
+            raise
         except BaseException as exc:
             self.run.listener_errors.append(exc)
             raise
@@ -1138,3 +1142,71 @@ def test_a_listener_call_does_not_run_inside_another(tansu_broker: TansuBroker) 
         c.close(timeout=10)
     assert events == ["assigned", "assigned done", "revoked"]
 
+
+@pytest.mark.parametrize("during", ["assigned", "revoked"])
+def test_close_waits_for_an_async_listener_call(tansu_broker: TansuBroker, during: str
+                                                ) -> None:
+    """An AsyncConsumer runs listener calls in its group task; close() while one awaits
+    (here on_partitions_assigned awaiting a lookup, or on_partitions_revoked awaiting its
+    final commit) lets it finish before revoking, as the sync Consumer does: it is not
+    cancelled, and the revoke listener's commit is made (else the next owner reads again
+    what this member processed)."""
+    topic = f"group-differential-{random.Random().getrandbits(40):x}"
+    tansu_broker.create_topic(topic, PARTS)
+    asyncio.run(_prefill(tansu_broker.bootstrap_servers, topic))
+    cfg: dict[str, Any] = dict(
+        bootstrap_servers=tansu_broker.bootstrap_servers, group_id=f"g-{topic}",
+        session_timeout_ms=SESSION_MS, heartbeat_interval_ms=100, fetch_max_wait_ms=50,
+        auto_offset_reset="earliest", enable_auto_commit=False)
+    events: list[str] = []
+    tps = [TopicPartition(topic, p) for p in range(PARTS)]
+
+    async def main() -> dict[TopicPartition, int]:
+        inside = asyncio.Event()
+        c: AsyncConsumer[Any, Any] = AsyncConsumer(**cfg)
+
+        class Listener:
+            async def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+                events.append("assigned")
+                if during == "assigned":
+                    inside.set()
+                    await asyncio.sleep(0.3)  # (a lookup, say)
+                    await c.committed(list(parts), timeout=10)
+                events.append("assigned done")
+
+            async def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+                events.append("revoked")
+                if during == "revoked" and not inside.is_set():
+                    inside.set()
+                    await asyncio.sleep(0.3)
+                    await c.commit(timeout=10)
+                events.append("revoked done")
+
+        other: AsyncConsumer[Any, Any] = AsyncConsumer(**cfg)
+        try:
+            c.subscribe([topic], listener=Listener())
+            positions: dict[TopicPartition, int] = {}
+            if during == "revoked":
+                deadline = time.monotonic() + 10
+                while len(positions) < PARTS:
+                    assert time.monotonic() < deadline, events
+                    for tp, recs in (await c.getmany(0.1, max_records=40)).items():
+                        positions[tp] = recs[-1].offset + 1
+                other.subscribe([topic])  # a rebalance: c revokes everything
+                await other.start()
+            deadline = time.monotonic() + 10
+            while not inside.is_set():
+                assert time.monotonic() < deadline, events
+                await c.getmany(0.05)
+            await c.close(timeout=10)
+            events.append("closed")
+        finally:
+            await other.close(timeout=5)
+        return positions
+
+    positions = asyncio.run(main())
+    assert events == ["assigned", "assigned done", "revoked", "revoked done", "closed"], events
+    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers, group_id=f"g-{topic}",
+                  enable_auto_commit=False) as observer:
+        got = observer.committed(tps, timeout=10)
+    assert {tp: om.offset for tp, om in got.items() if om is not None} == positions

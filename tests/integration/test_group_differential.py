@@ -1197,7 +1197,8 @@ def test_close_waits_for_an_async_listener_call(tansu_broker: TansuBroker, durin
             deadline = time.monotonic() + 10
             while not inside.is_set():
                 assert time.monotonic() < deadline, events
-                await c.getmany(0.05)
+                for tp, recs in (await c.getmany(0.05, max_records=40)).items():
+                    positions[tp] = recs[-1].offset + 1
             await c.close(timeout=10)
             events.append("closed")
         finally:

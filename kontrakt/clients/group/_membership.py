@@ -192,8 +192,24 @@ class GroupMembership(GroupOffsets):
             fn = getattr(listener, "on_partitions_revoked", None)
         if fn is None:
             return
+        call = asyncio.ensure_future(self._run_listener_logged(method, fn, set(partitions)))
         try:
-            await self.run_listener(fn, set(partitions))
+            await asyncio.shield(call)
+        except asyncio.CancelledError:
+            if not self._closing:
+                call.cancel()  # (KIP-848: a reconciliation dropped)
+                raise
+            # close() cancels this task: the application's call runs to its end (a revoke
+            # listener's final commit too; the close deadline bounds its commits), and
+            # close() revokes only after it, as the sync consumer's close() does.
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
+            raise
+
+    async def _run_listener_logged(self, method: str, fn: Callable[..., object],
+                                   partitions: set[TopicPartition]) -> None:
+        try:
+            await self.run_listener(fn, partitions)
         except Exception:
             log.exception("rebalance listener %s failed", method)
 

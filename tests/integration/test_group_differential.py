@@ -1227,3 +1227,74 @@ def test_close_waits_for_an_async_listener_call(tansu_broker: TansuBroker, durin
                   enable_auto_commit=False) as observer:
         got = observer.committed(tps, timeout=10)
     assert {tp: om.offset for tp, om in got.items() if om is not None} == positions
+
+
+@pytest.mark.xfail(strict=True, reason="unsubscribe() drops the assignment before the group "
+                   "task gives it up: no on_partitions_revoked call, no auto commit")
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_unsubscribe_revokes_and_commits(tansu_broker: TansuBroker, kind: str) -> None:
+    """unsubscribe() says it leaves the group revoking the partitions: the listener's
+    on_partitions_revoked is called for them and (enable.auto.commit) what earlier polls
+    handed out is committed, as on a rebalance (kontrakt's _give_up_membership), else the
+    next owner reads it again and a listener's final commit never happens."""
+    topic = f"group-differential-{random.Random().getrandbits(40):x}"
+    tansu_broker.create_topic(topic, PARTS)
+    asyncio.run(_prefill(tansu_broker.bootstrap_servers, topic))
+    cfg: dict[str, Any] = dict(
+        bootstrap_servers=tansu_broker.bootstrap_servers, group_id=f"g-{topic}",
+        session_timeout_ms=SESSION_MS, heartbeat_interval_ms=100, fetch_max_wait_ms=50,
+        auto_offset_reset="earliest", auto_commit_interval_ms=600_000)
+    events: list[tuple[str, int]] = []
+    tps = [TopicPartition(topic, p) for p in range(PARTS)]
+    positions: dict[TopicPartition, int] = {}
+
+    def took(got: dict[TopicPartition, list[Any]]) -> None:
+        for tp, recs in got.items():
+            positions[tp] = recs[-1].offset + 1
+
+    if kind == "sync":
+        class Listener:
+            def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+                events.append(("assigned", len(parts)))
+
+            def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+                events.append(("revoked", len(parts)))
+
+        with Consumer(**cfg) as c:
+            c.subscribe([topic], listener=Listener())
+            deadline = time.monotonic() + 10
+            while len(positions) < PARTS:
+                assert time.monotonic() < deadline, events
+                took(c.getmany(0.1, max_records=40))
+            c.getmany(0)  # (the records handed out count as processed)
+            c.unsubscribe()
+            deadline = time.monotonic() + 3
+            while len(events) < 2 and time.monotonic() < deadline:
+                assert not c.getmany(0.1)
+    else:
+        class AsyncListener:
+            async def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+                events.append(("assigned", len(parts)))
+
+            async def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+                events.append(("revoked", len(parts)))
+
+        async def main() -> None:
+            async with AsyncConsumer(**cfg) as c:
+                c.subscribe([topic], listener=AsyncListener())
+                deadline = time.monotonic() + 10
+                while len(positions) < PARTS:
+                    assert time.monotonic() < deadline, events
+                    took(await c.getmany(0.1, max_records=40))
+                await c.getmany(0)
+                c.unsubscribe()
+                deadline = time.monotonic() + 3
+                while len(events) < 2 and time.monotonic() < deadline:
+                    assert not await c.getmany(0.1)
+
+        asyncio.run(main())
+    assert events == [("assigned", PARTS), ("revoked", PARTS)], events
+    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers, group_id=f"g-{topic}",
+                  enable_auto_commit=False) as observer:
+        got = observer.committed(tps, timeout=10)
+    assert {tp: om.offset for tp, om in got.items() if om is not None} == positions

@@ -608,7 +608,13 @@ class _Run:
         abandoned = any(m.abandoned for m in self.members)
         if stable and self.moves and (self.evicted or not self.abandon):
             return None
-        assert time.monotonic() < deadline, f"no moves or no eviction: {self.where()}"
+        assert time.monotonic() < deadline, \
+            f"no moves or no eviction: {self.where()} ## members: " + "; ".join(
+                f"{m.name}{' async' if m.is_async else ''}{' closed' if m.closed else ''}"
+                f"{' abandoned' if m.abandoned else ''} owns "
+                f"{sorted(tp.partition for tp in m.owned)}" for m in self.members) + \
+            " ## before settling: " + " | ".join(
+                x for x in self.log if "settle" not in x)[-3000:]
         if stable and len(live) == 1 and (not self.moves or (not abandoned and self.abandon)):
             self.log.append(f"{i} join")
             return "join", live[0]

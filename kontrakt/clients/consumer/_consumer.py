@@ -156,7 +156,8 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
             self._coordinator = _make_coordinator(self, settings.group)
         self._fetcher = Fetcher(
             self._client, self._subs, self._buffer, settings,
-            committed_lookup=self._coordinator.fetch_committed if self._coordinator else None,
+            committed_lookup=(self._coordinator.committed_for_positions
+                              if self._coordinator else None),
             raw_batches=_raw_batches)
         attach_metrics(self)
         self._data: asyncio.Event | None = None
@@ -347,9 +348,21 @@ class AsyncConsumer(AsyncConsumerCompat, AsyncConsumerPositions, AsyncConsumerCo
         return set(self._subs.topics)
 
     def unsubscribe(self) -> None:
-        """Leave the group (revoking partitions) or drop the manual assignment."""
+        """Leave the group (revoking partitions) or drop the manual assignment.
+
+        No record of the group's assignment is handed out after this call. The hand-back
+        runs in the background, as on a rebalance: with ``enable.auto.commit`` every record
+        handed out is committed (as :meth:`close` does), then the listener's
+        ``on_partitions_revoked`` is called for the old partitions (``on_partitions_lost``
+        when the group no longer counted this member) — :meth:`position`,
+        :meth:`commit` and :meth:`committed` work for them inside it — and the consumer
+        leaves the group. A following :meth:`assign`, :meth:`subscribe` or :meth:`close`
+        does not disturb it (close() completes it first).
+        """
         self._check()
         if self._coordinator is not None and self._subs.subscribed:
+            with self._buffer.lock:
+                self._subs.retire()
             self._coordinator.unsubscribe()
         self._subs.unsubscribe()
         self._buffer.clear()

@@ -9,7 +9,7 @@ lease taken under it (``PartitionState.cursor``), see
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from kontrakt._types import ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -177,6 +177,11 @@ class SubscriptionState:
         self.pattern: re.Pattern[str] | None = None
         self.manual = False
         self.assignment: dict[TopicPartition, PartitionState] = {}
+        #: Partitions of a group assignment given up by unsubscribe() whose hand-back (auto
+        #: commit, revoke listener) the group task has not finished: nothing of them is
+        #: fetched or handed out, but the listener may still ask for their positions and
+        #: commit them, as inside the Java client's unsubscribe().
+        self.retiring: dict[TopicPartition, PartitionState] = {}
         self.version = 0
 
     # --- subscription ------------------------------------------------------------------
@@ -220,6 +225,28 @@ class SubscriptionState:
             return self.topics
         skip = set(internal) if exclude_internal else set()
         return frozenset(t for t in all_topics if t not in skip and self.pattern.fullmatch(t))
+
+    def retire(self) -> set[TopicPartition]:
+        """Move the assignment to :attr:`retiring` (nothing more of it is fetched or handed
+        out) and return its partitions; a partition already retiring keeps its state."""
+        for tp, st in self.assignment.items():
+            st.paused = True
+            st.gen += 1
+            self.retiring.setdefault(tp, st)
+        parts = set(self.assignment)
+        self.assignment = {}
+        self.version += 1
+        return parts
+
+    def release(self, states: Mapping[TopicPartition, PartitionState]) -> None:
+        """Drop these very states (handed back to the group) from the assignment and from
+        :attr:`retiring`; a partition assigned again since, with a new state, stays."""
+        for tp, st in states.items():
+            if self.retiring.get(tp) is st:
+                del self.retiring[tp]
+        gone = {tp for tp, st in states.items() if self.assignment.get(tp) is st}
+        if gone:
+            self.set_assignment([tp for tp in self.assignment if tp not in gone])
 
     def unsubscribe(self) -> None:
         """Drop the subscription and every assigned partition."""
@@ -271,10 +298,14 @@ class SubscriptionState:
         Raises:
             IllegalStateError: ``tp`` is not assigned to this consumer.
         """
-        st = self.assignment.get(tp)
+        st = self.state_of(tp)
         if st is None:
             raise IllegalStateError(f"partition {tp} is not assigned to this consumer")
         return st
+
+    def state_of(self, tp: TopicPartition) -> PartitionState | None:
+        """The state of an assigned (or still retiring) partition, None for another."""
+        return self.assignment.get(tp) or self.retiring.get(tp)
 
     # --- positions ---------------------------------------------------------------------
 
@@ -324,7 +355,10 @@ class SubscriptionState:
             stored_only: only the stored offsets (``enable.auto.offset.store=false``).
         """
         out: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, st in self.assignment.items():
+        # A retiring partition assign()ed again at once: its hand-back commits the old
+        # position (the new one has none yet, or starts from that commit).
+        owned = {**self.assignment, **self.retiring} if self.retiring else self.assignment
+        for tp, st in owned.items():
             stored = st.stored
             if stored_only:
                 if stored is not None:
@@ -356,7 +390,7 @@ class SubscriptionState:
         (which would move the committed offset back). A partition whose mark is past the
         committed offset (a record handed out meanwhile) keeps it."""
         for tp, om in committed.items():
-            st = self.assignment.get(tp)
+            st = self.state_of(tp)
             if st is None:
                 continue
             first = st.first_unacked

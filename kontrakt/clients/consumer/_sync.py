@@ -264,9 +264,20 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
         """See :meth:`AsyncConsumer.subscription`."""
         return self._async.subscription()
 
-    def unsubscribe(self) -> None:
-        """See :meth:`AsyncConsumer.unsubscribe`."""
+    def unsubscribe(self, timeout: float | None = None) -> None:
+        """See :meth:`AsyncConsumer.unsubscribe`; here the hand-back is waited for (as the
+        Java client's): the auto commit, then the revoke listener, called on this thread,
+        for at most ``timeout`` seconds (default 30, DEFAULT_CLOSE_TIMEOUT). If it takes
+        longer, it goes on in the background and the listener runs inside a later call.
+
+        Raises:
+            InvalidArgumentError: a negative timeout.
+        """
+        wait = close_deadline(timeout) - time.monotonic()
         self._on_loop(self._async.unsubscribe)
+        group = self._async._coordinator
+        if group is not None:
+            self._call(group.wait_retired(wait))
 
     # --- consuming -----------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from kontrakt._types import TopicPartition
+from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.group._offsets import GroupOffsets
@@ -73,6 +73,8 @@ class GroupMembership(GroupOffsets):
         self._leaving = False
         #: Set by a revocation waiting for the application to poll (see _await_poll).
         self._poll_waiter: asyncio.Future[None] | None = None
+        #: Set by wait_retired(), settled once nothing unsubscribe() retired is left.
+        self._retired_waiter: asyncio.Future[None] | None = None
         self.rebalances = 0
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -152,6 +154,17 @@ class GroupMembership(GroupOffsets):
                 await task
         try:
             member = self._is_member()
+            with self.buffer.lock:
+                retiring = set(self.subs.retiring)
+            if retiring:
+                # unsubscribe() just before: its hand-back had not run (or was cut short
+                # before the listener call, which _hand_back would have recorded).
+                if member:
+                    if autocommit and self.auto_commit:
+                        await self._commit_quietly(retiring, processed=True)
+                    await self._hand_back("on_partitions_revoked", retiring)
+                else:
+                    await self._hand_back("on_partitions_lost", retiring)
             # A manual assignment (assign()) is committed too, without a listener call: no
             # group gave it (as the Java client).
             if self.subs.assignment and (member or not self.subs.subscribed):
@@ -161,7 +174,7 @@ class GroupMembership(GroupOffsets):
                         st.paused = True  # what the commit covers is all that is handed out
                 if autocommit and self.auto_commit:
                     await self._commit_quietly(parts, processed=processed)
-                if member:
+                if member and self.subs.subscribed:
                     await self._call_listener("on_partitions_revoked", parts)
         finally:
             if self._leaves_group():
@@ -268,24 +281,38 @@ class GroupMembership(GroupOffsets):
 
     async def _give_up_membership(self, reason: str, *, lost: bool) -> None:
         """Hand every partition back (lost, or committed and revoked), leave the group and
-        rejoin from scratch when subscribed again."""
+        rejoin from scratch when subscribed again.
+
+        What unsubscribe() retired is handed back, and the assignment only while
+        subscribed: after unsubscribe() it is a later assign()'s (or empty), not the
+        group's. A member the group no longer counts loses its partitions (the Java
+        client's onLeavePrepare: no generation, revoked as lost).
+        """
         await self._stop_side_work()
-        parts = set(self.subs.assignment)
+        with self.buffer.lock:
+            retiring = set(self.subs.retiring)
+            current = set(self.subs.assignment) if self.subs.subscribed else set()
+        parts = retiring | current
         if parts:
-            self._stop_handing_out(parts)
-            if lost:
+            self._stop_handing_out(current)
+            if lost or not self._is_member():
                 await self._hand_back("on_partitions_lost", parts)
             else:
                 if self.auto_commit:
-                    await self._commit_quietly(parts)
+                    # Only unsubscribe() gives up a live membership: the application asked
+                    # between polls, done with what it was handed (as on close()), and
+                    # nothing was handed out since.
+                    await self._commit_quietly(parts, processed=True)
                 await self._hand_back("on_partitions_revoked", parts)
-        with self.buffer.lock:
-            self.subs.set_assignment(())
+        if self.subs.subscribed:
+            with self.buffer.lock:
+                self.subs.set_assignment(())
         if self._leaves_group():
             with contextlib.suppress(KafkaError):
                 await self._leave_group(reason)
         self._forget_membership()
         self._rejoin = True
+        self._retired_changed()
 
     async def _stop_side_work(self) -> None:
         """Stop membership work running beside the main task (none by default)."""
@@ -327,14 +354,51 @@ class GroupMembership(GroupOffsets):
 
     async def _hand_back(self, method: str, partitions: set[TopicPartition]) -> None:
         """Call the listener's ``method`` (revoked or lost) for ``partitions``, then drop
-        them from the assignment, also when the call is interrupted: close() cancels this
-        task while a sync consumer's listener call waits for the application's next call
-        (close() itself runs it), and must not commit or revoke them a second time."""
+        them from the assignment (or from what unsubscribe() retired), also when the call is
+        interrupted: close() cancels this task while a sync consumer's listener call waits
+        for the application's next call (close() itself runs it), and must not commit or
+        revoke them a second time. Only the states handed back are dropped: a partition
+        assign()ed again meanwhile stays."""
+        with self.buffer.lock:
+            # Retired ones first: after unsubscribe(); assign([tp]) the assignment's tp is
+            # the new one, to be left alone.
+            states = {tp: st for tp in partitions
+                      if (st := self.subs.retiring.get(tp) or self.subs.assignment.get(tp))
+                      is not None}
         try:
             await self._call_listener(method, partitions)
         finally:
             with self.buffer.lock:
-                self.subs.remove_partitions(partitions)
+                self.subs.release(states)
+            self._retired_changed()
+
+    async def committed_for_positions(self, partitions: list[TopicPartition]
+                                      ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """:meth:`fetch_committed` for the fetcher's start positions: a partition still
+        being handed back after unsubscribe() (assign()ed again at once) is looked up only
+        once its hand-back committed, else it would start at an older commit and hand out
+        records again. Not for the listener: its committed() must not wait for itself."""
+        if not self.subs.retiring.keys().isdisjoint(partitions):
+            await self.wait_retired(self.request_timeout)
+        return await self.fetch_committed(partitions)
+
+    def _retired_changed(self) -> None:
+        waiter = self._retired_waiter
+        if waiter is not None and not self.subs.retiring:
+            self._retired_waiter = None
+            _settle(waiter)
+
+    async def wait_retired(self, timeout: float) -> None:
+        """Wait until what unsubscribe() retired is handed back (at most ``timeout``
+        seconds; not at all when the membership task is not running)."""
+        if not self.subs.retiring or self._task is None or self._task.done():
+            return
+        assert self._loop is not None
+        waiter = self._retired_waiter
+        if waiter is None:
+            waiter = self._retired_waiter = self._loop.create_future()
+        await asyncio.wait([waiter, self._task], timeout=timeout,
+                           return_when=asyncio.FIRST_COMPLETED)
 
     async def _await_poll(self, partitions: set[TopicPartition]) -> None:
         """Before committing revoked partitions: wait until the application has polled

@@ -290,7 +290,9 @@ class GroupOffsets:
         Raises:
             BrokerResponseError: any other partition error (the first).
         """
-        member = self.subs.subscribed and self.generation >= 0
+        # Still a member while handing back what unsubscribe() retired (its auto commit,
+        # the revoke listener's commits).
+        member = (self.subs.subscribed or bool(self.subs.retiring)) and self.generation >= 0
         generation = self.generation if member else -1
         member_id = self.member_id if member else ""
         version = await self._conn_version(OffsetCommitRequest)

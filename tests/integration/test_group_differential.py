@@ -1317,3 +1317,275 @@ def test_unsubscribe_revokes_and_commits(tansu_broker: TansuBroker, kind: str) -
         got = observer.committed(tps, timeout=10)
     assert {tp: om.offset for tp, om in got.items() if om is not None} == positions
 
+
+def _unsub_setup(broker: TansuBroker, **extra: Any
+                 ) -> tuple[str, dict[str, Any], list[TopicPartition]]:
+    """A prefilled topic and a member's config for the unsubscribe() cases."""
+    topic = f"group-differential-{random.Random().getrandbits(40):x}"
+    broker.create_topic(topic, PARTS)
+    asyncio.run(_prefill(broker.bootstrap_servers, topic))
+    cfg: dict[str, Any] = dict(
+        bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}",
+        session_timeout_ms=SESSION_MS, heartbeat_interval_ms=100, fetch_max_wait_ms=50,
+        auto_offset_reset="earliest", auto_commit_interval_ms=600_000, **extra)
+    return topic, cfg, [TopicPartition(topic, p) for p in range(PARTS)]
+
+
+class _Events:
+    """A sync and an async rebalance listener recording (event, partition count)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+        #: called with the revoked partitions before recording (sync listener)
+        self.on_revoke: Any = None
+        #: awaited with the revoked partitions before recording (async listener)
+        self.on_revoke_async: Any = None
+
+    def sync(self) -> Any:
+        ev = self
+
+        class Listener:
+            def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+                ev.events.append(("assigned", len(parts)))
+
+            def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+                if ev.on_revoke is not None:
+                    ev.on_revoke(parts)
+                ev.events.append(("revoked", len(parts)))
+
+            def on_partitions_lost(self, parts: set[TopicPartition]) -> None:
+                ev.events.append(("lost", len(parts)))
+        return Listener()
+
+    def async_(self) -> Any:
+        ev = self
+
+        class AsyncListener:
+            async def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+                ev.events.append(("assigned", len(parts)))
+
+            async def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+                if ev.on_revoke_async is not None:
+                    await ev.on_revoke_async(parts)
+                ev.events.append(("revoked", len(parts)))
+
+            async def on_partitions_lost(self, parts: set[TopicPartition]) -> None:
+                ev.events.append(("lost", len(parts)))
+        return AsyncListener()
+
+
+def _took(positions: dict[TopicPartition, int],
+          got: dict[TopicPartition, list[Any]]) -> None:
+    for tp, recs in got.items():
+        positions[tp] = recs[-1].offset + 1
+
+
+def _consume_all_sync(c: Consumer[Any, Any], positions: dict[TopicPartition, int],
+                      ev: _Events) -> None:
+    """Poll until every partition handed out records (those count as handed out)."""
+    deadline = time.monotonic() + 10
+    while len(positions) < PARTS:
+        assert time.monotonic() < deadline, ev.events
+        _took(positions, c.getmany(0.1, max_records=40))
+
+
+async def _consume_all_async(c: AsyncConsumer[Any, Any], positions: dict[TopicPartition, int],
+                             ev: _Events) -> None:
+    deadline = time.monotonic() + 10
+    while len(positions) < PARTS:
+        assert time.monotonic() < deadline, ev.events
+        _took(positions, await c.getmany(0.1, max_records=40))
+
+
+def _left(positions: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """The positions of partitions not read to the end."""
+    return {tp: pos for tp, pos in positions.items() if pos < PREFILL}
+
+
+def _committed(broker: TansuBroker, group: str, tps: list[TopicPartition]
+               ) -> dict[TopicPartition, int]:
+    with Consumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                  enable_auto_commit=False) as observer:
+        got = observer.committed(tps, timeout=10)
+    return {tp: om.offset for tp, om in got.items() if om is not None}
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_unsubscribe_then_assign_at_once(tansu_broker: TansuBroker, kind: str) -> None:
+    """unsubscribe(); assign([p]) at once (p one of the old partitions): the old ones are
+    revoked once, the hand-back leaves the new assignment alone (p is not dropped with the
+    old p), and p starts at the offset the hand-back committed, not at an older commit (no
+    record handed out twice)."""
+    topic, cfg, tps = _unsub_setup(tansu_broker)
+    ev = _Events()
+    positions: dict[TopicPartition, int] = {}
+    after: list[tuple[TopicPartition, int]] = []
+    assigned: set[TopicPartition] = set()
+    again = tps[0]  # (the partition read least: records of it are left to read)
+
+    def more(got: dict[TopicPartition, list[Any]]) -> None:
+        after.extend((tp, r.offset) for tp, recs in got.items() for r in recs)
+
+    if kind == "sync":
+        with Consumer(**cfg) as c:
+            c.subscribe([topic], listener=ev.sync())
+            _consume_all_sync(c, positions, ev)
+            again = min(positions, key=positions.__getitem__)
+            c.unsubscribe()
+            c.assign([again])
+            deadline = time.monotonic() + 5
+            while len(after) < 10 and time.monotonic() < deadline:
+                more(c.getmany(0.1))
+            assigned = c.assignment()
+    else:
+        async def main() -> None:
+            nonlocal assigned, again
+            async with AsyncConsumer(**cfg) as c:
+                c.subscribe([topic], listener=ev.async_())
+                await _consume_all_async(c, positions, ev)
+                again = min(positions, key=positions.__getitem__)
+                c.unsubscribe()
+                c.assign([again])
+                deadline = time.monotonic() + 5
+                while (len(after) < 10 or len(ev.events) < 2) and time.monotonic() < deadline:
+                    more(await c.getmany(0.1))
+                assigned = c.assignment()
+
+        asyncio.run(main())
+    assert ev.events == [("assigned", PARTS), ("revoked", PARTS)], ev.events
+    assert positions[again] < PREFILL, positions
+    assert assigned == {again}
+    assert after and {tp for tp, _ in after} == {again}, after[:5]
+    assert after[0][1] == positions[again], (after[0], positions)
+    others = [tp for tp in tps if tp != again]
+    got = _committed(tansu_broker, cfg["group_id"], tps)
+    assert {tp: got.get(tp) for tp in others} == {tp: positions[tp] for tp in others}
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_unsubscribe_then_subscribe_again(tansu_broker: TansuBroker, kind: str) -> None:
+    """unsubscribe(); subscribe() at once: the partitions come back to the same member,
+    revoked once, then assigned again, each starting at the offset the hand-back
+    committed (those read to the end hand out nothing again)."""
+    topic, cfg, _tps = _unsub_setup(tansu_broker)
+    ev = _Events()
+    positions: dict[TopicPartition, int] = {}
+    firsts: dict[TopicPartition, int] = {}
+    events: list[tuple[str, int]] = []
+
+    def first(got: dict[TopicPartition, list[Any]]) -> None:
+        for tp, recs in got.items():
+            firsts.setdefault(tp, recs[0].offset)
+
+    if kind == "sync":
+        with Consumer(**cfg) as c:
+            listener = ev.sync()
+            c.subscribe([topic], listener=listener)
+            _consume_all_sync(c, positions, ev)
+            c.unsubscribe()
+            c.subscribe([topic], listener=listener)
+            deadline = time.monotonic() + 10
+            while (len(ev.events) < 3 or len(firsts) < len(_left(positions))) \
+                    and time.monotonic() < deadline:
+                first(c.getmany(0.1))
+            for _ in range(5):  # (an exhausted partition read again would show now)
+                first(c.getmany(0.1))
+            events = list(ev.events)  # (close() revokes them again)
+    else:
+        async def main() -> None:
+            async with AsyncConsumer(**cfg) as c:
+                listener = ev.async_()
+                c.subscribe([topic], listener=listener)
+                await _consume_all_async(c, positions, ev)
+                c.unsubscribe()
+                c.subscribe([topic], listener=listener)
+                deadline = time.monotonic() + 10
+                while (len(ev.events) < 3 or len(firsts) < len(_left(positions))) \
+                        and time.monotonic() < deadline:
+                    first(await c.getmany(0.1))
+                for _ in range(5):
+                    first(await c.getmany(0.1))
+                events.extend(ev.events)
+
+        asyncio.run(main())
+    assert events == [("assigned", PARTS), ("revoked", PARTS), ("assigned", PARTS)], events
+    assert _left(positions), positions
+    assert firsts == _left(positions)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_unsubscribe_then_close_at_once(tansu_broker: TansuBroker, kind: str) -> None:
+    """unsubscribe(); close() at once: the revocation and the commit of every record
+    handed out happen exactly once (close() completes a hand-back that had not run)."""
+    topic, cfg, tps = _unsub_setup(tansu_broker)
+    ev = _Events()
+    positions: dict[TopicPartition, int] = {}
+    if kind == "sync":
+        c = Consumer(**cfg)
+        c.subscribe([topic], listener=ev.sync())
+        _consume_all_sync(c, positions, ev)
+        c.unsubscribe()
+        # The sync consumer's unsubscribe() waits for the hand-back (as the Java client's).
+        assert ev.events == [("assigned", PARTS), ("revoked", PARTS)], ev.events
+        c.close()
+    else:
+        async def main() -> None:
+            ac: AsyncConsumer[Any, Any] = AsyncConsumer(**cfg)
+            ac.subscribe([topic], listener=ev.async_())
+            await _consume_all_async(ac, positions, ev)
+            ac.unsubscribe()
+            await ac.close()
+
+        asyncio.run(main())
+    assert ev.events == [("assigned", PARTS), ("revoked", PARTS)], ev.events
+    assert _committed(tansu_broker, cfg["group_id"], tps) == positions
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_unsubscribe_listener_uses_position_and_commit(tansu_broker: TansuBroker,
+                                                       kind: str) -> None:
+    """The manual-commit pattern: on_partitions_revoked after unsubscribe() reads each
+    partition's position() and commit()s (no auto commit), as inside the Java client's
+    unsubscribe(); committed() sees the commit."""
+    topic, cfg, tps = _unsub_setup(tansu_broker, enable_auto_commit=False)
+    ev = _Events()
+    positions: dict[TopicPartition, int] = {}
+    seen: dict[TopicPartition, int] = {}
+    after_commit: dict[TopicPartition, int] = {}
+    if kind == "sync":
+        with Consumer(**cfg) as c:
+            def revoke(parts: set[TopicPartition]) -> None:
+                for tp in parts:
+                    seen[tp] = c.position(tp)
+                c.commit()
+                got = c.committed(sorted(parts), timeout=10)
+                after_commit.update({tp: om.offset for tp, om in got.items()
+                                     if om is not None})
+            ev.on_revoke = revoke
+            c.subscribe([topic], listener=ev.sync())
+            _consume_all_sync(c, positions, ev)
+            c.unsubscribe()
+            assert seen == positions  # (inside unsubscribe(), as in the Java client)
+    else:
+        async def main() -> None:
+            async with AsyncConsumer(**cfg) as ac:
+                async def revoke(parts: set[TopicPartition]) -> None:
+                    for tp in parts:
+                        seen[tp] = await ac.position(tp)
+                    await ac.commit()
+                    got = await ac.committed(sorted(parts), timeout=10)
+                    after_commit.update({tp: om.offset for tp, om in got.items()
+                                         if om is not None})
+                ev.on_revoke_async = revoke
+                ac.subscribe([topic], listener=ev.async_())
+                await _consume_all_async(ac, positions, ev)
+                ac.unsubscribe()
+                deadline = time.monotonic() + 5
+                while len(ev.events) < 2 and time.monotonic() < deadline:
+                    assert not await ac.getmany(0.1)
+
+        asyncio.run(main())
+    assert ev.events == [("assigned", PARTS), ("revoked", PARTS)], ev.events
+    assert seen == positions
+    assert after_commit == positions
+    assert _committed(tansu_broker, cfg["group_id"], tps) == positions

@@ -19,7 +19,7 @@ import pytest
 
 from kontrakt._types import TopicPartition
 from kontrakt.clients import AsyncKafkaClient
-from kontrakt.clients.consumer import AsyncConsumer
+from kontrakt.clients.consumer import AsyncConsumer, Consumer
 from kontrakt.errors import UnsupportedVersionError
 from kontrakt.protocol.messages import OffsetCommitRequest
 from kontrakt.protocol.records import RecordBatchBuilder
@@ -192,6 +192,89 @@ def test_commit_uses_member_epoch(mock_cluster: MockCluster, topic_name: str) ->
         await c.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_unsubscribe_revokes_commits_and_subscribe_again(mock_cluster: MockCluster,
+                                                         topic_name: str, kind: str) -> None:
+    """KIP-848 shares the hand-back of unsubscribe(): the partitions are revoked once, every
+    record handed out is committed (auto commit, with the member epoch), and subscribing
+    again at once gets them back from those offsets."""
+    parts, per = 2, 30
+    mock_cluster.create_topic(topic_name, parts)
+    _fast_heartbeats(mock_cluster)
+    bs = mock_cluster.bootstrap_servers
+    asyncio.run(_fill(bs, topic_name, parts, per))
+    cfg = _config(bs, f"g-{topic_name}")
+    events: list[tuple[str, int]] = []
+    positions: dict[TopicPartition, int] = {}
+    firsts: dict[TopicPartition, int] = {}
+    committed: dict[TopicPartition, int] = {}
+    tps = [TopicPartition(topic_name, p) for p in range(parts)]
+
+    def took(got: dict[TopicPartition, list[Any]], into: dict[TopicPartition, int],
+             first: bool) -> None:
+        for tp, recs in got.items():
+            if first:
+                into.setdefault(tp, recs[0].offset)
+            else:
+                into[tp] = recs[-1].offset + 1
+
+    def done() -> bool:
+        return len(events) >= 3 and firsts.keys() >= {
+            tp for tp, pos in positions.items() if pos < per}
+
+    if kind == "sync":
+        class Listener:
+            def on_partitions_assigned(self, ps: set[TopicPartition]) -> None:
+                events.append(("assigned", len(ps)))
+
+            def on_partitions_revoked(self, ps: set[TopicPartition]) -> None:
+                events.append(("revoked", len(ps)))
+
+        with Consumer(cfg) as c:
+            c.subscribe([topic_name], listener=Listener())
+            deadline = time.monotonic() + 20
+            while len(positions) < parts:
+                assert time.monotonic() < deadline, events
+                took(c.getmany(0.05), positions, False)
+            c.unsubscribe()
+            got = c.committed(tps, timeout=10)
+            committed.update({tp: om.offset for tp, om in got.items() if om is not None})
+            c.subscribe([topic_name], listener=Listener())
+            deadline = time.monotonic() + 20
+            while not done() and time.monotonic() < deadline:
+                took(c.getmany(0.05), firsts, True)
+            events_seen = list(events)
+    else:
+        class AsyncListener:
+            async def on_partitions_assigned(self, ps: set[TopicPartition]) -> None:
+                events.append(("assigned", len(ps)))
+
+            async def on_partitions_revoked(self, ps: set[TopicPartition]) -> None:
+                events.append(("revoked", len(ps)))
+
+        async def main() -> list[tuple[str, int]]:
+            async with AsyncConsumer(cfg) as ac:
+                ac.subscribe([topic_name], listener=AsyncListener())
+                deadline = time.monotonic() + 20
+                while len(positions) < parts:
+                    assert time.monotonic() < deadline, events
+                    took(await ac.getmany(0.05), positions, False)
+                ac.unsubscribe()
+                ac.subscribe([topic_name], listener=AsyncListener())
+                deadline = time.monotonic() + 20
+                while not done() and time.monotonic() < deadline:
+                    took(await ac.getmany(0.05), firsts, True)
+                got = await ac.committed(tps, timeout=10)
+                committed.update({tp: om.offset for tp, om in got.items() if om is not None})
+                return list(events)
+
+        events_seen = asyncio.run(main())
+    assert events_seen == [("assigned", parts), ("revoked", parts), ("assigned", parts)]
+    assert committed == positions
+    assert any(pos < per for pos in positions.values()), positions
+    assert firsts == {tp: pos for tp, pos in positions.items() if pos < per}
 
 
 def test_broker_without_consumer_group_heartbeat_fails_fast(tansu_broker: TansuBroker,

@@ -1589,3 +1589,27 @@ def test_unsubscribe_listener_uses_position_and_commit(tansu_broker: TansuBroker
     assert seen == positions
     assert after_commit == positions
     assert _committed(tansu_broker, cfg["group_id"], tps) == positions
+
+
+def test_unsubscribe_after_the_membership_is_gone_loses(tansu_broker: TansuBroker) -> None:
+    """unsubscribe() when the group no longer counts this member (its generation gone, as
+    after a fenced heartbeat, before the rejoin): the partitions are lost, not revoked, and
+    nothing is committed for them (as the Java client's onLeavePrepare)."""
+    topic, cfg, tps = _unsub_setup(tansu_broker)
+    ev = _Events()
+    positions: dict[TopicPartition, int] = {}
+
+    async def main() -> None:
+        async with AsyncConsumer(**cfg) as c:
+            c.subscribe([topic], listener=ev.async_())
+            await _consume_all_async(c, positions, ev)
+            assert c._coordinator is not None
+            c._coordinator.generation = -1  # (what a fenced heartbeat leaves)
+            c.unsubscribe()
+            deadline = time.monotonic() + 5
+            while len(ev.events) < 2 and time.monotonic() < deadline:
+                assert not await c.getmany(0.1)
+
+    asyncio.run(main())
+    assert ev.events == [("assigned", PARTS), ("lost", PARTS)], ev.events
+    assert _committed(tansu_broker, cfg["group_id"], tps) == {}

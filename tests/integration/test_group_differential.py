@@ -1613,3 +1613,34 @@ def test_unsubscribe_after_the_membership_is_gone_loses(tansu_broker: TansuBroke
     asyncio.run(main())
     assert ev.events == [("assigned", PARTS), ("lost", PARTS)], ev.events
     assert _committed(tansu_broker, cfg["group_id"], tps) == {}
+
+
+def test_unsubscribe_while_a_join_finishes(tansu_broker: TansuBroker) -> None:
+    """unsubscribe() while SyncGroup is in flight: the assignment the join applies after it
+    belongs to the group, not to the unsubscribed consumer: it is handed back with the
+    membership (revoked), and nothing of it is handed out."""
+    topic, cfg, _tps = _unsub_setup(tansu_broker)
+    ev = _Events()
+    got: list[Any] = []
+
+    async def main() -> set[TopicPartition]:
+        async with AsyncConsumer(**cfg) as c:
+            group = c._coordinator
+            assert group is not None
+            apply = group._apply  # type: ignore[attr-defined]
+
+            async def unsubscribed_first(assignment: Any) -> None:
+                c.unsubscribe()  # (the application, between SyncGroup's send and answer)
+                await apply(assignment)
+            group._apply = unsubscribed_first  # type: ignore[attr-defined]
+            c.subscribe([topic], listener=ev.async_())
+            deadline = time.monotonic() + 10
+            while len(ev.events) < 2 and time.monotonic() < deadline:
+                got.extend(await c.getmany(0.1))
+            for _ in range(5):
+                got.extend(await c.getmany(0.1))
+            return c.assignment()
+
+    assigned = asyncio.run(main())
+    assert ev.events == [("assigned", PARTS), ("revoked", PARTS)], ev.events
+    assert assigned == set() and got == []

@@ -283,15 +283,16 @@ class GroupMembership(GroupOffsets):
         """Hand every partition back (lost, or committed and revoked), leave the group and
         rejoin from scratch when subscribed again.
 
-        What unsubscribe() retired is handed back, and the assignment only while
-        subscribed: after unsubscribe() it is a later assign()'s (or empty), not the
-        group's. A member the group no longer counts loses its partitions (the Java
-        client's onLeavePrepare: no generation, revoked as lost).
+        What unsubscribe() retired is handed back, and the assignment unless it is a later
+        assign()'s (then not the group's to take); without one it can still hold what a
+        join finishing after unsubscribe() applied. A member the group no longer counts
+        loses its partitions (the Java client's onLeavePrepare: no generation, lost).
         """
         await self._stop_side_work()
+        group_given = not self.subs.manual
         with self.buffer.lock:
             retiring = set(self.subs.retiring)
-            current = set(self.subs.assignment) if self.subs.subscribed else set()
+            current = set(self.subs.assignment) if group_given else set()
         parts = retiring | current
         if parts:
             self._stop_handing_out(current)
@@ -304,7 +305,7 @@ class GroupMembership(GroupOffsets):
                     # nothing was handed out since.
                     await self._commit_quietly(parts, processed=True)
                 await self._hand_back("on_partitions_revoked", parts)
-        if self.subs.subscribed:
+        if group_given and not self.subs.manual:
             with self.buffer.lock:
                 self.subs.set_assignment(())
         if self._leaves_group():

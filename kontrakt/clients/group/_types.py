@@ -46,6 +46,9 @@ class GroupSubscription(Protocol):
     def subscribed(self) -> bool: ...
 
     @property
+    def manual(self) -> bool: ...
+
+    @property
     def assignment(self) -> Mapping[TopicPartition, MemberPartition]: ...
 
     @property

@@ -1644,3 +1644,31 @@ def test_unsubscribe_while_a_join_finishes(tansu_broker: TansuBroker) -> None:
     assigned = asyncio.run(main())
     assert ev.events == [("assigned", PARTS), ("revoked", PARTS)], ev.events
     assert assigned == set() and got == []
+
+
+def test_sync_unsubscribe_from_a_listener_does_not_wait_for_itself(
+        tansu_broker: TansuBroker) -> None:
+    """The sync consumer's unsubscribe() called inside on_partitions_assigned returns at
+    once (the revoke call it would wait for can only run after the listener returns) and
+    the revocation follows in the next call."""
+    topic, cfg, _tps = _unsub_setup(tansu_broker)
+    ev = _Events()
+    took: list[float] = []
+    got: list[Any] = []
+    with Consumer(**cfg) as c:
+        listener = ev.sync()
+        assigned = listener.on_partitions_assigned
+
+        def assigned_then_unsubscribe(parts: set[TopicPartition]) -> None:
+            assigned(parts)
+            start = time.monotonic()
+            c.unsubscribe()
+            took.append(time.monotonic() - start)
+        listener.on_partitions_assigned = assigned_then_unsubscribe
+        c.subscribe([topic], listener=listener)
+        deadline = time.monotonic() + 10
+        while len(ev.events) < 2 and time.monotonic() < deadline:
+            got.extend(c.getmany(0.1))
+    assert ev.events == [("assigned", PARTS), ("revoked", PARTS)], ev.events
+    assert len(took) == 1 and took[0] < 5, took
+    assert got == []

@@ -268,7 +268,8 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
         """See :meth:`AsyncConsumer.unsubscribe`; here the hand-back is waited for (as the
         Java client's): the auto commit, then the revoke listener, called on this thread,
         for at most ``timeout`` seconds (default 30, DEFAULT_CLOSE_TIMEOUT). If it takes
-        longer, it goes on in the background and the listener runs inside a later call.
+        longer (or when called from a listener), it goes on in the background and the
+        listener runs inside a later call.
 
         Raises:
             InvalidArgumentError: a negative timeout.
@@ -276,7 +277,8 @@ class Consumer(ConsumerCompat, Generic[KeyT, ValueT]):
         wait = close_deadline(timeout) - time.monotonic()
         self._on_loop(self._async.unsubscribe)
         group = self._async._coordinator
-        if group is not None:
+        # Called from a listener: the revoke call can only run after it returns.
+        if group is not None and not self._in_callback:
             self._call(group.wait_retired(wait))
 
     # --- consuming -----------------------------------------------------------------------

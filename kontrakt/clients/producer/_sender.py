@@ -380,12 +380,27 @@ class Sender(ProduceRequests):
         if bump:
             self.metrics.epoch_bumps += 1
         self._stalled = None
+        overtaken: list[ProducerBatch] = []
         with self.acc.lock:
             for dq in self.acc.queues.values():
-                for b in dq:
+                for b in list(dq):
+                    if idem.is_overtaken(b):
+                        # Sent under the old id, and a later sequence of its partition is
+                        # in the log already: renumbered, it would be written behind
+                        # records sent after it. It fails instead (as when the broker
+                        # refuses it out of order, see _on_error).
+                        dq.remove(b)
+                        b.sealed = True
+                        overtaken.append(b)
+                        continue
                     b.base_sequence = -1
                     b.blob = None
             idem.reset_sequences()
+        for b in overtaken:
+            self._fail(b, ProduceError(
+                f"producing to {b.topic}-{b.partition} failed: the broker wrote records "
+                f"sent after these first, so they cannot be written in order: {b.cause}",
+                b.cause))
 
     # --- shutdown ------------------------------------------------------------------------
 

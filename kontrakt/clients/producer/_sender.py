@@ -45,6 +45,7 @@ from kontrakt.clients.producer._metrics import ProducerMetrics
 from kontrakt.clients.producer._requests import ProduceRequests
 from kontrakt.clients.producer._transactions import TransactionManager
 from kontrakt.errors import (
+    BrokerResponseError,
     IllegalStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -397,10 +398,12 @@ class Sender(ProduceRequests):
                     b.blob = None
             idem.reset_sequences()
         for b in overtaken:
+            fate = "" if _refused(b.cause) else " (the last send's answer was lost: they " \
+                "may be in the log)"
             self._fail(b, ProduceError(
                 f"producing to {b.topic}-{b.partition} failed: the broker wrote records "
-                f"sent after these first, so they cannot be written in order: {b.cause}",
-                b.cause))
+                f"sent after these first, so they cannot be written in order{fate}: "
+                f"{b.cause}", b.cause))
 
     # --- shutdown ------------------------------------------------------------------------
 
@@ -419,3 +422,12 @@ class Sender(ProduceRequests):
         self._outstanding.clear()
         self.fail_everything(error or IllegalStateError(
             "the producer was closed before the record was delivered"))
+
+
+#: NOT_ENOUGH_REPLICAS_AFTER_APPEND: refused, but written by the leader
+_WRITTEN_THEN_REFUSED = 20
+
+
+def _refused(cause: BaseException | None) -> bool:
+    """Whether the broker answered a batch's last send, and did not write it."""
+    return isinstance(cause, BrokerResponseError) and cause.code != _WRITTEN_THEN_REFUSED

@@ -1,4 +1,5 @@
-"""The idempotent producer under a seeded random schedule of calls and faults (mock cluster).
+"""The idempotent producer under a seeded random schedule of calls and faults (mock cluster,
+and Kontrakt's in-process cluster with a strict oracle).
 
 Each seed draws a producer (``AsyncProducer`` or ``Producer``; enable.idempotence left to its
 default or set; max.in.flight 1, 2 or 5; linger, batch.size, compression none/zstd) and a
@@ -59,7 +60,34 @@ answer was lost, then resent after the producer took a new producer id, is renum
 the new id and written again (the new id has no record of the old one's sequences, at the
 mock as at Kafka). The copy acknowledged must be the last, under the newer id.
 
-``KONTRAKT_FAULT_SEEDS=50`` (and ``KONTRAKT_FAULT_SEED_BASE``) runs a longer hunt.
+The same schedules also run against :class:`kontrakt.testing.Cluster`, which checks
+sequence numbers as Kafka's ProducerStateManager does (a resend of one of the last five
+batches is answered with its first offset and not written again; a gap is
+OUT_OF_ORDER_SEQUENCE_NUMBER). It is Kontrakt's own code, not an independent peer: a bug shared
+by it and the producer can hide, so the oracle stays the raw log and confluent-kafka's
+consumer. Every fault control the schedule uses exists there (injected Produce errors and
+dropped connections, leader moves, brokers down, RTT); as at the mock, an injected error
+writes nothing. There a broker going down first delays its next three Produce answers by
+150 ms and goes down 0.1 s later, cutting off answers to requests it wrote, so that written
+batches are sent again (and must be deduplicated). Against it the oracle is strict
+(``strict=True``):
+
+* no duplicate under one (producer id, epoch, sequence) and no record out of turn (written
+  after a gap): both are failures, not counts;
+* ``order``: acknowledged records in send order have increasing offsets per partition with
+  any max.in.flight, not only with one;
+* a record may fail only with a timeout (a broker down past delivery.timeout.ms), or in a
+  partition where a producer id's first write was taken past sequence 0
+  (``first-write-past-0``): Kafka accepts any first sequence from a producer id it holds no
+  state of, so when the request carrying sequence 0 is refused (an injected error) and the
+  next one is written, the refused batch can only fail or land behind it; the producer
+  fails it. It takes a new producer id at each recovery, so this happens after recoveries
+  too, where the Java client's epoch bump on the same id would have the broker refuse the
+  next one (OUT_OF_ORDER_SEQUENCE_NUMBER) instead;
+* ``rewritten-under-new-id`` stays allowed (it is Kafka's behaviour too) and is counted.
+
+``KONTRAKT_FAULT_SEEDS=50`` (and ``KONTRAKT_FAULT_SEED_BASE``) runs a longer hunt; for the
+in-process cluster ``KONTRAKT_CLUSTER_FAULT_SEEDS`` (default 4) and the same base.
 """
 
 from __future__ import annotations
@@ -83,7 +111,7 @@ from kontrakt.clients.producer import AsyncProducer, Producer, RecordFuture, mur
 from kontrakt.errors import KafkaError, KafkaTimeoutError
 from kontrakt.protocol.messages import FetchRequest
 from kontrakt.protocol.records import iter_batches
-from kontrakt.testing import MockCluster
+from kontrakt.testing import Cluster, MockCluster
 from tests.integration.raw_ops import leader
 
 pytestmark = pytest.mark.integration
@@ -91,9 +119,12 @@ pytestmark = pytest.mark.integration
 #: more seeds for a longer hunt: KONTRAKT_FAULT_SEEDS=50
 SEED_BASE = int(os.environ.get("KONTRAKT_FAULT_SEED_BASE", "0"))
 SEEDS = range(SEED_BASE, SEED_BASE + int(os.environ.get("KONTRAKT_FAULT_SEEDS", "4")))
+CLUSTER_SEEDS = range(SEED_BASE, SEED_BASE + int(
+    os.environ.get("KONTRAKT_CLUSTER_FAULT_SEEDS", "4")))
 
 PRODUCE = 0
-RETRIABLE = [6, 7, 19, 20, MockCluster.DISCONNECT]  # NOT_LEADER, TIMED_OUT, NOT_ENOUGH_REPL.
+#: NOT_LEADER, TIMED_OUT, NOT_ENOUGH_REPL.; the cluster's own DISCONNECT is swapped in there
+RETRIABLE = [6, 7, 19, 20, MockCluster.DISCONNECT]
 SEQUENCE = [45, 59, 47]  # OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_EPOCH
 BROKERS = (1, 2, 3)
 REQUEST_TIMEOUT_MS = 2000
@@ -199,11 +230,19 @@ def make_schedule(seed: int) -> Schedule:
     return Schedule(seed, partitions, sync, config, steps)
 
 
+#: the broker the schedule runs against (both take the same fault calls)
+Brokers = MockCluster | Cluster
+
+
 class Run:
     """Carries out a schedule's records and faults; the producer calls are the caller's."""
 
-    def __init__(self, mc: MockCluster, topic: str, sched: Schedule) -> None:
+    def __init__(self, mc: Brokers, topic: str, sched: Schedule,
+                 lost_answers: bool = False) -> None:
         self.mc, self.topic, self.sched = mc, topic, sched
+        #: a broker going down first delays its next Produce answers, so that it cuts off
+        #: answers to requests it wrote (resends of written batches, to be deduplicated)
+        self.lost_answers = lost_answers
         self.rng = random.Random(sched.seed * 7919 + 1)
         self.sent: list[Sent] = []
         #: what went wrong while running (the oracle adds its own)
@@ -258,11 +297,17 @@ class Run:
     def fault(self, step: tuple[Any, ...]) -> None:
         kind = step[0]
         if kind == "errors":
-            self.mc.push_request_errors(PRODUCE, step[1])
+            codes = [self.mc.DISCONNECT if c == MockCluster.DISCONNECT else c for c in step[1]]
+            self.mc.push_request_errors(PRODUCE, codes)
         elif kind == "leader":
             self.mc.set_partition_leader(self.topic, step[1], step[2])
         elif kind == "down":
             broker = step[1]
+            if self.lost_answers:
+                self.mc.broker_push_request_error_rtts(broker, PRODUCE, [(0, 150)] * 3)
+                self.later(0.1, lambda: self.mc.broker_down(broker))
+                self.later(0.1 + step[2], lambda: self.mc.broker_up(broker))
+                return
             self.mc.broker_down(broker)
             self.later(step[2], lambda: self.mc.broker_up(broker))
         elif kind == "rtt":
@@ -291,8 +336,8 @@ def batch_of(p: AsyncProducer | Producer, records: list[Sent]) -> tuple[Any, lis
     return b, taken
 
 
-async def run_async(mc: MockCluster, topic: str, sched: Schedule) -> Run:
-    run = Run(mc, topic, sched)
+async def run_async(mc: Brokers, topic: str, sched: Schedule, lost_answers: bool) -> Run:
+    run = Run(mc, topic, sched, lost_answers)
     p = AsyncProducer(bootstrap_servers=mc.bootstrap_servers, **sched.config)
     await p.start()
     try:
@@ -359,8 +404,8 @@ async def run_async(mc: MockCluster, topic: str, sched: Schedule) -> Run:
     return run
 
 
-def run_sync(mc: MockCluster, topic: str, sched: Schedule) -> Run:
-    run = Run(mc, topic, sched)
+def run_sync(mc: Brokers, topic: str, sched: Schedule, lost_answers: bool) -> Run:
+    run = Run(mc, topic, sched, lost_answers)
     bound = DELIVERY_TIMEOUT_MS / 1000 + FLUSH_SLACK
     p = Producer(bootstrap_servers=mc.bootstrap_servers, **sched.config)
     try:
@@ -492,14 +537,43 @@ def in_turn(entries: list[Entry]) -> dict[int, bool]:
     return out
 
 
+def refused_by_kafka(entries: list[Entry]) -> tuple[list[int], list[int]]:
+    """(offsets Kafka would have refused, offsets where a producer id's first write here
+    started past sequence 0).
+
+    Kafka's ProducerStateManager accepts any sequence from a producer id it holds no state
+    of (its records gone, or never written here), then only the next one under the same
+    epoch, or 0 under a newer epoch; an older epoch is refused."""
+    last: dict[int, tuple[int, int]] = {}
+    refused, fresh_past_zero = [], []
+    for e in entries:
+        pid, epoch = e.era
+        before = last.get(pid)
+        if before is None:
+            if e.sequence != 0:
+                fresh_past_zero.append(e.offset)
+        elif epoch < before[0] or (epoch == before[0] and e.sequence != before[1] + 1) \
+                or (epoch > before[0] and e.sequence != 0):
+            refused.append(e.offset)
+        last[pid] = (epoch, e.sequence)
+    return refused, fresh_past_zero
+
+
 def oracle(sched: Schedule, sent: list[Sent], logs: dict[int, list[Entry]],
-           era_order: dict[tuple[int, int], int]) -> tuple[list[str], dict[str, int]]:
+           era_order: dict[tuple[int, int], int],
+           strict: bool = False) -> tuple[list[str], dict[str, int]]:
     """The problems found (each starts with its check's name) and counts to print.
 
-    ``era_order``: the producer's ids and epochs in the order it took them."""
+    ``era_order``: the producer's ids and epochs in the order it took them. ``strict``: the
+    broker checks sequences as Kafka does (see the module docstring)."""
     problems: list[str] = []
     stats = {"records": len(sent), "failed": 0, "resent-duplicates": 0,
-             "rewritten-under-new-id": 0, "gaps-accepted": 0}
+             "rewritten-under-new-id": 0, "gaps-accepted": 0, "first-write-past-0": 0}
+    #: partitions where a producer id's first write was accepted past sequence 0: a batch
+    #: before it that the broker refused can no longer be written in order (at Kafka too,
+    #: which answers its resend OUT_OF_ORDER_SEQUENCE_NUMBER), and fails
+    fresh_past_zero: set[int] = set()
+    refused_at: dict[int, set[int]] = {}
     by_value = {s.value: s for s in sent}
     copies: dict[bytes, list[tuple[int, Entry]]] = defaultdict(list)
     at: dict[tuple[int, int], Entry] = {}
@@ -523,6 +597,14 @@ def oracle(sched: Schedule, sent: list[Sent], logs: dict[int, list[Entry]],
                                 f"the producer never had")
                 era_order[e.era] = -1
         stats["gaps-accepted"] += sum(not t for t in in_turn(entries).values())
+        refused, fresh = refused_by_kafka(entries)
+        refused_at[part] = set(refused)
+        if fresh:
+            fresh_past_zero.add(part)
+            stats["first-write-past-0"] += 1
+        if strict and refused:
+            problems.append(f"sequence: p{part} holds records Kafka would have refused at "
+                            f"{refused[:10]}")
     acked: dict[int, list[tuple[Sent, Entry]]] = defaultdict(list)
     for s in sent:
         if len(s.reports) != 1:
@@ -540,6 +622,10 @@ def oracle(sched: Schedule, sent: list[Sent], logs: dict[int, list[Entry]],
             stats["failed"] += 1
             if not isinstance(err, KafkaError):
                 problems.append(f"typed-error: record {s.index} failed with {err!r}")
+            elif strict and not isinstance(err, KafkaTimeoutError) and not (
+                    fresh_past_zero and (s.partition is None or s.partition in fresh_past_zero)):
+                problems.append(f"typed-error: record {s.index} ({s.path}) failed with "
+                                f"{err!r}, which Kafka would have written")
             if mine and not isinstance(err, KafkaTimeoutError):
                 problems.append(f"typed-error: record {s.index} failed ({err!r}) but is in "
                                 f"the log at {[(p, e.offset) for p, e in mine]}")
@@ -561,6 +647,10 @@ def oracle(sched: Schedule, sent: list[Sent], logs: dict[int, list[Entry]],
             rank = era_order
             if len({(p, c.era, c.sequence) for p, c in mine}) == 1:
                 stats["resent-duplicates"] += len(mine) - 1
+                if strict:
+                    problems.append(f"exactly-once: record {s.index} ({s.path}) written "
+                                    f"{len(mine)} times under {e.era} seq {e.sequence} at "
+                                    f"{[(p, c.offset) for p, c in mine]}")
             elif all(p == md.partition and c.offset < e.offset and rank[c.era] < rank[e.era]
                      for p, c in mine if c is not e):
                 # Written, its answer lost, then sent again under a new producer id (see
@@ -571,9 +661,12 @@ def oracle(sched: Schedule, sent: list[Sent], logs: dict[int, list[Entry]],
                 problems.append(f"exactly-once: record {s.index} ({s.path}) written "
                                 f"{len(mine)} times, as {where}")
         acked[md.partition].append((s, e))
-    ordered = sched.config["max_in_flight_requests_per_connection"] == 1
+    ordered = strict or sched.config["max_in_flight_requests_per_connection"] == 1
     for part, pairs in acked.items():
-        turn = in_turn(logs[part])
+        # Against a checking broker every record it took is in turn by Kafka's rule (a
+        # refused one is a problem already); in_turn() would skip a fresh id's first writes.
+        turn = {e.offset: e.offset not in refused_at[part] for e in logs[part]} if strict \
+            else in_turn(logs[part])
         last_seq: dict[tuple[int, int], tuple[Sent, Entry]] = {}
         newest: tuple[Sent, Entry] | None = None  # under the newest id so far, in turn
         prev: tuple[Sent, Entry] | None = None  # in turn
@@ -594,7 +687,7 @@ def oracle(sched: Schedule, sent: list[Sent], logs: dict[int, list[Entry]],
                 newest = (s, e)
             if ordered and prev is not None and prev[1].offset >= e.offset:
                 problems.append(f"order: p{part} record {prev[0].index} at {prev[1].offset}, "
-                                f"the later {s.index} at {e.offset} (one in flight)")
+                                f"the later {s.index} at {e.offset}")
             prev = (s, e)
     return problems, stats
 
@@ -623,37 +716,51 @@ class ProducerIds(logging.Handler):
         self.logger.setLevel(self.level_before)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_random_faults_keep_the_idempotent_promise(seed: int, mock_cluster: MockCluster,
-                                                   topic_name: str) -> None:
+def check_schedule(seed: int, brokers: Brokers, topic_name: str, strict: bool) -> None:
+    """Run the seed's schedule against ``brokers`` and assert the oracle."""
     sched = make_schedule(seed)
-    mock_cluster.create_topic(topic_name, sched.partitions)
+    brokers.create_topic(topic_name, sched.partitions)
     rng = random.Random(seed)
     for part in range(sched.partitions):
-        mock_cluster.set_partition_leader(topic_name, part, rng.choice(BROKERS))
+        brokers.set_partition_leader(topic_name, part, rng.choice(BROKERS))
     started = time.monotonic()
     with ProducerIds() as ids:
         if sched.sync:
-            run = run_sync(mock_cluster, topic_name, sched)
+            run = run_sync(brokers, topic_name, sched, lost_answers=strict)
         else:
-            run = asyncio.run(run_async(mock_cluster, topic_name, sched))
-    mock_cluster.clear_request_errors(PRODUCE)
+            run = asyncio.run(run_async(brokers, topic_name, sched, lost_answers=strict))
+    brokers.clear_request_errors(PRODUCE)
 
     async def read_all() -> dict[int, list[Entry]]:
-        return {part: await read_log(mock_cluster.bootstrap_servers, topic_name, part)
+        return {part: await read_log(brokers.bootstrap_servers, topic_name, part)
                 for part in range(sched.partitions)}
 
     logs = asyncio.run(read_all())
-    problems, stats = oracle(sched, run.sent, logs, dict(ids.order))
+    problems, stats = oracle(sched, run.sent, logs, dict(ids.order), strict)
     problems[:0] = run.problems
     for part, entries in logs.items():
-        theirs = read_with_confluent(mock_cluster.bootstrap_servers, topic_name, part,
+        theirs = read_with_confluent(brokers.bootstrap_servers, topic_name, part,
                                      entries[-1].offset + 1 if entries else 0)
         if theirs != [(e.offset, e.key, e.value) for e in entries]:
             problems.append(f"reader: p{part}: confluent-kafka reads {len(theirs)} records, "
                             f"the raw read {len(entries)}")
     faults = sum(1 for st in sched.steps if st[0] not in ("records", "flush", "pause"))
-    print(f"seed {seed}: {'sync' if sched.sync else 'async'} {sched.partitions} partitions "
+    print(f"seed {seed} ({'cluster' if strict else 'mock'}): "
+          f"{'sync' if sched.sync else 'async'} {sched.partitions} partitions "
           f"{ {k: v for k, v in sched.config.items() if k not in FAST} } {faults} faults, "
           f"{stats}, {time.monotonic() - started:.1f} s")
     assert not problems, f"seed {seed} ({sched.config}):\n" + "\n".join(problems[:25])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_faults_keep_the_idempotent_promise(seed: int, mock_cluster: MockCluster,
+                                                   topic_name: str) -> None:
+    check_schedule(seed, mock_cluster, topic_name, strict=False)
+
+
+@pytest.mark.parametrize("seed", CLUSTER_SEEDS)
+def test_random_faults_keep_the_idempotent_promise_on_a_checking_broker(
+        seed: int, topic_name: str) -> None:
+    with Cluster(num_brokers=3) as cluster:
+        check_schedule(seed, cluster, topic_name, strict=True)
+        assert cluster.internal_errors() == []

@@ -318,3 +318,35 @@ def _produce_req(topic: str, records: bytes) -> Any:
     return PR(acks=-1, timeout_ms=5000, topic_data=[PR.TopicProduceData(
         name=topic, partition_data=[PR.TopicProduceData.PartitionProduceData(
             index=0, records=records)])])
+
+
+def test_a_retried_end_txn_of_a_completed_transaction_succeeds(cluster: Cluster,
+                                                                topic: str) -> None:
+    """As Kafka's TransactionCoordinator: EndTxn asking for the outcome the transaction
+    already completed with (a retry whose first answer was lost) is answered NONE; the
+    other outcome, or EndTxn with no transaction ever ended, is INVALID_TXN_STATE."""
+    cluster.create_topic(topic)
+    tid = "tx-retried-end"
+    init = _raw(cluster, tid, InitProducerIdRequest(transactional_id=tid,
+                                                    transaction_timeout_ms=60000), 4)
+    pid, epoch = init.producer_id, init.producer_epoch
+
+    def end(committed: bool) -> int:
+        return int(_raw(cluster, tid, EndTxnRequest(
+            transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+            committed=committed), 3).error_code)
+
+    assert end(True) == E.InvalidTxnStateError.code  # nothing ended yet (Empty)
+    APT = AddPartitionsToTxnRequest
+    for committed in (True, False):
+        added = _raw(cluster, tid, APT(v3_and_below_transactional_id=tid,
+                                       v3_and_below_producer_id=pid,
+                                       v3_and_below_producer_epoch=epoch,
+                                       v3_and_below_topics=[APT.AddPartitionsToTxnTopic(
+                                           name=topic, partitions=[0])]), 3)
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
+            .partition_error_code == 0
+        assert end(committed) == 0
+        assert end(committed) == 0  # the retry
+        assert end(not committed) == E.InvalidTxnStateError.code
+    assert cluster.end_offsets(topic) == [2]  # one marker each, none for the retries

@@ -205,7 +205,10 @@ class TransactionCoordinator:
                                  req.producer_epoch, version)
         if not error and txn is not None:
             if not txn.ongoing:
-                error = E.InvalidTxnStateError.code
+                # As Kafka: a retry of the EndTxn that completed it (its answer lost) gets
+                # NONE; the other outcome, or no transaction ended yet, does not.
+                done = "CompleteCommit" if req.committed else "CompleteAbort"
+                error = 0 if txn.last_state == done else E.InvalidTxnStateError.code
             else:
                 self._complete(txn, commit=req.committed, bump=False)
         return EndTxnResponse(error_code=error, producer_id=req.producer_id,

@@ -1,4 +1,5 @@
-"""The transactional producer under a seeded random schedule of transactions and faults.
+"""The transactional producer under a seeded random schedule of transactions and faults
+(mock cluster, and Kontrakt's in-process cluster with a strict oracle).
 
 Each seed draws a producer (``AsyncProducer`` or ``Producer``), one or two topics with 2-4
 partitions in all on a 3-broker librdkafka mock cluster, and 4-8 transactions: begin,
@@ -72,6 +73,25 @@ Deviations of the mock (librdkafka 2.16, measured with probes) the oracle allows
   CRCs are checked). Offsets sent in a transaction are not stored, so only the requests
   (tracking) show them.
 
+The same schedules also run against :class:`kontrakt.testing.Cluster`, which has Kafka's
+transaction semantics (InitProducerId for a transactional id with an open transaction aborts
+it with a bumped epoch and fences the old instance; sequence checks; an aborted-transaction
+index and LSO for read_committed). It is Kontrakt's own code, not an independent peer, so
+the oracle stays the raw log and two consumers. There the oracle is strict:
+
+* no ``left-open-after-fatal``: the new instance's InitProducerId must have ended the old
+  one's open transaction (an ABORT marker, under the bumped epoch), so a record without a
+  marker is ``unmarked``;
+* no ``resent-duplicates``: a committed record is in the log once;
+* ``read-committed``: confluent-kafka's consumer and Kontrakt's, both read_committed, read
+  exactly the records a COMMIT marker closes in the raw log, at their offsets.
+
+The Cluster has every fault control the schedule uses but request tracking (it only counts
+requests), so the ``requests`` checks are skipped there. Its injected FindCoordinator errors
+are well formed, but the schedule keeps injecting only dropped connections there, so that a
+seed means the same schedule on both brokers. ``KONTRAKT_CLUSTER_TXN_SEEDS`` (default 3)
+sets how many seeds run against it.
+
 ``KONTRAKT_TXN_SEEDS=50`` (and ``KONTRAKT_TXN_SEED_BASE``) runs a longer hunt.
 """
 
@@ -109,7 +129,7 @@ from kontrakt.protocol.records import (
     iter_batches,
     parse_control_record,
 )
-from kontrakt.testing import MockCluster
+from kontrakt.testing import Cluster, MockCluster
 from tests.integration.raw_ops import leader
 
 pytestmark = pytest.mark.integration
@@ -167,6 +187,10 @@ CONFIG: dict[str, Any] = {
     "reconnect_backoff_max_ms": 80, "metadata_max_age_ms": 500, "max_block_ms": 5000,
     "request_timeout_ms": REQUEST_TIMEOUT_MS, "delivery_timeout_ms": DELIVERY_TIMEOUT_MS}
 GROUP = "txn-schedule-group"
+#: the broker a schedule runs against (both take the same fault calls)
+Brokers = MockCluster | Cluster
+CLUSTER_SEEDS = range(SEED_BASE, SEED_BASE + int(
+    os.environ.get("KONTRAKT_CLUSTER_TXN_SEEDS", "3")))
 
 
 @dataclass(frozen=True)
@@ -302,7 +326,7 @@ class Hang(Exception):
 class App:
     """The application: one producer instance at a time, async or sync behind one face."""
 
-    def __init__(self, mc: MockCluster, sched: Schedule, tid: str) -> None:
+    def __init__(self, mc: Brokers, sched: Schedule, tid: str) -> None:
         self.mc, self.sched, self.tid = mc, sched, tid
         self.loop = asyncio.new_event_loop()
         self.ap: AsyncProducer | None = None
@@ -471,8 +495,10 @@ def root_code(exc: BaseException) -> int | None:
 class Run:
     """Carries out a schedule: the app's calls, the faults, what every call answered."""
 
-    def __init__(self, mc: MockCluster, sched: Schedule, topic: str) -> None:
+    def __init__(self, mc: Brokers, sched: Schedule, topic: str) -> None:
         self.mc, self.sched = mc, sched
+        #: the mock tracks requests; the in-process cluster only counts them
+        self.tracked = mc if isinstance(mc, MockCluster) else None
         self.topics = {t: f"{topic}-{t}" for t, _ in sched.topics}
         self.parts = {f"{topic}-{t}": n for t, n in sched.topics}
         self.tid = f"{topic}-tx"
@@ -621,7 +647,8 @@ class Run:
         """One transaction; returns "ok", "fatal", "restart" (a new producer) or
         "stop"."""
         app = self.app
-        self.mc.clear_requests()
+        if self.tracked is not None:
+            self.tracked.clear_requests()
         blocked = end.startswith("block-")
         end = end.removeprefix("block-")
         try:
@@ -733,7 +760,8 @@ class Run:
 
     def go(self) -> None:
         self.mc.coordinator_set("transaction", self.tid, self.coordinator)
-        self.mc.start_request_tracking()
+        if self.tracked is not None:
+            self.tracked.start_request_tracking()
         self.mc.push_request_errors(INIT_PID, self.sched.init_errors)
         try:
             if not self.new_producer():
@@ -742,7 +770,8 @@ class Run:
                 txn = Txn(index, self.instance)
                 self.txns.append(txn)
                 result = self.run_txn(txn, end, steps)
-                self.requests[index] = [r.api_key for r in self.mc.get_requests()]
+                if self.tracked is not None:
+                    self.requests[index] = [r.api_key for r in self.tracked.get_requests()]
                 if result == "stop":
                     break
                 if result in ("fatal", "restart"):
@@ -805,7 +834,10 @@ def tag(value: bytes | None) -> str:
     return repr(value if value is None else value.rstrip(b"x"))
 
 
-def oracle(run: Run, logs: dict[tuple[str, int], list[Entry]]) -> list[str]:
+def oracle(run: Run, logs: dict[tuple[str, int], list[Entry]],
+           strict: bool = False) -> list[str]:
+    """The problems found. ``strict``: the broker is Kontrakt's cluster, which checks
+    sequences and fences a re-initialised transactional id (see the module docstring)."""
     problems: list[str] = []
     stats = run.stats
     by_value: dict[bytes, Sent] = {}
@@ -857,6 +889,9 @@ def oracle(run: Run, logs: dict[tuple[str, int], list[Entry]]) -> list[str]:
                                     f"in the log {len(mine)} times: "
                                     f"{[(tp, c.offset, c.era, c.sequence) for tp, c, _ in mine]}")
                 stats["resent-duplicates"] += len(mine) - 1
+                if strict and len(mine) > 1:
+                    problems.append(f"committed: txn {txn.index} record {tag(s.value)} is "
+                                    f"in the log {len(mine)} times (a resend written again)")
                 for tp, c, m in mine:
                     eras.add(c.era)
                     if s.partition is not None and tp[1] != s.partition:
@@ -888,7 +923,7 @@ def oracle(run: Run, logs: dict[tuple[str, int], list[Entry]]) -> list[str]:
                     elif m is None and txn.outcome == "aborted":
                         problems.append(f"aborted: txn {txn.index} record {tag(s.value)} at "
                                         f"{tp}@{c.offset} has no marker after it")
-                    elif m is None and txn.outcome == "fatal":
+                    elif m is None and txn.outcome == "fatal" and not strict:
                         stats["left-open-after-fatal"] += 1
                     elif m is None:
                         problems.append(f"unmarked: txn {txn.index} ({txn.outcome}) record "
@@ -907,6 +942,8 @@ def oracle(run: Run, logs: dict[tuple[str, int], list[Entry]]) -> list[str]:
             problems.append(f"committed: txn {txn.index} written under several producer "
                             f"ids/epochs {sorted(eras)}")
         stats[txn.outcome] += 1
+        if run.tracked is None:
+            continue  # (no request tracking)
         # Requests the brokers received during the transaction, in order.
         keys = run.requests.get(txn.index, [])
         if END_TXN in keys:
@@ -924,32 +961,117 @@ def oracle(run: Run, logs: dict[tuple[str, int], list[Entry]]) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_random_faults_keep_the_transactional_promise(seed: int, mock_cluster: MockCluster,
-                                                      topic_name: str) -> None:
+def committed_view(entries: list[Entry]) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of the data records a read_committed reader must see: those a COMMIT
+    marker of their producer id closes (from the raw log)."""
+    out: list[tuple[int, bytes | None]] = []
+    open_: dict[int, list[Entry]] = defaultdict(list)
+    for e in entries:
+        if e.marker is None:
+            open_[e.era[0]].append(e)
+            continue
+        closed = open_.pop(e.era[0], [])
+        if e.marker == "COMMIT":
+            out.extend((c.offset, c.value) for c in closed)
+    return sorted(out)
+
+
+def read_committed_confluent(bootstrap: str, topic: str, partition: int,
+                             want: int) -> list[tuple[int, bytes | None]]:
+    """(offset, value) read with isolation.level=read_committed by confluent-kafka."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-schedule-oracle",
+                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                  "log_level": 3})
+    out: list[tuple[int, bytes | None]] = []
+    try:
+        c.assign([CTP(topic, partition, 0)])
+        deadline = time.monotonic() + (10 if want else 1.5)
+        while time.monotonic() < deadline and len(out) <= want:
+            for m in c.consume(500, 0.3):
+                assert m.error() is None, m.error()
+                out.append((m.offset() or 0, m.value()))
+            if want and len(out) >= want:
+                deadline = min(deadline, time.monotonic() + 0.5)  # anything more?
+    finally:
+        c.close()
+    return out
+
+
+def read_committed_kontrakt(bootstrap: str, topic: str, partition: int,
+                            want: int) -> list[tuple[int, bytes | None]]:
+    """(offset, value) read with isolation_level="read_committed" by Kontrakt's consumer."""
+    from kontrakt import Consumer
+
+    out: list[tuple[int, bytes | None]] = []
+    with Consumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                  auto_offset_reset="earliest", enable_auto_commit=False) as c:
+        c.assign([TopicPartition(topic, partition)])
+        deadline = time.monotonic() + (10 if want else 1.5)
+        while time.monotonic() < deadline and len(out) <= want:
+            r = c.poll(0.3)
+            if r is not None:
+                out.append((r.offset, r.value))
+            if want and len(out) >= want:
+                deadline = min(deadline, time.monotonic() + 0.5)
+    return out
+
+
+def check_schedule(seed: int, brokers: Brokers, topic_name: str, strict: bool) -> None:
+    """Run the seed's schedule against ``brokers`` and assert the oracle."""
     sched = make_schedule(seed)
     started = time.monotonic()
-    run = Run(mock_cluster, sched, topic_name)
+    run = Run(brokers, sched, topic_name)
     rng = random.Random(seed)
     for topic, parts in run.parts.items():
-        mock_cluster.create_topic(topic, parts)
+        brokers.create_topic(topic, parts)
         for part in range(parts):
-            mock_cluster.set_partition_leader(topic, part, rng.choice(BROKERS))
+            brokers.set_partition_leader(topic, part, rng.choice(BROKERS))
     run.go()
 
     async def read_all() -> dict[tuple[str, int], list[Entry]]:
-        return {(t, p): await read_log(mock_cluster.bootstrap_servers, t, p)
+        return {(t, p): await read_log(brokers.bootstrap_servers, t, p)
                 for t, n in run.parts.items() for p in range(n)}
 
     logs = asyncio.run(read_all())
     problems = run.problems + [f"requests: {e}" for e in run.app.early_ends] + \
-        oracle(run, logs)
+        oracle(run, logs, strict)
+    if strict:
+        for (topic, part), entries in logs.items():
+            want = committed_view(entries)
+            for who, read in (("confluent-kafka", read_committed_confluent),
+                              ("kontrakt", read_committed_kontrakt)):
+                got = read(brokers.bootstrap_servers, topic, part, len(want))
+                if got != want:
+                    differ = next(((g, w) for g, w in zip(got, want, strict=False) if g != w),
+                                  None)
+                    problems.append(
+                        f"read-committed: {who} reads {len(got)} records of {topic}-{part}, "
+                        f"the committed transactions hold {len(want)}; first differing: "
+                        f"{differ}")
     faults = sum(1 for _, steps in sched.txns for st in steps
                  if st[0] not in ("records", "offsets", "pause"))
-    print(f"seed {seed}: {'sync' if sched.sync else 'async'} {run.parts} "
+    print(f"seed {seed} ({'cluster' if strict else 'mock'}): "
+          f"{'sync' if sched.sync else 'async'} {run.parts} "
           f"{len(sched.txns)} txns, {faults} faults, {dict(sorted(run.stats.items()))}, "
           f"{time.monotonic() - started:.1f} s")
     assert not problems, f"seed {seed}:\n" + "\n".join(problems[:25])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_faults_keep_the_transactional_promise(seed: int, mock_cluster: MockCluster,
+                                                      topic_name: str) -> None:
+    check_schedule(seed, mock_cluster, topic_name, strict=False)
+
+
+@pytest.mark.parametrize("seed", CLUSTER_SEEDS)
+def test_random_faults_keep_the_transactional_promise_on_a_fencing_broker(
+        seed: int, topic_name: str) -> None:
+    with Cluster(num_brokers=3) as cluster:
+        check_schedule(seed, cluster, topic_name, strict=True)
+        assert cluster.internal_errors() == []
 
 
 async def _partition_log(mc: MockCluster, topic: str, partition: int) -> list[Entry]:

@@ -31,7 +31,9 @@ Afterwards every partition is read raw, data and control batches, and the oracle
   records, and an ABORT marker after each;
 * ``unmarked``: no record is left without a marker (except as allowed below), and a marker
   never closes records of two transactions; a transaction whose end is unknown (or whose
-  producer failed fatally) is committed everywhere or nowhere;
+  producer failed fatally) is committed everywhere or nowhere, and one that failed fatally
+  is committed only if a commit call of it timed out or failed on an EndTxn (an attempt
+  whose answer was lost may have done it: ``commit_maybe_done``);
 * ``never-sent``: nothing is in the log that was not sent, or whose send raised;
 * ``typed``: every failure is a TransactionAbortableError, TransactionFatalError or
   KafkaTimeoutError whose broker code (its cause) matches the class the Java client gives
@@ -834,6 +836,16 @@ def tag(value: bytes | None) -> str:
     return repr(value if value is None else value.rstrip(b"x"))
 
 
+def commit_maybe_done(txn: Txn) -> bool:
+    """Whether an EndTxn(commit) of ``txn`` may have been done though no commit returned:
+    a commit call timed out, or failed fatally on an EndTxn (a retry whose first attempt's
+    answer was lost, fenced or refused). Such a transaction's end is unknown."""
+    return any(what in ("commit_transaction", "transaction block") and (
+        isinstance(exc, KafkaTimeoutError)
+        or (isinstance(exc, TransactionFatalError) and "EndTxn" in str(exc)))
+        for what, exc in txn.errors)
+
+
 def oracle(run: Run, logs: dict[tuple[str, int], list[Entry]],
            strict: bool = False) -> list[str]:
     """The problems found. ``strict``: the broker is Kontrakt's cluster, which checks
@@ -915,8 +927,10 @@ def oracle(run: Run, logs: dict[tuple[str, int], list[Entry]],
                                         f"{md.topic}-{md.partition}@{md.offset}, in the log at "
                                         f"{[(tp, c.offset) for tp, c, _ in mine]}")
             else:
+                maybe = txn.outcome == "unknown" or (
+                    txn.outcome == "fatal" and commit_maybe_done(txn))
                 for tp, c, m in mine:
-                    if m is not None and m.marker == "COMMIT" and txn.outcome != "unknown":
+                    if m is not None and m.marker == "COMMIT" and not maybe:
                         problems.append(
                             f"{txn.outcome}: txn {txn.index} record {tag(s.value)} at {tp}@"
                             f"{c.offset} is followed by a COMMIT at {m.offset}")

@@ -1246,6 +1246,19 @@ def test_a_commit_whose_answer_is_lost_is_not_reported_abortable(
         (b"r", None), (None, "COMMIT"), (b"next", None), (None, "COMMIT")]
 
 
+async def _fail_a_transaction(p: AsyncProducer, mock_cluster: MockCluster,
+                              topic_name: str) -> None:
+    """A transaction whose second record is refused (OUT_OF_ORDER_SEQUENCE_NUMBER): its
+    commit raises TransactionAbortableError, and the producer wants a new epoch after the
+    abort."""
+    p.begin_transaction()
+    await (await p.send(topic_name, b"before", partition=0))
+    mock_cluster.push_request_errors(PRODUCE, [45])
+    await p.send(topic_name, b"refused", partition=0)
+    with pytest.raises(TransactionAbortableError):
+        await p.commit_transaction(5)
+
+
 def test_a_fenced_epoch_bump_makes_the_producer_fatal(mock_cluster: MockCluster,
                                                       topic_name: str) -> None:
     """Found by seeds 5 and 39 (with InitProducerId faults during the schedule): after an
@@ -1258,12 +1271,7 @@ def test_a_fenced_epoch_bump_makes_the_producer_fatal(mock_cluster: MockCluster,
     async def main() -> None:
         async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
                                  transactional_id=f"{topic_name}-tx", **CONFIG) as p:
-            p.begin_transaction()
-            await (await p.send(topic_name, b"before", partition=0))
-            mock_cluster.push_request_errors(PRODUCE, [45])
-            await p.send(topic_name, b"refused", partition=0)
-            with pytest.raises(TransactionAbortableError):
-                await p.commit_transaction(5)
+            await _fail_a_transaction(p, mock_cluster, topic_name)
             mock_cluster.push_request_errors(INIT_PID, [PRODUCER_FENCED])
             await p.abort_transaction(5)
             await asyncio.sleep(0.5)  # the bump is refused meanwhile
@@ -1285,12 +1293,7 @@ def test_offsets_waiting_for_the_epoch_bump_see_it_fail(mock_cluster: MockCluste
     async def main() -> None:
         async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
                                  transactional_id=f"{topic_name}-tx", **CONFIG) as p:
-            p.begin_transaction()
-            await (await p.send(topic_name, b"before", partition=0))
-            mock_cluster.push_request_errors(PRODUCE, [45])
-            await p.send(topic_name, b"refused", partition=0)
-            with pytest.raises(TransactionAbortableError):
-                await p.commit_transaction(5)
+            await _fail_a_transaction(p, mock_cluster, topic_name)
             # The bump is retried a few times (CONCURRENT_TRANSACTIONS), then fenced.
             mock_cluster.push_request_errors(INIT_PID, [51, 51, 51, PRODUCER_FENCED])
             await p.abort_transaction(5)

@@ -468,15 +468,17 @@ class _Run:
                 self.took(m, rec, f"{m.name} consume")
         m.last_call = time.monotonic()
 
+    def commit_done(self, _offsets: dict[TopicPartition, OffsetAndMetadata],
+                    err: BaseException | None) -> None:
+        """commit_async()'s callback: a refusal during a rebalance is allowed."""
+        if err is not None and not isinstance(err, CommitFailedError):
+            self.async_errors.append(err)
+
     def commit(self, m: _Member, asynchronous: bool) -> None:
         self.processed_all(m)
         m.last_call = time.monotonic()
         if asynchronous:
-            def done(_offsets: dict[TopicPartition, OffsetAndMetadata],
-                     err: BaseException | None) -> None:
-                if err is not None and not isinstance(err, CommitFailedError):
-                    self.async_errors.append(err)
-            self.async_commits.append(m.sync.commit_async(callback=done))
+            self.async_commits.append(m.sync.commit_async(callback=self.commit_done))
             return
         try:
             m.sync.commit(timeout=10)
@@ -779,11 +781,7 @@ class _AsyncRun(_Run):
         self.processed_all(m)
         m.last_call = time.monotonic()
         if asynchronous:
-            def done(_offsets: dict[TopicPartition, OffsetAndMetadata],
-                     err: BaseException | None) -> None:
-                if err is not None and not isinstance(err, CommitFailedError):
-                    self.async_errors.append(err)
-            self.tasks.append(m.aio.commit_async(callback=done))
+            self.tasks.append(m.aio.commit_async(callback=self.commit_done))
             return
         try:
             await m.aio.commit(timeout=10)

@@ -38,6 +38,11 @@ ALLOWED: dict[tuple[str, str], str] = {
                            "requests on the calling thread; AsyncProducer.purge returns the "
                            "count at once",
     ("SerializingProducer", "purge"): "as Producer's",
+    ("Consumer", "unsubscribe"): "timeout=: the sync unsubscribe() waits for the hand-back "
+                                 "(its revoke listener runs on the caller's thread, as in "
+                                 "the Java client); AsyncConsumer.unsubscribe() returns at "
+                                 "once and hands back in the background",
+    ("DeserializingConsumer", "unsubscribe"): "as Consumer's",
     # Loop-bound objects: usable only on the client's event loop, which a sync client
     # runs in its own thread.
     ("Consumer", "client"): "the AsyncKafkaClient lives on the consumer's loop thread",

@@ -207,6 +207,18 @@ def _raw(cluster: Cluster, tid: str, msg: Any, version: int) -> Any:
     return send_request(f"{found.host}:{found.port}", msg, version)
 
 
+def _add_partition_0(cluster: Cluster, tid: str, pid: int, epoch: int, topic: str) -> None:
+    """AddPartitionsToTxn (v3) of ``topic``'s partition 0, which must succeed."""
+    apt = AddPartitionsToTxnRequest
+    added = _raw(cluster, tid, apt(v3_and_below_transactional_id=tid,
+                                   v3_and_below_producer_id=pid,
+                                   v3_and_below_producer_epoch=epoch,
+                                   v3_and_below_topics=[apt.AddPartitionsToTxnTopic(
+                                       name=topic, partitions=[0])]), 3)
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
+        .partition_error_code == 0
+
+
 def test_open_transaction_holds_the_lso_and_a_new_producer_fences_the_old(
         cluster: Cluster, topic: str) -> None:
     cluster.create_topic(topic)
@@ -214,20 +226,13 @@ def test_open_transaction_holds_the_lso_and_a_new_producer_fences_the_old(
     init = _raw(cluster, tid, InitProducerIdRequest(transactional_id=tid,
                                                     transaction_timeout_ms=60000), 4)
     pid, epoch = init.producer_id, init.producer_epoch
-    APT = AddPartitionsToTxnRequest
     call(cluster, topic, 0, _produce_req(topic, batch([b"plain"])), 9)
     denied = call(cluster, topic, 0, _produce_req(topic, batch(
         [b"t0"], producer_id=pid, producer_epoch=epoch, base_sequence=0,
         transactional=True)), 9)
     assert denied.responses[0].partition_responses[0].error_code == \
         E.InvalidTxnStateError.code  # the partition was not added to the transaction
-    added = _raw(cluster, tid, APT(v3_and_below_transactional_id=tid,
-                                   v3_and_below_producer_id=pid,
-                                   v3_and_below_producer_epoch=epoch,
-                                   v3_and_below_topics=[APT.AddPartitionsToTxnTopic(
-                                       name=topic, partitions=[0])]), 3)
-    assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
-        .partition_error_code == 0
+    _add_partition_0(cluster, tid, pid, epoch, topic)
     ok = call(cluster, topic, 0, _produce_req(topic, batch(
         [b"t0", b"t1"], producer_id=pid, producer_epoch=epoch, base_sequence=0,
         transactional=True)), 9)
@@ -337,15 +342,8 @@ def test_a_retried_end_txn_of_a_completed_transaction_succeeds(cluster: Cluster,
             committed=committed), 3).error_code)
 
     assert end(True) == E.InvalidTxnStateError.code  # nothing ended yet (Empty)
-    APT = AddPartitionsToTxnRequest
     for committed in (True, False):
-        added = _raw(cluster, tid, APT(v3_and_below_transactional_id=tid,
-                                       v3_and_below_producer_id=pid,
-                                       v3_and_below_producer_epoch=epoch,
-                                       v3_and_below_topics=[APT.AddPartitionsToTxnTopic(
-                                           name=topic, partitions=[0])]), 3)
-        assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
-            .partition_error_code == 0
+        _add_partition_0(cluster, tid, pid, epoch, topic)
         assert end(committed) == 0
         assert end(committed) == 0  # the retry
         assert end(not committed) == E.InvalidTxnStateError.code

@@ -468,6 +468,17 @@ class _Run:
                 self.took(m, rec, f"{m.name} consume")
         m.last_call = time.monotonic()
 
+    def quiet(self, m: _Member) -> list[TopicPartition]:
+        """Pause the async member's settled partitions (none being assigned or revoked)
+        before a race, so that what it reads meanwhile is known; returns them."""
+        with self.lock:
+            parts = sorted(set(m.owned) - m.paused - m.assigning - m.revoking)
+            if parts:
+                m.aio.pause(*parts)
+                m.paused.update(parts)
+                self.log.append(f"  task: quiet {[tp.partition for tp in parts]}")
+        return parts
+
     def commit_done(self, _offsets: dict[TopicPartition, OffsetAndMetadata],
                     err: BaseException | None) -> None:
         """commit_async()'s callback: a refusal during a rebalance is allowed."""
@@ -826,12 +837,7 @@ class _AsyncRun(_Run):
         wait = rnd.choice((0.1, 0.3))
         quiet: list[TopicPartition] = []
         if rnd.random() < 0.5:
-            with self.lock:
-                quiet = sorted(set(m.owned) - m.paused - m.assigning - m.revoking)
-                if quiet:
-                    c.pause(*quiet)
-                    m.paused.update(quiet)
-                    self.log.append(f"  task: quiet {[tp.partition for tp in quiet]}")
+            quiet = self.quiet(m)
 
         async def read() -> None:
             got = await c.getmany(wait, max_records=rnd.choice((1, 3, 10)))
@@ -898,12 +904,7 @@ class _AsyncRun(_Run):
         c = m.aio
         raised: list[BaseException] = []
         if quiet or self.rnd.random() < 0.7:
-            with self.lock:
-                paused = sorted(set(m.owned) - m.paused - m.assigning - m.revoking)
-                if paused:
-                    c.pause(*paused)
-                    m.paused.update(paused)
-                    self.log.append(f"  task: quiet {[tp.partition for tp in paused]}")
+            self.quiet(m)
 
         async def read() -> None:
             try:

@@ -233,7 +233,7 @@ class RecordAccumulator:
             batch, index = placed
             fut = new_future(batch, index, timestamp, ksize, vsize)
             if delivery is not None:
-                keep_delivery(batch, delivery, fut)
+                keep_delivery(batch, (delivery, fut))
             if index:
                 if not urgent or batch.urgent:
                     return fut
@@ -421,13 +421,13 @@ class RecordAccumulator:
                 if type(entry) is StagedRun:
                     for fn, index, stamp, ksize, vsize in entry.records():
                         part, at = batch.part(index)
-                        keep_delivery(part, fn, new_future(part, at, stamp, ksize, vsize))
+                        keep_delivery(part, (fn, new_future(part, at, stamp, ksize, vsize)))
                     continue
                 fn, fut = entry  # type: ignore[misc]
                 head = fut._head
                 index = fut._at if type(head) is ProducerBatch else head.placed(fut._at)[1]
                 part, at = batch.part(index)
-                keep_delivery(part, fn, new_future(part, at, fut._timestamp, *fut._sizes()))
+                keep_delivery(part, (fn, new_future(part, at, fut._timestamp, *fut._sizes())))
             # In order: sequence order, or (without sequences) each put at the front.
             for part in parts if batch.base_sequence >= 0 else parts[::-1]:
                 self._reenqueue_locked(part)

@@ -372,13 +372,13 @@ class StagedChunk:
             order, runs = self.runs
             for start, end, batch, first in runs:
                 if every or any(map(fns.__getitem__, order[start:end])):
-                    _add_delivery(batch, StagedRun(self, order, start, end, first))
+                    keep_delivery(batch, StagedRun(self, order, start, end, first))
         else:  # placed one by one (see _settle_each)
             batches, indexes = self.batches, self.indexes
             assert batches is not None and indexes is not None
             identity = range(n)
             for i in at:
-                _add_delivery(batches[i], StagedRun(self, identity, i, i + 1, indexes[i]))
+                keep_delivery(batches[i], StagedRun(self, identity, i, i + 1, indexes[i]))
 
     def placed(self, i: int) -> tuple[ProducerBatch, int]:
         """Record ``i``'s batch and index there (settling the stage first if need be)."""
@@ -488,17 +488,14 @@ class StagedRun:
                 yield fn, self.first + j - self.start, stamps[i], sizes[0][i], sizes[1][i]
 
 
-def _add_delivery(batch: ProducerBatch, delivery: Delivery) -> None:
+def keep_delivery(batch: ProducerBatch, delivery: Delivery) -> None:
+    """Keep a confluent-style delivery callback with ``batch``, in record order: (fn, the
+    future) of a record appended alone, or a StagedRun. The caller holds the accumulator's
+    lock."""
     if batch.deliveries is None:
         batch.deliveries = [delivery]
     else:
         batch.deliveries.append(delivery)
-
-
-def keep_delivery(batch: ProducerBatch, fn: DeliveryCallback, fut: RecordFuture) -> None:
-    """Keep the confluent-style delivery callback ``fn`` of ``fut``'s record (appended to
-    ``batch`` alone, not staged). The caller holds the accumulator's lock."""
-    _add_delivery(batch, (fn, fut))
 
 
 def run_callbacks(callbacks: list[Callback]) -> None:

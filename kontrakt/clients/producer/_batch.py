@@ -305,8 +305,8 @@ class StagedChunk:
     """The records one settling of a :class:`KeyedStage` places: a staged record's future
     is (chunk, index, timestamp) until then, and reads its batch and offset delta here."""
 
-    __slots__ = ("batches", "callbacks", "delivery_at", "every", "fns", "indexes", "runs",
-                 "sizes", "stage", "stamps")
+    __slots__ = ("batches", "callbacks", "delivery_at", "every", "fns", "indexes", "millis",
+                 "runs", "sizes", "stage")
 
     def __init__(self, stage: KeyedStage) -> None:
         self.stage = stage
@@ -329,8 +329,8 @@ class StagedChunk:
         #: record ``i``'s or None (see StagedRun)
         self.delivery_at: list[int] | None = None
         self.fns: list[DeliveryCallback | None] | None = None
-        #: the records' time.time() stamps, once settled with delivery callbacks
-        self.stamps: list[float] | None = None
+        #: the records' timestamps in milliseconds, once settled with delivery callbacks
+        self.millis: list[int] | None = None
         #: every record has a delivery callback (set once settled)
         self.every = False
 
@@ -353,10 +353,11 @@ class StagedChunk:
         self.delivery_at.extend(range(i, i + n))  # type: ignore[union-attr]
         self.fns.extend(repeat(fn, n))
 
-    def hand_deliveries(self, n: int, stamps: list[float]) -> None:
-        """Settling placed the chunk's ``n`` records: give each batch holding some with a
-        delivery callback a :class:`StagedRun` for them (one per run of the batch's
-        records, not one entry a record). The caller holds the accumulator's lock."""
+    def hand_deliveries(self, n: int, millis: list[int]) -> None:
+        """Settling placed the chunk's ``n`` records (``millis``: each one's timestamp in
+        milliseconds): give each batch holding some with a delivery callback a
+        :class:`StagedRun` for them (one per run of the batch's records, not one entry a
+        record). The caller holds the accumulator's lock."""
         at, fns = self.delivery_at, self.fns
         assert at is not None and fns is not None
         if len(at) != n:  # some records were sent without a callback
@@ -366,7 +367,7 @@ class StagedChunk:
             fns = aligned
         self.fns = fns
         self.delivery_at = None
-        self.stamps = stamps
+        self.millis = millis
         every = self.every = len(at) == n
         if self.runs is not None:  # a bulk settle
             order, runs = self.runs
@@ -441,8 +442,8 @@ class StagedRun:
             call.
         """
         chunk = self.chunk
-        fns, order, stamps, sizes = chunk.fns, self.order, chunk.stamps, chunk.sizes
-        assert fns is not None and stamps is not None and sizes is not None
+        fns, order, millis, sizes = chunk.fns, self.order, chunk.millis, chunk.sizes
+        assert fns is not None and millis is not None and sizes is not None
         ksizes, vsizes = sizes
         start, end = self.start, self.end
         # The record at position j has offset ``offset + j``.
@@ -455,8 +456,7 @@ class StagedRun:
                 for j in range(start, end):
                     i = order[j]
                     every[i](err, _new_tuple(RecordMetadata, (
-                        topic, partition, offset + j, int(stamps[i] * 1000), ksizes[i],
-                        vsizes[i])))
+                        topic, partition, offset + j, millis[i], ksizes[i], vsizes[i])))
                 return end - start
             ran = 0
             for j in range(start, end):
@@ -466,7 +466,7 @@ class StagedRun:
                     ran += 1
                     fn(err, _new_tuple(RecordMetadata, (
                         topic, partition, offset + j if base >= 0 else -1,
-                        append_time if append_time >= 0 else int(stamps[i] * 1000),
+                        append_time if append_time >= 0 else millis[i],
                         ksizes[i], vsizes[i])))
             return ran
         except BaseException:
@@ -475,17 +475,17 @@ class StagedRun:
             self.start = j + 1
             raise
 
-    def records(self) -> Iterator[tuple[DeliveryCallback, int, float, int, int]]:
-        """(callback, index in the batch, time.time() stamp, key size, value size) of each
-        of the run's records with a callback."""
+    def records(self) -> Iterator[tuple[DeliveryCallback, int, int, int, int]]:
+        """(callback, index in the batch, timestamp in milliseconds, key size, value size)
+        of each of the run's records with a callback."""
         chunk = self.chunk
-        fns, stamps, sizes = chunk.fns, chunk.stamps, chunk.sizes
-        assert fns is not None and stamps is not None and sizes is not None
+        fns, millis, sizes = chunk.fns, chunk.millis, chunk.sizes
+        assert fns is not None and millis is not None and sizes is not None
         for j in range(self.start, self.end):
             i = self.order[j]
             fn = fns[i]
             if fn is not None:
-                yield fn, self.first + j - self.start, stamps[i], sizes[0][i], sizes[1][i]
+                yield fn, self.first + j - self.start, millis[i], sizes[0][i], sizes[1][i]
 
 
 def keep_delivery(batch: ProducerBatch, delivery: Delivery) -> None:

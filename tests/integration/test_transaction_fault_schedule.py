@@ -1246,6 +1246,115 @@ def test_a_commit_whose_answer_is_lost_is_not_reported_abortable(
         (b"r", None), (None, "COMMIT"), (b"next", None), (None, "COMMIT")]
 
 
+@pytest.mark.parametrize("sync", [False, True])
+def test_a_timed_out_abort_is_completed_by_its_retry(mock_cluster: MockCluster,
+                                                     topic_name: str, sync: bool) -> None:
+    """The coordinator is down when the transaction is aborted: as the Java client's
+    abortTransaction(), abort_transaction(timeout) raises KafkaTimeoutError within its
+    timeout (not TransactionAbortableError after request.timeout.ms), refuses everything
+    but a retried abort meanwhile (also once the abort left going is done), and the retry,
+    once the coordinator is back, completes the abort: one ABORT marker, and the next
+    transaction commits."""
+    tid = f"{topic_name}-tx"
+    mock_cluster.create_topic(topic_name, 1)
+    mock_cluster.set_partition_leader(topic_name, 0, 1)
+    mock_cluster.coordinator_set("transaction", tid, 2)
+    config = {**CONFIG, "transactional_id": tid}
+
+    def timed_out_abort(abort: Callable[[], Any]) -> None:
+        mock_cluster.broker_down(2)
+        started = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="retry abort_transaction"):
+            abort()
+        assert time.monotonic() - started < REQUEST_TIMEOUT_MS / 1000
+
+    refused = pytest.raises(IllegalStateError, match="retry abort_transaction")
+    if sync:
+        with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **config) as sp:
+            sp.begin_transaction()
+            sp.send(topic_name, b"r", partition=0)
+            sp.flush()
+            timed_out_abort(lambda: sp.abort_transaction(0.5))
+            with refused:
+                sp.begin_transaction()
+            with refused:
+                sp.send(topic_name, b"late", partition=0)
+            with refused:
+                sp.commit_transaction(5)
+            mock_cluster.broker_up(2)
+            sp.abort_transaction(5)
+            sp.begin_transaction()
+            sp.send(topic_name, b"next", partition=0)
+            sp.commit_transaction(5)
+    else:
+        async def main() -> None:
+            async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                     **config) as p:
+                p.begin_transaction()
+                await p.send(topic_name, b"r", partition=0)
+                await p.flush()
+                mock_cluster.broker_down(2)
+                started = time.monotonic()
+                with pytest.raises(KafkaTimeoutError, match="retry abort_transaction"):
+                    await p.abort_transaction(0.5)
+                assert time.monotonic() - started < REQUEST_TIMEOUT_MS / 1000
+                with refused:
+                    p.begin_transaction()
+                with refused:
+                    await p.send(topic_name, b"late", partition=0)
+                with refused:
+                    await p.commit_transaction(5)
+                mock_cluster.broker_up(2)
+                # The abort left going completes meanwhile; until the application's
+                # retry returns, it is still refused (the Java client's pending
+                # transition).
+                assert p._txn is not None and p._txn.abort_task is not None
+                await asyncio.wait_for(asyncio.shield(p._txn.abort_task), 5)
+                with refused:
+                    p.begin_transaction()
+                await p.abort_transaction(5)
+                p.begin_transaction()
+                await p.send(topic_name, b"next", partition=0)
+                await p.commit_transaction(5)
+        asyncio.run(main())
+    try:
+        log = asyncio.run(_partition_log(mock_cluster, topic_name, 0))
+    finally:
+        mock_cluster.broker_up(-1)
+    assert [(e.value, e.marker) for e in log] == [
+        (b"r", None), (None, "ABORT"), (b"next", None), (None, "COMMIT")]
+
+
+def test_a_retried_abort_awaits_the_endtxn_on_its_way(mock_cluster: MockCluster,
+                                                      topic_name: str) -> None:
+    """An abort_transaction() that times out while its EndTxn is answered late leaves
+    that EndTxn going; the retry awaits its answer, as the Java client's does, instead of
+    sending a second one."""
+    tid = f"{topic_name}-tx"
+    mock_cluster.create_topic(topic_name, 1)
+    mock_cluster.set_partition_leader(topic_name, 0, 1)
+    mock_cluster.coordinator_set("transaction", tid, 2)
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                 transactional_id=tid, **CONFIG) as p:
+            p.begin_transaction()
+            await p.send(topic_name, b"r", partition=0)
+            await p.flush()
+            mock_cluster.start_request_tracking()
+            # answered 1.2 s late: within request.timeout.ms, after the call's timeout
+            mock_cluster.broker_push_request_error_rtts(2, END_TXN, [(0, 1200)])
+            with pytest.raises(KafkaTimeoutError):
+                await p.abort_transaction(0.3)
+            await p.abort_transaction(5)
+            ends = [r for r in mock_cluster.get_requests() if r.api_key == END_TXN]
+            mock_cluster.stop_request_tracking()
+            assert len(ends) == 1
+            p.begin_transaction()
+
+    asyncio.run(main())
+
+
 async def _fail_a_transaction(p: AsyncProducer, mock_cluster: MockCluster,
                               topic_name: str) -> None:
     """A transaction whose second record is refused (OUT_OF_ORDER_SEQUENCE_NUMBER): its

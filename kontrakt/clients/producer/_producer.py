@@ -205,6 +205,8 @@ class AsyncProducer(TransactionalCore):
             return
         self._closed = True
         self._stop_fast_paths()
+        if self._txn is not None:
+            self._txn.cancel_abort()
         deadline = None if timeout is None else time.monotonic() + timeout
         sender = self._sender
         acc = self._acc

@@ -406,8 +406,9 @@ class Producer:
             self.poll(0)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
-        """See :meth:`AsyncProducer.abort_transaction`; delivery callbacks of the aborted
-        records run before it returns."""
+        """See :meth:`AsyncProducer.abort_transaction` (a KafkaTimeoutError means: call it
+        again, which completes the same abort); delivery callbacks of the aborted records
+        run before it returns."""
         self._ensure_started()
         try:
             self._thread.run(self._async.abort_transaction(timeout))

@@ -2,7 +2,9 @@
 
 States: ``ready`` (initialised, no transaction), ``in_transaction``, ``abortable`` (a send or
 offset commit of the current transaction failed: only abort is allowed), ``fatal`` (fenced by
-a newer producer with the same transactional id, or a non-recoverable error).
+a newer producer with the same transactional id, or a non-recoverable error). Two flags
+refuse everything but a retry of the call that left them: ``committing`` (an EndTxn(commit)
+got no answer) and ``aborting`` (an abort_transaction() did not complete).
 
 * The transactional id is bound to a producer id and epoch by InitProducerId at the
   transaction coordinator (which also aborts any transaction an older instance left open).
@@ -55,6 +57,8 @@ _OFFSETS_RETRY = _OFFSETS_LOOKUP | {3, 14}
 _TOPIC = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
 _COMMITTING = ("a commit_transaction() of this transaction ended without an answer from the "
                "coordinator, which may have committed it: retry commit_transaction()")
+_ABORTING = ("an abort_transaction() of this transaction did not complete (it timed out, or "
+             "the coordinator did not answer): retry abort_transaction()")
 
 
 class TransactionManager:
@@ -79,6 +83,10 @@ class TransactionManager:
         #: an EndTxn(commit) got no answer: the coordinator may have committed, so only a
         #: retried commit may follow
         self.committing = False
+        #: an abort_transaction() did not complete: only a retried abort may follow (it
+        #: awaits ``abort_task`` when that is still running rather than starting another)
+        self.aborting = False
+        self.abort_task: asyncio.Task[None] | None = None
         self._adding: asyncio.Task[None] | None = None
         #: called when the state leaves ``in_transaction`` on its own (a failure)
         self.on_leave: Callable[[], None] | None = None
@@ -87,12 +95,14 @@ class TransactionManager:
 
     def check_send(self) -> None:
         """Raise unless records may be sent now."""
-        if self.state == "in_transaction" and not self.committing:
+        if self.state == "in_transaction" and not (self.committing or self.aborting):
             return
         if self.state == "fatal":
             raise TransactionFatalError(f"the transactional producer failed: {self.error}")
         if self.committing:
             raise IllegalStateError(_COMMITTING)
+        if self.aborting:
+            raise IllegalStateError(_ABORTING)
         if self.state == "abortable":
             raise TransactionAbortableError(
                 f"the transaction failed and must be aborted: {self.error}")
@@ -100,7 +110,7 @@ class TransactionManager:
                                 "(call begin_transaction() first)")
 
     def begin(self) -> None:
-        if self.state != "ready":
+        if self.state != "ready" or self.aborting:
             self.check_send()  # raises the matching error
             raise IllegalStateError("a transaction is already open")
         self.state = "in_transaction"
@@ -333,6 +343,13 @@ class TransactionManager:
                     raise KafkaTimeoutError(
                         f"the commit's outcome is unknown ({exc}): retry "
                         f"commit_transaction()") from exc
+                elif isinstance(exc, (KafkaTimeoutError, KafkaConnectionError)):
+                    # No answer to the abort: nothing about the transaction failed, it is
+                    # only not ended yet; the caller retries the abort (as in the Java
+                    # client), which sends EndTxn again.
+                    raise KafkaTimeoutError(
+                        f"the coordinator did not answer the abort ({exc}): retry "
+                        f"abort_transaction()") from exc
                 raise self._as_txn_error(exc) from exc
         self.committing = False
         self.state = "ready"
@@ -341,6 +358,12 @@ class TransactionManager:
         self.offsets_added = False
         if idem.need_bump:
             self.wake()  # the sender takes the new epoch now
+
+    def cancel_abort(self) -> None:
+        """Stop an abort left running by a timed-out abort_transaction() (at close)."""
+        task, self.abort_task = self.abort_task, None
+        if task is not None and not task.done():
+            task.cancel()
 
     def _as_txn_error(self, exc: BaseException) -> BaseException:
         if self.state == "fatal":

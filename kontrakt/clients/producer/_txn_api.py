@@ -156,22 +156,67 @@ class TransactionalCore(_ProducerCore):
         """Abort the transaction: records not sent yet fail with TransactionAbortableError,
         records in flight are awaited, then the coordinator aborts (EndTxn).
 
+        Args:
+            timeout: seconds for the whole abort (the records in flight, then EndTxn with
+                its retries); None waits until it is done or request.timeout.ms passes
+                without an answer to EndTxn.
+
         Raises:
             IllegalStateError: no transaction is open, or a commit of it got no answer
                 (retry the commit instead).
+            KafkaTimeoutError: the abort did not complete within ``timeout``, or the
+                coordinator did not answer EndTxn. The abort goes on: call
+                abort_transaction() again, which completes this same abort (awaiting the
+                EndTxn still on its way rather than sending another). Until one returns,
+                begin_transaction(), sends and commit_transaction() raise
+                IllegalStateError (as in the Java client).
             TransactionFatalError: fenced: close the producer.
         """
         txn = self._transaction()
-        if txn.state not in ("in_transaction", "abortable") or txn.committing:
-            txn.check_send()
-        self._stop_fast_paths()
-        sender = self._sender
-        assert sender is not None
-        for b in self._acc.abort_all():
-            sender._fail(b, TransactionAbortableError("the transaction was aborted"))
+        if not txn.aborting:
+            if txn.state not in ("in_transaction", "abortable") or txn.committing:
+                txn.check_send()
+            self._stop_fast_paths()
+            sender = self._sender
+            assert sender is not None
+            for b in self._acc.abort_all():
+                sender._fail(b, TransactionAbortableError("the transaction was aborted"))
+            txn.aborting = True
+        elif txn.state == "fatal":
+            txn.aborting = False
+            txn.check_send()  # raises TransactionFatalError
+        task = txn.abort_task
+        if task is None:
+            task = txn.abort_task = asyncio.get_running_loop().create_task(
+                self._finish_abort(txn))
+            # (its error is raised by the call awaiting it; none may be, e.g. at a close)
+            task.add_done_callback(_retrieve)
+        try:
+            # Shielded: a call that times out (or is cancelled) leaves the abort running
+            # for the retry to await.
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except BaseException as exc:
+            if not task.done():
+                if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+                    raise KafkaTimeoutError(
+                        f"the transaction was not aborted within {timeout}s; the abort "
+                        f"goes on: retry abort_transaction()") from None
+                raise
+            if task.cancelled() or task.exception() is not None:
+                # It ended with an error of its own: the next call starts it again (fatal
+                # errors excepted: check_send() raises them from now on).
+                txn.abort_task = None
+                if txn.state == "fatal":
+                    txn.aborting = False
+                raise
+        txn.abort_task = None
+        txn.aborting = False
+
+    async def _finish_abort(self, txn: TransactionManager) -> None:
+        """The part of an abort that waits: the records in flight, then EndTxn."""
         with self._acc.lock:
             pending = list(self._acc.incomplete)
-        await self._wait_batches(pending, timeout)
+        await self._wait_batches(pending, None)
         await txn.end(False)
 
     def purge(self, in_queue: bool = True, in_flight: bool = True) -> int:
@@ -225,3 +270,8 @@ class TransactionalCore(_ProducerCore):
         except TransactionAbortableError:
             await self.abort_transaction()
             raise
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()

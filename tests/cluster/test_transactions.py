@@ -317,6 +317,45 @@ def test_transactions_time_out_and_are_aborted(topic: str) -> None:
         assert _read_kontrakt(bs, topic, "read_committed", 0) == []
 
 
+def test_a_transaction_timed_out_by_the_coordinator_is_abortable_then_fenced(
+        cluster: Cluster, topic: str) -> None:
+    """KIP-588 end to end, by the rules of Kafka's coordinator (transaction version 1),
+    which the cluster follows: the coordinator aborts a transaction open longer than
+    transaction.timeout.ms and bumps the epoch. A record sent after that is refused with
+    INVALID_PRODUCER_EPOCH, which the Java client (InvalidProducerEpochException) and
+    Kontrakt report as abortable; the commit is refused as abortable too. The abort's
+    EndTxn carries the old epoch, which Kafka answers PRODUCER_FENCED (its timeout fence
+    clears the previous epoch, so InitProducerId with it would be fenced as well): the
+    producer is fatal then, as the Java client's abortTransaction() raises
+    ProducerFencedException."""
+    cluster.create_topic(topic)
+    bs = cluster.bootstrap_servers
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=bs, transactional_id="tx-timed-out",
+                                 transaction_timeout_ms=300) as p:
+            p.begin_transaction()
+            await p.send_and_wait(topic, b"first", partition=0)
+            deadline = time.monotonic() + 10
+            # the record, then the ABORT marker of the coordinator's timeout
+            while await asyncio.to_thread(cluster.end_offsets, topic) != [2]:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.02)
+            late = await p.send(topic, b"late", partition=0)
+            with pytest.raises(TransactionAbortableError) as caught:
+                await late
+            assert isinstance(caught.value.__cause__, E.InvalidProducerEpochError)
+            with pytest.raises(TransactionAbortableError):
+                await p.commit_transaction(5)
+            with pytest.raises(TransactionFatalError, match="PRODUCER_FENCED"):
+                await p.abort_transaction(5)
+            with pytest.raises(TransactionFatalError):
+                p.begin_transaction()
+
+    asyncio.run(main())
+    assert _read_kontrakt(bs, topic, "read_committed", 0) == []
+
+
 def _produce_req(topic: str, records: bytes) -> Any:
     from kontrakt.protocol.messages import ProduceRequest as PR
 

@@ -38,8 +38,9 @@ Afterwards every partition is read raw, data and control batches, and the oracle
 * ``typed``: every failure is a TransactionAbortableError, TransactionFatalError or
   KafkaTimeoutError whose broker code (its cause) matches the class the Java client gives
   it (fatal: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-  INVALID_TXN_STATE; INVALID_PRODUCER_EPOCH on Produce is abortable in the Java client
-  since KIP-588, fatal here: either is accepted); a call refused because the transaction
+  INVALID_TXN_STATE; INVALID_PRODUCER_EPOCH on Produce is abortable, here as in the Java
+  client since KIP-588, while fatal on the coordinator APIs: the oracle, not knowing which
+  request a code answered, accepts either class for it); a call refused because the transaction
   failed earlier names that error in its message, unchained, and is judged by it; every
   call returns within its bound; a producer that failed fatally refuses
   begin_transaction() and send() with TransactionFatalError;
@@ -173,7 +174,7 @@ FATAL: dict[int, list[int]] = {
     TXN_OFFSET_COMMIT: [PRODUCER_FENCED, INVALID_EPOCH, TXN_ID_AUTH],
 }
 #: codes the Java client always treats as fatal (INVALID_PRODUCER_EPOCH on Produce is
-#: abortable there since KIP-588, fatal on the coordinator APIs: either class is accepted)
+#: abortable since KIP-588, fatal on the coordinator APIs: either class is accepted)
 ALWAYS_FATAL = {PRODUCER_FENCED, TXN_ID_AUTH}
 FATAL_CODES = {PRODUCER_FENCED, INVALID_EPOCH, TXN_ID_AUTH, INVALID_TXN_STATE, 49}
 ALL_APIS = [PRODUCE, FIND_COORDINATOR, ADD_PARTITIONS, ADD_OFFSETS, END_TXN,
@@ -1353,6 +1354,39 @@ def test_a_retried_abort_awaits_the_endtxn_on_its_way(mock_cluster: MockCluster,
             p.begin_transaction()
 
     asyncio.run(main())
+
+
+def test_an_invalid_epoch_on_produce_makes_the_transaction_abortable(
+        mock_cluster: MockCluster, topic_name: str) -> None:
+    """KIP-588: INVALID_PRODUCER_EPOCH answering a Produce of a transaction is abortable
+    (the Java client's InvalidProducerEpochException), not fatal: the commit raises
+    TransactionAbortableError, the abort goes through (the mock does not fence), the
+    producer takes a new epoch and the next transaction commits."""
+    mock_cluster.create_topic(topic_name, 1)
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                 transactional_id=f"{topic_name}-tx", **CONFIG) as p:
+            p.begin_transaction()
+            await (await p.send(topic_name, b"before", partition=0))
+            before = p.producer_id_and_epoch
+            mock_cluster.push_request_errors(PRODUCE, [INVALID_EPOCH])
+            refused = await p.send(topic_name, b"refused", partition=0)
+            with pytest.raises(TransactionAbortableError) as caught:
+                await p.commit_transaction(5)
+            assert root_code(caught.value) == INVALID_EPOCH
+            with pytest.raises(TransactionAbortableError):
+                await refused
+            await p.abort_transaction(5)
+            p.begin_transaction()
+            await p.send(topic_name, b"after", partition=0)
+            await p.commit_transaction(5)
+            assert p.producer_id_and_epoch != before  # a new epoch (or id, at the mock)
+
+    asyncio.run(main())
+    log = asyncio.run(_partition_log(mock_cluster, topic_name, 0))
+    assert [(e.value, e.marker) for e in log] == [
+        (b"before", None), (None, "ABORT"), (b"after", None), (None, "COMMIT")]
 
 
 async def _fail_a_transaction(p: AsyncProducer, mock_cluster: MockCluster,

@@ -114,19 +114,26 @@ class BatchOutcomes:
         if code == _MESSAGE_TOO_LARGE:
             self._too_large(b, err)
             return
-        if self.txn is not None and code in (INVALID_PRODUCER_EPOCH, _PRODUCER_FENCED):
+        if self.txn is not None and code == _PRODUCER_FENCED:
             # Another producer with the same transactional id took over.
             self.txn.fatal(err)
             self._fail(b, TransactionFatalError(f"producer fenced: {err}"))
             return
-        if self.txn is not None and code in (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE):
+        if self.txn is not None and code in (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE,
+                                             INVALID_PRODUCER_EPOCH):
             # An idempotent producer recovers with a new epoch and a resend, but a
             # transaction keeps one epoch up to its marker (a new one at the coordinator
             # aborts it): the transaction fails, and the epoch is bumped after the abort
-            # (see _fail and the sender), as the Java client does.
-            self._fail(b, TransactionAbortableError(
+            # (see _fail and the sender), as the Java client does. INVALID_PRODUCER_EPOCH
+            # too (KIP-588): the partition saw a newer epoch, most often the one the
+            # coordinator took when it aborted this transaction for its timeout; whether
+            # the producer is fenced is the coordinator's to say, at the abort's EndTxn
+            # (Kafka answers PRODUCER_FENCED there, and the producer is fatal then).
+            failed = TransactionAbortableError(
                 f"producing to {b.topic}-{b.partition} failed, the transaction must be "
-                f"aborted: {err}"))
+                f"aborted: {err}")
+            failed.__cause__ = err
+            self._fail(b, failed)
             return
         if idem is not None and (code in (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH) or (
                 code == _PRODUCER_FENCED and idem.transactional_id is None)):

@@ -1093,14 +1093,18 @@ async def _partition_log(mc: MockCluster, topic: str, partition: int) -> list[En
     return await read_log(mc.bootstrap_servers, topic, partition)
 
 
-@pytest.mark.parametrize("code", [45, 59])  # OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID
+# OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH
+@pytest.mark.parametrize("code", [45, 59, INVALID_EPOCH])
 def test_a_sequence_error_in_a_transaction_makes_it_abortable(
         code: int, mock_cluster: MockCluster, topic_name: str) -> None:
     """Found by seed 0: an idempotent producer recovers from these by taking a new epoch and
     resending, but a transaction must keep one epoch from its first record to its marker.
     (At Kafka, InitProducerId in the middle of a transaction aborts it, so the records
     written before would be lost from a commit that returned; the Java client makes the
-    transaction abortable and bumps the epoch after the abort.)"""
+    transaction abortable and bumps the epoch after the abort.) INVALID_PRODUCER_EPOCH
+    too, since KIP-588 (the Java client's InvalidProducerEpochException): abortable, not
+    fatal; the mock does not fence the abort, where Kafka would after a coordinator's
+    timeout (tests/cluster/test_transactions.py)."""
     mock_cluster.create_topic(topic_name, 1)
 
     async def main() -> None:
@@ -1111,8 +1115,9 @@ def test_a_sequence_error_in_a_transaction_makes_it_abortable(
             await (await p.send(topic_name, b"before", partition=0))
             mock_cluster.push_request_errors(PRODUCE, [code])
             fut = await p.send(topic_name, b"after", partition=0)
-            with pytest.raises(TransactionAbortableError):
+            with pytest.raises(TransactionAbortableError) as caught:
                 await p.commit_transaction(5)
+            assert root_code(caught.value) == code
             with pytest.raises(TransactionAbortableError):
                 await fut
             await p.abort_transaction(5)
@@ -1197,6 +1202,23 @@ def test_a_failed_transaction_does_not_hold_its_records_until_they_expire(
         [(b"in", None), (None, "ABORT")], [(b"next", None), (None, "COMMIT")]]
 
 
+def _coordinated(mock_cluster: MockCluster, topic_name: str) -> str:
+    """A topic of one partition led by broker 1, and a transactional id whose coordinator
+    is broker 2 (so the coordinator can fail alone); returns the transactional id."""
+    tid = f"{topic_name}-tx"
+    mock_cluster.create_topic(topic_name, 1)
+    mock_cluster.set_partition_leader(topic_name, 0, 1)
+    mock_cluster.coordinator_set("transaction", tid, 2)
+    return tid
+
+
+async def _one_record_sent(p: AsyncProducer, topic_name: str) -> None:
+    """Begin a transaction and write one record of it to partition 0."""
+    p.begin_transaction()
+    await p.send(topic_name, b"r", partition=0)
+    await p.flush()
+
+
 def test_a_commit_whose_answer_is_lost_is_not_reported_abortable(
         mock_cluster: MockCluster, topic_name: str) -> None:
     """The coordinator commits, its answer is lost (a response delayed by RTT, then the
@@ -1205,18 +1227,13 @@ def test_a_commit_whose_answer_is_lost_is_not_reported_abortable(
     the mock it returns, at Kafka INVALID_TXN_STATE) while the log holds a COMMIT. As in
     the Java client, the commit raises KafkaTimeoutError, an abort is refused, and a
     retried commit completes it."""
-    tid = f"{topic_name}-tx"
-    mock_cluster.create_topic(topic_name, 1)
-    mock_cluster.set_partition_leader(topic_name, 0, 1)
-    mock_cluster.coordinator_set("transaction", tid, 2)
+    tid = _coordinated(mock_cluster, topic_name)
     timers: list[threading.Timer] = []
 
     async def main() -> None:
         async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
                                  transactional_id=tid, **CONFIG) as p:
-            p.begin_transaction()
-            await p.send(topic_name, b"r", partition=0)
-            await p.flush()
+            await _one_record_sent(p, topic_name)
             # EndTxn is done, then answered 0.5 s late; the broker is down from 0.2 s.
             mock_cluster.broker_push_request_error_rtts(2, END_TXN, [(0, 500)])
             timers.extend((threading.Timer(0.2, lambda: mock_cluster.broker_down(2)),
@@ -1256,10 +1273,7 @@ def test_a_timed_out_abort_is_completed_by_its_retry(mock_cluster: MockCluster,
     but a retried abort meanwhile (also once the abort left going is done), and the retry,
     once the coordinator is back, completes the abort: one ABORT marker, and the next
     transaction commits."""
-    tid = f"{topic_name}-tx"
-    mock_cluster.create_topic(topic_name, 1)
-    mock_cluster.set_partition_leader(topic_name, 0, 1)
-    mock_cluster.coordinator_set("transaction", tid, 2)
+    tid = _coordinated(mock_cluster, topic_name)
     config = {**CONFIG, "transactional_id": tid}
 
     def timed_out_abort(abort: Callable[[], Any]) -> None:
@@ -1291,9 +1305,7 @@ def test_a_timed_out_abort_is_completed_by_its_retry(mock_cluster: MockCluster,
         async def main() -> None:
             async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
                                      **config) as p:
-                p.begin_transaction()
-                await p.send(topic_name, b"r", partition=0)
-                await p.flush()
+                await _one_record_sent(p, topic_name)
                 mock_cluster.broker_down(2)
                 started = time.monotonic()
                 with pytest.raises(KafkaTimeoutError, match="retry abort_transaction"):
@@ -1331,17 +1343,12 @@ def test_a_retried_abort_awaits_the_endtxn_on_its_way(mock_cluster: MockCluster,
     """An abort_transaction() that times out while its EndTxn is answered late leaves
     that EndTxn going; the retry awaits its answer, as the Java client's does, instead of
     sending a second one."""
-    tid = f"{topic_name}-tx"
-    mock_cluster.create_topic(topic_name, 1)
-    mock_cluster.set_partition_leader(topic_name, 0, 1)
-    mock_cluster.coordinator_set("transaction", tid, 2)
+    tid = _coordinated(mock_cluster, topic_name)
 
     async def main() -> None:
         async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
                                  transactional_id=tid, **CONFIG) as p:
-            p.begin_transaction()
-            await p.send(topic_name, b"r", partition=0)
-            await p.flush()
+            await _one_record_sent(p, topic_name)
             mock_cluster.start_request_tracking()
             # answered 1.2 s late: within request.timeout.ms, after the call's timeout
             mock_cluster.broker_push_request_error_rtts(2, END_TXN, [(0, 1200)])
@@ -1354,39 +1361,6 @@ def test_a_retried_abort_awaits_the_endtxn_on_its_way(mock_cluster: MockCluster,
             p.begin_transaction()
 
     asyncio.run(main())
-
-
-def test_an_invalid_epoch_on_produce_makes_the_transaction_abortable(
-        mock_cluster: MockCluster, topic_name: str) -> None:
-    """KIP-588: INVALID_PRODUCER_EPOCH answering a Produce of a transaction is abortable
-    (the Java client's InvalidProducerEpochException), not fatal: the commit raises
-    TransactionAbortableError, the abort goes through (the mock does not fence), the
-    producer takes a new epoch and the next transaction commits."""
-    mock_cluster.create_topic(topic_name, 1)
-
-    async def main() -> None:
-        async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
-                                 transactional_id=f"{topic_name}-tx", **CONFIG) as p:
-            p.begin_transaction()
-            await (await p.send(topic_name, b"before", partition=0))
-            before = p.producer_id_and_epoch
-            mock_cluster.push_request_errors(PRODUCE, [INVALID_EPOCH])
-            refused = await p.send(topic_name, b"refused", partition=0)
-            with pytest.raises(TransactionAbortableError) as caught:
-                await p.commit_transaction(5)
-            assert root_code(caught.value) == INVALID_EPOCH
-            with pytest.raises(TransactionAbortableError):
-                await refused
-            await p.abort_transaction(5)
-            p.begin_transaction()
-            await p.send(topic_name, b"after", partition=0)
-            await p.commit_transaction(5)
-            assert p.producer_id_and_epoch != before  # a new epoch (or id, at the mock)
-
-    asyncio.run(main())
-    log = asyncio.run(_partition_log(mock_cluster, topic_name, 0))
-    assert [(e.value, e.marker) for e in log] == [
-        (b"before", None), (None, "ABORT"), (b"after", None), (None, "COMMIT")]
 
 
 async def _fail_a_transaction(p: AsyncProducer, mock_cluster: MockCluster,
@@ -1454,17 +1428,12 @@ def test_a_fenced_commit_retry_is_fatal_from_then_on(mock_cluster: MockCluster,
                                                      topic_name: str) -> None:
     """A commit whose answer was lost, retried and then fenced: the producer is fatal,
     and later calls say so (TransactionFatalError), not that a commit is to be retried."""
-    tid = f"{topic_name}-tx"
-    mock_cluster.create_topic(topic_name, 1)
-    mock_cluster.set_partition_leader(topic_name, 0, 1)
-    mock_cluster.coordinator_set("transaction", tid, 2)
+    tid = _coordinated(mock_cluster, topic_name)
 
     async def main() -> None:
         async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
                                  transactional_id=tid, **CONFIG) as p:
-            p.begin_transaction()
-            await p.send(topic_name, b"r", partition=0)
-            await p.flush()
+            await _one_record_sent(p, topic_name)
             mock_cluster.broker_down(2)
             with pytest.raises(KafkaTimeoutError):
                 await p.commit_transaction(5)

@@ -18,6 +18,7 @@ from kontrakt.errors import TransactionAbortableError, TransactionFatalError
 from kontrakt.protocol import errors as E
 from kontrakt.protocol.messages import (
     AddPartitionsToTxnRequest,
+    ApiVersionsRequest,
     EndTxnRequest,
     FetchRequest,
     FindCoordinatorRequest,
@@ -387,3 +388,86 @@ def test_a_retried_end_txn_of_a_completed_transaction_succeeds(cluster: Cluster,
         assert end(committed) == 0  # the retry
         assert end(not committed) == E.InvalidTxnStateError.code
     assert cluster.end_offsets(topic) == [2]  # one marker each, none for the retries
+
+
+def test_end_txn_v5_bumps_the_epoch_as_transaction_version_2(cluster: Cluster,
+                                                             topic: str) -> None:
+    """As Kafka (TransactionVersion.transactionVersionForEndTxn): an EndTxn v5 is a client of
+    transaction version 2, whose every commit or abort bumps the epoch and answers the new
+    one; the old epoch is then fenced, and only the lost-answer retry may still carry it.
+    EndTxn v4 on the same cluster (which finalizes transaction.version 2) bumps nothing."""
+    cluster.create_topic(topic)
+    tid = "tx-tv2"
+    init = _raw(cluster, tid, InitProducerIdRequest(transactional_id=tid,
+                                                    transaction_timeout_ms=60000), 4)
+    pid, epoch = init.producer_id, init.producer_epoch
+
+    def end(committed: bool, at: int, version: int) -> Any:
+        return _raw(cluster, tid, EndTxnRequest(transactional_id=tid, producer_id=pid,
+                                                producer_epoch=at, committed=committed),
+                    version)
+
+    _add_partition_0(cluster, tid, pid, epoch, topic)
+    ended = end(True, epoch, 5)
+    assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (0, pid, epoch + 1)
+    retried = end(True, epoch, 5)  # its answer lost: the retry is told the same
+    assert (retried.error_code, retried.producer_epoch) == (0, epoch + 1)
+    assert end(False, epoch, 5).error_code == E.ProducerFencedError.code
+    apt = AddPartitionsToTxnRequest
+    stale = _raw(cluster, tid, apt(v3_and_below_transactional_id=tid,
+                                   v3_and_below_producer_id=pid,
+                                   v3_and_below_producer_epoch=epoch,
+                                   v3_and_below_topics=[apt.AddPartitionsToTxnTopic(
+                                       name=topic, partitions=[0])]), 3)
+    assert stale.results_by_topic_v3_and_below[0].results_by_partition[0] \
+        .partition_error_code == E.ProducerFencedError.code
+    # Transaction version 1 at the new epoch: no bump, so the epoch stays usable.
+    _add_partition_0(cluster, tid, pid, epoch + 1, topic)
+    assert end(True, epoch + 1, 4).error_code == 0
+    _add_partition_0(cluster, tid, pid, epoch + 1, topic)
+    # Aborting at v5 bumps too, and so does aborting nothing (allowed at version 2).
+    assert end(False, epoch + 1, 5).producer_epoch == epoch + 2
+    assert end(False, epoch + 2, 5).producer_epoch == epoch + 3
+    assert end(True, epoch + 3, 5).error_code == E.InvalidTxnStateError.code
+    assert cluster.end_offsets(topic) == [3]  # a marker for each of the three that held it
+
+
+def test_kontrakt_transactional_producer_speaks_transaction_version_1(
+        cluster: Cluster, topic: str) -> None:
+    """The cluster advertises EndTxn and TxnOffsetCommit up to v5 and Produce up to v13 and
+    finalizes transaction.version 2. Kontrakt's transactional producer, which runs
+    transaction version 1 (AddPartitionsToTxn, AddOffsetsToTxn, an epoch that only
+    InitProducerId changes), must stay below the versions that mean version 2, as the Java
+    client does without it: EndTxn v4, TxnOffsetCommit v4, Produce v11. With EndTxn v5 the
+    coordinator bumps the epoch at the first commit and fences the second transaction. An
+    idempotent producer keeps Produce v13."""
+    cluster.create_topic(topic)
+    cluster.create_topic(topic + "-in")
+    bs = cluster.bootstrap_servers
+    offered = send_request(bs.split(",")[0], ApiVersionsRequest(), 3)
+    advertised = {k.api_key: k.max_version for k in offered.api_keys}
+    assert (advertised[0], advertised[26], advertised[28]) == (13, 5, 5)
+    assert {f.name: f.max_version_level for f in offered.finalized_features} \
+        .get("transaction.version") == 2
+    with Producer(bootstrap_servers=bs, transactional_id="tx-tv1") as p:
+        p.init_transactions()
+        for tag, offset in (("a", 3), ("b", 5)):
+            p.begin_transaction()
+            p.send(topic, tag.encode(), partition=0)
+            p.send_offsets_to_transaction({TP(topic + "-in", 0): offset}, "tx-tv1-group")
+            p.commit_transaction()
+    txn_versions = cluster.request_versions()
+    with Producer(bootstrap_servers=bs, enable_idempotence=True) as p:
+        p.send_and_wait(topic, b"idempotent", partition=0)
+    idempotent = {v for (k, v), n in cluster.request_versions().items()
+                  if k == 0 and n > txn_versions.get((k, v), 0)}
+
+    def sent(api_key: int) -> set[int]:
+        return {v for k, v in txn_versions if k == api_key}
+
+    assert (sent(0), sent(26), sent(28)) == ({11}, {4}, {4})
+    assert idempotent == {13}
+    assert _read_kontrakt(bs, topic, "read_committed", 3) == [b"a", b"b", b"idempotent"]
+    with Consumer(bootstrap_servers=bs, group_id="tx-tv1-group") as c:
+        got = c.committed([TP(topic + "-in", 0)])[TP(topic + "-in", 0)]
+        assert got is not None and got.offset == 5

@@ -38,6 +38,7 @@ from kontrakt.clients.producer._handover import HandOver
 from kontrakt.clients.producer._idempotence import IdempotenceState
 from kontrakt.clients.producer._metrics import ProducerMetrics
 from kontrakt.clients.producer._outcomes import BatchOutcomes
+from kontrakt.clients.producer._transactions import PRODUCE_MAX_VERSION
 from kontrakt.errors import (
     KafkaConnectionError,
     KafkaError,
@@ -201,12 +202,16 @@ class ProduceRequests(BatchOutcomes):
 
     def _wire(self, conn: BrokerConnection, node: int) -> ProduceWire:
         """The Produce requests' writer and reader for ``conn`` (made once per connection:
-        its version is the one both sides support)."""
+        its version is the one both sides support, at most v11 in a transaction)."""
         known = self._wires.get(node)
         if known is not None and known[0] is conn:
             return known[1]
         version = conn.negotiate(ProduceRequest)
         txn = self.txn
+        if txn is not None:
+            # v12+ would tell the broker this producer speaks transaction version 2 (see
+            # _transactions' module doc)
+            version = min(version, PRODUCE_MAX_VERSION)
         wire = ProduceWire(version, conn.settings.client_id,
                            txn.transactional_id if txn is not None else None,
                            self.settings.acks, int(self.settings.request_timeout * 1000))

@@ -14,6 +14,17 @@ got no answer) and ``aborting`` (an abort_transaction() did not complete).
 * ``send_offsets_to_transaction``: AddOffsetsToTxn at the transaction coordinator, then
   TxnOffsetCommit at the group's coordinator.
 * ``commit`` / ``abort``: EndTxn once every batch of the transaction is resolved.
+
+Kontrakt speaks transaction version 1 (the protocol above), whatever the cluster finalizes
+as ``transaction.version``. Kafka 4 keys transaction version 2 (KIP-890 part 2) on request
+versions, not only on that feature: an EndTxn v5+ makes the coordinator bump the producer
+epoch at every commit or abort and answer the new one (which the client must then use), a
+transactional Produce v12+ adds its partition to the transaction implicitly, and a
+TxnOffsetCommit v5+ stands in for AddOffsetsToTxn. A producer that negotiated those versions
+but ran this protocol would be fenced at its next transaction, its epoch being stale. So, as
+the Java client does while ``transaction.version`` < 2 (each request's
+``LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2``), a transactional producer caps EndTxn and
+TxnOffsetCommit at v4 and Produce at v11; idempotent and plain producers are not capped.
 """
 
 from __future__ import annotations
@@ -43,7 +54,8 @@ from kontrakt.protocol.messages import (
     TxnOffsetCommitRequest,
 )
 
-__all__ = ["TransactionManager"]
+__all__ = ["END_TXN_MAX_VERSION", "PRODUCE_MAX_VERSION", "TXN_OFFSET_COMMIT_MAX_VERSION",
+           "TransactionManager"]
 
 log = logging.getLogger("kontrakt.producer")
 
@@ -55,6 +67,11 @@ _FATAL = {47, 48, 49, 53, 90}  # bad epoch, bad state, bad id mapping, id auth, 
 _OFFSETS_LOOKUP = {7, 15, 16}
 _OFFSETS_RETRY = _OFFSETS_LOOKUP | {3, 14}
 _TOPIC = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+#: The highest versions of transaction version 1 (see the module doc): the next version of
+#: each is transaction version 2's
+END_TXN_MAX_VERSION = 4
+TXN_OFFSET_COMMIT_MAX_VERSION = 4
+PRODUCE_MAX_VERSION = 11
 _COMMITTING = ("a commit_transaction() of this transaction ended without an answer from the "
                "coordinator, which may have committed it: retry commit_transaction()")
 _ABORTING = ("an abort_transaction() of this transaction did not complete (it timed out, or "
@@ -287,7 +304,9 @@ class TransactionManager:
                     group_instance_id=group_instance_id,
                     topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
                         name=t, partitions=p) for t, p in by_topic.items()])
-                resp = await self._coordinator_request(req, group=group_id, deadline=end)
+                resp = await self._coordinator_request(
+                    req, max_version=TXN_OFFSET_COMMIT_MAX_VERSION, group=group_id,
+                    deadline=end)
                 # Its errors are per partition only: the retriable ones are sent again (the
                 # partitions that succeeded are not).
                 again: dict[str, list[Any]] = {}
@@ -330,7 +349,8 @@ class TransactionManager:
             try:
                 await self._coordinator_request(EndTxnRequest(
                     transactional_id=self.transactional_id, producer_id=idem.producer_id,
-                    producer_epoch=idem.producer_epoch, committed=commit))
+                    producer_epoch=idem.producer_epoch, committed=commit),
+                    max_version=END_TXN_MAX_VERSION)
             except BaseException as exc:
                 if isinstance(exc, BrokerResponseError) and exc.code in _FATAL:
                     self.fatal(exc)

@@ -53,7 +53,8 @@ class Cluster:
     checked on commits), OffsetCommit / OffsetFetch (metadata kept), ListGroups,
     DescribeGroups, DeleteGroups, OffsetDelete, InitProducerId,
     AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn (commit/abort markers,
-    fencing by epoch, transaction timeouts), DescribeProducers, DescribeTransactions,
+    fencing by epoch, transaction timeouts; from v5 the epoch bump of transaction version 2),
+    DescribeProducers, DescribeTransactions,
     ListTransactions, DescribeLogDirs (one directory per broker), Describe- and
     AlterUserScramCredentials (the credentials SCRAM authentication checks), ElectLeaders,
     Alter- and ListPartitionReassignments, DescribeTopicPartitions (paginated) and
@@ -371,6 +372,10 @@ class Cluster:
     def request_counts(self) -> dict[int, int]:
         """How many requests of each API key the brokers have received."""
         return self._run(lambda _st, s: dict(s.request_counts))
+
+    def request_versions(self) -> dict[tuple[int, int], int]:
+        """How many requests of each (API key, version) the brokers have received."""
+        return self._run(lambda _st, s: dict(s.request_versions))
 
     # --- topics -----------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,

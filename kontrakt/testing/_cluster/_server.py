@@ -129,6 +129,7 @@ class ClusterServer:
             n: set() for n in state.brokers}
         self._tasks: set[asyncio.Task[None]] = set()
         self.request_counts: dict[int, int] = {}
+        self.request_versions: dict[tuple[int, int], int] = {}
         #: (api key, version, exception) of every request a handler failed on
         self.internal_errors: list[tuple[int, int, BaseException]] = []
 
@@ -247,6 +248,8 @@ class ClusterServer:
         except KontraktError:
             raise _Close from None
         self.request_counts[api_key] = self.request_counts.get(api_key, 0) + 1
+        self.request_versions[api_key, version] = \
+            self.request_versions.get((api_key, version), 0) + 1
         if api_key in (_SASL_HANDSHAKE, _SASL_AUTHENTICATE):
             return encode_response(self._sasl(api_key, req, conn), version, correlation_id)
         if not conn.authenticated and api_key != _API_VERSIONS:

@@ -4,6 +4,12 @@ AddOffsetsToTxn, TxnOffsetCommit and EndTxn (control markers, fencing by epoch, 
 The coordinator completes each transaction synchronously: EndTxn writes the markers into every
 partition of the transaction before answering, so PrepareCommit / PrepareAbort are never
 observable and CONCURRENT_TRANSACTIONS is never returned.
+
+Of transaction version 2 (KIP-890 part 2) it has what Kafka keys on the EndTxn version: an
+EndTxn v5+ bumps the producer epoch (a new producer id past the last epoch) and answers it;
+its retry with the epoch before the bump is answered NONE (not after a new producer id).
+A transactional Produce v12+ does not add its partition, nor a TxnOffsetCommit v5+ its group:
+those are refused as from a client of transaction version 1 that skipped the adding.
 """
 
 from __future__ import annotations
@@ -201,16 +207,38 @@ class TransactionCoordinator:
             for t in req.topics])
 
     def end_txn(self, ctx: RequestContext, version: int, req: Any) -> Response:
+        # As Kafka's TransactionVersion.transactionVersionForEndTxn: v5+ is a client of
+        # transaction version 2 (KIP-890 part 2) whatever the cluster finalized, and ending
+        # its transaction bumps the epoch, which the response carries.
+        tv2 = version >= 5
+        done = "CompleteCommit" if req.committed else "CompleteAbort"
+        txn = self.txns.get(req.transactional_id)
+        if (tv2 and txn is not None and txn.producer_id == req.producer_id
+                and txn.epoch == req.producer_epoch + 1 and not txn.ongoing
+                and txn.last_state == done
+                and self.state.coordinator_for(_TXN_KEY, req.transactional_id) == ctx.node_id):
+            # The retry of the EndTxn that ended it and bumped the epoch (its answer lost).
+            return EndTxnResponse(error_code=0, producer_id=txn.producer_id,
+                                  producer_epoch=txn.epoch)
         error, txn = self._check(ctx, req.transactional_id, req.producer_id,
                                  req.producer_epoch, version)
         if not error and txn is not None:
-            if not txn.ongoing:
-                # As Kafka: a retry of the EndTxn that completed it (its answer lost) gets
-                # NONE; the other outcome, or no transaction ended yet, does not.
-                done = "CompleteCommit" if req.committed else "CompleteAbort"
-                error = 0 if txn.last_state == done else E.InvalidTxnStateError.code
+            # (At transaction version 2 an abort with nothing to abort is allowed: it
+            # bumps the epoch.)
+            if txn.ongoing or (tv2 and not req.committed):
+                self._complete(txn, commit=req.committed, bump=tv2)
+                if tv2 and txn.epoch >= _EPOCH_MAX:
+                    txn.producer_id, txn.epoch = self.state.new_producer_id(), 0
+                    self._save(txn)
             else:
-                self._complete(txn, commit=req.committed, bump=False)
+                # As Kafka: a retry of the EndTxn that completed it (its answer lost) gets
+                # NONE; the other outcome, or no transaction ended yet, does not. (At
+                # version 2 that retry carries the epoch before the bump: answered above.)
+                error = 0 if txn.last_state == done and not tv2 else \
+                    E.InvalidTxnStateError.code
+        if tv2 and not error and txn is not None:
+            return EndTxnResponse(error_code=0, producer_id=txn.producer_id,
+                                  producer_epoch=txn.epoch)
         return EndTxnResponse(error_code=error, producer_id=req.producer_id,
                               producer_epoch=req.producer_epoch)
 
@@ -219,8 +247,9 @@ class TransactionCoordinator:
         """Write the markers and publish or drop the transaction's offsets.
 
         Args:
-            bump: the coordinator aborts on its own (timeout, a new InitProducerId): the
-                markers carry the next epoch, which fences the producer's late writes.
+            bump: the coordinator aborts on its own (timeout, a new InitProducerId), or an
+                EndTxn of transaction version 2 ends it: the markers carry the next epoch,
+                which fences the producer's late writes.
         """
         st = self.state
         if bump:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kontrakt._types import TopicPartition
+from kontrakt.clients.producer._transactions import END_TXN_MAX_VERSION
 from kontrakt.errors import KafkaConnectionError, KafkaTimeoutError
 from kontrakt.protocol.errors import for_code
 from kontrakt.protocol.messages import EndTxnRequest
@@ -138,10 +139,14 @@ async def _end_one(client: Any, handle: TransactionHandle, commit: bool,
     while True:
         try:
             node = await client.coordinator(txn_id, "transaction")
+            # The task's producer ran transaction version 1: ending its transaction with
+            # version 2's EndTxn would mix the two (see the producer's _transactions).
+            version = min((await client.connection(node)).negotiate(EndTxnRequest),
+                          END_TXN_MAX_VERSION)
             resp = await client.request(EndTxnRequest(
                 transactional_id=txn_id, producer_id=handle.producer_id,
                 producer_epoch=handle.producer_epoch, committed=commit), node=node,
-                timeout=max(0.001, deadline - time.monotonic()))
+                version=version, timeout=max(0.001, deadline - time.monotonic()))
             code = int(resp.error_code)
             if code == 0:
                 return

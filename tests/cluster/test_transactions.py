@@ -471,3 +471,22 @@ def test_kontrakt_transactional_producer_speaks_transaction_version_1(
     with Consumer(bootstrap_servers=bs, group_id="tx-tv1-group") as c:
         got = c.committed([TP(topic + "-in", 0)])[TP(topic + "-in", 0)]
         assert got is not None and got.offset == 5
+
+
+def test_spark_sinks_driver_side_end_txn_stays_at_transaction_version_1(
+        cluster: Cluster, topic: str) -> None:
+    """The exactly-once Spark sink's driver ends the transactions its tasks' producers (of
+    transaction version 1) opened: with EndTxn v4, not the v5 of version 2 the cluster
+    advertises, which would bump the epoch under a protocol the transaction did not run."""
+    from kontrakt.spark._sink_txn import TransactionHandle, end_transactions
+
+    cluster.create_topic(topic)
+    tid = "tx-spark-driver"
+    init = _raw(cluster, tid, InitProducerIdRequest(transactional_id=tid,
+                                                    transaction_timeout_ms=60000), 4)
+    pid, epoch = init.producer_id, init.producer_epoch
+    _add_partition_0(cluster, tid, pid, epoch, topic)
+    end_transactions({"bootstrap.servers": cluster.bootstrap_servers},
+                     [TransactionHandle(tid, pid, epoch)], commit=True, timeout=10)
+    assert {v for k, v in cluster.request_versions() if k == 26} == {4}
+    assert cluster.end_offsets(topic) == [1]  # the commit marker

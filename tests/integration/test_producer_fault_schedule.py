@@ -76,14 +76,13 @@ batches are sent again (and must be deduplicated). Against it the oracle is stri
   after a gap): both are failures, not counts;
 * ``order``: acknowledged records in send order have increasing offsets per partition with
   any max.in.flight, not only with one;
-* a record may fail only with a timeout (a broker down past delivery.timeout.ms), or in a
-  partition where a producer id's first write was taken past sequence 0
-  (``first-write-past-0``): Kafka accepts any first sequence from a producer id it holds no
-  state of, so when the request carrying sequence 0 is refused (an injected error) and the
-  next one is written, the refused batch can only fail or land behind it; the producer
-  fails it. It takes a new producer id at each recovery, so this happens after recoveries
-  too, where the Java client's epoch bump on the same id would have the broker refuse the
-  next one (OUT_OF_ORDER_SEQUENCE_NUMBER) instead;
+* a record may fail only with a timeout (a broker down past delivery.timeout.ms);
+* a producer id's first write in a partition is sequence 0 (``first-write-past-0`` must
+  stay 0): Kafka accepts any first sequence from a producer id it holds no state of, so
+  were the request carrying sequence 0 refused (an injected error) while the next one is
+  written, the refused batch could only fail or land behind it. The producer sends a
+  partition's first batch under a producer id alone, for this (it takes a new producer id
+  at each recovery, where the Java client bumps the epoch of the same one);
 * ``rewritten-under-new-id`` stays allowed (it is Kafka's behaviour too) and is counted.
 
 ``KONTRAKT_FAULT_SEEDS=50`` (and ``KONTRAKT_FAULT_SEED_BASE``) runs a longer hunt; for the
@@ -569,10 +568,6 @@ def oracle(sched: Schedule, sent: list[Sent], logs: dict[int, list[Entry]],
     problems: list[str] = []
     stats = {"records": len(sent), "failed": 0, "resent-duplicates": 0,
              "rewritten-under-new-id": 0, "gaps-accepted": 0, "first-write-past-0": 0}
-    #: partitions where a producer id's first write was accepted past sequence 0: a batch
-    #: before it that the broker refused can no longer be written in order (at Kafka too,
-    #: which answers its resend OUT_OF_ORDER_SEQUENCE_NUMBER), and fails
-    fresh_past_zero: set[int] = set()
     refused_at: dict[int, set[int]] = {}
     by_value = {s.value: s for s in sent}
     copies: dict[bytes, list[tuple[int, Entry]]] = defaultdict(list)
@@ -600,8 +595,10 @@ def oracle(sched: Schedule, sent: list[Sent], logs: dict[int, list[Entry]],
         refused, fresh = refused_by_kafka(entries)
         refused_at[part] = set(refused)
         if fresh:
-            fresh_past_zero.add(part)
             stats["first-write-past-0"] += 1
+            if strict:
+                problems.append(f"sequence: p{part} took a producer id's first write past "
+                                f"sequence 0 at {fresh[:10]}")
         if strict and refused:
             problems.append(f"sequence: p{part} holds records Kafka would have refused at "
                             f"{refused[:10]}")
@@ -622,8 +619,7 @@ def oracle(sched: Schedule, sent: list[Sent], logs: dict[int, list[Entry]],
             stats["failed"] += 1
             if not isinstance(err, KafkaError):
                 problems.append(f"typed-error: record {s.index} failed with {err!r}")
-            elif strict and not isinstance(err, KafkaTimeoutError) and not (
-                    fresh_past_zero and (s.partition is None or s.partition in fresh_past_zero)):
+            elif strict and not isinstance(err, KafkaTimeoutError):
                 problems.append(f"typed-error: record {s.index} ({s.path}) failed with "
                                 f"{err!r}, which Kafka would have written")
             if mine and not isinstance(err, KafkaTimeoutError):

@@ -11,9 +11,10 @@ The rules follow the Java client (KIP-98, KIP-360):
 * A batch that comes back with a retriable error is resent; batches sent after it on the
   same partition come back too (the broker refuses the gap with OUT_OF_ORDER_SEQUENCE_NUMBER)
   and are resent in sequence order once nothing of that partition is in flight.
-* A batch refused as out of order after a later sequence of its partition was acknowledged
-  (a broker holding no state of the producer accepts any sequence, so a later batch can be
-  written while the first is being retried) fails: a resend would be refused the same way
+* A partition's first batch under a producer id and epoch is sent alone: a broker holding
+  no state of the producer accepts any first sequence, so a later batch could be written
+  while the first is being retried. Should a later sequence be acknowledged first all the
+  same, the batch refused as out of order fails: a resend would be refused the same way
   forever, or land behind records sent after it.
 * When the sequence state cannot be trusted any more (UNKNOWN_PRODUCER_ID,
   INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER for the very next expected sequence,
@@ -94,11 +95,16 @@ class IdempotenceState:
         """Whether ``batch`` (its partition's queue head) may be sent now."""
         if self.need_bump or self.producer_id < 0:
             return False
+        st = self.partitions.get((batch.topic, batch.partition))
         if batch.base_sequence < 0:
-            return True
+            # A partition's first batch under this producer id and epoch goes alone, until
+            # it is acknowledged: a broker holding no state of a producer id accepts any
+            # first sequence, so a batch sent behind it could be written while it is
+            # retried, and it could then only fail (is_overtaken). The cost is one round
+            # trip of a partition's pipelining, once per producer id or epoch.
+            return st is None or st.last_acked >= 0 or not st.in_flight
         # A resend goes out only when nothing else of its partition is in flight, so the
         # resends leave in sequence order and no gap reaches the broker.
-        st = self.partitions.get((batch.topic, batch.partition))
         return st is None or not st.in_flight
 
     def assign(self, batch: ProducerBatch, count: int) -> None:

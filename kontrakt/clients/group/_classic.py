@@ -140,11 +140,11 @@ class GroupCoordinator(GroupMembership):
             await self.client.refresh_metadata()
         else:
             await self.client.refresh_metadata(self.subs.topics)
-        if self.protocol is RebalanceProtocol.EAGER and self.subs.assignment:
-            parts = set(self.subs.assignment)
-            await self._revoke(parts, commit=True)
-            with self.buffer.lock:
-                self.subs.set_assignment(())
+        if (self.protocol is RebalanceProtocol.EAGER and self.subs.assignment
+                and not self.subs.manual):
+            # Its hand-back drops exactly the states it revoked: not a partition assign()ed
+            # anew by an unsubscribe() meanwhile (in the listener, say).
+            await self._revoke(set(self.subs.assignment), commit=True)
         while True:
             try:
                 done = await self._join_once()
@@ -277,6 +277,8 @@ class GroupCoordinator(GroupMembership):
         assignor = next((a for a in self.assignors if a.name == self.protocol_name), None)
         if assignor is not None:
             assignor.on_assignment(assignment, self.generation)
+        if self._assigned_by_hand():
+            return
         new = set(assignment.partitions)
         old = set(self.subs.assignment)
         self.client.add_topics({tp.topic for tp in new})
@@ -284,11 +286,12 @@ class GroupCoordinator(GroupMembership):
             revoked = old - new
             added = new - old
             if revoked:
+                # Its hand-back drops exactly the states it revoked (see _join).
                 await self._revoke(revoked, commit=True)
-                with self.buffer.lock:
-                    self.subs.remove_partitions(revoked)
                 # Revoked partitions go to their new owner in a follow-up rebalance.
                 self._request_rejoin()
+                if self._assigned_by_hand():
+                    return
             with self.buffer.lock:
                 self.subs.add_partitions(added)
             await self._call_listener("on_partitions_assigned", added)

@@ -329,13 +329,17 @@ class ConsumerGroupMembership(GroupMembership):
             for tid, name in names.items():
                 self._ids[name] = tid
             wanted = {TopicPartition(names[tid], p) for tid, p in target if tid in names}
+            if self._assigned_by_hand():
+                return
             owned = set(self.subs.assignment)
             revoked, added = owned - wanted, wanted - owned
-            # Revoke first: commit and tell the listener before anything new is taken.
+            # Revoke first: commit and tell the listener before anything new is taken. Its
+            # hand-back drops exactly the states it revoked: not a partition assign()ed
+            # anew by an unsubscribe() meanwhile (in the listener, say).
             if revoked:
                 await self._revoke(revoked, commit=True)
-                with self.buffer.lock:
-                    self.subs.remove_partitions(revoked)
+                if self._assigned_by_hand():
+                    return
             if added:
                 self.client.add_topics({tp.topic for tp in added})
                 with self.buffer.lock:

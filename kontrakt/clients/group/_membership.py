@@ -425,9 +425,21 @@ class GroupMembership(GroupOffsets):
         finally:
             self._poll_waiter = None
 
+    def _assigned_by_hand(self) -> bool:
+        """unsubscribe(); assign() came while the group task was busy (joining, revoking):
+        the assignment is the application's now, not the group's to change or revoke; the
+        group task gives up the membership next (what unsubscribe() retired included)."""
+        if self.subs.manual:
+            log.debug("group %s: partitions assigned by hand meanwhile; the group's "
+                      "assignment is not applied", self.group_id)
+            return True
+        return False
+
     async def _lost_all(self) -> None:
-        parts = set(self.subs.assignment)
         self.generation = -1
+        if self._assigned_by_hand():
+            return  # (what unsubscribe() retired is lost when the membership is given up)
+        parts = set(self.subs.assignment)
         if parts:
             self._stop_handing_out(parts)
             await self._hand_back("on_partitions_lost", parts)

@@ -209,12 +209,13 @@ class GroupMembership(GroupOffsets):
         try:
             await asyncio.shield(call)
         except asyncio.CancelledError:
-            if not self._closing:
-                call.cancel()  # (KIP-848: a reconciliation dropped)
-                raise
-            # close() cancels this task: the application's call runs to its end (a revoke
-            # listener's final commit too; the close deadline bounds its commits), and
-            # close() revokes only after it, as the sync consumer's close() does.
+            # close() cancels this task, or unsubscribe() (or a fence) drops the KIP-848
+            # reconciliation making this call: the application's call runs to its end (a
+            # revoke listener's final commit too; a close deadline bounds its commits), so
+            # that the partitions it was given count as handed over, once; whoever
+            # cancelled hands back the rest only after it. Cancelling it instead would
+            # leave them half revoked (an async listener stopped at its first await) or
+            # not revoked at all (a call not started yet), yet handed back.
             with contextlib.suppress(asyncio.CancelledError):
                 await call
             raise

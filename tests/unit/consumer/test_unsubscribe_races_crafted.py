@@ -248,21 +248,23 @@ def _started(coordinator: Coordinator, broker: FakeBroker) -> None:
 Took = Callable[[dict[TopicPartition, list[Any]]], None]
 
 
-async def _poll_until(c: AsyncConsumer[Any, Any], ok: Callable[[], bool], what: str,
-                      took: Took | None = None, timeout: float = 10) -> None:
+async def _poll_until(c: AsyncConsumer[Any, Any], ok: Callable[[], bool],
+                      what: Callable[[], object], took: Took | None = None,
+                      timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while not ok():
-        assert time.monotonic() < deadline, what
+        assert time.monotonic() < deadline, what()
         got = await c.getmany(0.05)
         if took is not None:
             took(got)
 
 
-def _poll_until_sync(c: Consumer[Any, Any], ok: Callable[[], bool], what: str,
-                     took: Took | None = None, timeout: float = 10) -> None:
+def _poll_until_sync(c: Consumer[Any, Any], ok: Callable[[], bool],
+                     what: Callable[[], object], took: Took | None = None,
+                     timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while not ok():
-        assert time.monotonic() < deadline, what
+        assert time.monotonic() < deadline, what()
         got = c.getmany(0.05)
         if took is not None:
             took(got)
@@ -286,6 +288,9 @@ class Handed:
 
     def mark(self) -> None:
         self.marked = True
+
+    def seen(self) -> object:
+        return self.positions, self.after[:5]
 
 
 def _late_drop(group: Any) -> None:
@@ -326,7 +331,7 @@ def test_a_revoke_in_progress_leaves_an_assign_made_meanwhile(protocol: str, kin
     result: dict[str, Any] = {}
 
     def done() -> bool:
-        return coordinator.left and ("revoked", frozenset({0})) in ev.events
+        return coordinator.left and sum(what == "revoked" for what, _ in ev.events) >= 2
 
     def moved_by_hand(parts: set[TopicPartition], c: Any) -> None:
         if parts == {P1}:
@@ -348,13 +353,13 @@ def test_a_revoke_in_progress_leaves_an_assign_made_meanwhile(protocol: str, kin
                     ev.on_revoke_async = revoke
                     c.subscribe([TOPIC], listener=ev.async_())
                     # P1 paused once it handed out records: some are left for the manual P1.
-                    await _poll_until(c, lambda: 1 in handed.positions, "consumed", handed)
+                    await _poll_until(c, lambda: 1 in handed.positions, handed.seen, handed)
                     c.pause(P1)
-                    await _poll_until(c, lambda: 0 in handed.positions, "consumed", handed)
+                    await _poll_until(c, lambda: 0 in handed.positions, handed.seen, handed)
                     coordinator.rebalance({0, 2})
-                    await _poll_until(c, done, f"handed back: {ev.events}", handed)
+                    await _poll_until(c, done, lambda: ev.events, handed)
                     result["committed"] = dict(coordinator.committed)
-                    await _poll_until(c, lambda: len(handed.after) >= 5, "manual P1", handed)
+                    await _poll_until(c, lambda: len(handed.after) >= 5, handed.seen, handed)
                     result["assignment"] = c.assignment()
         asyncio.run(main())
     else:
@@ -364,13 +369,13 @@ def test_a_revoke_in_progress_leaves_an_assign_made_meanwhile(protocol: str, kin
                     _late_drop(c._async._coordinator)
                 ev.on_revoke = lambda parts: moved_by_hand(parts, c)
                 c.subscribe([TOPIC], listener=ev.sync())
-                _poll_until_sync(c, lambda: 1 in handed.positions, "consumed", handed)
+                _poll_until_sync(c, lambda: 1 in handed.positions, handed.seen, handed)
                 c.pause(P1)
-                _poll_until_sync(c, lambda: 0 in handed.positions, "consumed", handed)
+                _poll_until_sync(c, lambda: 0 in handed.positions, handed.seen, handed)
                 coordinator.rebalance({0, 2})
-                _poll_until_sync(c, done, f"handed back: {ev.events}", handed)
+                _poll_until_sync(c, done, lambda: ev.events, handed)
                 result["committed"] = dict(coordinator.committed)
-                _poll_until_sync(c, lambda: len(handed.after) >= 5, "manual P1", handed)
+                _poll_until_sync(c, lambda: len(handed.after) >= 5, handed.seen, handed)
                 result["assignment"] = c.assignment()
         _run_sync(body, coordinator)
 
@@ -384,3 +389,59 @@ def test_a_revoke_in_progress_leaves_an_assign_made_meanwhile(protocol: str, kin
     assert pos[1] < RECORDS and result["committed"] == pos
     assert {p for p, _ in handed.after} == {1}, handed.after[:5]
     assert handed.after[0][1] == pos[1], (handed.after[0], pos)
+
+
+# --- (b) a KIP-848 reconciliation dropped by unsubscribe() in its revoke call --------------
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+def test_unsubscribe_during_a_reconciliation_revoke_revokes_each_partition_once(kind: str
+                                                                                ) -> None:
+    """KIP-848 moves P1 away; the application calls unsubscribe() while on_partitions_revoked
+    for P1 runs (it then commits P1 itself, auto commit off). The revoke call in progress
+    finishes, its commit included, and is not repeated: the unsubscribe revokes P0 only."""
+    coordinator = Coordinator({0, 1})
+    ev = Events()
+    handed = Handed()
+
+    def done() -> bool:
+        return coordinator.left and sum(what == "revoked" for what, _ in ev.events) >= 2
+
+    if kind == "async":
+        async def main() -> None:
+            async with FakeBroker({TOPIC: PARTS}, coordinator.handlers(),
+                                  versions=VERSIONS) as broker:
+                _started(coordinator, broker)
+                async with AsyncConsumer(_config(broker, "consumer",
+                                                 enable_auto_commit=False)) as c:
+                    async def revoke(parts: set[TopicPartition]) -> None:
+                        if parts == {P1}:
+                            c.unsubscribe()
+                        await asyncio.sleep(0.3)  # (the listener's own work)
+                        await c.commit({tp: 7 for tp in parts})
+                    ev.on_revoke_async = revoke
+                    c.subscribe([TOPIC], listener=ev.async_())
+                    await _poll_until(c, lambda: set(handed.positions) == {0, 1},
+                                      handed.seen, handed)
+                    coordinator.rebalance({0})
+                    await _poll_until(c, done, lambda: ev.events)
+        asyncio.run(main())
+    else:
+        def body(broker: FakeBroker) -> None:
+            with Consumer(_config(broker, "consumer", enable_auto_commit=False)) as c:
+                def revoke(parts: set[TopicPartition]) -> None:
+                    if parts == {P1}:
+                        c.unsubscribe()
+                    time.sleep(0.3)
+                    c.commit({tp: 7 for tp in parts})
+                ev.on_revoke = revoke
+                c.subscribe([TOPIC], listener=ev.sync())
+                _poll_until_sync(c, lambda: set(handed.positions) == {0, 1}, handed.seen,
+                                 handed)
+                coordinator.rebalance({0})
+                _poll_until_sync(c, done, lambda: ev.events)
+        _run_sync(body, coordinator)
+
+    assert ev.events == [("assigned", frozenset({0, 1})),
+                         ("revoking", frozenset({1})), ("revoked", frozenset({1})),
+                         ("revoking", frozenset({0})), ("revoked", frozenset({0}))], ev.events
+    assert coordinator.committed == {0: 7, 1: 7}

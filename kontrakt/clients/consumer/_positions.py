@@ -24,7 +24,8 @@ from kontrakt.clients.consumer._offsets import (
     list_offsets,
 )
 from kontrakt.clients.consumer._parts import AsyncConsumerParts
-from kontrakt.errors import KafkaTimeoutError
+from kontrakt.clients.consumer._subscription import PartitionState
+from kontrakt.errors import KafkaTimeoutError, OffsetOutOfRangeResetError
 
 __all__ = ["AsyncConsumerPositions"]
 
@@ -59,8 +60,10 @@ class AsyncConsumerPositions(AsyncConsumerParts):
                        timeout: float | None = None) -> int | list[TopicPartition]:
         """The offset of the next record :meth:`poll` will return for ``partition``.
 
-        Resolves it first (committed offset or ``auto.offset.reset``) when needed. Given a
-        list (confluent-kafka's form), returns the partitions with their ``offset`` set.
+        Resolves it first (committed offset or ``auto.offset.reset``) when needed, also for
+        a partition :meth:`unsubscribe` is handing back (inside its
+        ``on_partitions_revoked``), as the Java client does. Given a list
+        (confluent-kafka's form), returns the partitions with their ``offset`` set.
 
         Raises:
             IllegalStateError: the partition is not assigned.
@@ -72,6 +75,8 @@ class AsyncConsumerPositions(AsyncConsumerParts):
                     for tp in flat_partitions((partition,))]
         await self.start()
         st = self._subs.state(partition)
+        if st.position is None and self._subs.assignment.get(partition) is not st:
+            await self._look_up_retired(partition, st, timeout)
 
         def ready() -> bool:
             if st.failed:
@@ -80,6 +85,39 @@ class AsyncConsumerPositions(AsyncConsumerParts):
         await self._until(ready, timeout, f"position({partition})")
         assert st.position is not None
         return st.position.offset
+
+    async def _look_up_retired(self, tp: TopicPartition, st: PartitionState,
+                               timeout: float | None) -> None:
+        """Position a partition unsubscribe() retired that had none: its hand-back's
+        revoke listener may ask. The fetcher no longer looks after it, but it is still this
+        consumer's until the listener returns, and the Java client's position() looks it up
+        then (its unsubscribe() calls the listener while the partitions are assigned): the
+        committed offset, else ``auto.offset.reset`` (``none``: an error)."""
+        deadline = time.monotonic() + (timeout if timeout is not None else
+                                       self._settings.request_timeout)
+        gen, strategy = st.gen, st.reset
+        if strategy is None and self._coordinator is not None:
+            committed = (await self._coordinator.fetch_committed(
+                [tp], _left(deadline))).get(tp)
+            if committed is not None and committed.offset >= 0:
+                self._seek_retired(st, gen, committed.offset, committed.leader_epoch)
+                return
+        strategy = strategy or self._subs.default_reset
+        if strategy == "none":
+            raise OffsetOutOfRangeResetError(
+                f"partition {tp} has no committed offset and auto.offset.reset is 'none'")
+        found = (await list_offsets(
+            self._client, {tp: EARLIEST if strategy == "earliest" else LATEST},
+            isolation_level=1 if self._fetcher.read_committed else 0,
+            timeout=_left(deadline))).get(tp)
+        if found is not None:
+            self._seek_retired(st, gen, found.offset,
+                               found.leader_epoch if found.leader_epoch >= 0 else -1)
+
+    def _seek_retired(self, st: PartitionState, gen: int, offset: int, epoch: int) -> None:
+        with self._buffer.lock:
+            if st.gen == gen and st.position is None:  # (unless a seek() came meanwhile)
+                st.seek(offset, epoch)
 
     def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata | None = None
              ) -> None:
@@ -221,3 +259,15 @@ class AsyncConsumerPositions(AsyncConsumerParts):
         meta = await self._client.refresh_metadata([topic])
         parts = meta.partitions_for(topic)
         return None if parts is None else set(parts)
+
+
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline`` (time.monotonic()).
+
+    Raises:
+        KafkaTimeoutError: it has passed.
+    """
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise KafkaTimeoutError("position() did not complete within the timeout")
+    return left

@@ -33,6 +33,7 @@ import pytest
 from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import AsyncConsumer, Consumer
 from kontrakt.clients.group._protocol import Assignment, encode_assignment
+from kontrakt.errors import OffsetOutOfRangeResetError
 from kontrakt.protocol.messages import (
     ConsumerGroupHeartbeatResponse,
     FetchResponse,
@@ -445,3 +446,77 @@ def test_unsubscribe_during_a_reconciliation_revoke_revokes_each_partition_once(
                          ("revoking", frozenset({1})), ("revoked", frozenset({1})),
                          ("revoking", frozenset({0})), ("revoked", frozenset({0}))], ev.events
     assert coordinator.committed == {0: 7, 1: 7}
+
+
+# --- (c) position() inside the unsubscribe hand-back ---------------------------------------
+
+async def _never(partitions: list[TopicPartition]) -> Any:
+    await asyncio.Event().wait()  # (the fetcher's lookup never answers: no position)
+
+
+@pytest.mark.parametrize("reset", ["latest", "none"])
+@pytest.mark.parametrize("kind", ["async", "sync"])
+def test_position_of_a_partition_never_positioned_inside_the_hand_back(kind: str, reset: str
+                                                                       ) -> None:
+    """unsubscribe() before the fetcher positioned the partitions; on_partitions_revoked asks
+    position() for them. As in the Java client (whose unsubscribe() calls the listener while
+    they are still assigned, and whose position() then looks them up): P1 answers its
+    committed offset, P0 (nothing committed) auto.offset.reset's offset, or with
+    auto.offset.reset=none raises OffsetOutOfRangeResetError — at once, not after the
+    timeout."""
+    coordinator = Coordinator({0, 1})
+    coordinator.committed = {1: 4}
+    ev = Events()
+    answers: dict[int, Any] = {}
+    took: list[float] = []
+
+    def ask(position: Callable[[TopicPartition], Any]) -> None:
+        start = time.monotonic()
+        for tp in (P0, P1):
+            try:
+                answers[tp.partition] = position(tp)
+            except Exception as exc:
+                answers[tp.partition] = type(exc)
+        took.append(time.monotonic() - start)
+
+    if kind == "async":
+        async def main() -> None:
+            async with FakeBroker({TOPIC: PARTS}, coordinator.handlers(),
+                                  versions=VERSIONS) as broker:
+                _started(coordinator, broker)
+                async with AsyncConsumer(_config(broker, "classic",
+                                                 auto_offset_reset=reset)) as c:
+                    c._fetcher.committed_lookup = _never
+
+                    async def revoke(parts: set[TopicPartition]) -> None:
+                        start = time.monotonic()
+                        for tp in (P0, P1):
+                            try:
+                                answers[tp.partition] = await c.position(tp, timeout=2)
+                            except Exception as exc:
+                                answers[tp.partition] = type(exc)
+                        took.append(time.monotonic() - start)
+                    ev.on_revoke_async = revoke
+                    c.subscribe([TOPIC], listener=ev.async_())
+                    await _poll_until(c, lambda: bool(ev.events), lambda: "no assignment")
+                    c.unsubscribe()
+                    await _poll_until(c, lambda: len(ev.events) == 3, lambda: ev.events)
+        asyncio.run(main())
+    else:
+        def body(broker: FakeBroker) -> None:
+            with Consumer(_config(broker, "classic", auto_offset_reset=reset)) as c:
+                c._async._fetcher.committed_lookup = _never
+                ev.on_revoke = lambda _parts: ask(lambda tp: c.position(tp, timeout=2))
+                c.subscribe([TOPIC], listener=ev.sync())
+                _poll_until_sync(c, lambda: bool(ev.events), lambda: "no assignment")
+                c.unsubscribe()  # (waits for the hand-back, its listener call here)
+                assert len(ev.events) == 3, ev.events
+        _run_sync(body, coordinator)
+
+    assert ev.events == [("assigned", frozenset({0, 1})), ("revoking", frozenset({0, 1})),
+                         ("revoked", frozenset({0, 1}))], ev.events
+    if reset == "latest":
+        assert answers == {0: RECORDS, 1: 4}
+    else:
+        assert answers == {0: OffsetOutOfRangeResetError, 1: 4}
+    assert took[0] < 1.5, took

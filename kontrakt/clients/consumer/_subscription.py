@@ -287,11 +287,6 @@ class SubscriptionState:
         self.set_assignment([*self.assignment, *(tp for tp in partitions
                                                  if tp not in self.assignment)])
 
-    def remove_partitions(self, partitions: Iterable[TopicPartition]) -> None:
-        """Remove partitions (incremental revocation)."""
-        gone = set(partitions)
-        self.set_assignment([tp for tp in self.assignment if tp not in gone])
-
     def state(self, tp: TopicPartition) -> PartitionState:
         """The state of an assigned partition.
 

@@ -1265,6 +1265,60 @@ def test_a_commit_whose_answer_is_lost_is_not_reported_abortable(
 
 
 @pytest.mark.parametrize("sync", [False, True])
+def test_a_commit_blocks_abort_that_times_out_still_says_abort(
+        mock_cluster: MockCluster, topic_name: str, sync: bool) -> None:
+    """A transaction() block whose commit fails (a record refused: abortable) aborts; when
+    that abort times out (the coordinator down), the block raises the commit's
+    TransactionAbortableError, not a KafkaTimeoutError that would read as the commit's to
+    retry (found by seed 3027 of the schedule, whose application retried the commit). The
+    abort goes on; abort_transaction() completes it, and the next transaction commits."""
+    tid = _coordinated(mock_cluster, topic_name)
+    config = {**CONFIG, "transactional_id": tid}
+    refused = pytest.raises(IllegalStateError, match="retry abort_transaction")
+
+    def fail_the_next_record() -> None:
+        mock_cluster.push_request_errors(PRODUCE, [45])  # OUT_OF_ORDER_SEQUENCE_NUMBER
+        mock_cluster.broker_down(2)  # the abort's EndTxn gets no answer
+
+    if sync:
+        with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **config) as sp:
+            with pytest.raises(TransactionAbortableError) as caught, sp.transaction():
+                sp.send(topic_name, b"r", partition=0).result(5)
+                fail_the_next_record()
+                sp.send(topic_name, b"refused", partition=0)
+            assert root_code(caught.value) == 45
+            with refused:
+                sp.begin_transaction()
+            mock_cluster.broker_up(2)
+            sp.abort_transaction(5)
+            with sp.transaction():
+                sp.send(topic_name, b"next", partition=0)
+    else:
+        async def main() -> None:
+            async with AsyncProducer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                                     **config) as p:
+                with pytest.raises(TransactionAbortableError) as caught:
+                    async with p.transaction():
+                        await (await p.send(topic_name, b"r", partition=0))
+                        fail_the_next_record()
+                        await p.send(topic_name, b"refused", partition=0)
+                assert root_code(caught.value) == 45
+                with refused:
+                    p.begin_transaction()
+                mock_cluster.broker_up(2)
+                await p.abort_transaction(5)
+                async with p.transaction():
+                    await p.send(topic_name, b"next", partition=0)
+        asyncio.run(main())
+    try:
+        log = asyncio.run(_partition_log(mock_cluster, topic_name, 0))
+    finally:
+        mock_cluster.broker_up(-1)
+    assert [(e.value, e.marker) for e in log] == [
+        (b"r", None), (None, "ABORT"), (b"next", None), (None, "COMMIT")]
+
+
+@pytest.mark.parametrize("sync", [False, True])
 def test_a_timed_out_abort_is_completed_by_its_retry(mock_cluster: MockCluster,
                                                      topic_name: str, sync: bool) -> None:
     """The coordinator is down when the transaction is aborted: as the Java client's

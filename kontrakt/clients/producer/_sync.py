@@ -445,8 +445,11 @@ class Producer:
             raise
         try:
             self.commit_transaction()
-        except TransactionAbortableError:
-            self.abort_transaction()
+        except TransactionAbortableError as failed:
+            try:
+                self.abort_transaction()
+            except KafkaTimeoutError:
+                raise failed  # the abort goes on (see AsyncProducer.transaction)
             raise
 
     # --- the rest -----------------------------------------------------------------------

@@ -250,12 +250,18 @@ class TransactionalCore(_ProducerCore):
         raises, the transaction is aborted and the exception goes on (unless the producer
         is fenced, when there is nothing to abort). When the commit fails with
         TransactionAbortableError (a record of it failed), the transaction is aborted
-        before that error is raised, so the producer is ready for the next one.
+        before that error is raised, so the producer is ready for the next one; if that
+        abort does not complete in time, the error is raised all the same and the abort
+        goes on: :meth:`abort_transaction` completes it (begin_transaction() refuses until
+        then).
 
         Raises:
             IllegalStateError: no ``transactional.id``, or a transaction is already open.
-            TransactionAbortableError / TransactionFatalError / KafkaTimeoutError: as
+            TransactionAbortableError / TransactionFatalError: as
                 :meth:`commit_transaction` and :meth:`abort_transaction` raise them.
+            KafkaTimeoutError: the commit's outcome is unknown (call
+                :meth:`commit_transaction` again), or the abort after the block's own
+                exception did not complete in time (call :meth:`abort_transaction`).
         """
         txn = self._transaction()
         self.begin_transaction()
@@ -267,8 +273,14 @@ class TransactionalCore(_ProducerCore):
             raise
         try:
             await self.commit_transaction()
-        except TransactionAbortableError:
-            await self.abort_transaction()
+        except TransactionAbortableError as failed:
+            try:
+                await self.abort_transaction()
+            except KafkaTimeoutError:
+                # The abort goes on. The commit's error still says what to do next (abort:
+                # abort_transaction() completes this abort), where a KafkaTimeoutError
+                # from the block would read as the commit's, to be retried.
+                raise failed
             raise
 
 

@@ -449,7 +449,7 @@ class Producer:
             try:
                 self.abort_transaction()
             except KafkaTimeoutError:
-                raise failed  # the abort goes on (see AsyncProducer.transaction)
+                raise failed  # noqa: B904 (keeps its own cause; see AsyncProducer.transaction)
             raise
 
     # --- the rest -----------------------------------------------------------------------

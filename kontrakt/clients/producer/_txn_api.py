@@ -279,8 +279,9 @@ class TransactionalCore(_ProducerCore):
             except KafkaTimeoutError:
                 # The abort goes on. The commit's error still says what to do next (abort:
                 # abort_transaction() completes this abort), where a KafkaTimeoutError
-                # from the block would read as the commit's, to be retried.
-                raise failed
+                # from the block would read as the commit's, to be retried. Its cause
+                # stays the broker's error; the timeout is its context.
+                raise failed  # noqa: B904
             raise
 
 

@@ -172,9 +172,12 @@ async def _ask(client: AsyncKafkaClient, node: int, tps: list[TopicPartition],
               current_leader_epoch=(info.partitions[tp.partition].leader_epoch
                                     if info and tp.partition in info.partitions else -1))
             for tp in parts]))
-    req = ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=topics)
-    resp = await client.request(req, node=node,
-                                timeout=max(0.001, deadline - time.monotonic()))
+    remaining = max(0.001, deadline - time.monotonic())
+    # v10+ (KIP-1075): how long the leader may wait for a lookup in remote (tiered) storage;
+    # 0 would time every such lookup out at once. The Java consumer sends its request timeout.
+    req = ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=topics,
+                             timeout_ms=max(1, int(remaining * 1000)))
+    resp = await client.request(req, node=node, timeout=remaining)
     done: dict[TopicPartition, OffsetAndTimestamp | None] = {}
     again = False
     for t in resp.topics:

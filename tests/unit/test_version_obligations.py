@@ -1,8 +1,9 @@
-"""What a request version obliges the client to do, checked against a crafted broker that
-keys its behaviour on the version as Kafka does.
+"""What a request version obliges the client to do, checked against crafted brokers that
+key their behaviour on the version as Kafka does.
 
 Neither test broker behaves as these versions' Kafka does here (librdkafka's mock and Tansu
-have no tiered storage), so the peer is :class:`FakeBroker` with crafted answers.
+have no tiered storage; the mock names a follower to fetch from whatever offset is asked,
+Tansu none), so the peers are :class:`FakeBroker` instances with crafted answers.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 
 from kontrakt._types import TopicPartition
 from kontrakt.clients.consumer import AsyncConsumer
-from kontrakt.protocol.messages import ListOffsetsResponse
+from kontrakt.protocol.messages import FetchResponse, ListOffsetsResponse, MetadataResponse
+from kontrakt.protocol.records import RecordBatchBuilder
 from tests._crafted_broker import FakeBroker
 
 TOPIC = "tiered"
@@ -51,5 +53,84 @@ def test_list_offsets_v10_gives_the_leader_time_for_a_remote_lookup() -> None:
         result = found[TP0]
         assert result is not None and result.offset == 42
         assert sent and all(v == 10 and m.timeout_ms > _REMOTE_LOOKUP_MS for v, m in sent)
+
+    asyncio.run(main())
+
+
+def test_fetch_v11_follows_the_named_replica_and_comes_back_when_it_is_behind() -> None:
+    # Fetch v11 (KIP-392): a consumer with client.rack is named a replica to read from by
+    # the partition's leader, which answers it no records meanwhile. Kafka names a
+    # replica only for an offset that replica has; when the replica is behind the consumer
+    # (OFFSET_OUT_OF_RANGE there) the consumer goes back to the leader, which as the
+    # Java client does is no reason to reset the position.
+    log = [f"v{i}".encode() for i in range(10)]
+    follower_end = 5  # the follower has offsets 0-4
+
+    def records(start: int, end: int) -> bytes:
+        b = RecordBatchBuilder(base_offset=start)
+        for i in range(start, end):
+            b.append(1_700_000_000_000 + i, None, log[i])
+        return b.build()
+
+    def answer(req: Any, serve: Any) -> Any:
+        R = FetchResponse.FetchableTopicResponse
+        return FetchResponse(responses=[R(topic=t.topic, partitions=[
+            R.PartitionData(partition_index=p.partition, high_watermark=len(log),
+                            log_start_offset=0, **serve(p.fetch_offset))
+            for p in t.partitions]) for t in req.topics])
+
+    def leader_fetch(version: int, req: Any) -> Any:
+        def serve(offset: int) -> dict[str, Any]:
+            if version >= 11 and req.rack_id and offset < follower_end:
+                return {"error_code": 0, "preferred_read_replica": 2, "records": b""}
+            return {"error_code": 0, "records": records(offset, len(log))}
+        return answer(req, serve)
+
+    def follower_fetch(version: int, req: Any) -> Any:
+        def serve(offset: int) -> dict[str, Any]:
+            if offset >= follower_end:
+                return {"error_code": 1, "records": b""}  # OFFSET_OUT_OF_RANGE
+            return {"error_code": 0, "records": records(offset, follower_end)}
+        return answer(req, serve)
+
+    def earliest(version: int, req: Any) -> Any:
+        T = ListOffsetsResponse.ListOffsetsTopicResponse
+        return ListOffsetsResponse(topics=[T(name=t.name, partitions=[
+            T.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0,
+                                           offset=0, timestamp=-1, leader_epoch=0)
+            for p in t.partitions]) for t in req.topics])
+
+    async def main() -> None:
+        leader = FakeBroker({TOPIC: 1}, {1: leader_fetch, 2: earliest})
+        follower = FakeBroker({TOPIC: 1}, {1: follower_fetch})
+        async with leader, follower:
+            def metadata(version: int, req: Any) -> Any:
+                mr = MetadataResponse
+                t_ = mr.MetadataResponseTopic
+                return mr(brokers=[
+                    mr.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=leader.port),
+                    mr.MetadataResponseBroker(node_id=2, host="127.0.0.1",
+                                              port=follower.port)],
+                    cluster_id="crafted", controller_id=1, topics=[t_(
+                        error_code=0, name=TOPIC, topic_id=leader.topic_ids[TOPIC],
+                        partitions=[t_.MetadataResponsePartition(
+                            error_code=0, partition_index=0, leader_id=1, leader_epoch=0,
+                            replica_nodes=[1, 2], isr_nodes=[1, 2])])])
+            leader.handlers[3] = follower.handlers[3] = metadata
+            async with AsyncConsumer(bootstrap_servers=leader.bootstrap, client_rack="r1",
+                                     auto_offset_reset="earliest") as c:
+                c.assign([TP0])
+                got: list[bytes] = []
+                loop = asyncio.get_running_loop()
+                end = loop.time() + 5
+                while len(got) < len(log) and loop.time() < end:
+                    for recs in (await c.getmany(timeout=0.1)).values():
+                        got.extend(r.value for r in recs)
+                position = await c.position(TP0)
+            resets = [m for k, _v, m in leader.requests if k == 2]
+            asked_follower = [m for k, _v, m in follower.requests if k == 1]
+        assert got == log and position == len(log)
+        assert asked_follower, "the named replica was never asked"
+        assert len(resets) == 1, "the follower being behind reset the position"
 
     asyncio.run(main())

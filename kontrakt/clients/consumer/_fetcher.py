@@ -123,6 +123,8 @@ class Fetcher(BufferIntake, PositionUpkeep):
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._inflight_tps: set[TopicPartition] = set()
         self._node_backoff: dict[int, tuple[float, Backoff]] = {}
+        #: partition -> (the replica its leader named to fetch from, until when): KIP-392
+        self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
         self._resolving: asyncio.Task[None] | None = None
         self._resetting: asyncio.Task[None] | None = None
         self._validating: asyncio.Task[None] | None = None
@@ -240,6 +242,7 @@ class Fetcher(BufferIntake, PositionUpkeep):
             if node < 0:
                 need_metadata = True
                 continue
+            node = self._read_replica(tp, node, now)
             if st.buffered_bytes >= pmax:
                 held.add(node)
                 continue
@@ -263,6 +266,19 @@ class Fetcher(BufferIntake, PositionUpkeep):
                 continue
             self._inflight_tps.update(tps)
             self._inflight[node] = self._spawn(self._fetch(node, tps))
+
+    def _read_replica(self, tp: TopicPartition, leader: int, now: float) -> int:
+        """The node to fetch ``tp`` from: the replica its leader named (Fetch v11+, with
+        ``client.rack``: KIP-392) until that expires (``metadata.max.age.ms``, as the Java
+        client) or leaves the cluster, else the leader."""
+        named = self._read_replicas.get(tp)
+        if named is None:
+            return leader
+        replica, until = named
+        if until <= now or replica not in self.client.cluster.brokers:
+            del self._read_replicas[tp]
+            return leader
+        return replica
 
     def _caught_up(self, st: PartitionState) -> bool:
         """True when the last fetch response said there is nothing past the fetch offset."""
@@ -352,6 +368,9 @@ class Fetcher(BufferIntake, PositionUpkeep):
             log.debug("fetch from node %s failed: %s", node, exc)
             report_error(exc)
             session.reset()
+            # Its partitions go back to their leaders.
+            for tp in [tp for tp, (r, _u) in self._read_replicas.items() if r == node]:
+                del self._read_replicas[tp]
             self.client.request_metadata_refresh()
             self._backoff_node(node)
             return
@@ -374,6 +393,12 @@ class Fetcher(BufferIntake, PositionUpkeep):
                 entry = gens.get(tp)
                 if entry is None:
                     continue
+                if pd.preferred_read_replica >= 0:
+                    # A leader that names another replica answers no records: the
+                    # partition's next fetches go there (KIP-392).
+                    self._read_replicas[tp] = (
+                        pd.preferred_read_replica,
+                        time.monotonic() + self.client.settings.metadata_max_age)
                 st, gen, offset = entry
                 if st.gen != gen or st.fetch_offset != offset:
                     stale = True  # sought or reassigned meanwhile: stale data
@@ -492,6 +517,13 @@ class Fetcher(BufferIntake, PositionUpkeep):
                          code: int) -> bool:
         """Apply a partition's fetch error; True when metadata should be refreshed."""
         err = for_code(code)
+        # As the Java client: any error forgets the replica the leader named, and an offset
+        # out of range there (a follower behind the leader) is fetched from the leader again
+        # rather than reset.
+        if self._read_replicas.pop(tp, None) is not None and code == _OFFSET_OUT_OF_RANGE:
+            log.debug("offset %s out of range on %s at a follower; fetching from the leader",
+                      offset, tp)
+            return False
         if code == _OFFSET_OUT_OF_RANGE:
             # As the Java client: reset only when the position (what the application has
             # been handed) is still the offset that was fetched. When records before it

@@ -12,10 +12,12 @@ import asyncio
 from typing import Any
 
 from kontrakt._types import TopicPartition
+from kontrakt.clients.admin import AsyncAdminClient, OffsetSpec
 from kontrakt.clients.consumer import AsyncConsumer
+from kontrakt.errors import UnsupportedVersionError
 from kontrakt.protocol.messages import FetchResponse, ListOffsetsResponse, MetadataResponse
 from kontrakt.protocol.records import RecordBatchBuilder
-from tests._crafted_broker import FakeBroker
+from tests._crafted_broker import CraftedBroker, FakeBroker
 
 TOPIC = "tiered"
 TP0 = TopicPartition(TOPIC, 0)
@@ -132,5 +134,30 @@ def test_fetch_v11_follows_the_named_replica_and_comes_back_when_it_is_behind() 
         assert got == log and position == len(log)
         assert asked_follower, "the named replica was never asked"
         assert len(resets) == 1, "the follower being behind reset the position"
+
+    asyncio.run(main())
+
+
+def test_admin_max_timestamp_lookup_needs_list_offsets_v7() -> None:
+    # -3 (max timestamp, KIP-734) means something from ListOffsets v7 on; a broker that
+    # offers no more than v6 takes it for a time and answers the partition's first offset.
+    def old_broker(version: int, req: Any) -> Any:
+        assert version <= 6
+        T = ListOffsetsResponse.ListOffsetsTopicResponse
+        return ListOffsetsResponse(topics=[T(name=t.name, partitions=[
+            T.ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, error_code=0,
+                offset=100 if p.timestamp == -1 else 0,
+                timestamp=-1 if p.timestamp == -1 else 1_700_000_000_000, leader_epoch=0)
+            for p in t.partitions]) for t in req.topics])
+
+    async def main() -> None:
+        broker = CraftedBroker({2: old_broker}, topics={TOPIC: 1}, max_versions={2: 6})
+        async with broker, AsyncAdminClient({"bootstrap.servers": broker.bootstrap}) as a:
+            out = await a.list_offsets({TP0: OffsetSpec.max_timestamp()},
+                                       return_exceptions=True, timeout=5)
+            latest = await a.list_offsets({TP0: OffsetSpec.latest()}, timeout=5)
+        assert isinstance(out[TP0], UnsupportedVersionError), out[TP0]
+        assert latest[TP0].offset == 100
 
     asyncio.run(main())

@@ -23,12 +23,13 @@ from kontrakt.clients.admin._types import (
 )
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.group._protocol import group_by_topic
-from kontrakt.errors import InvalidArgumentError
+from kontrakt.errors import InvalidArgumentError, UnsupportedVersionError
 from kontrakt.protocol.messages import (
     DeleteRecordsRequest,
     DescribeProducersRequest,
     ListOffsetsRequest,
 )
+from kontrakt.protocol.spec import Request
 
 __all__ = ["RecordOperations"]
 
@@ -66,13 +67,24 @@ class RecordOperations:
         req = ListOffsetsRequest
         rt = req.ListOffsetsTopic
 
-        async def send(node: int, batch: list[TopicPartition]) -> dict[TopicPartition, Any]:
-            resp = await self._router.exchange(node, req, lambda ver: req(
+        def build(version: int, batch: list[TopicPartition]) -> Request:
+            if version < 7 and any(specs[tp].timestamp == OffsetSpec.MAX_TIMESTAMP
+                                   for tp in batch):
+                # Before v7 a broker takes -3 for a time and answers the first offset
+                # (as the Java admin, the lookup needs v7).
+                raise UnsupportedVersionError(
+                    f"ListOffsets v{version} cannot look up the max timestamp (KIP-734 "
+                    f"needs v7)")
+            return req(
                 replica_id=-1, isolation_level=int(isolation_level),
                 timeout_ms=int(self._router.remaining(deadline) * 1000),
                 topics=[rt(name=t, partitions=[rt.ListOffsetsPartition(
                     partition_index=p, timestamp=specs[TP(t, p)].timestamp) for p in ps])
-                    for t, ps in group_by_topic(batch).items()]), deadline)
+                    for t, ps in group_by_topic(batch).items()])
+
+        async def send(node: int, batch: list[TopicPartition]) -> dict[TopicPartition, Any]:
+            resp = await self._router.exchange(node, req, lambda ver: build(ver, batch),
+                                               deadline)
             return {TP(t.name, p.partition_index): error_for(
                 p.error_code, None, f"{t.name}-{p.partition_index}") if p.error_code
                 else ListOffsetsResultInfo(p.offset, p.timestamp, p.leader_epoch)

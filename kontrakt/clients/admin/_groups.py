@@ -102,8 +102,11 @@ class GroupOperations:
         keep the raw bytes only).
 
         Returns:
-            group id -> :class:`ConsumerGroupDescription` (a group that does not exist is
-            described as DEAD with no members, as brokers report it).
+            group id -> :class:`ConsumerGroupDescription`. A group that does not exist is
+            described as DEAD with no members by brokers before Kafka 4 (DescribeGroups
+            v5 and below); from DescribeGroups v6 (Kafka 4) it fails with
+            ``GroupIdNotFoundError``, as does a group of the consumer protocol (KIP-848),
+            which DescribeGroups does not describe.
 
         Raises:
             InvalidArgumentError: an empty group id.

@@ -235,6 +235,7 @@ class Fetcher(BufferIntake, PositionUpkeep):
         held: set[int] = set()  # nodes with partitions waiting for buffer space
         need_metadata = False
         pmax = self.partition_max_bytes
+        read_replicas = self._read_replicas
         for tp, st in subs.assignment.items():
             if not st.fetchable or tp in self._inflight_tps:
                 continue
@@ -242,7 +243,8 @@ class Fetcher(BufferIntake, PositionUpkeep):
             if node < 0:
                 need_metadata = True
                 continue
-            node = self._read_replica(tp, node, now)
+            if read_replicas:  # (empty unless client.rack is set and a leader named one)
+                node = self._read_replica(tp, node, now)
             if st.buffered_bytes >= pmax:
                 held.add(node)
                 continue

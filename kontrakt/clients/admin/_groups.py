@@ -34,7 +34,10 @@ from kontrakt.errors import (
     PartialFailureError,
     UnsupportedVersionError,
 )
+from kontrakt.protocol.errors import GroupIdNotFoundError
+from kontrakt.protocol.errors import UnsupportedVersionError as UnsupportedVersionResponse
 from kontrakt.protocol.messages import (
+    ConsumerGroupDescribeRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     LeaveGroupRequest,
@@ -43,6 +46,10 @@ from kontrakt.protocol.messages import (
 from kontrakt.protocol.spec import Request
 
 __all__ = ["GroupOperations"]
+
+# ConsumerGroupDescribe's answers for a group it does not describe: a classic group (or
+# none), or a coordinator that cannot use the API for it. DescribeGroups is asked next.
+_FALL_BACK = frozenset({GroupIdNotFoundError.code, UnsupportedVersionResponse.code})
 
 
 class GroupOperations:
@@ -97,16 +104,20 @@ class GroupOperations:
                                        timeout: float | None = None,
                                        return_exceptions: bool = False
                                        ) -> dict[str, ConsumerGroupDescription]:
-        """Describe groups, decoding members' subscriptions and assignments (consumer
-        protocol versions 0-3, with :mod:`kontrakt.clients.group`'s codec; other protocols
-        keep the raw bytes only).
+        """Describe groups of either protocol, as the Java admin does: each group is asked
+        of its coordinator with ConsumerGroupDescribe (KIP-848) first, and with
+        DescribeGroups when that answers GROUP_ID_NOT_FOUND (a classic group) or
+        UNSUPPORTED_VERSION, or when the coordinator does not offer ConsumerGroupDescribe
+        (before Kafka 3.7). A classic group's members' subscriptions and assignments are
+        decoded (consumer protocol versions 0-3, with :mod:`kontrakt.clients.group`'s
+        codec; other protocols keep the raw bytes only); a KIP-848 group's come decoded
+        from the broker, with each member's target assignment and epoch.
 
         Returns:
-            group id -> :class:`ConsumerGroupDescription`. A group that does not exist is
-            described as DEAD with no members by brokers before Kafka 4 (DescribeGroups
-            v5 and below); from DescribeGroups v6 (Kafka 4) it fails with
-            ``GroupIdNotFoundError``, as does a group of the consumer protocol (KIP-848),
-            which DescribeGroups does not describe.
+            group id -> :class:`ConsumerGroupDescription`, whose ``type`` says which
+            protocol the group uses. A group that does not exist is described as a DEAD
+            classic group with no members by brokers before Kafka 4 (DescribeGroups v5 and
+            below); from Kafka 4 it fails with ``GroupIdNotFoundError``.
 
         Raises:
             InvalidArgumentError: an empty group id.
@@ -116,17 +127,52 @@ class GroupOperations:
         deadline = self._router.deadline(timeout)
         await self._client.start()
 
+        # Groups to ask with DescribeGroups from now on (kept across retries, as Java's
+        # DescribeConsumerGroupsHandler does), and ConsumerGroupDescribe's GROUP_ID_NOT_FOUND
+        # message, which says more than DescribeGroups' if that finds no group either.
+        classic: set[str] = set()
+        not_found: dict[str, str | None] = {}
+
         async def send(node: int, batch: list[str]) -> dict[str, Any]:
-            resp = await self._router.exchange(node, DescribeGroupsRequest, lambda ver: (
-                DescribeGroupsRequest(groups=batch, include_authorized_operations=(
-                    include_authorized_operations and ver >= 3))), deadline)
             broker = self._client.broker(node)
             coordinator = None if broker is None else Node(node, broker.host, broker.port,
                                                            broker.rack)
             out: dict[str, Any] = {}
+            new = [g for g in batch if g not in classic]
+            if new:
+                try:
+                    resp = await self._router.exchange(
+                        node, ConsumerGroupDescribeRequest, lambda ver: (
+                            ConsumerGroupDescribeRequest(
+                                group_ids=new,
+                                include_authorized_operations=include_authorized_operations)),
+                        deadline)
+                except UnsupportedVersionError:
+                    classic.update(new)  # the coordinator predates KIP-848's API
+                else:
+                    for g in resp.groups:
+                        if g.error_code in _FALL_BACK:
+                            classic.add(g.group_id)
+                            if g.error_code == GroupIdNotFoundError.code:
+                                not_found[g.group_id] = g.error_message
+                        elif g.error_code:
+                            out[g.group_id] = error_for(g.error_code, g.error_message,
+                                                        f"group {g.group_id!r}")
+                        else:
+                            out[g.group_id] = _describe_consumer_group(
+                                g, coordinator, include_authorized_operations)
+            old = [g for g in batch if g in classic and g not in out]
+            if not old:
+                return out
+            resp = await self._router.exchange(node, DescribeGroupsRequest, lambda ver: (
+                DescribeGroupsRequest(groups=old, include_authorized_operations=(
+                    include_authorized_operations and ver >= 3))), deadline)
             for g in resp.groups:
                 if g.error_code:
-                    out[g.group_id] = error_for(g.error_code, g.error_message,
+                    message = g.error_message
+                    if g.error_code == GroupIdNotFoundError.code:
+                        message = not_found.get(g.group_id) or message
+                    out[g.group_id] = error_for(g.error_code, message,
                                                 f"group {g.group_id!r}")
                     continue
                 out[g.group_id] = _describe_group(g, coordinator, include_authorized_operations)
@@ -264,6 +310,28 @@ def _describe_group(g: Any, coordinator: Node | None,
     return ConsumerGroupDescription(
         g.group_id, not g.protocol_type, tuple(members), g.protocol_data,
         ConsumerGroupState.parse(g.group_state), coordinator, g.protocol_type, ops)
+
+
+def _partitions(assignment: Any) -> tuple[TopicPartition, ...]:
+    return tuple(sorted(TopicPartition(t.topic_name, p)
+                        for t in assignment.topic_partitions for p in t.partitions))
+
+
+def _describe_consumer_group(g: Any, coordinator: Node | None,
+                             with_ops: bool) -> ConsumerGroupDescription:
+    """A ConsumerGroupDescribe (KIP-848) group, mapped as Java's admin maps it, plus the
+    subscriptions and racks the response also carries."""
+    members = tuple(MemberDescription(
+        m.member_id, m.client_id, m.client_host, MemberAssignment(_partitions(m.assignment)),
+        m.instance_id, tuple(m.subscribed_topic_names), (), m.rack_id,
+        target_assignment=MemberAssignment(_partitions(m.target_assignment)),
+        member_epoch=m.member_epoch,
+        upgraded=None if m.member_type == -1 else m.member_type == 1) for m in g.members)
+    ops = authorized_operations(g.authorized_operations) if with_ops else None
+    return ConsumerGroupDescription(
+        g.group_id, False, members, g.assignor_name, ConsumerGroupState.parse(g.group_state),
+        coordinator, "consumer", ops, ConsumerGroupType.CONSUMER, g.group_epoch,
+        g.assignment_epoch)
 
 
 _ = PartialFailureError

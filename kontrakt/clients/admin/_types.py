@@ -481,6 +481,12 @@ class MemberDescription:
         owned_partitions: partitions the member said it owned (cooperative protocols).
         rack_id: the member's rack (subscription v3+).
         metadata, raw_assignment: the undecoded blobs, for non-consumer protocols.
+        target_assignment: the partitions the coordinator is moving the member towards
+            (KIP-848 groups; None for a classic group).
+        member_epoch: the member's epoch (KIP-848 groups; None for a classic group).
+        upgraded: whether the member heartbeats with the consumer protocol (True) or is a
+            classic member of a KIP-848 group (False); None when not known (a classic
+            group, or ConsumerGroupDescribe v0).
     """
 
     member_id: str
@@ -493,6 +499,9 @@ class MemberDescription:
     rack_id: str | None = None
     metadata: bytes = b""
     raw_assignment: bytes = b""
+    target_assignment: MemberAssignment | None = None
+    member_epoch: int | None = None
+    upgraded: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,8 +509,13 @@ class ConsumerGroupDescription:
     """A described group.
 
     Attributes:
-        partition_assignor: the chosen protocol, e.g. ``range``.
+        partition_assignor: the chosen protocol, e.g. ``range`` (for a KIP-848 group, the
+            server-side assignor, e.g. ``uniform``).
         coordinator: the broker that coordinates the group.
+        type: CONSUMER for a group of the KIP-848 consumer protocol (described with
+            ConsumerGroupDescribe), CLASSIC for one described with DescribeGroups.
+        group_epoch, target_assignment_epoch: the KIP-848 group's epoch and the epoch of
+            its target assignment; None for a classic group.
     """
 
     group_id: str
@@ -512,6 +526,9 @@ class ConsumerGroupDescription:
     coordinator: Node | None
     protocol_type: str = ""
     authorized_operations: frozenset[AclOperation] | None = None
+    type: ConsumerGroupType = ConsumerGroupType.CLASSIC
+    group_epoch: int | None = None
+    target_assignment_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,7 +151,13 @@ class GroupOperations:
                     classic.update(new)  # the coordinator predates KIP-848's API
                 else:
                     for g in resp.groups:
-                        if g.error_code in _FALL_BACK:
+                        # A group epoch below 0 is no group Kafka's coordinator keeps (its
+                        # epochs start at 0): Tansu advertises ConsumerGroupDescribe but
+                        # answers every group id so, without members (measured). Java's
+                        # admin would report a member-less KIP-848 group; DescribeGroups
+                        # describes what the broker knows instead.
+                        if g.error_code in _FALL_BACK or (
+                                not g.error_code and g.group_epoch < 0):
                             classic.add(g.group_id)
                             if g.error_code == GroupIdNotFoundError.code:
                                 not_found[g.group_id] = g.error_message

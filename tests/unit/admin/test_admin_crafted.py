@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from kontrakt.clients.admin import (
     AsyncAdminClient,
     ConfigResource,
     ConsumerGroupState,
+    ConsumerGroupType,
     NewPartitions,
     NewTopic,
     ResourcePatternType,
@@ -39,12 +41,14 @@ from kontrakt.clients.group._protocol import (
 from kontrakt.errors import KafkaTimeoutError, UnsupportedVersionError
 from kontrakt.protocol.errors import (
     CoordinatorLoadInProgressError,
+    GroupIdNotFoundError,
     InvalidPartitionsError,
     SecurityDisabledError,
     TransactionalIdNotFoundError,
 )
 from kontrakt.protocol.messages import (
     AlterConfigsResponse,
+    ConsumerGroupDescribeResponse,
     CreateAclsResponse,
     CreatePartitionsResponse,
     CreateTopicsResponse,
@@ -295,6 +299,109 @@ def test_describe_groups_retries_not_coordinator_and_decodes_members() -> None:
     assert m.rack_id == "r1"
     assert m.assignment.topic_partitions == (TP("t", 0), TP("t", 1))
     assert m.assignment.user_data == b"ud"
+
+
+_CGD = ConsumerGroupDescribeResponse.DescribedGroup
+_CGD_TPS = _CGD.Member.ConsumerGroupDescribeAssignment
+
+
+def _cgd_assignment(topic: str, partitions: list[int]) -> Any:
+    return _CGD_TPS(topic_partitions=[_CGD_TPS.ConsumerGroupDescribeTopicPartitions(
+        topic_id=uuid.UUID(int=7), topic_name=topic, partitions=partitions)])
+
+
+def _classic(ver: int, req: Any) -> Any:
+    """DescribeGroups: every group but ``gone`` is a Stable classic group with no members."""
+    g = DescribeGroupsResponse.DescribedGroup
+    return DescribeGroupsResponse(groups=[
+        g(group_id=x, error_code=69) if x == "gone" else
+        g(group_id=x, group_state="Stable", protocol_type="consumer", protocol_data="range")
+        for x in req.groups])
+
+
+def test_describe_groups_asks_consumer_group_describe_first_and_falls_back_per_group() -> None:
+    # Java's DescribeConsumerGroupsHandler: ConsumerGroupDescribe for every group; a group
+    # it answers GROUP_ID_NOT_FOUND is asked again with DescribeGroups, and if that finds
+    # none either the error keeps ConsumerGroupDescribe's message.
+    def describe(ver: int, req: Any) -> Any:
+        out = []
+        for x in req.group_ids:
+            if x != "new":
+                out.append(_CGD(group_id=x, error_code=69, error_message=f"{x}: not KIP-848",
+                                group_state="", assignor_name=""))
+                continue
+            out.append(_CGD(
+                group_id=x, group_state="Reconciling", group_epoch=9, assignment_epoch=8,
+                assignor_name="uniform", members=[_CGD.Member(
+                    member_id="m1", instance_id="i1", rack_id="r1", member_epoch=7,
+                    client_id="c", client_host="/h", subscribed_topic_names=["t"],
+                    assignment=_cgd_assignment("t", [2]),
+                    target_assignment=_cgd_assignment("t", [2, 0]), member_type=1)]))
+        return ConsumerGroupDescribeResponse(groups=out)
+
+    broker = CraftedBroker({69: describe, 15: _classic})
+    out = run(broker, lambda a: a.describe_consumer_groups(["new", "old", "gone"],
+                                                           return_exceptions=True))
+    assert [(k, r.group_ids if k == 69 else r.groups) for k, _v, r in broker.seen] == [
+        (69, ["new", "old", "gone"]), (15, ["old", "gone"])]
+    new = out["new"]
+    assert (new.type, new.state, new.partition_assignor, new.group_epoch,
+            new.target_assignment_epoch, new.protocol_type, new.is_simple_consumer_group) == (
+        ConsumerGroupType.CONSUMER, ConsumerGroupState.RECONCILING, "uniform", 9, 8,
+        "consumer", False)
+    assert new.coordinator is not None and new.coordinator.id == NODE_ID
+    (m,) = new.members
+    assert (m.member_id, m.group_instance_id, m.client_id, m.host, m.rack_id,
+            m.subscription, m.member_epoch, m.upgraded) == (
+        "m1", "i1", "c", "/h", "r1", ("t",), 7, True)
+    assert m.assignment.topic_partitions == (TP("t", 2),)
+    assert m.target_assignment is not None
+    assert m.target_assignment.topic_partitions == (TP("t", 0), TP("t", 2))
+    old = out["old"]
+    assert (old.type, old.state, old.group_epoch, old.partition_assignor) == (
+        ConsumerGroupType.CLASSIC, ConsumerGroupState.STABLE, None, "range")
+    assert isinstance(out["gone"], GroupIdNotFoundError)
+    assert "gone: not KIP-848" in str(out["gone"])
+
+
+@pytest.mark.parametrize("answer", ["not advertised", "unsupported", "epoch -1"])
+def test_describe_groups_without_consumer_group_describe_uses_describe_groups(
+        answer: str) -> None:
+    # Not advertised: a coordinator before Kafka 3.7 (Java: handleUnsupportedVersionException);
+    # advertised but answering UNSUPPORTED_VERSION for the group: Java falls back too.
+    # Epoch -1 and no error: what Tansu answers for any group id (no Kafka group has it).
+    def describe(ver: int, req: Any) -> Any:
+        return ConsumerGroupDescribeResponse(groups=[_CGD(
+            group_id=x, error_code=35 if answer == "unsupported" else 0,
+            group_state="Empty", group_epoch=-1, assignment_epoch=-1, assignor_name="")
+            for x in req.group_ids])
+
+    advertised = answer != "not advertised"
+    broker = CraftedBroker({69: describe, 15: _classic} if advertised else {15: _classic})
+    out = run(broker, lambda a: a.describe_consumer_groups(["old"]))
+    assert [k for k, _v, _r in broker.requests if k in (15, 69)] == (
+        [69, 15] if advertised else [15])
+    assert (out["old"].type, out["old"].state) == (ConsumerGroupType.CLASSIC,
+                                                  ConsumerGroupState.STABLE)
+
+
+def test_describe_groups_retries_consumer_group_describe_after_not_coordinator() -> None:
+    # A retriable error is no sign of a classic group: the retry asks ConsumerGroupDescribe
+    # again (Java unmaps the key and keeps the API).
+    calls = {"n": 0}
+
+    def describe(ver: int, req: Any) -> Any:
+        calls["n"] += 1
+        return ConsumerGroupDescribeResponse(groups=[_CGD(
+            group_id=x, error_code=16 if calls["n"] == 1 else 0, group_state="Empty",
+            group_epoch=3, assignment_epoch=3, assignor_name="range")
+            for x in req.group_ids])
+
+    broker = CraftedBroker({69: describe, 15: _classic})
+    out = run(broker, lambda a: a.describe_consumer_groups(["new"]))
+    assert [k for k, _v, _r in broker.seen] == [69, 69]
+    assert (out["new"].type, out["new"].state, out["new"].members) == (
+        ConsumerGroupType.CONSUMER, ConsumerGroupState.EMPTY, ())
 
 
 def test_a_retriable_error_that_persists_ends_at_the_call_timeout() -> None:

@@ -182,3 +182,78 @@ def test_classic_apis_see_a_consumer_protocol_group_as_such(cluster: Cluster,
     described = send_request(_coordinator(cluster), DescribeGroupsRequest(
         groups=[GROUP]), 6).groups[0]
     assert described.error_code == E.GroupIdNotFoundError.code
+
+
+def test_admin_describes_a_consumer_protocol_group_and_a_classic_one(cluster: Cluster,
+                                                                     topic: str) -> None:
+    # ConsumerGroupDescribe describes the KIP-848 group; DescribeGroups, asked after
+    # ConsumerGroupDescribe answers GROUP_ID_NOT_FOUND, the classic one. confluent-kafka's
+    # admin (librdkafka, which does the same) describes both as the oracle.
+    import asyncio
+
+    import confluent_kafka.admin as ck
+
+    from kontrakt import AsyncConsumer
+    from kontrakt.clients.admin import AsyncAdminClient, ConsumerGroupState, ConsumerGroupType
+
+    other = topic + "-classic"
+    cluster.create_topic(topic, partitions=3)
+    cluster.create_topic(other, partitions=2)
+    bs = cluster.bootstrap_servers
+
+    def confluent_describe(groups: list[str]) -> dict[str, Any]:
+        admin = ck.AdminClient({"bootstrap.servers": bs, "log_level": 3})
+        return {g: f.result(15) for g, f in admin.describe_consumer_groups(groups).items()}
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with AsyncConsumer(bootstrap_servers=bs, group_id=GROUP,
+                                 group_protocol="consumer", client_id="k848",
+                                 group_instance_id="i848") as new, \
+                AsyncConsumer(bootstrap_servers=bs, group_id="gclassic",
+                              client_id="kclassic") as old, \
+                AsyncAdminClient(bootstrap_servers=bs) as admin:
+            new.subscribe([topic])
+            old.subscribe([other])
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and (
+                    len(new.assignment()) < 3 or len(old.assignment()) < 2):
+                await asyncio.gather(new.getmany(timeout=0.05), old.getmany(timeout=0.05))
+            assert (len(new.assignment()), len(old.assignment())) == (3, 2)
+            ours = await admin.describe_consumer_groups([GROUP, "gclassic"])
+            theirs = await asyncio.to_thread(confluent_describe, [GROUP, "gclassic"])
+            return ours, theirs
+
+    ours, theirs = asyncio.run(main())
+    d848, dclassic = ours[GROUP], ours["gclassic"]
+    assert (d848.type, d848.state, d848.is_simple_consumer_group, d848.protocol_type) == (
+        ConsumerGroupType.CONSUMER, ConsumerGroupState.STABLE, False, "consumer")
+    assert d848.group_epoch is not None and d848.group_epoch > 0
+    assert d848.target_assignment_epoch == d848.group_epoch
+    (m,) = d848.members
+    every = tuple(TP(topic, p) for p in range(3))
+    assert (m.client_id, m.group_instance_id, m.subscription, m.upgraded) == (
+        "k848", "i848", (topic,), True)
+    assert m.assignment.topic_partitions == every
+    assert m.target_assignment is not None and m.target_assignment.topic_partitions == every
+    assert m.member_epoch == d848.group_epoch
+    assert (dclassic.type, dclassic.state, dclassic.group_epoch) == (
+        ConsumerGroupType.CLASSIC, ConsumerGroupState.STABLE, None)
+    (c,) = dclassic.members
+    assert c.client_id == "kclassic" and c.target_assignment is None
+    assert c.assignment.topic_partitions == (TP(other, 0), TP(other, 1))
+    for gid, ours_d in ours.items():
+        oracle = theirs[gid]
+        assert (ours_d.type.name, ours_d.state.name, ours_d.partition_assignor,
+                ours_d.is_simple_consumer_group) == (
+            oracle.type.name, oracle.state.name, oracle.partition_assignor,
+            oracle.is_simple_consumer_group), gid
+        assert [(x.member_id, x.client_id, x.host, x.group_instance_id,
+                 sorted(x.assignment.topic_partitions)) for x in ours_d.members] == [
+            (x.member_id, x.client_id, x.host, x.group_instance_id,
+             sorted(TP(t.topic, t.partition) for t in x.assignment.topic_partitions))
+            for x in oracle.members], gid
+        assert [x.target_assignment and sorted(x.target_assignment.topic_partitions)
+                for x in ours_d.members] == [
+            x.target_assignment and sorted(TP(t.topic, t.partition)
+                                           for t in x.target_assignment.topic_partitions)
+            for x in oracle.members], gid

@@ -31,6 +31,7 @@ from kontrakt.clients.group._protocol import decode_assignment, decode_subscript
 from kontrakt.errors import (
     CorruptMessageError,
     InvalidArgumentError,
+    KafkaError,
     PartialFailureError,
     UnsupportedVersionError,
 )
@@ -170,9 +171,12 @@ class GroupOperations:
             old = [g for g in batch if g in classic and g not in out]
             if not old:
                 return out
-            resp = await self._router.exchange(node, DescribeGroupsRequest, lambda ver: (
-                DescribeGroupsRequest(groups=old, include_authorized_operations=(
-                    include_authorized_operations and ver >= 3))), deadline)
+            try:
+                resp = await self._router.exchange(node, DescribeGroupsRequest, lambda ver: (
+                    DescribeGroupsRequest(groups=old, include_authorized_operations=(
+                        include_authorized_operations and ver >= 3))), deadline)
+            except KafkaError as exc:  # the groups already described stay described
+                return {**out, **{g: exc for g in old}}
             for g in resp.groups:
                 if g.error_code:
                     message = g.error_message

@@ -385,6 +385,20 @@ def test_describe_groups_without_consumer_group_describe_uses_describe_groups(
                                                   ConsumerGroupState.STABLE)
 
 
+def test_a_failed_describe_groups_fails_only_the_groups_it_was_asked_about() -> None:
+    # A broker with ConsumerGroupDescribe but no DescribeGroups: the KIP-848 group stays
+    # described; the one it did not know fails with the negotiation's error.
+    def describe(ver: int, req: Any) -> Any:
+        return ConsumerGroupDescribeResponse(groups=[_CGD(
+            group_id=x, error_code=69 if x == "old" else 0, group_state="Empty",
+            assignor_name="uniform") for x in req.group_ids])
+
+    out = run(CraftedBroker({69: describe}), lambda a: a.describe_consumer_groups(
+        ["new", "old"], return_exceptions=True))
+    assert out["new"].type is ConsumerGroupType.CONSUMER
+    assert isinstance(out["old"], UnsupportedVersionError)
+
+
 def test_describe_groups_retries_consumer_group_describe_after_not_coordinator() -> None:
     # A retriable error is no sign of a classic group: the retry asks ConsumerGroupDescribe
     # again (Java unmaps the key and keeps the API).

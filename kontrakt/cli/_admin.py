@@ -237,10 +237,13 @@ def groups_describe(conn: Connection, group: str, as_json: bool) -> None:
     members = [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
                 "partitions": [f"{tp.topic}-{tp.partition}"
                                for tp in m.assignment.topic_partitions]} for m in d.members]
-    data = {"group": group, "state": d.state.value, "assignor": d.partition_assignor,
+    # The protocol: "Classic", or "Consumer" for a KIP-848 group (with its epoch).
+    data = {"group": group, "type": d.type.value, "group_epoch": d.group_epoch,
+            "state": d.state.value, "assignor": d.partition_assignor,
             "members": members, "offsets": rows, "total_lag": sum(r["lag"] for r in rows)}
-    lines = [f"group {group}  state {d.state.value}  members {len(members)}  "
-             f"total lag {data['total_lag']}"]
+    epoch = "" if d.group_epoch is None else f" epoch {d.group_epoch}"
+    lines = [f"group {group}  {d.type.value.lower()} protocol{epoch}  state {d.state.value}  "
+             f"members {len(members)}  total lag {data['total_lag']}"]
     lines += [f"  member {m['member_id']} ({m['client_id']}@{m['host']}): "
               f"{', '.join(m['partitions']) or '-'}" for m in members]
     lines += [f"  {r['topic']}-{r['partition']}  committed {r['committed']}  end {r['end']}  "

@@ -167,6 +167,8 @@ def test_groups_lag_and_reset(run: Any, topic_name: str, tansu_broker: TansuBrok
     described = json.loads(run("groups", "describe", group, "--json").stdout)
     assert described["offsets"] == [
         {"topic": topic_name, "partition": 0, "committed": 3, "end": 5, "lag": 2}]
+    assert (described["type"], described["group_epoch"]) == ("Classic", None)
+    assert "classic protocol" in run("groups", "describe", group).stdout
     plan = run("groups", "reset-offsets", group, "-t", topic_name, "--to-earliest")
     assert plan.returncode == 0 and "3 -> 0" in plan.stdout and "dry run" in plan.stdout
     assert json.loads(run("groups", "describe", group, "--json").stdout)["total_lag"] == 2

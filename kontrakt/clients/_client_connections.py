@@ -49,13 +49,15 @@ class Backoff:
 
 
 class _NodeState:
-    __slots__ = ("backoff", "conn", "connecting", "next_attempt")
+    __slots__ = ("backoff", "conn", "connecting", "failure", "next_attempt")
 
     def __init__(self, backoff: Backoff) -> None:
         self.conn: BrokerConnection | None = None
         self.connecting: asyncio.Task[BrokerConnection] | None = None
         self.backoff = backoff
         self.next_attempt = 0.0
+        #: why the last attempt to connect failed, until one succeeds
+        self.failure: Exception | None = None
 
 
 class ClientConnections:
@@ -103,6 +105,13 @@ class ClientConnections:
         """
         return await self._pooled(self._nodes, node_id, node_id)
 
+    def connect_failure(self, node_id: int) -> Exception | None:
+        """Why the last attempt to connect to broker ``node_id`` failed, while no attempt
+        has succeeded since (None otherwise): what a caller that gave up waiting out the
+        reconnect backoff met, in effect."""
+        state = self._nodes.get(node_id)
+        return None if state is None else state.failure
+
     async def _pooled(self, pool: dict[int, _NodeState], node_id: int,
                       label: int) -> BrokerConnection:
         """The connection to broker ``node_id`` kept in ``pool`` (connecting if needed);
@@ -134,10 +143,13 @@ class ClientConnections:
         conn = BrokerConnection(host, port, label, self._settings)
         try:
             await conn.connect()
-        except BaseException:
+        except BaseException as exc:
             state.next_attempt = time.monotonic() + state.backoff.next()
+            if isinstance(exc, Exception):
+                state.failure = exc
             raise
         state.backoff.reset()
+        state.failure = None
         state.conn = conn
         conn.on_close(lambda c: self._forget(state, c))
         log.debug("connected to node %s at %s:%s", label, host, port)

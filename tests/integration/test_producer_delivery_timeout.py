@@ -134,6 +134,29 @@ def test_unreachable_broker_fails_at_the_deadline_not_before(mock_cluster_factor
     asyncio.run(main())
 
 
+def test_a_batch_that_only_waited_out_the_reconnect_backoff_has_its_failure_as_cause(
+        mock_cluster_factory: Any, topic_name: str) -> None:
+    """An idempotent partition's second batch waits for its first (a partition's first
+    batch under a producer id goes alone); the first fails at its deadline, and the second
+    then spends what is left of its own waiting out the reconnect backoff (here longer
+    than the deadlines). Its cause is the failed connection that started that backoff, as
+    the first's is, not a bare "no connection" timeout (CI run 72 met that interleaving
+    of test_unreachable_broker_fails_at_the_deadline_not_before)."""
+    mc = one_broker(mock_cluster_factory, topic_name)
+    config = {**CONFIG, "reconnect_backoff_ms": 5000, "reconnect_backoff_max_ms": 5000}
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=mc.bootstrap_servers,
+                                 enable_idempotence=True, **config) as p:
+            await p.send_and_wait(topic_name, b"first", partition=0)
+            mc.broker_down(1)
+            timed = await send_timed(p, topic_name, 4)  # batches to p1 0.2 s apart
+            await asyncio.wait_for(p.flush(), DELIVERY + 1 + SLACK)
+            assert_bounded(timed, KafkaConnectionError)
+
+    asyncio.run(main())
+
+
 def test_sync_producer_futures_fail_at_the_deadline(mock_cluster_factory: Any,
                                                     topic_name: str) -> None:
     mc = one_broker(mock_cluster_factory, topic_name)

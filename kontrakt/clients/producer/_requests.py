@@ -133,9 +133,12 @@ class ProduceRequests(BatchOutcomes):
                     return
                 except asyncio.TimeoutError:
                     now = time.monotonic()
+                    # A batch that only waited out the reconnect backoff met the failure
+                    # that started it.
+                    failure = self.client.connect_failure(node)
                     for b in batches:
                         if b.deadline <= now:
-                            b.cause = b.cause or KafkaTimeoutError(
+                            b.cause = b.cause or failure or KafkaTimeoutError(
                                 f"no connection to broker {node} after {now - started:.3f}s")
                             self._fail(b, expired_error(b, now))
                     batches = [b for b in batches if not b.done]

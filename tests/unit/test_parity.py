@@ -59,6 +59,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("KafkaClient", "forget_coordinator"): "coordinator-cache plumbing of the group and "
                                            "transaction code",
     ("KafkaClient", "least_loaded_node"): "routing plumbing; request() routes by itself",
+    ("KafkaClient", "connect_failure"): "connection plumbing of the producer's sender (the "
+                                        "cause of a batch that waited out a backoff)",
     ("KafkaClient", "request_with_retries"): "retry plumbing of the clients built on the "
                                              "core; request() is the public call",
     # Attributes the async forms set in __init__ (not class members), the sync forms expose

@@ -24,7 +24,10 @@ from kontrakt.protocol.headers import decode_request, encode_response
 from kontrakt.protocol.messages import (
     ApiVersionsResponse,
     FindCoordinatorResponse,
+    ListOffsetsResponse,
     MetadataResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
 )
 from kontrakt.protocol.spec import Request, Response, registry
 
@@ -195,3 +198,37 @@ class FakeBroker(CraftedBroker):
                  versions: dict[int, tuple[int, int]] | None = None) -> None:
         super().__init__(handlers, topics=topics, leader_epoch=leader_epoch,
                          versions={**FETCH_VERSIONS, **(versions or {})})
+
+
+class ServedOffsets:
+    """OffsetCommit, OffsetFetch and ListOffsets answered as a group coordinator and as the
+    leader of partitions holding ``records`` records each (offsets 0 to ``records`` - 1):
+    commits are kept in ``committed`` (partition -> offset, which the subclass sets up) and
+    read back; -2 (earliest) is 0, any other timestamp the end."""
+
+    records = 0
+    committed: dict[int, int]
+
+    def commit(self, version: int, req: Any) -> Any:
+        T = OffsetCommitResponse.OffsetCommitResponseTopic
+        for t in req.topics:
+            for p in t.partitions:
+                self.committed[p.partition_index] = p.committed_offset
+        return OffsetCommitResponse(topics=[T(name=t.name, partitions=[
+            T.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=0)
+            for p in t.partitions]) for t in req.topics])
+
+    def offset_fetch(self, version: int, req: Any) -> Any:
+        T = OffsetFetchResponse.OffsetFetchResponseTopic
+        return OffsetFetchResponse(error_code=0, topics=[T(name=t.name, partitions=[
+            T.OffsetFetchResponsePartition(partition_index=i, metadata="",
+                                           committed_offset=self.committed.get(i, -1))
+            for i in t.partition_indexes]) for t in req.topics])
+
+    def list_offsets(self, version: int, req: Any) -> Any:
+        T = ListOffsetsResponse.ListOffsetsTopicResponse
+        return ListOffsetsResponse(topics=[T(name=t.name, partitions=[
+            T.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0,
+                                           offset=0 if p.timestamp == -2 else self.records,
+                                           timestamp=-1)
+            for p in t.partitions]) for t in req.topics])

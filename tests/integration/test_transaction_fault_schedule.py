@@ -1219,6 +1219,17 @@ async def _one_record_sent(p: AsyncProducer, topic_name: str) -> None:
     await p.flush()
 
 
+def _assert_aborted_then_committed(mock_cluster: MockCluster, topic_name: str) -> None:
+    """Partition 0 holds "r" under an ABORT marker, then "next" under a COMMIT (every broker
+    is brought back up to read it)."""
+    try:
+        log = asyncio.run(_partition_log(mock_cluster, topic_name, 0))
+    finally:
+        mock_cluster.broker_up(-1)
+    assert [(e.value, e.marker) for e in log] == [
+        (b"r", None), (None, "ABORT"), (b"next", None), (None, "COMMIT")]
+
+
 def test_a_commit_whose_answer_is_lost_is_not_reported_abortable(
         mock_cluster: MockCluster, topic_name: str) -> None:
     """The coordinator commits, its answer is lost (a response delayed by RTT, then the
@@ -1310,12 +1321,7 @@ def test_a_commit_blocks_abort_that_times_out_still_says_abort(
                 async with p.transaction():
                     await p.send(topic_name, b"next", partition=0)
         asyncio.run(main())
-    try:
-        log = asyncio.run(_partition_log(mock_cluster, topic_name, 0))
-    finally:
-        mock_cluster.broker_up(-1)
-    assert [(e.value, e.marker) for e in log] == [
-        (b"r", None), (None, "ABORT"), (b"next", None), (None, "COMMIT")]
+    _assert_aborted_then_committed(mock_cluster, topic_name)
 
 
 @pytest.mark.parametrize("sync", [False, True])
@@ -1384,12 +1390,7 @@ def test_a_timed_out_abort_is_completed_by_its_retry(mock_cluster: MockCluster,
                 await p.send(topic_name, b"next", partition=0)
                 await p.commit_transaction(5)
         asyncio.run(main())
-    try:
-        log = asyncio.run(_partition_log(mock_cluster, topic_name, 0))
-    finally:
-        mock_cluster.broker_up(-1)
-    assert [(e.value, e.marker) for e in log] == [
-        (b"r", None), (None, "ABORT"), (b"next", None), (None, "COMMIT")]
+    _assert_aborted_then_committed(mock_cluster, topic_name)
 
 
 def test_a_retried_abort_awaits_the_endtxn_on_its_way(mock_cluster: MockCluster,

@@ -285,7 +285,9 @@ def _settled(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChunk,
                 kept.append(entry)
         chunk.callbacks = None
     if chunk.fns is not None:
-        chunk.hand_deliveries(len(stamps), _record_millis(stamps))
+        # (a settle record by record computed no millisecond segments: each record's own)
+        chunk.hand_deliveries(len(stamps), chunk.millis if chunk.millis is not None else
+                              [*map(int, map(_THOUSAND_TIMES, stamps))])
     if full:
         acc.filled = True
         return True
@@ -394,6 +396,7 @@ def _settle_keyless(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChun
         bounds, millis = _millisecond_segments(stamps)
     else:  # the clock stepped back while the chunk was staged
         bounds, millis = _millisecond_changes(stamps)
+    _keep_millis(chunk, bounds, millis, n)
     topic = stage.topic
     queues = stage.queues
     created = stage.created
@@ -473,6 +476,7 @@ def _settle_runs(acc: RecordAccumulator, stage: KeyedStage, chunk: StagedChunk,
         (a batch was opened, a batch filled up).
     """
     bounds, millis = _millisecond_segments(stamps)
+    _keep_millis(chunk, bounds, millis, len(stamps))
     ts = millis[0]
     buckets = _by_partition(partitions, stage.count)
     queues = stage.queues
@@ -555,18 +559,16 @@ def _millisecond_changes(stamps: list[float]) -> tuple[list[int], list[int]]:
     return bounds, [ms[0], *(ms[i] for i in bounds)]
 
 
-def _record_millis(stamps: list[float]) -> list[int]:
-    """Each record's timestamp in milliseconds, for the delivery callbacks (see StagedRun).
+def _keep_millis(chunk: StagedChunk, bounds: list[int], millis: list[int], n: int) -> None:
+    """Give a chunk whose records have delivery callbacks each record's timestamp in
+    milliseconds, from the settle's segments (``millis[k]`` from ``bounds[k - 1]`` on).
 
-    Built a millisecond at a time when the stamps do not go back (as the clock reads them):
-    the records of one millisecond share one int, so a delivery reads a list slot where it
+    The records of one millisecond share one int, so a delivery reads a list slot where it
     would convert a float of its own, which costs most when the records come back cold
-    from the broker."""
-    if sorted(stamps) != stamps:
-        return [*map(int, map(_THOUSAND_TIMES, stamps))]
-    bounds, millis = _millisecond_segments(stamps)
-    return [*_chain.from_iterable(map(repeat, millis, map(
-        int.__sub__, [*bounds, len(stamps)], [0, *bounds])))]
+    from the broker (see StagedRun)."""
+    if chunk.fns is not None:
+        chunk.millis = [*_chain.from_iterable(map(repeat, millis, map(
+            int.__sub__, [*bounds, n], [0, *bounds])))]
 
 
 def _by_partition(partitions: list[int], count: int) -> list[list[int]]:

@@ -22,13 +22,10 @@ from kontrakt.protocol.messages import (
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
-    ListOffsetsResponse,
-    OffsetCommitResponse,
-    OffsetFetchResponse,
     SyncGroupResponse,
 )
 from kontrakt.protocol.records import RecordBatchBuilder
-from tests._crafted_broker import FakeBroker
+from tests._crafted_broker import FakeBroker, ServedOffsets
 
 TOPIC = "crafted-group"
 TP0 = TopicPartition(TOPIC, 0)
@@ -41,8 +38,10 @@ VERSIONS = {8: (0, 7), 9: (0, 7), 10: (0, 3), 11: (0, 5), 12: (0, 3), 13: (0, 2)
             14: (0, 3)}
 
 
-class Coordinator:
+class Coordinator(ServedOffsets):
     """A single-member group coordinator that fails the next requests of an API on demand."""
+
+    records = RECORDS
 
     def __init__(self) -> None:
         self.port = 0
@@ -93,30 +92,6 @@ class Coordinator:
 
     def leave(self, version: int, req: Any) -> Any:
         return LeaveGroupResponse(error_code=0)
-
-    def commit(self, version: int, req: Any) -> Any:
-        T = OffsetCommitResponse.OffsetCommitResponseTopic
-        for t in req.topics:
-            for p in t.partitions:
-                self.committed[p.partition_index] = p.committed_offset
-        return OffsetCommitResponse(topics=[T(name=t.name, partitions=[
-            T.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=0)
-            for p in t.partitions]) for t in req.topics])
-
-    def offset_fetch(self, version: int, req: Any) -> Any:
-        T = OffsetFetchResponse.OffsetFetchResponseTopic
-        return OffsetFetchResponse(error_code=0, topics=[T(name=t.name, partitions=[
-            T.OffsetFetchResponsePartition(partition_index=i, metadata="",
-                                           committed_offset=self.committed.get(i, -1))
-            for i in t.partition_indexes]) for t in req.topics])
-
-    def list_offsets(self, version: int, req: Any) -> Any:
-        T = ListOffsetsResponse.ListOffsetsTopicResponse
-        return ListOffsetsResponse(topics=[T(name=t.name, partitions=[
-            T.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0,
-                                           offset=0 if p.timestamp == -2 else RECORDS,
-                                           timestamp=-1)
-            for p in t.partitions]) for t in req.topics])
 
     async def fetch(self, version: int, req: Any) -> Any:
         R = FetchResponse.FetchableTopicResponse

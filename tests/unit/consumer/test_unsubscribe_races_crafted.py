@@ -41,13 +41,10 @@ from kontrakt.protocol.messages import (
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
-    ListOffsetsResponse,
-    OffsetCommitResponse,
-    OffsetFetchResponse,
     SyncGroupResponse,
 )
 from kontrakt.protocol.records import RecordBatchBuilder
-from tests._crafted_broker import FakeBroker
+from tests._crafted_broker import FakeBroker, ServedOffsets
 
 TOPIC = "crafted-unsubscribe"
 PARTS = 3
@@ -61,7 +58,7 @@ VERSIONS = {OFFSET_COMMIT: (0, 9), OFFSET_FETCH: (0, 7), FIND_COORDINATOR: (0, 3
             CONSUMER_GROUP_HEARTBEAT: (0, 1)}
 
 
-class Coordinator:
+class Coordinator(ServedOffsets):
     """A group coordinator for one member, both protocols, its assignment set by the test.
 
     Attributes:
@@ -70,6 +67,8 @@ class Coordinator:
         committed: partition -> committed offset.
         left: the member left the group (LeaveGroup, or a heartbeat with epoch -1).
     """
+
+    records = RECORDS
 
     def __init__(self, target: set[int]) -> None:
         self.port = 0
@@ -144,30 +143,6 @@ class Coordinator:
     def find(self, version: int, req: Any) -> Any:
         return FindCoordinatorResponse(error_code=0, node_id=1, host="127.0.0.1",
                                        port=self.port)
-
-    def commit(self, version: int, req: Any) -> Any:
-        T = OffsetCommitResponse.OffsetCommitResponseTopic
-        for t in req.topics:
-            for p in t.partitions:
-                self.committed[p.partition_index] = p.committed_offset
-        return OffsetCommitResponse(topics=[T(name=t.name, partitions=[
-            T.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=0)
-            for p in t.partitions]) for t in req.topics])
-
-    def offset_fetch(self, version: int, req: Any) -> Any:
-        T = OffsetFetchResponse.OffsetFetchResponseTopic
-        return OffsetFetchResponse(error_code=0, topics=[T(name=t.name, partitions=[
-            T.OffsetFetchResponsePartition(partition_index=i, metadata="",
-                                           committed_offset=self.committed.get(i, -1))
-            for i in t.partition_indexes]) for t in req.topics])
-
-    def list_offsets(self, version: int, req: Any) -> Any:
-        T = ListOffsetsResponse.ListOffsetsTopicResponse
-        return ListOffsetsResponse(topics=[T(name=t.name, partitions=[
-            T.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0,
-                                           offset=0 if p.timestamp == -2 else RECORDS,
-                                           timestamp=-1)
-            for p in t.partitions]) for t in req.topics])
 
     async def fetch(self, version: int, req: Any) -> Any:
         R = FetchResponse.FetchableTopicResponse

@@ -340,17 +340,21 @@ def test_journal_write_cost_does_not_grow_with_history(tmp_path: Any) -> None:
     # Without fsync: what is measured is the cost of the write itself as history grows,
     # not the disk's flush latency (its own noise on a shared machine).
     state = RegistryState(path, _lenient, fsync=False)
-    timings = []
-    for i in range(2000):
-        body = {"schema": avro("R", f"f{i}")}
-        start = time.perf_counter()
-        assert state.register("big", body, False)["version"] == i + 1
-        timings.append(time.perf_counter() - start)
-    first, last = statistics.median(timings[:100]), statistics.median(timings[-100:])
-    # The old store rewrote the whole file per write: ~30x slower at the end here.
-    assert last < 3 * first, (first, last)
-    state.delete_version("big", 5, False)
-    state.close()
+    try:
+        timings = []
+        for i in range(2000):
+            body = {"schema": avro("R", f"f{i}")}
+            start = time.perf_counter()
+            assert state.register("big", body, False)["version"] == i + 1
+            timings.append(time.perf_counter() - start)
+        # The old store rewrote the whole file per write: ~30x slower at the end here. The
+        # last writes' fastest is compared (a busy machine only slows writes down, and
+        # slowed a median of them past 3x in CI run 75); the rewrite slows every one.
+        first, last = statistics.median(timings[:100]), min(timings[-100:])
+        assert last < 3 * first, (first, last)
+        state.delete_version("big", 5, False)
+    finally:
+        state.close()  # (also when an assertion fails: no journal left open for the GC)
     reopened = RegistryState(path, _lenient)
     assert reopened.versions("big", False, False)[:5] == [1, 2, 3, 4, 6]
     assert reopened.get_version("big", None, False)["version"] == 2000

@@ -257,3 +257,39 @@ def test_admin_describes_a_consumer_protocol_group_and_a_classic_one(cluster: Cl
             x.target_assignment and sorted(TP(t.topic, t.partition)
                                            for t in x.target_assignment.topic_partitions)
             for x in oracle.members], gid
+
+
+def test_admin_removes_members_of_a_consumer_protocol_group(cluster: Cluster,
+                                                            topic: str) -> None:
+    # Kafka 4's coordinator removes any member of a KIP-848 group that LeaveGroup names
+    # (KAFKA-18188): a static one by instance id, every one with members=None, listed with
+    # ConsumerGroupDescribe (DescribeGroups does not know the group). Members that stopped
+    # heartbeating stay removed; a removed member's next heartbeat is UNKNOWN_MEMBER_ID.
+    from kontrakt.clients.admin import AdminClient
+
+    cluster.create_topic(topic, partitions=2)
+    assert _hb(cluster, "a", 0, [topic], []).error_code == 0
+    static = send_request(_coordinator(cluster), HB(
+        group_id=GROUP, member_id="b", instance_id="ib", member_epoch=0,
+        rebalance_timeout_ms=5000, subscribed_topic_names=[topic], topic_partitions=[]), 1)
+    assert static.error_code == 0
+
+    def described() -> Any:
+        return send_request(_coordinator(cluster), ConsumerGroupDescribeRequest(
+            group_ids=[GROUP]), 0).groups[0]
+
+    epoch = described().group_epoch
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers,
+                     default_api_timeout_ms=10000) as admin:
+        missing = admin.remove_members_from_consumer_group(GROUP, ["nobody", "ib"],
+                                                           return_exceptions=True)
+        assert isinstance(missing["nobody"], E.UnknownMemberIdError)
+        assert missing["ib"] is None
+        assert [m.member_id for m in described().members] == ["a"]
+        assert admin.remove_members_from_consumer_group(GROUP) == {"a": None}
+        after = described()
+        assert (after.members, after.group_state) == ([], "Empty")
+        assert after.group_epoch == epoch + 2
+        assert admin.remove_members_from_consumer_group(GROUP) == {}
+    assert _hb(cluster, "a", 1).error_code == E.UnknownMemberIdError.code
+    assert _hb(cluster, "b", 1).error_code == E.UnknownMemberIdError.code

@@ -52,6 +52,11 @@ __all__ = ["GroupOperations"]
 # none), or a coordinator that cannot use the API for it. DescribeGroups is asked next.
 _FALL_BACK = frozenset({GroupIdNotFoundError.code, UnsupportedVersionResponse.code})
 
+# The Java admin's LeaveGroup reason when the caller gives none, and the length it cuts a
+# reason to (as JoinGroup's, KIP-800).
+_ADMIN_LEAVE_REASON = "member was removed by an admin"
+_MAX_REASON = 255
+
 
 class GroupOperations:
     """Consumer group operations (see the module doc)."""
@@ -221,23 +226,35 @@ class GroupOperations:
         """Remove members from a group (LeaveGroup v3+ on their behalf, KIP-345), as the Java
         admin's ``removeMembersFromConsumerGroup``: the group rebalances without them.
 
+        Works on groups of either protocol. ``members=None`` lists the members as
+        :meth:`describe_consumer_groups` does (ConsumerGroupDescribe first, DescribeGroups
+        for a classic group) and names each static member by its ``group.instance.id``
+        alone and each dynamic one by its member id, as Java's ``removeAll``. A KIP-848
+        (consumer protocol) group's coordinator removes any member so named from Kafka 4.0
+        on (KAFKA-18188); Kafka 3.8 and 3.9 answer UNKNOWN_MEMBER_ID for its members that
+        use the consumer protocol (removing only those that joined with the classic one),
+        and that error is reported for each such member.
+
         Args:
             group_id: the group.
             members: the ``group.instance.id`` of each static member to remove; None removes
-                every member the group has now (static and dynamic, found with
-                DescribeGroups), as Java's ``removeAll``.
-            reason: sent to brokers with LeaveGroup v5+ (KIP-800), shown in their logs.
+                every member the group has now (static and dynamic).
+            reason: sent to brokers with LeaveGroup v5+ (KIP-800), shown in their logs;
+                by default, as Java's, "member was removed by an admin" (at most 255
+                characters are sent).
 
         Returns:
             member -> None for each removed member, keyed by its instance id (or, for a
-            dynamic member removed with ``members=None``, its member id).
+            dynamic member removed with ``members=None``, its member id); with
+            ``return_exceptions``, a member the broker refused maps to its error.
 
         Raises:
             InvalidArgumentError: an empty group id or instance id, or ``members`` empty.
             UnsupportedVersionError: the coordinator predates LeaveGroup v3 (Kafka 2.4).
-            BrokerResponseError: a group-level error (e.g. ``GroupIdNotFoundError``).
+            BrokerResponseError: a group-level error (e.g. ``GroupIdNotFoundError``, also
+                from the describe that lists the members).
             PartialFailureError: some members failed (``UnknownMemberIdError``, or
-                ``FencedInstanceIdError``).
+                ``FencedInstanceIdError``); for a single member, its own error.
         """
         gid = v.check_group_id(group_id)
         wanted: list[tuple[str, str | None]] | None = None
@@ -251,30 +268,32 @@ class GroupOperations:
                 raise InvalidArgumentError("members: name at least one group.instance.id, "
                                            "or pass None to remove every member")
             wanted = [("", iid) for iid in ids]
+        why = (reason or _ADMIN_LEAVE_REASON)[:_MAX_REASON]
         deadline = self._router.deadline(timeout)
         await self._client.start()
+        if wanted is None:
+            described = (await self.describe_consumer_groups(
+                [gid], timeout=self._router.remaining(deadline), return_exceptions=True))[gid]
+            if isinstance(described, BaseException):
+                raise described
+            # A static member by its instance id alone (its member id may change under a
+            # restart meanwhile), a dynamic one by its member id: Java's MemberIdentity.
+            wanted = [("", m.group_instance_id) if m.group_instance_id is not None
+                      else (m.member_id, None) for m in described.members]
+            if not wanted:
+                return {}
+        leaving = wanted
         lg = LeaveGroupRequest
 
         async def send(node: int, _b: list[str]) -> dict[str, Any]:
-            leaving = wanted
-            if leaving is None:
-                described = await self._router.exchange(
-                    node, DescribeGroupsRequest, lambda ver: DescribeGroupsRequest(
-                        groups=[gid]), deadline)
-                group = described.groups[0]
-                if group.error_code:
-                    return {gid: error_for(group.error_code, None, f"group {gid!r}")}
-                leaving = [(m.member_id, m.group_instance_id) for m in group.members]
-                if not leaving:
-                    return {gid: {}}
-
             def build(version: int) -> Any:
                 if version < 3:
                     raise UnsupportedVersionError(
                         "remove_members_from_consumer_group needs LeaveGroup v3 (Kafka 2.4, "
                         f"KIP-345); the broker offers v{version}")
                 return lg(group_id=gid, members=[
-                    lg.MemberIdentity(member_id=mid, group_instance_id=iid, reason=reason)
+                    lg.MemberIdentity(member_id=mid, group_instance_id=iid,
+                                      reason=why if version >= 5 else None)
                     for mid, iid in leaving])
 
             resp = await self._router.exchange(node, lg, build, deadline)
@@ -287,6 +306,13 @@ class GroupOperations:
         outcome = (await self._router.per_coordinator([gid], "group", deadline, send))[gid]
         if isinstance(outcome, BaseException):
             raise outcome
+        # Every member asked about has an answer (Java: "was not included in the removal
+        # response" for one that has none).
+        for mid, iid in leaving:
+            key = iid or mid
+            if key not in outcome:
+                outcome[key] = KafkaError(f"the broker's LeaveGroup response did not mention "
+                                          f"member {key!r} of group {gid!r}")
         return finish(outcome, f"remove_members_from_consumer_group({gid!r})",
                       return_exceptions)
 

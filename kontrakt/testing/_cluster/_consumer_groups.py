@@ -237,6 +237,27 @@ class ConsumerGroupCoordinator:
         member.assigned |= {tp for tp in target - member.assigned if tp not in held}
         member.epoch = cg.assignment_epoch
 
+    def leave(self, cg: ConsumerGroupState, member_id: str, instance_id: str | None) -> int:
+        """LeaveGroup naming a member of this KIP-848 group (an admin removing it): as Kafka
+        4's coordinator, a member named by member id alone, or by instance id (with a member
+        id that must then be that instance's), is removed, whatever protocol it uses.
+
+        Returns:
+            0 (removed), UNKNOWN_MEMBER_ID (no such member or instance) or
+            FENCED_INSTANCE_ID (the instance belongs to another member id).
+        """
+        if instance_id is None:
+            member = cg.members.get(member_id)
+        else:
+            member = next((m for m in cg.members.values() if m.instance_id == instance_id),
+                          None)
+            if member is not None and member_id and member.member_id != member_id:
+                return E.FencedInstanceIdError.code
+        if member is None:
+            return E.UnknownMemberIdError.code
+        self._remove(cg, member)
+        return 0
+
     def _remove(self, cg: ConsumerGroupState, member: _Member) -> None:
         cg.members.pop(member.member_id, None)
         cg.target.pop(member.member_id, None)

@@ -367,12 +367,20 @@ class GroupCoordinator(OffsetStore):
         results = []
         for member_id, iid in leaving:
             code = error
-            if not code:
+            if not code and group is not None and group.kip848 is not None \
+                    and not group.members:
+                # A consumer-protocol group: Kafka 4's coordinator removes any member it
+                # names (KAFKA-18188), as an admin's removeMembersFromConsumerGroup needs.
+                code = self.kip848.leave(group.kip848, member_id, iid)
+            elif not code:
+                known = member_id
                 if group is not None and not member_id and iid is not None:
-                    member_id = group.static.get(iid, "")
-                code = self._member_error(group, member_id, iid, None)
-            if not code and group is not None:
-                self._member_gone(group, group.members[member_id], E.UnknownMemberIdError.code)
+                    known = group.static.get(iid, "")
+                code = self._member_error(group, known, iid, None)
+                if not code and group is not None:
+                    self._member_gone(group, group.members[known],
+                                      E.UnknownMemberIdError.code)
+            # As Kafka: the member id the request gave (empty for a removal by instance id).
             results.append(lr.MemberResponse(member_id=member_id, group_instance_id=iid,
                                               error_code=code))
         if version >= 3:

@@ -185,8 +185,18 @@ class ConsumerGroupMembership(GroupMembership):
             await self.client.refresh_metadata(self.subs.topics)
 
     def _owned(self) -> frozenset[tuple[uuid.UUID, int]]:
+        """The partitions the group gave this member that it still holds: the group's
+        assignment, and what unsubscribe() retired until it is handed back. Not a manual
+        assignment: after ``unsubscribe(); assign(...)`` a heartbeat may still go out before
+        the leave (one whose auto commit was in flight), and reporting assign()ed
+        partitions would tell the coordinator this member holds them, and that it let the
+        group's go before their hand-back commit (the Java client reports its membership's
+        own assignment, not the consumer's)."""
+        held = [*self.subs.retiring]
+        if not self.subs.manual:
+            held.extend(self.subs.assignment)
         out = set()
-        for tp in self.subs.assignment:
+        for tp in held:
             tid = self._ids.get(tp.topic)
             if tid is not None:
                 out.add((tid, tp.partition))

@@ -293,3 +293,57 @@ def test_admin_removes_members_of_a_consumer_protocol_group(cluster: Cluster,
         assert admin.remove_members_from_consumer_group(GROUP) == {}
     assert _hb(cluster, "a", 1).error_code == E.UnknownMemberIdError.code
     assert _hb(cluster, "b", 1).error_code == E.UnknownMemberIdError.code
+
+
+def test_admin_removes_live_kontrakt_and_confluent_members(topic: str) -> None:
+    # A KIP-848 group of a static Kontrakt member and a dynamic confluent-kafka one:
+    # members=None removes both, named as confluent-kafka's admin (the oracle) describes
+    # them (instance id, else member id). Each learns it at its next heartbeat
+    # (UNKNOWN_MEMBER_ID): the Kontrakt member's partitions are lost and it joins again.
+    import confluent_kafka
+    import confluent_kafka.admin as ck
+
+    from kontrakt.clients.admin import AdminClient
+
+    with Cluster(3, group_consumer_heartbeat_interval_ms=200) as cluster:
+        cluster.create_topic(topic, partitions=4)
+        bs = cluster.bootstrap_servers
+        events: list[str] = []
+
+        class Listener:
+            def on_partitions_assigned(self, parts: set[TP]) -> None:
+                events.append("assigned")
+
+            def on_partitions_lost(self, parts: set[TP]) -> None:
+                events.append(f"lost {len(parts)}")
+
+        kontrakt = Consumer(bootstrap_servers=bs, group_id=GROUP, group_protocol="consumer",
+                            group_instance_id="ik")
+        confluent = confluent_kafka.Consumer({
+            "bootstrap.servers": bs, "group.id": GROUP, "group.protocol": "consumer",
+            "log_level": 3})
+        try:
+            kontrakt.subscribe([topic], listener=Listener())
+            confluent.subscribe([topic])
+
+            def settle(what: Any) -> None:
+                deadline = time.monotonic() + 20
+                while not what():
+                    assert time.monotonic() < deadline, events
+                    kontrakt.poll(0.05)
+                    confluent.poll(0.05)
+
+            settle(lambda: len(kontrakt.assignment()) == 2 == len(confluent.assignment()))
+            oracle = ck.AdminClient({"bootstrap.servers": bs, "log_level": 3})
+            described = oracle.describe_consumer_groups([GROUP])[GROUP].result(15)
+            del oracle  # (not left reconnecting to the stopped cluster)
+            expected = {m.group_instance_id or m.member_id: None for m in described.members}
+            assert "ik" in expected and len(expected) == 2
+            with AdminClient(bootstrap_servers=bs, default_api_timeout_ms=10000) as admin:
+                assert admin.remove_members_from_consumer_group(GROUP) == expected
+            settle(lambda: "lost 2" in events and events[-1] == "assigned"
+                   and len(kontrakt.assignment()) + len(confluent.assignment()) == 4)
+        finally:
+            confluent.close()
+            kontrakt.close()
+        assert cluster.internal_errors() == []

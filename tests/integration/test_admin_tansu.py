@@ -196,3 +196,42 @@ def test_operations_tansu_lacks_end_in_typed_errors(admin: AdminClient,
         admin.describe_log_dirs()  # one broker: its own error
     with pytest.raises(UnsupportedVersionError):
         admin.delete_consumer_group_offsets("g", [TP(topic_name, 0)])
+
+
+def test_remove_every_member_of_a_classic_group(admin: AdminClient,
+                                                tansu_broker: TansuBroker,
+                                                topic_name: str) -> None:
+    # members=None lists the group as describe_consumer_groups does: Tansu advertises
+    # ConsumerGroupDescribe but answers it with group epoch -1, the Cluster with
+    # GROUP_ID_NOT_FOUND for a classic group; DescribeGroups then lists the member. The
+    # removed member learns it at its next heartbeat: its partitions are lost and it joins
+    # again under a new member id.
+    from kontrakt import Consumer
+
+    admin.create_topics([NewTopic(topic_name, 2)])
+    group = topic_name + "-g"
+    events: list[str] = []
+
+    class Listener:
+        def on_partitions_assigned(self, parts: set[TP]) -> None:
+            events.append(f"assigned {len(parts)}")
+
+        def on_partitions_revoked(self, parts: set[TP]) -> None:
+            events.append(f"revoked {len(parts)}")
+
+        def on_partitions_lost(self, parts: set[TP]) -> None:
+            events.append(f"lost {len(parts)}")
+
+    with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers, group_id=group,
+                  session_timeout_ms=2000, heartbeat_interval_ms=100) as c:
+        c.subscribe([topic_name], listener=Listener())
+        deadline = time.monotonic() + 20
+        while events != ["assigned 2"]:
+            assert time.monotonic() < deadline, events
+            c.poll(0.05)
+        member = c.consumer_group_metadata().member_id
+        assert admin.remove_members_from_consumer_group(group) == {member: None}
+        while events[-2:] != ["lost 2", "assigned 2"]:
+            assert time.monotonic() < deadline, events
+            c.poll(0.05)
+        assert c.consumer_group_metadata().member_id not in ("", member)

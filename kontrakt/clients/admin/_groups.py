@@ -231,8 +231,8 @@ class GroupOperations:
         for a classic group) and names each static member by its ``group.instance.id``
         alone and each dynamic one by its member id, as Java's ``removeAll``. A KIP-848
         (consumer protocol) group's coordinator removes any member so named from Kafka 4.0
-        on (KAFKA-18188); Kafka 3.8 and 3.9 answer UNKNOWN_MEMBER_ID for its members that
-        use the consumer protocol (removing only those that joined with the classic one),
+        on (KAFKA-18188); earlier brokers answer UNKNOWN_MEMBER_ID for its members that use
+        the consumer protocol (3.8 and 3.9 remove those that joined with the classic one),
         and that error is reported for each such member.
 
         Args:

@@ -9,13 +9,10 @@ brokers (Kafka 3.8/3.9 refusing consumer-protocol members) that no test broker g
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from kontrakt.clients.admin import AsyncAdminClient
 from kontrakt.errors import KafkaError, PartialFailureError
 from kontrakt.protocol.errors import GroupIdNotFoundError, UnknownMemberIdError
 from kontrakt.protocol.messages import (
@@ -24,21 +21,13 @@ from kontrakt.protocol.messages import (
     LeaveGroupResponse,
 )
 from tests._crafted_broker import CraftedBroker
+from tests.unit.admin.test_admin_crafted import run
 
-FAST = {"retry.backoff.ms": 10, "retry.backoff.max.ms": 50, "request.timeout.ms": 3000}
 CONSUMER_GROUP_DESCRIBE, DESCRIBE_GROUPS, LEAVE_GROUP = 69, 15, 13
 GROUP_ID_NOT_FOUND, UNSUPPORTED_VERSION, UNKNOWN_MEMBER_ID = 69, 35, 25
 JAVA_REASON = "member was removed by an admin"
 _CGD = ConsumerGroupDescribeResponse.DescribedGroup
 _DG = DescribeGroupsResponse.DescribedGroup
-
-
-def run(broker: CraftedBroker, body: Callable[[AsyncAdminClient], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        async with broker, AsyncAdminClient(
-                {"bootstrap.servers": broker.bootstrap, **FAST}) as a:
-            return await asyncio.wait_for(body(a), 20)
-    return asyncio.run(main())
 
 
 def _kip848(ver: int, req: Any) -> Any:

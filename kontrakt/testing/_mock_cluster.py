@@ -61,6 +61,8 @@ _OPTIONAL: dict[str, tuple[Any, list[Any]]] = {
     "rd_kafka_mock_group_initial_rebalance_delay_ms": (None, [_c_void_p, _c_int32]),
     "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": (None, [_c_void_p, _c_int]),
     "rd_kafka_mock_broker_set_rack": (_c_int, [_c_void_p, _c_int32, _c_char_p]),
+    "rd_kafka_mock_partition_set_follower_wmarks":
+        (_c_int, [_c_void_p, _c_char_p, _c_int32, _c_int64, _c_int64]),
     "rd_kafka_mock_start_request_tracking": (None, [_c_void_p]),
     "rd_kafka_mock_stop_request_tracking": (None, [_c_void_p]),
     "rd_kafka_mock_clear_requests": (None, [_c_void_p]),
@@ -329,6 +331,22 @@ class MockCluster:
         self._call("partition_set_follower", _encode(topic, "topic"),
                    _int(partition, "partition", 0, _INT32[1]),
                    _int(broker_id, "broker_id", -1, _INT32[1]))
+
+    def set_partition_follower_wmarks(self, topic: str, partition: int, low: int = -1,
+                                      high: int = -1) -> None:
+        """Make the partition's follower (see :meth:`set_partition_follower`) hold only the
+        offsets ``low``..``high`` (-1: the leader's, and kept in step with it).
+
+        A follower fetch outside them is answered ``OFFSET_OUT_OF_RANGE``, as by a replica
+        that lags the leader; its high watermark and log start offset are these. Measured
+        with librdkafka 2.16: a fetch at ``high`` itself is served from the leader's log.
+
+        Raises:
+            NotImplementedError: the bundled librdkafka lacks the function.
+        """
+        self._call("partition_set_follower_wmarks", _encode(topic, "topic"),
+                   _int(partition, "partition", 0, _INT32[1]),
+                   _int(low, "low", -1, 2**63 - 1), _int(high, "high", -1, 2**63 - 1))
 
     def set_topic_error(self, topic: str, error: int) -> None:
         """Make Metadata (and AddPartitionsToTxn) answer ``error`` for ``topic`` (0 clears)."""

@@ -277,8 +277,16 @@ class Fetcher(BufferIntake, PositionUpkeep):
         if named is None:
             return leader
         replica, until = named
-        if until <= now or replica not in self.client.cluster.brokers:
+        if until <= now:
             del self._read_replicas[tp]
+            return leader
+        if replica not in self.client.cluster.brokers:
+            # Our metadata may be what is stale (the replica was down when it was last
+            # refreshed, and is back): look again, as the Java client does. Until then
+            # the leader serves, and names the replica again each time; without the
+            # refresh that would go on until the periodic one.
+            del self._read_replicas[tp]
+            self.client.request_metadata_refresh()
             return leader
         return replica
 

@@ -358,3 +358,32 @@ def test_named_replica_missing_from_metadata_is_looked_up(mock_cluster: MockClus
         assert fetched_from.count(leader) < 100, fetched_from.count(leader)
 
     asyncio.run(main())
+
+
+def test_offset_out_of_range_at_the_leader_too_resets_the_position(
+        mock_cluster: MockCluster, topic_name: str) -> None:
+    """An offset out of range at the follower and then at the leader too (here: a seek
+    past the end) is reset by ``auto.offset.reset``: the leader's answer is the one that
+    counts, as in the Java client, even when (as the mock's) it names a replica as well."""
+    mock_cluster.create_topic(topic_name, 1, 3)
+    bs = mock_cluster.bootstrap_servers
+    tp = TopicPartition(topic_name, 0)
+
+    async def main() -> None:
+        await _produce(bs, topic_name, 10)
+        leader, follower, _other = await _replicas(bs, topic_name)
+        mock_cluster.set_partition_follower(topic_name, 0, follower)
+        async with _reader("async", bs, tp) as r:
+            await r.read_until(10)
+            mock_cluster.start_request_tracking()
+            try:
+                r.consumer.seek(tp, 1000)
+                took = await r.read_until(20)
+                fetched_from = _fetches(mock_cluster.get_requests())
+            finally:
+                mock_cluster.stop_request_tracking()
+        # Reset to the earliest offset: the ten records again.
+        assert r.got == _values(0, 10) * 2, (took, len(fetched_from))
+        assert leader in fetched_from
+
+    asyncio.run(main())

@@ -403,16 +403,19 @@ class Fetcher(BufferIntake, PositionUpkeep):
                 entry = gens.get(tp)
                 if entry is None:
                     continue
-                if pd.preferred_read_replica >= 0:
-                    # A leader that names another replica answers no records: the
-                    # partition's next fetches go there (KIP-392).
-                    self._read_replicas[tp] = (
-                        pd.preferred_read_replica,
-                        time.monotonic() + self.client.settings.metadata_max_age)
                 st, gen, offset = entry
                 if st.gen != gen or st.fetch_offset != offset:
                     stale = True  # sought or reassigned meanwhile: stale data
                     continue
+                if pd.preferred_read_replica >= 0 and pd.error_code == 0:
+                    # A leader that names another replica answers no records: the
+                    # partition's next fetches go there (KIP-392). Only an answer without
+                    # error counts, as in the Java client: an error names no replica to
+                    # follow (an offset out of range at the leader, after one at the
+                    # replica, would otherwise be sent back and forth, never reset).
+                    self._read_replicas[tp] = (
+                        pd.preferred_read_replica,
+                        time.monotonic() + self.client.settings.metadata_max_age)
                 todo.append((tp, st, gen, offset, pd))
                 refetch[tp] = st.refetch
                 if pd.error_code == 0 and pd.records and (

@@ -387,3 +387,39 @@ def test_offset_out_of_range_at_the_leader_too_resets_the_position(
         assert leader in fetched_from
 
     asyncio.run(main())
+
+
+def test_a_named_replica_missing_from_metadata_does_not_spin_the_fetcher(
+        mock_cluster: MockCluster, topic_name: str) -> None:
+    """The leader names a replica that has left the consumer's metadata (Kafka's leader
+    does so until the replica drops out of its ISR, ``replica.lag.time.max.ms``; the mock's
+    for good). The leader answers such fetches at once and with no records, so going
+    straight back to it would be a busy loop: the consumer gives a metadata lookup
+    ``retry.backoff.ms`` first (librdkafka backs off too). Once the leader stops naming the
+    replica, it reads on from the leader."""
+    mock_cluster.create_topic(topic_name, 1, 3)
+    bs = mock_cluster.bootstrap_servers
+    tp = TopicPartition(topic_name, 0)
+
+    async def main() -> None:
+        await _produce(bs, topic_name, 10)
+        leader, follower, _other = await _replicas(bs, topic_name)
+        mock_cluster.set_partition_follower(topic_name, 0, follower)
+        async with _reader("async", bs, tp, retry_backoff_ms=100) as r:
+            await r.read_until(10)
+            mock_cluster.start_request_tracking()
+            try:
+                mock_cluster.broker_down(follower)
+                await _produce(bs, topic_name, 10, start=10)
+                await r.read_until(20, timeout=1.0)
+                named = _fetches(mock_cluster.get_requests()).count(leader)
+                mock_cluster.set_partition_follower(topic_name, 0, -1)
+                took = await r.read_until(20)
+            finally:
+                mock_cluster.stop_request_tracking()
+        # About one leader fetch per retry.backoff.ms (and per reconnect backoff before
+        # the metadata lost the replica); not thousands.
+        assert named <= 30, named
+        assert r.got == _values(0, 20), took
+
+    asyncio.run(main())

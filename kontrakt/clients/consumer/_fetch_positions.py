@@ -49,6 +49,7 @@ class PositionUpkeep:
     committed_lookup: CommittedLookup | None
     read_committed: bool
     _retry: tuple[float, float]
+    _read_replicas: dict[TopicPartition, tuple[int, float]]
     _validating: asyncio.Task[None] | None
 
     if TYPE_CHECKING:
@@ -119,7 +120,9 @@ class PositionUpkeep:
             self._seek(cur, res.offset, res.leader_epoch if res.leader_epoch >= 0 else -1)
 
     def _check_leader_epochs(self) -> None:
-        """Validate positions after a leader change (KIP-320) where the broker allows."""
+        """Validate positions after a leader change (KIP-320) where the broker allows, and
+        forget the replica the old leader named to read from (KIP-392): the new leader
+        names its own, as in the Java client."""
         cluster = self.client.cluster
         todo: list[TopicPartition] = []
         for tp, st in self.subs.assignment.items():
@@ -131,6 +134,8 @@ class PositionUpkeep:
                 continue
             first = st.seen_leader_epoch < 0
             st.seen_leader_epoch = p.leader_epoch
+            if not first and self._read_replicas:
+                self._read_replicas.pop(tp, None)
             if (not first and st.position is not None and st.position.leader_epoch >= 0
                     and not st.validating):
                 st.validating = True

@@ -10,13 +10,15 @@ mock's leader also names a replica that is down or lags behind the fetch offset 
 names only live replicas that hold the offset), so these tests unname it where Kafka's
 leader would stop naming it.
 
-Errors injected with ``broker_push_request_error_rtts`` cannot stand for a follower's
-partition error: the mock writes an injected Fetch error into the response's top-level
-error code too (v7+), and a top-level error is a fetch-session error, not a partition's
-(the Java client ignores the partitions of such a response). The partition errors here
-are the mock's own: ``NOT_LEADER_OR_FOLLOWER`` from a replica that is no longer the named
-one, ``OFFSET_OUT_OF_RANGE`` from a follower that lags (``set_partition_follower_wmarks``).
-An injected ``DISCONNECT`` stands for a follower's connection failing.
+A follower's partition errors are injected per partition
+(``push_partition_request_errors``: the partition's next Fetch, at the follower, answers
+it), or are the mock's own: ``NOT_LEADER_OR_FOLLOWER`` from a replica that is no longer
+the named one, ``OFFSET_OUT_OF_RANGE`` from a follower that lags
+(``set_partition_follower_wmarks``). Errors pushed per broker
+(``broker_push_request_error_rtts``) land in the response's top-level error code too
+(Fetch v7+, measured), which is a fetch-session error, not a partition's (the Java client
+ignores the partitions of such a response); only their ``DISCONNECT`` is used here, for a
+follower's connection failing.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from tests.integration.raw_ops import produce
 pytestmark = [pytest.mark.integration]
 
 _FETCH = 1
+_OFFSET_OUT_OF_RANGE = 1
+_NOT_LEADER_OR_FOLLOWER = 6
 #: every wait for records is bounded by this (seconds); the failovers take well under 1 s
 _WAIT = 10.0
 #: the tests that are not about expiry keep the named replica for longer than they run,
@@ -421,5 +425,42 @@ def test_a_named_replica_missing_from_metadata_does_not_spin_the_fetcher(
         # the metadata lost the replica); not thousands.
         assert named <= 30, named
         assert r.got == _values(0, 20), took
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(("error", "form"), [
+    pytest.param(_NOT_LEADER_OR_FOLLOWER, "async", id="not-leader-async"),
+    pytest.param(_OFFSET_OUT_OF_RANGE, "async", id="out-of-range-async"),
+    pytest.param(_OFFSET_OUT_OF_RANGE, "sync", id="out-of-range-sync")])
+def test_partition_error_at_the_follower_refetches_from_the_leader(
+        mock_cluster: MockCluster, topic_name: str, error: int, form: str) -> None:
+    """The follower answers the partition with an error: the partition's next fetch goes
+    to the leader at the same offset (which names the follower again), and an offset out
+    of range there does not reset the position (``earliest`` here: a reset would read the
+    records again)."""
+    mock_cluster.create_topic(topic_name, 1, 3)
+    bs = mock_cluster.bootstrap_servers
+    tp = TopicPartition(topic_name, 0)
+
+    async def main() -> None:
+        await _produce(bs, topic_name, 10)
+        leader, follower, _other = await _replicas(bs, topic_name)
+        mock_cluster.set_partition_follower(topic_name, 0, follower)
+        async with _reader(form, bs, tp) as r:
+            await r.read_until(10)
+            mock_cluster.start_request_tracking()
+            try:
+                # The consumer fetches from the follower: that is where the error lands.
+                mock_cluster.push_partition_request_errors(topic_name, 0, _FETCH, [error])
+                await _produce(bs, topic_name, 10, start=10)
+                took = await r.read_until(21, timeout=2.0)
+                fetched_from = _fetches(mock_cluster.get_requests())
+            finally:
+                mock_cluster.stop_request_tracking()
+            assert r.got == _values(0, 20), (took, fetched_from)
+            assert await r.position(tp) == 20
+        assert fetched_from[0] == follower, fetched_from
+        assert fetched_from.count(leader) == 1 and fetched_from[-1] == follower, fetched_from
 
     asyncio.run(main())

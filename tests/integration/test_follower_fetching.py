@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -126,23 +126,43 @@ def _fetches(requests: list[MockRequest]) -> list[int]:
     return [r.broker_id for r in requests if r.api_key == _FETCH]
 
 
+def _topic(mock_cluster: MockCluster, topic: str) -> tuple[str, TopicPartition]:
+    """A topic of one partition on three replicas: (bootstrap servers, its partition)."""
+    mock_cluster.create_topic(topic, 1, 3)
+    return mock_cluster.bootstrap_servers, TopicPartition(topic, 0)
+
+
+async def _follow(mock_cluster: MockCluster, topic: str) -> tuple[int, int, int]:
+    """Ten records in the partition, and its leader naming the follower to read from:
+    (leader, follower, other replica)."""
+    bs = mock_cluster.bootstrap_servers
+    await _produce(bs, topic, 10)
+    leader, follower, other = await _replicas(bs, topic)
+    mock_cluster.set_partition_follower(topic, 0, follower)
+    return leader, follower, other
+
+
+@contextlib.contextmanager
+def _tracking(mock_cluster: MockCluster) -> Iterator[Callable[[], list[int]]]:
+    """Track the cluster's requests for the block; yields a function that gives the
+    brokers that received Fetch requests so far, in order."""
+    mock_cluster.start_request_tracking()
+    try:
+        yield lambda: _fetches(mock_cluster.get_requests())
+    finally:
+        mock_cluster.stop_request_tracking()
+
+
 def test_consumer_fetches_from_the_replica_the_leader_names(mock_cluster: MockCluster,
                                                              topic_name: str) -> None:
-    mock_cluster.create_topic(topic_name, 1, 3)
-    bs = mock_cluster.bootstrap_servers
-    tp = TopicPartition(topic_name, 0)
+    bs, tp = _topic(mock_cluster, topic_name)
 
     async def main() -> None:
-        await _produce(bs, topic_name, 10)
-        _leader, follower, _other = await _replicas(bs, topic_name)
-        mock_cluster.set_partition_follower(topic_name, 0, follower)
-        mock_cluster.start_request_tracking()
-        try:
+        _leader, follower, _other = await _follow(mock_cluster, topic_name)
+        with _tracking(mock_cluster) as fetched:
             async with _reader("async", bs, tp) as r:
                 await r.read_until(10)
-            fetched_from = set(_fetches(mock_cluster.get_requests()))
-        finally:
-            mock_cluster.stop_request_tracking()
+            fetched_from = set(fetched())
         assert r.got == _values(0, 10)
         assert follower in fetched_from
 
@@ -155,27 +175,20 @@ def test_follower_going_down_sends_the_consumer_back_to_the_leader(
     """The named follower goes down: its partitions are fetched from the leader again,
     every record once, in order, within a bounded time (not after the replica's
     ``metadata.max.age.ms`` lease)."""
-    mock_cluster.create_topic(topic_name, 1, 3)
-    bs = mock_cluster.bootstrap_servers
-    tp = TopicPartition(topic_name, 0)
+    bs, tp = _topic(mock_cluster, topic_name)
 
     async def main() -> None:
-        await _produce(bs, topic_name, 10)
-        leader, follower, _other = await _replicas(bs, topic_name)
-        mock_cluster.set_partition_follower(topic_name, 0, follower)
+        leader, follower, _other = await _follow(mock_cluster, topic_name)
         async with _reader(form, bs, tp) as r:
             await r.read_until(10)
             assert r.got == _values(0, 10)
-            mock_cluster.start_request_tracking()
-            try:
+            with _tracking(mock_cluster) as fetched:
                 # Kafka's leader stops naming a replica that left the cluster.
                 mock_cluster.broker_down(follower)
                 mock_cluster.set_partition_follower(topic_name, 0, -1)
                 await _produce(bs, topic_name, 10, start=10)
                 took = await r.read_until(20)
-                fetched_from = _fetches(mock_cluster.get_requests())
-            finally:
-                mock_cluster.stop_request_tracking()
+                fetched_from = fetched()
             assert r.got == _values(0, 20), (took, fetched_from)
             assert took < 5, took
             assert leader in fetched_from
@@ -189,25 +202,18 @@ def test_follower_connection_failure_goes_back_to_the_leader_first(
     """A dropped connection to the follower clears the named replica (as the Java client's
     failed fetch does): the partition's next fetch goes to the leader, which names the
     follower again; nothing is lost or read twice."""
-    mock_cluster.create_topic(topic_name, 1, 3)
-    bs = mock_cluster.bootstrap_servers
-    tp = TopicPartition(topic_name, 0)
+    bs, tp = _topic(mock_cluster, topic_name)
 
     async def main() -> None:
-        await _produce(bs, topic_name, 10)
-        leader, follower, _other = await _replicas(bs, topic_name)
-        mock_cluster.set_partition_follower(topic_name, 0, follower)
+        leader, follower, _other = await _follow(mock_cluster, topic_name)
         async with _reader("async", bs, tp) as r:
             await r.read_until(10)
-            mock_cluster.start_request_tracking()
-            try:
+            with _tracking(mock_cluster) as fetched:
                 mock_cluster.broker_push_request_error_rtts(
                     follower, _FETCH, [(MockCluster.DISCONNECT, 0)])
                 await _produce(bs, topic_name, 10, start=10)
                 took = await r.read_until(20)
-                fetched_from = _fetches(mock_cluster.get_requests())
-            finally:
-                mock_cluster.stop_request_tracking()
+                fetched_from = fetched()
         assert r.got == _values(0, 20), (took, fetched_from)
         # The follower stays in the metadata (it is up), so only the dropped connection
         # can have sent the partition to the leader; which names the follower again.
@@ -223,32 +229,25 @@ def test_offset_out_of_range_at_a_lagging_follower_refetches_from_the_leader(
     """OFFSET_OUT_OF_RANGE from the named follower (it lags the leader) sends the fetch
     back to the leader at the same offset; it does not apply ``auto.offset.reset`` (here
     ``latest``, which would skip the records the follower has not got yet)."""
-    mock_cluster.create_topic(topic_name, 1, 3)
-    bs = mock_cluster.bootstrap_servers
-    tp = TopicPartition(topic_name, 0)
+    bs, tp = _topic(mock_cluster, topic_name)
 
     async def main() -> None:
-        await _produce(bs, topic_name, 10)
-        leader, follower, _other = await _replicas(bs, topic_name)
-        mock_cluster.set_partition_follower(topic_name, 0, follower)
+        leader, follower, _other = await _follow(mock_cluster, topic_name)
         async with _reader(form, bs, tp, auto_offset_reset="latest") as r:
             await r.read_until(10)
             assert r.got == _values(0, 10)
-            mock_cluster.start_request_tracking()
-            try:
+            with _tracking(mock_cluster) as fetched:
                 # The follower holds offsets up to 5 only; the consumer fetches 10.
                 mock_cluster.set_partition_follower_wmarks(topic_name, 0, -1, 5)
                 await _produce(bs, topic_name, 10, start=10)
                 # The mock's leader keeps naming the lagging follower (Kafka's would not),
                 # so the consumer goes back and forth until it catches up.
                 await r.read_until(11, timeout=0.5)
-                fetched_from = _fetches(mock_cluster.get_requests())
+                fetched_from = fetched()
                 assert r.got == _values(0, 10)
                 assert await r.position(tp) == 10
                 mock_cluster.set_partition_follower_wmarks(topic_name, 0, -1, -1)
                 took = await r.read_until(20)
-            finally:
-                mock_cluster.stop_request_tracking()
             assert r.got == _values(0, 20), took
             assert await r.position(tp) == 20
         assert fetched_from[0] == follower and leader in fetched_from, fetched_from[:10]
@@ -261,24 +260,17 @@ def test_consumer_follows_the_replica_the_leader_names_next(
         mock_cluster: MockCluster, topic_name: str, form: str) -> None:
     """The leader names another replica: the old one answers NOT_LEADER_OR_FOLLOWER, the
     consumer goes back to the leader, which names the new one, and reads on from it."""
-    mock_cluster.create_topic(topic_name, 1, 3)
-    bs = mock_cluster.bootstrap_servers
-    tp = TopicPartition(topic_name, 0)
+    bs, tp = _topic(mock_cluster, topic_name)
 
     async def main() -> None:
-        await _produce(bs, topic_name, 10)
-        leader, follower, other = await _replicas(bs, topic_name)
-        mock_cluster.set_partition_follower(topic_name, 0, follower)
+        leader, _follower, other = await _follow(mock_cluster, topic_name)
         async with _reader(form, bs, tp) as r:
             await r.read_until(10)
-            mock_cluster.start_request_tracking()
-            try:
+            with _tracking(mock_cluster) as fetched:
                 mock_cluster.set_partition_follower(topic_name, 0, other)
                 await _produce(bs, topic_name, 10, start=10)
                 took = await r.read_until(20)
-                fetched_from = _fetches(mock_cluster.get_requests())
-            finally:
-                mock_cluster.stop_request_tracking()
+                fetched_from = fetched()
             assert r.got == _values(0, 20), (took, fetched_from)
             assert took < 5, took
             assert await r.position(tp) == 20
@@ -293,18 +285,13 @@ def test_named_replica_expires_after_metadata_max_age(mock_cluster: MockCluster,
                                                       topic_name: str) -> None:
     """As the Java client, the replica a leader named is used for ``metadata.max.age.ms``;
     then the partition's next fetch goes to the leader, which names one again."""
-    mock_cluster.create_topic(topic_name, 1, 3)
-    bs = mock_cluster.bootstrap_servers
-    tp = TopicPartition(topic_name, 0)
+    bs, tp = _topic(mock_cluster, topic_name)
 
     async def main() -> None:
-        await _produce(bs, topic_name, 10)
-        leader, follower, _other = await _replicas(bs, topic_name)
-        mock_cluster.set_partition_follower(topic_name, 0, follower)
+        leader, follower, _other = await _follow(mock_cluster, topic_name)
         async with _reader("async", bs, tp, metadata_max_age_ms=400) as r:
             await r.read_until(10)
-            mock_cluster.start_request_tracking()
-            try:
+            with _tracking(mock_cluster) as fetched:
                 loop = asyncio.get_running_loop()
                 end = loop.time() + 1.5
                 n = 10
@@ -313,9 +300,7 @@ def test_named_replica_expires_after_metadata_max_age(mock_cluster: MockCluster,
                     n += 5
                     await r.read_until(n)
                     await asyncio.sleep(0.1)
-                fetched_from = _fetches(mock_cluster.get_requests())
-            finally:
-                mock_cluster.stop_request_tracking()
+                fetched_from = fetched()
         assert r.got == _values(0, n)
         # Back to the leader about every 0.4 s, and straight on to the follower.
         assert fetched_from.count(leader) >= 2, fetched_from
@@ -330,14 +315,10 @@ def test_named_replica_missing_from_metadata_is_looked_up(mock_cluster: MockClus
     named again: the consumer refreshes its metadata to find it, as the Java client does
     (rather than fetching from the leader, which only names it again, until the next
     periodic refresh)."""
-    mock_cluster.create_topic(topic_name, 1, 3)
-    bs = mock_cluster.bootstrap_servers
-    tp = TopicPartition(topic_name, 0)
+    bs, tp = _topic(mock_cluster, topic_name)
 
     async def main() -> None:
-        await _produce(bs, topic_name, 10)
-        leader, follower, _other = await _replicas(bs, topic_name)
-        mock_cluster.set_partition_follower(topic_name, 0, follower)
+        leader, follower, _other = await _follow(mock_cluster, topic_name)
         async with _reader("async", bs, tp) as r:
             await r.read_until(10)
             mock_cluster.broker_down(follower)
@@ -345,15 +326,12 @@ def test_named_replica_missing_from_metadata_is_looked_up(mock_cluster: MockClus
             await _produce(bs, topic_name, 10, start=10)
             await r.read_until(20)
             assert r.got == _values(0, 20)
-            mock_cluster.start_request_tracking()
-            try:
+            with _tracking(mock_cluster) as fetched:
                 mock_cluster.broker_up(follower)
                 mock_cluster.set_partition_follower(topic_name, 0, follower)
                 await _produce(bs, topic_name, 10, start=20)
                 took = await r.read_until(30)
-                fetched_from = _fetches(mock_cluster.get_requests())
-            finally:
-                mock_cluster.stop_request_tracking()
+                fetched_from = fetched()
         assert r.got == _values(0, 30), (took, len(fetched_from))
         assert took < 5, took
         assert follower in fetched_from
@@ -369,23 +347,16 @@ def test_offset_out_of_range_at_the_leader_too_resets_the_position(
     """An offset out of range at the follower and then at the leader too (here: a seek
     past the end) is reset by ``auto.offset.reset``: the leader's answer is the one that
     counts, as in the Java client, even when (as the mock's) it names a replica as well."""
-    mock_cluster.create_topic(topic_name, 1, 3)
-    bs = mock_cluster.bootstrap_servers
-    tp = TopicPartition(topic_name, 0)
+    bs, tp = _topic(mock_cluster, topic_name)
 
     async def main() -> None:
-        await _produce(bs, topic_name, 10)
-        leader, follower, _other = await _replicas(bs, topic_name)
-        mock_cluster.set_partition_follower(topic_name, 0, follower)
+        leader, _follower, _other = await _follow(mock_cluster, topic_name)
         async with _reader("async", bs, tp) as r:
             await r.read_until(10)
-            mock_cluster.start_request_tracking()
-            try:
+            with _tracking(mock_cluster) as fetched:
                 r.consumer.seek(tp, 1000)
                 took = await r.read_until(20)
-                fetched_from = _fetches(mock_cluster.get_requests())
-            finally:
-                mock_cluster.stop_request_tracking()
+                fetched_from = fetched()
         # Reset to the earliest offset: the ten records again.
         assert r.got == _values(0, 10) * 2, (took, len(fetched_from))
         assert leader in fetched_from
@@ -401,26 +372,19 @@ def test_a_named_replica_missing_from_metadata_does_not_spin_the_fetcher(
     straight back to it would be a busy loop: the consumer gives a metadata lookup
     ``retry.backoff.ms`` first (librdkafka backs off too). Once the leader stops naming the
     replica, it reads on from the leader."""
-    mock_cluster.create_topic(topic_name, 1, 3)
-    bs = mock_cluster.bootstrap_servers
-    tp = TopicPartition(topic_name, 0)
+    bs, tp = _topic(mock_cluster, topic_name)
 
     async def main() -> None:
-        await _produce(bs, topic_name, 10)
-        leader, follower, _other = await _replicas(bs, topic_name)
-        mock_cluster.set_partition_follower(topic_name, 0, follower)
+        leader, follower, _other = await _follow(mock_cluster, topic_name)
         async with _reader("async", bs, tp, retry_backoff_ms=100) as r:
             await r.read_until(10)
-            mock_cluster.start_request_tracking()
-            try:
+            with _tracking(mock_cluster) as fetched:
                 mock_cluster.broker_down(follower)
                 await _produce(bs, topic_name, 10, start=10)
                 await r.read_until(20, timeout=1.0)
-                named = _fetches(mock_cluster.get_requests()).count(leader)
+                named = fetched().count(leader)
                 mock_cluster.set_partition_follower(topic_name, 0, -1)
                 took = await r.read_until(20)
-            finally:
-                mock_cluster.stop_request_tracking()
         # About one leader fetch per retry.backoff.ms (and per reconnect backoff before
         # the metadata lost the replica); not thousands.
         assert named <= 30, named
@@ -439,25 +403,18 @@ def test_partition_error_at_the_follower_refetches_from_the_leader(
     to the leader at the same offset (which names the follower again), and an offset out
     of range there does not reset the position (``earliest`` here: a reset would read the
     records again)."""
-    mock_cluster.create_topic(topic_name, 1, 3)
-    bs = mock_cluster.bootstrap_servers
-    tp = TopicPartition(topic_name, 0)
+    bs, tp = _topic(mock_cluster, topic_name)
 
     async def main() -> None:
-        await _produce(bs, topic_name, 10)
-        leader, follower, _other = await _replicas(bs, topic_name)
-        mock_cluster.set_partition_follower(topic_name, 0, follower)
+        leader, follower, _other = await _follow(mock_cluster, topic_name)
         async with _reader(form, bs, tp) as r:
             await r.read_until(10)
-            mock_cluster.start_request_tracking()
-            try:
+            with _tracking(mock_cluster) as fetched:
                 # The consumer fetches from the follower: that is where the error lands.
                 mock_cluster.push_partition_request_errors(topic_name, 0, _FETCH, [error])
                 await _produce(bs, topic_name, 10, start=10)
                 took = await r.read_until(21, timeout=2.0)
-                fetched_from = _fetches(mock_cluster.get_requests())
-            finally:
-                mock_cluster.stop_request_tracking()
+                fetched_from = fetched()
             assert r.got == _values(0, 20), (took, fetched_from)
             assert await r.position(tp) == 20
         assert fetched_from[0] == follower, fetched_from

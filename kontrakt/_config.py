@@ -377,6 +377,15 @@ COMMON_OPTIONS = options(
            doc="close connections idle for longer than this"),
     Option("metadata.max.age.ms", "int", 300000, minimum=1,
            doc="refresh cluster metadata at least this often"),
+    Option("metadata.recovery.strategy", "str", "rebootstrap",
+           choices=("none", "rebootstrap"),
+           doc="what to do when no known broker can give metadata (KIP-899, KIP-1102): "
+               "'rebootstrap' (Kafka 4.x's default) forgets the known brokers and starts "
+               "again from bootstrap.servers (resolving the names anew); 'none' keeps "
+               "retrying the known brokers"),
+    Option("metadata.recovery.rebootstrap.trigger.ms", "int", 300000, minimum=0,
+           doc="with metadata.recovery.strategy=rebootstrap: rebootstrap when no known "
+               "broker has given metadata for this long while metadata was wanted"),
     Option("retry.backoff.ms", "int", 100, minimum=0, doc="first wait before a retry"),
     Option("retry.backoff.max.ms", "int", 1000, minimum=0, doc="longest wait between retries"),
     Option("reconnect.backoff.ms", "int", 50, minimum=0, doc="first wait before reconnecting"),

@@ -72,6 +72,9 @@ class ClientConnections:
         self._settings = settings.connection
         self.cluster = ClusterMetadata()
         self._nodes: dict[int, _NodeState] = {}
+        #: connection attempts a rebootstrap dropped while they were opening (close ends
+        #: those still running)
+        self._dropped_attempts: set[asyncio.Task[BrokerConnection]] = set()
         self._bg_error: BaseException | None = None
         self._started = False
         self._closed = False
@@ -148,6 +151,12 @@ class ClientConnections:
             if isinstance(exc, Exception):
                 state.failure = exc
             raise
+        if state.connecting is not asyncio.current_task():
+            # A rebootstrap dropped this attempt while it was opening: the address may be
+            # a forgotten one, and a newer attempt may own the slot already.
+            conn.abort()
+            raise KafkaConnectionError(f"connection to {host}:{port} dropped: the client "
+                                       "rebootstrapped while it was opening")
         state.backoff.reset()
         state.failure = None
         state.conn = conn
@@ -159,6 +168,40 @@ class ClientConnections:
     def _forget(state: _NodeState, conn: BrokerConnection) -> None:
         if state.conn is conn:
             state.conn = None
+
+    def _reset_connections(self) -> None:
+        """Drop every broker and bootstrap connection and its reconnect backoff (a
+        rebootstrap): the next connection to a node id goes to the address metadata gives
+        it then, the bootstrap servers' names resolved anew.
+
+        A connection still being opened is dropped once it opens (:meth:`_connect` sees it
+        was superseded): its address may be a forgotten one. Its task is not cancelled,
+        since callers wait on it (shielded) and would take the cancellation for their own.
+        """
+        for state in self._nodes.values():
+            if state.conn is not None:
+                state.conn.abort()  # its on_close hook clears state.conn
+            if state.connecting is not None and not state.connecting.done():
+                self._dropped_attempts.add(state.connecting)
+                state.connecting.add_done_callback(self._dropped_attempts.discard)
+            state.connecting = None
+            state.backoff.reset()
+            state.next_attempt = 0.0
+            state.failure = None
+
+    def _all_known_brokers_unavailable(self) -> bool:
+        """No known broker is connected, being connected to, or past its reconnect backoff
+        (KIP-899's condition to rebootstrap); False while no broker is known."""
+        if not self.cluster.brokers:
+            return False
+        now = time.monotonic()
+        for node_id in self.cluster.brokers:
+            state = self._nodes.get(node_id)
+            if state is None or state.next_attempt <= now \
+                    or (state.conn is not None and state.conn.connected) \
+                    or (state.connecting is not None and not state.connecting.done()):
+                return False
+        return True
 
     def least_loaded_node(self) -> int:
         """A node to send a request that any broker can answer: a connected broker with the

@@ -7,6 +7,14 @@ one request per ``retry.backoff.ms``), and which topics it asks about (a layer o
 A failed refresh at start names every broker tried and why it failed
 (NoBrokersAvailableError); the loop is supervised: if it dies, the client's next call
 raises its error.
+
+Metadata recovery (``metadata.recovery.strategy=rebootstrap``, KIP-899 and KIP-1102, as
+the Java client and librdkafka do it): while metadata is wanted, the client forgets the
+known brokers and starts again from ``bootstrap.servers`` when every known broker is in
+its reconnect backoff, when none has given metadata for
+``metadata.recovery.rebootstrap.trigger.ms``, or at once when a Metadata response (v13+)
+says REBOOTSTRAP_REQUIRED. That recovers a client whose brokers were all replaced by
+others behind the same bootstrap name, which no refresh from the known ones can find.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from kontrakt.errors import (
     KafkaTimeoutError,
     NoBrokersAvailableError,
 )
-from kontrakt.protocol.errors import for_code
+from kontrakt.protocol.errors import RebootstrapRequiredError, for_code
 from kontrakt.protocol.messages import MetadataRequest
 
 __all__ = ["ClientMetadataRefresh"]
@@ -49,6 +57,11 @@ class ClientMetadataRefresh(ClientConnections):
         self._metadata_task: asyncio.Task[None] | None = None
         self._refresh_wanted: asyncio.Event | None = None
         self._refresh_waiters: list[asyncio.Future[None]] = []
+        #: when metadata was first wanted and not yet obtained (monotonic seconds), for
+        #: metadata.recovery.rebootstrap.trigger.ms; None while the last refresh succeeded
+        self._metadata_wanted_since: float | None = None
+        #: how many times the client rebootstrapped
+        self.rebootstraps = 0
 
     async def start(self, timeout: float | None = None, *,
                     budget_name: str | None = None) -> None:
@@ -126,7 +139,10 @@ class ClientMetadataRefresh(ClientConnections):
         backoff = Backoff(st.retry_backoff, st.retry_backoff_max)
         #: address -> why it failed last, in the order first tried
         tried: dict[str, str] = {}
+        if self._metadata_wanted_since is None:
+            self._metadata_wanted_since = time.monotonic()
         while True:
+            self._maybe_rebootstrap()
             node = self.least_loaded_node()
             all_topics = self._all_topics
             asked = frozenset(self._topics)
@@ -143,10 +159,22 @@ class ClientMetadataRefresh(ClientConnections):
                     raise for_code(resp.error_code)("metadata request failed")
                 self.cluster.update(resp, all_topics=all_topics)
                 self._last_asked = (all_topics, asked)
+                self._metadata_wanted_since = None
                 return
             except AuthenticationError:
                 # Refused credentials or certificate fail the same way on every retry.
                 raise
+            except RebootstrapRequiredError:
+                # KIP-1102: the broker says this client's view of the cluster is beyond
+                # repair. Without rebootstrap the error is the caller's, as any other.
+                if not st.rebootstrap:
+                    raise
+                tried[self._describe_node(node)] = "asked the client to rebootstrap"
+                self._rebootstrap("a broker answered REBOOTSTRAP_REQUIRED")
+                delay = backoff.next()
+                if time.monotonic() + delay >= deadline:
+                    raise
+                await asyncio.sleep(delay)
             except (KafkaConnectionError, KafkaTimeoutError, asyncio.TimeoutError,
                     TimeoutError) as exc:
                 address = self._describe_node(node)
@@ -162,6 +190,34 @@ class ClientMetadataRefresh(ClientConnections):
                         + ", ".join(f"{addr} ({why})" for addr, why in tried.items())
                     ) from exc
                 await asyncio.sleep(delay)
+
+    def _maybe_rebootstrap(self) -> None:
+        """Rebootstrap if metadata recovery is on, a broker is known, and every known broker
+        is in its reconnect backoff (KIP-899) or none has given metadata for
+        ``metadata.recovery.rebootstrap.trigger.ms`` (KIP-1102)."""
+        st = self.settings
+        if not st.rebootstrap or not self.cluster.brokers:
+            return
+        if self._all_known_brokers_unavailable():
+            self._rebootstrap("no known broker is available")
+            return
+        since = self._metadata_wanted_since
+        if since is not None and time.monotonic() - since >= st.rebootstrap_trigger:
+            self._rebootstrap(f"no metadata for metadata.recovery.rebootstrap.trigger.ms="
+                              f"{self.config['metadata.recovery.rebootstrap.trigger.ms']}")
+
+    def _rebootstrap(self, why: str) -> None:
+        """Forget the known brokers and their connections: the next requests go to the
+        bootstrap servers (their names resolved anew) until metadata names brokers again."""
+        log.warning("rebootstrapping from bootstrap.servers %s: %s (known brokers were %s)",
+                    ",".join(f"{h}:{p}" for h, p in self._bootstrap), why,
+                    ",".join(b.address for b in self.cluster.brokers.values()) or "none")
+        self.cluster.forget_brokers()
+        self._reset_connections()
+        self.rebootstraps += 1
+        # The trigger counts again from here: the bootstrap servers get their own
+        # request.timeout.ms-bounded tries, as at start.
+        self._metadata_wanted_since = time.monotonic()
 
     def _describe_node(self, node: int) -> str:
         try:

@@ -29,6 +29,8 @@ class ClientSettings:
         connection: how each broker connection is made (client id, request and connect
             timeouts, in-flight limit, largest frame, TLS context, SASL authenticator).
         metadata_max_age: ``metadata.max.age.ms`` in seconds.
+        rebootstrap: ``metadata.recovery.strategy`` is ``rebootstrap`` (KIP-899, KIP-1102).
+        rebootstrap_trigger: ``metadata.recovery.rebootstrap.trigger.ms`` in seconds.
         retry_backoff, retry_backoff_max: ``retry.backoff(.max).ms`` in seconds.
         reconnect_backoff, reconnect_backoff_max: ``reconnect.backoff(.max).ms`` in seconds.
         config: the validated configuration these were parsed from (every option of the
@@ -38,6 +40,8 @@ class ClientSettings:
     bootstrap: tuple[tuple[str, int], ...]
     connection: ConnectionSettings
     metadata_max_age: float
+    rebootstrap: bool
+    rebootstrap_trigger: float
     retry_backoff: float
     retry_backoff_max: float
     reconnect_backoff: float
@@ -76,6 +80,8 @@ class ClientSettings:
                 sasl=build_sasl(cfg),
             ),
             metadata_max_age=cfg["metadata.max.age.ms"] / 1000,
+            rebootstrap=cfg["metadata.recovery.strategy"] == "rebootstrap",
+            rebootstrap_trigger=cfg["metadata.recovery.rebootstrap.trigger.ms"] / 1000,
             retry_backoff=cfg["retry.backoff.ms"] / 1000,
             retry_backoff_max=cfg["retry.backoff.max.ms"] / 1000,
             reconnect_backoff=cfg["reconnect.backoff.ms"] / 1000,

@@ -63,7 +63,17 @@ class AsyncKafkaClient(ClientCoordinators):
     ``socket.connection.setup.timeout.ms``, ``metadata.max.age.ms``, ``retry.backoff.ms``,
     ``retry.backoff.max.ms``, ``reconnect.backoff.ms``, ``reconnect.backoff.max.ms``,
     ``max.in.flight.requests.per.connection``, ``receive.message.max.bytes``,
-    ``connections.max.idle.ms``, ``security.protocol``, ``ssl.*``, ``sasl.*``.
+    ``connections.max.idle.ms``, ``metadata.recovery.strategy`` (``rebootstrap``, Kafka
+    4.x's default, or ``none``), ``metadata.recovery.rebootstrap.trigger.ms``,
+    ``security.protocol``, ``ssl.*``, ``sasl.*``.
+
+    Metadata recovery (KIP-899, KIP-1102): with ``metadata.recovery.strategy=rebootstrap``,
+    when every known broker is in its reconnect backoff, when none has given metadata for
+    ``metadata.recovery.rebootstrap.trigger.ms`` (default 5 minutes) while metadata was
+    wanted, or when a broker answers Metadata with REBOOTSTRAP_REQUIRED, the client forgets
+    the brokers it knows and starts again from ``bootstrap.servers`` (resolving the names
+    anew): a cluster whose brokers were all replaced behind the same bootstrap address is
+    found again. With ``none`` it keeps retrying the brokers it knows.
 
     Raises:
         ConfigError: unknown option or bad value; both ``_settings`` and a config.
@@ -111,6 +121,8 @@ class AsyncKafkaClient(ClientCoordinators):
                 await cancel_and_wait([state.connecting])
             if state.conn is not None:
                 conns.append(state.conn)
+        if self._dropped_attempts:
+            await cancel_and_wait(list(self._dropped_attempts))
         self._nodes.clear()
         self._coordinator_nodes.clear()
         self._dedicated.clear()
@@ -186,7 +198,9 @@ class AsyncKafkaClient(ClientCoordinators):
                 if time.monotonic() + delay >= deadline:
                     raise
                 log.debug("retrying %s after %s", message.API_NAME, exc)
-                if node is not None and node >= 0:
+                if node is None or node >= 0:
+                    # The broker may be gone for good: fresh metadata (or, when none of the
+                    # known brokers answers, a rebootstrap) finds where to go next.
                     self.request_metadata_refresh()
                 await asyncio.sleep(delay)
 

@@ -61,6 +61,8 @@ class CraftedBroker:
         max_versions: api key -> highest version to advertise (an older broker), the lowest
             as the spec declares it.
         leader_epoch: the leader epoch Metadata reports for every partition.
+        close_after_metadata: close each connection once it has answered a Metadata
+            request (as a bootstrap load balancer that hands out one answer per connection).
 
     Attributes:
         requests: (api key, version, request) of every request but ApiVersions.
@@ -71,8 +73,9 @@ class CraftedBroker:
     def __init__(self, handlers: dict[int, Handler], *, topics: dict[str, int] | None = None,
                  versions: dict[int, tuple[int, int]] | None = None,
                  max_versions: dict[int, int] | None = None,
-                 leader_epoch: int = 0) -> None:
+                 leader_epoch: int = 0, close_after_metadata: bool = False) -> None:
         self.handlers = handlers
+        self.close_after_metadata = close_after_metadata
         self.topics = dict(topics or {})
         self.versions = dict(versions or {})
         specs = registry()
@@ -176,6 +179,8 @@ class CraftedBroker:
                     break
                 writer.write(encode_response(resp, header.api_version, header.correlation_id))
                 await writer.drain()
+                if self.close_after_metadata and header.api_key == _METADATA:
+                    break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:

@@ -1,0 +1,116 @@
+"""KIP-1102's REBOOTSTRAP_REQUIRED: a Metadata response (v13+) whose top-level error code
+says the client's view of the cluster is beyond repair sends the client back to
+``bootstrap.servers`` at once, without waiting for ``metadata.recovery.rebootstrap.trigger.ms``.
+
+Two crafted peers on 127.0.0.1 (tests/_crafted_broker.py): the bootstrap server ``boot``
+advertises one broker, node 1 at ``known``'s port, and closes each connection after its
+Metadata answer (so that the client then talks to node 1, as it would to a real cluster's
+brokers). ``known`` answers Metadata with REBOOTSTRAP_REQUIRED when the test says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kontrakt.clients import AsyncKafkaClient
+from kontrakt.protocol.errors import RebootstrapRequiredError
+from kontrakt.protocol.messages import MetadataResponse
+from tests._crafted_broker import CraftedBroker
+
+pytestmark = pytest.mark.timeout(30)
+
+_METADATA = 3
+_REBOOTSTRAP_REQUIRED = RebootstrapRequiredError.code
+
+
+class Peers:
+    """``boot`` and ``known``, and how many Metadata requests each answered."""
+
+    def __init__(self) -> None:
+        self.stale = 0  # how many answers of ``known`` are to be REBOOTSTRAP_REQUIRED
+        self.known = CraftedBroker({_METADATA: self._known_metadata})
+        self.boot = CraftedBroker({_METADATA: self._boot_metadata},
+                                  close_after_metadata=True)
+
+    def _cluster(self, **fields: Any) -> MetadataResponse:
+        mr = MetadataResponse
+        return mr(brokers=[mr.MetadataResponseBroker(node_id=1, host="127.0.0.1",
+                                                     port=self.known.port)],
+                  cluster_id="crafted", controller_id=1, topics=[], **fields)
+
+    def _boot_metadata(self, version: int, req: Any) -> MetadataResponse:
+        return self._cluster()
+
+    def _known_metadata(self, version: int, req: Any) -> MetadataResponse:
+        if self.stale:
+            self.stale -= 1
+            return MetadataResponse(brokers=[], topics=[], error_code=_REBOOTSTRAP_REQUIRED)
+        return self._cluster()
+
+    def metadata_versions(self, peer: CraftedBroker) -> list[int]:
+        return [v for k, v, _ in peer.requests if k == _METADATA]
+
+
+async def _until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+async def _started(peers: Peers, **config: Any) -> AsyncKafkaClient:
+    """A client that bootstrapped from ``boot`` and now routes to node 1 (``known``)."""
+    client = AsyncKafkaClient(bootstrap_servers=peers.boot.bootstrap, retry_backoff_ms=10,
+                              **config)
+    await client.start()
+    assert {b.port for b in client.cluster.brokers.values()} == {peers.known.port}
+    # boot closed the bootstrap connection after answering: node 1 is next.
+    await _until(lambda: client.least_loaded_node() == 1)
+    return client
+
+
+def test_rebootstrap_required_sends_the_client_back_to_the_bootstrap_servers() -> None:
+    async def main() -> None:
+        peers = Peers()
+        async with peers.known, peers.boot:
+            # A trigger far away: only the error code can explain a rebootstrap.
+            client = await _started(peers, metadata_recovery_rebootstrap_trigger_ms=600_000)
+            try:
+                await client.refresh_metadata()  # node 1 answers normally
+                assert peers.metadata_versions(peers.boot) == [13]
+                assert peers.metadata_versions(peers.known) == [13]  # v13: has the field
+                peers.stale = 1
+                meta = await client.refresh_metadata()
+                assert client.rebootstraps == 1
+                # The answer after REBOOTSTRAP_REQUIRED came from the bootstrap server.
+                assert peers.metadata_versions(peers.known) == [13, 13]
+                assert peers.metadata_versions(peers.boot) == [13, 13]
+                assert {b.port for b in meta.brokers.values()} == {peers.known.port}
+            finally:
+                await client.close()
+
+    asyncio.run(main())
+
+
+def test_without_rebootstrap_the_error_is_the_callers() -> None:
+    async def main() -> None:
+        peers = Peers()
+        async with peers.known, peers.boot:
+            client = await _started(peers, metadata_recovery_strategy="none")
+            try:
+                peers.stale = 1
+                with pytest.raises(RebootstrapRequiredError):
+                    await client.refresh_metadata()
+                assert client.rebootstraps == 0
+                assert peers.metadata_versions(peers.boot) == [13]  # never asked again
+                # The brokers it knew are still the ones it uses.
+                assert {b.port for b in client.cluster.brokers.values()} == {peers.known.port}
+            finally:
+                await client.close()
+
+    asyncio.run(main())

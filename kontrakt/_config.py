@@ -380,9 +380,9 @@ COMMON_OPTIONS = options(
     Option("metadata.recovery.strategy", "str", "rebootstrap",
            choices=("none", "rebootstrap"),
            doc="what to do when no known broker can give metadata (KIP-899, KIP-1102): "
-               "'rebootstrap' (Kafka 4.x's default) forgets the known brokers and starts "
-               "again from bootstrap.servers (resolving the names anew); 'none' keeps "
-               "retrying the known brokers"),
+               "'rebootstrap' (Kafka 4.x's default) loads metadata from bootstrap.servers "
+               "again (resolving the names anew) and uses the brokers it names; 'none' "
+               "keeps retrying the known brokers"),
     Option("metadata.recovery.rebootstrap.trigger.ms", "int", 300000, minimum=0,
            doc="with metadata.recovery.strategy=rebootstrap: rebootstrap when no known "
                "broker has given metadata for this long while metadata was wanted"),

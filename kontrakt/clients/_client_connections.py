@@ -19,7 +19,7 @@ from typing import Any
 from kontrakt.clients._client_metrics import ClientMetrics
 from kontrakt.clients._net.connection import BrokerConnection
 from kontrakt.clients._settings import ClientSettings
-from kontrakt.clients.cluster import ClusterMetadata
+from kontrakt.clients.cluster import BrokerInfo, ClusterMetadata
 from kontrakt.errors import IllegalStateError, KafkaConnectionError
 from kontrakt.protocol.spec import Request
 
@@ -72,9 +72,12 @@ class ClientConnections:
         self._settings = settings.connection
         self.cluster = ClusterMetadata()
         self._nodes: dict[int, _NodeState] = {}
-        #: connection attempts a rebootstrap dropped while they were opening (close ends
+        #: connection attempts _drop_node dropped while they were opening (close ends
         #: those still running)
         self._dropped_attempts: set[asyncio.Task[BrokerConnection]] = set()
+        #: rebootstrapping (KIP-899): requests any broker can answer go to the bootstrap
+        #: servers until metadata is loaded from them
+        self._rebootstrapping = False
         self._bg_error: BaseException | None = None
         self._started = False
         self._closed = False
@@ -152,11 +155,11 @@ class ClientConnections:
                 state.failure = exc
             raise
         if state.connecting is not asyncio.current_task():
-            # A rebootstrap dropped this attempt while it was opening: the address may be
-            # a forgotten one, and a newer attempt may own the slot already.
+            # _drop_node dropped this attempt while it was opening: the address may be an
+            # old one, and a newer attempt may own the slot already.
             conn.abort()
-            raise KafkaConnectionError(f"connection to {host}:{port} dropped: the client "
-                                       "rebootstrapped while it was opening")
+            raise KafkaConnectionError(f"connection to {host}:{port} dropped: the node's "
+                                       "address changed while it was opening")
         state.backoff.reset()
         state.failure = None
         state.conn = conn
@@ -169,25 +172,33 @@ class ClientConnections:
         if state.conn is conn:
             state.conn = None
 
-    def _reset_connections(self) -> None:
-        """Drop every broker and bootstrap connection and its reconnect backoff (a
-        rebootstrap): the next connection to a node id goes to the address metadata gives
-        it then, the bootstrap servers' names resolved anew.
+    def _drop_node(self, node_id: int) -> None:
+        """Forget node ``node_id``'s connection and reconnect backoff: the next connection
+        to it goes to the address it has then (a bootstrap server's name resolved anew).
 
         A connection still being opened is dropped once it opens (:meth:`_connect` sees it
-        was superseded): its address may be a forgotten one. Its task is not cancelled,
-        since callers wait on it (shielded) and would take the cancellation for their own.
+        was superseded), since its address may be the old one. Its task is not cancelled:
+        callers wait on it (shielded) and would take the cancellation for their own.
         """
-        for state in self._nodes.values():
-            if state.conn is not None:
-                state.conn.abort()  # its on_close hook clears state.conn
-            if state.connecting is not None and not state.connecting.done():
-                self._dropped_attempts.add(state.connecting)
-                state.connecting.add_done_callback(self._dropped_attempts.discard)
-            state.connecting = None
-            state.backoff.reset()
-            state.next_attempt = 0.0
-            state.failure = None
+        state = self._nodes.pop(node_id, None)
+        if state is None:
+            return
+        if state.conn is not None:
+            state.conn.abort()
+        if state.connecting is not None and not state.connecting.done():
+            self._dropped_attempts.add(state.connecting)
+            state.connecting.add_done_callback(self._dropped_attempts.discard)
+        state.connecting = None
+
+    def _drop_moved_brokers(self, before: dict[int, BrokerInfo]) -> None:
+        """After a metadata update: drop the connections of brokers whose id now has another
+        address (a broker replaced under the same id), so that none is used for the new
+        one."""
+        brokers = self.cluster.brokers
+        for node_id, old in before.items():
+            new = brokers.get(node_id)
+            if new is not None and (new.host, new.port) != (old.host, old.port):
+                self._drop_node(node_id)
 
     def _all_known_brokers_unavailable(self) -> bool:
         """No known broker is connected, being connected to, or past its reconnect backoff
@@ -205,7 +216,10 @@ class ClientConnections:
 
     def least_loaded_node(self) -> int:
         """A node to send a request that any broker can answer: a connected broker with the
-        fewest requests in flight, else a known broker, else a bootstrap server."""
+        fewest requests in flight, else a known broker, else a bootstrap server (only a
+        bootstrap server while the client rebootstraps)."""
+        if self._rebootstrapping:
+            return self._bootstrap_node()
         best: tuple[int, int] | None = None
         for node_id, state in self._nodes.items():
             if node_id >= 0 and node_id not in self.cluster.brokers:
@@ -224,9 +238,17 @@ class ClientConnections:
         if self.cluster.brokers:
             return min(self.cluster.brokers,
                        key=lambda n: self._nodes[n].next_attempt if n in self._nodes else 0)
+        return self._bootstrap_node()
+
+    def _bootstrap_node(self) -> int:
+        """A bootstrap server to send to: a connected one, else one to connect to."""
+        ids = [-1 - i for i in range(len(self._bootstrap))]
+        for node_id in ids:
+            state = self._nodes.get(node_id)
+            if state is not None and state.conn is not None and state.conn.connected:
+                return node_id
         # A bootstrap server not tried yet, else the one whose reconnect backoff ends
         # first: a dead one is not retried while another has not been tried at all.
-        ids = [-1 - i for i in range(len(self._bootstrap))]
         random.shuffle(ids)
         return min(ids, key=lambda n: self._nodes[n].next_attempt if n in self._nodes else 0)
 

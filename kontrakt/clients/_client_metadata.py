@@ -9,12 +9,14 @@ A failed refresh at start names every broker tried and why it failed
 raises its error.
 
 Metadata recovery (``metadata.recovery.strategy=rebootstrap``, KIP-899 and KIP-1102, as
-the Java client and librdkafka do it): while metadata is wanted, the client forgets the
-known brokers and starts again from ``bootstrap.servers`` when every known broker is in
-its reconnect backoff, when none has given metadata for
-``metadata.recovery.rebootstrap.trigger.ms``, or at once when a Metadata response (v13+)
-says REBOOTSTRAP_REQUIRED. That recovers a client whose brokers were all replaced by
-others behind the same bootstrap name, which no refresh from the known ones can find.
+the Java client and librdkafka do it): while metadata is wanted, the client stops asking
+the known brokers and loads metadata from ``bootstrap.servers`` again (new connections,
+names resolved anew) when every known broker is in its reconnect backoff, when none has
+given metadata for ``metadata.recovery.rebootstrap.trigger.ms``, or at once when a
+Metadata response (v13+) says REBOOTSTRAP_REQUIRED. That recovers a client whose brokers
+were all replaced by others behind the same bootstrap name, which no refresh from the
+known ones can find. A broker id that comes back at another address has its old
+connection dropped.
 """
 
 from __future__ import annotations
@@ -157,9 +159,12 @@ class ClientMetadataRefresh(ClientConnections):
                     self._send(req, node=node, timeout=remaining), remaining)
                 if resp.error_code:
                     raise for_code(resp.error_code)("metadata request failed")
+                before = self.cluster.brokers
                 self.cluster.update(resp, all_topics=all_topics)
                 self._last_asked = (all_topics, asked)
                 self._metadata_wanted_since = None
+                self._rebootstrapping = False
+                self._drop_moved_brokers(before)
                 return
             except AuthenticationError:
                 # Refused credentials or certificate fail the same way on every retry.
@@ -196,7 +201,7 @@ class ClientMetadataRefresh(ClientConnections):
         is in its reconnect backoff (KIP-899) or none has given metadata for
         ``metadata.recovery.rebootstrap.trigger.ms`` (KIP-1102)."""
         st = self.settings
-        if not st.rebootstrap or not self.cluster.brokers:
+        if not st.rebootstrap or not self.cluster.brokers or self._rebootstrapping:
             return
         if self._all_known_brokers_unavailable():
             self._rebootstrap("no known broker is available")
@@ -207,13 +212,17 @@ class ClientMetadataRefresh(ClientConnections):
                               f"{self.config['metadata.recovery.rebootstrap.trigger.ms']}")
 
     def _rebootstrap(self, why: str) -> None:
-        """Forget the known brokers and their connections: the next requests go to the
-        bootstrap servers (their names resolved anew) until metadata names brokers again."""
-        log.warning("rebootstrapping from bootstrap.servers %s: %s (known brokers were %s)",
+        """Load metadata from the bootstrap servers again, on new connections (their names
+        resolved anew): until it comes, requests any broker can answer go to them, not to
+        the known brokers. Requests for a given broker (a leader's) still go to the address
+        it had: if it is gone, they fail as before and report why, and the new metadata
+        replaces the address (:meth:`_drop_moved_brokers`)."""
+        log.warning("rebootstrapping from bootstrap.servers %s: %s (known brokers: %s)",
                     ",".join(f"{h}:{p}" for h, p in self._bootstrap), why,
                     ",".join(b.address for b in self.cluster.brokers.values()) or "none")
-        self.cluster.forget_brokers()
-        self._reset_connections()
+        self._rebootstrapping = True
+        for node_id in [n for n in self._nodes if n < 0]:
+            self._drop_node(node_id)
         self.rebootstraps += 1
         # The trigger counts again from here: the bootstrap servers get their own
         # request.timeout.ms-bounded tries, as at start.

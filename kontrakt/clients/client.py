@@ -70,10 +70,11 @@ class AsyncKafkaClient(ClientCoordinators):
     Metadata recovery (KIP-899, KIP-1102): with ``metadata.recovery.strategy=rebootstrap``,
     when every known broker is in its reconnect backoff, when none has given metadata for
     ``metadata.recovery.rebootstrap.trigger.ms`` (default 5 minutes) while metadata was
-    wanted, or when a broker answers Metadata with REBOOTSTRAP_REQUIRED, the client forgets
-    the brokers it knows and starts again from ``bootstrap.servers`` (resolving the names
-    anew): a cluster whose brokers were all replaced behind the same bootstrap address is
-    found again. With ``none`` it keeps retrying the brokers it knows.
+    wanted, or when a broker answers Metadata with REBOOTSTRAP_REQUIRED, the client loads
+    metadata from ``bootstrap.servers`` again, over new connections (resolving the names
+    anew), and takes the brokers it names from then on: a cluster whose brokers were all
+    replaced behind the same bootstrap address is found again. With ``none`` it keeps
+    retrying the brokers it knows.
 
     Raises:
         ConfigError: unknown option or bad value; both ``_settings`` and a config.

@@ -130,13 +130,6 @@ class ClusterMetadata:
         for listener in self.on_update:
             listener()
 
-    def forget_brokers(self) -> None:
-        """Drop every broker's address (a rebootstrap): until the next update, no broker is
-        known and requests go to the bootstrap servers. Topics and leaders stay, so that
-        what routes by them waits for the new brokers' addresses rather than for the
-        topics."""
-        self.brokers = {}
-
     def leader_for(self, topic: str, partition: int) -> int:
         """The leader's node id, or -1 when unknown or leaderless."""
         t = self.topics.get(topic)

@@ -19,7 +19,7 @@ import pytest
 
 from kontrakt.clients import AsyncKafkaClient
 from kontrakt.protocol.errors import RebootstrapRequiredError
-from kontrakt.protocol.messages import MetadataResponse
+from kontrakt.protocol.messages import MetadataRequest, MetadataResponse
 from tests._crafted_broker import CraftedBroker
 
 pytestmark = pytest.mark.timeout(30)
@@ -36,11 +36,13 @@ class Peers:
         self.known = CraftedBroker({_METADATA: self._known_metadata})
         self.boot = CraftedBroker({_METADATA: self._boot_metadata},
                                   close_after_metadata=True)
+        #: where ``boot`` says node 1 is (``known`` unless the test moves it)
+        self.node1: CraftedBroker = self.known
 
     def _cluster(self, **fields: Any) -> MetadataResponse:
         mr = MetadataResponse
         return mr(brokers=[mr.MetadataResponseBroker(node_id=1, host="127.0.0.1",
-                                                     port=self.known.port)],
+                                                     port=self.node1.port)],
                   cluster_id="crafted", controller_id=1, topics=[], **fields)
 
     def _boot_metadata(self, version: int, req: Any) -> MetadataResponse:
@@ -110,6 +112,30 @@ def test_without_rebootstrap_the_error_is_the_callers() -> None:
                 assert peers.metadata_versions(peers.boot) == [13]  # never asked again
                 # The brokers it knew are still the ones it uses.
                 assert {b.port for b in client.cluster.brokers.values()} == {peers.known.port}
+            finally:
+                await client.close()
+
+    asyncio.run(main())
+
+
+def test_a_broker_id_at_a_new_address_gets_a_new_connection() -> None:
+    """After the rebootstrap the bootstrap server names node 1 at another peer: the open
+    connection to the old node 1 (still alive) must not serve the new one."""
+    async def main() -> None:
+        peers = Peers()
+        moved = CraftedBroker({_METADATA: lambda v, req: peers._cluster()})
+        async with peers.known, peers.boot, moved:
+            client = await _started(peers, metadata_recovery_rebootstrap_trigger_ms=600_000)
+            try:
+                await client.refresh_metadata()  # over an open connection to node 1
+                peers.stale, peers.node1 = 1, moved
+                await client.refresh_metadata()
+                assert client.rebootstraps == 1
+                assert client.broker(1) is not None and client.broker(1).port == moved.port
+                before = len(peers.known.requests)
+                await client.request(MetadataRequest(topics=[]), node=1)
+                assert len(peers.known.requests) == before  # not the old node 1
+                assert [k for k, _v, _m in moved.requests] == [_METADATA]
             finally:
                 await client.close()
 

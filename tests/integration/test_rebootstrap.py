@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 
-from kontrakt._types import TopicPartition
+from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients import AsyncKafkaClient
-from kontrakt.clients.admin import AdminClient, AsyncAdminClient
+from kontrakt.clients.admin import AdminClient, AsyncAdminClient, ConsumerGroupState
 from kontrakt.clients.consumer import AsyncConsumer, Consumer
 from kontrakt.clients.producer import AsyncProducer, Producer
-from kontrakt.errors import KafkaConnectionError, KafkaTimeoutError
+from kontrakt.errors import KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailableError
 from kontrakt.protocol.messages import MetadataRequest
 from kontrakt.testing import TansuBroker
 from tests.integration._forwarder import Forwarder
@@ -162,14 +162,16 @@ def test_consumer_finds_the_replaced_cluster(
             async with AsyncConsumer(**cfg) as c:
                 c.assign([tp])
                 assert await c.poll(timeout=1.0) is None  # A's partition is empty
-                assert _brokers(c.client) == {r.a.port}
+                a_port = r.a.port
+                assert _brokers(c.client) == {a_port}
                 b = await asyncio.to_thread(r.replace)
                 async with AsyncProducer(bootstrap_servers=b.bootstrap_servers) as p:
                     await p.send_and_wait(topic_name, b"on-b", partition=0)
                 if case == "none":
                     started = time.monotonic()
                     assert await c.poll(timeout=3.0) is None
-                    with pytest.raises((KafkaTimeoutError, KafkaConnectionError)):
+                    # Naming the (dead) broker it kept trying.
+                    with pytest.raises(NoBrokersAvailableError, match=str(a_port)):
                         await c.end_offsets([tp], timeout=3.0)
                     assert time.monotonic() - started < FAIL_WITHIN
                     assert c.client.rebootstraps == 0
@@ -180,6 +182,47 @@ def test_consumer_finds_the_replaced_cluster(
                     assert time.monotonic() - started >= 0.5  # B's record was there sooner
                 assert got is not None and (got.offset, got.value) == (0, b"on-b")
                 assert _brokers(c.client) == {b.port}
+
+        asyncio.run(main())
+
+
+@pytest.mark.parametrize("case", ["all-unavailable", "trigger"])
+def test_group_consumer_finds_the_replaced_cluster(
+        tansu_broker_factory: Callable[..., TansuBroker], topic_name: str, case: str) -> None:
+    """A subscribed consumer also finds its group coordinator again, on the new cluster."""
+    group, tp = f"g-{topic_name}", TopicPartition(topic_name, 0)
+    with _replaceable(tansu_broker_factory, topic_name) as r:
+        async def main() -> None:
+            cfg = _config(r.forwarder, case, auto_offset_reset="earliest",
+                          fetch_max_wait_ms=100, group_id=group, enable_auto_commit=False,
+                          session_timeout_ms=6000, heartbeat_interval_ms=200)
+            async with AsyncConsumer(**cfg) as c:
+                c.subscribe([topic_name])
+                deadline = time.monotonic() + 20
+                while not c.assignment():  # joined on A
+                    assert time.monotonic() < deadline, "no assignment from A"
+                    assert await c.poll(timeout=0.2) is None
+                b = await asyncio.to_thread(r.replace)
+                async with AsyncProducer(bootstrap_servers=b.bootstrap_servers) as p:
+                    await p.send_and_wait(topic_name, b"on-b", partition=0)
+                got = await c.poll(timeout=30.0)
+                assert got is not None and (got.offset, got.value) == (0, b"on-b")
+                # B's coordinator never knew the member: the consumer joins the group anew
+                # there (its commits fail until then, as after any lost membership).
+                async with AsyncAdminClient(bootstrap_servers=b.bootstrap_servers) as admin:
+                    deadline = time.monotonic() + 20
+                    while True:
+                        desc = (await admin.describe_consumer_groups([group]))[group]
+                        if len(desc.members) == 1 \
+                                and desc.state is ConsumerGroupState.STABLE:
+                            break
+                        assert time.monotonic() < deadline, desc
+                        await c.poll(timeout=0.2)
+                await c.commit({tp: OffsetAndMetadata(1)})
+            async with AsyncConsumer(bootstrap_servers=b.bootstrap_servers,
+                                     group_id=group) as check:
+                committed = (await check.committed([tp]))[tp]
+                assert committed is not None and committed.offset == 1  # committed on B
 
         asyncio.run(main())
 
@@ -195,6 +238,7 @@ def test_admin_finds_the_replaced_cluster(
         b = r.replace()
         started = time.monotonic()
         if case == "none":
+            # As documented for an admin call no broker answered: the last retriable error.
             with pytest.raises((KafkaTimeoutError, KafkaConnectionError)):
                 admin.describe_cluster()
             assert time.monotonic() - started < FAIL_WITHIN

@@ -186,6 +186,25 @@ def test_consumer_finds_the_replaced_cluster(
         asyncio.run(main())
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_sync_consumer_finds_the_replaced_cluster(
+        tansu_broker_factory: Callable[..., TansuBroker], topic_name: str, case: str) -> None:
+    tp = TopicPartition(topic_name, 0)
+    with _replaceable(tansu_broker_factory, topic_name) as r, \
+            Consumer(**_config(r.forwarder, case, auto_offset_reset="earliest",
+                               fetch_max_wait_ms=100)) as c:
+        c.assign([tp])
+        assert c.poll(timeout=1.0) is None  # A's partition is empty
+        b = r.replace()
+        with Producer(bootstrap_servers=b.bootstrap_servers) as p:
+            p.send_and_wait(topic_name, b"on-b", partition=0)
+        got = c.poll(timeout=3.0 if case == "none" else 20.0)
+        if case == "none":
+            assert got is None
+            return
+        assert got is not None and (got.offset, got.value) == (0, b"on-b")
+
+
 @pytest.mark.parametrize("case", ["all-unavailable", "trigger"])
 def test_group_consumer_finds_the_replaced_cluster(
         tansu_broker_factory: Callable[..., TansuBroker], topic_name: str, case: str) -> None:

@@ -6,6 +6,9 @@ Two crafted peers on 127.0.0.1 (tests/_crafted_broker.py): the bootstrap server 
 advertises one broker, node 1 at ``known``'s port, and closes each connection after its
 Metadata answer (so that the client then talks to node 1, as it would to a real cluster's
 brokers). ``known`` answers Metadata with REBOOTSTRAP_REQUIRED when the test says so.
+
+Also here: a broker id that metadata moves to another address gets a new connection, even
+when one to the old address is open or still being set up.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import pytest
 
 from kontrakt.clients import AsyncKafkaClient
+from kontrakt.errors import KafkaConnectionError
 from kontrakt.protocol.errors import RebootstrapRequiredError
 from kontrakt.protocol.messages import MetadataRequest, MetadataResponse
 from tests._crafted_broker import CraftedBroker
@@ -138,5 +142,50 @@ def test_a_broker_id_at_a_new_address_gets_a_new_connection() -> None:
                 assert [k for k, _v, _m in moved.requests] == [_METADATA]
             finally:
                 await client.close()
+
+    asyncio.run(main())
+
+
+class _GatedBroker(CraftedBroker):
+    """Answers ApiVersions (the first request of a connection) only once ``gate`` is set:
+    a connection to it stays in its setup until then."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.gate = asyncio.Event()
+        self.held = 0  # connections waiting at the gate
+
+    async def _answer(self, key: int, version: int, msg: Any) -> Any:
+        if key == 18:
+            self.held += 1
+            await self.gate.wait()
+        return await super()._answer(key, version, msg)
+
+
+def test_a_connection_still_opening_to_a_moved_broker_is_dropped() -> None:
+    """Metadata moves node 1 while a connection to its old address is being set up: that
+    connection is closed once it opens (its waiter gets a connection error), and the next
+    one goes to the new address."""
+    async def main() -> None:
+        old, new = _GatedBroker(), CraftedBroker({})
+        node1 = [old]
+
+        def boot_metadata(version: int, req: Any) -> MetadataResponse:
+            mr = MetadataResponse
+            return mr(brokers=[mr.MetadataResponseBroker(node_id=1, host="127.0.0.1",
+                                                         port=node1[0].port)],
+                      cluster_id="crafted", controller_id=1, topics=[])
+
+        boot = CraftedBroker({_METADATA: boot_metadata})
+        async with old, new, boot, AsyncKafkaClient(bootstrap_servers=boot.bootstrap) as client:
+            opening = asyncio.ensure_future(client.connection(1))
+            await _until(lambda: old.held == 1)
+            node1[0] = new
+            await client.refresh_metadata()  # over the open bootstrap connection
+            old.gate.set()
+            with pytest.raises(KafkaConnectionError, match="address changed"):
+                await asyncio.wait_for(opening, 5)
+            conn = await asyncio.wait_for(client.connection(1), 5)
+            assert conn.port == new.port
 
     asyncio.run(main())

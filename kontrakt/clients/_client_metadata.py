@@ -217,9 +217,11 @@ class ClientMetadataRefresh(ClientConnections):
         the known brokers. Requests for a given broker (a leader's) still go to the address
         it had: if it is gone, they fail as before and report why, and the new metadata
         replaces the address (:meth:`_drop_moved_brokers`)."""
-        log.warning("rebootstrapping from bootstrap.servers %s: %s (known brokers: %s)",
-                    ",".join(f"{h}:{p}" for h, p in self._bootstrap), why,
-                    ",".join(b.address for b in self.cluster.brokers.values()) or "none")
+        # INFO, as the Java client: with the KIP-899 rule a one-broker cluster's restart
+        # rebootstraps too, and the failed connections were logged already.
+        log.info("rebootstrapping from bootstrap.servers %s: %s (known brokers: %s)",
+                 ",".join(f"{h}:{p}" for h, p in self._bootstrap), why,
+                 ",".join(b.address for b in self.cluster.brokers.values()) or "none")
         self._rebootstrapping = True
         for node_id in [n for n in self._nodes if n < 0]:
             self._drop_node(node_id)

@@ -159,10 +159,17 @@ class ConsumerGroupMembership(GroupMembership):
             return True
         if self.member_epoch > 0:
             await self._auto_commit_if_due(now)
-        self._maybe_reconcile()
         if self.member_epoch == 0 and self._sent_topics is None:
             # Joining: know the topics (and their ids) first.
             await self._refresh_subscribed_metadata()
+        if self._leaving:
+            # unsubscribe() came during an await above (the auto commit, say): the
+            # subscription read next is already emptied, or another subscribe()'s. The
+            # leave (epoch -1/-2) is the next heartbeat, as in the Java client, which keeps
+            # its subscription until the leave: a heartbeat now would make the coordinator
+            # compute the group's assignment again for nothing.
+            return True
+        self._maybe_reconcile()
         topics = sorted(self._topics_to_join())
         owned = self._owned()
         if (self._rejoin or now >= self._next_heartbeat or topics != self._sent_topics
@@ -187,11 +194,10 @@ class ConsumerGroupMembership(GroupMembership):
     def _owned(self) -> frozenset[tuple[uuid.UUID, int]]:
         """The partitions the group gave this member that it still holds: the group's
         assignment, and what unsubscribe() retired until it is handed back. Not a manual
-        assignment: after ``unsubscribe(); assign(...)`` a heartbeat may still go out before
-        the leave (one whose auto commit was in flight), and reporting assign()ed
-        partitions would tell the coordinator this member holds them, and that it let the
-        group's go before their hand-back commit (the Java client reports its membership's
-        own assignment, not the consumer's)."""
+        assignment: after ``unsubscribe(); assign(...)`` the member holds, until its leave,
+        what the group gave it, not the assign()ed partitions (the Java client reports its
+        membership's own assignment, not the consumer's). No heartbeat goes out in between
+        (see _step), but the answer to one already on its way is compared with this."""
         held = [*self.subs.retiring]
         if not self.subs.manual:
             held.extend(self.subs.assignment)

@@ -49,7 +49,6 @@ class PositionUpkeep:
     committed_lookup: CommittedLookup | None
     read_committed: bool
     _retry: tuple[float, float]
-    _read_replicas: dict[TopicPartition, tuple[int, float]]
     _validating: asyncio.Task[None] | None
 
     if TYPE_CHECKING:
@@ -134,8 +133,8 @@ class PositionUpkeep:
                 continue
             first = st.seen_leader_epoch < 0
             st.seen_leader_epoch = p.leader_epoch
-            if not first and self._read_replicas:
-                self._read_replicas.pop(tp, None)
+            if not first and st.read_replica is not None:
+                st.read_replica = st.replica_lookup = None
             if (not first and st.position is not None and st.position.leader_epoch >= 0
                     and not st.validating):
                 st.validating = True

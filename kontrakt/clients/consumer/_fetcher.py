@@ -123,10 +123,6 @@ class Fetcher(BufferIntake, PositionUpkeep):
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._inflight_tps: set[TopicPartition] = set()
         self._node_backoff: dict[int, tuple[float, Backoff]] = {}
-        #: partition -> (the replica its leader named to fetch from, until when): KIP-392
-        self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
-        #: partition -> until when it waits for metadata to show the replica named for it
-        self._replica_lookups: dict[TopicPartition, float] = {}
         self._resolving: asyncio.Task[None] | None = None
         self._resetting: asyncio.Task[None] | None = None
         self._validating: asyncio.Task[None] | None = None
@@ -237,7 +233,6 @@ class Fetcher(BufferIntake, PositionUpkeep):
         held: set[int] = set()  # nodes with partitions waiting for buffer space
         need_metadata = False
         pmax = self.partition_max_bytes
-        read_replicas = self._read_replicas
         for tp, st in subs.assignment.items():
             if not st.fetchable or tp in self._inflight_tps:
                 continue
@@ -245,8 +240,8 @@ class Fetcher(BufferIntake, PositionUpkeep):
             if node < 0:
                 need_metadata = True
                 continue
-            if read_replicas:  # (empty unless client.rack is set and a leader named one)
-                node = self._read_replica(tp, node, now)
+            if st.read_replica is not None:  # (client.rack set, and a leader named one)
+                node = self._read_replica(st, node, now)
                 if node < 0:
                     continue  # waiting for a lookup of the replica (a wake-up is set)
             if st.buffered_bytes >= pmax:
@@ -273,22 +268,20 @@ class Fetcher(BufferIntake, PositionUpkeep):
             self._inflight_tps.update(tps)
             self._inflight[node] = self._spawn(self._fetch(node, tps))
 
-    def _read_replica(self, tp: TopicPartition, leader: int, now: float) -> int:
-        """The node to fetch ``tp`` from: the replica its leader named (Fetch v11+, with
-        ``client.rack``: KIP-392) until that expires (``metadata.max.age.ms``, as the Java
-        client) or is still missing from the metadata after a lookup, else the leader;
-        -1 while that lookup runs."""
-        named = self._read_replicas.get(tp)
+    def _read_replica(self, st: PartitionState, leader: int, now: float) -> int:
+        """The node to fetch a partition (its state ``st``) from: the replica its leader
+        named (Fetch v11+, with ``client.rack``: KIP-392) until that expires
+        (``metadata.max.age.ms``, as the Java client) or is still missing from the
+        metadata after a lookup, else the leader; -1 while that lookup runs."""
+        named = st.read_replica
         if named is None:
             return leader
         replica, until = named
-        lookups = self._replica_lookups
         if until <= now:
-            del self._read_replicas[tp]
+            st.read_replica = st.replica_lookup = None
             return leader
         if replica in self.client.cluster.brokers:
-            if lookups:
-                lookups.pop(tp, None)
+            st.replica_lookup = None
             return replica
         # Our metadata may be what is stale (the replica was down at the last refresh and
         # is back): look again, as the Java client does. The leader would only name the
@@ -296,14 +289,14 @@ class Fetcher(BufferIntake, PositionUpkeep):
         # 10,000 fetches a second), so the partition waits retry.backoff.ms for the
         # lookup instead; if the replica is still missing then, it asks the leader again
         # (which names another, or none, once that replica has left its ISR).
-        wait = lookups.get(tp)
+        wait = st.replica_lookup
         if wait is None:
-            lookups[tp] = wait = now + self._retry[0]
+            st.replica_lookup = wait = now + self._retry[0]
             self.client.request_metadata_refresh()
         if now < wait:
             self._wake_later(wait - now)
             return -1
-        del lookups[tp], self._read_replicas[tp]
+        st.read_replica = st.replica_lookup = None
         return leader
 
     def _caught_up(self, st: PartitionState) -> bool:
@@ -395,8 +388,9 @@ class Fetcher(BufferIntake, PositionUpkeep):
             report_error(exc)
             session.reset()
             # Its partitions go back to their leaders.
-            for tp in [tp for tp, (r, _u) in self._read_replicas.items() if r == node]:
-                del self._read_replicas[tp]
+            for st in subs.assignment.values():
+                if st.read_replica is not None and st.read_replica[0] == node:
+                    st.read_replica = st.replica_lookup = None
             self.client.request_metadata_refresh()
             self._backoff_node(node)
             return
@@ -429,9 +423,10 @@ class Fetcher(BufferIntake, PositionUpkeep):
                     # error counts, as in the Java client: an error names no replica to
                     # follow (an offset out of range at the leader, after one at the
                     # replica, would otherwise be sent back and forth, never reset).
-                    self._read_replicas[tp] = (
+                    st.read_replica = (
                         pd.preferred_read_replica,
                         time.monotonic() + self.client.settings.metadata_max_age)
+                    st.replica_lookup = None
                 todo.append((tp, st, gen, offset, pd))
                 refetch[tp] = st.refetch
                 if pd.error_code == 0 and pd.records and (
@@ -549,7 +544,9 @@ class Fetcher(BufferIntake, PositionUpkeep):
         # As the Java client: any error forgets the replica the leader named, and an offset
         # out of range there (a follower behind the leader) is fetched from the leader again
         # rather than reset.
-        if self._read_replicas.pop(tp, None) is not None and code == _OFFSET_OUT_OF_RANGE:
+        named = st.read_replica is not None
+        st.read_replica = st.replica_lookup = None
+        if named and code == _OFFSET_OUT_OF_RANGE:
             log.debug("offset %s out of range on %s at a follower; fetching from the leader",
                       offset, tp)
             return False

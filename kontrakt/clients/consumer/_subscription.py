@@ -63,12 +63,17 @@ class PartitionState:
             poll numbered ``poll_seq`` (``FetchBuffer.poll_seq``); while that is the latest
             poll, the application may still be processing it, and auto commit stops there.
         stored: the offset the application gave ``store_offsets()``, None before.
+        read_replica: (the replica the leader named to fetch from, until when), KIP-392;
+            kept here so that it goes with the partition when it leaves the assignment,
+            as in the Java client (assigned again, it asks its leader again).
+        replica_lookup: until when fetching waits for metadata to show that replica.
     """
 
     __slots__ = ("_gen", "_paused", "_position", "buffered_bytes", "cursor", "failed",
                  "fetch_offset", "first_unacked", "highwater", "last_fetched_epoch",
                  "last_stable_offset", "log_start_offset", "out_of_range_at", "poll_seq",
-                 "refetch", "reset", "seen_leader_epoch", "stored", "validating")
+                 "read_replica", "refetch", "replica_lookup", "reset", "seen_leader_epoch",
+                 "stored", "validating")
 
     def __init__(self) -> None:
         self._position: FetchPosition | None = None
@@ -90,6 +95,8 @@ class PartitionState:
         self.first_unacked: ConsumerRecord[Any, Any] | None = None
         self.poll_seq = -1
         self.stored: OffsetAndMetadata | None = None
+        self.read_replica: tuple[int, float] | None = None
+        self.replica_lookup: float | None = None
 
     @property
     def position(self) -> FetchPosition | None:

@@ -40,6 +40,8 @@ class Forwarder:
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
+        #: every stream writer it opened or accepted and has not seen closed
+        self._writers: set[asyncio.StreamWriter] = set()
         self._thread = threading.Thread(target=self._loop.run_forever,
                                         name="test-forwarder", daemon=True)
         self._thread.start()
@@ -87,14 +89,25 @@ class Forwarder:
             task.cancel()
         if self._pipes:
             await asyncio.wait(list(self._pipes), timeout=2)
+        # A pipe that outlived its cancellation (Python 3.11's wait_for returns a finished
+        # connect's result instead of raising), or whose close is still scheduled: abort
+        # its sockets now and let the loop run their close callbacks, so that no transport
+        # is left open when the loop stops (a ResourceWarning at a later collection).
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
         await asyncio.wait_for(self._server.wait_closed(), 2)
 
     async def _accept(self, reader: asyncio.StreamReader,
                       writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
+        self._writers.add(writer)
         task = asyncio.current_task()
         if len(self._pipes) >= self.max_connections or task is None:
             writer.close()
+            self._writers.discard(writer)
             return
         self._pipes.add(task)
         try:
@@ -103,12 +116,15 @@ class Forwarder:
                     asyncio.open_connection("127.0.0.1", self.target), 5)
             except (OSError, asyncio.TimeoutError):
                 return  # nothing listens there: the client sees its connection close
+            self._writers.add(up_writer)
             try:
                 await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
             finally:
                 up_writer.close()
+                self._writers.discard(up_writer)
         finally:
             writer.close()
+            self._writers.discard(writer)
             self._pipes.discard(task)
 
 

@@ -160,7 +160,15 @@ class ClientMetadataRefresh(ClientConnections):
                 if resp.error_code:
                     raise for_code(resp.error_code)("metadata request failed")
                 before = self.cluster.brokers
+                was = self.cluster.cluster_id
                 self.cluster.update(resp, all_topics=all_topics)
+                if was is not None and self.cluster.cluster_id not in (None, was):
+                    # A rebootstrap (or a bootstrap name moved) reached another cluster:
+                    # what the application keeps from the old one (offsets, producer ids,
+                    # transactions) means nothing there.
+                    log.warning("cluster id changed from %s to %s (brokers now: %s)", was,
+                                self.cluster.cluster_id, ",".join(
+                                    b.address for b in self.cluster.brokers.values()))
                 self._last_asked = (all_topics, asked)
                 self._metadata_wanted_since = None
                 self._rebootstrapping = False

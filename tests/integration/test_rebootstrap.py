@@ -18,6 +18,7 @@ reconnect backoff; a trigger too long to matter) and KIP-1102's trigger (reconne
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -70,7 +71,7 @@ class Replaced:
     def replace(self) -> TansuBroker:
         """Stop A (by pid), start B with the same topic, point the forwarder at B."""
         self.a.stop()
-        self.b = self.factory(stop_timeout=0.5)
+        self.b = self.factory(stop_timeout=0.5, cluster_id="cluster-b")
         self.b.create_topic(self.topic, 1)
         self.forwarder.point_at(self.b.port)
         return self.b
@@ -78,7 +79,7 @@ class Replaced:
 
 @contextmanager
 def _replaceable(factory: Callable[..., TansuBroker], topic: str) -> Iterator[Replaced]:
-    a = factory(stop_timeout=0.5)
+    a = factory(stop_timeout=0.5, cluster_id="cluster-a")
     a.create_topic(topic, 1)
     with Forwarder(a.port) as fwd:
         yield Replaced(a, fwd, factory, topic)
@@ -104,7 +105,9 @@ def _brokers(client: Any) -> set[int]:
 
 @pytest.mark.parametrize("case", CASES)
 def test_async_producer_finds_the_replaced_cluster(
-        tansu_broker_factory: Callable[..., TansuBroker], topic_name: str, case: str) -> None:
+        tansu_broker_factory: Callable[..., TansuBroker], topic_name: str, case: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="kontrakt")
     with _replaceable(tansu_broker_factory, topic_name) as r:
         async def main() -> None:
             cfg = _config(r.forwarder, case, linger_ms=0, delivery_timeout_ms=4000)
@@ -126,6 +129,8 @@ def test_async_producer_finds_the_replaced_cluster(
                 assert second.offset == 0  # B's log, which starts empty
                 assert _brokers(p._client) == {b.port}
                 assert p._client.rebootstraps >= 1
+                # The application is told that it now writes to another cluster.
+                assert "cluster id changed from cluster-a to cluster-b" in caplog.text
             assert _read_back(b.bootstrap_servers, topic_name, 1) == [b"on-b"]
 
         asyncio.run(main())

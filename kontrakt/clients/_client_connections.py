@@ -134,6 +134,11 @@ class ClientConnections:
             delay = state.next_attempt - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
+                if pool.get(node_id) is not state:
+                    # _drop_node (the broker moved, or a rebootstrap) or close() forgot
+                    # the node meanwhile: a connection made for this state would be in no
+                    # pool, so close() would never close it.
+                    return await self._pooled(pool, node_id, label)
                 # Another caller may have waited out the same backoff and connected, or
                 # be connecting: a second attempt's connection would replace the first in
                 # the pool, and the first would never be closed.

@@ -14,6 +14,7 @@ when one to the old address is open or still being set up.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -187,5 +188,45 @@ def test_a_connection_still_opening_to_a_moved_broker_is_dropped() -> None:
                 await asyncio.wait_for(opening, 5)
             conn = await asyncio.wait_for(client.connection(1), 5)
             assert conn.port == new.port
+
+    asyncio.run(main())
+
+
+def test_a_caller_waiting_out_the_backoff_of_a_moved_broker_gets_a_pooled_connection() -> None:
+    """A caller is waiting out node 1's reconnect backoff when metadata moves node 1: the
+    connection it then gets goes to the new address and is the client's own (close()
+    closes it), not one made for the state that the move dropped."""
+    async def main() -> None:
+        with socket.socket() as s:  # a port nothing listens on: connecting is refused
+            s.bind(("127.0.0.1", 0))
+            dead = s.getsockname()[1]
+        new = CraftedBroker({})
+        node1 = [dead]
+
+        def boot_metadata(version: int, req: Any) -> MetadataResponse:
+            mr = MetadataResponse
+            return mr(brokers=[mr.MetadataResponseBroker(node_id=1, host="127.0.0.1",
+                                                         port=node1[0])],
+                      cluster_id="crafted", controller_id=1, topics=[])
+
+        boot = CraftedBroker({_METADATA: boot_metadata})
+        async with new, boot:
+            client = AsyncKafkaClient(bootstrap_servers=boot.bootstrap,
+                                      reconnect_backoff_ms=800, reconnect_backoff_max_ms=800)
+            try:
+                await client.start()
+                with pytest.raises(KafkaConnectionError):
+                    await asyncio.wait_for(client.connection(1), 5)
+                waiting = asyncio.ensure_future(client.connection(1))  # sleeps ~0.8 s
+                await asyncio.sleep(0.05)
+                assert not waiting.done()
+                node1[0] = new.port
+                await client.refresh_metadata()  # over the open bootstrap connection
+                conn = await asyncio.wait_for(waiting, 5)
+                assert conn.port == new.port and conn.connected
+                assert await asyncio.wait_for(client.connection(1), 5) is conn
+            finally:
+                await client.close()
+            assert not conn.connected
 
     asyncio.run(main())

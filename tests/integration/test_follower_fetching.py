@@ -421,3 +421,46 @@ def test_partition_error_at_the_follower_refetches_from_the_leader(
         assert fetched_from.count(leader) == 1 and fetched_from[-1] == follower, fetched_from
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("form", ["async", "sync"])
+def test_a_lagging_follower_the_leader_keeps_naming_is_fetched_with_backoff(
+        mock_cluster: MockCluster, topic_name: str, form: str) -> None:
+    """A follower stays behind the fetch offset and the leader keeps naming it (as the
+    mock's does; Kafka's stops once it sees the replica lag). Each OFFSET_OUT_OF_RANGE at
+    the follower holds the partition for a backoff (``retry.backoff.ms``, doubling up to
+    ``retry.backoff.max.ms``, as librdkafka backs a partition off after a fetch error)
+    before it goes back to the leader: not a leader <-> follower loop with no wait (both
+    answer at once, thousands of fetches a second). Once the leader stops naming the
+    follower, every record is read from the leader, within a bounded time."""
+    bs, tp = _topic(mock_cluster, topic_name)
+
+    async def main() -> None:
+        leader, follower, _other = await _follow(mock_cluster, topic_name)
+        # The mock's leader holds a fetch it names a replica in for fetch.max.wait.ms
+        # (Kafka's answers it at once): kept short, so that a loop with no wait shows.
+        async with _reader(form, bs, tp, retry_backoff_ms=100, retry_backoff_max_ms=400,
+                           fetch_max_wait_ms=10) as r:
+            await r.read_until(10)
+            assert r.got == _values(0, 10)
+            with _tracking(mock_cluster) as fetched:
+                # The follower holds offsets up to 5 only; the consumer fetches 10.
+                mock_cluster.set_partition_follower_wmarks(topic_name, 0, -1, 5)
+                await _produce(bs, topic_name, 10, start=10)
+                await r.read_until(11, timeout=1.5)
+                lagging = fetched()
+                assert r.got == _values(0, 10)
+                mock_cluster.set_partition_follower(topic_name, 0, -1)
+                took = await r.read_until(20)
+                after = fetched()[len(lagging):]
+            assert r.got == _values(0, 20), (took, after)
+            assert await r.position(tp) == 20
+        # 1.5 s of waits of 0.1, 0.2, 0.4, 0.4, ... s (+-20%): about 5 round trips, each
+        # one fetch at the follower and one at the leader. Without the backoff: thousands.
+        assert 2 <= lagging.count(follower) <= 12, lagging[:40]
+        assert lagging.count(leader) <= 12, lagging[:40]
+        # At most one more wait (0.4 s + 20%) before the leader is asked again.
+        assert took < 2, took
+        assert leader in after, after
+
+    asyncio.run(main())

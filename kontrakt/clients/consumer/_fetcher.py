@@ -236,6 +236,12 @@ class Fetcher(BufferIntake, PositionUpkeep):
         for tp, st in subs.assignment.items():
             if not st.fetchable or tp in self._inflight_tps:
                 continue
+            after = st.fetch_after
+            if after is not None:
+                if now < after:  # backing off after an error at a read replica
+                    self._wake_later(after - now)
+                    continue
+                st.fetch_after = None
             node = cluster.leader_for(tp.topic, tp.partition)
             if node < 0:
                 need_metadata = True
@@ -335,6 +341,22 @@ class Fetcher(BufferIntake, PositionUpkeep):
         self._node_backoff[node] = (time.monotonic() + delay, b)
         self._wake_later(delay)
 
+    def _replica_backoff(self, st: PartitionState) -> None:
+        """Hold a partition's next fetch after an error at its read replica.
+
+        The leader may name the same replica again at once (it still counts it in sync,
+        or its view is stale), and both answer at once: without a wait the partition
+        would go leader, replica, leader, ... as fast as the network allows. As librdkafka
+        backs a partition off after a fetch error, it waits ``retry.backoff.ms``, doubled
+        for each further error in a row at a replica up to ``retry.backoff.max.ms``.
+        """
+        b = Backoff(*self._retry)
+        b.attempts = st.replica_errors
+        delay = b.next()
+        st.replica_errors += 1
+        st.fetch_after = time.monotonic() + delay
+        self._wake_later(delay)
+
     # --- fetching ----------------------------------------------------------------------
 
     async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
@@ -417,6 +439,9 @@ class Fetcher(BufferIntake, PositionUpkeep):
                 if st.gen != gen or st.fetch_offset != offset:
                     stale = True  # sought or reassigned meanwhile: stale data
                     continue
+                named = st.read_replica
+                if named is not None and named[0] == node and pd.error_code == 0:
+                    st.replica_errors = 0  # the replica serves it again
                 if pd.preferred_read_replica >= 0 and pd.error_code == 0:
                     # A leader that names another replica answers no records: the
                     # partition's next fetches go there (KIP-392). Only an answer without
@@ -460,7 +485,7 @@ class Fetcher(BufferIntake, PositionUpkeep):
             for item in todo:
                 tp, st, gen, offset, pd = item
                 if pd.error_code:
-                    if self._partition_error(tp, st, offset, pd.error_code):
+                    if self._partition_error(tp, st, offset, pd.error_code, node):
                         refresh = True
                         session.parts.pop(tp, None)
                 elif self._partition_ok(tp, st, offset, pd):
@@ -538,15 +563,18 @@ class Fetcher(BufferIntake, PositionUpkeep):
         return bool(pd.records)
 
     def _partition_error(self, tp: TopicPartition, st: PartitionState, offset: int,
-                         code: int) -> bool:
-        """Apply a partition's fetch error; True when metadata should be refreshed."""
+                         code: int, node: int) -> bool:
+        """Apply a partition's fetch error (answered by ``node``); True when metadata
+        should be refreshed."""
         err = for_code(code)
         # As the Java client: any error forgets the replica the leader named, and an offset
         # out of range there (a follower behind the leader) is fetched from the leader again
         # rather than reset.
-        named = st.read_replica is not None
+        named = st.read_replica
+        if named is not None and named[0] == node:
+            self._replica_backoff(st)
         st.read_replica = st.replica_lookup = None
-        if named and code == _OFFSET_OUT_OF_RANGE:
+        if named is not None and code == _OFFSET_OUT_OF_RANGE:
             log.debug("offset %s out of range on %s at a follower; fetching from the leader",
                       offset, tp)
             return False

@@ -67,13 +67,18 @@ class PartitionState:
             kept here so that it goes with the partition when it leaves the assignment,
             as in the Java client (assigned again, it asks its leader again).
         replica_lookup: until when fetching waits for metadata to show that replica.
+        replica_errors: fetch errors in a row at a read replica; sets how long the
+            partition waits after the next one (``retry.backoff.ms`` doubling up to
+            ``retry.backoff.max.ms``). Reset by an error-free answer from a replica.
+        fetch_after: no fetch for this partition before this ``time.monotonic()`` (a
+            backoff after an error at a read replica), or None.
     """
 
     __slots__ = ("_gen", "_paused", "_position", "buffered_bytes", "cursor", "failed",
-                 "fetch_offset", "first_unacked", "highwater", "last_fetched_epoch",
-                 "last_stable_offset", "log_start_offset", "out_of_range_at", "poll_seq",
-                 "read_replica", "refetch", "replica_lookup", "reset", "seen_leader_epoch",
-                 "stored", "validating")
+                 "fetch_after", "fetch_offset", "first_unacked", "highwater",
+                 "last_fetched_epoch", "last_stable_offset", "log_start_offset",
+                 "out_of_range_at", "poll_seq", "read_replica", "refetch", "replica_errors",
+                 "replica_lookup", "reset", "seen_leader_epoch", "stored", "validating")
 
     def __init__(self) -> None:
         self._position: FetchPosition | None = None
@@ -97,6 +102,8 @@ class PartitionState:
         self.stored: OffsetAndMetadata | None = None
         self.read_replica: tuple[int, float] | None = None
         self.replica_lookup: float | None = None
+        self.replica_errors = 0
+        self.fetch_after: float | None = None
 
     @property
     def position(self) -> FetchPosition | None:

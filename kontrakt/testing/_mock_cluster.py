@@ -60,6 +60,7 @@ _OPTIONAL: dict[str, tuple[Any, list[Any]]] = {
         (None, [_c_void_p, _c_int16, _c_size_t, ctypes.POINTER(_c_int)]),
     "rd_kafka_mock_group_initial_rebalance_delay_ms": (None, [_c_void_p, _c_int32]),
     "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": (None, [_c_void_p, _c_int]),
+    "rd_kafka_mock_set_group_consumer_session_timeout_ms": (None, [_c_void_p, _c_int]),
     "rd_kafka_mock_broker_set_rack": (_c_int, [_c_void_p, _c_int32, _c_char_p]),
     "rd_kafka_mock_partition_set_follower_wmarks":
         (_c_int, [_c_void_p, _c_char_p, _c_int32, _c_int64, _c_int64]),
@@ -413,6 +414,13 @@ class MockCluster:
         members; librdkafka's default of 3000 ms makes tests slow."""
         self._call("set_group_consumer_heartbeat_interval_ms",
                    _int(interval_ms, "interval_ms", 1, _INT32[1]))
+
+    def group_consumer_session_timeout_ms(self, timeout_ms: int) -> None:
+        """Set the session timeout of KIP-848 (``group.protocol=consumer``) members: one
+        that sends no heartbeat for this long is dropped from its group (librdkafka's
+        default is 45000 ms)."""
+        self._call("set_group_consumer_session_timeout_ms",
+                   _int(timeout_ms, "timeout_ms", 1, _INT32[1]))
 
     # -- error injection ---------------------------------------------------------------------
 

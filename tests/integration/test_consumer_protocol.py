@@ -12,6 +12,7 @@ with ``rd_kafka_mock_set_group_consumer_heartbeat_interval_ms`` to keep the test
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -275,6 +276,228 @@ def test_unsubscribe_revokes_commits_and_subscribe_again(mock_cluster: MockClust
     assert committed == positions
     assert any(pos < per for pos in positions.values()), positions
     assert firsts == {tp: pos for tp, pos in positions.items() if pos < per}
+
+
+#: the mock drops a member that sends no heartbeat for this long (its default is 45 s)
+_SESSION_MS = 600
+#: what the leaving member's revoke listener takes: more than two sessions
+_SLOW_REVOKE = 1.5
+
+
+class _Timeline:
+    """Listener calls of the group's members, with when they started and ended."""
+
+    def __init__(self) -> None:
+        self.slow = False
+        self.events: list[tuple[float, str, str, frozenset[TopicPartition]]] = []
+
+    def note(self, who: str, what: str, parts: set[TopicPartition]) -> None:
+        self.events.append((time.monotonic(), who, what, frozenset(parts)))
+
+    def sync_listener(self, who: str) -> Any:
+        outer = self
+
+        class L:
+            def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+                outer.note(who, "assigned", parts)
+
+            def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+                outer.note(who, "revoking", parts)
+                if outer.slow and parts:
+                    time.sleep(_SLOW_REVOKE)  # (the application's thread)
+                outer.note(who, "revoked", parts)
+
+            def on_partitions_lost(self, parts: set[TopicPartition]) -> None:
+                outer.note(who, "lost", parts)
+
+        return L()
+
+    def async_listener(self, who: str) -> Any:
+        outer = self
+
+        class L:
+            async def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+                outer.note(who, "assigned", parts)
+
+            async def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+                outer.note(who, "revoking", parts)
+                if outer.slow and parts:
+                    await asyncio.sleep(_SLOW_REVOKE)
+                outer.note(who, "revoked", parts)
+
+            async def on_partitions_lost(self, parts: set[TopicPartition]) -> None:
+                outer.note(who, "lost", parts)
+
+        return L()
+
+
+@pytest.mark.parametrize("how", ["close-async", "close-sync", "unsubscribe-async",
+                                 "unsubscribe-sync"])
+def test_leaving_member_heartbeats_while_its_revoke_listener_runs(
+        mock_cluster: MockCluster, topic_name: str, how: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A member that leaves (close() or unsubscribe()) first hands its partitions back:
+    commit, then ``on_partitions_revoked``. As in the Java client (PREPARE_LEAVING), it
+    keeps heartbeating meanwhile, and sends the leave heartbeat (epoch -1) only after: a
+    listener slower than the session timeout does not get the member dropped, so the other
+    member is given its partitions once, after the listener is done, and the leave is
+    accepted. (Without those heartbeats, the coordinator drops the member after
+    ``session.timeout.ms`` and gives its partitions away while its listener still runs.)"""
+    mock_cluster.create_topic(topic_name, 2)
+    _fast_heartbeats(mock_cluster, 100)
+    mock_cluster.group_consumer_session_timeout_ms(_SESSION_MS)
+    bs = mock_cluster.bootstrap_servers
+    cfg = _config(bs, f"g-{topic_name}")
+    action, form = how.split("-")
+    line = _Timeline()
+    caplog.set_level(logging.INFO, logger="kontrakt.consumer.group")
+
+    async def main() -> None:
+        await _fill(bs, topic_name, 2, 10)
+        loop = asyncio.get_running_loop()
+        if form == "sync":
+            sync = await asyncio.to_thread(Consumer, cfg)
+
+            async def call(name: str, *args: Any, **kwargs: Any) -> Any:
+                return await asyncio.to_thread(getattr(sync, name), *args, **kwargs)
+
+            leaving: Any = sync
+            listener = line.sync_listener("m0")
+        else:
+            leaving = AsyncConsumer(cfg)
+            await leaving.start()
+
+            async def call(name: str, *args: Any, **kwargs: Any) -> Any:
+                result = getattr(leaving, name)(*args, **kwargs)
+                return await result if asyncio.iscoroutine(result) else result
+
+            listener = line.async_listener("m0")
+        stay = AsyncConsumer(cfg)
+        await stay.start()
+        closed = False
+
+        async def poll(caller: Any, stop: asyncio.Event) -> None:
+            while not stop.is_set():
+                await caller("getmany", 0.05)
+
+        async def stay_call(name: str, *args: Any) -> Any:
+            return await getattr(stay, name)(*args)
+
+        def owned(who: str) -> set[TopicPartition]:
+            mine: set[TopicPartition] = set()
+            for _, w, what, parts in line.events:
+                if w == who and what == "assigned":
+                    mine |= parts
+                elif w == who and what in ("revoked", "lost"):
+                    mine -= parts
+            return mine
+
+        async def until(cond: Any, what: str) -> None:
+            end = loop.time() + 15
+            while not cond():
+                assert loop.time() < end, (what, line.events)
+                await asyncio.sleep(0.02)
+
+        stop_leaving, stop_staying = asyncio.Event(), asyncio.Event()
+        try:
+            await call("subscribe", [topic_name], listener=listener)
+            polling = asyncio.create_task(poll(call, stop_leaving))
+            await until(lambda: len(owned("m0")) == 2, "m0 owns both")
+            stay.subscribe([topic_name], listener=line.async_listener("m1"))
+            staying = asyncio.create_task(poll(stay_call, stop_staying))
+            await until(lambda: len(owned("m0")) == 1 and len(owned("m1")) == 1,
+                        "one each")
+            (moving,) = owned("m0")
+            mark = len(line.events)
+            line.slow = True
+            stop_leaving.set()
+            await polling  # (a sync consumer's calls come from one thread at a time)
+            started = loop.time()
+            if action == "close":
+                closed = True
+                await call("close")
+            else:
+                await call("unsubscribe")
+                stop_leaving.clear()
+                # A sync consumer's listener runs in the application's next call.
+                polling = asyncio.create_task(poll(call, stop_leaving))
+            await until(lambda: len(owned("m1")) == 2, "m1 owns both")
+            took = loop.time() - started
+            stop_leaving.set()
+            stop_staying.set()
+            await asyncio.gather(staying, polling)
+        finally:
+            stop_leaving.set()
+            stop_staying.set()
+            await stay.close()
+            if not closed:
+                await call("close")
+        after = line.events[mark:]
+        revoked = [t for t, w, what, parts in after if w == "m0" and what == "revoked"
+                   and moving in parts]
+        given = [t for t, w, what, parts in after if w == "m1" and what == "assigned"
+                 and moving in parts]
+        assert len(revoked) == 1 and len(given) == 1, after
+        # Given to m1 only once m0 handed it back (not when the coordinator dropped m0).
+        assert given[0] >= revoked[0], after
+        assert not [e for e in line.events if e[2] == "lost"], line.events
+        assert took < _SLOW_REVOKE + 3, took
+        refused = [r.getMessage() for r in caplog.records
+                   if "FENCED_MEMBER_EPOCH" in r.getMessage()
+                   or "UNKNOWN_MEMBER_ID" in r.getMessage()
+                   or "UnknownMemberId" in r.getMessage()
+                   or "FencedMemberEpoch" in r.getMessage()]
+        assert not refused, refused
+
+    asyncio.run(main())
+
+
+def test_member_fenced_while_handing_back_does_not_leave(mock_cluster: MockCluster,
+                                                         topic_name: str,
+                                                         caplog: pytest.LogCaptureFixture
+                                                         ) -> None:
+    """A heartbeat sent while the revoke listener runs on close() is answered
+    FENCED_MEMBER_EPOCH: the member is no longer one, so (as in the Java client) it sends
+    no further heartbeat and no leave; the listener call under way finishes, and is the
+    only one (no ``on_partitions_lost`` after it)."""
+    mock_cluster.create_topic(topic_name, 1)
+    _fast_heartbeats(mock_cluster, 100)
+    bs = mock_cluster.bootstrap_servers
+    caplog.set_level(logging.INFO, logger="kontrakt.consumer.group")
+    line = _Timeline()
+
+    class Listener:
+        async def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+            line.note("m", "assigned", parts)
+
+        async def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+            line.note("m", "revoking", parts)
+            mock_cluster.start_request_tracking()
+            mock_cluster.push_request_errors(HEARTBEAT_API, [FENCED_MEMBER_EPOCH])
+            await asyncio.sleep(0.6)  # six heartbeat intervals
+            line.note("m", "revoked", parts)
+
+        async def on_partitions_lost(self, parts: set[TopicPartition]) -> None:
+            line.note("m", "lost", parts)
+
+    async def main() -> list[int]:
+        c = AsyncConsumer(_config(bs, f"g-{topic_name}"))
+        c.subscribe([topic_name], listener=Listener())
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not c.assignment():
+            await c.getmany(timeout=0.05)
+        assert c.assignment()
+        try:
+            await c.close()
+            return [r.api_key for r in mock_cluster.get_requests()]
+        finally:
+            mock_cluster.stop_request_tracking()
+
+    apis = asyncio.run(main())
+    assert apis.count(HEARTBEAT_API) == 1, apis
+    assert [what for _, _, what, _ in line.events] == ["assigned", "revoking", "revoked"]
+    assert any("FencedMemberEpochError while handing partitions back" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
 
 
 def test_broker_without_consumer_group_heartbeat_fails_fast(tansu_broker: TansuBroker,

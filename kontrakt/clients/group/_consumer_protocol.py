@@ -13,7 +13,9 @@ The member id is generated here (a random UUID, kept for the consumer's life) an
 epoch comes from the coordinator: 0 joins, -1 leaves, -2 leaves as a static member that will
 come back. FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID mean the coordinator dropped the member:
 its partitions are lost (``on_partitions_lost``) and it rejoins with epoch 0. Commits carry
-the member epoch in place of the generation (OffsetCommit v9 or later).
+the member epoch in place of the generation (OffsetCommit v9 or later). A member that leaves
+(close(), unsubscribe()) keeps heartbeating while it hands its partitions back (commit,
+``on_partitions_revoked``), and sends the leave only after, as the Java client does.
 
 A pattern subscription is matched here, against the cluster's topic names, and sent as topic
 names (as the Java client does for a ``java.util.regex.Pattern``): Python regular expressions
@@ -31,7 +33,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
@@ -384,12 +386,89 @@ class ConsumerGroupMembership(GroupMembership):
         epoch = STATIC_LEAVE_EPOCH if self.instance_id is not None else LEAVE_EPOCH
         log.info("leaving group %s (%s)", self.group_id, reason)
         try:
-            await self._send(self._request(await self._version(), epoch, None, None))
+            resp = await self._send(self._request(await self._version(), epoch, None, None))
+            if resp.error_code:
+                log.info("group %s: the leave was answered %s", self.group_id,
+                         for_code(resp.error_code).__name__)
         finally:
             self._forget_membership()
 
     async def _stop_side_work(self) -> None:
         await self._drop_reconciliation()
+
+    @contextlib.asynccontextmanager
+    async def _kept_alive(self, member: bool) -> AsyncIterator[None]:
+        # As the Java client (PREPARE_LEAVING): the member heartbeats while it hands its
+        # partitions back, and leaves only after. The commit and the revoke listener may
+        # take longer than session.timeout.ms; without heartbeats the coordinator would
+        # drop the member meanwhile, give its partitions to another member while the
+        # listener still runs (and commits), and refuse the leave.
+        task = None
+        if member and self.member_epoch > 0 and self._loop is not None:
+            task = self._loop.create_task(self._heartbeat_while_leaving(),
+                                          name="kontrakt-group-leaving")
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    async def _heartbeat_while_leaving(self) -> None:
+        """Heartbeat at the coordinator's interval until cancelled (the hand-back is done)
+        or the member is no longer one. Nothing changes meanwhile: no subscription, no
+        owned partitions and no new assignment (the member is leaving); a new member
+        epoch is taken, for the hand-back's commits."""
+        backoff = Backoff(*self._retry)
+        when = self._next_heartbeat
+        while self.member_epoch > 0:
+            delay = when - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if await self._leaving_heartbeat():
+                backoff.reset()
+                when = self._next_heartbeat
+            else:
+                when = time.monotonic() + backoff.next()
+
+    async def _leaving_heartbeat(self) -> bool:
+        """One heartbeat of :meth:`_heartbeat_while_leaving`; False: retry after a backoff."""
+        try:
+            resp = await self._send(self._request(await self._version(), self.member_epoch,
+                                                  None, None))
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            log.debug("heartbeat while leaving failed: %s", exc)
+            return False
+        except KafkaError as exc:
+            if exc.retriable:
+                log.debug("heartbeat while leaving failed (retriable): %s", exc)
+                return False
+            log.warning("group %s: heartbeat while leaving failed: %r", self.group_id, exc)
+            self._forget_membership()
+            return True
+        code = resp.error_code
+        if code == 0:
+            self.member_epoch = self.generation = resp.member_epoch
+            answered, self._heartbeat_answered = self._heartbeat_answered, asyncio.Event()
+            if answered is not None:
+                answered.set()
+            if resp.heartbeat_interval_ms > 0:
+                self.heartbeat_interval = resp.heartbeat_interval_ms / 1000
+            self._next_heartbeat = time.monotonic() + self.heartbeat_interval
+            return True
+        if code in COORDINATOR_ERRORS:
+            self._coordinator_error(code)
+            return False
+        error = for_code(code)
+        if error.retriable:
+            return False
+        # Dropped (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID) or fatal: no longer a member,
+        # so no leave follows (as the Java client); the hand-back under way finishes.
+        log.info("group %s: %s while handing partitions back before leaving",
+                 self.group_id, error.__name__)
+        self._forget_membership()
+        return True
 
     # --- commits -------------------------------------------------------------------------
 

@@ -154,28 +154,8 @@ class GroupMembership(GroupOffsets):
                 await task
         try:
             member = self._is_member()
-            with self.buffer.lock:
-                retiring = set(self.subs.retiring)
-            if retiring:
-                # unsubscribe() just before: its hand-back had not run (or was cut short
-                # before the listener call, which _hand_back would have recorded).
-                if member:
-                    if autocommit and self.auto_commit:
-                        await self._commit_quietly(retiring, processed=True)
-                    await self._hand_back("on_partitions_revoked", retiring)
-                else:
-                    await self._hand_back("on_partitions_lost", retiring)
-            # A manual assignment (assign()) is committed too, without a listener call: no
-            # group gave it (as the Java client).
-            if self.subs.assignment and (member or not self.subs.subscribed):
-                with self.buffer.lock:
-                    parts = set(self.subs.assignment)
-                    for st in self.subs.assignment.values():
-                        st.paused = True  # what the commit covers is all that is handed out
-                if autocommit and self.auto_commit:
-                    await self._commit_quietly(parts, processed=processed)
-                if member and self.subs.subscribed:
-                    await self._call_listener("on_partitions_revoked", parts)
+            async with self._kept_alive(member):
+                await self._hand_back_on_close(member, autocommit, processed)
         finally:
             if self._leaves_group():
                 with contextlib.suppress(KafkaError):
@@ -183,8 +163,39 @@ class GroupMembership(GroupOffsets):
                                        min(deadline, time.monotonic() + 5), "LeaveGroup")
             self.subs.set_assignment(())
 
+    async def _hand_back_on_close(self, member: bool, autocommit: bool,
+                                  processed: bool) -> None:
+        """close()'s hand-back: commit (auto commit) and revoke what the member holds."""
+        with self.buffer.lock:
+            retiring = set(self.subs.retiring)
+        if retiring:
+            # unsubscribe() just before: its hand-back had not run (or was cut short
+            # before the listener call, which _hand_back would have recorded).
+            if member:
+                if autocommit and self.auto_commit:
+                    await self._commit_quietly(retiring, processed=True)
+                await self._hand_back("on_partitions_revoked", retiring)
+            else:
+                await self._hand_back("on_partitions_lost", retiring)
+        # A manual assignment (assign()) is committed too, without a listener call: no
+        # group gave it (as the Java client).
+        if self.subs.assignment and (member or not self.subs.subscribed):
+            with self.buffer.lock:
+                parts = set(self.subs.assignment)
+                for st in self.subs.assignment.values():
+                    st.paused = True  # what the commit covers is all that is handed out
+            if autocommit and self.auto_commit:
+                await self._commit_quietly(parts, processed=processed)
+            if member and self.subs.subscribed:
+                await self._call_listener("on_partitions_revoked", parts)
+
     def _background_tasks(self) -> list[asyncio.Task[None]]:
         return [] if self._task is None else [self._task]
+
+    def _kept_alive(self, member: bool) -> contextlib.AbstractAsyncContextManager[None]:
+        """Around a leaving member's hand-back (``member``: the group still counts it):
+        what keeps it in the group until its leave. Nothing here; KIP-848 heartbeats."""
+        return contextlib.nullcontext()
 
     def _is_member(self) -> bool:
         """Whether the group counts this consumer as a member now."""
@@ -300,12 +311,13 @@ class GroupMembership(GroupOffsets):
             if lost or not self._is_member():
                 await self._hand_back("on_partitions_lost", parts)
             else:
-                if self.auto_commit:
-                    # Only unsubscribe() gives up a live membership: the application asked
-                    # between polls, done with what it was handed (as on close()), and
-                    # nothing was handed out since.
-                    await self._commit_quietly(parts, processed=True)
-                await self._hand_back("on_partitions_revoked", parts)
+                async with self._kept_alive(True):
+                    if self.auto_commit:
+                        # Only unsubscribe() gives up a live membership: the application
+                        # asked between polls, done with what it was handed (as on
+                        # close()), and nothing was handed out since.
+                        await self._commit_quietly(parts, processed=True)
+                    await self._hand_back("on_partitions_revoked", parts)
         if group_given and not self.subs.manual:
             with self.buffer.lock:
                 self.subs.set_assignment(())

@@ -20,6 +20,12 @@ from kontrakt.clients.admin._partition_admin import (
     PartitionReassignment,
     SupportedVersionRange,
 )
+from kontrakt.clients.admin._quorum import (
+    QuorumInfo,
+    QuorumNode,
+    QuorumReplicaState,
+    RaftVoterEndpoint,
+)
 from kontrakt.clients.admin._quotas import (
     ClientQuotaAlteration,
     ClientQuotaEntity,
@@ -141,5 +147,9 @@ __all__ += [
     "FeatureUpgradeType",
     "FinalizedVersionRange",
     "PartitionReassignment",
+    "QuorumInfo",
+    "QuorumNode",
+    "QuorumReplicaState",
+    "RaftVoterEndpoint",
     "SupportedVersionRange",
 ]

@@ -3,8 +3,8 @@
 Configs, groups, committed offsets, records at partition leaders and transactions live in
 :mod:`._configs`, :mod:`._groups`, :mod:`._offsets`, :mod:`._records` and
 :mod:`._transactions`; ACLs and log dirs, SCRAM credentials, delegation tokens, client
-quotas, and partition leadership and features in their own modules too: each a base class
-of :class:`AsyncAdminClient`, to keep each file about one thing.
+quotas, partition leadership and features, and the KRaft quorum in their own modules too:
+each a base class of :class:`AsyncAdminClient`, to keep each file about one thing.
 
 Results: a call about several entities (topics, resources, partitions, groups) returns a
 ``dict`` entity -> result. If any entity failed it raises
@@ -30,6 +30,7 @@ from kontrakt.clients.admin._configs import ConfigOperations, config_source
 from kontrakt.clients.admin._groups import GroupOperations
 from kontrakt.clients.admin._offsets import OffsetOperations
 from kontrakt.clients.admin._partition_admin import PartitionAdminOperations
+from kontrakt.clients.admin._quorum import QuorumOperations
 from kontrakt.clients.admin._quotas import ClientQuotaOperations
 from kontrakt.clients.admin._records import RecordOperations
 from kontrakt.clients.admin._routing import Fatal, Router, error_for, finish
@@ -71,7 +72,7 @@ ADMIN_OPTIONS: dict[str, Option] = {**CLIENT_OPTIONS, **options(
 class AsyncAdminClient(ConfigOperations, GroupOperations, OffsetOperations,
                        RecordOperations, TransactionOperations, AclOperations, ScramOperations,
                        DelegationTokenOperations, ClientQuotaOperations,
-                       PartitionAdminOperations):
+                       PartitionAdminOperations, QuorumOperations):
     """Asyncio Kafka admin client built on :class:`AsyncKafkaClient`.
 
     Args:

@@ -25,6 +25,7 @@ from kontrakt.clients.admin._partition_admin import (
     FeatureUpdate,
     PartitionReassignment,
 )
+from kontrakt.clients.admin._quorum import QuorumInfo
 from kontrakt.clients.admin._sync_access import SyncAccessOperations
 from kontrakt.clients.admin._sync_groups import SyncGroupOperations
 from kontrakt.clients.admin._types import (
@@ -241,6 +242,10 @@ class AdminClient(SyncGroupOperations, SyncAccessOperations):
     def describe_features(self, *, timeout: float | None = None) -> FeatureMetadata:
         """Blocking form of :meth:`AsyncAdminClient.describe_features`."""
         return self._run(self._async.describe_features(timeout=timeout))
+
+    def describe_metadata_quorum(self, *, timeout: float | None = None) -> QuorumInfo:
+        """Blocking form of :meth:`AsyncAdminClient.describe_metadata_quorum`."""
+        return self._run(self._async.describe_metadata_quorum(timeout=timeout))
 
     def update_features(
         self,

@@ -19,6 +19,8 @@ from kontrakt.protocol.messages._cluster import (
     DescribeClusterResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
 )
 from kontrakt.protocol.messages._configs import (
     AlterConfigsRequest,
@@ -166,6 +168,8 @@ __all__ += [
     "DescribeLogDirsResponse",
     "DescribeProducersRequest",
     "DescribeProducersResponse",
+    "DescribeQuorumRequest",
+    "DescribeQuorumResponse",
     "DescribeTransactionsRequest",
     "DescribeTransactionsResponse",
     "EndTxnRequest",

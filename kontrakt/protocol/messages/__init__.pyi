@@ -75,6 +75,24 @@ class _TopicPartitions(Struct):
     ) -> None: ...
 
 
+class _ReplicaState(Struct):
+    replica_id: int
+    replica_directory_id: uuid.UUID
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+    def __init__(
+        self,
+        *,
+        replica_id: int = ...,
+        replica_directory_id: uuid.UUID = ...,
+        log_end_offset: int = ...,
+        last_fetch_timestamp: int = ...,
+        last_caught_up_timestamp: int = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class _Cursor(Struct):
     topic_name: str
     partition_index: int
@@ -1712,6 +1730,105 @@ class DescribeProducersResponse(Response):
         *,
         throttle_time_ms: int = ...,
         topics: list[DescribeProducersResponse.TopicResponse] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class DescribeQuorumRequest(Request):
+    class TopicData(Struct):
+        class PartitionData(Struct):
+            partition_index: int
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        topic_name: str
+        partitions: list[DescribeQuorumRequest.TopicData.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[DescribeQuorumRequest.TopicData.PartitionData] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    topics: list[DescribeQuorumRequest.TopicData]
+    def __init__(
+        self,
+        *,
+        topics: list[DescribeQuorumRequest.TopicData] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class DescribeQuorumResponse(Response):
+    class TopicData(Struct):
+        class PartitionData(Struct):
+            ReplicaState = _ReplicaState
+            partition_index: int
+            error_code: int
+            error_message: str | None
+            leader_id: int
+            leader_epoch: int
+            high_watermark: int
+            current_voters: list[_ReplicaState]
+            observers: list[_ReplicaState]
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                leader_id: int = ...,
+                leader_epoch: int = ...,
+                high_watermark: int = ...,
+                current_voters: list[_ReplicaState] = ...,
+                observers: list[_ReplicaState] = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        topic_name: str
+        partitions: list[DescribeQuorumResponse.TopicData.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[DescribeQuorumResponse.TopicData.PartitionData] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    class Node(Struct):
+        class Listener(Struct):
+            name: str
+            host: str
+            port: int
+            def __init__(
+                self,
+                *,
+                name: str = ...,
+                host: str = ...,
+                port: int = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        node_id: int
+        listeners: list[DescribeQuorumResponse.Node.Listener]
+        def __init__(
+            self,
+            *,
+            node_id: int = ...,
+            listeners: list[DescribeQuorumResponse.Node.Listener] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    error_code: int
+    error_message: str | None
+    topics: list[DescribeQuorumResponse.TopicData]
+    nodes: list[DescribeQuorumResponse.Node]
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        topics: list[DescribeQuorumResponse.TopicData] = ...,
+        nodes: list[DescribeQuorumResponse.Node] = ...,
         unknown_tags: dict[int, bytes] | None = None,
     ) -> None: ...
 
@@ -3693,6 +3810,8 @@ __all__ = [
     "DescribeLogDirsResponse",
     "DescribeProducersRequest",
     "DescribeProducersResponse",
+    "DescribeQuorumRequest",
+    "DescribeQuorumResponse",
     "DescribeTopicPartitionsRequest",
     "DescribeTopicPartitionsResponse",
     "DescribeTransactionsRequest",

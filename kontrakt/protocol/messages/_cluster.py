@@ -1,4 +1,6 @@
-"""Cluster description: DescribeCluster (60) and DescribeLogDirs (35).
+"""Cluster description: DescribeCluster (60), DescribeLogDirs (35) and DescribeQuorum (55,
+the KRaft metadata quorum: KIP-595, KIP-836 for v1's fetch times, KIP-853 for v2's directory
+ids, error messages and voter listeners).
 
 Kafka 4.0 brokers no longer accept DescribeLogDirs v0; it is declared anyway (identical to
 v1 on the wire) so older brokers can be spoken to. DescribeLogDirs v5 (``is_cordoned``) comes
@@ -64,5 +66,54 @@ DescribeLogDirsRequest, DescribeLogDirsResponse = api(
             F("usable_bytes", "int64", "4+", default=-1, ignorable=True),
             F("is_cordoned", "bool", "5+", default=False, ignorable=True),
         ))),
+    ],
+)
+
+# One struct for voters and observers, as in Kafka's specification.
+_QUORUM_REPLICA_STATE = S("ReplicaState",
+    F("replica_id", "int32"),
+    F("replica_directory_id", "uuid", "2+"),
+    F("log_end_offset", "int64", about="-1 when unknown"),
+    F("last_fetch_timestamp", "int64", "1+", default=-1, ignorable=True,
+      about="leader wall clock ms of the follower's last fetch; -1 for the leader or unknown"),
+    F("last_caught_up_timestamp", "int64", "1+", default=-1, ignorable=True,
+      about="leader wall clock ms of the offset the follower last caught up to"),
+)
+
+DescribeQuorumRequest, DescribeQuorumResponse = api(
+    55, "DescribeQuorum", valid="0-2", flexible="0+",
+    request=[
+        F("topics", A(S("TopicData",
+            F("topic_name", "string"),
+            F("partitions", A(S("PartitionData",
+                F("partition_index", "int32"),
+            ))),
+        ))),
+    ],
+    response=[
+        F("error_code", "int16"),
+        F("error_message", "string", "2+", nullable="2+", default=None, ignorable=True),
+        F("topics", A(S("TopicData",
+            F("topic_name", "string"),
+            F("partitions", A(S("PartitionData",
+                F("partition_index", "int32"),
+                F("error_code", "int16"),
+                F("error_message", "string", "2+", nullable="2+", default=None,
+                  ignorable=True),
+                F("leader_id", "int32", about="-1 when unknown"),
+                F("leader_epoch", "int32"),
+                F("high_watermark", "int64"),
+                F("current_voters", A(_QUORUM_REPLICA_STATE)),
+                F("observers", A(_QUORUM_REPLICA_STATE)),
+            ))),
+        ))),
+        F("nodes", A(S("Node",
+            F("node_id", "int32", "2+"),
+            F("listeners", A(S("Listener",
+                F("name", "string", "2+"),
+                F("host", "string", "2+"),
+                F("port", "uint16", "2+"),
+            )), "2+"),
+        )), "2+"),
     ],
 )

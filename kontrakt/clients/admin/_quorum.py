@@ -1,0 +1,158 @@
+"""The KRaft metadata quorum — a base class of :class:`~kontrakt.clients.admin.AsyncAdminClient`
+with the Java admin client's ``describeMetadataQuorum`` (DescribeQuorum, KIP-595; the fetch
+times of v1 are KIP-836, the directory ids and voter listeners of v2 KIP-853).
+
+DescribeQuorum goes to the least loaded broker, which forwards it to the active controller:
+the quorum is Raft's, over the single partition ``__cluster_metadata-0``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kontrakt.clients.admin._routing import Router, error_for
+from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.errors import ProtocolError
+from kontrakt.protocol.messages import DescribeQuorumRequest
+
+__all__ = ["QuorumInfo", "QuorumNode", "QuorumOperations", "QuorumReplicaState",
+           "RaftVoterEndpoint"]
+
+#: The topic and partition of the KRaft metadata log.
+METADATA_TOPIC, METADATA_PARTITION = "__cluster_metadata", 0
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumReplicaState:
+    """A voter or observer of the metadata quorum, as the leader last saw it.
+
+    Attributes:
+        replica_id: the node id.
+        replica_directory_id: the replica's log directory id (KIP-853, DescribeQuorum v2);
+            None from older brokers or when the replica has none.
+        log_end_offset: -1 when unknown.
+        last_fetch_timestamp: leader wall-clock ms of the replica's last fetch (v1+); None
+            for the leader itself, when unknown, or from a v0 broker.
+        last_caught_up_timestamp: leader wall-clock ms when the replica last caught up to
+            the leader's log end (v1+); None when unknown or from a v0 broker.
+    """
+
+    replica_id: int
+    replica_directory_id: uuid.UUID | None
+    log_end_offset: int
+    last_fetch_timestamp: int | None
+    last_caught_up_timestamp: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RaftVoterEndpoint:
+    """A listener of a quorum voter (KIP-853)."""
+
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumNode:
+    """A quorum voter with its listeners (DescribeQuorum v2+)."""
+
+    node_id: int
+    endpoints: tuple[RaftVoterEndpoint, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumInfo:
+    """The state of the KRaft metadata quorum.
+
+    Attributes:
+        leader_id: the active controller; -1 when unknown.
+        leader_epoch: the leader's epoch.
+        high_watermark: the metadata log's high watermark.
+        voters: the voters, as the leader reports them.
+        observers: brokers (and controllers not voting) that replicate the log.
+        nodes: node id -> its listeners, for the voters (DescribeQuorum v2+; empty from
+            older brokers).
+    """
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[QuorumReplicaState, ...]
+    observers: tuple[QuorumReplicaState, ...]
+    nodes: dict[int, QuorumNode]
+
+
+class QuorumOperations:
+    """The metadata quorum (see the module doc)."""
+
+    _client: AsyncKafkaClient
+    _router: Router
+
+    async def describe_metadata_quorum(self, *, timeout: float | None = None) -> QuorumInfo:
+        """Describe the KRaft metadata quorum: its leader, epoch, high watermark, voters and
+        observers (Java's ``Admin.describeMetadataQuorum``).
+
+        Sent to the least loaded broker, which forwards it to the active controller.
+
+        Args:
+            timeout: seconds for the whole call, retries included (default
+                ``default.api.timeout.ms``).
+
+        Returns:
+            :class:`QuorumInfo`.
+
+        Raises:
+            UnsupportedVersionError: the broker does not offer DescribeQuorum (a ZooKeeper
+                cluster, or Kafka before 3.3).
+            ClusterAuthorizationError: no DESCRIBE permission on the cluster.
+            ProtocolError: the answer is not about ``__cluster_metadata-0``.
+            KafkaTimeoutError: retriable errors (e.g. NOT_LEADER_OR_FOLLOWER while the
+                quorum elects a leader) persisted until ``timeout``; the last one is
+                raised when it says more.
+        """
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = DescribeQuorumRequest
+
+        def build(version: int) -> Any:
+            return req(topics=[req.TopicData(topic_name=METADATA_TOPIC, partitions=[
+                req.TopicData.PartitionData(partition_index=METADATA_PARTITION)])])
+
+        async def attempt() -> QuorumInfo:
+            resp = await self._router.exchange(self._client.least_loaded_node(), req, build,
+                                               deadline)
+            if resp.error_code:
+                raise error_for(resp.error_code, resp.error_message, "describe_metadata_quorum")
+            parts = [(t.topic_name, p) for t in resp.topics for p in t.partitions]
+            if len(parts) != 1 or parts[0][0] != METADATA_TOPIC or \
+                    parts[0][1].partition_index != METADATA_PARTITION:
+                raise ProtocolError(
+                    "DescribeQuorum answered about "
+                    f"{[f'{t}-{p.partition_index}' for t, p in parts]}, not "
+                    f"{METADATA_TOPIC}-{METADATA_PARTITION}")
+            p = parts[0][1]
+            if p.error_code:
+                raise error_for(p.error_code, p.error_message,
+                                f"{METADATA_TOPIC}-{METADATA_PARTITION}")
+            return QuorumInfo(
+                p.leader_id, p.leader_epoch, p.high_watermark,
+                tuple(_replica(r) for r in p.current_voters),
+                tuple(_replica(r) for r in p.observers),
+                {n.node_id: QuorumNode(n.node_id, tuple(
+                    RaftVoterEndpoint(e.name, e.host, e.port) for e in n.listeners))
+                 for n in resp.nodes})
+
+        return await self._router.call(attempt, deadline)
+
+
+def _replica(r: Any) -> QuorumReplicaState:
+    directory = r.replica_directory_id
+    return QuorumReplicaState(
+        r.replica_id, None if directory == _ZERO_UUID else directory, r.log_end_offset,
+        None if r.last_fetch_timestamp < 0 else r.last_fetch_timestamp,
+        None if r.last_caught_up_timestamp < 0 else r.last_caught_up_timestamp)

@@ -1,0 +1,95 @@
+"""Declarations of the admin APIs added for describe_metadata_quorum, abort_transaction,
+alter_replica_log_dirs and unregister_broker: ranges, round trips over every version, and
+bytes equal to kafka-python's (an independent codec built from its own copy of Kafka's JSON
+message specifications) where kafka-python declares the API.
+
+The checks are those of tests/unit/test_messages_admin_apis.py, run over these APIs (kept
+in their own module so the two lists can grow apart).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+import kontrakt.protocol.messages as messages
+import tests.unit.test_messages_admin_apis as base
+from kontrakt.protocol.codec import decode_struct, encode_struct
+
+# (key, name, valid versions, flexible versions), from Kafka's message specifications.
+EXPECTED = [
+    (55, "DescribeQuorum", "0-2", "0+"),
+]
+KEYS = [e[0] for e in EXPECTED]
+NOT_IN_KAFKA_PYTHON: set[int] = set()
+CASES = [(k, v) for k in KEYS for v in range(base._spec(k).valid.lo,
+                                             (base._spec(k).valid.hi or 0) + 1)]
+IDS = [f"{base._spec(k).name}-v{v}" for k, v in CASES]
+KP_CASES = [c for c in CASES if c[0] not in NOT_IN_KAFKA_PYTHON]
+KP_IDS = [f"{base._spec(k).name}-v{v}" for k, v in KP_CASES]
+
+
+def test_declared_apis_and_ranges_match_kafka() -> None:
+    for key, name, valid, flexible in EXPECTED:
+        spec = base._spec(key)
+        assert (spec.name, str(spec.valid), str(spec.flexible)) == (name, valid, flexible)
+        assert getattr(messages, f"{name}Request") is spec.request_class
+        assert getattr(messages, f"{name}Response") is spec.response_class
+        assert {f"{name}Request", f"{name}Response"} <= set(messages.__all__)
+
+
+@pytest.mark.parametrize("key", KEYS, ids=[base._spec(k).name for k in KEYS])
+def test_fields_are_well_formed(key: int) -> None:
+    base.test_fields_are_well_formed(key)
+
+
+@pytest.mark.parametrize(("key", "version"), CASES, ids=IDS)
+def test_round_trip(key: int, version: int) -> None:
+    base.test_round_trip_populated(key, version)
+    base.test_round_trip_whole_frames(key, version)
+
+
+@pytest.mark.parametrize(("key", "version"), KP_CASES, ids=KP_IDS)
+def test_bytes_equal_kafka_python(key: int, version: int) -> None:
+    base.test_bytes_equal_kafka_python(key, version, base._kafka_python_classes())
+
+
+def test_describe_quorum_v2_bytes_laid_out_by_hand() -> None:
+    # A second check of the v2 response shape that does not go through any generated codec:
+    # flexible throughout, so compact strings/arrays (length + 1) and an empty tag section
+    # after every struct.
+    r = messages.DescribeQuorumResponse
+    td = r.TopicData
+    pd = td.PartitionData
+    node = r.Node
+    resp = r(error_code=0, error_message=None, topics=[td(topic_name="m", partitions=[pd(
+        partition_index=0, error_code=0, error_message=None, leader_id=1, leader_epoch=2,
+        high_watermark=3, current_voters=[], observers=[])])],
+        nodes=[node(node_id=1, listeners=[node.Listener(name="C", host="h", port=9093)])])
+    expected = (
+        b"\x00\x00"  # error_code
+        + b"\x00"  # error_message: null
+        + b"\x02" + b"\x02m"  # one topic "m"
+        + b"\x02" + b"\x00\x00\x00\x00" + b"\x00\x00" + b"\x00"  # partition 0, no error
+        + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x00\x00\x00\x00\x03"
+        + b"\x01" + b"\x01" + b"\x00"  # no voters, no observers, partition tags
+        + b"\x00"  # topic tags
+        + b"\x02" + b"\x00\x00\x00\x01"  # one node, id 1
+        + b"\x02" + b"\x02C" + b"\x02h" + b"\x23\x85" + b"\x00"  # listener C h:9093
+        + b"\x00"  # node tags
+        + b"\x00")  # top-level tags
+    assert encode_struct(resp, 2) == expected
+    assert decode_struct(r, 2, expected) == resp
+
+
+def test_describe_quorum_replica_fields_by_version() -> None:
+    rs = messages.DescribeQuorumResponse.TopicData.PartitionData.ReplicaState
+    rng = random.Random(0)
+    for version in (0, 1, 2):
+        msg: Any = base._populate(rs, version, rng, 0.0)
+        names = {f.name for f in rs.FIELDS if version in f.versions}
+        assert ("replica_directory_id" in names) == (version >= 2)
+        assert ("last_fetch_timestamp" in names) == (version >= 1)
+        assert decode_struct(rs, version, encode_struct(msg, version)) == msg

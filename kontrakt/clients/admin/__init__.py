@@ -43,6 +43,7 @@ from kontrakt.clients.admin._scram import (
 )
 from kontrakt.clients.admin._sync import AdminClient
 from kontrakt.clients.admin._tokens import DelegationToken, KafkaPrincipal, TokenInformation
+from kontrakt.clients.admin._transactions import AbortTransactionSpec
 from kontrakt.clients.admin._types import (
     AclBinding,
     AclBindingFilter,
@@ -86,6 +87,7 @@ from kontrakt.clients.admin._validate import TOPIC_CONFIG_NAMES
 __all__ = [
     "ADMIN_OPTIONS",
     "TOPIC_CONFIG_NAMES",
+    "AbortTransactionSpec",
     "AclBinding",
     "AclBindingFilter",
     "AclOperation",

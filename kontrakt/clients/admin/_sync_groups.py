@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients.admin._sync_base import SyncAdminBase
+from kontrakt.clients.admin._transactions import AbortTransactionSpec
 from kontrakt.clients.admin._types import (
     ConsumerGroupDescription,
     ConsumerGroupListing,
@@ -140,6 +141,12 @@ class SyncGroupOperations(SyncAdminBase):
                 partitions, timeout=timeout, return_exceptions=return_exceptions
             )
         )
+
+    def abort_transaction(
+        self, spec: AbortTransactionSpec, *, timeout: float | None = None
+    ) -> None:
+        """Blocking form of :meth:`AsyncAdminClient.abort_transaction`."""
+        return self._run(self._async.abort_transaction(spec, timeout=timeout))
 
     def describe_transactions(
         self,

@@ -1,26 +1,63 @@
 """Admin operations on transactions — a base class of
 :class:`~kontrakt.clients.admin.AsyncAdminClient`: DescribeTransactions goes to each
 transactional id's coordinator (see :meth:`Router.per_coordinator`); ListTransactions goes
-to every broker and is merged.
+to every broker and is merged; an abort (WriteTxnMarkers, KIP-664) goes to the partition's
+leader.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from kontrakt._types import TopicPartition
 from kontrakt.clients.admin import _validate as v
-from kontrakt.clients.admin._routing import Router, error_for, finish
+from kontrakt.clients.admin._routing import Fatal, Router, error_for, finish
 from kontrakt.clients.admin._types import TransactionDescription, TransactionListing
 from kontrakt.clients.client import AsyncKafkaClient
-from kontrakt.errors import InvalidArgumentError, UnsupportedVersionError
-from kontrakt.protocol.messages import DescribeTransactionsRequest, ListTransactionsRequest
+from kontrakt.clients.group._protocol import group_by_topic
+from kontrakt.errors import InvalidArgumentError, ProtocolError, UnsupportedVersionError
+from kontrakt.protocol.errors import (
+    BrokerNotAvailableError,
+    NotLeaderOrFollowerError,
+    ReplicaNotAvailableError,
+    UnknownTopicOrPartitionError,
+)
+from kontrakt.protocol.messages import (
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
+    WriteTxnMarkersRequest,
+)
 from kontrakt.protocol.spec import Request
 
-__all__ = ["TransactionOperations"]
+__all__ = ["AbortTransactionSpec", "TransactionOperations"]
 
 TP = TopicPartition
+
+# WriteTxnMarkers errors that a fresh look at the partition's leader may cure.
+_LEADER_MOVED = (NotLeaderOrFollowerError, ReplicaNotAvailableError, BrokerNotAvailableError,
+                 UnknownTopicOrPartitionError)
+
+
+@dataclass(frozen=True, slots=True)
+class AbortTransactionSpec:
+    """What :meth:`~TransactionOperations.abort_transaction` aborts: the open transaction of
+    one producer on one partition, as ``describe_producers`` reports it (its
+    ``producer_id``, ``producer_epoch`` and ``coordinator_epoch``).
+
+    Attributes:
+        topic_partition: the partition with the hanging transaction.
+        producer_id: the producer whose transaction to abort.
+        producer_epoch: that producer's epoch (0..32767).
+        coordinator_epoch: the epoch of the coordinator that began the transaction; the
+            leader refuses a marker with an older one (TRANSACTION_COORDINATOR_FENCED).
+    """
+
+    topic_partition: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
 
 
 class TransactionOperations:
@@ -100,6 +137,76 @@ class TransactionOperations:
         merged = {t.transactional_id: t for listing in results.values() for t in listing}
         return [merged[k] for k in sorted(merged)]
 
+    async def abort_transaction(self, spec: AbortTransactionSpec, *,
+                                timeout: float | None = None) -> None:
+        """Abort a hanging transaction on one partition by writing an abort marker there
+        (Java's ``Admin.abortTransaction``, KIP-664): for a transaction whose coordinator
+        no longer knows it, which keeps the partition's last stable offset from moving.
+
+        Sent as WriteTxnMarkers to the partition's leader. The leader checks the producer
+        epoch and the coordinator epoch against the partition's producer state; find both
+        with ``describe_producers``. Needs CLUSTER_ACTION permission on the cluster.
+
+        Args:
+            spec: the partition, producer id and epochs.
+            timeout: seconds for the whole call, retries included (default
+                ``default.api.timeout.ms``).
+
+        Raises:
+            InvalidArgumentError: a bad partition, id or epoch (nothing is sent).
+            InvalidProducerEpochError: the producer epoch is not the partition's current one.
+            TransactionCoordinatorFencedError: the coordinator epoch is older than the one
+                the leader knows.
+            ClusterAuthorizationFailedError: no CLUSTER_ACTION permission.
+            UnknownTopicOrPartitionError: the partition does not exist.
+            UnsupportedVersionError: the leader offers no WriteTxnMarkers v1+.
+            ProtocolError: the leader answered about another producer or partition.
+            NotLeaderOrFollowerError / ReplicaNotAvailableError / KafkaTimeoutError: a
+                leader change or an unavailable replica (retried on fresh metadata) lasted
+                until ``timeout``. Other errors the leader answers are not retried.
+        """
+        tp = _check_abort_spec(spec)
+        where = f"{tp.topic}-{tp.partition}"
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = WriteTxnMarkersRequest
+        marker = req.WritableTxnMarker
+
+        async def send(node: int, batch: list[TopicPartition]) -> dict[TopicPartition, Any]:
+            resp = await self._router.exchange(node, req, lambda ver: req(markers=[marker(
+                producer_id=spec.producer_id, producer_epoch=spec.producer_epoch,
+                transaction_result=False, coordinator_epoch=spec.coordinator_epoch,
+                topics=[marker.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                        for t, ps in group_by_topic(batch).items()])]), deadline)
+            answered = [(m.producer_id, TP(t.name, p.partition_index), p.error_code)
+                        for m in resp.markers for t in m.topics for p in t.partitions]
+            if [(pid, at) for pid, at, _c in answered] != [(spec.producer_id, tp)]:
+                raise ProtocolError(
+                    "WriteTxnMarkers answered about " + ", ".join(
+                        f"producer {p} on {a.topic}-{a.partition}" for p, a, _ in answered)
+                    + f", not only producer {spec.producer_id} on {where}")
+            code = answered[0][2]
+            if not code:
+                return {tp: None}
+            err = error_for(code, None, f"abort of producer {spec.producer_id} on {where}")
+            # As Java's: only a moved or unavailable leader is worth asking again (after a
+            # metadata refresh); an epoch the leader refuses will not change by retrying.
+            return {tp: err if isinstance(err, _LEADER_MOVED) else Fatal(err)}
+
+        results = await self._router.per_leader([tp], deadline, send)
+        finish(results, "abort_transaction", False)
+
+
+def _check_abort_spec(spec: object) -> TopicPartition:
+    if not isinstance(spec, AbortTransactionSpec):
+        raise InvalidArgumentError(f"expected AbortTransactionSpec, got {spec!r}")
+    [tp] = v.check_partitions([spec.topic_partition], "topic_partition")
+    for what, value, lo, hi in (("producer_id", spec.producer_id, 0, 2**63 - 1),
+                                ("producer_epoch", spec.producer_epoch, 0, 2**15 - 1),
+                                ("coordinator_epoch", spec.coordinator_epoch, -1, 2**31 - 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise InvalidArgumentError(f"{what} must be an int in {lo}..{hi}, got {value!r}")
+    return tp
 
 
 def _check_txn_id(tid: object) -> str:

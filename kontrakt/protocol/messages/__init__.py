@@ -129,6 +129,8 @@ from kontrakt.protocol.messages._transactions import (
     ListTransactionsResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 __all__ = [
@@ -182,6 +184,8 @@ __all__ += [
     "ListTransactionsResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
+    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse",
 ]
 
 # client APIs

@@ -3759,6 +3759,84 @@ class UpdateFeaturesResponse(Response):
     ) -> None: ...
 
 
+class WriteTxnMarkersRequest(Request):
+    class WritableTxnMarker(Struct):
+        class WritableTxnMarkerTopic(Struct):
+            name: str
+            partition_indexes: list[int]
+            def __init__(
+                self,
+                *,
+                name: str = ...,
+                partition_indexes: list[int] = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        producer_id: int
+        producer_epoch: int
+        transaction_result: bool
+        topics: list[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic]
+        coordinator_epoch: int
+        transaction_version: int
+        def __init__(
+            self,
+            *,
+            producer_id: int = ...,
+            producer_epoch: int = ...,
+            transaction_result: bool = ...,
+            topics: list[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic] = ...,
+            coordinator_epoch: int = ...,
+            transaction_version: int = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    markers: list[WriteTxnMarkersRequest.WritableTxnMarker]
+    def __init__(
+        self,
+        *,
+        markers: list[WriteTxnMarkersRequest.WritableTxnMarker] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class WriteTxnMarkersResponse(Response):
+    class WritableTxnMarkerResult(Struct):
+        class WritableTxnMarkerTopicResult(Struct):
+            class WritableTxnMarkerPartitionResult(Struct):
+                partition_index: int
+                error_code: int
+                def __init__(
+                    self,
+                    *,
+                    partition_index: int = ...,
+                    error_code: int = ...,
+                    unknown_tags: dict[int, bytes] | None = None,
+                ) -> None: ...
+            name: str
+            partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult]
+            def __init__(
+                self,
+                *,
+                name: str = ...,
+                partitions: list[WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult] = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        producer_id: int
+        topics: list[WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult]
+        def __init__(
+            self,
+            *,
+            producer_id: int = ...,
+            topics: list[WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult]
+    def __init__(
+        self,
+        *,
+        markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 __all__ = [
     "AddOffsetsToTxnRequest",
     "AddOffsetsToTxnResponse",
@@ -3874,4 +3952,6 @@ __all__ = [
     "TxnOffsetCommitResponse",
     "UpdateFeaturesRequest",
     "UpdateFeaturesResponse",
+    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse",
 ]

@@ -1,10 +1,13 @@
 """Idempotence and transactions: InitProducerId (22), AddPartitionsToTxn (24),
-AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28), DescribeProducers (61),
-DescribeTransactions (65) and ListTransactions (66).
+AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27), TxnOffsetCommit (28),
+DescribeProducers (61), DescribeTransactions (65) and ListTransactions (66).
 
 InitProducerId v6 (two-phase commit, KIP-939) is still marked unstable by Kafka: brokers only
 advertise it when unstable versions are enabled. AddPartitionsToTxn v4+ batches several
 transactions and is meant for brokers talking to the coordinator; clients use v3 and below.
+WriteTxnMarkers is what coordinators send partition leaders; clients send it only to abort a
+hanging transaction (KIP-664). Its v0 was removed by Kafka 4.0 and is not declared; v2
+(KIP-1228) adds the marker's transaction version.
 """
 
 from __future__ import annotations
@@ -98,6 +101,36 @@ EndTxnRequest, EndTxnResponse = api(
         F("error_code", "int16"),
         F("producer_id", "int64", "5+", default=-1, ignorable=True),
         F("producer_epoch", "int16", "5+", default=-1, ignorable=True),
+    ],
+)
+
+WriteTxnMarkersRequest, WriteTxnMarkersResponse = api(
+    27, "WriteTxnMarkers", valid="1-2", flexible="1+",
+    request=[
+        F("markers", A(S("WritableTxnMarker",
+            F("producer_id", "int64"),
+            F("producer_epoch", "int16"),
+            F("transaction_result", "bool", about="False to abort, True to commit"),
+            F("topics", A(S("WritableTxnMarkerTopic",
+                F("name", "string"),
+                F("partition_indexes", A("int32")),
+            ))),
+            F("coordinator_epoch", "int32"),
+            F("transaction_version", "int8", "2+", ignorable=True,
+              about="0 and 1: the classic protocol; 2: KIP-890's"),
+        ))),
+    ],
+    response=[
+        F("markers", A(S("WritableTxnMarkerResult",
+            F("producer_id", "int64"),
+            F("topics", A(S("WritableTxnMarkerTopicResult",
+                F("name", "string"),
+                F("partitions", A(S("WritableTxnMarkerPartitionResult",
+                    F("partition_index", "int32"),
+                    F("error_code", "int16"),
+                ))),
+            ))),
+        ))),
     ],
 )
 

@@ -43,7 +43,7 @@ from kontrakt.clients.admin._scram import (
 )
 from kontrakt.clients.admin._sync import AdminClient
 from kontrakt.clients.admin._tokens import DelegationToken, KafkaPrincipal, TokenInformation
-from kontrakt.clients.admin._transactions import AbortTransactionSpec
+from kontrakt.clients.admin._transactions import AbortTransactionSpec, ProducerIdAndEpoch
 from kontrakt.clients.admin._types import (
     AclBinding,
     AclBindingFilter,
@@ -126,6 +126,7 @@ __all__ = [
     "Node",
     "OffsetSpec",
     "PartitionDescription",
+    "ProducerIdAndEpoch",
     "ProducerState",
     "ReplicaInfo",
     "ResourcePatternType",

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients.admin._sync_base import SyncAdminBase
-from kontrakt.clients.admin._transactions import AbortTransactionSpec
+from kontrakt.clients.admin._transactions import AbortTransactionSpec, ProducerIdAndEpoch
 from kontrakt.clients.admin._types import (
     ConsumerGroupDescription,
     ConsumerGroupListing,
@@ -158,6 +158,20 @@ class SyncGroupOperations(SyncAdminBase):
         """Blocking form of :meth:`AsyncAdminClient.describe_transactions``."""
         return self._run(
             self._async.describe_transactions(
+                transactional_ids, timeout=timeout, return_exceptions=return_exceptions
+            )
+        )
+
+    def fence_producers(
+        self,
+        transactional_ids: Iterable[str],
+        *,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[str, ProducerIdAndEpoch]:
+        """Blocking form of :meth:`AsyncAdminClient.fence_producers`."""
+        return self._run(
+            self._async.fence_producers(
                 transactional_ids, timeout=timeout, return_exceptions=return_exceptions
             )
         )

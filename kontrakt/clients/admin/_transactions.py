@@ -2,11 +2,12 @@
 :class:`~kontrakt.clients.admin.AsyncAdminClient`: DescribeTransactions goes to each
 transactional id's coordinator (see :meth:`Router.per_coordinator`); ListTransactions goes
 to every broker and is merged; an abort (WriteTxnMarkers, KIP-664) goes to the partition's
-leader.
+leader; fencing (InitProducerId, KIP-618) goes to each transactional id's coordinator.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,27 +18,50 @@ from kontrakt.clients.admin._routing import Fatal, Router, error_for, finish
 from kontrakt.clients.admin._types import TransactionDescription, TransactionListing
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.group._protocol import group_by_topic
-from kontrakt.errors import InvalidArgumentError, ProtocolError, UnsupportedVersionError
+from kontrakt.errors import (
+    InvalidArgumentError,
+    KafkaError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
 from kontrakt.protocol.errors import (
     BrokerNotAvailableError,
+    ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
     NotLeaderOrFollowerError,
     ReplicaNotAvailableError,
     UnknownTopicOrPartitionError,
 )
 from kontrakt.protocol.messages import (
     DescribeTransactionsRequest,
+    InitProducerIdRequest,
     ListTransactionsRequest,
     WriteTxnMarkersRequest,
 )
 from kontrakt.protocol.spec import Request
 
-__all__ = ["AbortTransactionSpec", "TransactionOperations"]
+__all__ = ["AbortTransactionSpec", "ProducerIdAndEpoch", "TransactionOperations"]
 
 TP = TopicPartition
 
 # WriteTxnMarkers errors that a fresh look at the partition's leader may cure.
 _LEADER_MOVED = (NotLeaderOrFollowerError, ReplicaNotAvailableError, BrokerNotAvailableError,
                  UnknownTopicOrPartitionError)
+# InitProducerId errors worth asking again (the coordinator is looked up again after the
+# first two); Java's fenceProducers retries exactly these.
+_FENCE_RETRIED = (NotCoordinatorError, CoordinatorNotAvailableError,
+                  CoordinatorLoadInProgressError, ConcurrentTransactionsError)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdAndEpoch:
+    """The producer id and epoch a transactional id was fenced with: producers of that id
+    with an older epoch can no longer write or end transactions."""
+
+    producer_id: int
+    producer_epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +219,66 @@ class TransactionOperations:
 
         results = await self._router.per_leader([tp], deadline, send)
         finish(results, "abort_transaction", False)
+
+    async def fence_producers(self, transactional_ids: Iterable[str], *,
+                              timeout: float | None = None,
+                              return_exceptions: bool = False
+                              ) -> dict[str, ProducerIdAndEpoch]:
+        """Fence the producers of transactional ids (Java's ``Admin.fenceProducers``,
+        KIP-618): each id's coordinator bumps its producer epoch, aborting any open
+        transaction, so that a producer still using the id fails with
+        ``ProducerFencedError`` (or ``InvalidProducerEpochError``) on its next write.
+
+        Sends InitProducerId for each id, without a producer id or epoch, to the id's
+        transaction coordinator. The coordinator is given ``timeout`` (default
+        ``request.timeout.ms``) as the transaction timeout, as Java does. Needs WRITE on
+        each transactional id.
+
+        Args:
+            transactional_ids: the ids to fence.
+            timeout: seconds for the whole call, retries included (default
+                ``default.api.timeout.ms``).
+            return_exceptions: return failures in the dict instead of raising.
+
+        Returns:
+            transactional id -> the :class:`ProducerIdAndEpoch` it now has.
+
+        Raises:
+            InvalidArgumentError: an empty or repeated id (nothing is sent).
+            TransactionalIdAuthorizationFailedError / ClusterAuthorizationFailedError:
+                not allowed (raised as is for a single id).
+            PartialFailureError: some ids failed.
+            Retried until ``timeout``: NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE (after
+            looking the coordinator up again), COORDINATOR_LOAD_IN_PROGRESS and
+            CONCURRENT_TRANSACTIONS (the coordinator is still ending a transaction of the
+            id); any other error the coordinator answers is final.
+        """
+        ids = v.unique((_check_txn_id(t) for t in transactional_ids), "transactional id")
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        txn_timeout_ms = min(2**31 - 1, int(1000 * timeout)) if timeout is not None else \
+            self._client.config["request.timeout.ms"]
+        req = InitProducerIdRequest
+
+        async def one(node: int, tid: str) -> Any:
+            try:
+                resp = await self._router.exchange(node, req, lambda ver: req(
+                    transactional_id=tid, transaction_timeout_ms=txn_timeout_ms,
+                    producer_id=-1, producer_epoch=-1), deadline)
+            except KafkaError as exc:
+                return exc
+            if not resp.error_code:
+                return ProducerIdAndEpoch(resp.producer_id, resp.producer_epoch)
+            err = error_for(resp.error_code, None, f"transactional id {tid!r}")
+            return err if isinstance(err, _FENCE_RETRIED) else Fatal(err)
+
+        async def send(node: int, batch: list[str]) -> dict[str, Any]:
+            # InitProducerId names one id: one request per id, all at once.
+            return dict(zip(batch, await asyncio.gather(*(one(node, t) for t in batch)),
+                            strict=True))
+
+        results = await self._router.per_coordinator(ids, "transaction", deadline, send)
+        return finish(results, "fence_producers", return_exceptions)
 
 
 def _check_abort_spec(spec: object) -> TopicPartition:

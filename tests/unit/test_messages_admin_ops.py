@@ -21,6 +21,7 @@ from kontrakt.protocol.codec import decode_struct, encode_struct
 # (key, name, valid versions, flexible versions), from Kafka's message specifications.
 EXPECTED = [
     (27, "WriteTxnMarkers", "1-2", "1+"),
+    (34, "AlterReplicaLogDirs", "1-2", "2+"),
     (55, "DescribeQuorum", "0-2", "0+"),
 ]
 KEYS = [e[0] for e in EXPECTED]

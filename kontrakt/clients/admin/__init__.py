@@ -10,6 +10,7 @@ single entity raises that entity's own error (e.g. ``TopicAlreadyExistsError``, 
 
 from __future__ import annotations
 
+from kontrakt.clients.admin._acls import TopicPartitionReplica
 from kontrakt.clients.admin._admin import ADMIN_OPTIONS, AsyncAdminClient
 from kontrakt.clients.admin._partition_admin import (
     ElectionType,
@@ -135,6 +136,7 @@ __all__ = [
     "ScramMechanism",
     "TokenInformation",
     "TopicDescription",
+    "TopicPartitionReplica",
     "TransactionDescription",
     "TransactionListing",
     "UserScramCredentialAlteration",

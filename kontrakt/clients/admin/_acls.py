@@ -2,17 +2,18 @@
 :class:`~kontrakt.clients.admin.AsyncAdminClient`.
 
 ACL requests go to any broker (the least loaded, as the Java admin client does);
-DescribeLogDirs goes to each broker asked about.
+DescribeLogDirs goes to each broker asked about, AlterReplicaLogDirs to each replica's broker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kontrakt._types import TopicPartition
 from kontrakt.clients.admin import _validate as v
-from kontrakt.clients.admin._routing import Router, error_for, finish
+from kontrakt.clients.admin._routing import Fatal, Router, error_for, finish
 from kontrakt.clients.admin._types import (
     AclBinding,
     AclBindingFilter,
@@ -25,18 +26,30 @@ from kontrakt.clients.admin._types import (
 )
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.errors import InvalidArgumentError
+from kontrakt.protocol.errors import BrokerNotAvailableError
 from kontrakt.protocol.messages import (
+    AlterReplicaLogDirsRequest,
     CreateAclsRequest,
     DeleteAclsRequest,
     DescribeAclsRequest,
     DescribeLogDirsRequest,
 )
 
-__all__ = ["AUTH_OPS_UNKNOWN", "AclOperations", "authorized_operations"]
+__all__ = ["AUTH_OPS_UNKNOWN", "AclOperations", "TopicPartitionReplica",
+           "authorized_operations"]
 
 #: What a broker puts in an authorized-operations field it was not asked for, or cannot fill
 #: (Kafka's INT32_MIN sentinel).
 AUTH_OPS_UNKNOWN = -(2**31)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionReplica:
+    """The replica of a partition on one broker (Java's ``TopicPartitionReplica``)."""
+
+    topic: str
+    partition: int
+    broker_id: int
 
 
 def authorized_operations(bits: int) -> frozenset[AclOperation] | None:
@@ -195,6 +208,88 @@ class AclOperations:
         results = await self._router.per_entity(
             ids, lambda batch: self._router.fan_out({b: [b] for b in batch}, send), deadline)
         return finish(results, "describe_log_dirs", return_exceptions)
+
+    async def alter_replica_log_dirs(self, replica_assignments: Mapping[
+                                         TopicPartitionReplica, str], *,
+                                     timeout: float | None = None,
+                                     return_exceptions: bool = False
+                                     ) -> dict[TopicPartitionReplica, None]:
+        """Move replicas to other log directories of their brokers (Java's
+        ``Admin.alterReplicaLogDirs``, KIP-113): each broker copies the replica into the
+        new directory in the background and switches over once it has caught up. For a
+        replica the broker does not host yet, the directory is where it will be created.
+
+        Sent as AlterReplicaLogDirs to each replica's broker, all brokers at once. Needs
+        ALTER on the cluster.
+
+        Args:
+            replica_assignments: replica -> absolute path of a log directory of its broker.
+            timeout: seconds for the whole call, retries included (default
+                ``default.api.timeout.ms``).
+            return_exceptions: return failures in the dict instead of raising.
+
+        Returns:
+            replica -> None for each replica the broker accepted.
+
+        Raises:
+            InvalidArgumentError: a bad replica or an empty path (nothing is sent).
+            LogDirNotFoundError / KafkaStorageError / ReplicaNotAvailableError /
+                ClusterAuthorizationFailedError: what a broker answered for a replica (raised
+                as is for a single replica). As in Java, these answers are final, not
+                retried; only a broker that cannot be reached is asked again until
+                ``timeout``.
+            BrokerNotAvailableError: the replica's broker is not in the cluster metadata.
+            PartialFailureError: some replicas failed.
+        """
+        items = dict(replica_assignments)
+        for r, path in items.items():
+            _check_replica(r, path)
+        await self._client.start()
+        deadline = self._router.deadline(timeout)
+        req = AlterReplicaLogDirsRequest
+
+        def build(batch: list[TopicPartitionReplica]) -> Any:
+            by_dir: dict[str, dict[str, list[int]]] = {}
+            for r in batch:
+                by_dir.setdefault(items[r], {}).setdefault(r.topic, []).append(r.partition)
+            return req(dirs=[req.AlterReplicaLogDir(path=path, topics=[
+                req.AlterReplicaLogDir.AlterReplicaLogDirTopic(name=t, partitions=ps)
+                for t, ps in topics.items()]) for path, topics in by_dir.items()])
+
+        async def send(node: int, batch: list[TopicPartitionReplica]
+                       ) -> dict[TopicPartitionReplica, Any]:
+            resp = await self._router.exchange(node, req, lambda ver: build(batch), deadline)
+            return {TopicPartitionReplica(t.topic_name, p.partition_index, node): Fatal(
+                error_for(p.error_code, None, f"replica of {t.topic_name}-"
+                                              f"{p.partition_index} on broker {node}"))
+                    if p.error_code else None
+                    for t in resp.results for p in t.partitions}
+
+        async def round_(batch: list[TopicPartitionReplica]) -> dict[TopicPartitionReplica, Any]:
+            known = set(self._router.brokers())
+            out: dict[TopicPartitionReplica, Any] = {r: Fatal(BrokerNotAvailableError(
+                f"broker {r.broker_id} is not in the cluster metadata"))
+                for r in batch if r.broker_id not in known}
+            groups: dict[int, list[TopicPartitionReplica]] = {}
+            for r in batch:
+                if r.broker_id in known:
+                    groups.setdefault(r.broker_id, []).append(r)
+            out.update(await self._router.fan_out(groups, send))
+            return out
+
+        results = await self._router.per_entity(list(items), round_, deadline)
+        return finish(results, "alter_replica_log_dirs", return_exceptions)
+
+
+def _check_replica(r: object, path: object) -> None:
+    if not isinstance(r, TopicPartitionReplica):
+        raise InvalidArgumentError(f"expected TopicPartitionReplica, got {r!r}")
+    v.check_topic_name(r.topic)
+    v.check_partition(r.topic, r.partition)
+    if isinstance(r.broker_id, bool) or not isinstance(r.broker_id, int) or r.broker_id < 0:
+        raise InvalidArgumentError(f"broker_id of {r!r} must be an int >= 0")
+    if not isinstance(path, str) or not path:
+        raise InvalidArgumentError(f"log dir of {r!r} must be a non-empty str, got {path!r}")
 
 
 def _check_binding(a: AclBinding) -> None:

@@ -5,8 +5,9 @@ quota operations — a base class of :class:`~kontrakt.clients.admin.AdminClient
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from kontrakt.clients.admin._acls import TopicPartitionReplica
 from kontrakt.clients.admin._quotas import (
     ClientQuotaAlteration,
     ClientQuotaEntity,
@@ -151,6 +152,20 @@ class SyncAccessOperations(SyncAdminBase):
     ) -> list[AclBinding]:
         """Blocking form of :meth:`AsyncAdminClient.describe_acls``."""
         return self._run(self._async.describe_acls(acl_filter, timeout=timeout))
+
+    def alter_replica_log_dirs(
+        self,
+        replica_assignments: Mapping[TopicPartitionReplica, str],
+        *,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[TopicPartitionReplica, None]:
+        """Blocking form of :meth:`AsyncAdminClient.alter_replica_log_dirs`."""
+        return self._run(
+            self._async.alter_replica_log_dirs(
+                replica_assignments, timeout=timeout, return_exceptions=return_exceptions
+            )
+        )
 
     def describe_log_dirs(
         self,

@@ -15,6 +15,8 @@ from kontrakt.protocol.messages._acls import (
 )
 from kontrakt.protocol.messages._api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kontrakt.protocol.messages._cluster import (
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeLogDirsRequest,
@@ -148,6 +150,8 @@ __all__ += [
     "AddPartitionsToTxnResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterReplicaLogDirsRequest",
+    "AlterReplicaLogDirsResponse",
     "CreateAclsRequest",
     "CreateAclsResponse",
     "CreatePartitionsRequest",

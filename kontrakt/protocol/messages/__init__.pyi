@@ -409,6 +409,68 @@ class AlterPartitionReassignmentsResponse(Response):
     ) -> None: ...
 
 
+class AlterReplicaLogDirsRequest(Request):
+    class AlterReplicaLogDir(Struct):
+        class AlterReplicaLogDirTopic(Struct):
+            name: str
+            partitions: list[int]
+            def __init__(
+                self,
+                *,
+                name: str = ...,
+                partitions: list[int] = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        path: str
+        topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic]
+        def __init__(
+            self,
+            *,
+            path: str = ...,
+            topics: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir]
+    def __init__(
+        self,
+        *,
+        dirs: list[AlterReplicaLogDirsRequest.AlterReplicaLogDir] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class AlterReplicaLogDirsResponse(Response):
+    class AlterReplicaLogDirTopicResult(Struct):
+        class AlterReplicaLogDirPartitionResult(Struct):
+            partition_index: int
+            error_code: int
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        topic_name: str
+        partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    throttle_time_ms: int
+    results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class AlterUserScramCredentialsRequest(Request):
     class ScramCredentialDeletion(Struct):
         name: str
@@ -3848,6 +3910,8 @@ __all__ = [
     "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
     "AlterPartitionReassignmentsResponse",
+    "AlterReplicaLogDirsRequest",
+    "AlterReplicaLogDirsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",

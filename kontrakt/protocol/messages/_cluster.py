@@ -1,6 +1,9 @@
-"""Cluster description: DescribeCluster (60), DescribeLogDirs (35) and DescribeQuorum (55,
-the KRaft metadata quorum: KIP-595, KIP-836 for v1's fetch times, KIP-853 for v2's directory
-ids, error messages and voter listeners).
+"""Cluster description: DescribeCluster (60), DescribeLogDirs (35), AlterReplicaLogDirs (34)
+and DescribeQuorum (55, the KRaft metadata quorum: KIP-595, KIP-836 for v1's fetch times,
+KIP-853 for v2's directory ids, error messages and voter listeners).
+
+AlterReplicaLogDirs v0 (identical to v1 on the wire) was removed by Kafka 4.0 and is not
+declared: every broker since Kafka 2.0 offers v1.
 
 Kafka 4.0 brokers no longer accept DescribeLogDirs v0; it is declared anyway (identical to
 v1 on the wire) so older brokers can be spoken to. DescribeLogDirs v5 (``is_cordoned``) comes
@@ -65,6 +68,29 @@ DescribeLogDirsRequest, DescribeLogDirsResponse = api(
             F("total_bytes", "int64", "4+", default=-1, ignorable=True),
             F("usable_bytes", "int64", "4+", default=-1, ignorable=True),
             F("is_cordoned", "bool", "5+", default=False, ignorable=True),
+        ))),
+    ],
+)
+
+AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse = api(
+    34, "AlterReplicaLogDirs", valid="1-2", flexible="2+",
+    request=[
+        F("dirs", A(S("AlterReplicaLogDir",
+            F("path", "string", about="the absolute directory path"),
+            F("topics", A(S("AlterReplicaLogDirTopic",
+                F("name", "string"),
+                F("partitions", A("int32")),
+            ))),
+        ))),
+    ],
+    response=[
+        F("throttle_time_ms", "int32"),
+        F("results", A(S("AlterReplicaLogDirTopicResult",
+            F("topic_name", "string"),
+            F("partitions", A(S("AlterReplicaLogDirPartitionResult",
+                F("partition_index", "int32"),
+                F("error_code", "int16"),
+            ))),
         ))),
     ],
 )

@@ -1,5 +1,6 @@
 """Declarations of the admin APIs added for describe_metadata_quorum, abort_transaction,
-alter_replica_log_dirs and unregister_broker: ranges, round trips over every version, and
+alter_replica_log_dirs and unregister_broker (WriteTxnMarkers, AlterReplicaLogDirs,
+DescribeQuorum, UnregisterBroker): ranges, round trips over every version, and
 bytes equal to kafka-python's (an independent codec built from its own copy of Kafka's JSON
 message specifications) where kafka-python declares the API.
 
@@ -23,9 +24,11 @@ EXPECTED = [
     (27, "WriteTxnMarkers", "1-2", "1+"),
     (34, "AlterReplicaLogDirs", "1-2", "2+"),
     (55, "DescribeQuorum", "0-2", "0+"),
+    (64, "UnregisterBroker", "0", "0+"),
 ]
 KEYS = [e[0] for e in EXPECTED]
-NOT_IN_KAFKA_PYTHON: set[int] = set()
+# kafka-python 3.0.12 declares no UnregisterBroker: round trips and bytes laid out by hand.
+NOT_IN_KAFKA_PYTHON = {64}
 CASES = [(k, v) for k in KEYS for v in range(base._spec(k).valid.lo,
                                              (base._spec(k).valid.hi or 0) + 1)]
 IDS = [f"{base._spec(k).name}-v{v}" for k, v in CASES]
@@ -95,3 +98,16 @@ def test_describe_quorum_replica_fields_by_version() -> None:
         assert ("replica_directory_id" in names) == (version >= 2)
         assert ("last_fetch_timestamp" in names) == (version >= 1)
         assert decode_struct(rs, version, encode_struct(msg, version)) == msg
+
+
+def test_unregister_broker_bytes_laid_out_by_hand() -> None:
+    # Flexible from v0: an empty tag section after each message; a compact nullable string.
+    req = messages.UnregisterBrokerRequest(broker_id=7)
+    assert encode_struct(req, 0) == b"\x00\x00\x00\x07" + b"\x00"
+    resp = messages.UnregisterBrokerResponse(throttle_time_ms=1, error_code=102,
+                                             error_message="gone")
+    data = b"\x00\x00\x00\x01" + b"\x00\x66" + b"\x05gone" + b"\x00"
+    assert encode_struct(resp, 0) == data
+    assert decode_struct(messages.UnregisterBrokerResponse, 0, data) == resp
+    null = messages.UnregisterBrokerResponse(error_code=0)
+    assert encode_struct(null, 0) == b"\x00" * 6 + b"\x00" + b"\x00"

@@ -1,9 +1,10 @@
-"""The KRaft metadata quorum — a base class of :class:`~kontrakt.clients.admin.AsyncAdminClient`
+"""KRaft cluster operations — a base class of :class:`~kontrakt.clients.admin.AsyncAdminClient`
 with the Java admin client's ``describeMetadataQuorum`` (DescribeQuorum, KIP-595; the fetch
-times of v1 are KIP-836, the directory ids and voter listeners of v2 KIP-853).
+times of v1 are KIP-836, the directory ids and voter listeners of v2 KIP-853) and
+``unregisterBroker`` (UnregisterBroker, KIP-500).
 
-DescribeQuorum goes to the least loaded broker, which forwards it to the active controller:
-the quorum is Raft's, over the single partition ``__cluster_metadata-0``.
+Both go to the least loaded broker, which forwards them to the active controller. The
+quorum is Raft's, over the single partition ``__cluster_metadata-0``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any
 
 from kontrakt.clients.admin._routing import Router, error_for
 from kontrakt.clients.client import AsyncKafkaClient
-from kontrakt.errors import ProtocolError
-from kontrakt.protocol.messages import DescribeQuorumRequest
+from kontrakt.errors import InvalidArgumentError, ProtocolError
+from kontrakt.protocol.messages import DescribeQuorumRequest, UnregisterBrokerRequest
 
 __all__ = ["QuorumInfo", "QuorumNode", "QuorumOperations", "QuorumReplicaState",
            "RaftVoterEndpoint"]
@@ -88,7 +89,7 @@ class QuorumInfo:
 
 
 class QuorumOperations:
-    """The metadata quorum (see the module doc)."""
+    """The metadata quorum and broker registrations (see the module doc)."""
 
     _client: AsyncKafkaClient
     _router: Router
@@ -148,6 +149,42 @@ class QuorumOperations:
                  for n in resp.nodes})
 
         return await self._router.call(attempt, deadline)
+
+    async def unregister_broker(self, broker_id: int, *, timeout: float | None = None) -> None:
+        """Remove a broker's registration from a KRaft cluster (Java's
+        ``Admin.unregisterBroker``, KIP-500), e.g. after retiring it for good. Partition
+        assignments are not changed: move the broker's replicas away first.
+
+        Sent to the least loaded broker, which forwards it to the active controller.
+
+        Args:
+            broker_id: the broker to unregister.
+            timeout: seconds for the whole call, retries included (default
+                ``default.api.timeout.ms``); retriable errors (e.g. REQUEST_TIMED_OUT
+                while forwarding) are retried until then.
+
+        Raises:
+            InvalidArgumentError: ``broker_id`` is not an int >= 0 (nothing is sent).
+            BrokerIdNotRegisteredError: the broker is not registered.
+            UnsupportedVersionError: the broker does not offer UnregisterBroker (a
+                ZooKeeper cluster, or Kafka before 3.0).
+            ClusterAuthorizationFailedError: no ALTER permission on the cluster.
+        """
+        if isinstance(broker_id, bool) or not isinstance(broker_id, int) or \
+                not 0 <= broker_id <= 2**31 - 1:
+            raise InvalidArgumentError(f"broker_id must be an int >= 0, got {broker_id!r}")
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = UnregisterBrokerRequest
+
+        async def attempt() -> None:
+            resp = await self._router.exchange(self._client.least_loaded_node(), req,
+                                               lambda ver: req(broker_id=broker_id), deadline)
+            if resp.error_code:
+                raise error_for(resp.error_code, resp.error_message,
+                                f"unregister broker {broker_id}")
+
+        await self._router.call(attempt, deadline)
 
 
 def _replica(r: Any) -> QuorumReplicaState:

@@ -247,6 +247,10 @@ class AdminClient(SyncGroupOperations, SyncAccessOperations):
         """Blocking form of :meth:`AsyncAdminClient.describe_metadata_quorum`."""
         return self._run(self._async.describe_metadata_quorum(timeout=timeout))
 
+    def unregister_broker(self, broker_id: int, *, timeout: float | None = None) -> None:
+        """Blocking form of :meth:`AsyncAdminClient.unregister_broker`."""
+        return self._run(self._async.unregister_broker(broker_id, timeout=timeout))
+
     def update_features(
         self,
         updates: Mapping[str, FeatureUpdate],

@@ -23,6 +23,8 @@ from kontrakt.protocol.messages._cluster import (
     DescribeLogDirsResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
 )
 from kontrakt.protocol.messages._configs import (
     AlterConfigsRequest,
@@ -188,6 +190,8 @@ __all__ += [
     "ListTransactionsResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
+    "UnregisterBrokerRequest",
+    "UnregisterBrokerResponse",
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
 ]

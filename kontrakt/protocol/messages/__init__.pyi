@@ -3765,6 +3765,30 @@ class TxnOffsetCommitResponse(Response):
     ) -> None: ...
 
 
+class UnregisterBrokerRequest(Request):
+    broker_id: int
+    def __init__(
+        self,
+        *,
+        broker_id: int = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class UnregisterBrokerResponse(Response):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class UpdateFeaturesRequest(Request):
     class FeatureUpdateKey(Struct):
         feature: str
@@ -4014,6 +4038,8 @@ __all__ = [
     "SyncGroupResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
+    "UnregisterBrokerRequest",
+    "UnregisterBrokerResponse",
     "UpdateFeaturesRequest",
     "UpdateFeaturesResponse",
     "WriteTxnMarkersRequest",

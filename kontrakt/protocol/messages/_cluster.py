@@ -1,6 +1,7 @@
-"""Cluster description: DescribeCluster (60), DescribeLogDirs (35), AlterReplicaLogDirs (34)
-and DescribeQuorum (55, the KRaft metadata quorum: KIP-595, KIP-836 for v1's fetch times,
-KIP-853 for v2's directory ids, error messages and voter listeners).
+"""Cluster description: DescribeCluster (60), DescribeLogDirs (35), AlterReplicaLogDirs (34),
+DescribeQuorum (55, the KRaft metadata quorum: KIP-595, KIP-836 for v1's fetch times,
+KIP-853 for v2's directory ids, error messages and voter listeners) and UnregisterBroker
+(64, KIP-500's removal of a KRaft broker's registration).
 
 AlterReplicaLogDirs v0 (identical to v1 on the wire) was removed by Kafka 4.0 and is not
 declared: every broker since Kafka 2.0 offers v1.
@@ -141,5 +142,17 @@ DescribeQuorumRequest, DescribeQuorumResponse = api(
                 F("port", "uint16", "2+"),
             )), "2+"),
         )), "2+"),
+    ],
+)
+
+UnregisterBrokerRequest, UnregisterBrokerResponse = api(
+    64, "UnregisterBroker", valid="0", flexible="0+",
+    request=[
+        F("broker_id", "int32"),
+    ],
+    response=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+", default=None),
     ],
 )

@@ -44,7 +44,11 @@ from kontrakt.clients.admin._scram import (
 )
 from kontrakt.clients.admin._sync import AdminClient
 from kontrakt.clients.admin._tokens import DelegationToken, KafkaPrincipal, TokenInformation
-from kontrakt.clients.admin._transactions import AbortTransactionSpec, ProducerIdAndEpoch
+from kontrakt.clients.admin._transactions import (
+    AbortTransactionSpec,
+    HangingTransaction,
+    ProducerIdAndEpoch,
+)
 from kontrakt.clients.admin._types import (
     AclBinding,
     AclBindingFilter,
@@ -116,6 +120,7 @@ __all__ = [
     "CreatedTopic",
     "DelegationToken",
     "DeletedRecords",
+    "HangingTransaction",
     "IsolationLevel",
     "KafkaPrincipal",
     "ListOffsetsResultInfo",

@@ -10,7 +10,11 @@ from collections.abc import Iterable, Mapping
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients.admin._sync_base import SyncAdminBase
-from kontrakt.clients.admin._transactions import AbortTransactionSpec, ProducerIdAndEpoch
+from kontrakt.clients.admin._transactions import (
+    AbortTransactionSpec,
+    HangingTransaction,
+    ProducerIdAndEpoch,
+)
 from kontrakt.clients.admin._types import (
     ConsumerGroupDescription,
     ConsumerGroupListing,
@@ -173,6 +177,24 @@ class SyncGroupOperations(SyncAdminBase):
         return self._run(
             self._async.fence_producers(
                 transactional_ids, timeout=timeout, return_exceptions=return_exceptions
+            )
+        )
+
+    def find_hanging_transactions(
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        broker_ids: Iterable[int] | None = None,
+        max_transaction_timeout_ms: int = 900000,
+        timeout: float | None = None,
+    ) -> list[HangingTransaction]:
+        """Blocking form of :meth:`AsyncAdminClient.find_hanging_transactions`."""
+        return self._run(
+            self._async.find_hanging_transactions(
+                partitions,
+                broker_ids=broker_ids,
+                max_transaction_timeout_ms=max_transaction_timeout_ms,
+                timeout=timeout,
             )
         )
 

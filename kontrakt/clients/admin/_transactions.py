@@ -8,9 +8,10 @@ leader; fencing (InitProducerId, KIP-618) goes to each transactional id's coordi
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kontrakt._types import TopicPartition
 from kontrakt.clients.admin import _validate as v
@@ -32,6 +33,7 @@ from kontrakt.protocol.errors import (
     NotCoordinatorError,
     NotLeaderOrFollowerError,
     ReplicaNotAvailableError,
+    TransactionalIdNotFoundError,
     UnknownTopicOrPartitionError,
 )
 from kontrakt.protocol.messages import (
@@ -42,7 +44,11 @@ from kontrakt.protocol.messages import (
 )
 from kontrakt.protocol.spec import Request
 
-__all__ = ["AbortTransactionSpec", "ProducerIdAndEpoch", "TransactionOperations"]
+if TYPE_CHECKING:
+    from kontrakt.clients.admin._admin import AsyncAdminClient
+
+__all__ = ["AbortTransactionSpec", "HangingTransaction", "ProducerIdAndEpoch",
+           "TransactionOperations"]
 
 TP = TopicPartition
 
@@ -53,6 +59,33 @@ _LEADER_MOVED = (NotLeaderOrFollowerError, ReplicaNotAvailableError, BrokerNotAv
 # first two); Java's fenceProducers retries exactly these.
 _FENCE_RETRIED = (NotCoordinatorError, CoordinatorNotAvailableError,
                   CoordinatorLoadInProgressError, ConcurrentTransactionsError)
+
+
+@dataclass(frozen=True, slots=True)
+class HangingTransaction:
+    """An open transaction on a partition that its coordinator does not know about (or no
+    longer lists the partition of), found by
+    :meth:`~TransactionOperations.find_hanging_transactions`.
+
+    Attributes:
+        topic_partition: the partition whose last stable offset it holds back.
+        producer_id, producer_epoch, coordinator_epoch: the partition leader's producer
+            state (what :meth:`abort_spec` needs).
+        current_transaction_start_offset: the offset of the transaction's first record.
+        last_timestamp: broker wall-clock ms of the producer's last write there.
+    """
+
+    topic_partition: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    current_transaction_start_offset: int
+    last_timestamp: int
+
+    def abort_spec(self) -> AbortTransactionSpec:
+        """What :meth:`~TransactionOperations.abort_transaction` takes to abort it."""
+        return AbortTransactionSpec(self.topic_partition, self.producer_id,
+                                    self.producer_epoch, self.coordinator_epoch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +312,95 @@ class TransactionOperations:
 
         results = await self._router.per_coordinator(ids, "transaction", deadline, send)
         return finish(results, "fence_producers", return_exceptions)
+
+    async def find_hanging_transactions(
+            self, partitions: Iterable[TopicPartition] | None = None, *,
+            broker_ids: Iterable[int] | None = None,
+            max_transaction_timeout_ms: int = 900000,
+            timeout: float | None = None) -> list[HangingTransaction]:
+        """Find hanging transactions: open on a partition for longer than any transaction
+        may run, yet unknown to their coordinator, so nothing will ever end them and the
+        partition's last stable offset is stuck (KIP-664; what ``kafka-transactions.sh
+        find-hanging`` does). Abort each with
+        ``abort_transaction(hanging.abort_spec())``.
+
+        Steps: ``describe_producers`` on the partitions (their leaders' producer states)
+        gives the open transactions whose producer last wrote more than
+        ``max_transaction_timeout_ms`` ago; ``list_transactions`` maps their producer ids
+        to transactional ids and ``describe_transactions`` asks the coordinators. One is
+        hanging when no coordinator lists its producer id, its transactional id is not
+        found, or the coordinator's transaction does not include the partition.
+
+        Args:
+            partitions: where to look (default: every partition of every topic but the
+                internal ones).
+            broker_ids: look only at partitions with a replica on one of these brokers
+                (not with ``partitions``).
+            max_transaction_timeout_ms: the brokers' ``transaction.max.timeout.ms``
+                (Kafka's default 900000): a transaction this old should have been ended
+                by its coordinator. Ages use this machine's clock against the brokers'
+                timestamps.
+            timeout: seconds for each of the admin calls it makes.
+
+        Returns:
+            the hanging transactions, sorted by partition and producer id.
+
+        Raises:
+            InvalidArgumentError: bad partitions, or both ``partitions`` and
+                ``broker_ids``.
+            PartialFailureError (or one partition's, transactional id's or broker's own
+                error): a step failed; a transactional id not found is not a failure.
+        """
+        # The steps are other families' calls, all on the one AsyncAdminClient this is a
+        # base class of.
+        admin = cast("AsyncAdminClient", self)
+        if partitions is not None and broker_ids is not None:
+            raise InvalidArgumentError("give partitions or broker_ids, not both")
+        if isinstance(max_transaction_timeout_ms, bool) or not isinstance(
+                max_transaction_timeout_ms, int) or max_transaction_timeout_ms < 0:
+            raise InvalidArgumentError("max_transaction_timeout_ms must be an int >= 0, got "
+                                       f"{max_transaction_timeout_ms!r}")
+        if partitions is not None:
+            tps = v.check_partitions(partitions, "partitions")
+        else:
+            brokers = None if broker_ids is None else set(broker_ids)
+            topics = await admin.list_topics(timeout=timeout)
+            described = await admin.describe_topics(topics, timeout=timeout) if topics else {}
+            tps = [TP(name, p.partition) for name, d in described.items()
+                   for p in d.partitions if brokers is None or brokers & set(p.replicas)]
+        if not tps:
+            return []
+        states = await admin.describe_producers(tps, timeout=timeout)
+        now_ms = int(time.time() * 1000)
+        candidates = [(tp, s) for tp, ss in states.items() for s in ss
+                      if s.current_transaction_start_offset >= 0
+                      and now_ms - s.last_timestamp > max_transaction_timeout_ms]
+        if not candidates:
+            return []
+        pids = {s.producer_id for _tp, s in candidates}
+        listed = await admin.list_transactions(producer_ids=sorted(pids), timeout=timeout)
+        tid_of = {t.producer_id: t.transactional_id for t in listed if t.producer_id in pids}
+        found = await admin.describe_transactions(
+            sorted(set(tid_of.values())), timeout=timeout, return_exceptions=True) \
+            if tid_of else {}
+        partitions_of: dict[str, set[TopicPartition] | None] = {}
+        for tid, d in found.items():
+            if isinstance(d, TransactionalIdNotFoundError):
+                partitions_of[tid] = None  # the coordinator forgot the id: hanging
+            elif isinstance(d, BaseException):
+                raise d
+            else:
+                partitions_of[tid] = set(d.topic_partitions)
+        hanging = []
+        for tp, s in candidates:
+            txn_id = tid_of.get(s.producer_id)
+            known = partitions_of.get(txn_id) if txn_id is not None else None
+            if known is None or tp not in known:
+                hanging.append(HangingTransaction(
+                    tp, s.producer_id, s.producer_epoch, s.coordinator_epoch,
+                    s.current_transaction_start_offset, s.last_timestamp))
+        return sorted(hanging, key=lambda h: (h.topic_partition.topic,
+                                              h.topic_partition.partition, h.producer_id))
 
 
 def _check_abort_spec(spec: object) -> TopicPartition:

@@ -1,0 +1,103 @@
+"""kafka-python 3.0.12 (test-only peer) as an oracle for the requests of
+describe_metadata_quorum, abort_transaction and alter_replica_log_dirs: both clients call
+the same crafted peer (``tests/_crafted_broker.py``; no test broker offers these APIs),
+and the requests each sent must be the same message at the same version. For the quorum,
+kafka-python's decoded answer (a dict) must also agree with Kontrakt's QuorumInfo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kontrakt._types import TopicPartition as TP
+from kontrakt.clients.admin import AbortTransactionSpec, AdminClient, TopicPartitionReplica
+from tests._crafted_broker import CraftedBroker
+from tests.unit.admin.test_admin_abort_transaction import Markers
+from tests.unit.admin.test_admin_crafted import FAST
+from tests.unit.admin.test_admin_quorum import Quorum
+from tests.unit.admin.test_admin_replica_log_dirs import Dirs
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    kafka = pytest.importorskip("kafka")
+    kafka_admin = pytest.importorskip("kafka.admin")
+
+pytestmark = [pytest.mark.interop]
+
+WRITE_TXN_MARKERS, ALTER_REPLICA_LOG_DIRS, DESCRIBE_QUORUM = 27, 34, 55
+
+
+def _both(handlers: dict[int, Any], topics: dict[str, int],
+          theirs: Callable[[Any], Any], ours: Callable[[AdminClient], Any]) -> tuple[Any, Any]:
+    """Run ``theirs(kafka-python admin)`` then ``ours(Kontrakt admin)`` against one crafted
+    peer; return both results."""
+    async def main() -> tuple[Any, Any]:
+        async with CraftedBroker(handlers, topics=topics) as broker:
+            def blocking() -> tuple[Any, Any]:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    kp = kafka_admin.KafkaAdminClient(bootstrap_servers=broker.bootstrap,
+                                                      request_timeout_ms=5000)
+                try:
+                    a = theirs(kp)
+                finally:
+                    kp.close()
+                with AdminClient({"bootstrap.servers": broker.bootstrap, **FAST}) as admin:
+                    return a, ours(admin)
+            return await asyncio.to_thread(blocking)
+
+    return asyncio.run(main())
+
+
+def test_abort_transaction_sends_kafka_pythons_marker() -> None:
+    markers = Markers()
+    _both({WRITE_TXN_MARKERS: markers}, {"t": 2},
+          lambda kp: kp.abort_transaction(kafka_admin.AbortTransactionSpec(
+              kafka.TopicPartition("t", 1), 4000, 5, 12)),
+          lambda a: a.abort_transaction(AbortTransactionSpec(TP("t", 1), 4000, 5, 12)))
+    (v_theirs, theirs), (v_ours, ours) = markers.asked
+    assert (v_ours, ours) == (v_theirs, theirs)
+
+
+def test_describe_metadata_quorum_sends_and_reads_what_kafka_python_does() -> None:
+    quorum = Quorum({})
+    theirs, ours = _both({DESCRIBE_QUORUM: quorum}, {},
+                         lambda kp: kp.describe_metadata_quorum(),
+                         lambda a: a.describe_metadata_quorum(timeout=10))
+    (v_theirs, req_theirs), (v_ours, req_ours) = quorum.asked
+    assert (v_ours, req_ours) == (v_theirs, req_theirs)
+    [p] = theirs["topics"][0]["partitions"]
+    assert (ours.leader_id, ours.leader_epoch, ours.high_watermark) == (
+        p["leader_id"], p["leader_epoch"], p["high_watermark"])
+    for mine, theirs_ in ((ours.voters, p["current_voters"]), (ours.observers, p["observers"])):
+        assert [(r.replica_id, r.log_end_offset, _ms(r.last_fetch_timestamp),
+                 _ms(r.last_caught_up_timestamp)) for r in mine] == [
+            (r["replica_id"], r["log_end_offset"], r["last_fetch_timestamp"],
+             r["last_caught_up_timestamp"]) for r in theirs_]
+    assert {n: [(e.name, e.host, e.port) for e in node.endpoints]
+            for n, node in ours.nodes.items()} == {
+        n["node_id"]: [(e["name"], e["host"], e["port"]) for e in n["listeners"]]
+        for n in theirs["nodes"]}
+
+
+def _ms(value: int | None) -> int:
+    return -1 if value is None else value
+
+
+def test_alter_replica_log_dirs_sends_kafka_pythons_request() -> None:
+    dirs = Dirs()
+    moves = {("t", 0, 1): "/d1", ("t", 1, 1): "/d2", ("u", 0, 1): "/d1", ("t", 2, 1): "/d1"}
+    _both({ALTER_REPLICA_LOG_DIRS: dirs}, {"t": 3, "u": 1},
+          lambda kp: kp.alter_replica_log_dirs(
+              {kafka.TopicPartitionReplica(*k): p for k, p in moves.items()}),
+          lambda a: a.alter_replica_log_dirs(
+              {TopicPartitionReplica(*k): p for k, p in moves.items()}, timeout=10))
+    (v_theirs, _), (v_ours, _) = dirs.asked
+    assert v_ours == v_theirs
+    theirs, ours = dirs.sent()
+    assert ours == theirs

@@ -1,8 +1,10 @@
 """kafka-python 3.0.12 (test-only peer) as an oracle for the requests of
-describe_metadata_quorum, abort_transaction and alter_replica_log_dirs: both clients call
+describe_metadata_quorum, abort_transaction, alter_replica_log_dirs and
+list_config_resources: both clients call
 the same crafted peer (``tests/_crafted_broker.py``; no test broker offers these APIs),
 and the requests each sent must be the same message at the same version. For the quorum,
-kafka-python's decoded answer (a dict) must also agree with Kontrakt's QuorumInfo.
+kafka-python's decoded answer (a dict) must also agree with Kontrakt's QuorumInfo, and so
+must the config resources each lists.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from kontrakt._types import TopicPartition as TP
 from kontrakt.clients.admin import AbortTransactionSpec, AdminClient, TopicPartitionReplica
 from tests._crafted_broker import CraftedBroker
 from tests.unit.admin.test_admin_abort_transaction import Markers
+from tests.unit.admin.test_admin_config_resources import Lister
 from tests.unit.admin.test_admin_crafted import FAST
 from tests.unit.admin.test_admin_quorum import Quorum
 from tests.unit.admin.test_admin_replica_log_dirs import Dirs
@@ -30,6 +33,7 @@ with warnings.catch_warnings():
 pytestmark = [pytest.mark.interop]
 
 WRITE_TXN_MARKERS, ALTER_REPLICA_LOG_DIRS, DESCRIBE_QUORUM = 27, 34, 55
+LIST_CONFIG_RESOURCES = 74
 
 
 def _both(handlers: dict[int, Any], topics: dict[str, int],
@@ -101,3 +105,18 @@ def test_alter_replica_log_dirs_sends_kafka_pythons_request() -> None:
     assert v_ours == v_theirs
     theirs, ours = dirs.sent()
     assert ours == theirs
+
+
+def test_list_config_resources_sends_and_reads_what_kafka_python_does() -> None:
+    lister = Lister()
+    theirs, ours = _both({LIST_CONFIG_RESOURCES: lister}, {},
+                         lambda kp: kp.list_config_resources(["TOPIC", "GROUP"]),
+                         lambda a: a.list_config_resources(["topic", "group"], timeout=10))
+    (v_theirs, req_theirs), (v_ours, req_ours) = lister.asked
+    assert (v_ours, sorted(req_ours.resource_types)) == (
+        v_theirs, sorted(req_theirs.resource_types))
+    by_type: dict[str, list[str]] = {}
+    for r in ours:
+        by_type.setdefault(r.restype.name.lower(), []).append(r.name)
+    assert {k: sorted(v) for k, v in by_type.items()} == {
+        k: sorted(v) for k, v in theirs.items()}

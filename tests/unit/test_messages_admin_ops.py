@@ -1,8 +1,9 @@
 """Declarations of the admin APIs added for describe_metadata_quorum, abort_transaction,
-alter_replica_log_dirs and unregister_broker (WriteTxnMarkers, AlterReplicaLogDirs,
-DescribeQuorum, UnregisterBroker): ranges, round trips over every version, and
-bytes equal to kafka-python's (an independent codec built from its own copy of Kafka's JSON
-message specifications) where kafka-python declares the API.
+alter_replica_log_dirs, unregister_broker and list_config_resources (WriteTxnMarkers,
+AlterReplicaLogDirs, DescribeQuorum, UnregisterBroker, ListConfigResources): ranges, round
+trips over every version, and bytes equal to kafka-python's (an independent codec built
+from its own copy of Kafka's JSON message specifications) where kafka-python declares the
+API.
 
 The checks are those of tests/unit/test_messages_admin_apis.py, run over these APIs (kept
 in their own module so the two lists can grow apart).
@@ -25,6 +26,7 @@ EXPECTED = [
     (34, "AlterReplicaLogDirs", "1-2", "2+"),
     (55, "DescribeQuorum", "0-2", "0+"),
     (64, "UnregisterBroker", "0", "0+"),
+    (74, "ListConfigResources", "0-1", "0+"),
 ]
 KEYS = [e[0] for e in EXPECTED]
 # kafka-python 3.0.12 declares no UnregisterBroker: round trips and bytes laid out by hand.

@@ -1,7 +1,7 @@
 """Admin operations on configs — a base class of
 :class:`~kontrakt.clients.admin.AsyncAdminClient`: describe (DescribeConfigs), replace
 (AlterConfigs) and change (IncrementalAlterConfigs) the configs of topics, brokers and
-other resources.
+other resources, and list the resources that have configs (ListConfigResources).
 
 Routing: a broker's own resources go to that broker (it alone knows its dynamic configs);
 everything else to the least loaded broker.
@@ -25,14 +25,33 @@ from kontrakt.clients.admin._types import (
     ConfigType,
 )
 from kontrakt.clients.client import AsyncKafkaClient
-from kontrakt.errors import InvalidArgumentError
+from kontrakt.errors import InvalidArgumentError, UnsupportedVersionError
 from kontrakt.protocol.messages import (
     AlterConfigsRequest,
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
+    ListConfigResourcesRequest,
 )
 
 __all__ = ["ConfigOperations", "config_source"]
+
+
+def _check_type(t: object) -> ConfigResourceType:
+    try:
+        if isinstance(t, str):
+            return ConfigResourceType[t.upper()]
+        if isinstance(t, int) and not isinstance(t, bool):
+            return ConfigResourceType(t)
+    except (KeyError, ValueError):
+        pass
+    raise InvalidArgumentError(f"unknown config resource type {t!r}")
+
+
+def _resource_type(code: int) -> ConfigResourceType:
+    try:
+        return ConfigResourceType(code)
+    except ValueError:
+        return ConfigResourceType.UNKNOWN
 
 
 class ConfigOperations:
@@ -51,6 +70,54 @@ class ConfigOperations:
                                        ConfigResourceType.BROKER_LOGGER) and r.name
             groups.setdefault(int(r.name) if per_broker else anywhere, []).append(r)
         return await self._router.fan_out(groups, send)
+
+    async def list_config_resources(
+            self, resource_types: Iterable[ConfigResourceType | str] | None = None, *,
+            timeout: float | None = None) -> list[ConfigResource]:
+        """The resources that have configs, as the least loaded broker lists them (Java's
+        ``Admin.listConfigResources``, KIP-1142): e.g. client-metrics subscriptions and
+        groups, which no other API enumerates.
+
+        Args:
+            resource_types: only these types (:class:`ConfigResourceType` or its name);
+                None or empty: every type the broker lists. Brokers before Kafka 4.1 only
+                speak ListConfigResources v0 (KIP-714's ListClientMetricsResources),
+                which lists client-metrics resources alone.
+            timeout: seconds for the whole call, retries included (default
+                ``default.api.timeout.ms``).
+
+        Returns:
+            the resources, sorted by type and name; a type code this client does not
+            know becomes ``ConfigResourceType.UNKNOWN``.
+
+        Raises:
+            InvalidArgumentError: an unknown type name (nothing is sent).
+            UnsupportedVersionError: types other than CLIENT_METRICS asked of a broker
+                with v0 only, or a broker without the API (before Kafka 3.7).
+            ClusterAuthorizationFailedError: no DESCRIBE_CONFIGS on the cluster.
+        """
+        codes = sorted({int(_check_type(t)) for t in resource_types or ()})
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = ListConfigResourcesRequest
+
+        def build(version: int) -> Any:
+            if version == 0 and any(c != ConfigResourceType.CLIENT_METRICS for c in codes):
+                raise UnsupportedVersionError(
+                    "ListConfigResources v0 lists client-metrics resources only; the broker "
+                    "has no v1 (Kafka 4.1+)")
+            return req(resource_types=codes if version >= 1 else [])
+
+        async def attempt() -> list[ConfigResource]:
+            resp = await self._router.exchange(self._client.least_loaded_node(), req, build,
+                                               deadline)
+            if resp.error_code:
+                raise error_for(resp.error_code, None, "list_config_resources")
+            out = {ConfigResource(_resource_type(r.resource_type), r.resource_name)
+                   for r in resp.config_resources}
+            return sorted(out, key=lambda r: (int(r.restype), r.name))
+
+        return await self._router.call(attempt, deadline)
 
     async def describe_configs(self, resources: Iterable[ConfigResource], *,
                                include_synonyms: bool = False,

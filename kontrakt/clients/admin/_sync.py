@@ -33,6 +33,7 @@ from kontrakt.clients.admin._types import (
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
+    ConfigResourceType,
     CreatedTopic,
     NewPartitions,
     NewTopic,
@@ -184,6 +185,15 @@ class AdminClient(SyncGroupOperations, SyncAccessOperations):
                 include_authorized_operations=include_authorized_operations, timeout=timeout
             )
         )
+
+    def list_config_resources(
+        self,
+        resource_types: Iterable[ConfigResourceType | str] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> list[ConfigResource]:
+        """Blocking form of :meth:`AsyncAdminClient.list_config_resources`."""
+        return self._run(self._async.list_config_resources(resource_types, timeout=timeout))
 
     def describe_configs(
         self,

@@ -33,6 +33,8 @@ from kontrakt.protocol.messages._configs import (
     DescribeConfigsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
 )
 from kontrakt.protocol.messages._consumer_group import (
     ConsumerGroupDescribeRequest,
@@ -186,6 +188,8 @@ __all__ += [
     "IncrementalAlterConfigsResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
+    "ListConfigResourcesRequest",
+    "ListConfigResourcesResponse",
     "ListTransactionsRequest",
     "ListTransactionsResponse",
     "TxnOffsetCommitRequest",

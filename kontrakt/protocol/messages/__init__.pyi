@@ -2749,6 +2749,40 @@ class LeaveGroupResponse(Response):
     ) -> None: ...
 
 
+class ListConfigResourcesRequest(Request):
+    resource_types: list[int]
+    def __init__(
+        self,
+        *,
+        resource_types: list[int] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ListConfigResourcesResponse(Response):
+    class ConfigResource(Struct):
+        resource_name: str
+        resource_type: int
+        def __init__(
+            self,
+            *,
+            resource_name: str = ...,
+            resource_type: int = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    config_resources: list[ListConfigResourcesResponse.ConfigResource]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        config_resources: list[ListConfigResourcesResponse.ConfigResource] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class ListGroupsRequest(Request):
     states_filter: list[str]
     types_filter: list[str]
@@ -4006,6 +4040,8 @@ __all__ = [
     "JoinGroupResponse",
     "LeaveGroupRequest",
     "LeaveGroupResponse",
+    "ListConfigResourcesRequest",
+    "ListConfigResourcesResponse",
     "ListGroupsRequest",
     "ListGroupsResponse",
     "ListOffsetsRequest",

@@ -1,5 +1,7 @@
-"""Configuration administration: DescribeConfigs (32), AlterConfigs (33) and
-IncrementalAlterConfigs (44).
+"""Configuration administration: DescribeConfigs (32), AlterConfigs (33),
+IncrementalAlterConfigs (44) and ListConfigResources (74; v0 was KIP-714's
+ListClientMetricsResources, for client-metrics resources only; v1, KIP-1142, lists every
+resource type with configs).
 
 Kafka 4.0 brokers no longer accept DescribeConfigs v0; it is declared anyway (Kafka's
 specification still describes it) so older brokers can be spoken to.
@@ -92,6 +94,25 @@ IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse = api(
             F("error_message", "string", nullable="0+"),
             F("resource_type", "int8"),
             F("resource_name", "string"),
+        ))),
+    ],
+)
+
+# Config resource type of ListConfigResources v0 answers: client metrics.
+CLIENT_METRICS_RESOURCE_TYPE = 16
+
+ListConfigResourcesRequest, ListConfigResourcesResponse = api(
+    74, "ListConfigResources", valid="0-1", flexible="0+",
+    request=[
+        F("resource_types", A("int8"), "1+", about="empty for every type the broker lists"),
+    ],
+    response=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("config_resources", A(S("ConfigResource",
+            F("resource_name", "string"),
+            F("resource_type", "int8", "1+", default=CLIENT_METRICS_RESOURCE_TYPE,
+              ignorable=True),
         ))),
     ],
 )

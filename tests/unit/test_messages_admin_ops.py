@@ -1,6 +1,7 @@
 """Declarations of the admin APIs added for describe_metadata_quorum, abort_transaction,
-alter_replica_log_dirs, unregister_broker and list_config_resources (WriteTxnMarkers,
-AlterReplicaLogDirs, DescribeQuorum, UnregisterBroker, ListConfigResources): ranges, round
+alter_replica_log_dirs, unregister_broker, list_config_resources, add_raft_voter and
+remove_raft_voter (WriteTxnMarkers, AlterReplicaLogDirs, DescribeQuorum, UnregisterBroker,
+ListConfigResources, AddRaftVoter, RemoveRaftVoter): ranges, round
 trips over every version, and bytes equal to kafka-python's (an independent codec built
 from its own copy of Kafka's JSON message specifications) where kafka-python declares the
 API.
@@ -12,6 +13,7 @@ in their own module so the two lists can grow apart).
 from __future__ import annotations
 
 import random
+import uuid
 from typing import Any
 
 import pytest
@@ -27,10 +29,13 @@ EXPECTED = [
     (55, "DescribeQuorum", "0-2", "0+"),
     (64, "UnregisterBroker", "0", "0+"),
     (74, "ListConfigResources", "0-1", "0+"),
+    (80, "AddRaftVoter", "0-1", "0+"),
+    (81, "RemoveRaftVoter", "0", "0+"),
 ]
 KEYS = [e[0] for e in EXPECTED]
-# kafka-python 3.0.12 declares no UnregisterBroker: round trips and bytes laid out by hand.
-NOT_IN_KAFKA_PYTHON = {64}
+# kafka-python 3.0.12 declares no UnregisterBroker, AddRaftVoter or RemoveRaftVoter: round
+# trips and bytes laid out by hand.
+NOT_IN_KAFKA_PYTHON = {64, 80, 81}
 CASES = [(k, v) for k in KEYS for v in range(base._spec(k).valid.lo,
                                              (base._spec(k).valid.hi or 0) + 1)]
 IDS = [f"{base._spec(k).name}-v{v}" for k, v in CASES]
@@ -113,3 +118,22 @@ def test_unregister_broker_bytes_laid_out_by_hand() -> None:
     assert decode_struct(messages.UnregisterBrokerResponse, 0, data) == resp
     null = messages.UnregisterBrokerResponse(error_code=0)
     assert encode_struct(null, 0) == b"\x00" * 6 + b"\x00" + b"\x00"
+
+
+def test_raft_voter_requests_laid_out_by_hand() -> None:
+    directory = uuid.UUID("00010203-0405-0607-0809-0a0b0c0d0e0f")
+    add = messages.AddRaftVoterRequest
+    req = add(cluster_id="c", timeout_ms=5, voter_id=3, voter_directory_id=directory,
+              listeners=[add.Listener(name="C", host="h", port=9093)],
+              ack_when_committed=False)
+    v0 = (b"\x02c" + b"\x00\x00\x00\x05" + b"\x00\x00\x00\x03" + directory.bytes
+          + b"\x02" + b"\x02C" + b"\x02h" + b"\x23\x85" + b"\x00")
+    assert encode_struct(add(cluster_id="c", timeout_ms=5, voter_id=3,
+                             voter_directory_id=directory, listeners=req.listeners), 0) == (
+        v0 + b"\x00")
+    assert encode_struct(req, 1) == v0 + b"\x00" + b"\x00"  # ack_when_committed False
+    assert decode_struct(add, 1, v0 + b"\x01\x00").ack_when_committed is True
+    rem = messages.RemoveRaftVoterRequest
+    data = b"\x00" + b"\x00\x00\x00\x03" + directory.bytes + b"\x00"  # null cluster id
+    assert encode_struct(rem(voter_id=3, voter_directory_id=directory), 0) == data
+    assert decode_struct(rem, 0, data) == rem(voter_id=3, voter_directory_id=directory)

@@ -1,22 +1,29 @@
 """KRaft cluster operations — a base class of :class:`~kontrakt.clients.admin.AsyncAdminClient`
 with the Java admin client's ``describeMetadataQuorum`` (DescribeQuorum, KIP-595; the fetch
-times of v1 are KIP-836, the directory ids and voter listeners of v2 KIP-853) and
-``unregisterBroker`` (UnregisterBroker, KIP-500).
+times of v1 are KIP-836, the directory ids and voter listeners of v2 KIP-853),
+``unregisterBroker`` (UnregisterBroker, KIP-500), and ``addRaftVoter`` /
+``removeRaftVoter`` (AddRaftVoter / RemoveRaftVoter, KIP-853).
 
-Both go to the least loaded broker, which forwards them to the active controller. The
+All go to the least loaded broker, which forwards them to the active controller. The
 quorum is Raft's, over the single partition ``__cluster_metadata-0``.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from kontrakt.clients.admin._routing import Router, error_for
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.errors import InvalidArgumentError, ProtocolError
-from kontrakt.protocol.messages import DescribeQuorumRequest, UnregisterBrokerRequest
+from kontrakt.protocol.messages import (
+    AddRaftVoterRequest,
+    DescribeQuorumRequest,
+    RemoveRaftVoterRequest,
+    UnregisterBrokerRequest,
+)
 
 __all__ = ["QuorumInfo", "QuorumNode", "QuorumOperations", "QuorumReplicaState",
            "RaftVoterEndpoint"]
@@ -185,6 +192,107 @@ class QuorumOperations:
                                 f"unregister broker {broker_id}")
 
         await self._router.call(attempt, deadline)
+
+    async def add_raft_voter(self, voter_id: int, voter_directory_id: uuid.UUID,
+                             endpoints: Iterable[RaftVoterEndpoint], *,
+                             cluster_id: str | None = None,
+                             timeout: float | None = None) -> None:
+        """Add a controller to the KRaft voter set (Java's ``Admin.addRaftVoter``,
+        KIP-853; needs ``kraft.version`` 1). The controller must already be running as an
+        observer that has caught up with the metadata log.
+
+        Args:
+            voter_id: the controller's node id.
+            voter_directory_id: the directory id of its metadata log directory (see
+                :meth:`describe_metadata_quorum`'s observers).
+            endpoints: its controller listeners.
+            cluster_id: when given, the controller refuses the change on another cluster
+                (INCONSISTENT_CLUSTER_ID).
+            timeout: seconds for the whole call (default ``default.api.timeout.ms``); also
+                how long the controller may take to commit the new voter set.
+
+        Raises:
+            InvalidArgumentError: a bad id, directory id or endpoint, or no endpoint
+                (nothing is sent).
+            UnsupportedVersionError: the broker does not offer AddRaftVoter (before
+                Kafka 3.9).
+            DuplicateVoterError, InvalidRequestError, UnsupportedVersionError (a static
+                quorum), ...: what the controller answered, with its message. As in Java,
+                an answer is final: changing the voter set is not retried, only the
+                sending of a request that got no answer.
+        """
+        _check_voter(voter_id, voter_directory_id)
+        listeners = list(endpoints)
+        if not listeners:
+            raise InvalidArgumentError("add_raft_voter needs at least one endpoint")
+        for e in listeners:
+            _check_endpoint(e)
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = AddRaftVoterRequest
+
+        def build(version: int) -> Any:
+            return req(cluster_id=cluster_id, voter_id=voter_id,
+                       timeout_ms=int(self._router.remaining(deadline) * 1000),
+                       voter_directory_id=voter_directory_id,
+                       listeners=[req.Listener(name=e.name, host=e.host, port=e.port)
+                                  for e in listeners])
+
+        await self._voter_change(req, build, f"add_raft_voter {voter_id}", deadline)
+
+    async def remove_raft_voter(self, voter_id: int, voter_directory_id: uuid.UUID, *,
+                                cluster_id: str | None = None,
+                                timeout: float | None = None) -> None:
+        """Remove a controller from the KRaft voter set (Java's
+        ``Admin.removeRaftVoter``, KIP-853; needs ``kraft.version`` 1).
+
+        Args:
+            voter_id: the controller's node id.
+            voter_directory_id: the directory id of its metadata log directory (see
+                :meth:`describe_metadata_quorum`'s voters).
+            cluster_id: when given, the controller refuses the change on another cluster.
+            timeout: seconds for the whole call (default ``default.api.timeout.ms``).
+
+        Raises:
+            InvalidArgumentError: a bad id or directory id (nothing is sent).
+            UnsupportedVersionError: the broker does not offer RemoveRaftVoter (before
+                Kafka 3.9).
+            VoterNotFoundError, ...: what the controller answered, with its message; final,
+                as for :meth:`add_raft_voter`.
+        """
+        _check_voter(voter_id, voter_directory_id)
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        req = RemoveRaftVoterRequest
+        await self._voter_change(req, lambda ver: req(
+            cluster_id=cluster_id, voter_id=voter_id, voter_directory_id=voter_directory_id),
+            f"remove_raft_voter {voter_id}", deadline)
+
+    async def _voter_change(self, req: Any, build: Any, what: str, deadline: float) -> None:
+        # Only a request without an answer is sent again (Router.call retries transport
+        # failures); an error code is raised as it is, retriable or not, as Java's admin
+        # client does: the voter set may have changed meanwhile.
+        resp = await self._router.call(lambda: self._router.exchange(
+            self._client.least_loaded_node(), req, build, deadline), deadline)
+        if resp.error_code:
+            raise error_for(resp.error_code, resp.error_message, what)
+
+
+def _check_voter(voter_id: object, directory: object) -> None:
+    if isinstance(voter_id, bool) or not isinstance(voter_id, int) or \
+            not 0 <= voter_id <= 2**31 - 1:
+        raise InvalidArgumentError(f"voter_id must be an int >= 0, got {voter_id!r}")
+    if not isinstance(directory, uuid.UUID) or directory == _ZERO_UUID:
+        raise InvalidArgumentError(
+            f"voter_directory_id must be a non-zero uuid.UUID, got {directory!r}")
+
+
+def _check_endpoint(e: object) -> None:
+    if not isinstance(e, RaftVoterEndpoint) or not isinstance(e.name, str) or not e.name \
+            or not isinstance(e.host, str) or not e.host or isinstance(e.port, bool) \
+            or not isinstance(e.port, int) or not 0 <= e.port <= 65535:
+        raise InvalidArgumentError(
+            f"expected a RaftVoterEndpoint with a name, a host and a port, got {e!r}")
 
 
 def _replica(r: Any) -> QuorumReplicaState:

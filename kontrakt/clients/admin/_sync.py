@@ -13,6 +13,7 @@ on it).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from kontrakt.clients.admin._partition_admin import (
     FeatureUpdate,
     PartitionReassignment,
 )
-from kontrakt.clients.admin._quorum import QuorumInfo
+from kontrakt.clients.admin._quorum import QuorumInfo, RaftVoterEndpoint
 from kontrakt.clients.admin._sync_access import SyncAccessOperations
 from kontrakt.clients.admin._sync_groups import SyncGroupOperations
 from kontrakt.clients.admin._types import (
@@ -256,6 +257,31 @@ class AdminClient(SyncGroupOperations, SyncAccessOperations):
     def describe_metadata_quorum(self, *, timeout: float | None = None) -> QuorumInfo:
         """Blocking form of :meth:`AsyncAdminClient.describe_metadata_quorum`."""
         return self._run(self._async.describe_metadata_quorum(timeout=timeout))
+
+    def add_raft_voter(
+        self,
+        voter_id: int,
+        voter_directory_id: uuid.UUID,
+        endpoints: Iterable[RaftVoterEndpoint],
+        *,
+        cluster_id: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Blocking form of :meth:`AsyncAdminClient.add_raft_voter`."""
+        return self._run(self._async.add_raft_voter(
+            voter_id, voter_directory_id, endpoints, cluster_id=cluster_id, timeout=timeout))
+
+    def remove_raft_voter(
+        self,
+        voter_id: int,
+        voter_directory_id: uuid.UUID,
+        *,
+        cluster_id: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Blocking form of :meth:`AsyncAdminClient.remove_raft_voter`."""
+        return self._run(self._async.remove_raft_voter(
+            voter_id, voter_directory_id, cluster_id=cluster_id, timeout=timeout))
 
     def unregister_broker(self, broker_id: int, *, timeout: float | None = None) -> None:
         """Blocking form of :meth:`AsyncAdminClient.unregister_broker`."""

@@ -15,6 +15,8 @@ from kontrakt.protocol.messages._acls import (
 )
 from kontrakt.protocol.messages._api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kontrakt.protocol.messages._cluster import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
     DescribeClusterRequest,
@@ -23,6 +25,8 @@ from kontrakt.protocol.messages._cluster import (
     DescribeLogDirsResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
 )
@@ -152,6 +156,8 @@ __all__ += [
     "AddOffsetsToTxnResponse",
     "AddPartitionsToTxnRequest",
     "AddPartitionsToTxnResponse",
+    "AddRaftVoterRequest",
+    "AddRaftVoterResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "AlterReplicaLogDirsRequest",
@@ -192,6 +198,8 @@ __all__ += [
     "ListConfigResourcesResponse",
     "ListTransactionsRequest",
     "ListTransactionsResponse",
+    "RemoveRaftVoterRequest",
+    "RemoveRaftVoterResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
     "UnregisterBrokerRequest",

@@ -197,6 +197,52 @@ class AddPartitionsToTxnResponse(Response):
     ) -> None: ...
 
 
+class AddRaftVoterRequest(Request):
+    class Listener(Struct):
+        name: str
+        host: str
+        port: int
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            host: str = ...,
+            port: int = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    cluster_id: str | None
+    timeout_ms: int
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    listeners: list[AddRaftVoterRequest.Listener]
+    ack_when_committed: bool
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = ...,
+        timeout_ms: int = ...,
+        voter_id: int = ...,
+        voter_directory_id: uuid.UUID = ...,
+        listeners: list[AddRaftVoterRequest.Listener] = ...,
+        ack_when_committed: bool = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class AddRaftVoterResponse(Response):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class AlterClientQuotasRequest(Request):
     class EntryData(Struct):
         class EntityData(Struct):
@@ -3595,6 +3641,34 @@ class PushTelemetryResponse(Response):
     ) -> None: ...
 
 
+class RemoveRaftVoterRequest(Request):
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: uuid.UUID
+    def __init__(
+        self,
+        *,
+        cluster_id: str | None = ...,
+        voter_id: int = ...,
+        voter_directory_id: uuid.UUID = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class RemoveRaftVoterResponse(Response):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class RenewDelegationTokenRequest(Request):
     hmac: bytes
     renew_period_ms: int
@@ -3962,6 +4036,8 @@ __all__ = [
     "AddOffsetsToTxnResponse",
     "AddPartitionsToTxnRequest",
     "AddPartitionsToTxnResponse",
+    "AddRaftVoterRequest",
+    "AddRaftVoterResponse",
     "AlterClientQuotasRequest",
     "AlterClientQuotasResponse",
     "AlterConfigsRequest",
@@ -4064,6 +4140,8 @@ __all__ = [
     "ProduceResponse",
     "PushTelemetryRequest",
     "PushTelemetryResponse",
+    "RemoveRaftVoterRequest",
+    "RemoveRaftVoterResponse",
     "RenewDelegationTokenRequest",
     "RenewDelegationTokenResponse",
     "SaslAuthenticateRequest",

@@ -1,7 +1,8 @@
 """Cluster description: DescribeCluster (60), DescribeLogDirs (35), AlterReplicaLogDirs (34),
 DescribeQuorum (55, the KRaft metadata quorum: KIP-595, KIP-836 for v1's fetch times,
-KIP-853 for v2's directory ids, error messages and voter listeners) and UnregisterBroker
-(64, KIP-500's removal of a KRaft broker's registration).
+KIP-853 for v2's directory ids, error messages and voter listeners), UnregisterBroker
+(64, KIP-500's removal of a KRaft broker's registration), and AddRaftVoter (80) and
+RemoveRaftVoter (81), KIP-853's changes of the controller quorum.
 
 AlterReplicaLogDirs v0 (identical to v1 on the wire) was removed by Kafka 4.0 and is not
 declared: every broker since Kafka 2.0 offers v1.
@@ -154,5 +155,41 @@ UnregisterBrokerRequest, UnregisterBrokerResponse = api(
         F("throttle_time_ms", "int32"),
         F("error_code", "int16"),
         F("error_message", "string", nullable="0+", default=None),
+    ],
+)
+
+AddRaftVoterRequest, AddRaftVoterResponse = api(
+    80, "AddRaftVoter", valid="0-1", flexible="0+",
+    request=[
+        F("cluster_id", "string", nullable="0+", default=None),
+        F("timeout_ms", "int32"),
+        F("voter_id", "int32"),
+        F("voter_directory_id", "uuid"),
+        F("listeners", A(S("Listener",
+            F("name", "string"),
+            F("host", "string"),
+            F("port", "uint16"),
+        ))),
+        F("ack_when_committed", "bool", "1+", default=True,
+          about="answer once the new voter set is committed, not when the leader wrote it"),
+    ],
+    response=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+", default=None, ignorable=True),
+    ],
+)
+
+RemoveRaftVoterRequest, RemoveRaftVoterResponse = api(
+    81, "RemoveRaftVoter", valid="0", flexible="0+",
+    request=[
+        F("cluster_id", "string", nullable="0+", default=None),
+        F("voter_id", "int32"),
+        F("voter_directory_id", "uuid"),
+    ],
+    response=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+", default=None, ignorable=True),
     ],
 )

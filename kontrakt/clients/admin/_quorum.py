@@ -18,6 +18,7 @@ from typing import Any
 from kontrakt.clients.admin._routing import Router, error_for
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.errors import InvalidArgumentError, ProtocolError
+from kontrakt.protocol.errors import RequestTimedOutError
 from kontrakt.protocol.messages import (
     AddRaftVoterRequest,
     DescribeQuorumRequest,
@@ -167,8 +168,8 @@ class QuorumOperations:
         Args:
             broker_id: the broker to unregister.
             timeout: seconds for the whole call, retries included (default
-                ``default.api.timeout.ms``); retriable errors (e.g. REQUEST_TIMED_OUT
-                while forwarding) are retried until then.
+                ``default.api.timeout.ms``); a request without an answer and
+                REQUEST_TIMED_OUT (while forwarding) are retried until then, as in Java.
 
         Raises:
             InvalidArgumentError: ``broker_id`` is not an int >= 0 (nothing is sent).
@@ -176,6 +177,7 @@ class QuorumOperations:
             UnsupportedVersionError: the broker does not offer UnregisterBroker (a
                 ZooKeeper cluster, or Kafka before 3.0).
             ClusterAuthorizationFailedError: no ALTER permission on the cluster.
+            Any other error the controller answers, with its message (not retried).
         """
         if isinstance(broker_id, bool) or not isinstance(broker_id, int) or \
                 not 0 <= broker_id <= 2**31 - 1:
@@ -184,14 +186,22 @@ class QuorumOperations:
         await self._client.start()
         req = UnregisterBrokerRequest
 
-        async def attempt() -> None:
+        async def attempt() -> BaseException | None:
             resp = await self._router.exchange(self._client.least_loaded_node(), req,
                                                lambda ver: req(broker_id=broker_id), deadline)
-            if resp.error_code:
-                raise error_for(resp.error_code, resp.error_message,
-                                f"unregister broker {broker_id}")
+            if not resp.error_code:
+                return None
+            err = error_for(resp.error_code, resp.error_message,
+                            f"unregister broker {broker_id}")
+            # As Java's: only a forwarding timeout is asked again; any other answer is
+            # the controller's word (retrying could not change it).
+            if isinstance(err, RequestTimedOutError):
+                raise err
+            return err
 
-        await self._router.call(attempt, deadline)
+        err = await self._router.call(attempt, deadline)
+        if err is not None:
+            raise err
 
     async def add_raft_voter(self, voter_id: int, voter_directory_id: uuid.UUID,
                              endpoints: Iterable[RaftVoterEndpoint], *,

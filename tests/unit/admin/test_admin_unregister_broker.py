@@ -16,13 +16,17 @@ import pytest
 
 from kontrakt.clients.admin import AdminClient
 from kontrakt.errors import InvalidArgumentError, UnsupportedVersionError
-from kontrakt.protocol.errors import BrokerIdNotRegisteredError, RequestTimedOutError
+from kontrakt.protocol.errors import (
+    BrokerIdNotRegisteredError,
+    NotControllerError,
+    RequestTimedOutError,
+)
 from kontrakt.protocol.messages import UnregisterBrokerResponse
 from tests._crafted_broker import CraftedBroker
 from tests.unit.admin.test_admin_crafted import FAST, run
 
 UNREGISTER_BROKER = 64
-REQUEST_TIMED_OUT, BROKER_ID_NOT_REGISTERED = 7, 102
+REQUEST_TIMED_OUT, BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER = 7, 102, 41
 
 
 class Controller:
@@ -60,6 +64,15 @@ def test_a_forwarding_timeout_is_retried() -> None:
     run(CraftedBroker({UNREGISTER_BROKER: controller}),
         lambda a: a.unregister_broker(7, timeout=10))
     assert controller.asked == [7, 7]
+
+
+def test_another_retriable_answer_is_final_as_in_java() -> None:
+    controller = Controller(NOT_CONTROLLER, 0)
+    with pytest.raises(NotControllerError):
+        run(CraftedBroker({UNREGISTER_BROKER: controller}),
+            lambda a: a.unregister_broker(7, timeout=10))
+    assert controller.asked == [7]
+    assert NotControllerError.retriable  # the premise
 
 
 def test_a_timeout_that_lasts_ends_the_call_with_it() -> None:

@@ -180,6 +180,14 @@ class SyncGroupOperations(SyncAdminBase):
             )
         )
 
+    def force_terminate_transaction(
+        self, transactional_id: str, *, timeout: float | None = None
+    ) -> None:
+        """Blocking form of :meth:`AsyncAdminClient.force_terminate_transaction`."""
+        return self._run(
+            self._async.force_terminate_transaction(transactional_id, timeout=timeout)
+        )
+
     def find_hanging_transactions(
         self,
         partitions: Iterable[TopicPartition] | None = None,

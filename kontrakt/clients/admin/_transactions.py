@@ -313,6 +313,22 @@ class TransactionOperations:
         results = await self._router.per_coordinator(ids, "transaction", deadline, send)
         return finish(results, "fence_producers", return_exceptions)
 
+    async def force_terminate_transaction(self, transactional_id: str, *,
+                                          timeout: float | None = None) -> None:
+        """Abort the ongoing transaction of a transactional id, whatever its producer does
+        (Java's ``Admin.forceTerminateTransaction``, KIP-939): for long-running
+        transactions the coordinator knows, e.g. a two-phase-commit participant that
+        never finished. It is :meth:`fence_producers` for that one id: the coordinator
+        bumps the epoch, aborting the transaction and fencing its producer. (A
+        transaction its coordinator does not know is "hanging": see
+        :meth:`find_hanging_transactions` and :meth:`abort_transaction`.)
+
+        Raises:
+            what :meth:`fence_producers` raises for one id, e.g.
+            TransactionalIdAuthorizationFailedError.
+        """
+        await self.fence_producers([transactional_id], timeout=timeout)
+
     async def find_hanging_transactions(
             self, partitions: Iterable[TopicPartition] | None = None, *,
             broker_ids: Iterable[int] | None = None,

@@ -1,5 +1,6 @@
-"""fence_producers against a crafted transaction coordinator: the InitProducerId each id
-gets (no producer id or epoch, the call's timeout as transaction timeout), a retriable
+"""fence_producers (and force_terminate_transaction, built on it) against a crafted
+transaction coordinator: the InitProducerId each id gets (no producer id or epoch, the
+call's timeout as transaction timeout), a retriable
 error that Java's fenceProducers treats as final, and bad input.
 
 The routing to each id's coordinator and the coordinator retries are checked on
@@ -116,3 +117,17 @@ def test_the_blocking_client_fences_too() -> None:
             return await asyncio.to_thread(blocking)
 
     assert asyncio.run(main()) == {"a": ProducerIdAndEpoch(100, 0)}
+
+
+def test_force_terminate_transaction_fences_its_one_id() -> None:
+    coordinator = Coordinator(["a"])
+    assert run(CraftedBroker({INIT_PRODUCER_ID: coordinator}),
+               lambda a: a.force_terminate_transaction("a", timeout=6)) is None
+    assert [_fields(r) for _v, r in coordinator.asked] == [("a", 6000, -1, -1)]
+    with pytest.raises(InvalidProducerEpochError):
+        run(CraftedBroker({INIT_PRODUCER_ID: Coordinator(
+            ["a"], errors={"a": INVALID_PRODUCER_EPOCH})}),
+            lambda a: a.force_terminate_transaction("a", timeout=10))
+    with pytest.raises(InvalidArgumentError):
+        run(CraftedBroker({INIT_PRODUCER_ID: coordinator}),
+            lambda a: a.force_terminate_transaction(""))

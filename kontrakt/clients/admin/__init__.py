@@ -10,7 +10,7 @@ single entity raises that entity's own error (e.g. ``TopicAlreadyExistsError``, 
 
 from __future__ import annotations
 
-from kontrakt.clients.admin._acls import TopicPartitionReplica
+from kontrakt.clients.admin._acls import ReplicaLogDirInfo, TopicPartitionReplica
 from kontrakt.clients.admin._admin import ADMIN_OPTIONS, AsyncAdminClient
 from kontrakt.clients.admin._partition_admin import (
     ElectionType,
@@ -135,6 +135,7 @@ __all__ = [
     "ProducerIdAndEpoch",
     "ProducerState",
     "ReplicaInfo",
+    "ReplicaLogDirInfo",
     "ResourcePatternType",
     "ResourceType",
     "ScramCredentialInfo",

@@ -2,12 +2,13 @@
 :class:`~kontrakt.clients.admin.AsyncAdminClient`.
 
 ACL requests go to any broker (the least loaded, as the Java admin client does);
-DescribeLogDirs goes to each broker asked about, AlterReplicaLogDirs to each replica's broker.
+DescribeLogDirs goes to each broker asked about (for ``describe_replica_log_dirs``, each
+replica's broker), AlterReplicaLogDirs to each replica's broker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +26,8 @@ from kontrakt.clients.admin._types import (
     ResourceType,
 )
 from kontrakt.clients.client import AsyncKafkaClient
-from kontrakt.errors import InvalidArgumentError
-from kontrakt.protocol.errors import BrokerNotAvailableError
+from kontrakt.errors import InvalidArgumentError, ProtocolError
+from kontrakt.protocol.errors import BrokerNotAvailableError, KafkaStorageError
 from kontrakt.protocol.messages import (
     AlterReplicaLogDirsRequest,
     CreateAclsRequest,
@@ -35,7 +36,7 @@ from kontrakt.protocol.messages import (
     DescribeLogDirsRequest,
 )
 
-__all__ = ["AUTH_OPS_UNKNOWN", "AclOperations", "TopicPartitionReplica",
+__all__ = ["AUTH_OPS_UNKNOWN", "AclOperations", "ReplicaLogDirInfo", "TopicPartitionReplica",
            "authorized_operations"]
 
 #: What a broker puts in an authorized-operations field it was not asked for, or cannot fill
@@ -50,6 +51,26 @@ class TopicPartitionReplica:
     topic: str
     partition: int
     broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogDirInfo:
+    """Where a replica lives on its broker (Java's ``ReplicaLogDirInfo``): its current log
+    directory and, while :meth:`~AclOperations.alter_replica_log_dirs` moves it, the future
+    one it is being copied to, each with how far it lags the partition's log end.
+
+    Attributes:
+        current_replica_log_dir: None when the broker holds no such replica (or only on an
+            offline directory).
+        current_replica_offset_lag: -1 when unknown or with no current replica.
+        future_replica_log_dir: None when the replica is not being moved.
+        future_replica_offset_lag: -1 when there is no future replica.
+    """
+
+    current_replica_log_dir: str | None = None
+    current_replica_offset_lag: int = -1
+    future_replica_log_dir: str | None = None
+    future_replica_offset_lag: int = -1
 
 
 def authorized_operations(bits: int) -> frozenset[AclOperation] | None:
@@ -209,6 +230,24 @@ class AclOperations:
             ids, lambda batch: self._router.fan_out({b: [b] for b in batch}, send), deadline)
         return finish(results, "describe_log_dirs", return_exceptions)
 
+    async def _per_replica_broker(
+            self, batch: list[TopicPartitionReplica],
+            send: Callable[[int, list[TopicPartitionReplica]],
+                           Awaitable[Mapping[TopicPartitionReplica, Any]]]
+    ) -> dict[TopicPartitionReplica, Any]:
+        """Send each broker its replicas at once; a broker missing from the metadata fails
+        its replicas without a request."""
+        known = set(self._router.brokers())
+        out: dict[TopicPartitionReplica, Any] = {r: Fatal(BrokerNotAvailableError(
+            f"broker {r.broker_id} is not in the cluster metadata"))
+            for r in batch if r.broker_id not in known}
+        groups: dict[int, list[TopicPartitionReplica]] = {}
+        for r in batch:
+            if r.broker_id in known:
+                groups.setdefault(r.broker_id, []).append(r)
+        out.update(await self._router.fan_out(groups, send))
+        return out
+
     async def alter_replica_log_dirs(self, replica_assignments: Mapping[
                                          TopicPartitionReplica, str], *,
                                      timeout: float | None = None,
@@ -243,7 +282,8 @@ class AclOperations:
         """
         items = dict(replica_assignments)
         for r, path in items.items():
-            _check_replica(r, path)
+            _check_replica(r)
+            _check_log_dir(r, path)
         await self._client.start()
         deadline = self._router.deadline(timeout)
         req = AlterReplicaLogDirsRequest
@@ -265,29 +305,90 @@ class AclOperations:
                     if p.error_code else None
                     for t in resp.results for p in t.partitions}
 
-        async def round_(batch: list[TopicPartitionReplica]) -> dict[TopicPartitionReplica, Any]:
-            known = set(self._router.brokers())
-            out: dict[TopicPartitionReplica, Any] = {r: Fatal(BrokerNotAvailableError(
-                f"broker {r.broker_id} is not in the cluster metadata"))
-                for r in batch if r.broker_id not in known}
-            groups: dict[int, list[TopicPartitionReplica]] = {}
-            for r in batch:
-                if r.broker_id in known:
-                    groups.setdefault(r.broker_id, []).append(r)
-            out.update(await self._router.fan_out(groups, send))
-            return out
-
-        results = await self._router.per_entity(list(items), round_, deadline)
+        results = await self._router.per_entity(
+            list(items), lambda batch: self._per_replica_broker(batch, send), deadline)
         return finish(results, "alter_replica_log_dirs", return_exceptions)
 
+    async def describe_replica_log_dirs(self, replicas: Iterable[TopicPartitionReplica], *,
+                                        timeout: float | None = None,
+                                        return_exceptions: bool = False
+                                        ) -> dict[TopicPartitionReplica, ReplicaLogDirInfo]:
+        """The log directory of each replica, and the one it is moving to (Java's
+        ``Admin.describeReplicaLogDirs``): follow an :meth:`alter_replica_log_dirs`.
 
-def _check_replica(r: object, path: object) -> None:
+        Sent as DescribeLogDirs, naming the replicas' partitions, to each replica's broker,
+        all brokers at once. Directories the broker reports offline
+        (KAFKA_STORAGE_ERROR) are skipped, as Java does.
+
+        Args:
+            replicas: the replicas to describe.
+            timeout: seconds for the whole call, retries included (default
+                ``default.api.timeout.ms``).
+            return_exceptions: return failures in the dict instead of raising.
+
+        Returns:
+            replica -> :class:`ReplicaLogDirInfo` (with no directories for a replica its
+            broker does not hold).
+
+        Raises:
+            InvalidArgumentError: a bad replica (nothing is sent).
+            BrokerNotAvailableError: the replica's broker is not in the cluster metadata.
+            ClusterAuthorizationFailedError / ...: the broker's top-level error (v3+) for
+                each of its replicas.
+            ProtocolError: the broker reported another error for one of its directories.
+            PartialFailureError: some replicas failed.
+        """
+        wanted = list(replicas)
+        for r in wanted:
+            _check_replica(r)
+        wanted = v.unique(wanted, "replica")
+        await self._client.start()
+        deadline = self._router.deadline(timeout)
+        req = DescribeLogDirsRequest
+
+        async def send(node: int, batch: list[TopicPartitionReplica]
+                       ) -> dict[TopicPartitionReplica, Any]:
+            by_topic: dict[str, list[int]] = {}
+            for r in batch:
+                by_topic.setdefault(r.topic, []).append(r.partition)
+            resp = await self._router.exchange(node, req, lambda ver: req(topics=[
+                req.DescribableLogDirTopic(topic=t, partitions=ps)
+                for t, ps in by_topic.items()]), deadline)
+            if resp.error_code:
+                err = error_for(resp.error_code, None, f"broker {node}")
+                return dict.fromkeys(batch, err)
+            found: dict[tuple[str, int], dict[str, Any]] = {}
+            for d in resp.results:
+                if d.error_code == KafkaStorageError.code:
+                    continue  # an offline directory: nothing to report from it
+                if d.error_code:
+                    bad = ProtocolError(f"broker {node} reported error {d.error_code} for "
+                                        f"log directory {d.log_dir!r}")
+                    return dict.fromkeys(batch, bad)
+                for t in d.topics:
+                    for p in t.partitions:
+                        where = "future" if p.is_future_key else "current"
+                        found.setdefault((t.name, p.partition_index), {}).update({
+                            f"{where}_replica_log_dir": d.log_dir,
+                            f"{where}_replica_offset_lag": p.offset_lag})
+            return {r: ReplicaLogDirInfo(**found.get((r.topic, r.partition), {}))
+                    for r in batch}
+
+        results = await self._router.per_entity(
+            wanted, lambda batch: self._per_replica_broker(batch, send), deadline)
+        return finish(results, "describe_replica_log_dirs", return_exceptions)
+
+
+def _check_replica(r: object) -> None:
     if not isinstance(r, TopicPartitionReplica):
         raise InvalidArgumentError(f"expected TopicPartitionReplica, got {r!r}")
     v.check_topic_name(r.topic)
     v.check_partition(r.topic, r.partition)
     if isinstance(r.broker_id, bool) or not isinstance(r.broker_id, int) or r.broker_id < 0:
         raise InvalidArgumentError(f"broker_id of {r!r} must be an int >= 0")
+
+
+def _check_log_dir(r: object, path: object) -> None:
     if not isinstance(path, str) or not path:
         raise InvalidArgumentError(f"log dir of {r!r} must be a non-empty str, got {path!r}")
 

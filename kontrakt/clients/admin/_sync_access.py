@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from kontrakt.clients.admin._acls import TopicPartitionReplica
+from kontrakt.clients.admin._acls import ReplicaLogDirInfo, TopicPartitionReplica
 from kontrakt.clients.admin._quotas import (
     ClientQuotaAlteration,
     ClientQuotaEntity,
@@ -164,6 +164,20 @@ class SyncAccessOperations(SyncAdminBase):
         return self._run(
             self._async.alter_replica_log_dirs(
                 replica_assignments, timeout=timeout, return_exceptions=return_exceptions
+            )
+        )
+
+    def describe_replica_log_dirs(
+        self,
+        replicas: Iterable[TopicPartitionReplica],
+        *,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[TopicPartitionReplica, ReplicaLogDirInfo]:
+        """Blocking form of :meth:`AsyncAdminClient.describe_replica_log_dirs`."""
+        return self._run(
+            self._async.describe_replica_log_dirs(
+                replicas, timeout=timeout, return_exceptions=return_exceptions
             )
         )
 

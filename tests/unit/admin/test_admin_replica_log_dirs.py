@@ -1,7 +1,8 @@
-"""alter_replica_log_dirs against crafted brokers.
+"""alter_replica_log_dirs and describe_replica_log_dirs against crafted brokers.
 
 Neither test broker answers AlterReplicaLogDirs (API 34): Tansu 0.6.0 does not advertise it
-and librdkafka's mock cluster has no admin APIs. So two crafted peers (nodes 1 and 2, each
+and librdkafka's mock cluster has no admin APIs; so neither ever reports a future replica
+(one being moved) in DescribeLogDirs either. Two crafted peers (nodes 1 and 2, each
 reporting both in Metadata; ``tests/_crafted_broker.py``) check the split per replica
 broker, the request each receives, per-replica errors, and the retry after a dropped
 connection; the codec is checked byte for byte against kafka-python in
@@ -16,19 +17,29 @@ from typing import Any
 
 import pytest
 
-from kontrakt.clients.admin import AdminClient, AsyncAdminClient, TopicPartitionReplica
-from kontrakt.errors import InvalidArgumentError, PartialFailureError
+from kontrakt.clients.admin import (
+    AdminClient,
+    AsyncAdminClient,
+    ReplicaLogDirInfo,
+    TopicPartitionReplica,
+)
+from kontrakt.errors import InvalidArgumentError, PartialFailureError, ProtocolError
 from kontrakt.protocol.errors import (
     BrokerNotAvailableError,
+    ClusterAuthorizationFailedError,
     KafkaStorageError,
     LogDirNotFoundError,
 )
-from kontrakt.protocol.messages import AlterReplicaLogDirsResponse, MetadataResponse
+from kontrakt.protocol.messages import (
+    AlterReplicaLogDirsResponse,
+    DescribeLogDirsResponse,
+    MetadataResponse,
+)
 from tests._crafted_broker import CraftedBroker
 from tests.unit.admin.test_admin_crafted import FAST
 
 ALTER_REPLICA_LOG_DIRS, METADATA = 34, 3
-LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR = 57, 56
+LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR, CLUSTER_AUTHORIZATION_FAILED = 57, 56, 31
 TPR = TopicPartitionReplica
 RES = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
 
@@ -61,10 +72,11 @@ class Dirs:
                 for _v, r in self.asked]
 
 
-def run_two(one: Dirs, two: Dirs, body: Callable[[AsyncAdminClient], Awaitable[Any]]) -> Any:
-    """Run ``body`` against nodes 1 and 2, answering with ``one`` and ``two``."""
-    first = CraftedBroker({ALTER_REPLICA_LOG_DIRS: one})
-    second = CraftedBroker({ALTER_REPLICA_LOG_DIRS: two})
+def run_two(one: Any, two: Any, body: Callable[[AsyncAdminClient], Awaitable[Any]],
+            key: int = ALTER_REPLICA_LOG_DIRS) -> Any:
+    """Run ``body`` against nodes 1 and 2, answering API ``key`` with ``one`` and ``two``."""
+    first = CraftedBroker({key: one})
+    second = CraftedBroker({key: two})
 
     def metadata(ver: int, req: Any) -> Any:
         return MetadataResponse(brokers=[MetadataResponse.MetadataResponseBroker(
@@ -158,3 +170,88 @@ def test_the_blocking_client_moves_replicas_too() -> None:
 
     assert asyncio.run(main()) == {TPR("t", 0, 1): None}
     assert dirs.sent() == [{"/d": {"t": [0]}}]
+
+
+# --- describe_replica_log_dirs ----------------------------------------------------------
+
+DESCRIBE_LOG_DIRS = 35
+LR = DescribeLogDirsResponse.DescribeLogDirsResult
+
+
+class LogDirs:
+    """Answers DescribeLogDirs with ``dirs``: path -> [(topic, partition, offset lag,
+    is future)], with ``errors`` (path -> code) per directory and ``top`` at the top."""
+
+    def __init__(self, dirs: dict[str, list[tuple[str, int, int, bool]]],
+                 errors: dict[str, int] | None = None, top: int = 0) -> None:
+        self.dirs = dirs
+        self.errors = errors or {}
+        self.top = top
+        self.asked: list[tuple[int, Any]] = []
+
+    def __call__(self, ver: int, req: Any) -> Any:
+        self.asked.append((ver, req))
+        results = []
+        for path, replicas in self.dirs.items():
+            by_topic: dict[str, list[Any]] = {}
+            for t, p, lag, future in replicas:
+                by_topic.setdefault(t, []).append(LR.DescribeLogDirsTopic.DescribeLogDirsPartition(
+                    partition_index=p, partition_size=10, offset_lag=lag, is_future_key=future))
+            results.append(LR(error_code=self.errors.get(path, 0), log_dir=path, topics=[
+                LR.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in by_topic.items()]))
+        return DescribeLogDirsResponse(error_code=self.top, results=results)
+
+    def topics_asked(self) -> list[list[tuple[str, list[int]]]]:
+        return [[(t.topic, list(t.partitions)) for t in r.topics] for _v, r in self.asked]
+
+
+def test_each_replica_gets_its_current_and_future_directory() -> None:
+    one = LogDirs({"/a": [("t", 0, 0, False)]})
+    two = LogDirs({"/a": [("t", 1, 0, False), ("u", 0, 3, False)],
+                   "/b": [("t", 1, 42, True)]})
+    wanted = [TPR("t", 0, 1), TPR("t", 1, 2), TPR("u", 0, 2), TPR("v", 0, 2)]
+    out = run_two(one, two, lambda a: a.describe_replica_log_dirs(wanted),
+                  key=DESCRIBE_LOG_DIRS)
+    assert out == {
+        TPR("t", 0, 1): ReplicaLogDirInfo("/a", 0),
+        TPR("t", 1, 2): ReplicaLogDirInfo("/a", 0, "/b", 42),  # being moved to /b
+        TPR("u", 0, 2): ReplicaLogDirInfo("/a", 3),
+        TPR("v", 0, 2): ReplicaLogDirInfo(),  # broker 2 holds no such replica
+    }
+    # each broker is asked about its replicas' partitions only
+    assert one.topics_asked() == [[("t", [0])]]
+    assert two.topics_asked() == [[("t", [1]), ("u", [0]), ("v", [0])]]
+
+
+def test_an_offline_directory_is_skipped_and_another_directory_error_fails_its_broker() -> None:
+    one = LogDirs({"/a": [("t", 0, 0, False)], "/gone": []}, errors={"/gone": KAFKA_STORAGE_ERROR})
+    two = LogDirs({"/a": [("t", 1, 0, False)]}, errors={"/a": LOG_DIR_NOT_FOUND})
+    out = run_two(one, two, lambda a: a.describe_replica_log_dirs(
+        [TPR("t", 0, 1), TPR("t", 1, 2)], timeout=10, return_exceptions=True),
+        key=DESCRIBE_LOG_DIRS)
+    assert out[TPR("t", 0, 1)] == ReplicaLogDirInfo("/a", 0)
+    assert isinstance(out[TPR("t", 1, 2)], ProtocolError)
+    assert len(two.asked) == 1
+
+
+def test_a_brokers_top_level_error_is_each_of_its_replicas_error() -> None:
+    one = LogDirs({"/a": [("t", 0, 0, False)]})
+    two = LogDirs({}, top=CLUSTER_AUTHORIZATION_FAILED)
+    with pytest.raises(PartialFailureError) as info:
+        run_two(one, two, lambda a: a.describe_replica_log_dirs(
+            [TPR("t", 0, 1), TPR("t", 1, 2), TPR("u", 0, 2)], timeout=10),
+            key=DESCRIBE_LOG_DIRS)
+    assert set(info.value.errors) == {TPR("t", 1, 2), TPR("u", 0, 2)}
+    assert all(isinstance(e, ClusterAuthorizationFailedError)
+               for e in info.value.errors.values())
+
+
+def test_describe_refuses_bad_replicas_and_unknown_brokers() -> None:
+    one, two = LogDirs({}), LogDirs({})
+    with pytest.raises(InvalidArgumentError):
+        run_two(one, two, lambda a: a.describe_replica_log_dirs([TPR("t", -1, 1)]),
+                key=DESCRIBE_LOG_DIRS)
+    with pytest.raises(BrokerNotAvailableError):
+        run_two(one, two, lambda a: a.describe_replica_log_dirs([TPR("t", 0, 9)], timeout=10),
+                key=DESCRIBE_LOG_DIRS)
+    assert one.asked == two.asked == []

@@ -4,7 +4,9 @@
 JoinGroup, SyncGroup (computing the assignment when it is the leader), Heartbeat every
 ``heartbeat.interval.ms``, auto commit every ``auto.commit.interval.ms``, and leaving the
 group when the application stops polling for ``max.poll.interval.ms``. Offsets, listener
-calls and revocation are shared with KIP-848 (:mod:`._membership`, :mod:`._offsets`).
+calls and revocation are shared with KIP-848 (:mod:`._membership`, :mod:`._offsets`). A
+member that leaves (close(), unsubscribe()) keeps heartbeating while it hands its partitions
+back (commit, ``on_partitions_revoked``) and sends LeaveGroup only after.
 
 Rebalancing is eager (revoke everything, then rejoin) or cooperative (KIP-429: only the
 partitions that move are revoked; the others keep being consumed), depending on the
@@ -124,7 +126,12 @@ class GroupCoordinator(GroupMembership):
         else:
             req = LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id)
         log.info("leaving group %s (%s)", self.group_id, reason)
-        await self._send(req)
+        resp = await self._send(req)
+        codes = [resp.error_code, *(m.error_code for m in resp.members)]
+        refused = next((c for c in codes if c), 0)
+        if refused:
+            log.info("group %s: the leave was answered %s", self.group_id,
+                     for_code(refused).__name__)
         self.generation = -1
         if self.instance_id is None:
             self.member_id = ""
@@ -339,21 +346,7 @@ class GroupCoordinator(GroupMembership):
         return False
 
     async def _heartbeat(self) -> None:
-        version = 0
-        try:
-            version = await self._conn_version(HeartbeatRequest)
-            req = HeartbeatRequest(group_id=self.group_id, generation_id=self.generation,
-                                   member_id=self.member_id,
-                                   group_instance_id=self.instance_id if version >= 3 else None)
-            resp = await self._send(req)
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
-            log.debug("heartbeat failed: %s", exc)
-            return
-        except KafkaError as exc:
-            if exc.retriable:
-                return
-            raise
-        code = resp.error_code
+        code = await self._send_heartbeat()
         if not code:
             return
         if code == _REBALANCE_IN_PROGRESS:
@@ -365,9 +358,57 @@ class GroupCoordinator(GroupMembership):
             if code == _UNKNOWN_MEMBER_ID:
                 self.member_id = ""
             self._request_rejoin()
-        elif self._coordinator_error(code):
-            return
         elif code == _FENCED_INSTANCE_ID:
             await self._fenced("Heartbeat")
         else:
             raise for_code(code)(f"Heartbeat {self.group_id!r}")
+
+    async def _leaving_heartbeat(self) -> bool:
+        code = await self._send_heartbeat()
+        if code is None:
+            return False
+        if code in _STALE or code == _FENCED_INSTANCE_ID:
+            # The coordinator dropped the member (or another consumer took its
+            # group.instance.id): no longer a member, so no leave follows (as the Java
+            # client); the hand-back under way finishes.
+            log.info("group %s: %s while handing partitions back before leaving",
+                     self.group_id, for_code(code).__name__)
+            self._forget_membership()
+        elif code and code != _REBALANCE_IN_PROGRESS:
+            error = for_code(code)
+            if error.retriable:
+                return False
+            raise error(f"Heartbeat {self.group_id!r}")
+        # REBALANCE_IN_PROGRESS: the member is leaving, not rejoining; its heartbeats keep
+        # it in the group until the leave, and commits with its generation are still
+        # taken meanwhile (as the Java client, whose member stays STABLE).
+        return True
+
+    async def _send_heartbeat(self) -> int | None:
+        """One Heartbeat with the current generation and member id.
+
+        Returns:
+            Its error code (0: none); None when it did not get through: a connection
+            failure, a timeout, a retriable error or a coordinator move.
+
+        Raises:
+            KafkaError: a non-retriable error sending it.
+        """
+        try:
+            version = await self._conn_version(HeartbeatRequest)
+            req = HeartbeatRequest(group_id=self.group_id, generation_id=self.generation,
+                                   member_id=self.member_id,
+                                   group_instance_id=self.instance_id if version >= 3 else None)
+            resp = await self._send(req)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            log.debug("heartbeat failed: %s", exc)
+            return None
+        except KafkaError as exc:
+            if exc.retriable:
+                return None
+            raise
+        code: int = resp.error_code
+        if code and self._coordinator_error(code):
+            return None
+        self._next_heartbeat = time.monotonic() + self.heartbeat_interval
+        return code

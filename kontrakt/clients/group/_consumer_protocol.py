@@ -33,7 +33,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
@@ -113,7 +113,6 @@ class ConsumerGroupMembership(GroupMembership):
         # What the coordinator has been told (None: tell it again in full).
         self._sent_topics: list[str] | None = None
         self._sent_owned: frozenset[tuple[uuid.UUID, int]] | None = None
-        self._next_heartbeat = 0.0
         # Set (and replaced) on every successful heartbeat: commits refused for a stale
         # member epoch wait on it for the epoch the coordinator moved the member to.
         self._heartbeat_answered: asyncio.Event | None = None
@@ -396,44 +395,10 @@ class ConsumerGroupMembership(GroupMembership):
     async def _stop_side_work(self) -> None:
         await self._drop_reconciliation()
 
-    @contextlib.asynccontextmanager
-    async def _kept_alive(self, member: bool) -> AsyncIterator[None]:
-        # As the Java client (PREPARE_LEAVING): the member heartbeats while it hands its
-        # partitions back, and leaves only after. The commit and the revoke listener may
-        # take longer than session.timeout.ms; without heartbeats the coordinator would
-        # drop the member meanwhile, give its partitions to another member while the
-        # listener still runs (and commits), and refuse the leave.
-        task = None
-        if member and self.member_epoch > 0 and self._loop is not None:
-            task = self._loop.create_task(self._heartbeat_while_leaving(),
-                                          name="kontrakt-group-leaving")
-        try:
-            yield
-        finally:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
-
-    async def _heartbeat_while_leaving(self) -> None:
-        """Heartbeat at the coordinator's interval until cancelled (the hand-back is done)
-        or the member is no longer one. Nothing changes meanwhile: no subscription, no
-        owned partitions and no new assignment (the member is leaving); a new member
-        epoch is taken, for the hand-back's commits."""
-        backoff = Backoff(*self._retry)
-        when = self._next_heartbeat
-        while self.member_epoch > 0:
-            delay = when - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if await self._leaving_heartbeat():
-                backoff.reset()
-                when = self._next_heartbeat
-            else:
-                when = time.monotonic() + backoff.next()
-
     async def _leaving_heartbeat(self) -> bool:
-        """One heartbeat of :meth:`_heartbeat_while_leaving`; False: retry after a backoff."""
+        # As the Java client (PREPARE_LEAVING): nothing changes meanwhile: no
+        # subscription, no owned partitions and no new assignment (the member is leaving);
+        # a new member epoch is taken, for the hand-back's commits.
         try:
             resp = await self._send(self._request(await self._version(), self.member_epoch,
                                                   None, None))

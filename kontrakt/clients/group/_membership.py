@@ -15,11 +15,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients._wait import wait_event
-from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.clients.client import AsyncKafkaClient, Backoff
 from kontrakt.clients.group._offsets import GroupOffsets
 from kontrakt.clients.group._settings import GroupSettings
 from kontrakt.clients.group._types import GroupBuffer, GroupSubscription, ListenerRunner
@@ -71,6 +71,8 @@ class GroupMembership(GroupOffsets):
         self._poll_timed_out = False
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         self._leaving = False
+        #: When the next heartbeat is due (a leaving member's keep-alive goes on from it).
+        self._next_heartbeat = 0.0
         #: Set by a revocation waiting for the application to poll (see _await_poll).
         self._poll_waiter: asyncio.Future[None] | None = None
         #: Set by wait_retired(), settled once nothing unsubscribe() retired is left.
@@ -192,10 +194,61 @@ class GroupMembership(GroupOffsets):
     def _background_tasks(self) -> list[asyncio.Task[None]]:
         return [] if self._task is None else [self._task]
 
-    def _kept_alive(self, member: bool) -> contextlib.AbstractAsyncContextManager[None]:
+    @contextlib.asynccontextmanager
+    async def _kept_alive(self, member: bool) -> AsyncIterator[None]:
         """Around a leaving member's hand-back (``member``: the group still counts it):
-        what keeps it in the group until its leave. Nothing here; KIP-848 heartbeats."""
-        return contextlib.nullcontext()
+        heartbeats, until the hand-back is done or the member is no longer one.
+
+        The commit and the revoke listener may take longer than session.timeout.ms;
+        without heartbeats the coordinator would drop the member meanwhile, give its
+        partitions to another member while the listener still runs, and refuse the
+        listener's commits (its records read again by the next owner) and the leave.
+        """
+        task = None
+        if member and self._is_member() and self._loop is not None:
+            task = self._loop.create_task(self._heartbeat_while_leaving(),
+                                          name="kontrakt-group-leaving")
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    async def _heartbeat_while_leaving(self) -> None:
+        """Heartbeat at the interval until cancelled (the hand-back is done) or the member
+        is no longer one; a heartbeat that did not get through goes again after a
+        backoff. A non-retriable error stops it (the leave is still tried)."""
+        backoff = Backoff(*self._retry)
+        when = self._next_heartbeat
+        while self._is_member():
+            delay = when - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            try:
+                answered = await self._leaving_heartbeat()
+            except KafkaError as exc:
+                log.warning("group %s: heartbeat while leaving failed: %r", self.group_id,
+                            exc)
+                return
+            if answered:
+                backoff.reset()
+                when = self._next_heartbeat
+            else:
+                when = time.monotonic() + backoff.next()
+
+    async def _leaving_heartbeat(self) -> bool:
+        """One heartbeat of :meth:`_heartbeat_while_leaving`; sets ``_next_heartbeat``
+        when answered. A member dropped by the coordinator is forgotten (no leave follows).
+
+        Returns:
+            False: it did not get through (retry after a backoff).
+
+        Raises:
+            KafkaError: a non-retriable error.
+        """
+        raise NotImplementedError
 
     def _is_member(self) -> bool:
         """Whether the group counts this consumer as a member now."""

@@ -172,6 +172,11 @@ class ClientConnections:
         log.debug("connected to node %s at %s:%s", label, host, port)
         return conn
 
+    def _has_open_connection(self) -> bool:
+        """A connection to some broker (or bootstrap server) is open now."""
+        return any(state.conn is not None and state.conn.connected
+                   for state in self._nodes.values())
+
     @staticmethod
     def _forget(state: _NodeState, conn: BrokerConnection) -> None:
         if state.conn is conn:

@@ -367,8 +367,18 @@ class PlainAuthenticator:
     mechanism = "PLAIN"
 
     def __init__(self, username: str, password: str) -> None:
-        self.username = username
-        self._password = password
+        # One tuple, replaced whole by set_credentials (possibly from another thread): a
+        # login reads it once, so it never pairs one user with another's password.
+        self._credentials = (username, password)
+
+    @property
+    def username(self) -> str:
+        """The user logins are made as."""
+        return self._credentials[0]
+
+    def set_credentials(self, username: str, password: str) -> None:
+        """Log in as ``username`` with ``password`` from the next login on."""
+        self._credentials = (username, password)
 
     def __repr__(self) -> str:
         return f"PlainAuthenticator(username={self.username!r})"
@@ -379,9 +389,10 @@ class PlainAuthenticator:
         Raises:
             SaslAuthenticationError: the broker refused the mechanism or the credentials.
         """
-        await _handshake(conn, self.mechanism, self.username)
-        _, lifetime = await _authenticate(conn, self.mechanism, self.username,
-                                          f"\0{self.username}\0{self._password}".encode())
+        user, password = self._credentials
+        await _handshake(conn, self.mechanism, user)
+        _, lifetime = await _authenticate(conn, self.mechanism, user,
+                                          f"\0{user}\0{password}".encode())
         return lifetime
 
 
@@ -397,9 +408,18 @@ class ScramAuthenticator:
     def __init__(self, mechanism: str, username: str, password: str, *,
                  token_auth: bool = False) -> None:
         self.mechanism = mechanism
-        self.username = username
-        self._password = password
+        # One tuple, replaced whole (see PlainAuthenticator).
+        self._credentials = (username, password)
         self.token_auth = token_auth
+
+    @property
+    def username(self) -> str:
+        """The user logins are made as (the token id with ``token_auth``)."""
+        return self._credentials[0]
+
+    def set_credentials(self, username: str, password: str) -> None:
+        """Log in as ``username`` with ``password`` from the next login on."""
+        self._credentials = (username, password)
 
     def __repr__(self) -> str:
         return f"ScramAuthenticator({self.mechanism}, username={self.username!r})"
@@ -411,9 +431,10 @@ class ScramAuthenticator:
             SaslAuthenticationError: the broker refused the mechanism or the credentials,
                 or its signature does not verify (it does not know the password).
         """
-        mech, user = self.mechanism, self.username
+        mech = self.mechanism
+        user, password = self._credentials
         await _handshake(conn, mech, user)
-        scram = ScramClient(mech, user, self._password,
+        scram = ScramClient(mech, user, password,
                             extensions={"tokenauth": "true"} if self.token_auth else None)
         server_first, _ = await _authenticate(conn, mech, user, scram.first_message())
         try:

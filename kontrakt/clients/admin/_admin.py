@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kontrakt._config import Option, options
+from kontrakt.clients._peer_calls import cluster_id, set_sasl_credentials
 from kontrakt.clients.admin import _validate as v
 from kontrakt.clients.admin._acls import AUTH_OPS_UNKNOWN, AclOperations, authorized_operations
 from kontrakt.clients.admin._configs import ConfigOperations, config_source
@@ -109,6 +110,36 @@ class AsyncAdminClient(ConfigOperations, GroupOperations, OffsetOperations,
             NoBrokersAvailableError: no bootstrap server answered.
         """
         await self._client.start()
+
+    async def cluster_id(self, timeout: float | None = None) -> str | None:
+        """The cluster's id from metadata (confluent-kafka's), starting the client first
+        when it has no metadata yet. :meth:`describe_cluster` asks a broker afresh.
+
+        Args:
+            timeout: seconds to wait for the start (None: ``request.timeout.ms`` bounds
+                it); the start goes on after a timeout.
+
+        Returns:
+            The id; None when the brokers report none (Metadata before v2, KIP-78).
+
+        Raises:
+            KafkaTimeoutError: no metadata within ``timeout``.
+            NoBrokersAvailableError: the start found no broker.
+            IllegalStateError: the client is closed.
+        """
+        return await cluster_id(self._client, timeout)
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Log in with this user and password from now on (confluent-kafka's): new
+        connections and re-authentications (KIP-368) of open ones use them; open
+        connections stay (a broker refuses a re-authentication as another user, ending
+        that connection). Safe from any thread.
+
+        Raises:
+            TypeError: not two ``str``.
+            ConfigError: the client does not use SASL PLAIN or SCRAM.
+        """
+        set_sasl_credentials(self._client, username, password)
 
     async def close(self, timeout: float | None = None) -> None:
         """Close every connection. Idempotent.

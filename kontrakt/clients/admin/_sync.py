@@ -340,6 +340,14 @@ class AdminClient(SyncGroupOperations, SyncAccessOperations):
             self._async.list_topics(include_internal=include_internal, timeout=timeout)
         )
 
+    def cluster_id(self, timeout: float | None = None) -> str | None:
+        """Blocking form of :meth:`AsyncAdminClient.cluster_id`."""
+        return self._thread.run(self._async.cluster_id(timeout))
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """See :meth:`AsyncAdminClient.set_sasl_credentials`; safe from any thread."""
+        self._async.set_sasl_credentials(username, password)
+
 
 async def _build(config: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> AsyncAdminClient:
     return AsyncAdminClient(config, **kwargs)

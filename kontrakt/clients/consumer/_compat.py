@@ -13,6 +13,7 @@ the consumers' own.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -24,9 +25,15 @@ from kontrakt._types import (
     OFFSET_STORED,
     TopicPartition,
 )
+from kontrakt.clients._peer_calls import bootstrap_connected, cluster_id, set_sasl_credentials
 from kontrakt.clients.consumer._metrics import consumer_metrics
 from kontrakt.clients.consumer._stats import consumer_statistics
-from kontrakt.errors import ConfigError, IllegalStateError, InvalidArgumentError
+from kontrakt.errors import (
+    ConfigError,
+    IllegalStateError,
+    InvalidArgumentError,
+    KafkaTimeoutError,
+)
 
 if TYPE_CHECKING:
     from kontrakt.clients.consumer._consumer import AsyncConsumer
@@ -331,6 +338,85 @@ class AsyncConsumerCompat:
         """
         return consumer_metrics(_async_self(self))
 
+    async def topics(self) -> set[str]:
+        """Names of the topics this consumer may read (kafka-python's and aiokafka's
+        ``topics()``): fresh metadata of every topic the brokers let it describe, asked each
+        call. Internal topics (``__consumer_offsets``, ...) are left out unless
+        ``exclude.internal.topics`` is False. :meth:`list_topics` gives partitions too.
+
+        Raises:
+            NoBrokersAvailableError / KafkaTimeoutError: no broker answered in time.
+        """
+        c = _async_self(self)
+        found = await c._all_topics()
+        skip_internal = bool(c.config["exclude.internal.topics"])
+        return {name for name, t in found.items() if not (skip_internal and t.is_internal)}
+
+    def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
+        """When a fetch response last told this consumer the partition's high watermark
+        and last stable offset (aiokafka's): milliseconds since the epoch, None before the
+        first. A response need not have carried records; with a fetch session (KIP-227)
+        a partition the broker leaves out of an answer, because nothing changed, counts as
+        told too.
+
+        Raises:
+            IllegalStateError: ``partition`` is not assigned to this consumer.
+        """
+        return _async_self(self)._subs.state(partition).fetched_at_ms
+
+    def memberid(self) -> str | None:
+        """This consumer's member id in its group (confluent-kafka's), None while it is
+        not a member (no ``group.id``, not subscribed, not joined yet, or left).
+
+        Raises:
+            IllegalStateError: the consumer is closed.
+        """
+        c = _async_self(self)
+        if c._closed:
+            raise IllegalStateError("consumer is closed")
+        coord = c._coordinator
+        if coord is None or not coord._is_member():
+            return None
+        return coord.member_id or None
+
+    def bootstrap_connected(self) -> bool:
+        """True when the consumer has loaded cluster metadata and has a broker connection
+        open now (kafka-python's); False before it has connected, and after close."""
+        return bootstrap_connected(_async_self(self)._client)
+
+    async def cluster_id(self, timeout: float | None = None) -> str | None:
+        """The cluster's id from metadata (confluent-kafka's), starting the consumer first
+        when it has no metadata yet.
+
+        Args:
+            timeout: seconds to wait for the start (None: as long as it takes, which
+                ``request.timeout.ms`` bounds); the start goes on after a timeout.
+
+        Returns:
+            The id; None when the brokers report none (Metadata before v2, KIP-78).
+
+        Raises:
+            KafkaTimeoutError: no metadata within ``timeout``.
+            NoBrokersAvailableError: the start found no broker.
+            IllegalStateError: the consumer is closed.
+        """
+        c = _async_self(self)
+        if c._closed:
+            raise IllegalStateError("consumer is closed")
+        return await cluster_id(c._client, timeout, c.start)
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Log in with this user and password from now on (confluent-kafka's): new
+        connections and re-authentications (KIP-368) of open ones use them; open
+        connections stay (a broker refuses a re-authentication as another user, ending
+        that connection). Safe from any thread.
+
+        Raises:
+            TypeError: not two ``str``.
+            ConfigError: the consumer does not use SASL PLAIN or SCRAM.
+        """
+        set_sasl_credentials(_async_self(self)._client, username, password)
+
     def _statistics(self) -> dict[str, Any]:
         """stats_cb's consumer fields, in librdkafka's names."""
         return consumer_statistics(_async_self(self))
@@ -388,3 +474,39 @@ class ConsumerCompat:
         """See :meth:`AsyncConsumer.metrics`."""
         c = _sync_self(self)
         return c._on_loop(c._async.metrics)
+
+    def topics(self) -> set[str]:
+        """See :meth:`AsyncConsumer.topics`."""
+        c = _sync_self(self)
+        return c._call(c._async.topics())
+
+    def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
+        """See :meth:`AsyncConsumer.last_poll_timestamp`."""
+        c = _sync_self(self)
+        return c._on_loop(lambda: c._async.last_poll_timestamp(partition))
+
+    def memberid(self) -> str | None:
+        """See :meth:`AsyncConsumer.memberid`."""
+        c = _sync_self(self)
+        return c._on_loop(c._async.memberid)
+
+    def bootstrap_connected(self) -> bool:
+        """See :meth:`AsyncConsumer.bootstrap_connected`."""
+        c = _sync_self(self)
+        if c._closed:
+            return False
+        # On the loop: the connections change there.
+        return c._on_loop(c._async.bootstrap_connected)
+
+    def cluster_id(self, timeout: float | None = None) -> str | None:
+        """See :meth:`AsyncConsumer.cluster_id`."""
+        c = _sync_self(self)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not c._ensure_started(deadline):
+            raise KafkaTimeoutError(f"cluster_id(): no cluster metadata within {timeout}s")
+        return c._call(c._async.cluster_id(timeout))
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """See :meth:`AsyncConsumer.set_sasl_credentials`; safe from any thread."""
+        c = _sync_self(self)
+        set_sasl_credentials(c._async._client, username, password)

@@ -429,16 +429,24 @@ class Fetcher(BufferIntake, PositionUpkeep):
         todo: list[tuple[TopicPartition, PartitionState, int, int, Any]] = []
         refetch: dict[TopicPartition, int] = {}
         stale = False
+        now_ms = int(time.time() * 1000)  # last_poll_timestamp's wall clock, as aiokafka's
+        # An incremental answer leaves out the partitions whose watermarks did not change:
+        # those are told (unchanged) as much as the listed ones.
+        unlisted = None if full else dict(gens)
         for t in resp.responses:
             for pd in t.partitions:
                 tp = TopicPartition(t.topic, pd.partition_index)
                 entry = gens.get(tp)
                 if entry is None:
                     continue
+                if unlisted is not None:
+                    del unlisted[tp]
                 st, gen, offset = entry
                 if st.gen != gen or st.fetch_offset != offset:
                     stale = True  # sought or reassigned meanwhile: stale data
                     continue
+                if pd.error_code == 0:
+                    st.fetched_at_ms = now_ms
                 named = st.read_replica
                 if named is not None and named[0] == node and pd.error_code == 0:
                     st.replica_errors = 0  # the replica serves it again
@@ -463,6 +471,10 @@ class Fetcher(BufferIntake, PositionUpkeep):
                                               require_progress=False):
                         nxt = max(nxt, batch.next_offset)
                     st.fetch_offset = nxt
+        if unlisted:
+            for st, gen, offset in unlisted.values():
+                if st.gen == gen and st.fetch_offset == offset:
+                    st.fetched_at_ms = now_ms
         if stale:
             # The broker's session counts what it answered as seen, and an incremental fetch
             # lists a partition only once it changes: the high watermark of a partition at

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, overload
 
 from kontrakt._types import OFFSET_BEGINNING, OffsetAndMetadata, TopicPartition
+from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.consumer._compat import flat_partitions
 from kontrakt.clients.consumer._offsets import (
     EARLIEST,
@@ -245,13 +246,19 @@ class AsyncConsumerPositions(AsyncConsumerParts):
 
     async def list_topics(self) -> dict[str, list[int]]:
         """Every topic in the cluster with its partition ids."""
+        topics = await self._all_topics()
+        return {name: sorted(t.partitions) for name, t in topics.items()}
+
+    async def _all_topics(self) -> dict[str, TopicInfo]:
+        """Fresh metadata of every topic in the cluster (that this client may describe)."""
         await self.start()
         self._client.track_all_topics(True)
         try:
             meta = await self._client.refresh_metadata()
         finally:
             self._client.track_all_topics(bool(self._subs.pattern))
-        return {name: sorted(t.partitions) for name, t in meta.topics.items()}
+        # Each update replaces the dict: this one stays as it is.
+        return meta.topics
 
     async def partitions_for_topic(self, topic: str) -> set[int] | None:
         """Partition ids of ``topic``, None when it does not exist."""

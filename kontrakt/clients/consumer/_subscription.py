@@ -52,6 +52,8 @@ class PartitionState:
         reset: a pending reset strategy ("earliest"/"latest"), or None.
         paused: no fetching and no records returned while True.
         highwater, last_stable_offset, log_start_offset: from the last fetch response.
+        fetched_at_ms: when a fetch response last told them (wall clock, ms since the
+            epoch: aiokafka's ``last_poll_timestamp``), None before the first.
         buffered_bytes: fetched bytes of this partition not yet consumed.
         seen_leader_epoch: the leader epoch seen in metadata when the position was last
             validated; a different one triggers OffsetForLeaderEpoch.
@@ -75,7 +77,7 @@ class PartitionState:
     """
 
     __slots__ = ("_gen", "_paused", "_position", "buffered_bytes", "cursor", "failed",
-                 "fetch_after", "fetch_offset", "first_unacked", "highwater",
+                 "fetch_after", "fetch_offset", "fetched_at_ms", "first_unacked", "highwater",
                  "last_fetched_epoch", "last_stable_offset", "log_start_offset",
                  "out_of_range_at", "poll_seq", "read_replica", "refetch", "replica_errors",
                  "replica_lookup", "reset", "seen_leader_epoch", "stored", "validating")
@@ -92,6 +94,7 @@ class PartitionState:
         self.highwater: int | None = None
         self.last_stable_offset: int | None = None
         self.log_start_offset: int | None = None
+        self.fetched_at_ms: int | None = None
         self.buffered_bytes = 0
         self.seen_leader_epoch = -1
         self.validating = False

@@ -10,6 +10,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 from kontrakt._types import RecordMetadata
+from kontrakt.clients._peer_calls import bootstrap_connected, cluster_id, set_sasl_credentials
 from kontrakt.clients._wait import wait_event, wait_within
 from kontrakt.clients.cluster import TopicInfo
 from kontrakt.clients.producer._batch import DeliveryCallback, ProducerBatch
@@ -486,6 +487,39 @@ class AsyncProducer(TransactionalCore):
         if timeout is not None:
             return await _bounded(self._list_topics(topic), timeout, "list_topics")
         return await self._list_topics(topic)
+
+    async def cluster_id(self, timeout: float | None = None) -> str | None:
+        """The cluster's id from metadata (confluent-kafka's): a started producer has
+        metadata, so this answers at once.
+
+        Args:
+            timeout: accepted for confluent-kafka's signature; nothing here waits.
+
+        Returns:
+            The id; None when the brokers report none (Metadata before v2, KIP-78).
+
+        Raises:
+            IllegalStateError: the producer is not started, or closed.
+        """
+        self._check(sending=False)
+        return await cluster_id(self._client, timeout)
+
+    def bootstrap_connected(self) -> bool:
+        """True when the producer has loaded cluster metadata and has a broker connection
+        open now (kafka-python's); False before it has started, and after close."""
+        return bootstrap_connected(self._client)
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Log in with this user and password from now on (confluent-kafka's): new
+        connections and re-authentications (KIP-368) of open ones use them; open
+        connections stay (a broker refuses a re-authentication as another user, ending
+        that connection). Safe from any thread.
+
+        Raises:
+            TypeError: not two ``str``.
+            ConfigError: the producer does not use SASL PLAIN or SCRAM.
+        """
+        set_sasl_credentials(self._client, username, password)
 
     async def _list_topics(self, topic: str | None) -> dict[str, TopicInfo]:
         client = self._client

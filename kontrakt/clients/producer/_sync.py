@@ -465,6 +465,45 @@ class Producer:
         self._ensure_started()
         return self._thread.run(self._async.list_topics(topic), timeout)
 
+    def cluster_id(self, timeout: float | None = None) -> str | None:
+        """The cluster's id from metadata (confluent-kafka's), waiting for the producer's
+        start first.
+
+        Args:
+            timeout: seconds to wait for the start (None: ``max.block.ms`` bounds it); the
+                start goes on after a timeout.
+
+        Returns:
+            The id; None when the brokers report none (Metadata before v2, KIP-78).
+
+        Raises:
+            KafkaTimeoutError: not started within ``timeout``.
+            NoBrokersAvailableError: the start found no broker.
+            IllegalStateError: the producer is closed.
+        """
+        # A bounded wait for the background start; _ensure_started reports its outcome
+        # (and the errors of a closed producer or of a call from the I/O thread).
+        if not (timeout is None or self._started or self._async.closed
+                or self._thread.in_loop_thread()
+                or wait_done(self._starting.attempt(), timeout)):
+            raise KafkaTimeoutError(
+                f"cluster_id(): the producer did not start within {timeout}s")
+        self._ensure_started()
+        return self._thread.run(self._async.cluster_id(timeout))
+
+    def bootstrap_connected(self) -> bool:
+        """See :meth:`AsyncProducer.bootstrap_connected`."""
+        if self._async.closed or not self._thread.running:
+            return False
+
+        async def on_loop() -> bool:  # the connections change on the loop
+            return self._async.bootstrap_connected()
+        return self._thread.run(on_loop())
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """See :meth:`AsyncProducer.set_sasl_credentials`; safe from any thread."""
+        self._async.set_sasl_credentials(username, password)
+
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids; see :meth:`AsyncProducer.partitions_for`."""
         self._ensure_started()

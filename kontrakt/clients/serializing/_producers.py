@@ -232,6 +232,18 @@ class SerializingProducer(Generic[K, V]):
         """See :meth:`Producer.partitions_for`."""
         return self._producer.partitions_for(topic)
 
+    def cluster_id(self, timeout: float | None = None) -> str | None:
+        """See :meth:`Producer.cluster_id`."""
+        return self._producer.cluster_id(timeout)
+
+    def bootstrap_connected(self) -> bool:
+        """See :meth:`Producer.bootstrap_connected`."""
+        return self._producer.bootstrap_connected()
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """See :meth:`Producer.set_sasl_credentials`."""
+        self._producer.set_sasl_credentials(username, password)
+
     def metrics(self) -> dict[str, float]:
         """See :meth:`Producer.metrics`."""
         return self._producer.metrics()
@@ -388,6 +400,18 @@ class AsyncSerializingProducer(Generic[K, V]):
     async def partitions_for(self, topic: str) -> list[int]:
         """See :meth:`AsyncProducer.partitions_for`."""
         return await self._producer.partitions_for(topic)
+
+    async def cluster_id(self, timeout: float | None = None) -> str | None:
+        """See :meth:`AsyncProducer.cluster_id`."""
+        return await self._producer.cluster_id(timeout)
+
+    def bootstrap_connected(self) -> bool:
+        """See :meth:`AsyncProducer.bootstrap_connected`."""
+        return self._producer.bootstrap_connected()
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """See :meth:`AsyncProducer.set_sasl_credentials`."""
+        self._producer.set_sasl_credentials(username, password)
 
     def metrics(self) -> dict[str, float]:
         """See :meth:`AsyncProducer.metrics`."""

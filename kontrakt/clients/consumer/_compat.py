@@ -1,6 +1,8 @@
 """The calls users of confluent-kafka, aiokafka and kafka-python make, with their meaning,
 on both consumers: incremental assignment, watermarks, group metadata for KIP-447,
-``stop`` / ``seek_to_committed``, ``metrics``; and the argument forms they pass
+``stop`` / ``seek_to_committed``, ``metrics``, ``topics``, ``last_poll_timestamp``,
+``memberid``, ``cluster_id``, ``bootstrap_connected``, ``set_sasl_credentials``; and the
+argument forms they pass
 (lists of partitions, ``^regex`` topics, partitions carrying offsets, topics as positional
 arguments).
 

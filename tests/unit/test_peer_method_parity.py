@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -133,3 +134,53 @@ def test_last_poll_timestamp_moves_for_partitions_an_incremental_fetch_leaves_ou
     assert any(r.session_id == 77 for r in requests)  # incremental fetches were made
     assert None not in first and None not in later
     assert all(b > a for a, b in zip(first, later, strict=True))  # type: ignore[operator]
+
+
+def test_topics_leaves_out_internal_topics_unless_told_not_to() -> None:
+    from tests._crafted_broker import FakeBroker
+
+    def metadata(version: int, req: Any) -> Any:
+        resp: Any = broker._metadata(req)
+        for t in resp.topics:
+            t.is_internal = t.name == "__consumer_offsets"
+        return resp
+
+    broker = FakeBroker({"orders": 1, "__consumer_offsets": 1}, {3: metadata})
+
+    async def main() -> list[set[str]]:
+        async with broker:
+            found = []
+            for exclude in (True, False):
+                async with AsyncConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
+                                         exclude_internal_topics=exclude) as c:
+                    found.append(await c.topics())
+            return found
+
+    assert asyncio.run(main()) == [{"orders"}, {"orders", "__consumer_offsets"}]
+
+
+@pytest.mark.parametrize(("metadata_version", "expected"), [(12, "crafted"), (1, None)])
+def test_cluster_id_is_none_where_the_brokers_report_none(metadata_version: int,
+                                                          expected: str | None) -> None:
+    """Metadata v2 brought the cluster id (KIP-78); librdkafka answers None before it."""
+    from tests._crafted_broker import FakeBroker
+
+    def metadata(version: int, req: Any) -> Any:
+        resp: Any = broker._metadata(req)
+        if version < 2:  # fields the older layouts do not have
+            resp.cluster_id = None
+            for t in resp.topics:
+                t.topic_id = uuid.UUID(int=0)
+                for p in t.partitions:
+                    p.leader_epoch = -1
+        return resp
+
+    broker = FakeBroker({"t": 1}, {3: metadata}, versions={3: (0, metadata_version)})
+
+    async def main() -> list[str | None]:
+        async with broker:  # noqa: SIM117 - the clients need its port
+            async with AsyncConsumer(bootstrap_servers=broker.bootstrap, group_id=None) as c, \
+                    AsyncAdminClient(bootstrap_servers=broker.bootstrap) as a:
+                return [await c.cluster_id(5), await a.cluster_id()]
+
+    assert asyncio.run(main()) == [expected, expected]

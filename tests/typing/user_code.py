@@ -82,9 +82,17 @@ def plain_clients(bs: str) -> None:
             break
         assert_type(c.last_stable_offset(TopicPartition("orders", 0)), int | None)
         assert_type(c.partitions_for_topic("orders"), set[int] | None)
+        # The peers' names: confluent-kafka's, kafka-python's, aiokafka's.
+        assert_type(c.topics(), set[str])
+        assert_type(c.memberid(), str | None)
+        assert_type(c.cluster_id(5), str | None)
+        assert_type(c.bootstrap_connected(), bool)
+        assert_type(c.last_poll_timestamp(TopicPartition("orders", 0)), int | None)
+        c.set_sasl_credentials("user", "password")
     with AdminClient(bootstrap_servers=bs) as admin:
         created = admin.create_topics([NewTopic("orders", 3, 1)])
         assert_type(list(created), list[str])
+        assert_type(admin.cluster_id(), str | None)
 
 
 def registry_and_serdes(url: str) -> None:
@@ -150,10 +158,14 @@ async def async_clients(bs: str, url: str) -> None:
     async with AsyncProducer(bootstrap_servers=bs) as p:
         md = await p.send_and_wait("orders", b"v")
         assert_type(md, RecordMetadata)
+        assert_type(await p.cluster_id(), str | None)
+        assert_type(p.bootstrap_connected(), bool)
     async with AsyncConsumer(bootstrap_servers=bs) as c:
         assert_type(c, AsyncConsumer[bytes | None, bytes | None])
         c.assign([TopicPartition("orders", 0)])
         assert_type(c.last_stable_offset(TopicPartition("orders", 0)), int | None)
+        assert_type(await c.topics(), set[str])
+        assert_type(c.last_poll_timestamp(TopicPartition("orders", 0)), int | None)
         assert_type(await c.poll(1.0), RawRecord | None)
         assert_type(await c.getmany(1.0), dict[TopicPartition, list[RawRecord]])
         assert_type(await c.consume(10, 1.0), list[RawRecord])

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from kontrakt.errors import ConfigError, KafkaTimeoutError
+from kontrakt.errors import ConfigError, IllegalStateError, KafkaTimeoutError
 
 if TYPE_CHECKING:
     from kontrakt.clients.client import AsyncKafkaClient
@@ -68,7 +68,10 @@ def set_sasl_credentials(client: AsyncKafkaClient, username: str, password: str)
         TypeError: ``username`` or ``password`` is not a ``str``.
         ConfigError: the client does not log in with SASL PLAIN or SCRAM (no SASL, or
             OAUTHBEARER / GSSAPI, which have no password).
+        IllegalStateError: the client is closed (confluent-kafka: RuntimeError).
     """
+    if client._closed:
+        raise IllegalStateError("set_sasl_credentials() on a closed client")
     if not isinstance(username, str) or not isinstance(password, str):
         raise TypeError("set_sasl_credentials(username, password) takes two str, got "
                         f"{type(username).__name__} and {type(password).__name__}")

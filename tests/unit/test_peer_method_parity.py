@@ -47,6 +47,19 @@ def test_credentials_must_be_str(username: Any, password: Any) -> None:
             client.set_sasl_credentials(username, password)
 
 
+def test_a_closed_client_refuses_it() -> None:
+    """As confluent-kafka's ("Handle has been closed", a RuntimeError there)."""
+    from kontrakt.errors import IllegalStateError
+
+    async def main() -> None:
+        for client in _clients(SASL):
+            await client.close()
+            with pytest.raises(IllegalStateError, match="closed"):
+                client.set_sasl_credentials("u", "p")
+
+    asyncio.run(main())
+
+
 class _Recorder:
     """Enough of a connection for a login: answers SaslHandshake and SaslAuthenticate, and
     keeps the auth bytes sent."""

@@ -138,6 +138,7 @@ class AsyncAdminClient(ConfigOperations, GroupOperations, OffsetOperations,
         Raises:
             TypeError: not two ``str``.
             ConfigError: the client does not use SASL PLAIN or SCRAM.
+            IllegalStateError: closed.
         """
         set_sasl_credentials(self._client, username, password)
 

@@ -416,6 +416,7 @@ class AsyncConsumerCompat:
         Raises:
             TypeError: not two ``str``.
             ConfigError: the consumer does not use SASL PLAIN or SCRAM.
+            IllegalStateError: closed.
         """
         set_sasl_credentials(_async_self(self)._client, username, password)
 

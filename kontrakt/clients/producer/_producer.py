@@ -518,6 +518,7 @@ class AsyncProducer(TransactionalCore):
         Raises:
             TypeError: not two ``str``.
             ConfigError: the producer does not use SASL PLAIN or SCRAM.
+            IllegalStateError: closed.
         """
         set_sasl_credentials(self._client, username, password)
 

@@ -24,8 +24,8 @@ async def cluster_id(client: AsyncKafkaClient, timeout: float | None,
                      start: Callable[[], Awaitable[None]] | None = None) -> str | None:
     """The cluster id the brokers report in metadata (KIP-78). A client without metadata
     yet is started first (``start``: the owning client's start, default the core's), for
-    at most ``timeout`` seconds (None: as long as the start takes, which bounds itself);
-    after a timeout the start goes on.
+    at most ``timeout`` seconds (None or negative, librdkafka's -1: as long as the start
+    takes, which bounds itself); after a timeout the start goes on.
 
     Returns:
         The id, or None when the brokers report none (Metadata v0-v1 brokers).
@@ -38,7 +38,7 @@ async def cluster_id(client: AsyncKafkaClient, timeout: float | None,
         # A started client has metadata and keeps the id up to date with each refresh
         # (librdkafka's rd_kafka_clusterid answers from its cache too).
         started = asyncio.ensure_future(client.start() if start is None else start())
-        if timeout is None:
+        if timeout is None or timeout < 0:
             await started
         else:
             # Not cancelled on timeout: a caller asking again finds it done or nearer.

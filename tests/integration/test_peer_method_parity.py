@@ -71,6 +71,12 @@ def test_cluster_id_is_the_one_confluent_kafka_and_metadata_report(
         assert consumer.cluster_id(15) == expected
     with AdminClient(bootstrap_servers=bootstrap) as admin:
         assert admin.cluster_id() == expected
+    # confluent-kafka's default, -1, waits without limit (each start still bounds itself).
+    with Producer(bootstrap_servers=bootstrap) as producer, \
+            Consumer(bootstrap_servers=bootstrap, group_id=None) as consumer, \
+            AdminClient(bootstrap_servers=bootstrap) as admin:
+        assert [producer.cluster_id(-1), consumer.cluster_id(-1), admin.cluster_id(-1)] \
+            == [expected] * 3
 
     async def main() -> list[str | None]:
         async with AsyncProducer(bootstrap_servers=bootstrap) as p, \

@@ -116,8 +116,8 @@ class AsyncAdminClient(ConfigOperations, GroupOperations, OffsetOperations,
         when it has no metadata yet. :meth:`describe_cluster` asks a broker afresh.
 
         Args:
-            timeout: seconds to wait for the start (None: ``request.timeout.ms`` bounds
-                it); the start goes on after a timeout.
+            timeout: seconds to wait for the start (None or negative, confluent-kafka's
+                -1: ``request.timeout.ms`` bounds it); the start goes on after a timeout.
 
         Returns:
             The id; None when the brokers report none (Metadata before v2, KIP-78).

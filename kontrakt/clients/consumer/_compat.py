@@ -391,8 +391,9 @@ class AsyncConsumerCompat:
         when it has no metadata yet.
 
         Args:
-            timeout: seconds to wait for the start (None: as long as it takes, which
-                ``request.timeout.ms`` bounds); the start goes on after a timeout.
+            timeout: seconds to wait for the start (None or negative, confluent-kafka's
+                -1: as long as it takes, which ``request.timeout.ms`` bounds); the start
+                goes on after a timeout.
 
         Returns:
             The id; None when the brokers report none (Metadata before v2, KIP-78).
@@ -504,7 +505,7 @@ class ConsumerCompat:
     def cluster_id(self, timeout: float | None = None) -> str | None:
         """See :meth:`AsyncConsumer.cluster_id`."""
         c = _sync_self(self)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         if not c._ensure_started(deadline):
             raise KafkaTimeoutError(f"cluster_id(): no cluster metadata within {timeout}s")
         return c._call(c._async.cluster_id(timeout))

@@ -470,8 +470,8 @@ class Producer:
         start first.
 
         Args:
-            timeout: seconds to wait for the start (None: ``max.block.ms`` bounds it); the
-                start goes on after a timeout.
+            timeout: seconds to wait for the start (None or negative, confluent-kafka's
+                -1: ``max.block.ms`` bounds it); the start goes on after a timeout.
 
         Returns:
             The id; None when the brokers report none (Metadata before v2, KIP-78).
@@ -483,7 +483,7 @@ class Producer:
         """
         # A bounded wait for the background start; _ensure_started reports its outcome
         # (and the errors of a closed producer or of a call from the I/O thread).
-        if not (timeout is None or self._started or self._async.closed
+        if not (timeout is None or timeout < 0 or self._started or self._async.closed
                 or self._thread.in_loop_thread()
                 or wait_done(self._starting.attempt(), timeout)):
             raise KafkaTimeoutError(

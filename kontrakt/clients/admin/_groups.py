@@ -10,8 +10,8 @@ committed offsets are in :mod:`._offsets`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from kontrakt._types import TopicPartition
 from kontrakt.clients.admin import _validate as v
@@ -22,6 +22,7 @@ from kontrakt.clients.admin._types import (
     ConsumerGroupListing,
     ConsumerGroupState,
     ConsumerGroupType,
+    GroupListing,
     MemberAssignment,
     MemberDescription,
     Node,
@@ -78,12 +79,62 @@ class GroupOperations:
                 or its error.
             UnsupportedVersionError: (in the results) a filter the broker cannot apply.
         """
-        await self._client.start()
         state_names = [ConsumerGroupState(s).value for s in states or ()]
         type_names = [ConsumerGroupType(t).value.lower() for t in types or ()]
+        return await self._listed_groups(
+            state_names, type_names, timeout, "list_consumer_groups",
+            lambda g: ConsumerGroupListing(
+                g.group_id, not g.protocol_type, ConsumerGroupState.parse(g.group_state),
+                ConsumerGroupType.parse(g.group_type), g.protocol_type))
+
+    async def list_groups(self, *, states: Iterable[ConsumerGroupState | str] | None = None,
+                          types: Iterable[ConsumerGroupType | str] | None = None,
+                          timeout: float | None = None) -> list[GroupListing]:
+        """Every group of every type (classic, consumer, share, streams, and other
+        protocols' such as Connect's) that any broker coordinates, sorted by id: Java's
+        ``Admin.listGroups`` (KIP-1043). Every broker is asked (ListGroups) and the answers
+        merged.
+
+        Args:
+            states: only groups in these states (members of :class:`ConsumerGroupState` or
+                their names, any case); brokers with ListGroups v4+ (Kafka 2.6).
+            types: only groups of these types (members of :class:`ConsumerGroupType` or
+                their names, any case: ``"classic"``, ``"consumer"``, ``"share"``,
+                ``"streams"``); brokers with ListGroups v5+ (Kafka 3.8).
+            timeout: seconds for the whole call (default: the client's
+                ``default.api.timeout.ms``); a broker's retriable errors (e.g.
+                COORDINATOR_LOAD_IN_PROGRESS) are retried until then.
+
+        Returns:
+            one :class:`GroupListing` per group. A listing's ``state`` is UNKNOWN when the
+            broker predates ListGroups v4, its ``type`` UNKNOWN before v5.
+
+        Raises:
+            InvalidArgumentError: an unknown state or type name, before anything is sent.
+            UnsupportedVersionError: the only broker cannot apply a filter (below v4 for
+                ``states``, v5 for ``types``); nothing is sent to it.
+            PartialFailureError: some brokers failed; ``.results`` maps broker id to its
+                list of :class:`GroupListing` or its error.
+        """
+        state_names = [_member(ConsumerGroupState, s, "state").value for s in states or ()]
+        type_names = [_member(ConsumerGroupType, t, "type").value.lower() for t in types or ()]
+        return await self._listed_groups(
+            state_names, type_names, timeout, "list_groups",
+            lambda g: GroupListing(g.group_id, ConsumerGroupType.parse(g.group_type),
+                                   g.protocol_type, ConsumerGroupState.parse(g.group_state)))
+
+    async def _listed_groups(self, state_names: list[str], type_names: list[str],
+                             timeout: float | None, what: str,
+                             listing: Callable[[Any], _L]) -> list[_L]:
+        """ListGroups (filtered) on every broker; each group answered made a ``listing``,
+        merged by id and sorted. A broker that fails fails the call as :func:`finish`
+        says (its results: broker id -> listings or error)."""
         deadline = self._router.deadline(timeout)
+        await self._client.start()
 
         def build(version: int) -> Request:
+            # As Java's ListGroupsRequest.Builder: a filter the version cannot carry is an
+            # error, not silently dropped (that would list groups the caller excluded).
             if (state_names and version < 4) or (type_names and version < 5):
                 raise UnsupportedVersionError(
                     f"ListGroups v{version} cannot filter by state/type")
@@ -94,14 +145,12 @@ class GroupOperations:
             resp = await self._router.exchange(node, ListGroupsRequest, build, deadline)
             if resp.error_code:
                 return {node: error_for(resp.error_code, None, f"broker {node}")}
-            return {node: [ConsumerGroupListing(
-                g.group_id, not g.protocol_type, ConsumerGroupState.parse(g.group_state),
-                ConsumerGroupType.parse(g.group_type), g.protocol_type) for g in resp.groups]}
+            return {node: [listing(g) for g in resp.groups]}
 
         results = await self._router.per_entity(
             self._router.brokers(),
             lambda batch: self._router.fan_out({b: [b] for b in batch}, send), deadline)
-        finish(results, "list_consumer_groups", False)
+        finish(results, what, False)
         merged = {g.group_id: g for listing in results.values() for g in listing}
         return [merged[k] for k in sorted(merged)]
 
@@ -371,3 +420,22 @@ def _describe_consumer_group(g: Any, coordinator: Node | None,
 
 
 _ = PartialFailureError
+
+
+_E = TypeVar("_E", ConsumerGroupState, ConsumerGroupType)
+_L = TypeVar("_L", ConsumerGroupListing, GroupListing)
+
+
+def _member(enum: type[_E], value: object, what: str) -> _E:
+    """``value`` as a member of ``enum`` (a member, or its name in any case); UNKNOWN and
+    anything else is refused."""
+    if isinstance(value, enum) and value is not enum.UNKNOWN:
+        return value
+    if isinstance(value, str) and not isinstance(value, enum):
+        found = enum.parse(value)
+        if found is enum.UNKNOWN:  # the member's name, e.g. "PREPARING_REBALANCE"
+            found = enum.__members__.get(value.upper(), enum.UNKNOWN)
+        if found is not enum.UNKNOWN:
+            return found
+    names = ", ".join(m.value for m in enum if m is not enum.UNKNOWN)
+    raise InvalidArgumentError(f"unknown group {what} {value!r} (one of: {names})")

@@ -21,6 +21,7 @@ from kontrakt.clients.admin._types import (
     ConsumerGroupState,
     ConsumerGroupType,
     DeletedRecords,
+    GroupListing,
     IsolationLevel,
     ListOffsetsResultInfo,
     OffsetSpec,
@@ -237,6 +238,16 @@ class SyncGroupOperations(SyncAdminBase):
         return self._run(
             self._async.list_consumer_groups(states=states, types=types, timeout=timeout)
         )
+
+    def list_groups(
+        self,
+        *,
+        states: Iterable[ConsumerGroupState | str] | None = None,
+        types: Iterable[ConsumerGroupType | str] | None = None,
+        timeout: float | None = None,
+    ) -> list[GroupListing]:
+        """Blocking form of :meth:`AsyncAdminClient.list_groups``."""
+        return self._run(self._async.list_groups(states=states, types=types, timeout=timeout))
 
     def list_offsets(
         self,

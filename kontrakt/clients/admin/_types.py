@@ -35,6 +35,7 @@ __all__ = [
     "ConsumerGroupType",
     "CreatedTopic",
     "DeletedRecords",
+    "GroupListing",
     "IsolationLevel",
     "ListOffsetsResultInfo",
     "LogDirDescription",
@@ -462,6 +463,32 @@ class ConsumerGroupListing:
     state: ConsumerGroupState = ConsumerGroupState.UNKNOWN
     type: ConsumerGroupType = ConsumerGroupType.UNKNOWN
     protocol_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    """A group of any type as ListGroups reports it (Java's ``GroupListing``).
+
+    Attributes:
+        group_id: the group's id.
+        type: CLASSIC, CONSUMER (KIP-848), SHARE or STREAMS; UNKNOWN when the broker
+            predates ListGroups v5.
+        protocol_type: the group's protocol type: ``"consumer"`` for consumer groups (of
+            either protocol), ``"share"``, ``"streams"``, ``"connect"`` for Connect workers,
+            ``""`` for a group that only commits offsets.
+        state: the group's state; UNKNOWN when the broker predates ListGroups v4.
+    """
+
+    group_id: str
+    type: ConsumerGroupType = ConsumerGroupType.UNKNOWN
+    protocol_type: str = ""
+    state: ConsumerGroupState = ConsumerGroupState.UNKNOWN
+
+    @property
+    def is_simple_consumer_group(self) -> bool:
+        """A classic group without a protocol type: its members only commit offsets (as
+        Java's, False while the type is not known)."""
+        return self.type is ConsumerGroupType.CLASSIC and not self.protocol_type
 
 
 @dataclass(frozen=True, slots=True)

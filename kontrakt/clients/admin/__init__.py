@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from kontrakt.clients.admin._acls import ReplicaLogDirInfo, TopicPartitionReplica
 from kontrakt.clients.admin._admin import ADMIN_OPTIONS, AsyncAdminClient
+from kontrakt.clients.admin._offsets import OffsetShift
 from kontrakt.clients.admin._partition_admin import (
     ElectionType,
     FeatureMetadata,
@@ -132,6 +133,7 @@ __all__ = [
     "NewPartitions",
     "NewTopic",
     "Node",
+    "OffsetShift",
     "OffsetSpec",
     "PartitionDescription",
     "ProducerIdAndEpoch",

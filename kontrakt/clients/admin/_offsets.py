@@ -1,19 +1,31 @@
 """Admin operations on consumer groups' committed offsets — a base class of
 :class:`~kontrakt.clients.admin.AsyncAdminClient`: list (OffsetFetch), alter (OffsetCommit
-outside any generation) and delete (OffsetDelete) them, at each group's coordinator.
+outside any generation) and delete (OffsetDelete) them, at each group's coordinator, and
+reset them to offsets looked up at the partitions' leaders (``kafka-consumer-groups.sh
+--reset-offsets``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
 from kontrakt.clients.admin import _validate as v
 from kontrakt.clients.admin._routing import Router, error_for, finish
+from kontrakt.clients.admin._types import OffsetSpec
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.group._protocol import group_by_topic
-from kontrakt.errors import InvalidArgumentError
+from kontrakt.errors import IllegalStateError, InvalidArgumentError
+from kontrakt.protocol.errors import (
+    FencedMemberEpochError,
+    IllegalGenerationError,
+    RebalanceInProgressError,
+    StaleMemberEpochError,
+    UnknownMemberIdError,
+)
 from kontrakt.protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
@@ -21,9 +33,34 @@ from kontrakt.protocol.messages import (
 )
 from kontrakt.protocol.spec import Request
 
-__all__ = ["OffsetOperations"]
+if TYPE_CHECKING:
+    from kontrakt.clients.admin._admin import AsyncAdminClient
+
+__all__ = ["OffsetOperations", "OffsetShift"]
 
 TP = TopicPartition
+
+# What a commit outside any generation (member "", generation -1) is answered while the
+# group has members: classic groups say UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION /
+# REBALANCE_IN_PROGRESS, KIP-848 groups STALE_MEMBER_EPOCH / FENCED_MEMBER_EPOCH.
+_ACTIVE_GROUP = (UnknownMemberIdError, IllegalGenerationError, RebalanceInProgressError,
+                 StaleMemberEpochError, FencedMemberEpochError)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetShift:
+    """A reset target for :meth:`reset_group_offsets`: the group's committed offset
+    moved by ``by`` (negative: back), as ``kafka-consumer-groups.sh --shift-by``.
+
+    Attributes:
+        by: how many offsets to move.
+    """
+
+    by: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.by, bool) or not isinstance(self.by, int):
+            raise InvalidArgumentError(f"OffsetShift.by must be an int, got {self.by!r}")
 
 
 class OffsetOperations:
@@ -183,3 +220,116 @@ class OffsetOperations:
         if isinstance(outcome, BaseException):
             raise outcome
         return finish(outcome, f"delete_consumer_group_offsets({gid!r})", return_exceptions)
+
+    async def reset_group_offsets(
+            self, group_id: str, specs: Mapping[TopicPartition, OffsetSpec | OffsetShift | int],
+            *, dry_run: bool = False, timeout: float | None = None,
+            return_exceptions: bool = False) -> dict[TopicPartition, int]:
+        """Reset a group's committed offsets, as ``kafka-consumer-groups.sh --reset-offsets
+        --execute``: each partition's target is looked up at its leader (ListOffsets),
+        kept within the partition's earliest and latest offsets, and committed for the
+        group (as :meth:`alter_consumer_group_offsets`, so only while the group has no
+        active members).
+
+        Args:
+            group_id: the consumer group.
+            specs: partition -> target: ``OffsetSpec.earliest()``, ``OffsetSpec.latest()``,
+                ``OffsetSpec.max_timestamp()``, ``OffsetSpec.for_timestamp(ms)`` (the first
+                offset at or after that time; the latest when no record is that recent),
+                an ``int`` offset, or :class:`OffsetShift` (the committed offset moved by
+                ``by``; a partition without one fails with ``IllegalStateError``). Offsets
+                below the earliest become the earliest, above the latest the latest.
+            dry_run: look the offsets up but commit nothing (the tool without
+                ``--execute``).
+            timeout: seconds for the whole call (default: the client's
+                ``default.api.timeout.ms``); lookups and commit are retried until then.
+
+        Returns:
+            partition -> the offset committed (or that would be, with ``dry_run``).
+
+        Raises:
+            InvalidArgumentError: bad group id, partition or target, before anything is
+                sent.
+            UnknownMemberIdError (or another member/generation error, e.g.
+                ``StaleMemberEpochError`` for a KIP-848 group): the group has active
+                members; its message says so. With one partition its own error,
+                else in a PartialFailureError.
+            BrokerResponseError: a group-level error looking up committed offsets for
+                :class:`OffsetShift` targets (e.g. ``GroupAuthorizationFailedError``).
+            PartialFailureError: some partitions failed (a lookup, e.g.
+                ``UnknownTopicOrPartitionError``, or the commit); nothing is committed for
+                a partition whose lookup failed. ``return_exceptions=True`` returns the
+                failures instead.
+        """
+        gid = v.check_group_id(group_id)
+        tps = v.check_partitions(specs, "specs")
+        for tp in tps:
+            target = specs[tp]
+            if isinstance(target, (OffsetSpec, OffsetShift)):
+                continue
+            if isinstance(target, bool) or not isinstance(target, int) or target < 0:
+                raise InvalidArgumentError(
+                    f"reset target for {tp} must be an OffsetSpec, an OffsetShift or an "
+                    f"int offset >= 0, got {target!r}")
+        deadline = self._router.deadline(timeout)
+        # Its steps are other families' calls on the AsyncAdminClient this is a base of.
+        admin = cast("AsyncAdminClient", self)
+
+        def left() -> float:
+            return self._router.remaining(deadline)
+
+        lookups = {tp: t for tp in tps if isinstance(t := specs[tp], OffsetSpec)}
+        shifted = [tp for tp in tps if isinstance(specs[tp], OffsetShift)]
+        earliest, latest, found, committed = await asyncio.gather(
+            admin.list_offsets(dict.fromkeys(tps, OffsetSpec.earliest()), timeout=left(),
+                               return_exceptions=True),
+            admin.list_offsets(dict.fromkeys(tps, OffsetSpec.latest()), timeout=left(),
+                               return_exceptions=True),
+            admin.list_offsets(lookups, timeout=left(), return_exceptions=True)
+            if lookups else _nothing(),
+            self.list_consumer_group_offsets(gid, shifted, timeout=left(),
+                                             return_exceptions=True)
+            if shifted else _nothing())
+
+        results: dict[TopicPartition, Any] = {}
+        targets: dict[TopicPartition, OffsetAndMetadata | int] = {}
+        for tp in tps:
+            target = specs[tp]
+            low, high = earliest[tp], latest[tp]
+            if isinstance(target, OffsetSpec):
+                raw = found[tp]
+            elif isinstance(target, OffsetShift):
+                raw = committed[tp]
+                if raw is None:
+                    raw = IllegalStateError(
+                        f"{tp} of group {gid!r} has no committed offset to shift")
+            else:
+                raw = target
+            failed = next((x for x in (raw, low, high) if isinstance(x, BaseException)), None)
+            if failed is not None:
+                results[tp] = failed
+                continue
+            offset = raw.offset if not isinstance(raw, int) else raw
+            if isinstance(target, OffsetShift):
+                offset += target.by
+            if offset < 0 and isinstance(target, OffsetSpec):
+                offset = high.offset  # no record at or after the time: the end, as the tool
+            targets[tp] = min(max(offset, low.offset), high.offset)
+
+        if not dry_run and targets:
+            outcome = await self.alter_consumer_group_offsets(
+                gid, targets, timeout=left(), return_exceptions=True)
+            for tp, err in outcome.items():
+                if isinstance(err, _ACTIVE_GROUP):
+                    err = type(err)(
+                        f"{tp} of group {gid!r}: the group has active members; offsets can "
+                        f"only be reset while it has none ({err})")
+                results[tp] = err if isinstance(err, BaseException) else targets[tp]
+        else:
+            results.update(targets)
+        return finish({tp: results[tp] for tp in tps},
+                      f"reset_group_offsets({gid!r})", return_exceptions)
+
+
+async def _nothing() -> dict[TopicPartition, Any]:
+    return {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from kontrakt._types import OffsetAndMetadata, TopicPartition
+from kontrakt.clients.admin._offsets import OffsetShift
 from kontrakt.clients.admin._sync_base import SyncAdminBase
 from kontrakt.clients.admin._transactions import (
     AbortTransactionSpec,
@@ -63,6 +64,23 @@ class SyncGroupOperations(SyncAdminBase):
         return self._run(
             self._async.delete_consumer_group_offsets(
                 group_id, partitions, timeout=timeout, return_exceptions=return_exceptions
+            )
+        )
+
+    def reset_group_offsets(
+        self,
+        group_id: str,
+        specs: Mapping[TopicPartition, OffsetSpec | OffsetShift | int],
+        *,
+        dry_run: bool = False,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[TopicPartition, int]:
+        """Blocking form of :meth:`AsyncAdminClient.reset_group_offsets``."""
+        return self._run(
+            self._async.reset_group_offsets(
+                group_id, specs, dry_run=dry_run, timeout=timeout,
+                return_exceptions=return_exceptions,
             )
         )
 

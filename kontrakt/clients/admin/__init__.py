@@ -21,6 +21,7 @@ from kontrakt.clients.admin._partition_admin import (
     FinalizedVersionRange,
     PartitionReassignment,
     SupportedVersionRange,
+    TopicPartitionsPage,
 )
 from kontrakt.clients.admin._quorum import (
     QuorumInfo,
@@ -167,4 +168,5 @@ __all__ += [
     "QuorumReplicaState",
     "RaftVoterEndpoint",
     "SupportedVersionRange",
+    "TopicPartitionsPage",
 ]

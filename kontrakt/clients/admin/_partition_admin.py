@@ -1,8 +1,8 @@
 """Partition leadership, replica reassignment and cluster features — a base class of
 :class:`~kontrakt.clients.admin.AsyncAdminClient`, with the Java admin client's names
 (``electLeaders``, ``alterPartitionReassignments``, ``listPartitionReassignments``,
-``describeFeatures``, ``updateFeatures``) and the paginated DescribeTopicPartitions (KIP-966)
-that ``describe_topics`` uses on brokers offering it.
+``describeFeatures``, ``updateFeatures``) and the paginated DescribeTopicPartitions (KIP-966):
+``describe_topic_partitions`` page by page, and ``describe_topics`` on brokers offering it.
 
 Elections and reassignments go to the controller (brokers forward them in KRaft); feature
 descriptions come from ApiVersions v3+ of the least loaded broker; feature updates go to the
@@ -48,6 +48,7 @@ __all__ = [
     "PartitionAdminOperations",
     "PartitionReassignment",
     "SupportedVersionRange",
+    "TopicPartitionsPage",
 ]
 
 _ELECTION_NOT_NEEDED = ElectionNotNeededError.code
@@ -68,6 +69,21 @@ class FeatureUpgradeType(enum.IntEnum):
     UPGRADE = 1
     SAFE_DOWNGRADE = 2
     UNSAFE_DOWNGRADE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionsPage:
+    """A page of :meth:`~PartitionAdminOperations.describe_topic_partitions`.
+
+    Attributes:
+        topics: topic name -> its description, holding the partitions on this page (a
+            page may end inside a topic), or (``return_exceptions=True``) its error.
+        next_cursor: where the next page starts (pass it as ``cursor``); None after the
+            last page.
+    """
+
+    topics: dict[str, TopicDescription | BaseException]
+    next_cursor: TopicPartition | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,21 +409,113 @@ class PartitionAdminOperations:
 
     # --- DescribeTopicPartitions (KIP-966) ----------------------------------------------
 
+    async def describe_topic_partitions(
+            self, topics: Iterable[str] | None, *, response_partition_limit: int = 2000,
+            cursor: TopicPartition | None = None, all_pages: bool = False,
+            timeout: float | None = None, return_exceptions: bool = False
+            ) -> TopicPartitionsPage:
+        """One page of topics' partitions (DescribeTopicPartitions, KIP-966; brokers of
+        Kafka 3.8+), or every page with ``all_pages``: each partition's leader and epoch,
+        replicas, in-sync replicas, eligible leader replicas (ELR), last known ELR and
+        offline replicas. The least loaded broker answers from its metadata.
+
+        A page holds at most ``response_partition_limit`` partitions and may end inside a
+        topic; ask for the next with ``cursor=page.next_cursor``. Topics come in name
+        order, partitions in partition order.
+
+        Args:
+            topics: the topics (None: every topic the broker lets this client see).
+            response_partition_limit: at most this many partitions per page (1 or more;
+                the broker may lower it).
+            cursor: where the page starts: a topic among ``topics`` and its first partition
+                to include (from a previous page's ``next_cursor``); None: the beginning.
+            all_pages: follow the cursor until the last page and return everything
+                (``next_cursor`` None); a topic still being created is then asked again
+                until the timeout, as in :meth:`describe_topics`.
+            timeout: seconds for the whole call (default: the client's
+                ``default.api.timeout.ms``); a request without an answer is sent again
+                until then.
+
+        Returns:
+            a :class:`TopicPartitionsPage`: topic name -> :class:`TopicDescription` (its
+            partitions on this page) and the next page's cursor (None after the last).
+
+        Raises:
+            InvalidArgumentError: a bad topic name, limit or cursor (before sending).
+            UnsupportedVersionError: the broker does not offer DescribeTopicPartitions.
+            PartialFailureError: some topics failed (``UnknownTopicOrPartitionError`` for
+                a topic that does not exist); ``.results`` maps every topic of the page to
+                its description or error. With one topic, its own error.
+                ``return_exceptions=True`` puts the errors in ``topics`` instead.
+            ProtocolError: the broker's cursor did not move forward.
+        """
+        names = None if topics is None else v.unique(
+            (v.check_topic_name(t) for t in topics), "topic")
+        if isinstance(response_partition_limit, bool) or not isinstance(
+                response_partition_limit, int) or not 1 <= response_partition_limit < 2**31:
+            raise InvalidArgumentError("response_partition_limit must be an int >= 1, got "
+                                       f"{response_partition_limit!r}")
+        if cursor is not None:
+            if not isinstance(cursor, TopicPartition):
+                raise InvalidArgumentError(f"cursor must be a TopicPartition, got {cursor!r}")
+            v.check_topic_name(cursor.topic)
+            v.check_partition(cursor.topic, cursor.partition)
+            if names is not None and cursor.topic not in names:
+                # Kafka refuses a cursor outside the topics (INVALID_REQUEST).
+                raise InvalidArgumentError(
+                    f"cursor topic {cursor.topic!r} is not one of the topics")
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+
+        if all_pages:
+            async def round_(batch: list[str]) -> dict[str, Any]:
+                found, _ = await self._topic_partition_pages(
+                    self._client.least_loaded_node(), batch, deadline,
+                    response_partition_limit, cursor, follow=True)
+                return found
+
+            if names is None:  # every topic: no per-topic retry (the set is the broker's)
+                found, _ = await self._router.call(lambda: self._topic_partition_pages(
+                    self._client.least_loaded_node(), None, deadline,
+                    response_partition_limit, cursor, follow=True), deadline)
+                results = {n: r.error if isinstance(r, Fatal) else r for n, r in found.items()}
+            else:
+                results = await self._router.per_entity(names, round_, deadline)
+            return TopicPartitionsPage(
+                finish(results, "describe_topic_partitions", return_exceptions), None)
+
+        found, nxt = await self._router.call(lambda: self._topic_partition_pages(
+            self._client.least_loaded_node(), names, deadline, response_partition_limit,
+            cursor, follow=False), deadline)
+        results = {n: r.error if isinstance(r, Fatal) else r for n, r in found.items()}
+        return TopicPartitionsPage(
+            finish(results, "describe_topic_partitions", return_exceptions), nxt)
+
     async def _describe_topic_partitions(self, node: int, names: list[str],
                                          deadline: float) -> dict[str, Any]:
-        """One round of ``describe_topics`` over DescribeTopicPartitions: pages are asked
-        for until the broker's cursor runs out (a page ends after
-        ``response_partition_limit`` partitions, possibly inside a topic)."""
+        """One round of ``describe_topics`` over DescribeTopicPartitions: every page."""
+        found, _ = await self._topic_partition_pages(node, names, deadline, 2000, None,
+                                                     follow=True)
+        return found
+
+    async def _topic_partition_pages(
+            self, node: int, names: list[str] | None, deadline: float, limit: int,
+            cursor: TopicPartition | None, *, follow: bool
+            ) -> tuple[dict[str, Any], TopicPartition | None]:
+        """DescribeTopicPartitions pages from ``cursor`` on: one, or (``follow``) until the
+        broker's cursor runs out. Returns topic -> TopicDescription or error (an unknown
+        topic wrapped in :class:`Fatal`), and the next page's cursor."""
         req = DescribeTopicPartitionsRequest
-        topics = [req.TopicRequest(name=n) for n in names]
+        topics = [] if names is None else [req.TopicRequest(name=n) for n in names]
         found: dict[str, Any] = {}
         parts: dict[str, list[PartitionDescription]] = {}
-        cursor = None
+        at = None if cursor is None else req.Cursor(topic_name=cursor.topic,
+                                                    partition_index=cursor.partition)
         # Each page moves the cursor past at least one partition: the number of pages is
         # bounded by the number of partitions; the deadline bounds it in time.
         while True:
-            resp = await self._router.exchange(node, req, _fixed(req(topics=topics,
-                                                                     cursor=cursor)), deadline)
+            resp = await self._router.exchange(node, req, _fixed(req(
+                topics=topics, response_partition_limit=limit, cursor=at)), deadline)
             for t in resp.topics:
                 if t.error_code:
                     err = error_for(t.error_code, None, f"topic {t.name!r}")
@@ -421,13 +529,13 @@ class PartitionAdminOperations:
                     _opt(p.eligible_leader_replicas), _opt(p.last_known_elr))
                     for p in t.partitions)
             nxt = resp.next_cursor
-            if nxt is None:
-                break
-            if cursor is not None and (nxt.topic_name, nxt.partition_index) <= (
-                    cursor.topic_name, cursor.partition_index):
+            if nxt is not None and at is not None and (
+                    nxt.topic_name, nxt.partition_index) <= (at.topic_name, at.partition_index):
                 raise ProtocolError(f"DescribeTopicPartitions: cursor did not advance "
                                     f"({nxt.topic_name}, {nxt.partition_index})")
-            cursor = req.Cursor(topic_name=nxt.topic_name, partition_index=nxt.partition_index)
+            if nxt is None or not follow:
+                break
+            at = req.Cursor(topic_name=nxt.topic_name, partition_index=nxt.partition_index)
         out: dict[str, Any] = {}
         for name, value in found.items():
             if not isinstance(value, tuple):
@@ -436,7 +544,8 @@ class PartitionAdminOperations:
             ps = tuple(sorted(parts.get(name, []), key=lambda p: p.partition))
             out[name] = TopicDescription(name, value[0], value[1], ps) if ps else \
                 LeaderNotAvailableError(f"topic {name!r} has no partitions yet")
-        return out
+        nxt_tp = None if nxt is None else TopicPartition(nxt.topic_name, nxt.partition_index)
+        return out, nxt_tp
 
 
 def _fixed(request: Request) -> Callable[[int], Request]:

@@ -25,6 +25,7 @@ from kontrakt.clients.admin._partition_admin import (
     FeatureMetadata,
     FeatureUpdate,
     PartitionReassignment,
+    TopicPartitionsPage,
 )
 from kontrakt.clients.admin._quorum import QuorumInfo, RaftVoterEndpoint
 from kontrakt.clients.admin._sync_access import SyncAccessOperations
@@ -215,6 +216,21 @@ class AdminClient(SyncGroupOperations, SyncAccessOperations):
                 return_exceptions=return_exceptions,
             )
         )
+
+    def describe_topic_partitions(
+        self,
+        topics: Iterable[str] | None,
+        *,
+        response_partition_limit: int = 2000,
+        cursor: TopicPartition | None = None,
+        all_pages: bool = False,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> TopicPartitionsPage:
+        """Blocking form of :meth:`AsyncAdminClient.describe_topic_partitions`."""
+        return self._run(self._async.describe_topic_partitions(
+            topics, response_partition_limit=response_partition_limit, cursor=cursor,
+            all_pages=all_pages, timeout=timeout, return_exceptions=return_exceptions))
 
     def elect_leaders(
         self,

@@ -20,6 +20,8 @@ outcome.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -50,7 +52,12 @@ from kontrakt.clients.admin._types import (
     TopicDescription,
 )
 from kontrakt.clients.client import CLIENT_OPTIONS, AsyncKafkaClient
-from kontrakt.errors import InvalidArgumentError, PartialFailureError
+from kontrakt.errors import (
+    InvalidArgumentError,
+    KafkaError,
+    KafkaTimeoutError,
+    PartialFailureError,
+)
 from kontrakt.protocol.errors import LeaderNotAvailableError, UnknownTopicOrPartitionError
 from kontrakt.protocol.messages import (
     CreatePartitionsRequest,
@@ -385,6 +392,70 @@ class AsyncAdminClient(ConfigOperations, GroupOperations, OffsetOperations,
         results = await self._router.per_entity(names, round_, deadline)
         return finish(results, "describe_topics", return_exceptions)
 
+    async def wait_for_topics(self, topics: Iterable[str], *,
+                              timeout: float | None = None) -> None:
+        """Wait until every topic is usable: Metadata from the least loaded broker names
+        it without error and every partition has a leader. CreateTopics answers once the
+        controller accepted a topic; brokers learn of it, and leaders are elected, a little
+        later (kafka-python's ``wait_for_topics``).
+
+        Metadata is asked again, with the client's retry backoff, for the topics not yet
+        usable.
+
+        Args:
+            topics: topic names.
+            timeout: seconds to wait in all (default: the client's
+                ``default.api.timeout.ms``).
+
+        Raises:
+            InvalidArgumentError: a bad topic name (nothing is sent).
+            KafkaTimeoutError: a topic is still not usable at the timeout; the message
+                names each one and why (unknown, no partitions, partitions without a
+                leader).
+            BrokerResponseError: a topic's final error (e.g.
+                ``TopicAuthorizationFailedError``), raised at once; with several such
+                topics, PartialFailureError.
+        """
+        names = v.unique((v.check_topic_name(t) for t in topics), "topic")
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+        backoff = self._router.backoff()
+        pending = {n: "not asked yet" for n in names}
+        while pending:
+            try:
+                resp = await self._metadata(sorted(pending), None, deadline=deadline)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                raise _not_ready(pending) from exc
+            final: dict[str, Any] = {}
+            for t in resp.topics:
+                if t.name not in pending:
+                    continue
+                if t.error_code:
+                    err = error_for(t.error_code, None, f"topic {t.name!r}")
+                    if isinstance(err, KafkaError) and err.retriable:
+                        pending[t.name] = getattr(err, "error_name", str(err))
+                    else:
+                        final[t.name] = err
+                    continue
+                leaderless = sorted(p.partition_index for p in t.partitions
+                                    if p.error_code or p.leader_id < 0)
+                if not t.partitions:
+                    pending[t.name] = "no partitions yet"
+                elif leaderless:
+                    pending[t.name] = f"partitions {leaderless} have no leader"
+                else:
+                    del pending[t.name]
+            if final:
+                finish({**dict.fromkeys(pending), **final}, "wait_for_topics", False)
+            if not pending:
+                return
+            delay = backoff.next()
+            if time.monotonic() + delay >= deadline:
+                raise _not_ready(pending)
+            await asyncio.sleep(delay)
+
     async def _metadata(self, topics: list[str] | None, timeout: float | None, *,
                         deadline: float | None = None) -> Any:
         deadline = deadline if deadline is not None else self._router.deadline(timeout)
@@ -438,6 +509,11 @@ class AsyncAdminClient(ConfigOperations, GroupOperations, OffsetOperations,
 
 
 # --- helpers ---------------------------------------------------------------------------
+
+
+def _not_ready(pending: Mapping[str, str]) -> KafkaTimeoutError:
+    why = "; ".join(f"{n!r}: {r}" for n, r in sorted(pending.items()))
+    return KafkaTimeoutError(f"wait_for_topics: not usable at the timeout: {why}")
 
 
 def _ms(seconds: float | None, fallback: float) -> int:

@@ -217,6 +217,10 @@ class AdminClient(SyncGroupOperations, SyncAccessOperations):
             )
         )
 
+    def wait_for_topics(self, topics: Iterable[str], *, timeout: float | None = None) -> None:
+        """Blocking form of :meth:`AsyncAdminClient.wait_for_topics`."""
+        self._run(self._async.wait_for_topics(topics, timeout=timeout))
+
     def describe_topic_partitions(
         self,
         topics: Iterable[str] | None,

@@ -1,7 +1,8 @@
 """Admin operations on configs — a base class of
 :class:`~kontrakt.clients.admin.AsyncAdminClient`: describe (DescribeConfigs), replace
 (AlterConfigs) and change (IncrementalAlterConfigs) the configs of topics, brokers and
-other resources, and list the resources that have configs (ListConfigResources).
+other resources, reset configs to their defaults (IncrementalAlterConfigs DELETE), and list
+the resources that have configs (ListConfigResources).
 
 Routing: a broker's own resources go to that broker (it alone knows its dynamic configs);
 everything else to the least loaded broker.
@@ -231,6 +232,89 @@ class ConfigOperations:
         results = await self._router.per_entity(
             items, lambda batch: self._by_config_node(batch, send), deadline)
         return finish(results, "incremental_alter_configs", return_exceptions)
+
+
+    async def reset_configs(
+            self, resources: Mapping[ConfigResource, Iterable[str] | None], *,
+            validate_only: bool = False, timeout: float | None = None,
+            return_exceptions: bool = False) -> dict[ConfigResource, tuple[str, ...]]:
+        """Set configs back to their defaults: an IncrementalAlterConfigs DELETE of each
+        key (kafka-python's ``reset_configs``). The value then comes from the next level
+        down: a topic's from the brokers' settings, a broker's from the cluster-wide
+        default, then the static config.
+
+        Args:
+            resources: resource -> the config keys to reset, or None for every config
+                set at that resource itself (found with :meth:`describe_configs`: those
+                whose source is the resource's own dynamic level, e.g.
+                ``DYNAMIC_TOPIC_CONFIG`` for a topic, ``DYNAMIC_BROKER_CONFIG`` for
+                broker ``"1"``, ``DYNAMIC_DEFAULT_BROKER_CONFIG`` for broker ``""``).
+            validate_only: let the brokers check the change without making it.
+            timeout: seconds for the whole call (default: the client's
+                ``default.api.timeout.ms``); retriable errors are retried until then.
+
+        Returns:
+            resource -> the keys reset, sorted (empty when None found nothing to reset,
+            and then nothing is sent for it).
+
+        Raises:
+            InvalidArgumentError: a bad resource or key (e.g. an unknown topic config),
+                before anything is sent.
+            PartialFailureError: some resources failed (describing or changing them), as
+                resource -> keys or error; with one resource, its own error.
+                ``return_exceptions=True`` returns the errors instead.
+        """
+        items = v.unique((_check_resource(r) for r in resources), "resource")
+        keys: dict[ConfigResource, list[str] | None] = {}
+        for r in items:
+            given = resources[r]
+            if given is None:
+                keys[r] = None
+                continue
+            if isinstance(given, str):
+                raise InvalidArgumentError(
+                    f"config keys of {r!r} must be a collection of names, not a str")
+            keys[r] = v.unique(given, f"config key of {r!r}")
+            for key in keys[r] or ():
+                _check_config(r, key, None, allow_none=True)
+        deadline = self._router.deadline(timeout)
+        results: dict[ConfigResource, Any] = {}
+
+        every = [r for r in items if keys[r] is None]
+        if every:
+            described = await self.describe_configs(
+                every, timeout=self._router.remaining(deadline), return_exceptions=True)
+            for r in every:
+                found = described[r]
+                if isinstance(found, BaseException):
+                    results[r] = found
+                else:
+                    own = _own_source(r)
+                    keys[r] = sorted(n for n, e in found.items() if e.source is own)
+
+        todo = {r: ks for r in items if r not in results and (ks := keys[r])}
+        if todo:
+            outcome = await self.incremental_alter_configs(
+                {r: [AlterConfigOp(k, None, AlterConfigOpType.DELETE) for k in ks]
+                 for r, ks in todo.items()},
+                validate_only=validate_only, timeout=self._router.remaining(deadline),
+                return_exceptions=True)
+            for r, ks in todo.items():
+                results[r] = outcome[r] if isinstance(outcome[r], BaseException) \
+                    else tuple(sorted(ks))
+        return finish({r: results.get(r, ()) for r in items}, "reset_configs",
+                      return_exceptions)
+
+
+def _own_source(r: ConfigResource) -> ConfigSource:
+    """The source of a config set at ``r`` itself (what a DELETE there removes)."""
+    if r.restype is ConfigResourceType.BROKER:
+        return (ConfigSource.DYNAMIC_BROKER_CONFIG if r.name
+                else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    return {ConfigResourceType.TOPIC: ConfigSource.DYNAMIC_TOPIC_CONFIG,
+            ConfigResourceType.BROKER_LOGGER: ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+            ConfigResourceType.CLIENT_METRICS: ConfigSource.CLIENT_METRICS_CONFIG,
+            ConfigResourceType.GROUP: ConfigSource.GROUP_CONFIG}[r.restype]
 
 
 def config_source(code: int) -> ConfigSource:

@@ -217,6 +217,19 @@ class AdminClient(SyncGroupOperations, SyncAccessOperations):
             )
         )
 
+    def reset_configs(
+        self,
+        resources: Mapping[ConfigResource, Iterable[str] | None],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[ConfigResource, tuple[str, ...]]:
+        """Blocking form of :meth:`AsyncAdminClient.reset_configs`."""
+        return self._run(self._async.reset_configs(
+            resources, validate_only=validate_only, timeout=timeout,
+            return_exceptions=return_exceptions))
+
     def wait_for_topics(self, topics: Iterable[str], *, timeout: float | None = None) -> None:
         """Blocking form of :meth:`AsyncAdminClient.wait_for_topics`."""
         self._run(self._async.wait_for_topics(topics, timeout=timeout))

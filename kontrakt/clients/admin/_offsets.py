@@ -280,7 +280,9 @@ class OffsetOperations:
 
         lookups = {tp: t for tp in tps if isinstance(t := specs[tp], OffsetSpec)}
         shifted = [tp for tp in tps if isinstance(specs[tp], OffsetShift)]
-        earliest, latest, found, committed = await asyncio.gather(
+        # return_exceptions: a call that raises (e.g. a group-level error) must not leave
+        # the others running unawaited; the first such error is raised below.
+        steps = await asyncio.gather(
             admin.list_offsets(dict.fromkeys(tps, OffsetSpec.earliest()), timeout=left(),
                                return_exceptions=True),
             admin.list_offsets(dict.fromkeys(tps, OffsetSpec.latest()), timeout=left(),
@@ -289,7 +291,11 @@ class OffsetOperations:
             if lookups else _nothing(),
             self.list_consumer_group_offsets(gid, shifted, timeout=left(),
                                              return_exceptions=True)
-            if shifted else _nothing())
+            if shifted else _nothing(), return_exceptions=True)
+        for step in steps:
+            if isinstance(step, BaseException):
+                raise step
+        earliest, latest, found, committed = cast("list[dict[TopicPartition, Any]]", steps)
 
         results: dict[TopicPartition, Any] = {}
         targets: dict[TopicPartition, OffsetAndMetadata | int] = {}

@@ -17,7 +17,11 @@ import pytest
 from kontrakt._types import TopicPartition as TP
 from kontrakt.clients.admin import OffsetShift, OffsetSpec
 from kontrakt.errors import IllegalStateError, InvalidArgumentError, PartialFailureError
-from kontrakt.protocol.errors import StaleMemberEpochError, TopicAuthorizationFailedError
+from kontrakt.protocol.errors import (
+    GroupAuthorizationFailedError,
+    StaleMemberEpochError,
+    TopicAuthorizationFailedError,
+)
 from kontrakt.protocol.messages import (
     ListOffsetsResponse,
     OffsetCommitResponse,
@@ -38,8 +42,9 @@ class Peer:
 
     def __init__(self, committed: dict[int, int] | None = None,
                  lookup: dict[int, list[int]] | None = None,
-                 commit: dict[int, list[int]] | None = None) -> None:
+                 commit: dict[int, list[int]] | None = None, group_error: int = 0) -> None:
         self.committed = dict(committed or {})
+        self.group_error = group_error
         self.lookup = lookup or {}
         self.commit_errors = commit or {}
         self.lookups: list[tuple[int, int]] = []
@@ -62,6 +67,9 @@ class Peer:
         return ListOffsetsResponse(topics=[R(name=T, partitions=parts)])
 
     def offset_fetch(self, _v: int, req: Any) -> Any:
+        if self.group_error:
+            return OffsetFetchResponse(groups=[OffsetFetchResponse.OffsetFetchResponseGroup(
+                group_id=req.groups[0].group_id, error_code=self.group_error)])
         R = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
         g = req.groups[0]
         return OffsetFetchResponse(groups=[OffsetFetchResponse.OffsetFetchResponseGroup(
@@ -132,6 +140,16 @@ def test_retriable_errors_are_retried() -> None:
     assert out == {TP(T, 0): 12}
     assert len(peer.commits) == 2
     assert peer.committed == {0: 12}
+
+
+def test_a_group_error_looking_up_committed_offsets_is_raised_and_nothing_committed() -> None:
+    # Broken variant tried: the gathered steps' errors not raised fails with a TypeError
+    # (the error taken for the committed offsets).
+    peer = Peer(group_error=30)  # GROUP_AUTHORIZATION_FAILED
+    with pytest.raises(GroupAuthorizationFailedError):
+        run(peer.broker(), lambda a: a.reset_group_offsets(
+            "g", {TP(T, 0): OffsetShift(1), TP(T, 1): 3}))
+    assert peer.commits == []
 
 
 def test_an_active_consumer_group_is_named_as_the_cause() -> None:

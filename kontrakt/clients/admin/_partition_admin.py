@@ -536,15 +536,17 @@ class PartitionAdminOperations:
             if nxt is None or not follow:
                 break
             at = req.Cursor(topic_name=nxt.topic_name, partition_index=nxt.partition_index)
+        nxt_tp = None if nxt is None else TopicPartition(nxt.topic_name, nxt.partition_index)
         out: dict[str, Any] = {}
         for name, value in found.items():
             if not isinstance(value, tuple):
                 out[name] = value
                 continue
             ps = tuple(sorted(parts.get(name, []), key=lambda p: p.partition))
+            if not ps and nxt_tp is not None and name == nxt_tp.topic:
+                continue  # the page ended before its partitions: they are on the next one
             out[name] = TopicDescription(name, value[0], value[1], ps) if ps else \
                 LeaderNotAvailableError(f"topic {name!r} has no partitions yet")
-        nxt_tp = None if nxt is None else TopicPartition(nxt.topic_name, nxt.partition_index)
         return out, nxt_tp
 
 

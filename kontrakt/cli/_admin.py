@@ -293,7 +293,7 @@ def groups_reset(conn: Connection, group: str, topics_: tuple[str, ...], to_earl
                  to_latest: bool, to_datetime: str | None, shift_by: int | None,
                  execute: bool, as_json: bool) -> None:
     """Move a group's committed offsets. A dry run unless --execute is given."""
-    from kontrakt.clients.admin import OffsetSpec
+    from kontrakt.clients.admin import OffsetShift, OffsetSpec
 
     chosen = [n for n, on in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
                               ("--to-datetime", to_datetime is not None),
@@ -301,43 +301,35 @@ def groups_reset(conn: Connection, group: str, topics_: tuple[str, ...], to_earl
     if len(chosen) != 1:
         raise CliError("give exactly one of --to-earliest, --to-latest, --to-datetime, "
                        f"--shift-by (got {', '.join(chosen) or 'none'})")
+    target: OffsetSpec | OffsetShift
+    if to_earliest:
+        target = OffsetSpec.earliest()
+    elif to_latest:
+        target = OffsetSpec.latest()
+    elif to_datetime is not None:
+        target = OffsetSpec.for_timestamp(_parse_datetime(to_datetime))
+    else:
+        assert shift_by is not None
+        target = OffsetShift(shift_by)
     with _admin(conn) as admin:
         described = admin.describe_topics(list(topics_), timeout=_TIMEOUT)
         tps = [TopicPartition(t, p.partition) for t, d in described.items()
                for p in d.partitions]
-        earliest = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps},
-                                      timeout=_TIMEOUT)
-        latest = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, timeout=_TIMEOUT)
         current = admin.list_consumer_group_offsets(group, tps, timeout=_TIMEOUT)
-        if to_datetime is not None:
-            ms = _parse_datetime(to_datetime)
-            found = admin.list_offsets({tp: OffsetSpec.for_timestamp(ms) for tp in tps},
-                                       timeout=_TIMEOUT)
-        plan = {}
-        for tp in tps:
-            low, high = earliest[tp].offset, latest[tp].offset
-            now = current.get(tp)
-            if to_earliest:
-                target = low
-            elif to_latest:
-                target = high
-            elif to_datetime is not None:
-                target = found[tp].offset if found[tp].offset >= 0 else high
-            else:
-                assert shift_by is not None
-                base = now.offset if now is not None else low
-                target = min(max(base + shift_by, low), high)
-            plan[tp] = target
-        rows = [{"topic": tp.topic, "partition": tp.partition,
-                 "current": current[tp].offset if current.get(tp) is not None else None,
-                 "new": plan[tp]} for tp in sorted(plan, key=lambda t: (t.topic, t.partition))]
         if execute:
             d = admin.describe_consumer_groups([group], timeout=_TIMEOUT)[group]
             if d.members:
                 raise CliError(f"group {group!r} has {len(d.members)} active member(s): stop "
                                "its consumers first (offsets of a live group would be "
                                "overwritten by their next commit)", EXIT_INPUT)
-            admin.alter_consumer_group_offsets(group, plan, timeout=_TIMEOUT)
+        # The lookups, the clamping to the log and the commit are the admin client's
+        # (as kafka-consumer-groups.sh, --shift-by fails a partition with no committed
+        # offset).
+        plan = admin.reset_group_offsets(group, dict.fromkeys(tps, target),
+                                         dry_run=not execute, timeout=_TIMEOUT)
+        rows = [{"topic": tp.topic, "partition": tp.partition,
+                 "current": current[tp].offset if current.get(tp) is not None else None,
+                 "new": plan[tp]} for tp in sorted(plan, key=lambda t: (t.topic, t.partition))]
     lines = [f"{r['topic']}-{r['partition']}  {r['current']} -> {r['new']}" for r in rows]
     lines.append("offsets moved" if execute else "dry run: nothing changed (add --execute)")
     _emit({"group": group, "executed": execute, "offsets": rows}, as_json, lines)

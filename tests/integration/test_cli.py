@@ -179,6 +179,10 @@ def test_groups_lag_and_reset(run: Any, topic_name: str, tansu_broker: TansuBrok
     both = run("groups", "reset-offsets", group, "-t", topic_name, "--to-earliest",
                "--to-latest")
     assert both.returncode == 2 and "exactly one" in both.stderr
+    # As kafka-consumer-groups.sh: nothing committed, nothing to shift.
+    fresh = run("groups", "reset-offsets", f"{group}-none"[:200], "-t", topic_name,
+                "--shift-by", "1")
+    assert fresh.returncode == 2 and "no committed offset to shift" in fresh.stderr
     assert run("groups", "delete", group).returncode == 0
 
 

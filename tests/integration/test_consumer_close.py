@@ -501,3 +501,51 @@ def test_classic_heartbeat_errors_while_handing_back(mock_cluster: MockCluster,
         assert heartbeats >= (4 if error == "COORDINATOR_LOAD_IN_PROGRESS" else 6), apis
         assert apis[-1] == _LEAVE_GROUP, apis
         assert outcomes == ["committed"], outcomes
+
+
+def test_member_dropped_during_the_close_commit_loses_its_partitions(
+        mock_cluster: MockCluster, topic_name: str) -> None:
+    """close()'s auto-commit is retried (COORDINATOR_LOAD_IN_PROGRESS three times, on
+    librdkafka's mock cluster) while the keep-alive heartbeat is answered
+    UNKNOWN_MEMBER_ID: the member is no longer one when the commit ends, so its listener
+    gets on_partitions_lost, not on_partitions_revoked (the Java client's onLeavePrepare
+    asks once the commit is done), and no LeaveGroup is sent."""
+    mock_cluster.create_topic(topic_name, 1)
+    mock_cluster.group_initial_rebalance_delay_ms(0)
+    bs = mock_cluster.bootstrap_servers
+    calls: list[str] = []
+
+    async def main() -> list[int]:
+        await _fill(bs, topic_name, 1, 5)
+        c = AsyncConsumer(**_config(bs, topic_name) | {"session_timeout_ms": 6000})
+
+        class Listener:
+            def on_partitions_assigned(self, parts: set[TopicPartition]) -> None:
+                calls.append("assigned")
+
+            def on_partitions_revoked(self, parts: set[TopicPartition]) -> None:
+                calls.append("revoked")
+
+            def on_partitions_lost(self, parts: set[TopicPartition]) -> None:
+                calls.append("lost")
+
+        c.subscribe([topic_name], listener=Listener())
+        got = 0
+        deadline = time.monotonic() + 15
+        while got < 5:
+            assert time.monotonic() < deadline, got
+            got += sum(map(len, (await c.getmany(timeout=0.05)).values()))
+        mock_cluster.start_request_tracking()
+        try:
+            mock_cluster.push_request_errors(_OFFSET_COMMIT,
+                                             [_ERRORS["COORDINATOR_LOAD_IN_PROGRESS"]] * 3)
+            mock_cluster.push_request_errors(_HEARTBEAT, [_ERRORS["UNKNOWN_MEMBER_ID"]])
+            await c.close()
+            return [r.api_key for r in mock_cluster.get_requests()]
+        finally:
+            mock_cluster.stop_request_tracking()
+
+    apis = asyncio.run(main())
+    assert apis.count(_HEARTBEAT) == 1 and apis.count(_OFFSET_COMMIT) >= 2, apis
+    assert _LEAVE_GROUP not in apis, apis
+    assert calls == ["assigned", "lost"], calls

@@ -176,7 +176,7 @@ class GroupMembership(GroupOffsets):
             if member:
                 if autocommit and self.auto_commit:
                     await self._commit_quietly(retiring, processed=True)
-                await self._hand_back("on_partitions_revoked", retiring)
+                await self._hand_back(self._leave_listener(), retiring)
             else:
                 await self._hand_back("on_partitions_lost", retiring)
         # A manual assignment (assign()) is committed too, without a listener call: no
@@ -189,7 +189,13 @@ class GroupMembership(GroupOffsets):
             if autocommit and self.auto_commit:
                 await self._commit_quietly(parts, processed=processed)
             if member and self.subs.subscribed:
-                await self._call_listener("on_partitions_revoked", parts)
+                await self._call_listener(self._leave_listener(), parts)
+
+    def _leave_listener(self) -> str:
+        """The listener a leaving member's partitions go to, asked after its commit: a
+        member the coordinator dropped meanwhile (its keep-alive heartbeat was refused)
+        lost them, as the Java client's onLeavePrepare decides."""
+        return "on_partitions_revoked" if self._is_member() else "on_partitions_lost"
 
     def _background_tasks(self) -> list[asyncio.Task[None]]:
         return [] if self._task is None else [self._task]

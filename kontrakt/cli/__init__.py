@@ -6,6 +6,8 @@ and cluster administration, and schema contracts.
     kontrakt consume orders -o beginning -e -f '%k %s\\n'
     kontrakt topics create orders -p 6
     kontrakt groups describe billing               # lag per partition
+    kontrakt cluster quorum --replication          # the KRaft metadata quorum
+    kontrakt transactions find-hanging --broker 1  # then: transactions abort ...
     kontrakt schemas check schemas/ --git main
 
 ``--bootstrap`` and ``--registry`` also come from ``KONTRAKT_BOOTSTRAP`` and
@@ -27,9 +29,11 @@ import click
 from kontrakt import __version__
 from kontrakt.cli._admin import cluster, groups, topics
 from kontrakt.cli._common import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, CliError
+from kontrakt.cli._config_cmds import configs
 from kontrakt.cli._dev import dev
 from kontrakt.cli._io import consume, produce
 from kontrakt.cli._schema_cmds import schemas
+from kontrakt.cli._txn_cmds import transactions
 
 __all__ = ["cli", "main"]
 
@@ -40,7 +44,8 @@ def cli() -> None:
     """Kontrakt: typed, schema-contracted Kafka from the command line."""
 
 
-for command in (dev, produce, consume, topics, groups, cluster, schemas):
+for command in (dev, produce, consume, topics, groups, cluster, transactions, configs,
+                schemas):
     cli.add_command(command)
 
 

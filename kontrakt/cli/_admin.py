@@ -29,6 +29,11 @@ __all__ = ["cluster", "groups", "topics"]
 
 _TIMEOUT = 30.0
 
+# Names --type and --state accept (any case); UNKNOWN is what a broker's answer may say.
+_GROUP_TYPES = ("classic", "consumer", "share", "streams")
+_GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty",
+                 "Assigning", "Reconciling", "NotReady")
+
 
 @contextmanager
 def _admin(conn: Connection) -> Iterator[Any]:
@@ -188,20 +193,31 @@ def topics_partitions(conn: Connection, name: str, count: int) -> None:
 # ------------------------------------------------------------------------------- groups
 @click.group()
 def groups() -> None:
-    """List, describe (with lag), delete consumer groups and reset their offsets."""
+    """List groups; describe (with lag), delete consumer groups and reset their offsets."""
 
 
 @groups.command("list")
 @connection_options
+@click.option("--type", "types", multiple=True, metavar="TYPE",
+              type=click.Choice(_GROUP_TYPES, case_sensitive=False),
+              help="Only groups of this type (classic, consumer, share, streams), repeatable; "
+                   "brokers with ListGroups v5+ (Kafka 3.8).")
+@click.option("--state", "states", multiple=True, metavar="STATE",
+              type=click.Choice(_GROUP_STATES, case_sensitive=False),
+              help="Only groups in this state (e.g. Stable, Empty), repeatable; brokers with "
+                   "ListGroups v4+.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @reported
-def groups_list(conn: Connection, as_json: bool) -> None:
-    """List the consumer groups and their states."""
+def groups_list(conn: Connection, types: tuple[str, ...], states: tuple[str, ...],
+                as_json: bool) -> None:
+    """List the groups of every type (consumer groups of both protocols, share, streams,
+    Connect's), with their states and types."""
     with _admin(conn) as admin:
-        listing = sorted(admin.list_consumer_groups(timeout=_TIMEOUT), key=lambda g: g.group_id)
-    data = [{"group": g.group_id, "state": g.state.value, "type": g.type.value}
-            for g in listing]
-    _emit(data, as_json, [f"{g['group']}  {g['state']}" for g in data])
+        listing = admin.list_groups(types=types or None, states=states or None,
+                                    timeout=_TIMEOUT)
+    data = [{"group": g.group_id, "state": g.state.value, "type": g.type.value,
+             "protocol_type": g.protocol_type} for g in listing]
+    _emit(data, as_json, [f"{g['group']}  {g['state']}  {g['type'].lower()}" for g in data])
 
 
 def _lag_rows(admin: Any, group: str) -> list[dict[str, Any]]:
@@ -336,14 +352,24 @@ def groups_reset(conn: Connection, group: str, topics_: tuple[str, ...], to_earl
 
 
 # ------------------------------------------------------------------------------ cluster
-@click.command()
+@click.group(invoke_without_command=True)
 @connection_options
 @click.option("--api-versions", is_flag=True, help="Also list the APIs and versions "
               "the first broker supports.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
 @reported
-def cluster(conn: Connection, api_versions: bool, as_json: bool) -> None:
-    """The cluster id, the controller, the brokers and (optionally) their API versions."""
+def cluster(ctx: click.Context, conn: Connection, api_versions: bool, as_json: bool) -> None:
+    """The cluster id, the controller, the brokers and (optionally) their API versions;
+    `cluster quorum` describes the KRaft metadata quorum."""
+    if ctx.invoked_subcommand is not None:
+        # The subcommand has its own options: ones given here would be silently unused.
+        given = [max(p.opts, key=len) for p in ctx.command.params if p.name and
+                 ctx.get_parameter_source(p.name) is click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise CliError(f"give {', '.join(given)} after the subcommand "
+                           f"(kontrakt cluster {ctx.invoked_subcommand} ...)")
+        return
     with _admin(conn) as admin:
         started = time.monotonic()
         d = admin.describe_cluster(timeout=_TIMEOUT)
@@ -364,6 +390,73 @@ def cluster(conn: Connection, api_versions: bool, as_json: bool) -> None:
               for n in d.nodes]
     lines += [f"  api {name}  v{v['min']}..v{v['max']}" for name, v in versions.items()]
     _emit(data, as_json, lines)
+
+
+@cluster.command("quorum")
+@connection_options
+@click.option("--replication", is_flag=True,
+              help="Also a row per voter and observer: log end offset, lag behind the "
+                   "leader, last fetch and last caught-up times.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (always with every "
+              "replica).")
+@reported
+def cluster_quorum(conn: Connection, replication: bool, as_json: bool) -> None:
+    """The KRaft metadata quorum: its leader, epoch, high watermark, voters and observers
+    (kafka-metadata-quorum.sh describe --status, or --replication)."""
+    with _admin(conn) as admin:
+        q = admin.describe_metadata_quorum(timeout=_TIMEOUT)
+    data = quorum_data(q)
+    lines = [f"leader {q.leader_id}  epoch {q.leader_epoch}  high watermark "
+             f"{q.high_watermark}",
+             f"max follower lag {_or_dash(data['max_follower_lag'])}  max follower lag time "
+             f"{_or_dash(data['max_follower_lag_time_ms'])} ms",
+             f"voters {[r['id'] for r in data['voters']]}  observers "
+             f"{[r['id'] for r in data['observers']]}"]
+    if replication:
+        for r in data["voters"] + data["observers"]:
+            lines.append(f"  {r['status']:<8} {r['id']:>5}  log end {r['log_end_offset']}  "
+                         f"lag {_or_dash(r['lag'])}  last fetch "
+                         f"{_or_dash(r['last_fetch_timestamp'])}  last caught up "
+                         f"{_or_dash(r['last_caught_up_timestamp'])}")
+    _emit(data, as_json, lines)
+
+
+def _or_dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def quorum_data(q: Any) -> dict[str, Any]:
+    """A QuorumInfo as JSON-able data, with the lags kafka-metadata-quorum.sh shows: each
+    replica's log end offset behind the leader's, and the slowest voter's (None where the
+    leader is not among the voters or a time is unknown)."""
+    leader = next((r for r in q.voters if r.replica_id == q.leader_id), None)
+
+    def row(r: Any, status: str) -> dict[str, Any]:
+        return {"id": r.replica_id, "status": status,
+                "directory_id": None if r.replica_directory_id is None
+                else str(r.replica_directory_id),
+                "log_end_offset": r.log_end_offset,
+                "lag": None if leader is None or r.log_end_offset < 0
+                else leader.log_end_offset - r.log_end_offset,
+                "last_fetch_timestamp": r.last_fetch_timestamp,
+                "last_caught_up_timestamp": r.last_caught_up_timestamp}
+
+    voters = [row(r, "leader" if r is leader else "follower") for r in q.voters]
+    observers = [row(r, "observer") for r in q.observers]
+    lag = lag_ms = None
+    if leader is not None:
+        slowest = min(q.voters, key=lambda r: r.log_end_offset)
+        lag = leader.log_end_offset - slowest.log_end_offset
+        if slowest is leader:
+            lag_ms = 0
+        elif leader.last_caught_up_timestamp is not None and \
+                slowest.last_caught_up_timestamp is not None:
+            lag_ms = leader.last_caught_up_timestamp - slowest.last_caught_up_timestamp
+    return {"leader_id": q.leader_id, "leader_epoch": q.leader_epoch,
+            "high_watermark": q.high_watermark, "max_follower_lag": lag,
+            "max_follower_lag_time_ms": lag_ms, "voters": voters, "observers": observers,
+            "nodes": {str(n.node_id): [{"name": e.name, "host": e.host, "port": e.port}
+                                       for e in n.endpoints] for n in q.nodes.values()}}
 
 
 def _api_versions(conn: Connection) -> dict[str, Any]:

@@ -50,12 +50,15 @@ def configs_reset(conn: Connection, resource_type: str, name: str, keys: tuple[s
             wanted = sorted(k for k, e in described.items() if e.source is own)
         current = {k: (None if described.get(k) is None or described[k].is_sensitive
                        else described[k].value) for k in wanted}
+        shown = {k: "not described" if k not in described else "sensitive"
+                 if described[k].is_sensitive else f"now {described[k].value}"
+                 for k in wanted}
         if execute and wanted:
             wanted = list(admin.reset_configs({resource: wanted}, timeout=_TIMEOUT)[resource])
     data = {"type": resource_type, "name": name, "executed": execute,
             "configs": [{"key": k, "value": current.get(k)} for k in wanted]}
     verb = "reset" if execute else "would reset"
-    lines = [f"{verb} {k} (now {current.get(k)})" for k in wanted] or [
+    lines = [f"{verb} {k} ({shown.get(k, 'not described')})" for k in wanted] or [
         f"{resource_type} {name} has no configs of its own to reset"]
     if not execute and wanted:
         lines.append("dry run: nothing changed (add --execute)")

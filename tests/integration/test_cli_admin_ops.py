@@ -92,8 +92,8 @@ def test_quorum_status_replication_and_json() -> None:
 
 
 def test_quorum_refused_unsupported_and_misplaced_options() -> None:
-    # Broken variant tried: the cluster group running its own describe when a subcommand
-    # follows (the options before "quorum" silently dropped): exit 0, not 2.
+    # Broken variant tried: no check of the options given before "quorum" (they were
+    # silently dropped and quorum ran without them): the message below is missing.
     refused = CraftedBroker({DESCRIBE_QUORUM: Quorum({"error": CLUSTER_AUTHORIZATION_FAILED})})
     [denied] = _run(refused, ["cluster", "quorum"])
     assert denied.returncode == 2 and "CLUSTER_AUTHORIZATION_FAILED" in denied.stderr, \

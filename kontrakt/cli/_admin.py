@@ -1,7 +1,8 @@
 """``kontrakt topics``, ``kontrakt groups`` and ``kontrakt cluster``: cluster administration.
 
 ``groups reset-offsets`` is a dry run unless ``--execute`` is given (as Kafka's own
-``kafka-consumer-groups.sh``), and refuses to move the offsets of a group that has members.
+``kafka-consumer-groups.sh``), and refuses to move the offsets of a group that has members;
+so is ``cluster unregister-broker``.
 """
 
 from __future__ import annotations
@@ -419,6 +420,25 @@ def cluster_quorum(conn: Connection, replication: bool, as_json: bool) -> None:
                          f"{_or_dash(r['last_fetch_timestamp'])}  last caught up "
                          f"{_or_dash(r['last_caught_up_timestamp'])}")
     _emit(data, as_json, lines)
+
+
+@cluster.command("unregister-broker")
+@connection_options
+@click.argument("broker_id", type=click.IntRange(0, 2**31 - 1))
+@click.option("--execute", is_flag=True, help="Really unregister it (without it the "
+              "command only shows what it would do).")
+@reported
+def cluster_unregister_broker(conn: Connection, broker_id: int, execute: bool) -> None:
+    """Remove the registration of a broker retired for good from a KRaft cluster
+    (kafka-cluster.sh unregister). Its partition replicas are not moved: reassign them
+    first. A dry run unless --execute is given."""
+    if not execute:
+        click.echo(f"would unregister broker {broker_id}")
+        click.echo("dry run: nothing changed (add --execute)")
+        return
+    with _admin(conn) as admin:
+        admin.unregister_broker(broker_id, timeout=_TIMEOUT)
+    click.echo(f"unregistered broker {broker_id}")
 
 
 def _or_dash(value: Any) -> str:

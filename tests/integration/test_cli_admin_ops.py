@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from kontrakt.cli._admin import _GROUP_STATES, _GROUP_TYPES
+from kontrakt.clients.admin import ConsumerGroupState, ConsumerGroupType
 from kontrakt.protocol.messages import ListGroupsResponse
 from tests._crafted_broker import CraftedBroker
 from tests.unit.admin.test_admin_abort_transaction import Markers
@@ -27,12 +29,14 @@ from tests.unit.admin.test_admin_fence_producers import Coordinator
 from tests.unit.admin.test_admin_hanging_transactions import Cluster
 from tests.unit.admin.test_admin_quorum import Quorum
 from tests.unit.admin.test_admin_reset_configs import Peer
+from tests.unit.admin.test_admin_unregister_broker import Controller
 
 pytestmark = pytest.mark.integration
 
 DESCRIBE_QUORUM, WRITE_TXN_MARKERS, INIT_PRODUCER_ID, LIST_GROUPS = 55, 27, 22, 16
 CLUSTER_AUTHORIZATION_FAILED, INVALID_PRODUCER_EPOCH = 31, 47
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, POLICY_VIOLATION = 53, 44
+UNREGISTER_BROKER, BROKER_ID_NOT_REGISTERED = 64, 102
 
 
 @dataclass
@@ -227,6 +231,9 @@ def test_groups_list_filters_by_type_and_state() -> None:
     assert json.loads(as_json.stdout)[1] == {"group": "s", "state": "Stable", "type": "Share",
                                              "protocol_type": "share"}
     assert bad.returncode == 2 and len(asked) == 2
+    # the names --state and --type accept are the client's (a new state is not refused)
+    assert set(_GROUP_STATES) == {s.value for s in ConsumerGroupState} - {"Unknown"}
+    assert set(_GROUP_TYPES) == {t.value.lower() for t in ConsumerGroupType} - {"unknown"}
 
 
 # ------------------------------------------------------------------------- configs reset
@@ -255,3 +262,22 @@ def test_configs_reset_dry_run_execute_and_refusal() -> None:
     assert refused.returncode == 2 and refused.stderr.startswith("kontrakt: error:"), \
         refused.stderr
     assert not refused.stdout
+
+
+# ---------------------------------------------------------------- cluster unregister-broker
+def test_unregister_broker_is_a_dry_run_until_execute() -> None:
+    # Broken variant tried: the dry run unregistering (broker 7 asked twice).
+    controller = Controller()
+    broker = CraftedBroker({UNREGISTER_BROKER: controller})
+    plan, done, bad = _run(broker, ["cluster", "unregister-broker", "7"],
+                           ["cluster", "unregister-broker", "7", "--execute"],
+                           ["cluster", "unregister-broker", "-1", "--execute"])
+    assert plan.returncode == 0 and plan.stdout.splitlines() == [
+        "would unregister broker 7", "dry run: nothing changed (add --execute)"]
+    assert done.returncode == 0 and done.stdout.strip() == "unregistered broker 7"
+    assert bad.returncode == 2
+    assert controller.asked == [7]
+    refusing = Controller(BROKER_ID_NOT_REGISTERED)
+    [refused] = _run(CraftedBroker({UNREGISTER_BROKER: refusing}),
+                     ["cluster", "unregister-broker", "8", "--execute"])
+    assert refused.returncode == 2 and "no such broker" in refused.stderr, refused.stderr

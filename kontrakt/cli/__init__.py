@@ -27,7 +27,8 @@ from collections.abc import Sequence
 import click
 
 from kontrakt import __version__
-from kontrakt.cli._admin import cluster, groups, topics
+from kontrakt.cli._admin import groups, topics
+from kontrakt.cli._cluster_cmds import cluster
 from kontrakt.cli._common import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, CliError
 from kontrakt.cli._config_cmds import configs
 from kontrakt.cli._dev import dev

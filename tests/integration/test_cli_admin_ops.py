@@ -28,6 +28,7 @@ from tests.unit.admin.test_admin_abort_transaction import Markers
 from tests.unit.admin.test_admin_fence_producers import Coordinator
 from tests.unit.admin.test_admin_hanging_transactions import Cluster
 from tests.unit.admin.test_admin_quorum import Quorum
+from tests.unit.admin.test_admin_replica_log_dirs import Dirs, LogDirs
 from tests.unit.admin.test_admin_reset_configs import Peer
 from tests.unit.admin.test_admin_unregister_broker import Controller
 
@@ -37,6 +38,7 @@ DESCRIBE_QUORUM, WRITE_TXN_MARKERS, INIT_PRODUCER_ID, LIST_GROUPS = 55, 27, 22, 
 CLUSTER_AUTHORIZATION_FAILED, INVALID_PRODUCER_EPOCH = 31, 47
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, POLICY_VIOLATION = 53, 44
 UNREGISTER_BROKER, BROKER_ID_NOT_REGISTERED = 64, 102
+DESCRIBE_LOG_DIRS, ALTER_REPLICA_LOG_DIRS, LOG_DIR_NOT_FOUND = 35, 34, 57
 
 
 @dataclass
@@ -281,3 +283,43 @@ def test_unregister_broker_is_a_dry_run_until_execute() -> None:
     [refused] = _run(CraftedBroker({UNREGISTER_BROKER: refusing}),
                      ["cluster", "unregister-broker", "8", "--execute"])
     assert refused.returncode == 2 and "no such broker" in refused.stderr, refused.stderr
+
+
+# --------------------------------------------------------- topics log-dirs / move-replica
+def test_topics_log_dirs_shows_each_replica_and_its_move() -> None:
+    # Broken variant tried: the future directory shown as the current one (t-1 in /b).
+    dirs = LogDirs({"/a": [("t", 0, 0, False), ("t", 1, 3, False)],
+                    "/b": [("t", 1, 42, True)]})
+    broker = CraftedBroker({DESCRIBE_LOG_DIRS: dirs}, topics={"t": 2})
+    text, as_json, missing = _run(broker, ["topics", "log-dirs", "t"],
+                                  ["topics", "log-dirs", "t", "-p", "1", "--json"],
+                                  ["topics", "log-dirs", "t", "-p", "5"])
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines() == [
+        "t-0  broker 1  dir /a  lag 0",
+        "t-1  broker 1  dir /a  lag 3  moving to /b (lag 42)"]
+    assert json.loads(as_json.stdout) == [
+        {"topic": "t", "partition": 1, "broker": 1, "log_dir": "/a", "offset_lag": 3,
+         "future_log_dir": "/b", "future_offset_lag": 42}]
+    assert missing.returncode == 2 and "no partition 5" in missing.stderr
+    assert len(dirs.asked) == 2  # the bad partition was refused before asking
+
+
+def test_topics_move_replica_is_a_dry_run_until_execute() -> None:
+    # Broken variants tried: the dry run moving (an AlterReplicaLogDirs seen), and a
+    # refused move reported as done (exit 0).
+    moves = Dirs(errors={("t", 1): LOG_DIR_NOT_FOUND})
+    broker = CraftedBroker({DESCRIBE_LOG_DIRS: LogDirs({"/a": [("t", 0, 0, False),
+                                                                ("t", 1, 0, False)]}),
+                            ALTER_REPLICA_LOG_DIRS: moves}, topics={"t": 3})
+    base = ["topics", "move-replica", "t", "--broker", "1", "--to-dir", "/b"]
+    plan, done, refused, absent = _run(broker, [*base, "-p", "0"],
+                                       [*base, "-p", "0", "--execute"],
+                                       [*base, "-p", "1", "--execute"],
+                                       [*base, "-p", "2", "--execute"])
+    assert plan.returncode == 0 and plan.stdout.splitlines() == [
+        "would move t-0 on broker 1 from /a to /b", "dry run: nothing changed (add --execute)"]
+    assert done.returncode == 0 and done.stdout.startswith("moving t-0 on broker 1 from /a")
+    assert refused.returncode == 2 and "t-1" in refused.stderr, refused.stderr
+    assert absent.returncode == 2 and "holds no replica of t-2" in absent.stderr
+    assert moves.sent() == [{"/b": {"t": [0]}}, {"/b": {"t": [1]}}]

@@ -52,6 +52,14 @@ def _emit(data: Any, as_json: bool, lines: list[str]) -> None:
             click.echo(line)
 
 
+#: the last line of a command that changes nothing without --execute
+DRY_RUN = "dry run: nothing changed (add --execute)"
+
+
+def _or_dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
 # ------------------------------------------------------------------------------- topics
 @click.group()
 def topics() -> None:
@@ -241,9 +249,10 @@ def topics_log_dirs(conn: Connection, name: str, partitions: tuple[int, ...],
               help="The log directory of that broker to move it to (absolute path).")
 @click.option("--execute", is_flag=True,
               help="Really move it (without it the command only shows what it would do).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @reported
 def topics_move_replica(conn: Connection, name: str, partition: int, broker_id: int,
-                        to_dir: str, execute: bool) -> None:
+                        to_dir: str, execute: bool, as_json: bool) -> None:
     """Move a partition's replica to another log directory of its broker (as
     kafka-reassign-partitions.sh with log_dirs, KIP-113): the broker copies it in the
     background and switches over once it has caught up; follow it with `topics log-dirs`.
@@ -259,11 +268,10 @@ def topics_move_replica(conn: Connection, name: str, partition: int, broker_id: 
             admin.alter_replica_log_dirs({replica: to_dir}, timeout=_TIMEOUT)
     what = f"{name}-{partition} on broker {broker_id} from {d.current_replica_log_dir} to " \
         f"{to_dir}"
-    if execute:
-        click.echo(f"moving {what} (see: kontrakt topics log-dirs {name})")
-    else:
-        click.echo(f"would move {what}")
-        click.echo("dry run: nothing changed (add --execute)")
+    _emit({"topic": name, "partition": partition, "broker": broker_id,
+           "log_dir": d.current_replica_log_dir, "to_dir": to_dir, "executed": execute},
+          as_json, [f"moving {what} (see: kontrakt topics log-dirs {name})"] if execute
+          else [f"would move {what}", DRY_RUN])
 
 
 # ------------------------------------------------------------------------------- groups
@@ -423,5 +431,5 @@ def groups_reset(conn: Connection, group: str, topics_: tuple[str, ...], to_earl
                  "current": current[tp].offset if current.get(tp) is not None else None,
                  "new": plan[tp]} for tp in sorted(plan, key=lambda t: (t.topic, t.partition))]
     lines = [f"{r['topic']}-{r['partition']}  {r['current']} -> {r['new']}" for r in rows]
-    lines.append("offsets moved" if execute else "dry run: nothing changed (add --execute)")
+    lines.append("offsets moved" if execute else DRY_RUN)
     _emit({"group": group, "executed": execute, "offsets": rows}, as_json, lines)

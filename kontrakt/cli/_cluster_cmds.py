@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from kontrakt.cli._admin import _TIMEOUT, _admin, _emit
+from kontrakt.cli._admin import _TIMEOUT, DRY_RUN, _admin, _emit, _or_dash
 from kontrakt.cli._common import CliError, Connection, connection_options, reported
 
 __all__ = ["cluster"]
@@ -91,22 +91,19 @@ def cluster_quorum(conn: Connection, replication: bool, as_json: bool) -> None:
 @click.argument("broker_id", type=click.IntRange(0, 2**31 - 1))
 @click.option("--execute", is_flag=True, help="Really unregister it (without it the "
               "command only shows what it would do).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @reported
-def cluster_unregister_broker(conn: Connection, broker_id: int, execute: bool) -> None:
+def cluster_unregister_broker(conn: Connection, broker_id: int, execute: bool,
+                              as_json: bool) -> None:
     """Remove the registration of a broker retired for good from a KRaft cluster
     (kafka-cluster.sh unregister). Its partition replicas are not moved: reassign them
     first. A dry run unless --execute is given."""
-    if not execute:
-        click.echo(f"would unregister broker {broker_id}")
-        click.echo("dry run: nothing changed (add --execute)")
-        return
-    with _admin(conn) as admin:
-        admin.unregister_broker(broker_id, timeout=_TIMEOUT)
-    click.echo(f"unregistered broker {broker_id}")
-
-
-def _or_dash(value: Any) -> str:
-    return "-" if value is None else str(value)
+    if execute:
+        with _admin(conn) as admin:
+            admin.unregister_broker(broker_id, timeout=_TIMEOUT)
+    _emit({"broker": broker_id, "executed": execute}, as_json,
+          [f"unregistered broker {broker_id}"] if execute
+          else [f"would unregister broker {broker_id}", DRY_RUN])
 
 
 def quorum_data(q: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from kontrakt.cli._admin import _TIMEOUT, _admin, _emit
+from kontrakt.cli._admin import _TIMEOUT, DRY_RUN, _admin, _emit
 from kontrakt.cli._common import Connection, connection_options, reported
 
 __all__ = ["configs"]
@@ -61,5 +61,5 @@ def configs_reset(conn: Connection, resource_type: str, name: str, keys: tuple[s
     lines = [f"{verb} {k} ({shown.get(k, 'not described')})" for k in wanted] or [
         f"{resource_type} {name} has no configs of its own to reset"]
     if not execute and wanted:
-        lines.append("dry run: nothing changed (add --execute)")
+        lines.append(DRY_RUN)
     _emit(data, as_json, lines)

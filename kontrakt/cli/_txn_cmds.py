@@ -14,13 +14,10 @@ from typing import Any
 import click
 
 from kontrakt._types import TopicPartition
-from kontrakt.cli._admin import _TIMEOUT, _admin, _emit
+from kontrakt.cli._admin import _TIMEOUT, DRY_RUN, _admin, _emit, _or_dash
 from kontrakt.cli._common import CliError, Connection, connection_options, reported
 
 __all__ = ["transactions"]
-
-_DRY_RUN = "dry run: nothing changed (add --execute)"
-
 
 def _when(ms: int) -> str:
     """Broker wall-clock ms as UTC ISO 8601, ``-`` for the -1 of "none"."""
@@ -123,10 +120,6 @@ def transactions_producers(conn: Connection, topic: str, partitions: tuple[int, 
     _emit(data, as_json, lines or [f"no active producers on {topic}"])
 
 
-def _or_dash(value: Any) -> str:
-    return "-" if value is None else str(value)
-
-
 @transactions.command("find-hanging")
 @connection_options
 @click.option("--broker", "brokers", multiple=True, type=int, metavar="ID",
@@ -227,7 +220,7 @@ def transactions_abort(conn: Connection, topic: str, partition: int,
            "producer_epoch": spec.producer_epoch,
            "coordinator_epoch": spec.coordinator_epoch, "executed": execute}, as_json,
           [f"aborted the transaction of {what}"] if execute else
-          [f"would abort the transaction of {what}", _DRY_RUN])
+          [f"would abort the transaction of {what}", DRY_RUN])
 
 
 def _fence(conn: Connection, ids: list[str], execute: bool, as_json: bool,
@@ -235,7 +228,7 @@ def _fence(conn: Connection, ids: list[str], execute: bool, as_json: bool,
     if not execute:
         _emit({"transactional_ids": ids, "executed": False}, as_json,
               [f"would {verb} {tid}: its producer is fenced and its open transaction "
-               "aborted" for tid in ids] + [_DRY_RUN])
+               "aborted" for tid in ids] + [DRY_RUN])
         return
     with _admin(conn) as admin:
         done = admin.fence_producers(ids, timeout=_TIMEOUT)

@@ -271,13 +271,15 @@ def test_unregister_broker_is_a_dry_run_until_execute() -> None:
     # Broken variant tried: the dry run unregistering (broker 7 asked twice).
     controller = Controller()
     broker = CraftedBroker({UNREGISTER_BROKER: controller})
-    plan, done, bad = _run(broker, ["cluster", "unregister-broker", "7"],
-                           ["cluster", "unregister-broker", "7", "--execute"],
-                           ["cluster", "unregister-broker", "-1", "--execute"])
+    plan, done, bad, as_json = _run(broker, ["cluster", "unregister-broker", "7"],
+                                    ["cluster", "unregister-broker", "7", "--execute"],
+                                    ["cluster", "unregister-broker", "-1", "--execute"],
+                                    ["cluster", "unregister-broker", "7", "--json"])
     assert plan.returncode == 0 and plan.stdout.splitlines() == [
         "would unregister broker 7", "dry run: nothing changed (add --execute)"]
     assert done.returncode == 0 and done.stdout.strip() == "unregistered broker 7"
     assert bad.returncode == 2
+    assert json.loads(as_json.stdout) == {"broker": 7, "executed": False}
     assert controller.asked == [7]
     refusing = Controller(BROKER_ID_NOT_REGISTERED)
     [refused] = _run(CraftedBroker({UNREGISTER_BROKER: refusing}),
@@ -313,13 +315,16 @@ def test_topics_move_replica_is_a_dry_run_until_execute() -> None:
                                                                 ("t", 1, 0, False)]}),
                             ALTER_REPLICA_LOG_DIRS: moves}, topics={"t": 3})
     base = ["topics", "move-replica", "t", "--broker", "1", "--to-dir", "/b"]
-    plan, done, refused, absent = _run(broker, [*base, "-p", "0"],
-                                       [*base, "-p", "0", "--execute"],
-                                       [*base, "-p", "1", "--execute"],
-                                       [*base, "-p", "2", "--execute"])
+    plan, done, refused, absent, as_json = _run(broker, [*base, "-p", "0"],
+                                                [*base, "-p", "0", "--execute"],
+                                                [*base, "-p", "1", "--execute"],
+                                                [*base, "-p", "2", "--execute"],
+                                                [*base, "-p", "0", "--json"])
     assert plan.returncode == 0 and plan.stdout.splitlines() == [
         "would move t-0 on broker 1 from /a to /b", "dry run: nothing changed (add --execute)"]
     assert done.returncode == 0 and done.stdout.startswith("moving t-0 on broker 1 from /a")
     assert refused.returncode == 2 and "t-1" in refused.stderr, refused.stderr
     assert absent.returncode == 2 and "holds no replica of t-2" in absent.stderr
+    assert json.loads(as_json.stdout) == {"topic": "t", "partition": 0, "broker": 1,
+                                          "log_dir": "/a", "to_dir": "/b", "executed": False}
     assert moves.sent() == [{"/b": {"t": [0]}}, {"/b": {"t": [1]}}]

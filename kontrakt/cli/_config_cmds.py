@@ -35,9 +35,9 @@ def configs() -> None:
 @reported
 def configs_reset(conn: Connection, resource_type: str, name: str, keys: tuple[str, ...],
                   execute: bool, as_json: bool) -> None:
-    """Set configs of the resource TYPE NAME (a broker by its id) back to their defaults:
-    the value then comes from the next level down (a topic's from the brokers' settings).
-    A dry run unless --execute is given."""
+    """Set configs of the resource TYPE NAME (a broker by its id, "" for the cluster-wide
+    broker default) back to their defaults: the value then comes from the next level down
+    (a topic's from the brokers' settings). A dry run unless --execute is given."""
     from kontrakt.clients.admin import ConfigResource, ConfigResourceType
     from kontrakt.clients.admin._configs import _own_source
 

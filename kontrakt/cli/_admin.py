@@ -60,6 +60,10 @@ def _or_dash(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _opt_list(values: tuple[int, ...] | None) -> list[int] | None:
+    return None if values is None else list(values)
+
+
 # ------------------------------------------------------------------------------- topics
 @click.group()
 def topics() -> None:
@@ -81,14 +85,20 @@ def topics_list(conn: Connection, internal: bool, as_json: bool) -> None:
 @topics.command("describe")
 @connection_options
 @click.argument("names", nargs=-1, required=True)
+@click.option("--elr", is_flag=True, help="Also each partition's eligible leader replicas "
+              "and last known ELR (KIP-966: brokers with DescribeTopicPartitions, Kafka "
+              "3.8+; '-' from older ones).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @reported
-def topics_describe(conn: Connection, names: tuple[str, ...], as_json: bool) -> None:
+def topics_describe(conn: Connection, names: tuple[str, ...], elr: bool,
+                    as_json: bool) -> None:
     """Partitions (leader, replicas, in-sync replicas), end offsets and the non-default
     configs of each topic."""
     from kontrakt.clients.admin import ConfigResource, ConfigResourceType, OffsetSpec
 
     with _admin(conn) as admin:
+        # From brokers with DescribeTopicPartitions (Kafka 3.8+) it carries the ELR; from
+        # older ones (Metadata) the ELR columns are None.
         described = admin.describe_topics(list(names), timeout=_TIMEOUT)
         specs = {TopicPartition(t, p.partition): OffsetSpec.latest()
                  for t, d in described.items() for p in d.partitions}
@@ -105,13 +115,17 @@ def topics_describe(conn: Connection, names: tuple[str, ...], as_json: bool) -> 
         parts = [{"partition": p.partition, "leader": p.leader, "replicas": list(p.replicas),
                   "isr": list(p.isr),
                   "end_offset": ends[TopicPartition(name, p.partition)].offset}
+                 | ({"elr": _opt_list(p.eligible_leader_replicas),
+                     "last_known_elr": _opt_list(p.last_known_elr)} if elr else {})
                  for p in d.partitions]
         data.append({"topic": name, "topic_id": str(d.topic_id), "partitions": parts,
                      "configs": changed})
         lines.append(f"topic {name}  id {d.topic_id}  partitions {len(parts)}")
         for p in parts:
             lines.append(f"  partition {p['partition']:>3}  leader {p['leader']}  "
-                         f"replicas {p['replicas']}  isr {p['isr']}  end {p['end_offset']}")
+                         f"replicas {p['replicas']}  isr {p['isr']}  end {p['end_offset']}"
+                         + (f"  elr {_or_dash(p['elr'])}  last known elr "
+                            f"{_or_dash(p['last_known_elr'])}" if elr else ""))
         for key, value in changed.items():
             lines.append(f"  config {key}={value}")
     _emit(data, as_json, lines)

@@ -1,12 +1,15 @@
-"""``kontrakt cluster quorum``, ``transactions ...``, ``groups list --type`` and ``configs
-reset`` run as subprocesses against a crafted broker (``tests/_crafted_broker.py``).
+"""``kontrakt cluster quorum|unregister-broker``, ``transactions ...``, ``groups list
+--type``, ``configs reset``, ``topics log-dirs|move-replica`` and ``topics describe --elr``
+run as subprocesses against a crafted broker (``tests/_crafted_broker.py``).
 
-Tansu 0.6.0 answers none of DescribeQuorum, WriteTxnMarkers, DescribeProducers or
-ListTransactions, ignores ListGroups' filters and describes every config as a default
-(see the admin tests' docstrings), so these commands are checked against a peer whose
+Tansu 0.6.0 answers none of DescribeQuorum, WriteTxnMarkers, DescribeProducers,
+UnregisterBroker or AlterReplicaLogDirs, ignores ListGroups' filters and describes every
+config as a default (see the admin tests' docstrings); and only a crafted peer can show a
+non-empty ELR or a refusal on demand. So these commands are checked against a peer whose
 answers the test chooses: the text and ``--json`` output, what is sent (nothing on a dry
 run), and the exit codes for bad input (2, nothing sent) and for refused operations (2,
-with the broker's error).
+with the broker's error). The in-process Cluster runs transactions and log-dirs end to end
+in tests/cluster/test_cli_admin_ops.py.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import pytest
 from kontrakt.cli._admin import _GROUP_STATES, _GROUP_TYPES
 from kontrakt.clients.admin import ConsumerGroupState, ConsumerGroupType
 from kontrakt.protocol.messages import ListGroupsResponse
-from tests._crafted_broker import CraftedBroker
+from tests._crafted_broker import CraftedBroker, ServedOffsets
 from tests.unit.admin.test_admin_abort_transaction import Markers
+from tests.unit.admin.test_admin_describe_topic_partitions import Paging
 from tests.unit.admin.test_admin_fence_producers import Coordinator
 from tests.unit.admin.test_admin_hanging_transactions import Cluster
 from tests.unit.admin.test_admin_quorum import Quorum
@@ -39,6 +43,7 @@ CLUSTER_AUTHORIZATION_FAILED, INVALID_PRODUCER_EPOCH = 31, 47
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, POLICY_VIOLATION = 53, 44
 UNREGISTER_BROKER, BROKER_ID_NOT_REGISTERED = 64, 102
 DESCRIBE_LOG_DIRS, ALTER_REPLICA_LOG_DIRS, LOG_DIR_NOT_FOUND = 35, 34, 57
+DESCRIBE_TOPIC_PARTITIONS, LIST_OFFSETS, DESCRIBE_CONFIGS = 75, 2, 32
 
 
 @dataclass
@@ -328,3 +333,30 @@ def test_topics_move_replica_is_a_dry_run_until_execute() -> None:
     assert json.loads(as_json.stdout) == {"topic": "t", "partition": 0, "broker": 1,
                                           "log_dir": "/a", "to_dir": "/b", "executed": False}
     assert moves.sent() == [{"/b": {"t": [0]}}, {"/b": {"t": [1]}}]
+
+
+# ------------------------------------------------------------------- topics describe --elr
+def test_topics_describe_elr_from_describe_topic_partitions_or_none() -> None:
+    # Broken variants tried: --elr ignored (no "elr" key), and the ELR and last known ELR
+    # swapped.
+    offsets = ServedOffsets()
+    offsets.committed = {}
+    pages = Paging()
+    broker = CraftedBroker({DESCRIBE_TOPIC_PARTITIONS: pages, LIST_OFFSETS: offsets.list_offsets,
+                            DESCRIBE_CONFIGS: Peer().describe}, topics={"b": 2})
+    text, as_json, plain = _run(broker, ["topics", "describe", "b", "--elr"],
+                                ["topics", "describe", "b", "--elr", "--json"],
+                                ["topics", "describe", "b", "--json"])
+    assert text.returncode == 0, text.stderr
+    assert "  partition   1  leader 2  replicas [2, 9]  isr [2]  end 0  elr [9]  last known " \
+        "elr [8]" in text.stdout.splitlines()
+    [topic] = json.loads(as_json.stdout)
+    assert [(p["elr"], p["last_known_elr"]) for p in topic["partitions"]] == [([9], [8])] * 2
+    assert all("elr" not in p for p in json.loads(plain.stdout)[0]["partitions"])
+    # an older broker (Metadata only) has no ELR to show
+    old = CraftedBroker({LIST_OFFSETS: offsets.list_offsets, DESCRIBE_CONFIGS: Peer().describe},
+                        topics={"b": 1})
+    old_text, old_json = _run(old, ["topics", "describe", "b", "--elr"],
+                              ["topics", "describe", "b", "--elr", "--json"])
+    assert old_text.stdout.splitlines()[1].endswith("  elr -  last known elr -")
+    assert json.loads(old_json.stdout)[0]["partitions"][0]["elr"] is None

@@ -39,13 +39,13 @@ def configs_reset(conn: Connection, resource_type: str, name: str, keys: tuple[s
     broker default) back to their defaults: the value then comes from the next level down
     (a topic's from the brokers' settings). A dry run unless --execute is given."""
     from kontrakt.clients.admin import ConfigResource, ConfigResourceType
-    from kontrakt.clients.admin._configs import _own_source
+    from kontrakt.clients.admin._configs import own_source
 
     resource = ConfigResource(ConfigResourceType[_TYPES[resource_type]], name)
     wanted = list(dict.fromkeys(keys))
     with _admin(conn) as admin:
         described = admin.describe_configs([resource], timeout=_TIMEOUT)[resource]
-        own = _own_source(resource)
+        own = own_source(resource)
         if not wanted:
             wanted = sorted(k for k, e in described.items() if e.source is own)
         current = {k: (None if described.get(k) is None or described[k].is_sensitive

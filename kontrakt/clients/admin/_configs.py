@@ -34,7 +34,7 @@ from kontrakt.protocol.messages import (
     ListConfigResourcesRequest,
 )
 
-__all__ = ["ConfigOperations", "config_source"]
+__all__ = ["ConfigOperations", "config_source", "own_source"]
 
 
 def _check_type(t: object) -> ConfigResourceType:
@@ -289,7 +289,7 @@ class ConfigOperations:
                 if isinstance(found, BaseException):
                     results[r] = found
                 else:
-                    own = _own_source(r)
+                    own = own_source(r)
                     keys[r] = sorted(n for n, e in found.items() if e.source is own)
 
         todo = {r: ks for r in items if r not in results and (ks := keys[r])}
@@ -306,7 +306,7 @@ class ConfigOperations:
                       return_exceptions)
 
 
-def _own_source(r: ConfigResource) -> ConfigSource:
+def own_source(r: ConfigResource) -> ConfigSource:
     """The source of a config set at ``r`` itself (what a DELETE there removes)."""
     if r.restype is ConfigResourceType.BROKER:
         return (ConfigSource.DYNAMIC_BROKER_CONFIG if r.name

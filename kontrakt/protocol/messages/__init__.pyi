@@ -105,6 +105,48 @@ class _Cursor(Struct):
     ) -> None: ...
 
 
+class _AcknowledgementBatch(Struct):
+    first_offset: int
+    last_offset: int
+    acknowledge_types: list[int]
+    def __init__(
+        self,
+        *,
+        first_offset: int = ...,
+        last_offset: int = ...,
+        acknowledge_types: list[int] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class _LeaderIdAndEpoch(Struct):
+    leader_id: int
+    leader_epoch: int
+    def __init__(
+        self,
+        *,
+        leader_id: int = ...,
+        leader_epoch: int = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class _NodeEndpoint(Struct):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    def __init__(
+        self,
+        *,
+        node_id: int = ...,
+        host: str = ...,
+        port: int = ...,
+        rack: str | None = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class AddOffsetsToTxnRequest(Request):
     transactional_id: str
     producer_id: int
@@ -3743,6 +3785,358 @@ class SaslHandshakeResponse(Response):
     ) -> None: ...
 
 
+class ShareAcknowledgeRequest(Request):
+    class AcknowledgeTopic(Struct):
+        class AcknowledgePartition(Struct):
+            AcknowledgementBatch = _AcknowledgementBatch
+            partition_index: int
+            acknowledgement_batches: list[_AcknowledgementBatch]
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                acknowledgement_batches: list[_AcknowledgementBatch] = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        topic_id: uuid.UUID
+        partitions: list[ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    topics: list[ShareAcknowledgeRequest.AcknowledgeTopic]
+    def __init__(
+        self,
+        *,
+        group_id: str | None = ...,
+        member_id: str | None = ...,
+        share_session_epoch: int = ...,
+        topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ShareAcknowledgeResponse(Response):
+    class ShareAcknowledgeTopicResponse(Struct):
+        class PartitionData(Struct):
+            LeaderIdAndEpoch = _LeaderIdAndEpoch
+            partition_index: int
+            error_code: int
+            error_message: str | None
+            current_leader: _LeaderIdAndEpoch
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                current_leader: _LeaderIdAndEpoch = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        topic_id: uuid.UUID
+        partitions: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    NodeEndpoint = _NodeEndpoint
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
+    node_endpoints: list[_NodeEndpoint]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ...,
+        node_endpoints: list[_NodeEndpoint] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ShareFetchRequest(Request):
+    class FetchTopic(Struct):
+        class FetchPartition(Struct):
+            AcknowledgementBatch = _AcknowledgementBatch
+            partition_index: int
+            acknowledgement_batches: list[_AcknowledgementBatch]
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                acknowledgement_batches: list[_AcknowledgementBatch] = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        topic_id: uuid.UUID
+        partitions: list[ShareFetchRequest.FetchTopic.FetchPartition]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[ShareFetchRequest.FetchTopic.FetchPartition] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    class ForgottenTopic(Struct):
+        topic_id: uuid.UUID
+        partitions: list[int]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[int] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    max_records: int
+    batch_size: int
+    topics: list[ShareFetchRequest.FetchTopic]
+    forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
+    def __init__(
+        self,
+        *,
+        group_id: str | None = ...,
+        member_id: str | None = ...,
+        share_session_epoch: int = ...,
+        max_wait_ms: int = ...,
+        min_bytes: int = ...,
+        max_bytes: int = ...,
+        max_records: int = ...,
+        batch_size: int = ...,
+        topics: list[ShareFetchRequest.FetchTopic] = ...,
+        forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ShareFetchResponse(Response):
+    class ShareFetchableTopicResponse(Struct):
+        class PartitionData(Struct):
+            LeaderIdAndEpoch = _LeaderIdAndEpoch
+            class AcquiredRecords(Struct):
+                first_offset: int
+                last_offset: int
+                delivery_count: int
+                def __init__(
+                    self,
+                    *,
+                    first_offset: int = ...,
+                    last_offset: int = ...,
+                    delivery_count: int = ...,
+                    unknown_tags: dict[int, bytes] | None = None,
+                ) -> None: ...
+            partition_index: int
+            error_code: int
+            error_message: str | None
+            acknowledge_error_code: int
+            acknowledge_error_message: str | None
+            current_leader: _LeaderIdAndEpoch
+            records: bytes | None
+            acquired_records: list[ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords]
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                acknowledge_error_code: int = ...,
+                acknowledge_error_message: str | None = ...,
+                current_leader: _LeaderIdAndEpoch = ...,
+                records: bytes | None = ...,
+                acquired_records: list[ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords] = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        topic_id: uuid.UUID
+        partitions: list[ShareFetchResponse.ShareFetchableTopicResponse.PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ...,
+            partitions: list[ShareFetchResponse.ShareFetchableTopicResponse.PartitionData] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    NodeEndpoint = _NodeEndpoint
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    acquisition_lock_timeout_ms: int
+    responses: list[ShareFetchResponse.ShareFetchableTopicResponse]
+    node_endpoints: list[_NodeEndpoint]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        acquisition_lock_timeout_ms: int = ...,
+        responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = ...,
+        node_endpoints: list[_NodeEndpoint] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ShareGroupDescribeRequest(Request):
+    group_ids: list[str]
+    include_authorized_operations: bool
+    def __init__(
+        self,
+        *,
+        group_ids: list[str] = ...,
+        include_authorized_operations: bool = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ShareGroupDescribeResponse(Response):
+    class DescribedGroup(Struct):
+        class Member(Struct):
+            class ShareGroupDescribeAssignment(Struct):
+                class ShareGroupDescribeTopicPartitions(Struct):
+                    topic_id: uuid.UUID
+                    topic_name: str
+                    partitions: list[int]
+                    def __init__(
+                        self,
+                        *,
+                        topic_id: uuid.UUID = ...,
+                        topic_name: str = ...,
+                        partitions: list[int] = ...,
+                        unknown_tags: dict[int, bytes] | None = None,
+                    ) -> None: ...
+                topic_partitions: list[ShareGroupDescribeResponse.DescribedGroup.Member.ShareGroupDescribeAssignment.ShareGroupDescribeTopicPartitions]
+                def __init__(
+                    self,
+                    *,
+                    topic_partitions: list[ShareGroupDescribeResponse.DescribedGroup.Member.ShareGroupDescribeAssignment.ShareGroupDescribeTopicPartitions] = ...,
+                    unknown_tags: dict[int, bytes] | None = None,
+                ) -> None: ...
+            member_id: str
+            rack_id: str | None
+            member_epoch: int
+            client_id: str
+            client_host: str
+            subscribed_topic_names: list[str]
+            assignment: ShareGroupDescribeResponse.DescribedGroup.Member.ShareGroupDescribeAssignment
+            def __init__(
+                self,
+                *,
+                member_id: str = ...,
+                rack_id: str | None = ...,
+                member_epoch: int = ...,
+                client_id: str = ...,
+                client_host: str = ...,
+                subscribed_topic_names: list[str] = ...,
+                assignment: ShareGroupDescribeResponse.DescribedGroup.Member.ShareGroupDescribeAssignment = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: list[ShareGroupDescribeResponse.DescribedGroup.Member]
+        authorized_operations: int
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            group_id: str = ...,
+            group_state: str = ...,
+            group_epoch: int = ...,
+            assignment_epoch: int = ...,
+            assignor_name: str = ...,
+            members: list[ShareGroupDescribeResponse.DescribedGroup.Member] = ...,
+            authorized_operations: int = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    throttle_time_ms: int
+    groups: list[ShareGroupDescribeResponse.DescribedGroup]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        groups: list[ShareGroupDescribeResponse.DescribedGroup] = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ShareGroupHeartbeatRequest(Request):
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: list[str] | None
+    def __init__(
+        self,
+        *,
+        group_id: str = ...,
+        member_id: str = ...,
+        member_epoch: int = ...,
+        rack_id: str | None = ...,
+        subscribed_topic_names: list[str] | None = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
+class ShareGroupHeartbeatResponse(Response):
+    class Assignment(Struct):
+        class TopicPartitions(Struct):
+            topic_id: uuid.UUID
+            partitions: list[int]
+            def __init__(
+                self,
+                *,
+                topic_id: uuid.UUID = ...,
+                partitions: list[int] = ...,
+                unknown_tags: dict[int, bytes] | None = None,
+            ) -> None: ...
+        topic_partitions: list[ShareGroupHeartbeatResponse.Assignment.TopicPartitions]
+        def __init__(
+            self,
+            *,
+            topic_partitions: list[ShareGroupHeartbeatResponse.Assignment.TopicPartitions] = ...,
+            unknown_tags: dict[int, bytes] | None = None,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ShareGroupHeartbeatResponse.Assignment | None
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        member_id: str | None = ...,
+        member_epoch: int = ...,
+        heartbeat_interval_ms: int = ...,
+        assignment: ShareGroupHeartbeatResponse.Assignment | None = ...,
+        unknown_tags: dict[int, bytes] | None = None,
+    ) -> None: ...
+
+
 class SyncGroupRequest(Request):
     class SyncGroupRequestAssignment(Struct):
         member_id: str
@@ -4148,6 +4542,14 @@ __all__ = [
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
+    "ShareAcknowledgeRequest",
+    "ShareAcknowledgeResponse",
+    "ShareFetchRequest",
+    "ShareFetchResponse",
+    "ShareGroupDescribeRequest",
+    "ShareGroupDescribeResponse",
+    "ShareGroupHeartbeatRequest",
+    "ShareGroupHeartbeatResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
     "TxnOffsetCommitRequest",

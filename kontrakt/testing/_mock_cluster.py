@@ -61,6 +61,11 @@ _OPTIONAL: dict[str, tuple[Any, list[Any]]] = {
     "rd_kafka_mock_group_initial_rebalance_delay_ms": (None, [_c_void_p, _c_int32]),
     "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": (None, [_c_void_p, _c_int]),
     "rd_kafka_mock_set_group_consumer_session_timeout_ms": (None, [_c_void_p, _c_int]),
+    "rd_kafka_mock_sharegroup_set_auto_offset_reset": (None, [_c_void_p, _c_int]),
+    "rd_kafka_mock_sharegroup_set_heartbeat_interval": (None, [_c_void_p, _c_int]),
+    "rd_kafka_mock_sharegroup_set_session_timeout": (None, [_c_void_p, _c_int]),
+    "rd_kafka_mock_sharegroup_set_record_lock_duration": (None, [_c_void_p, _c_int]),
+    "rd_kafka_mock_sharegroup_set_max_delivery_attempts": (None, [_c_void_p, _c_int]),
     "rd_kafka_mock_broker_set_rack": (_c_int, [_c_void_p, _c_int32, _c_char_p]),
     "rd_kafka_mock_partition_set_follower_wmarks":
         (_c_int, [_c_void_p, _c_char_p, _c_int32, _c_int64, _c_int64]),
@@ -421,6 +426,37 @@ class MockCluster:
         default is 45000 ms)."""
         self._call("set_group_consumer_session_timeout_ms",
                    _int(timeout_ms, "timeout_ms", 1, _INT32[1]))
+
+    def sharegroup_auto_offset_reset(self, earliest: bool) -> None:
+        """Where share groups (KIP-932) that have not read a partition yet start: its
+        earliest offset, or (the mock's default) its end, so that only records produced
+        after the group's first fetch are delivered."""
+        self._call("sharegroup_set_auto_offset_reset", 1 if earliest else 0)
+
+    def sharegroup_heartbeat_interval_ms(self, interval_ms: int) -> None:
+        """Set the heartbeat interval the cluster gives share group members (the mock's
+        default is 5000 ms)."""
+        self._call("sharegroup_set_heartbeat_interval",
+                   _int(interval_ms, "interval_ms", 1, _INT32[1]))
+
+    def sharegroup_session_timeout_ms(self, timeout_ms: int) -> None:
+        """Set the session timeout of share group members: one that sends no heartbeat for
+        this long is dropped and its partitions go to the others (the mock's default is
+        45000 ms, checked once a second)."""
+        self._call("sharegroup_set_session_timeout",
+                   _int(timeout_ms, "timeout_ms", 1, _INT32[1]))
+
+    def sharegroup_record_lock_duration_ms(self, duration_ms: int) -> None:
+        """Set how long a record a share group member acquired stays locked to it before
+        the group may deliver it again."""
+        self._call("sharegroup_set_record_lock_duration",
+                   _int(duration_ms, "duration_ms", 0, _INT32[1]))
+
+    def sharegroup_max_delivery_attempts(self, attempts: int) -> None:
+        """Set how many times a share group delivers a record before archiving it (the
+        mock's default is 5)."""
+        self._call("sharegroup_set_max_delivery_attempts",
+                   _int(attempts, "attempts", 1, _INT32[1]))
 
     # -- error injection ---------------------------------------------------------------------
 

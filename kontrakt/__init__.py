@@ -37,10 +37,12 @@ _CLIENTS = frozenset({
     "AdminClient", "AsyncAdminClient", "AsyncConsumer", "AsyncDeserializingConsumer",
     "AsyncKafkaClient", "AsyncProducer", "AsyncSerializingProducer", "Consumer",
     "DeserializingConsumer", "KafkaClient", "Producer", "SerializingProducer",
+    "AcknowledgeType", "AsyncShareConsumer", "ShareConsumer",
 })
 
 if _typing.TYPE_CHECKING:
     from kontrakt.clients import (
+        AcknowledgeType,
         AdminClient,
         AsyncAdminClient,
         AsyncConsumer,
@@ -48,11 +50,13 @@ if _typing.TYPE_CHECKING:
         AsyncKafkaClient,
         AsyncProducer,
         AsyncSerializingProducer,
+        AsyncShareConsumer,
         Consumer,
         DeserializingConsumer,
         KafkaClient,
         Producer,
         SerializingProducer,
+        ShareConsumer,
     )
 
 
@@ -71,6 +75,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | _CLIENTS)
 
 __all__ = [
+    "AcknowledgeType",
     "AdminClient",
     "AsyncAdminClient",
     "AsyncConsumer",
@@ -78,6 +83,7 @@ __all__ = [
     "AsyncKafkaClient",
     "AsyncProducer",
     "AsyncSerializingProducer",
+    "AsyncShareConsumer",
     "ConfigError",
     "Consumer",
     "ConsumerRecord",
@@ -94,6 +100,7 @@ __all__ = [
     "SchemaRegistryError",
     "SerializationError",
     "SerializingProducer",
+    "ShareConsumer",
     "TimestampType",
     "TopicPartition",
     "__version__",

@@ -5,6 +5,8 @@
   :class:`AsyncAdminClient` / :class:`AdminClient`.
 - :class:`SerializingProducer` / :class:`DeserializingConsumer` and their ``Async`` forms,
   which run keys and values through :mod:`kontrakt.serde` serializers.
+- :class:`AsyncShareConsumer` / :class:`ShareConsumer`: share groups (KIP-932), with
+  :class:`AcknowledgeType`.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from kontrakt.clients.serializing import (
     DeserializingConsumer,
     SerializingProducer,
 )
+from kontrakt.clients.share import AcknowledgeType, AsyncShareConsumer, ShareConsumer
 
 __all__ = [
+    "AcknowledgeType",
     "AdminClient",
     "AsyncAdminClient",
     "AsyncConsumer",
@@ -29,6 +33,7 @@ __all__ = [
     "AsyncKafkaClient",
     "AsyncProducer",
     "AsyncSerializingProducer",
+    "AsyncShareConsumer",
     "BrokerInfo",
     "ClusterMetadata",
     "Consumer",
@@ -37,5 +42,6 @@ __all__ = [
     "PartitionInfo",
     "Producer",
     "SerializingProducer",
+    "ShareConsumer",
     "TopicInfo",
 ]

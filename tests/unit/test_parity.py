@@ -67,6 +67,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     # as properties.
     ("Consumer", "config"): "AsyncConsumer.config is an instance attribute",
     ("DeserializingConsumer", "config"): "as Consumer's",
+    ("ShareConsumer", "config"): "AsyncShareConsumer.config is an instance attribute",
     ("KafkaClient", "cluster"): "AsyncKafkaClient.cluster is an instance attribute",
 }
 

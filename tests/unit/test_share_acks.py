@@ -1,0 +1,54 @@
+"""The share consumer's acknowledgement bookkeeping (sans I/O): acquired ranges, gaps, and
+the acknowledgement batches sent to the broker."""
+
+from __future__ import annotations
+
+from kontrakt._types import ConsumerRecord, TimestampType
+from kontrakt.clients.share._acks import (
+    GAP,
+    AckBatch,
+    AcknowledgeType,
+    PartitionAcks,
+    acknowledgement_batches,
+)
+
+ACCEPT, RELEASE, REJECT = (int(t) for t in AcknowledgeType)
+
+
+def _rec(offset: int) -> ConsumerRecord[bytes | None, bytes | None]:
+    return ConsumerRecord("t", 0, offset, 0, TimestampType.CREATE_TIME, None, b"v")
+
+
+def test_wire_values_are_kip_932s() -> None:
+    assert (GAP, ACCEPT, RELEASE, REJECT) == (0, 1, 2, 3)
+
+
+def test_batches_split_at_holes_and_collapse_uniform_runs() -> None:
+    acks = {5: ACCEPT, 6: ACCEPT, 7: ACCEPT, 9: RELEASE, 10: REJECT, 11: GAP}
+    assert acknowledgement_batches(acks) == [
+        AckBatch(5, 7, (ACCEPT,)),
+        AckBatch(9, 11, (RELEASE, REJECT, GAP)),
+    ]
+    assert acknowledgement_batches({}) == []
+
+
+def test_only_records_inside_acquired_ranges_are_kept_and_holes_become_gaps() -> None:
+    book = PartitionAcks()
+    # The broker returns whole batches (offsets 0..9) but acquired only 2..4 and 7..8 for
+    # this member; offset 8 holds no record (a control record, say).
+    book.acquire([_rec(o) for o in range(10) if o != 8], [(2, 4, 1), (7, 8, 3)])
+    assert [(r.offset, n) for r, n in book.buffered] == [(2, 1), (3, 1), (4, 1), (7, 3)]
+    assert book.pending == {8: GAP}
+    out = book.hand_out(3)
+    assert [r.offset for r in out] == [2, 3, 4]
+    assert book.delivered == {2: 1, 3: 1, 4: 1}
+    assert book.acknowledge(3, RELEASE)
+    assert not book.acknowledge(3, ACCEPT)  # settled already
+    assert not book.acknowledge(7, ACCEPT)  # not handed out yet
+    book.settle_all(ACCEPT)
+    assert book.pending == {8: GAP, 3: RELEASE, 2: ACCEPT, 4: ACCEPT}
+    book.settle_all(RELEASE, buffered=True)
+    assert book.pending[7] == RELEASE and not book.buffered
+    assert book.take_pending() == [AckBatch(2, 4, (ACCEPT, RELEASE, ACCEPT)),
+                                   AckBatch(7, 8, (RELEASE, GAP))]
+    assert book.pending == {}

@@ -221,3 +221,25 @@ def test_confluent_share_consumer_and_ours_share_one_group(
     assert sorted(counts) == list(range(200))
     assert set(counts.values()) == {1}
     assert got_theirs and got_ours
+
+
+def test_unsubscribe_hands_the_held_records_back(
+        mock_cluster_factory: Callable[..., MockCluster]) -> None:
+    # Broken variant tried: unsubscribe() only forgetting the topics (no leave: the records
+    # stay locked for the 30 s session).
+    cluster = _cluster(mock_cluster_factory, 1, 5, lock_ms=30_000, session_ms=30_000)
+    cfg = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g",
+           "share.acknowledgement.mode": "explicit"}
+    with ShareConsumer(cfg) as first, ShareConsumer(cfg) as second:
+        first.subscribe([TOPIC])
+        assert len(first.poll(5)) == 5
+        first.unsubscribe()
+        second.subscribe([TOPIC])
+        got: list[tuple[int, int | None]] = []
+        deadline = time.monotonic() + 5
+        while len(got) < 5 and time.monotonic() < deadline:
+            for r in second.poll(0.5):
+                got.append((r.offset, second.delivery_count(r)))
+                second.acknowledge(r)
+        assert got == [(o, 2) for o in range(5)]
+        assert first.subscription() == []

@@ -202,10 +202,37 @@ class AsyncShareConsumer:
         self._membership.subscribe(names)
 
     def unsubscribe(self) -> None:
-        """Leave the share group (in the background); records held are released by the
-        broker when its lock on them times out."""
+        """Leave the share group, in the background: first the records held are settled
+        as by :meth:`close` (accepted in implicit mode, released otherwise) and the
+        acknowledgements sent, then the member leaves.
+
+        Raises:
+            IllegalStateError: closed, or not called on the consumer's event loop.
+        """
         self._check()
-        self._membership.subscribe([])
+        self._settle_delivered(AcknowledgeType.RELEASE if self._explicit
+                               else AcknowledgeType.ACCEPT)
+        self._settle_delivered(AcknowledgeType.RELEASE, buffered=True)
+        self._background(self._leave_after_acknowledging())
+
+    async def _leave_after_acknowledging(self) -> None:
+        try:
+            if self._started:
+                await self._acknowledge_all()
+        finally:
+            self._membership.subscribe([])
+
+    def _background(self, coro: Any) -> None:
+        """Run ``coro`` as a task close() waits for; its error is raised by the next call."""
+        task = asyncio.get_running_loop().create_task(self._supervised(coro))
+        self._commits.add(task)
+        task.add_done_callback(self._commits.discard)
+
+    async def _supervised(self, coro: Any) -> None:
+        try:
+            await coro
+        except Exception as exc:
+            self._commit_error = exc
 
     def subscription(self) -> list[str]:
         """The subscribed topic names, sorted."""
@@ -349,6 +376,12 @@ class AsyncShareConsumer:
                 self._restore(taken)
                 session.reset()
                 return
+            except asyncio.CancelledError:
+                # Whether the broker saw it is unknown: send the acknowledgements again
+                # (at worst answered INVALID_RECORD_STATE) in a new session.
+                self._restore(taken)
+                session.reset()
+                raise
             if resp.error_code:
                 self._restore(taken)
                 if resp.error_code in _SESSION_LOST:
@@ -374,6 +407,9 @@ class AsyncShareConsumer:
 
     def _take_response(self, resp: Any, sent: Mapping[TopicPartition, Any]) -> None:
         names = {tid: name for name, tid in self._topic_ids().items()}
+        # A partition's fatal error is raised after every other partition's records are
+        # taken: records acquired for this member must not be dropped with it.
+        fatal: KafkaError | None = None
         for topic in resp.responses:
             name = names.get(topic.topic_id)
             if name is None:
@@ -388,8 +424,8 @@ class AsyncShareConsumer:
                     log.debug("share fetch %s: %s", tp, err.__name__)
                     if err.invalid_metadata or err.retriable:
                         self._client.request_metadata_refresh()
-                        continue
-                    raise err(f"ShareFetch {tp}: {part.error_message or ''}")
+                    elif fatal is None:
+                        fatal = err(f"ShareFetch {tp}: {part.error_message or ''}")
                 if not part.acquired_records:
                     continue
                 ranges = [(a.first_offset, a.last_offset, a.delivery_count)
@@ -398,6 +434,8 @@ class AsyncShareConsumer:
                     name, part.partition_index, part.records, min(r[0] for r in ranges),
                     read_committed=False, aborted=None, check_crcs=self._check_crcs)
                 self._book.setdefault(tp, PartitionAcks()).acquire(records, ranges)
+        if fatal is not None:
+            raise fatal
 
     def _record_ack_result(self, tp: TopicPartition, code: int, message: str | None) -> None:
         if code:
@@ -478,16 +516,11 @@ class AsyncShareConsumer:
         self._check()
         if not self._explicit:
             self._settle_delivered(AcknowledgeType.ACCEPT)
-        task = asyncio.get_running_loop().create_task(self._commit_in_background())
-        self._commits.add(task)
-        task.add_done_callback(self._commits.discard)
+        self._background(self._commit_in_background())
 
     async def _commit_in_background(self) -> None:
-        try:
-            await self.start()
-            await self._acknowledge_all()
-        except Exception as exc:
-            self._commit_error = exc
+        await self.start()
+        await self._acknowledge_all()
 
     async def _acknowledge_all(self, *, closing: bool = False,
                                exclude: frozenset[TopicPartition] = frozenset()) -> None:
@@ -516,6 +549,10 @@ class AsyncShareConsumer:
                 for tp in tps:
                     self._book[tp].pending.clear()
                 return
+            # A fetch may have carried some of them meanwhile.
+            tps = [tp for tp in tps if self._book[tp].pending]
+            if not tps and not closing:
+                return
             ids = self._topic_ids()
             taken: dict[TopicPartition, dict[int, int]] = {}
             topics: dict[str, list[Any]] = {}
@@ -534,7 +571,7 @@ class AsyncShareConsumer:
                 topics=[_AckTopic(topic_id=ids[t], partitions=ps) for t, ps in topics.items()])
             try:
                 resp = await self._client.request(req, node=node)
-            except (KafkaConnectionError, KafkaTimeoutError):
+            except (KafkaConnectionError, KafkaTimeoutError, asyncio.CancelledError):
                 self._restore(taken)
                 session.reset()
                 raise

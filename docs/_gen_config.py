@@ -58,8 +58,9 @@ def option_tables() -> list[OptionTable]:
     shared = {r["name"] for r in client}
     security = [r for r in client if r["name"].startswith(_SECURITY)]
     tables = [
-        OptionTable("Every Kafka client", "Taken by `Producer`, `Consumer`, `AdminClient`, "
-                    "`KafkaClient`, their `Async` forms and the serializing clients.",
+        OptionTable("Every Kafka client", "Taken by `Producer`, `Consumer`, `ShareConsumer`, "
+                    "`AdminClient`, `KafkaClient`, their `Async` forms and the serializing "
+                    "clients.",
                     _rows(r for r in client if r not in security)),
         OptionTable("Security (every Kafka client)", "TLS and SASL; see "
                     "[Security](../security.md). Secret values never appear in `repr`, "
@@ -68,6 +69,9 @@ def option_tables() -> list[OptionTable]:
                     "besides the options above.", _rows(found.pop("producer"), shared)),
         OptionTable("Consumer", "`Consumer`, `AsyncConsumer` and the deserializing "
                     "consumers, besides the options above.", _rows(found.pop("consumer"), shared)),
+        OptionTable("Share consumer", "`ShareConsumer` and `AsyncShareConsumer` (share "
+                    "groups, KIP-932), besides the options of every Kafka client.",
+                    _rows(found.pop("share consumer"), shared)),
         OptionTable("Admin client", "`AdminClient` and `AsyncAdminClient`, besides the "
                     "options of every Kafka client.", _rows(found.pop("admin"), shared)),
         OptionTable("Schema Registry client", "`SchemaRegistryClient` and its async form "

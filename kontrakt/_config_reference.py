@@ -56,7 +56,8 @@ def option_tables() -> dict[str, list[dict[str, Any]]]:
     Returns:
         ``{component: [row, ...]}`` with components ``"client"`` (what every Kafka client
         shares: connection, bootstrap, security), ``"producer"``, ``"consumer"``,
-        ``"admin"`` (each including the ``client`` rows), ``"schema registry client"``,
+        ``"admin"``, ``"share consumer"`` (each including the ``client`` rows),
+        ``"schema registry client"``,
         ``"serializer"`` and ``"deserializer"`` (every registry-bound serde), then
         ``"<format> serializer"`` / ``"<format> deserializer"`` for the formats' own
         options (``avro``, ``json``, ``protobuf``; only those whose extra is installed),
@@ -83,6 +84,7 @@ def option_tables() -> dict[str, list[dict[str, Any]]]:
     from kontrakt.clients.client import CLIENT_OPTIONS
     from kontrakt.clients.consumer._config import CONSUMER_OPTIONS
     from kontrakt.clients.producer._config import PRODUCER_OPTIONS
+    from kontrakt.clients.share._config import SHARE_CONSUMER_OPTIONS
     from kontrakt.registry._config import REGISTRY_TABLE
     from kontrakt.serde._conf import DESERIALIZER_TABLE, SERIALIZER_TABLE, format_tables
     from kontrakt.spark._options import SPARK_TABLE
@@ -92,6 +94,7 @@ def option_tables() -> dict[str, list[dict[str, Any]]]:
         "producer": _rows(PRODUCER_OPTIONS),
         "consumer": _rows(CONSUMER_OPTIONS),
         "admin": _rows(ADMIN_OPTIONS),
+        "share consumer": _rows(SHARE_CONSUMER_OPTIONS),
     }
     for table in (REGISTRY_TABLE, SERIALIZER_TABLE, DESERIALIZER_TABLE, *format_tables(),
                   SPARK_TABLE):

@@ -12,9 +12,11 @@ same librdkafka) is the oracle for what members of one share group see.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -243,3 +245,13 @@ def test_unsubscribe_hands_the_held_records_back(
                 second.acknowledge(r)
         assert got == [(o, 2) for o in range(5)]
         assert first.subscription() == []
+
+
+def test_the_share_groups_page_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    # The docs' example runs as written (on its own mock cluster) and commits cleanly.
+    page = Path(__file__).resolve().parents[2] / "docs" / "share-groups.md"
+    [block] = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    exec(compile(block, str(page), "exec"), {"__name__": "share_groups_example"})
+    printed = capsys.readouterr().out
+    assert printed.startswith("{TopicPartition(topic='jobs', partition=")
+    assert "Error" not in printed and printed.count(": None") >= 1

@@ -111,8 +111,8 @@ def test_option_tables_list_every_component_in_a_stable_shape() -> None:
     from kontrakt._config import option_tables  # the reference page's entry point
 
     tables = option_tables()
-    for component in ("client", "producer", "consumer", "admin", "schema registry client",
-                      "serializer", "deserializer", "spark"):
+    for component in ("client", "producer", "consumer", "admin", "share consumer",
+                      "schema registry client", "serializer", "deserializer", "spark"):
         assert tables[component], component
     json.dumps(tables)  # plain data, for the reference page generator
     for component, rows in tables.items():
@@ -122,7 +122,7 @@ def test_option_tables_list_every_component_in_a_stable_shape() -> None:
             if row["secret"]:
                 assert row["default"] is None
     client = {r["name"] for r in tables["client"]}
-    for kafka_client in ("producer", "consumer", "admin"):
+    for kafka_client in ("producer", "consumer", "admin", "share consumer"):
         assert client <= {r["name"] for r in tables[kafka_client]}
     by_name = {r["name"]: r for r in tables["producer"]}
     assert "queue.buffering.max.ms" in by_name["linger.ms"]["aliases"]

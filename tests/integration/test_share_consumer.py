@@ -23,7 +23,8 @@ import pytest
 from kontrakt import Producer
 from kontrakt.clients._wait import cancel_and_wait
 from kontrakt.clients.share import AcknowledgeType, AsyncShareConsumer, ShareConsumer
-from kontrakt.testing import MockCluster
+from kontrakt.errors import UnsupportedVersionError
+from kontrakt.testing import MockCluster, TansuBroker
 
 pytestmark = pytest.mark.integration
 
@@ -255,3 +256,20 @@ def test_the_share_groups_page_example_runs(capsys: pytest.CaptureFixture[str]) 
     printed = capsys.readouterr().out
     assert printed.startswith("{TopicPartition(topic='jobs', partition=")
     assert "Error" not in printed and printed.count(": None") >= 1
+
+
+def test_a_broker_without_share_groups_fails_the_next_call(tansu_broker: TansuBroker,
+                                                           topic_name: str) -> None:
+    # Tansu 0.6.0 offers no ShareGroupHeartbeat: the background heartbeat's error is raised
+    # by poll(), at once, not after the poll's timeout.
+    # Broken variant tried: UnsupportedVersionError treated as retriable (poll() returns
+    # empty lists until its timeout).
+    tansu_broker.create_topic(topic_name, 1)
+    with ShareConsumer(bootstrap_servers=tansu_broker.bootstrap_servers,
+                       group_id=f"g-{topic_name}") as consumer:
+        consumer.subscribe([topic_name])
+        started = time.monotonic()
+        with pytest.raises(UnsupportedVersionError, match="ShareGroupHeartbeat"):
+            consumer.poll(10)
+        assert time.monotonic() - started < 5
+        assert consumer.assignment() == set()

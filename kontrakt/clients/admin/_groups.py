@@ -26,6 +26,8 @@ from kontrakt.clients.admin._types import (
     MemberAssignment,
     MemberDescription,
     Node,
+    ShareGroupDescription,
+    ShareMemberDescription,
 )
 from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.group._protocol import decode_assignment, decode_subscription
@@ -44,6 +46,7 @@ from kontrakt.protocol.messages import (
     DescribeGroupsRequest,
     LeaveGroupRequest,
     ListGroupsRequest,
+    ShareGroupDescribeRequest,
 )
 from kontrakt.protocol.spec import Request
 
@@ -245,6 +248,49 @@ class GroupOperations:
         results = await self._router.per_coordinator(ids, "group", deadline, send)
         return finish(results, "describe_consumer_groups", return_exceptions)
 
+    async def describe_share_groups(self, group_ids: Iterable[str], *,
+                                    include_authorized_operations: bool = False,
+                                    timeout: float | None = None,
+                                    return_exceptions: bool = False
+                                    ) -> dict[str, ShareGroupDescription]:
+        """Describe share groups (KIP-932) with ShareGroupDescribe, each asked of its
+        coordinator, as Java's ``Admin.describeShareGroups``.
+
+        Returns:
+            group id -> :class:`ShareGroupDescription`.
+
+        Raises:
+            InvalidArgumentError: an empty group id.
+            PartialFailureError: some groups failed (``GroupIdNotFoundError`` for a group
+                that does not exist or is not a share group).
+            UnsupportedVersionError: (in the results) a coordinator without
+                ShareGroupDescribe (before Kafka 4.1, or share groups not enabled).
+        """
+        ids = v.unique((v.check_group_id(g) for g in group_ids), "group")
+        deadline = self._router.deadline(timeout)
+        await self._client.start()
+
+        async def send(node: int, batch: list[str]) -> dict[str, Any]:
+            broker = self._client.broker(node)
+            coordinator = None if broker is None else Node(node, broker.host, broker.port,
+                                                           broker.rack)
+            resp = await self._router.exchange(node, ShareGroupDescribeRequest, lambda ver: (
+                ShareGroupDescribeRequest(
+                    group_ids=batch,
+                    include_authorized_operations=include_authorized_operations)), deadline)
+            out: dict[str, Any] = {}
+            for g in resp.groups:
+                if g.error_code:
+                    out[g.group_id] = error_for(g.error_code, g.error_message,
+                                                f"share group {g.group_id!r}")
+                else:
+                    out[g.group_id] = _describe_share_group(g, coordinator,
+                                                            include_authorized_operations)
+            return out
+
+        results = await self._router.per_coordinator(ids, "group", deadline, send)
+        return finish(results, "describe_share_groups", return_exceptions)
+
     async def delete_consumer_groups(self, group_ids: Iterable[str], *,
                                      timeout: float | None = None,
                                      return_exceptions: bool = False) -> dict[str, None]:
@@ -417,6 +463,17 @@ def _describe_consumer_group(g: Any, coordinator: Node | None,
         g.group_id, False, members, g.assignor_name, ConsumerGroupState.parse(g.group_state),
         coordinator, "consumer", ops, ConsumerGroupType.CONSUMER, g.group_epoch,
         g.assignment_epoch)
+
+
+def _describe_share_group(g: Any, coordinator: Node | None,
+                          with_ops: bool) -> ShareGroupDescription:
+    members = tuple(ShareMemberDescription(
+        m.member_id, m.client_id, m.client_host, m.rack_id, tuple(m.subscribed_topic_names),
+        MemberAssignment(_partitions(m.assignment)), m.member_epoch) for m in g.members)
+    ops = authorized_operations(g.authorized_operations) if with_ops else None
+    return ShareGroupDescription(
+        g.group_id, members, g.assignor_name, ConsumerGroupState.parse(g.group_state),
+        coordinator, g.group_epoch, g.assignment_epoch, ops)
 
 
 _ = PartialFailureError

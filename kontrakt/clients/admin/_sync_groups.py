@@ -27,6 +27,7 @@ from kontrakt.clients.admin._types import (
     ListOffsetsResultInfo,
     OffsetSpec,
     ProducerState,
+    ShareGroupDescription,
     TransactionDescription,
     TransactionListing,
 )
@@ -144,6 +145,24 @@ class SyncGroupOperations(SyncAdminBase):
         """Blocking form of :meth:`AsyncAdminClient.describe_consumer_groups``."""
         return self._run(
             self._async.describe_consumer_groups(
+                group_ids,
+                include_authorized_operations=include_authorized_operations,
+                timeout=timeout,
+                return_exceptions=return_exceptions,
+            )
+        )
+
+    def describe_share_groups(
+        self,
+        group_ids: Iterable[str],
+        *,
+        include_authorized_operations: bool = False,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> dict[str, ShareGroupDescription]:
+        """Blocking form of :meth:`AsyncAdminClient.describe_share_groups``."""
+        return self._run(
+            self._async.describe_share_groups(
                 group_ids,
                 include_authorized_operations=include_authorized_operations,
                 timeout=timeout,

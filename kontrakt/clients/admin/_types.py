@@ -51,6 +51,8 @@ __all__ = [
     "ReplicaInfo",
     "ResourcePatternType",
     "ResourceType",
+    "ShareGroupDescription",
+    "ShareMemberDescription",
     "TopicDescription",
     "TopicPartition",
     "TransactionDescription",
@@ -556,6 +558,50 @@ class ConsumerGroupDescription:
     type: ConsumerGroupType = ConsumerGroupType.CLASSIC
     group_epoch: int | None = None
     target_assignment_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberDescription:
+    """A member of a described share group (KIP-932).
+
+    Attributes:
+        host: the member's address as the coordinator saw it.
+        rack_id: the member's ``client.rack``, or None.
+        subscription: the topics the member subscribed to.
+        assignment: the partitions the coordinator assigned the member.
+        member_epoch: the member's epoch.
+    """
+
+    member_id: str
+    client_id: str
+    host: str
+    rack_id: str | None
+    subscription: tuple[str, ...]
+    assignment: MemberAssignment
+    member_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupDescription:
+    """A described share group (KIP-932), as Java's ``ShareGroupDescription``.
+
+    Attributes:
+        state: the group's state (``EMPTY``, ``STABLE``, ``DEAD``; UNKNOWN otherwise).
+        partition_assignor: the coordinator's share assignor, e.g. ``simple``.
+        coordinator: the broker that coordinates the group.
+        group_epoch, target_assignment_epoch: the group's epoch and the epoch of its
+            target assignment.
+        authorized_operations: what this client may do on the group, when asked for.
+    """
+
+    group_id: str
+    members: tuple[ShareMemberDescription, ...]
+    partition_assignor: str
+    state: ConsumerGroupState
+    coordinator: Node | None
+    group_epoch: int
+    target_assignment_epoch: int
+    authorized_operations: frozenset[AclOperation] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,8 @@ import pytest
 from kontrakt import Producer
 from kontrakt.clients._wait import cancel_and_wait
 from kontrakt.clients.share import AcknowledgeType, AsyncShareConsumer, ShareConsumer
-from kontrakt.errors import UnsupportedVersionError
+from kontrakt.errors import KafkaConnectionError, UnsupportedVersionError
+from kontrakt.protocol.errors import ShareSessionNotFoundError
 from kontrakt.testing import MockCluster, TansuBroker
 
 pytestmark = pytest.mark.integration
@@ -273,3 +274,45 @@ def test_a_broker_without_share_groups_fails_the_next_call(tansu_broker: TansuBr
             consumer.poll(10)
         assert time.monotonic() - started < 5
         assert consumer.assignment() == set()
+
+
+def test_dropped_connections_lose_nothing_and_repeat_only_redeliveries(
+        mock_cluster_factory: Callable[..., MockCluster]) -> None:
+    # The mock drops the connection instead of answering the next ShareFetch and
+    # ShareAcknowledge requests. It ends the member's share session with the connection,
+    # releasing what the session acquired, so records may come again, but only as
+    # redeliveries (delivery count 2 or more); none is lost. The acknowledgements that could
+    # not be sent are reported by commit_sync().
+    # Broken variant tried: the session kept after SHARE_SESSION_NOT_FOUND (every fetch of
+    # that leader fails from then on: records are lost).
+    cluster = _cluster(mock_cluster_factory, 2, 60, lock_ms=500)
+    seen: list[tuple[int, int | None]] = []
+    errors: list[object] = []
+    with ShareConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id="g",
+                       max_poll_records=5) as consumer:
+        consumer.subscribe([TOPIC])
+        deadline = time.monotonic() + 20
+        dropped = False
+        while len({v for v, _ in seen}) < 60 and time.monotonic() < deadline:
+            for r in consumer.poll(0.3):
+                seen.append((_values([r.value])[0], consumer.delivery_count(r)))
+            if seen and not dropped:
+                cluster.push_request_errors(78, [MockCluster.DISCONNECT] * 2)
+                cluster.push_request_errors(79, [MockCluster.DISCONNECT])
+                consumer.commit_async()
+                dropped = True
+        until = time.monotonic() + 1.5
+        while time.monotonic() < until:
+            for r in consumer.poll(0.3):
+                seen.append((_values([r.value])[0], consumer.delivery_count(r)))
+        errors = [e for e in consumer.commit_sync(5).values() if e is not None]
+    assert sorted({v for v, _ in seen}) == list(range(60))
+    firsts: dict[int, int | None] = {}
+    for value, count in seen:
+        if value in firsts:
+            assert count is not None and count >= 2, (value, count)
+        else:
+            firsts[value] = count
+    assert set(firsts.values()) == {1}
+    assert all(isinstance(e, (ShareSessionNotFoundError, KafkaConnectionError))
+               for e in errors), errors

@@ -344,7 +344,9 @@ class AsyncShareConsumer:
             for tp in tps:
                 acks = self._book.setdefault(tp, PartitionAcks())
                 batches: list[AckBatch] = []
-                if acks.pending:
+                # A request opening a session may not carry acknowledgements (the broker
+                # answers INVALID_REQUEST): they go with the next one.
+                if acks.pending and session.epoch != 0:
                     taken[tp] = dict(acks.pending)
                     batches = acks.take_pending()
                 if session.epoch == 0 or tp not in session.partitions or batches:
@@ -371,23 +373,19 @@ class AsyncShareConsumer:
             try:
                 resp = await self._client.request(
                     req, node=node, timeout=wait + self._request_timeout)
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                log.debug("share fetch to node %s failed: %s", node, exc)
+            except (KafkaConnectionError, KafkaTimeoutError, asyncio.CancelledError) as exc:
+                # The session is the member's, not the connection's: the same epoch goes
+                # again with these acknowledgements. Had the broker taken this request, it
+                # answers INVALID_SHARE_SESSION_EPOCH and the session starts over.
+                log.debug("share fetch to node %s failed: %r", node, exc)
                 self._restore(taken)
-                session.reset()
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
                 return
-            except asyncio.CancelledError:
-                # Whether the broker saw it is unknown: send the acknowledgements again
-                # (at worst answered INVALID_RECORD_STATE) in a new session.
-                self._restore(taken)
-                session.reset()
-                raise
             if resp.error_code:
                 self._restore(taken)
                 if resp.error_code in _SESSION_LOST:
-                    log.info("share session with node %s lost (%s): opening a new one", node,
-                             for_code(resp.error_code).__name__)
-                    session.reset()
+                    self._lose_session(node, session, resp.error_code)
                     return
                 error = for_code(resp.error_code)(
                     f"ShareFetch to node {node}: {resp.error_message or ''}")
@@ -398,6 +396,27 @@ class AsyncShareConsumer:
             session.advance()
             session.partitions = wanted
             self._take_response(resp, taken)
+
+    def _lose_session(self, node: int, session: _Session, code: int) -> None:
+        """The broker has no session for this member any more (the mock, for one, drops a
+        member's share session with its connection): it released the records acquired in
+        it, so their acknowledgements cannot be sent (reported as ``code``'s error
+        instead); the next fetch opens a new session."""
+        error = for_code(code)
+        log.info("share session with node %s lost (%s): opening a new one", node,
+                 error.__name__)
+        for tp in session.partitions:
+            acks = self._book.get(tp)
+            if acks is None:
+                continue
+            # Records fetched in the lost session and not handed out yet are the group's
+            # again: another member may be getting them now.
+            acks.buffered.clear()
+            if acks.pending:
+                acks.pending.clear()
+                self._ack_results[tp] = error(f"acknowledging records of {tp}: the share "
+                                              "session was lost")
+        session.reset()
 
     def _restore(self, taken: Mapping[TopicPartition, Mapping[int, int]]) -> None:
         """Put back acknowledgements a failed request carried, to send again."""
@@ -496,7 +515,9 @@ class AsyncShareConsumer:
 
         Returns:
             Each partition acknowledged since the last commit_sync() (also by fetches and
-            commit_async()) and its error, or None where the broker took them.
+            commit_async()) and its error, or None where the broker took them. A
+            connection lost on the way is reported here too (as KafkaConnectionError), and
+            those acknowledgements are sent again with the next fetch or commit.
 
         Raises:
             KafkaTimeoutError: the brokers did not answer within the timeout.
@@ -505,8 +526,12 @@ class AsyncShareConsumer:
         await self.start()
         if not self._explicit:
             self._settle_delivered(AcknowledgeType.ACCEPT)
-        await asyncio.wait_for(self._acknowledge_all(),
-                               self._request_timeout if timeout is None else timeout)
+        limit = self._request_timeout if timeout is None else timeout
+        try:
+            await asyncio.wait_for(self._acknowledge_all(), limit)
+        except asyncio.TimeoutError:
+            raise KafkaTimeoutError(f"commit_sync() did not finish within {limit}s; the "
+                                    "acknowledgements are sent again later") from None
         results, self._ack_results = self._ack_results, {}
         return results
 
@@ -544,10 +569,12 @@ class AsyncShareConsumer:
         session = self._session(node)
         async with session.lock:
             if session.epoch == 0:
-                # No session with this broker (it was lost): the records these
-                # acknowledgements settle stay locked until the broker's lock times out.
-                for tp in tps:
-                    self._book[tp].pending.clear()
+                # No session with this broker (it was lost): the next fetch opens one and
+                # the one after carries these. Closing, there is no next fetch: the records
+                # they settle are freed when the member leaves (or their locks time out).
+                if closing:
+                    for tp in tps:
+                        self._book[tp].pending.clear()
                 return
             # A fetch may have carried some of them meanwhile.
             tps = [tp for tp in tps if self._book[tp].pending]
@@ -571,17 +598,23 @@ class AsyncShareConsumer:
                 topics=[_AckTopic(topic_id=ids[t], partitions=ps) for t, ps in topics.items()])
             try:
                 resp = await self._client.request(req, node=node)
-            except (KafkaConnectionError, KafkaTimeoutError, asyncio.CancelledError):
+            except (KafkaConnectionError, KafkaTimeoutError, asyncio.CancelledError) as exc:
+                # Sent again with the same epoch (see _share_fetch), and reported.
                 self._restore(taken)
-                session.reset()
-                raise
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                for tp in tps:
+                    self._ack_results[tp] = exc
+                return
+            if resp.error_code in _SESSION_LOST:
+                self._restore(taken)
+                self._lose_session(node, session, resp.error_code)
+                return
             if closing:
                 session.reset()
             else:
                 session.advance()
             if resp.error_code:
-                if resp.error_code in _SESSION_LOST:
-                    session.reset()
                 error = for_code(resp.error_code)(
                     f"ShareAcknowledge to node {node}: {resp.error_message or ''}")
                 for tp in tps:
@@ -625,10 +658,11 @@ class AsyncShareConsumer:
                                            max(0.001, deadline - time.monotonic()))
                 except (KafkaError, asyncio.TimeoutError) as exc:
                     log.info("share consumer close: acknowledging failed: %s", exc)
-                try:
-                    await asyncio.wait_for(self._membership.leave(),
-                                           max(0.001, deadline - time.monotonic()))
-                except asyncio.TimeoutError:
-                    log.info("share consumer close: leaving the group timed out")
+            # Also when no call started the consumer: subscribe() alone joins the group.
+            try:
+                await asyncio.wait_for(self._membership.leave(),
+                                       max(0.001, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                log.info("share consumer close: leaving the group timed out")
         finally:
             await self._client.close(max(0.001, deadline - time.monotonic()))

@@ -142,6 +142,7 @@ class ShareGroupMembership:
 
     async def _send(self, request: Any) -> Any:
         try:
+            await self.client.start()  # idempotent; subscribe() may come before any call
             conn = await self.client.coordinator_connection(self.group_id)
             try:
                 version = conn.negotiate(ShareGroupHeartbeatRequest)

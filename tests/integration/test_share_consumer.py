@@ -316,3 +316,29 @@ def test_dropped_connections_lose_nothing_and_repeat_only_redeliveries(
     assert set(firsts.values()) == {1}
     assert all(isinstance(e, (ShareSessionNotFoundError, KafkaConnectionError))
                for e in errors), errors
+
+
+def test_a_leader_move_is_followed(mock_cluster_factory: Callable[..., MockCluster]) -> None:
+    # Half the records are read from broker 1, then the partition's leader moves to broker
+    # 2: the old leader answers NOT_LEADER_OR_FOLLOWER, metadata is refreshed and the rest
+    # comes from the new leader, each record once.
+    # Broken variant tried: partition errors not triggering a metadata refresh (the
+    # consumer keeps asking the old leader: the second half never comes).
+    cluster = _cluster(mock_cluster_factory, 1, 0)
+    cluster.set_partition_leader(TOPIC, 0, 1)
+    with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+        for i in range(20):
+            producer.send(TOPIC, value=str(i).encode(), partition=0)
+    seen: list[int] = []
+    with ShareConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id="g",
+                       max_poll_records=10) as consumer:
+        consumer.subscribe([TOPIC])
+        deadline = time.monotonic() + 5
+        while len(seen) < 10 and time.monotonic() < deadline:
+            seen.extend(_values([r.value for r in consumer.poll(0.3)]))
+        assert consumer.commit_sync(5)
+        cluster.set_partition_leader(TOPIC, 0, 2)
+        deadline = time.monotonic() + 10
+        while len(seen) < 20 and time.monotonic() < deadline:
+            seen.extend(_values([r.value for r in consumer.poll(0.3)]))
+    assert sorted(seen) == list(range(20))

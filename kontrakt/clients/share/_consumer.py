@@ -224,7 +224,13 @@ class AsyncShareConsumer:
 
     def _background(self, coro: Any) -> None:
         """Run ``coro`` as a task close() waits for; its error is raised by the next call."""
-        task = asyncio.get_running_loop().create_task(self._supervised(coro))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            coro.close()
+            raise IllegalStateError("an AsyncShareConsumer must be used on a running event "
+                                    "loop (use ShareConsumer in blocking code)") from None
+        task = loop.create_task(self._supervised(coro))
         self._commits.add(task)
         task.add_done_callback(self._commits.discard)
 

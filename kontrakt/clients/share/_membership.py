@@ -22,6 +22,7 @@ from kontrakt.clients.client import AsyncKafkaClient, Backoff
 from kontrakt.clients.group._consumer_protocol import LEAVE_EPOCH, new_member_id
 from kontrakt.clients.group._offsets import COORDINATOR_ERRORS
 from kontrakt.errors import (
+    IllegalStateError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -88,11 +89,15 @@ class ShareGroupMembership:
     def subscribe(self, topics: list[str]) -> None:
         """Subscribe to ``topics`` (replacing the subscription) and heartbeat at once; an
         empty list leaves the group."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise IllegalStateError("an AsyncShareConsumer must be used on a running event "
+                                    "loop (use ShareConsumer in blocking code)") from None
         self._topics = sorted(set(topics))
         self._wake.set()
         if self._topics and (self._task is None or self._task.done()):
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name="kontrakt-share-heartbeat")
+            self._task = loop.create_task(self._run(), name="kontrakt-share-heartbeat")
 
     def check(self) -> None:
         """Raise the error that stopped the heartbeat loop, if one did."""

@@ -342,3 +342,25 @@ def test_a_leader_move_is_followed(mock_cluster_factory: Callable[..., MockClust
         while len(seen) < 20 and time.monotonic() < deadline:
             seen.extend(_values([r.value for r in consumer.poll(0.3)]))
     assert sorted(seen) == list(range(20))
+
+
+def test_close_accepts_what_an_implicit_consumer_was_given(
+        mock_cluster_factory: Callable[..., MockCluster]) -> None:
+    # Implicit mode: close() accepts the last poll's records (3: max.poll.records); the
+    # rest, not handed out (fetched or not), goes to the next member.
+    # Broken variant tried: close() releasing the last poll's records in implicit mode
+    # (the next member gets all 5).
+    cluster = _cluster(mock_cluster_factory, 1, 5, lock_ms=30_000, session_ms=30_000)
+    cfg = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g",
+           "max.poll.records": 3}
+    with ShareConsumer(cfg) as first:
+        first.subscribe([TOPIC])
+        given = [r.offset for r in first.poll(5)]
+    assert given == [0, 1, 2]
+    with ShareConsumer(cfg) as second:
+        second.subscribe([TOPIC])
+        got: list[int] = []
+        until = time.monotonic() + 2
+        while time.monotonic() < until:
+            got.extend(r.offset for r in second.poll(0.3))
+    assert got == [3, 4]

@@ -8,10 +8,9 @@ again, to any member, with a higher delivery count) or reject. Acknowledgements 
 the next ShareFetch to the partition's leader, or alone in a ShareAcknowledge (commits,
 close).
 
-Requests to one leader form a *share session*: epoch 0 opens it with the partitions to
-fetch, each next request carries the next epoch and only what changed (new partitions,
-partitions to forget, acknowledgements), and epoch -1 closes it. One lock per leader keeps
-the epochs of a poll's fetch and a commit's acknowledgement in order.
+:mod:`._sessions` makes the requests to the leaders (in share sessions), :mod:`._membership`
+keeps the member in its group, and :mod:`._acks` tracks which record is held and how it was
+settled. This class hands records out, takes the application's acknowledgements, and closes.
 """
 
 from __future__ import annotations
@@ -20,31 +19,22 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from kontrakt._config import ClientConfig
 from kontrakt._types import ConsumerRecord, TopicPartition
 from kontrakt.clients._settings import ClientSettings
-from kontrakt.clients._wait import wait_event
 from kontrakt.clients.client import AsyncKafkaClient
-from kontrakt.clients.consumer._decoding import parse_partition
-from kontrakt.clients.share._acks import AckBatch, AcknowledgeType, PartitionAcks
+from kontrakt.clients.share._acks import AcknowledgeType, PartitionAcks
 from kontrakt.clients.share._config import SHARE_CONSUMER_OPTIONS
 from kontrakt.clients.share._membership import ShareGroupMembership
+from kontrakt.clients.share._sessions import ShareSessions
 from kontrakt.errors import (
     IllegalStateError,
     InvalidArgumentError,
-    KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
 )
-from kontrakt.protocol.errors import (
-    InvalidShareSessionEpochError,
-    ShareSessionNotFoundError,
-    for_code,
-)
-from kontrakt.protocol.messages import ShareAcknowledgeRequest, ShareFetchRequest
 
 __all__ = ["AsyncShareConsumer"]
 
@@ -52,35 +42,8 @@ log = logging.getLogger("kontrakt.share")
 
 Record = ConsumerRecord[bytes | None, bytes | None]
 
-#: Top-level errors after which the broker has no session for this member: open a new one.
-_SESSION_LOST = frozenset((ShareSessionNotFoundError.code, InvalidShareSessionEpochError.code))
-_INT32_MAX = 2**31 - 1
 #: Seconds close() waits for the brokers by default.
 _CLOSE_TIMEOUT = 30.0
-
-_FetchTopic = ShareFetchRequest.FetchTopic
-_FetchPartition = _FetchTopic.FetchPartition
-_FetchAck = _FetchPartition.AcknowledgementBatch
-_ForgottenTopic = ShareFetchRequest.ForgottenTopic
-_AckTopic = ShareAcknowledgeRequest.AcknowledgeTopic
-_AckPartition = _AckTopic.AcknowledgePartition
-_AckBatch = _AckPartition.AcknowledgementBatch
-
-
-@dataclass(slots=True)
-class _Session:
-    """The share session with one leader."""
-
-    epoch: int = 0
-    partitions: set[TopicPartition] = field(default_factory=set)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    def advance(self) -> None:
-        self.epoch = 1 if self.epoch >= _INT32_MAX else self.epoch + 1
-
-    def reset(self) -> None:
-        self.epoch = 0
-        self.partitions.clear()
 
 
 class AsyncShareConsumer:
@@ -126,18 +89,17 @@ class AsyncShareConsumer:
         self._client.owner = "AsyncShareConsumer"
         self._explicit = cfg["share.acknowledgement.mode"] == "explicit"
         self._max_records = int(cfg["max.poll.records"])
-        self._fetch_min_bytes = int(cfg["fetch.min.bytes"])
         self._fetch_max_wait = cfg["fetch.max.wait.ms"] / 1000
-        self._fetch_max_bytes = int(cfg["fetch.max.bytes"])
-        self._check_crcs = bool(cfg["check.crcs"])
         self._request_timeout = settings.request_timeout
         self._membership = ShareGroupMembership(
             self._client, group_id, rack=cfg.get("client.rack"),
             retry_backoff=settings.retry_backoff, retry_backoff_max=settings.retry_backoff_max)
         self._book: dict[TopicPartition, PartitionAcks] = {}
-        self._sessions: dict[int, _Session] = {}
-        # Per-partition outcome of the acknowledgements sent since the last commit_sync().
-        self._ack_results: dict[TopicPartition, KafkaError | None] = {}
+        self._sessions = ShareSessions(
+            self._client, self._membership, self._book, max_records=self._max_records,
+            fetch_min_bytes=int(cfg["fetch.min.bytes"]),
+            fetch_max_bytes=int(cfg["fetch.max.bytes"]), check_crcs=bool(cfg["check.crcs"]),
+            request_timeout=settings.request_timeout)
         self._commits: set[asyncio.Task[Any]] = set()
         self._commit_error: BaseException | None = None
         self._started = False
@@ -218,7 +180,7 @@ class AsyncShareConsumer:
     async def _leave_after_acknowledging(self) -> None:
         try:
             if self._started:
-                await self._acknowledge_all()
+                await self._sessions.acknowledge_all()
         finally:
             self._membership.subscribe([])
 
@@ -283,7 +245,7 @@ class AsyncShareConsumer:
             remaining = None if deadline is None else deadline - time.monotonic()
             wait = self._fetch_max_wait if remaining is None else min(
                 self._fetch_max_wait, max(0.0, remaining))
-            await self._fetch_round(wait)
+            await self._sessions.fetch_round(wait)
             self._check()
             records = self._hand_out()
             if records:
@@ -303,177 +265,6 @@ class AsyncShareConsumer:
     def _settle_delivered(self, ack_type: int, *, buffered: bool = False) -> None:
         for acks in self._book.values():
             acks.settle_all(ack_type, buffered=buffered)
-
-    async def _fetch_round(self, wait: float) -> None:
-        """One ShareFetch to each leader of an assigned partition (at once), carrying the
-        pending acknowledgements; waits for the assignment when there is none."""
-        membership = self._membership
-        assigned = membership.assignment
-        if not assigned:
-            await self._send_orphan_acks()
-            membership.assignment_changed.clear()
-            if not membership.assignment:
-                await wait_event(membership.assignment_changed, wait)
-            return
-        by_node: dict[int, list[TopicPartition]] = {}
-        cluster = self._client.cluster
-        for tp in assigned:
-            leader = cluster.leader_for(tp.topic, tp.partition)
-            if leader < 0:
-                self._client.request_metadata_refresh()
-                continue
-            by_node.setdefault(leader, []).append(tp)
-        await self._send_orphan_acks(exclude=assigned)
-        if not by_node:
-            await asyncio.sleep(min(wait, 0.05))
-            return
-        await asyncio.gather(*(self._share_fetch(node, sorted(tps), wait)
-                               for node, tps in by_node.items()))
-
-    def _topic_ids(self) -> dict[str, Any]:
-        return {name: info.topic_id for name, info in self._client.cluster.topics.items()}
-
-    def _session(self, node: int) -> _Session:
-        session = self._sessions.get(node)
-        if session is None:
-            session = self._sessions[node] = _Session()
-        return session
-
-    async def _share_fetch(self, node: int, tps: list[TopicPartition], wait: float) -> None:
-        session = self._session(node)
-        async with session.lock:
-            ids = self._topic_ids()
-            tps = [tp for tp in tps if tp.topic in ids]
-            wanted = set(tps)
-            taken: dict[TopicPartition, dict[int, int]] = {}
-            topics: dict[str, list[Any]] = {}
-            for tp in tps:
-                acks = self._book.setdefault(tp, PartitionAcks())
-                batches: list[AckBatch] = []
-                # A request opening a session may not carry acknowledgements (the broker
-                # answers INVALID_REQUEST): they go with the next one.
-                if acks.pending and session.epoch != 0:
-                    taken[tp] = dict(acks.pending)
-                    batches = acks.take_pending()
-                if session.epoch == 0 or tp not in session.partitions or batches:
-                    topics.setdefault(tp.topic, []).append(_FetchPartition(
-                        partition_index=tp.partition,
-                        acknowledgement_batches=[_FetchAck(first_offset=b.first,
-                                                           last_offset=b.last,
-                                                           acknowledge_types=list(b.types))
-                                                 for b in batches]))
-            forgotten: dict[str, list[int]] = {}
-            if session.epoch != 0:
-                for tp in session.partitions - wanted:
-                    if tp.topic in ids:
-                        forgotten.setdefault(tp.topic, []).append(tp.partition)
-            req = ShareFetchRequest(
-                group_id=self.group_id, member_id=self.member_id,
-                share_session_epoch=session.epoch, max_wait_ms=int(wait * 1000),
-                min_bytes=self._fetch_min_bytes, max_bytes=self._fetch_max_bytes,
-                max_records=self._max_records, batch_size=self._max_records,
-                topics=[_FetchTopic(topic_id=ids[t], partitions=ps)
-                        for t, ps in topics.items()],
-                forgotten_topics_data=[_ForgottenTopic(topic_id=ids[t], partitions=ps)
-                                       for t, ps in forgotten.items()])
-            try:
-                resp = await self._client.request(
-                    req, node=node, timeout=wait + self._request_timeout)
-            except (KafkaConnectionError, KafkaTimeoutError, asyncio.CancelledError) as exc:
-                # The session is the member's, not the connection's: the same epoch goes
-                # again with these acknowledgements. Had the broker taken this request, it
-                # answers INVALID_SHARE_SESSION_EPOCH and the session starts over.
-                log.debug("share fetch to node %s failed: %r", node, exc)
-                self._restore(taken)
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-                return
-            if resp.error_code:
-                self._restore(taken)
-                if resp.error_code in _SESSION_LOST:
-                    self._lose_session(node, session, resp.error_code)
-                    return
-                error = for_code(resp.error_code)(
-                    f"ShareFetch to node {node}: {resp.error_message or ''}")
-                if error.retriable:
-                    self._client.request_metadata_refresh()
-                    return
-                raise error
-            session.advance()
-            session.partitions = wanted
-            self._take_response(resp, taken)
-
-    def _lose_session(self, node: int, session: _Session, code: int) -> None:
-        """The broker has no session for this member any more (the mock, for one, drops a
-        member's share session with its connection): it released the records acquired in
-        it, so their acknowledgements cannot be sent (reported as ``code``'s error
-        instead); the next fetch opens a new session."""
-        error = for_code(code)
-        log.info("share session with node %s lost (%s): opening a new one", node,
-                 error.__name__)
-        for tp in session.partitions:
-            acks = self._book.get(tp)
-            if acks is None:
-                continue
-            # Records fetched in the lost session and not handed out yet are the group's
-            # again: another member may be getting them now.
-            acks.buffered.clear()
-            if acks.pending:
-                acks.pending.clear()
-                self._ack_results[tp] = error(f"acknowledging records of {tp}: the share "
-                                              "session was lost")
-        session.reset()
-
-    def _restore(self, taken: Mapping[TopicPartition, Mapping[int, int]]) -> None:
-        """Put back acknowledgements a failed request carried, to send again."""
-        for tp, acks in taken.items():
-            book = self._book.setdefault(tp, PartitionAcks())
-            book.pending = {**acks, **book.pending}
-
-    def _take_response(self, resp: Any, sent: Mapping[TopicPartition, Any]) -> None:
-        names = {tid: name for name, tid in self._topic_ids().items()}
-        # A partition's fatal error is raised after every other partition's records are
-        # taken: records acquired for this member must not be dropped with it.
-        fatal: KafkaError | None = None
-        for topic in resp.responses:
-            name = names.get(topic.topic_id)
-            if name is None:
-                continue
-            for part in topic.partitions:
-                tp = TopicPartition(name, part.partition_index)
-                if tp in sent:
-                    self._record_ack_result(tp, part.acknowledge_error_code,
-                                            part.acknowledge_error_message)
-                if part.error_code:
-                    err = for_code(part.error_code)
-                    log.debug("share fetch %s: %s", tp, err.__name__)
-                    if err.invalid_metadata or err.retriable:
-                        self._client.request_metadata_refresh()
-                    elif fatal is None:
-                        fatal = err(f"ShareFetch {tp}: {part.error_message or ''}")
-                if not part.acquired_records:
-                    continue
-                ranges = [(a.first_offset, a.last_offset, a.delivery_count)
-                          for a in part.acquired_records]
-                records, _, _ = parse_partition(
-                    name, part.partition_index, part.records, min(r[0] for r in ranges),
-                    read_committed=False, aborted=None, check_crcs=self._check_crcs)
-                self._book.setdefault(tp, PartitionAcks()).acquire(records, ranges)
-        if fatal is not None:
-            raise fatal
-
-    def _record_ack_result(self, tp: TopicPartition, code: int, message: str | None) -> None:
-        if code:
-            self._ack_results[tp] = for_code(code)(
-                f"acknowledging records of {tp}: {message or ''}")
-        else:
-            self._ack_results.setdefault(tp, None)
-
-    async def _send_orphan_acks(self, exclude: frozenset[TopicPartition] = frozenset()
-                                ) -> None:
-        """Acknowledgements of partitions no longer assigned go out with ShareAcknowledge."""
-        if any(acks.pending for tp, acks in self._book.items() if tp not in exclude):
-            await self._acknowledge_all(exclude=exclude)
 
     # --- acknowledging -------------------------------------------------------------------
 
@@ -534,11 +325,11 @@ class AsyncShareConsumer:
             self._settle_delivered(AcknowledgeType.ACCEPT)
         limit = self._request_timeout if timeout is None else timeout
         try:
-            await asyncio.wait_for(self._acknowledge_all(), limit)
+            await asyncio.wait_for(self._sessions.acknowledge_all(), limit)
         except asyncio.TimeoutError:
             raise KafkaTimeoutError(f"commit_sync() did not finish within {limit}s; the "
                                     "acknowledgements are sent again later") from None
-        results, self._ack_results = self._ack_results, {}
+        results, self._sessions.ack_results = self._sessions.ack_results, {}
         return results
 
     def commit_async(self) -> None:
@@ -551,88 +342,7 @@ class AsyncShareConsumer:
 
     async def _commit_in_background(self) -> None:
         await self.start()
-        await self._acknowledge_all()
-
-    async def _acknowledge_all(self, *, closing: bool = False,
-                               exclude: frozenset[TopicPartition] = frozenset()) -> None:
-        """ShareAcknowledge of every pending acknowledgement, to each partition's leader at
-        once; ``closing`` closes every share session too (epoch -1)."""
-        by_node: dict[int, list[TopicPartition]] = {}
-        cluster = self._client.cluster
-        for tp, acks in self._book.items():
-            if acks.pending and tp not in exclude:
-                leader = cluster.leader_for(tp.topic, tp.partition)
-                if leader >= 0:
-                    by_node.setdefault(leader, []).append(tp)
-        nodes = set(by_node)
-        if closing:
-            nodes |= {n for n, s in self._sessions.items() if s.epoch > 0}
-        await asyncio.gather(*(self._share_acknowledge(n, by_node.get(n, []), closing)
-                               for n in nodes))
-
-    async def _share_acknowledge(self, node: int, tps: list[TopicPartition],
-                                 closing: bool) -> None:
-        session = self._session(node)
-        async with session.lock:
-            if session.epoch == 0:
-                # No session with this broker (it was lost): the next fetch opens one and
-                # the one after carries these. Closing, there is no next fetch: the records
-                # they settle are freed when the member leaves (or their locks time out).
-                if closing:
-                    for tp in tps:
-                        self._book[tp].pending.clear()
-                return
-            # A fetch may have carried some of them meanwhile.
-            tps = [tp for tp in tps if self._book[tp].pending]
-            if not tps and not closing:
-                return
-            ids = self._topic_ids()
-            taken: dict[TopicPartition, dict[int, int]] = {}
-            topics: dict[str, list[Any]] = {}
-            for tp in tps:
-                acks = self._book[tp]
-                taken[tp] = dict(acks.pending)
-                topics.setdefault(tp.topic, []).append(_AckPartition(
-                    partition_index=tp.partition,
-                    acknowledgement_batches=[_AckBatch(first_offset=b.first,
-                                                       last_offset=b.last,
-                                                       acknowledge_types=list(b.types))
-                                             for b in acks.take_pending()]))
-            req = ShareAcknowledgeRequest(
-                group_id=self.group_id, member_id=self.member_id,
-                share_session_epoch=-1 if closing else session.epoch,
-                topics=[_AckTopic(topic_id=ids[t], partitions=ps) for t, ps in topics.items()])
-            try:
-                resp = await self._client.request(req, node=node)
-            except (KafkaConnectionError, KafkaTimeoutError, asyncio.CancelledError) as exc:
-                # Sent again with the same epoch (see _share_fetch), and reported.
-                self._restore(taken)
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-                for tp in tps:
-                    self._ack_results[tp] = exc
-                return
-            if resp.error_code in _SESSION_LOST:
-                self._restore(taken)
-                self._lose_session(node, session, resp.error_code)
-                return
-            if closing:
-                session.reset()
-            else:
-                session.advance()
-            if resp.error_code:
-                error = for_code(resp.error_code)(
-                    f"ShareAcknowledge to node {node}: {resp.error_message or ''}")
-                for tp in tps:
-                    self._ack_results[tp] = error
-                return
-            names = {tid: name for name, tid in ids.items()}
-            for topic in resp.responses:
-                name = names.get(topic.topic_id)
-                if name is not None:
-                    for part in topic.partitions:
-                        self._record_ack_result(TopicPartition(name, part.partition_index),
-                                                part.error_code, part.error_message)
+        await self._sessions.acknowledge_all()
 
     # --- closing -------------------------------------------------------------------------
 
@@ -660,7 +370,7 @@ class AsyncShareConsumer:
                 if self._commits:
                     await asyncio.wait(list(self._commits), timeout=budget)
                 try:
-                    await asyncio.wait_for(self._acknowledge_all(closing=True),
+                    await asyncio.wait_for(self._sessions.acknowledge_all(closing=True),
                                            max(0.001, deadline - time.monotonic()))
                 except (KafkaError, asyncio.TimeoutError) as exc:
                     log.info("share consumer close: acknowledging failed: %s", exc)

@@ -341,9 +341,20 @@ def _lag_rows(admin: Any, group: str) -> list[dict[str, Any]]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @reported
 def groups_describe(conn: Connection, group: str, as_json: bool) -> None:
-    """A group's state, members and, per partition, its committed offset, the end offset
-    and the lag between them."""
+    """A consumer group's state, members and, per partition, its committed offset, the end
+    offset and the lag between them; a share group's (KIP-932) state, epochs, assignor and
+    members with their partitions."""
+    from kontrakt.clients.admin import ConsumerGroupType
+
     with _admin(conn) as admin:
+        # ListGroups (v5+, Kafka 3.8) names a group's type: a share group is described
+        # with ShareGroupDescribe, which the consumer-group APIs would not find.
+        kind = next((g.type for g in admin.list_groups(timeout=_TIMEOUT)
+                     if g.group_id == group), None)
+        if kind is ConsumerGroupType.SHARE:
+            share = admin.describe_share_groups([group], timeout=_TIMEOUT)[group]
+            _emit_share_group(share, as_json)
+            return
         d = admin.describe_consumer_groups([group], timeout=_TIMEOUT)[group]
         rows = _lag_rows(admin, group)
     if d.state.value in ("Dead", "Unknown") and not rows:
@@ -362,6 +373,27 @@ def groups_describe(conn: Connection, group: str, as_json: bool) -> None:
               f"{', '.join(m['partitions']) or '-'}" for m in members]
     lines += [f"  {r['topic']}-{r['partition']}  committed {r['committed']}  end {r['end']}  "
               f"lag {r['lag']}" for r in rows]
+    _emit(data, as_json, lines)
+
+
+def _emit_share_group(d: Any, as_json: bool) -> None:
+    members = [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
+                "rack": m.rack_id, "member_epoch": m.member_epoch,
+                "subscription": list(m.subscription),
+                "partitions": [f"{tp.topic}-{tp.partition}"
+                               for tp in m.assignment.topic_partitions]} for m in d.members]
+    data = {"group": d.group_id, "type": "Share", "state": d.state.value,
+            "group_epoch": d.group_epoch,
+            "target_assignment_epoch": d.target_assignment_epoch,
+            "assignor": d.partition_assignor,
+            "coordinator": None if d.coordinator is None else d.coordinator.id,
+            "members": members}
+    lines = [f"group {d.group_id}  share group epoch {d.group_epoch}  assignment epoch "
+             f"{d.target_assignment_epoch}  assignor {d.partition_assignor or '-'}  state "
+             f"{d.state.value}  members {len(members)}"]
+    lines += [f"  member {m['member_id']} ({m['client_id']}@{m['host']}) epoch "
+              f"{m['member_epoch']}  subscribed {', '.join(m['subscription']) or '-'}: "
+              f"{', '.join(m['partitions']) or '-'}" for m in members]
     _emit(data, as_json, lines)
 
 

@@ -1,11 +1,14 @@
 """``kontrakt cluster``: the cluster's brokers and API versions, the KRaft metadata quorum
-(``kafka-metadata-quorum.sh describe``) and unregistering a retired broker
-(``kafka-cluster.sh unregister``, a dry run unless ``--execute`` is given).
+(``kafka-metadata-quorum.sh describe``), adding and removing its voters (KIP-853, as
+``kafka-metadata-quorum.sh add-controller|remove-controller``) and unregistering a retired
+broker (``kafka-cluster.sh unregister``). The changes are dry runs unless ``--execute`` is
+given.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 import click
@@ -104,6 +107,94 @@ def cluster_unregister_broker(conn: Connection, broker_id: int, execute: bool,
     _emit({"broker": broker_id, "executed": execute}, as_json,
           [f"unregistered broker {broker_id}"] if execute
           else [f"would unregister broker {broker_id}", DRY_RUN])
+
+
+def _directory_id(text: str) -> uuid.UUID:
+    try:
+        directory = uuid.UUID(text)
+    except ValueError:
+        raise CliError(f"--directory-id needs a UUID (see: kontrakt cluster quorum --json), "
+                       f"got {text!r}") from None
+    if directory.int == 0:
+        raise CliError("--directory-id cannot be the zero UUID")
+    return directory
+
+
+def _endpoint(text: str) -> Any:
+    """``NAME://HOST:PORT`` (an IPv6 host in brackets) as a RaftVoterEndpoint."""
+    from kontrakt.clients.admin import RaftVoterEndpoint
+
+    name, sep, address = text.partition("://")
+    host, colon, port = address.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not name or not colon or not host or not port.isdigit() \
+            or not 0 < int(port) <= 65535:
+        raise CliError(f"--endpoint needs LISTENER://HOST:PORT (e.g. CONTROLLER://c3:9093), "
+                       f"got {text!r}")
+    return RaftVoterEndpoint(name, host, int(port))
+
+
+_VOTER_ID = click.IntRange(0, 2**31 - 1)
+_DIRECTORY_HELP = ("The directory id of the controller's metadata log directory (its "
+                   "meta.properties; `cluster quorum --json` lists those of the voters and "
+                   "observers).")
+
+
+@cluster.command("add-voter")
+@connection_options
+@click.argument("voter_id", metavar="CONTROLLER_ID", type=_VOTER_ID)
+@click.option("--directory-id", required=True, metavar="UUID", help=_DIRECTORY_HELP)
+@click.option("--endpoint", "endpoints", multiple=True, required=True,
+              metavar="LISTENER://HOST:PORT",
+              help="A controller listener of the new voter, repeatable (at least one).")
+@click.option("--cluster-id", default=None, help="Refuse the change on any other cluster.")
+@click.option("--execute", is_flag=True, help="Really add it (without it the command only "
+              "shows what it would do).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@reported
+def cluster_add_voter(conn: Connection, voter_id: int, directory_id: str,
+                      endpoints: tuple[str, ...], cluster_id: str | None, execute: bool,
+                      as_json: bool) -> None:
+    """Add a controller to the KRaft voter set (KIP-853, kraft.version 1; Kafka 3.9+), as
+    kafka-metadata-quorum.sh add-controller. It must already run as an observer that has
+    caught up with the metadata log. A dry run unless --execute is given."""
+    directory = _directory_id(directory_id)
+    listeners = [_endpoint(e) for e in endpoints]
+    if execute:
+        with _admin(conn) as admin:
+            admin.add_raft_voter(voter_id, directory, listeners, cluster_id=cluster_id,
+                                 timeout=_TIMEOUT)
+    shown = ", ".join(f"{e.name}://{e.host}:{e.port}" for e in listeners)
+    what = f"voter {voter_id} (directory {directory}) at {shown}"
+    _emit({"voter": voter_id, "directory_id": str(directory),
+           "endpoints": [{"name": e.name, "host": e.host, "port": e.port} for e in listeners],
+           "cluster_id": cluster_id, "executed": execute}, as_json,
+          [f"added {what}"] if execute else [f"would add {what}", DRY_RUN])
+
+
+@cluster.command("remove-voter")
+@connection_options
+@click.argument("voter_id", metavar="CONTROLLER_ID", type=_VOTER_ID)
+@click.option("--directory-id", required=True, metavar="UUID", help=_DIRECTORY_HELP)
+@click.option("--cluster-id", default=None, help="Refuse the change on any other cluster.")
+@click.option("--execute", is_flag=True, help="Really remove it (without it the command "
+              "only shows what it would do).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@reported
+def cluster_remove_voter(conn: Connection, voter_id: int, directory_id: str,
+                         cluster_id: str | None, execute: bool, as_json: bool) -> None:
+    """Remove a controller from the KRaft voter set (KIP-853, kraft.version 1; Kafka
+    3.9+), as kafka-metadata-quorum.sh remove-controller. A dry run unless --execute is
+    given."""
+    directory = _directory_id(directory_id)
+    if execute:
+        with _admin(conn) as admin:
+            admin.remove_raft_voter(voter_id, directory, cluster_id=cluster_id,
+                                    timeout=_TIMEOUT)
+    what = f"voter {voter_id} (directory {directory})"
+    _emit({"voter": voter_id, "directory_id": str(directory), "cluster_id": cluster_id,
+           "executed": execute}, as_json,
+          [f"removed {what}"] if execute else [f"would remove {what}", DRY_RUN])
 
 
 def quorum_data(q: Any) -> dict[str, Any]:

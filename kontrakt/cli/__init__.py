@@ -7,6 +7,7 @@ and cluster administration, and schema contracts.
     kontrakt topics create orders -p 6
     kontrakt groups describe billing               # lag per partition
     kontrakt cluster quorum --replication          # the KRaft metadata quorum
+    kontrakt configs describe topic orders --all   # every config, defaults too
     kontrakt transactions find-hanging --broker 1  # then: transactions abort ...
     kontrakt schemas check schemas/ --git main
 

@@ -291,7 +291,8 @@ def topics_move_replica(conn: Connection, name: str, partition: int, broker_id: 
 # ------------------------------------------------------------------------------- groups
 @click.group()
 def groups() -> None:
-    """List groups; describe (with lag), delete consumer groups and reset their offsets."""
+    """List groups; describe them (consumer groups with lag, share groups), delete consumer
+    groups and reset their offsets."""
 
 
 @groups.command("list")
@@ -347,11 +348,13 @@ def groups_describe(conn: Connection, group: str, as_json: bool) -> None:
     from kontrakt.clients.admin import ConsumerGroupType
 
     with _admin(conn) as admin:
-        # ListGroups (v5+, Kafka 3.8) names a group's type: a share group is described
-        # with ShareGroupDescribe, which the consumer-group APIs would not find.
-        kind = next((g.type for g in admin.list_groups(timeout=_TIMEOUT)
-                     if g.group_id == group), None)
-        if kind is ConsumerGroupType.SHARE:
+        # ListGroups names a group's type (v5+; before, its protocol type says "share"):
+        # a share group is described with ShareGroupDescribe, as the consumer-group APIs
+        # answer GROUP_ID_NOT_FOUND for it.
+        listed = next((g for g in admin.list_groups(timeout=_TIMEOUT)
+                       if g.group_id == group), None)
+        if listed is not None and (listed.type is ConsumerGroupType.SHARE
+                                   or listed.protocol_type == "share"):
             share = admin.describe_share_groups([group], timeout=_TIMEOUT)[group]
             _emit_share_group(share, as_json)
             return

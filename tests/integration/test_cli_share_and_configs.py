@@ -70,6 +70,18 @@ def test_groups_describe_shows_a_share_groups_description() -> None:
     assert not _sent(broker, CONSUMER_GROUP_DESCRIBE)
 
 
+def test_groups_describe_knows_a_share_group_by_its_protocol_type_before_list_groups_v5(
+        ) -> None:
+    # Broken variant tried: only ListGroups' group type looked at (UNKNOWN before v5: the
+    # consumer-group describe is sent, which this broker does not answer).
+    broker = CraftedBroker({LIST_GROUPS: _listed, SHARE_GROUP_DESCRIBE: share_describe},
+                           max_versions={LIST_GROUPS: 4})
+    [text] = _run(broker, ["groups", "describe", "work"])
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("group work  share group epoch 4 ")
+    assert not _sent(broker, CONSUMER_GROUP_DESCRIBE)
+
+
 # ----------------------------------------------------------- cluster add/remove-voter
 def test_add_and_remove_voter_are_dry_runs_until_execute() -> None:
     # Broken variants tried: the dry run sending (an AddRaftVoter seen before --execute),

@@ -67,7 +67,7 @@ def configs_describe(conn: Connection, resource_type: str, name: str, show_all: 
 
     resource = ConfigResource(ConfigResourceType[_TYPES[resource_type]], name)
     with _admin(conn) as admin:
-        described = admin.describe_configs([resource], timeout=_TIMEOUT)[resource]
+        described = _describe(admin, resource)
     own = own_source(resource)
     rows: list[dict[str, Any]] = [
         {"key": k, "value": None if e.is_sensitive else e.value, "source": e.source.name,
@@ -77,6 +77,22 @@ def configs_describe(conn: Connection, resource_type: str, name: str, show_all: 
              + ("  read-only" if r["read_only"] else "") for r in rows] or [
         f"{resource_type} {name} has no configs of its own (--all shows every config)"]
     _emit({"type": resource_type, "name": name, "configs": rows}, as_json, lines)
+
+
+def _describe(admin: Any, resource: Any) -> dict[str, Any]:
+    """The resource's described configs. A missing topic fails at once: DescribeConfigs'
+    UNKNOWN_TOPIC_OR_PARTITION is retriable, and the admin client would retry it for the
+    whole timeout, whereas Metadata (describe_topics) reports it as final."""
+    from kontrakt.clients.admin import ConfigResourceType
+    from kontrakt.protocol.errors import TopicAuthorizationFailedError
+
+    if resource.restype is ConfigResourceType.TOPIC:
+        try:
+            admin.describe_topics([resource.name], timeout=_TIMEOUT)
+        except TopicAuthorizationFailedError:
+            pass  # DESCRIBE_CONFIGS may be granted without DESCRIBE: ask anyway
+    described: dict[str, Any] = admin.describe_configs([resource], timeout=_TIMEOUT)[resource]
+    return described
 
 
 @configs.command("reset")

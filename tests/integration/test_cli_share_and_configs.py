@@ -189,14 +189,16 @@ def _configs(_v: int, req: Any) -> Any:
 
 def test_configs_describe_own_configs_all_and_masked_values() -> None:
     # Broken variants tried: --all ignored (defaults missing), the sensitive value echoed
-    # ("hunter2" printed), and every config shown without --all.
-    broker = CraftedBroker({DESCRIBE_CONFIGS: _configs})
-    own, every, as_json, missing, bad = _run(
+    # ("hunter2" printed), every config shown without --all, and no Metadata check of the
+    # topic first (DescribeConfigs asked about "zz": UNKNOWN_TOPIC_OR_PARTITION there is
+    # retried for the whole 30 s timeout).
+    broker = CraftedBroker({DESCRIBE_CONFIGS: _configs}, topics={"t": 1, "gone": 1})
+    own, every, as_json, missing, bad, absent = _run(
         broker, ["configs", "describe", "topic", "t"],
         ["configs", "describe", "topic", "t", "--all"],
         ["configs", "describe", "topic", "t", "--all", "--json"],
         ["configs", "describe", "topic", "gone"],
-        ["configs", "describe", "cluster", "t"])
+        ["configs", "describe", "cluster", "t"], ["configs", "describe", "topic", "zz"])
     assert own.returncode == 0, own.stderr
     assert own.stdout.splitlines() == ["retention.ms=1000  DYNAMIC_TOPIC_CONFIG",
                                        "sasl.jaas.config=(sensitive)  DYNAMIC_TOPIC_CONFIG"]
@@ -213,6 +215,9 @@ def test_configs_describe_own_configs_all_and_masked_values() -> None:
     assert data["configs"][3]["read_only"] is True
     assert all("hunter2" not in d.stdout + d.stderr for d in (own, every, as_json))
     assert missing.returncode == 2 and "gone" in missing.stderr and not missing.stdout
+    assert absent.returncode == 2, absent.stderr
+    assert absent.stderr == \
+        "kontrakt: error: [UNKNOWN_TOPIC_OR_PARTITION (3)] topic 'zz'\n"
     assert bad.returncode == 2 and len(_sent(broker, DESCRIBE_CONFIGS)) == 4
 
 

@@ -29,7 +29,8 @@ __all__ = ["cluster"]
 @reported
 def cluster(ctx: click.Context, conn: Connection, api_versions: bool, as_json: bool) -> None:
     """The cluster id, the controller, the brokers and (optionally) their API versions;
-    `cluster quorum` describes the KRaft metadata quorum."""
+    `cluster quorum` describes the KRaft metadata quorum, `add-voter` and `remove-voter`
+    change its voters."""
     if ctx.invoked_subcommand is not None:
         # The subcommand has its own options: ones given here would be silently unused.
         given = [max(p.opts, key=len) for p in ctx.command.params if p.name and

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kontrakt.clients.admin import _validate as v
-from kontrakt.clients.admin._routing import Router, error_for, finish
+from kontrakt.clients.admin._routing import Fatal, Router, error_for, finish
 from kontrakt.clients.admin._types import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -135,7 +135,11 @@ class ConfigOperations:
 
         Raises:
             InvalidArgumentError: a bad topic name or a non-numeric broker id.
-            PartialFailureError: some resources failed.
+            UnknownTopicOrPartitionError, TopicAuthorizationFailedError, ...: the one
+                resource asked about was refused (at once: an error the broker answers for
+                a resource is not retried, as in the Java client; a request that got no
+                answer is, until ``timeout``).
+            PartialFailureError: some of several resources failed.
         """
         items = v.unique((_check_resource(r) for r in resources), "resource")
         deadline = self._router.deadline(timeout)
@@ -153,7 +157,10 @@ class ConfigOperations:
             for res in resp.results:
                 key = ConfigResource(ConfigResourceType(res.resource_type), res.resource_name)
                 if res.error_code:
-                    out[key] = error_for(res.error_code, res.error_message, repr(key))
+                    # Final, as in the Java client: a resource's error is the broker's
+                    # answer about it (UNKNOWN_TOPIC_OR_PARTITION, though retriable as a
+                    # class, says the topic does not exist, not that metadata is stale).
+                    out[key] = Fatal(error_for(res.error_code, res.error_message, repr(key)))
                     continue
                 out[key] = {c.name: _config_entry(c) for c in res.configs}
             return out

@@ -38,6 +38,7 @@ _CLIENTS = frozenset({
     "AsyncKafkaClient", "AsyncProducer", "AsyncSerializingProducer", "Consumer",
     "DeserializingConsumer", "KafkaClient", "Producer", "SerializingProducer",
     "AcknowledgeType", "AsyncShareConsumer", "ShareConsumer",
+    "AsyncDeserializingShareConsumer", "DeserializingShareConsumer",
 })
 
 if _typing.TYPE_CHECKING:
@@ -47,12 +48,14 @@ if _typing.TYPE_CHECKING:
         AsyncAdminClient,
         AsyncConsumer,
         AsyncDeserializingConsumer,
+        AsyncDeserializingShareConsumer,
         AsyncKafkaClient,
         AsyncProducer,
         AsyncSerializingProducer,
         AsyncShareConsumer,
         Consumer,
         DeserializingConsumer,
+        DeserializingShareConsumer,
         KafkaClient,
         Producer,
         SerializingProducer,
@@ -80,6 +83,7 @@ __all__ = [
     "AsyncAdminClient",
     "AsyncConsumer",
     "AsyncDeserializingConsumer",
+    "AsyncDeserializingShareConsumer",
     "AsyncKafkaClient",
     "AsyncProducer",
     "AsyncSerializingProducer",
@@ -88,6 +92,7 @@ __all__ = [
     "Consumer",
     "ConsumerRecord",
     "DeserializingConsumer",
+    "DeserializingShareConsumer",
     "IllegalStateError",
     "KafkaClient",
     "KafkaConnectionError",

@@ -6,7 +6,8 @@
 - :class:`SerializingProducer` / :class:`DeserializingConsumer` and their ``Async`` forms,
   which run keys and values through :mod:`kontrakt.serde` serializers.
 - :class:`AsyncShareConsumer` / :class:`ShareConsumer`: share groups (KIP-932), with
-  :class:`AcknowledgeType`.
+  :class:`AcknowledgeType`; :class:`DeserializingShareConsumer` and its ``Async`` form
+  deserialize what they poll.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from kontrakt.clients.consumer import AsyncConsumer, Consumer
 from kontrakt.clients.producer import AsyncProducer, Producer
 from kontrakt.clients.serializing import (
     AsyncDeserializingConsumer,
+    AsyncDeserializingShareConsumer,
     AsyncSerializingProducer,
     DeserializingConsumer,
+    DeserializingShareConsumer,
     SerializingProducer,
 )
 from kontrakt.clients.share import AcknowledgeType, AsyncShareConsumer, ShareConsumer
@@ -30,6 +33,7 @@ __all__ = [
     "AsyncAdminClient",
     "AsyncConsumer",
     "AsyncDeserializingConsumer",
+    "AsyncDeserializingShareConsumer",
     "AsyncKafkaClient",
     "AsyncProducer",
     "AsyncSerializingProducer",
@@ -38,6 +42,7 @@ __all__ = [
     "ClusterMetadata",
     "Consumer",
     "DeserializingConsumer",
+    "DeserializingShareConsumer",
     "KafkaClient",
     "PartitionInfo",
     "Producer",

@@ -68,6 +68,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("Consumer", "config"): "AsyncConsumer.config is an instance attribute",
     ("DeserializingConsumer", "config"): "as Consumer's",
     ("ShareConsumer", "config"): "AsyncShareConsumer.config is an instance attribute",
+    ("DeserializingShareConsumer", "config"): "as ShareConsumer's",
     ("KafkaClient", "cluster"): "AsyncKafkaClient.cluster is an instance attribute",
 }
 
@@ -159,7 +160,9 @@ WRAPPER_ALLOWED: dict[str, str] = {
 
 @pytest.mark.parametrize(("wrapper", "base"), [
     ("DeserializingConsumer", "Consumer"), ("AsyncDeserializingConsumer", "AsyncConsumer"),
-    ("SerializingProducer", "Producer"), ("AsyncSerializingProducer", "AsyncProducer")])
+    ("SerializingProducer", "Producer"), ("AsyncSerializingProducer", "AsyncProducer"),
+    ("DeserializingShareConsumer", "ShareConsumer"),
+    ("AsyncDeserializingShareConsumer", "AsyncShareConsumer")])
 def test_a_serializing_client_offers_every_method_of_its_client(wrapper: str,
                                                                 base: str) -> None:
     classes = _public_classes()

@@ -52,3 +52,18 @@ def test_only_records_inside_acquired_ranges_are_kept_and_holes_become_gaps() ->
     assert book.take_pending() == [AckBatch(2, 4, (ACCEPT, RELEASE, ACCEPT)),
                                    AckBatch(7, 8, (RELEASE, GAP))]
     assert book.pending == {}
+
+
+def test_records_given_back_come_first_again_with_their_delivery_counts() -> None:
+    # What a deserializing share consumer does with the records after a bad one: they
+    # were handed out but the application never got them. Broken variant tried: appending
+    # them behind the buffer (offset 9 would come before 5).
+    book = PartitionAcks()
+    book.acquire([_rec(o) for o in range(5, 10)], [(5, 7, 2), (8, 9, 1)])
+    out = book.hand_out(4)
+    book.give_back(out[2:])
+    book.give_back([_rec(42)])  # not held: ignored
+    assert book.delivered == {5: 2, 6: 2}
+    assert [(r.offset, n) for r, n in book.buffered] == [(7, 2), (8, 1), (9, 1)]
+    assert [r.offset for r in book.hand_out(10)] == [7, 8, 9]
+    assert book.delivered == {5: 2, 6: 2, 7: 2, 8: 1, 9: 1}

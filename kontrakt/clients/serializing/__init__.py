@@ -19,7 +19,12 @@ Failures are typed and lose nothing:
   rewind to it, so the bad record's error comes at the next call with everything after it
   still to be read.
 
-The producers live in :mod:`._producers`, the consumers in :mod:`._consumers`, and what they
+The share consumers' forms (:class:`DeserializingShareConsumer`,
+:class:`AsyncDeserializingShareConsumer`) follow the same rule for their ``poll()`` lists; see
+:mod:`._share` for what becomes of the bad record's acknowledgement.
+
+The producers live in :mod:`._producers`, the consumers in :mod:`._consumers` and
+:mod:`._share`, and what they
 share (type variables, the (de)serializer types, taking them out of the config) in
 :mod:`._common`.
 """
@@ -31,10 +36,16 @@ from kontrakt.clients.serializing._consumers import (
     DeserializingConsumer,
 )
 from kontrakt.clients.serializing._producers import AsyncSerializingProducer, SerializingProducer
+from kontrakt.clients.serializing._share import (
+    AsyncDeserializingShareConsumer,
+    DeserializingShareConsumer,
+)
 
 __all__ = [
     "AsyncDeserializingConsumer",
+    "AsyncDeserializingShareConsumer",
     "AsyncSerializingProducer",
     "DeserializingConsumer",
+    "DeserializingShareConsumer",
     "SerializingProducer",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kontrakt._types import ConsumerRecord, TopicPartition
 
@@ -121,6 +122,17 @@ class PartitionAcks:
         for rec, count in taken:
             self.delivered[rec.offset] = count
         return [rec for rec, _ in taken]
+
+    def give_back(self, records: Iterable[ConsumerRecord[Any, Any]]) -> None:
+        """Undo :meth:`hand_out` for ``records`` (handed out, never seen by the
+        application): they go back to the front of the buffer, in order, with their
+        delivery counts; records not held undecided are ignored."""
+        back: list[tuple[ConsumerRecord[bytes | None, bytes | None], int]] = []
+        for rec in records:
+            count = self.delivered.pop(rec.offset, None)
+            if count is not None:
+                back.append((rec, count))
+        self.buffered[:0] = back
 
     def acknowledge(self, offset: int, ack_type: int) -> bool:
         """Settle a delivered record; False when ``offset`` is not one held undecided."""

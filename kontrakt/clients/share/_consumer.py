@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Generic, cast
 
 from kontrakt._config import ClientConfig
 from kontrakt._types import ConsumerRecord, TopicPartition
 from kontrakt.clients._settings import ClientSettings
 from kontrakt.clients.client import AsyncKafkaClient
+from kontrakt.clients.consumer._parts import KeyT, ValueT
 from kontrakt.clients.share._acks import AcknowledgeType, PartitionAcks
 from kontrakt.clients.share._config import SHARE_CONSUMER_OPTIONS
 from kontrakt.clients.share._membership import ShareGroupMembership
@@ -42,11 +43,12 @@ log = logging.getLogger("kontrakt.share")
 
 Record = ConsumerRecord[bytes | None, bytes | None]
 
+
 #: Seconds close() waits for the brokers by default.
 _CLOSE_TIMEOUT = 30.0
 
 
-class AsyncShareConsumer:
+class AsyncShareConsumer(Generic[KeyT, ValueT]):
     """Consume records through a share group (KIP-932): the group's members share the
     partitions of the topics they subscribe to, and each record is delivered to one member
     at a time until it is accepted or rejected.
@@ -67,6 +69,9 @@ class AsyncShareConsumer:
     not settle stay locked to this member until the broker's lock times out, or until
     :meth:`close` releases them. Acknowledgements are sent with the next fetch to the
     partition's leader, or at once by :meth:`commit_sync`.
+
+    Its records are typed ``ConsumerRecord[bytes | None, bytes | None]``; the type
+    parameters are for :class:`~kontrakt.clients.serializing.AsyncDeserializingShareConsumer`.
 
     Raises:
         ConfigError: unknown option, bad value, or no ``group.id``.
@@ -119,7 +124,7 @@ class AsyncShareConsumer:
             await self._client.start()
             self._started = True
 
-    async def __aenter__(self) -> AsyncShareConsumer:
+    async def __aenter__(self) -> AsyncShareConsumer[KeyT, ValueT]:
         await self.start()
         return self
 
@@ -212,7 +217,7 @@ class AsyncShareConsumer:
 
     # --- consuming -----------------------------------------------------------------------
 
-    async def poll(self, timeout: float | None = None) -> list[Record]:
+    async def poll(self, timeout: float | None = None) -> list[ConsumerRecord[KeyT, ValueT]]:
         """Fetch the next records acquired for this member.
 
         In implicit mode, the records the previous poll returned are accepted first.
@@ -241,7 +246,7 @@ class AsyncShareConsumer:
         while True:
             records = self._hand_out()
             if records:
-                return records
+                return cast("list[ConsumerRecord[KeyT, ValueT]]", records)
             remaining = None if deadline is None else deadline - time.monotonic()
             wait = self._fetch_max_wait if remaining is None else min(
                 self._fetch_max_wait, max(0.0, remaining))
@@ -249,7 +254,7 @@ class AsyncShareConsumer:
             self._check()
             records = self._hand_out()
             if records:
-                return records
+                return cast("list[ConsumerRecord[KeyT, ValueT]]", records)
             if deadline is not None and time.monotonic() >= deadline:
                 return []
 
@@ -266,10 +271,32 @@ class AsyncShareConsumer:
         for acks in self._book.values():
             acks.settle_all(ack_type, buffered=buffered)
 
+    def _take_back(self, records: Sequence[ConsumerRecord[Any, Any]]) -> None:
+        """Records a poll returned that the application never got (a deserializing
+        consumer stopped before them): the next poll hands them out again, first, and
+        nothing settles them meanwhile (close() releases them)."""
+        by_tp: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+        for rec in records:
+            by_tp.setdefault(TopicPartition(rec.topic, rec.partition), []).append(rec)
+        for tp, recs in by_tp.items():
+            acks = self._book.get(tp)
+            if acks is not None:
+                acks.give_back(recs)
+
+    def _undeserializable(self, record: ConsumerRecord[Any, Any]) -> None:
+        """A record handed out whose key or value could not be deserialized. Implicit
+        mode releases it now (never accepted: the group delivers it again, with a higher
+        delivery count, until its delivery attempt limit archives it); explicit mode
+        leaves it held undecided for the application's :meth:`acknowledge`."""
+        if not self._explicit:
+            acks = self._book.get(TopicPartition(record.topic, record.partition))
+            if acks is not None:
+                acks.acknowledge(record.offset, int(AcknowledgeType.RELEASE))
+
     # --- acknowledging -------------------------------------------------------------------
 
-    def acknowledge(self, record: Record, ack_type: AcknowledgeType = AcknowledgeType.ACCEPT
-                    ) -> None:
+    def acknowledge(self, record: ConsumerRecord[Any, Any],
+                    ack_type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
         """Settle a record the last polls returned (explicit mode). The acknowledgement
         goes out with the next fetch from the record's leader, or with
         :meth:`commit_sync` / :meth:`commit_async`.
@@ -296,7 +323,7 @@ class AsyncShareConsumer:
             raise IllegalStateError(f"record {topic}[{partition}]@{offset} is not held "
                                     "undecided by this share consumer")
 
-    def delivery_count(self, record: Record) -> int | None:
+    def delivery_count(self, record: ConsumerRecord[Any, Any]) -> int | None:
         """How many times the group has delivered ``record`` (1 the first time), while it
         is held undecided by this consumer; None otherwise."""
         acks = self._book.get(TopicPartition(record.topic, record.partition))

@@ -8,12 +8,13 @@ the whole cost.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-from kontrakt._types import TopicPartition
+from kontrakt._types import ConsumerRecord, TopicPartition
 from kontrakt.clients._sync import LoopThread, close_sync
+from kontrakt.clients.consumer._parts import KeyT, ValueT
 from kontrakt.clients.share._acks import AcknowledgeType
-from kontrakt.clients.share._consumer import AsyncShareConsumer, Record
+from kontrakt.clients.share._consumer import AsyncShareConsumer
 from kontrakt.errors import IllegalStateError, KafkaError
 
 __all__ = ["ShareConsumer"]
@@ -21,7 +22,7 @@ __all__ = ["ShareConsumer"]
 T = TypeVar("T")
 
 
-class ShareConsumer:
+class ShareConsumer(Generic[KeyT, ValueT]):
     """Blocking form of :class:`AsyncShareConsumer`, run on a private event-loop thread:
     the same options and methods, each blocking until done.
 
@@ -40,7 +41,8 @@ class ShareConsumer:
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._thread = LoopThread("kontrakt-share-consumer")
         try:
-            self._async: AsyncShareConsumer = self._thread.run(_build(config, kwargs))
+            self._async: AsyncShareConsumer[Any, Any] = self._thread.run(
+                _build(config, kwargs))
         except BaseException:
             self._thread.stop()
             raise
@@ -94,15 +96,17 @@ class ShareConsumer:
         """The partitions the coordinator assigned this member now."""
         return self._on_loop(self._async.assignment)
 
-    def poll(self, timeout: float | None = None) -> list[Record]:
+    def poll(self, timeout: float | None = None) -> list[ConsumerRecord[KeyT, ValueT]]:
         """Fetch the next records acquired for this member; see
         :meth:`AsyncShareConsumer.poll`."""
         if not self._thread.running:
             raise IllegalStateError("share consumer is closed")
-        return self._thread.run(self._async.poll(timeout))
+        records: list[ConsumerRecord[KeyT, ValueT]] = self._thread.run(
+            self._async.poll(timeout))
+        return records
 
-    def acknowledge(self, record: Record, ack_type: AcknowledgeType = AcknowledgeType.ACCEPT
-                    ) -> None:
+    def acknowledge(self, record: ConsumerRecord[Any, Any],
+                    ack_type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
         """Settle a polled record (explicit mode); see
         :meth:`AsyncShareConsumer.acknowledge`."""
         self._on_loop(lambda: self._async.acknowledge(record, ack_type))
@@ -114,7 +118,7 @@ class ShareConsumer:
         self._on_loop(lambda: self._async.acknowledge_offset(topic, partition, offset,
                                                              ack_type))
 
-    def delivery_count(self, record: Record) -> int | None:
+    def delivery_count(self, record: ConsumerRecord[Any, Any]) -> int | None:
         """How many times the group has delivered ``record``; see
         :meth:`AsyncShareConsumer.delivery_count`."""
         return self._on_loop(lambda: self._async.delivery_count(record))
@@ -137,7 +141,7 @@ class ShareConsumer:
         see :meth:`AsyncShareConsumer.close`. Idempotent."""
         close_sync(self._thread, self._async.close, timeout)
 
-    def __enter__(self) -> ShareConsumer:
+    def __enter__(self) -> ShareConsumer[KeyT, ValueT]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -145,5 +149,5 @@ class ShareConsumer:
 
 
 async def _build(config: Mapping[str, Any] | None, kwargs: dict[str, Any]
-                 ) -> AsyncShareConsumer:
+                 ) -> AsyncShareConsumer[Any, Any]:
     return AsyncShareConsumer(config, **kwargs)

@@ -4,7 +4,8 @@ form :class:`ShareConsumer`."""
 from __future__ import annotations
 
 from kontrakt.clients.share._acks import AcknowledgeType
-from kontrakt.clients.share._consumer import AsyncShareConsumer
+from kontrakt.clients.share._consumer import AcknowledgementCommitCallback, AsyncShareConsumer
 from kontrakt.clients.share._sync import ShareConsumer
 
-__all__ = ["AcknowledgeType", "AsyncShareConsumer", "ShareConsumer"]
+__all__ = ["AcknowledgeType", "AcknowledgementCommitCallback", "AsyncShareConsumer",
+           "ShareConsumer"]

@@ -29,7 +29,7 @@ from kontrakt.clients.consumer._parts import KeyT, ValueT
 from kontrakt.clients.share._acks import AcknowledgeType, PartitionAcks
 from kontrakt.clients.share._config import SHARE_CONSUMER_OPTIONS
 from kontrakt.clients.share._membership import ShareGroupMembership
-from kontrakt.clients.share._sessions import ShareSessions
+from kontrakt.clients.share._sessions import AcknowledgedHook, ShareSessions
 from kontrakt.errors import (
     IllegalStateError,
     InvalidArgumentError,
@@ -37,12 +37,16 @@ from kontrakt.errors import (
     KafkaTimeoutError,
 )
 
-__all__ = ["AsyncShareConsumer"]
+__all__ = ["AcknowledgementCommitCallback", "AsyncShareConsumer"]
 
 log = logging.getLogger("kontrakt.share")
 
 Record = ConsumerRecord[bytes | None, bytes | None]
 
+#: ``callback(offsets, error)``: the broker answered the acknowledgements of ``offsets``
+#: (``{TopicPartition: {offset, ...}}``, one partition a call) with ``error``, or None when
+#: it took them (confluent-kafka's and the Java client's AcknowledgementCommitCallback).
+AcknowledgementCommitCallback = AcknowledgedHook
 
 #: Seconds close() waits for the brokers by default.
 _CLOSE_TIMEOUT = 30.0
@@ -107,6 +111,8 @@ class AsyncShareConsumer(Generic[KeyT, ValueT]):
             request_timeout=settings.request_timeout)
         self._commits: set[asyncio.Task[Any]] = set()
         self._commit_error: BaseException | None = None
+        self._ack_callback: AcknowledgementCommitCallback | None = None
+        self._sessions.on_acknowledged = self._acknowledged
         self._started = False
         self._closed = False
 
@@ -328,6 +334,36 @@ class AsyncShareConsumer(Generic[KeyT, ValueT]):
         is held undecided by this consumer; None otherwise."""
         acks = self._book.get(TopicPartition(record.topic, record.partition))
         return None if acks is None else acks.delivered.get(record.offset)
+
+    def set_acknowledgement_commit_callback(
+            self, callback: AcknowledgementCommitCallback | None) -> None:
+        """Call ``callback(offsets, error)`` each time a broker has answered a partition's
+        acknowledgements (sent with a fetch, :meth:`commit_sync`, :meth:`commit_async` or
+        :meth:`close`): ``offsets`` is ``{TopicPartition: {offset, ...}}`` for that one
+        partition, ``error`` the broker's (or a lost share session's) error or None. It
+        runs on the consumer's event loop as the answer arrives; acknowledgements that
+        a lost connection took are sent again, and reported once answered. An exception
+        it raises is raised by the next call of this consumer. None removes it.
+
+        Args:
+            callback: ``(offsets, error) -> None``, or None.
+        """
+        self._check_open()
+        if callback is not None and not callable(callback):
+            raise InvalidArgumentError(f"callback must be callable, got {callback!r}")
+        self._ack_callback = callback
+
+    def _acknowledged(self, offsets: dict[TopicPartition, set[int]],
+                      error: KafkaError | None) -> None:
+        callback = self._ack_callback
+        if callback is None:
+            return
+        try:
+            callback(offsets, error)
+        except Exception as exc:
+            log.warning("acknowledgement commit callback raised %r", exc)
+            if self._commit_error is None:
+                self._commit_error = exc
 
     async def commit_sync(self, timeout: float | None = None
                           ) -> dict[TopicPartition, KafkaError | None]:

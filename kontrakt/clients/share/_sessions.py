@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,13 +33,17 @@ from kontrakt.protocol.errors import (
 )
 from kontrakt.protocol.messages import ShareAcknowledgeRequest, ShareFetchRequest
 
-__all__ = ["ShareSessions"]
+__all__ = ["AcknowledgedHook", "ShareSessions"]
 
 log = logging.getLogger("kontrakt.share")
 
 #: Top-level errors after which the broker has no session for this member: open a new one.
 _SESSION_LOST = frozenset((ShareSessionNotFoundError.code, InvalidShareSessionEpochError.code))
 _INT32_MAX = 2**31 - 1
+
+#: ``hook(offsets, error)``: the broker answered the acknowledgements of ``offsets`` (one
+#: partition's), with ``error`` or None.
+AcknowledgedHook = Callable[[dict[TopicPartition, set[int]], "KafkaError | None"], None]
 
 _FetchTopic = ShareFetchRequest.FetchTopic
 _FetchPartition = _FetchTopic.FetchPartition
@@ -94,6 +98,8 @@ class ShareSessions:
         #: Per-partition outcome of the acknowledgements sent since the consumer last took
         #: them (commit_sync): None, or the error.
         self.ack_results: dict[TopicPartition, KafkaError | None] = {}
+        #: Told of each partition's acknowledgements once their outcome is final.
+        self.on_acknowledged: AcknowledgedHook | None = None
 
     async def fetch_round(self, wait: float) -> None:
         """One ShareFetch to each leader of an assigned partition (at once), carrying the
@@ -210,9 +216,10 @@ class ShareSessions:
             # again: another member may be getting them now.
             acks.buffered.clear()
             if acks.pending:
+                offsets = set(acks.pending)
                 acks.pending.clear()
-                self.ack_results[tp] = error(f"acknowledging records of {tp}: the share "
-                                              "session was lost")
+                self._record_ack_result(tp, offsets, error(
+                    f"acknowledging records of {tp}: the share session was lost"))
         session.reset()
 
     def _restore(self, taken: Mapping[TopicPartition, Mapping[int, int]]) -> None:
@@ -233,8 +240,8 @@ class ShareSessions:
             for part in topic.partitions:
                 tp = TopicPartition(name, part.partition_index)
                 if tp in sent:
-                    self._record_ack_result(tp, part.acknowledge_error_code,
-                                            part.acknowledge_error_message)
+                    self._record_ack_result(tp, sent[tp], self._ack_error(
+                        tp, part.acknowledge_error_code, part.acknowledge_error_message))
                 if part.error_code:
                     err = for_code(part.error_code)
                     log.debug("share fetch %s: %s", tp, err.__name__)
@@ -253,12 +260,22 @@ class ShareSessions:
         if fatal is not None:
             raise fatal
 
-    def _record_ack_result(self, tp: TopicPartition, code: int, message: str | None) -> None:
-        if code:
-            self.ack_results[tp] = for_code(code)(
-                f"acknowledging records of {tp}: {message or ''}")
+    @staticmethod
+    def _ack_error(tp: TopicPartition, code: int, message: str | None) -> KafkaError | None:
+        if not code:
+            return None
+        return for_code(code)(f"acknowledging records of {tp}: {message or ''}")
+
+    def _record_ack_result(self, tp: TopicPartition, offsets: Any,
+                           error: KafkaError | None) -> None:
+        """The acknowledgements of ``offsets`` of ``tp`` are settled with ``error`` (None:
+        taken by the broker): kept for commit_sync() and told to :attr:`on_acknowledged`."""
+        if error is not None:
+            self.ack_results[tp] = error
         else:
             self.ack_results.setdefault(tp, None)
+        if self.on_acknowledged is not None:
+            self.on_acknowledged({tp: set(offsets)}, error)
 
     async def _send_orphan_acks(self, exclude: frozenset[TopicPartition] = frozenset()
                                 ) -> None:
@@ -337,12 +354,14 @@ class ShareSessions:
                 error = for_code(resp.error_code)(
                     f"ShareAcknowledge to node {node}: {resp.error_message or ''}")
                 for tp in tps:
-                    self.ack_results[tp] = error
+                    self._record_ack_result(tp, taken[tp], error)
                 return
             names = {tid: name for name, tid in ids.items()}
             for topic in resp.responses:
                 name = names.get(topic.topic_id)
                 if name is not None:
                     for part in topic.partitions:
-                        self._record_ack_result(TopicPartition(name, part.partition_index),
-                                                part.error_code, part.error_message)
+                        tp = TopicPartition(name, part.partition_index)
+                        if tp in taken:
+                            self._record_ack_result(tp, taken[tp], self._ack_error(
+                                tp, part.error_code, part.error_message))

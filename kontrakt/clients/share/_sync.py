@@ -7,6 +7,7 @@ the whole cost.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -14,8 +15,8 @@ from kontrakt._types import ConsumerRecord, TopicPartition
 from kontrakt.clients._sync import LoopThread, close_sync
 from kontrakt.clients.consumer._parts import KeyT, ValueT
 from kontrakt.clients.share._acks import AcknowledgeType
-from kontrakt.clients.share._consumer import AsyncShareConsumer
-from kontrakt.errors import IllegalStateError, KafkaError
+from kontrakt.clients.share._consumer import AcknowledgementCommitCallback, AsyncShareConsumer
+from kontrakt.errors import IllegalStateError, InvalidArgumentError, KafkaError
 
 __all__ = ["ShareConsumer"]
 
@@ -40,6 +41,11 @@ class ShareConsumer(Generic[KeyT, ValueT]):
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._thread = LoopThread("kontrakt-share-consumer")
+        self._ack_callback: AcknowledgementCommitCallback | None = None
+        # Answers the loop saw, for the callback on the caller's thread (deque: appended on
+        # the loop thread, drained on the caller's, both atomic).
+        self._answered: deque[tuple[dict[TopicPartition, set[int]], KafkaError | None]] = (
+            deque())
         try:
             self._async: AsyncShareConsumer[Any, Any] = self._thread.run(
                 _build(config, kwargs))
@@ -98,12 +104,40 @@ class ShareConsumer(Generic[KeyT, ValueT]):
 
     def poll(self, timeout: float | None = None) -> list[ConsumerRecord[KeyT, ValueT]]:
         """Fetch the next records acquired for this member; see
-        :meth:`AsyncShareConsumer.poll`."""
+        :meth:`AsyncShareConsumer.poll`. The acknowledgement commit callback runs here
+        first, for the answers that arrived before this call (not after the fetch: an
+        exception of the callback must not lose the records fetched)."""
         if not self._thread.running:
             raise IllegalStateError("share consumer is closed")
+        self._run_ack_callbacks()
         records: list[ConsumerRecord[KeyT, ValueT]] = self._thread.run(
             self._async.poll(timeout))
         return records
+
+    def set_acknowledgement_commit_callback(
+            self, callback: AcknowledgementCommitCallback | None) -> None:
+        """Call ``callback(offsets, error)`` for each partition's acknowledgements a broker
+        answered; see :meth:`AsyncShareConsumer.set_acknowledgement_commit_callback`.
+        Here it runs on the caller's thread, inside :meth:`poll`, :meth:`commit_sync` and
+        :meth:`close` (as the producer's delivery callbacks), and its exceptions propagate
+        from them."""
+        if callback is not None and not callable(callback):
+            raise InvalidArgumentError(f"callback must be callable, got {callback!r}")
+        self._ack_callback = callback
+        sink = None if callback is None else self._answered_on_loop
+        self._on_loop(lambda: self._async.set_acknowledgement_commit_callback(sink))
+
+    def _answered_on_loop(self, offsets: dict[TopicPartition, set[int]],
+                          error: KafkaError | None) -> None:
+        self._answered.append((offsets, error))
+
+    def _run_ack_callbacks(self) -> None:
+        answered = self._answered
+        while answered:
+            offsets, error = answered.popleft()
+            callback = self._ack_callback
+            if callback is not None:
+                callback(offsets, error)
 
     def acknowledge(self, record: ConsumerRecord[Any, Any],
                     ack_type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
@@ -129,7 +163,11 @@ class ShareConsumer(Generic[KeyT, ValueT]):
         :meth:`AsyncShareConsumer.commit_sync`."""
         if not self._thread.running:
             raise IllegalStateError("share consumer is closed")
-        return self._thread.run(self._async.commit_sync(timeout))
+        self._run_ack_callbacks()
+        try:
+            return self._thread.run(self._async.commit_sync(timeout))
+        finally:
+            self._run_ack_callbacks()
 
     def commit_async(self) -> None:
         """Send the pending acknowledgements in the background; see
@@ -140,6 +178,7 @@ class ShareConsumer(Generic[KeyT, ValueT]):
         """Settle, close the share sessions, leave the group and stop the loop thread;
         see :meth:`AsyncShareConsumer.close`. Idempotent."""
         close_sync(self._thread, self._async.close, timeout)
+        self._run_ack_callbacks()
 
     def __enter__(self) -> ShareConsumer[KeyT, ValueT]:
         return self

@@ -29,6 +29,7 @@ from kontrakt.clients.consumer._parts import KeyT, ValueT
 from kontrakt.clients.share._acks import AcknowledgeType, PartitionAcks
 from kontrakt.clients.share._config import SHARE_CONSUMER_OPTIONS
 from kontrakt.clients.share._membership import ShareGroupMembership
+from kontrakt.clients.share._metrics import ShareConsumerMetrics
 from kontrakt.clients.share._sessions import AcknowledgedHook, ShareSessions
 from kontrakt.errors import (
     IllegalStateError,
@@ -104,11 +105,14 @@ class AsyncShareConsumer(Generic[KeyT, ValueT]):
             self._client, group_id, rack=cfg.get("client.rack"),
             retry_backoff=settings.retry_backoff, retry_backoff_max=settings.retry_backoff_max)
         self._book: dict[TopicPartition, PartitionAcks] = {}
+        self._metrics = metrics = ShareConsumerMetrics()
+        self._membership.on_heartbeat = metrics.heartbeat_done
+        self._membership.on_assignment = metrics.rebalanced
         self._sessions = ShareSessions(
             self._client, self._membership, self._book, max_records=self._max_records,
             fetch_min_bytes=int(cfg["fetch.min.bytes"]),
             fetch_max_bytes=int(cfg["fetch.max.bytes"]), check_crcs=bool(cfg["check.crcs"]),
-            request_timeout=settings.request_timeout)
+            request_timeout=settings.request_timeout, metrics=metrics)
         self._commits: set[asyncio.Task[Any]] = set()
         self._commit_error: BaseException | None = None
         self._ack_callback: AcknowledgementCommitCallback | None = None
@@ -246,6 +250,7 @@ class AsyncShareConsumer(Generic[KeyT, ValueT]):
         if not self._membership.topics:
             raise IllegalStateError("poll() needs a subscription: call subscribe() first")
         await self.start()
+        self._metrics.polled()
         if not self._explicit:
             self._settle_delivered(AcknowledgeType.ACCEPT)
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
@@ -271,6 +276,7 @@ class AsyncShareConsumer(Generic[KeyT, ValueT]):
                 break
             if acks.buffered:
                 out.extend(acks.hand_out(self._max_records - len(out)))
+        self._metrics.handed_out(len(out))
         return out
 
     def _settle_delivered(self, ack_type: int, *, buffered: bool = False) -> None:
@@ -298,6 +304,28 @@ class AsyncShareConsumer(Generic[KeyT, ValueT]):
             acks = self._book.get(TopicPartition(record.topic, record.partition))
             if acks is not None:
                 acks.acknowledge(record.offset, int(AcknowledgeType.RELEASE))
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters, rates and latencies, in the Java share consumer's metric names.
+        Totals count since the consumer was created; ``*-rate`` values are per second over
+        the last minute; latencies and poll gaps are in milliseconds.
+
+        Returns:
+            ``records-consumed-total`` / ``-rate`` (records handed to the application,
+            counted again if taken back and handed out anew), ``bytes-consumed-total`` /
+            ``-rate`` (record bytes of the ShareFetch responses), ``records-per-request-avg``
+            / ``-max`` (records a ShareFetch acquired for this member), ``fetch-total`` /
+            ``-rate``, ``fetch-latency-avg`` / ``-max`` (the broker's wait included),
+            ``fetch-size-avg`` / ``-max``, ``fetch-throttle-time-avg`` / ``-max``,
+            ``acknowledgements-send-total`` / ``-rate`` (record acknowledgements sent, gaps
+            included, resent ones counted again), ``acknowledgements-error-total`` /
+            ``-rate`` (of those, answered with an error or dropped with a lost share
+            session), ``heartbeat-total`` / ``-rate``, ``heartbeat-response-time-max``,
+            ``last-heartbeat-seconds-ago`` (None before the first), ``rebalance-total``
+            (assignment changes), ``assigned-partitions``, ``time-between-poll-avg`` /
+            ``-max`` and ``last-poll-seconds-ago`` (None before the first poll).
+        """
+        return self._metrics.snapshot(len(self._membership.assignment))
 
     # --- acknowledging -------------------------------------------------------------------
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kontrakt._types import TopicPartition
@@ -78,6 +80,9 @@ class ShareGroupMembership:
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
         self._backoff = Backoff(retry_backoff, retry_backoff_max)
+        #: Told of each answered heartbeat (its latency in seconds) and assignment change.
+        self.on_heartbeat: Callable[[float], None] = lambda latency: None
+        self.on_assignment: Callable[[], None] = lambda: None
 
     # --- control ---------------------------------------------------------------------
 
@@ -170,8 +175,10 @@ class ShareGroupMembership:
         joining = self.member_epoch == 0
         topics = self._topics
         send_topics = topics if joining or topics != self._sent_topics else None
+        sent_at = time.monotonic()
         try:
             resp = await self._send(self._request(self.member_epoch, send_topics))
+            self.on_heartbeat(time.monotonic() - sent_at)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             log.debug("share heartbeat failed: %s", exc)
             self._sent_topics = None
@@ -226,6 +233,7 @@ class ShareGroupMembership:
             self.assignment = assignment
             self.client.add_topics({tp.topic for tp in assignment})
             self.assignment_changed.set()
+            self.on_assignment()
 
     def _forget(self) -> None:
         self.member_epoch = 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from kontrakt.clients.client import AsyncKafkaClient
 from kontrakt.clients.consumer._decoding import parse_partition
 from kontrakt.clients.share._acks import AckBatch, PartitionAcks
 from kontrakt.clients.share._membership import ShareGroupMembership
+from kontrakt.clients.share._metrics import ShareConsumerMetrics
 from kontrakt.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kontrakt.protocol.errors import (
     InvalidShareSessionEpochError,
@@ -85,7 +87,7 @@ class ShareSessions:
     def __init__(self, client: AsyncKafkaClient, membership: ShareGroupMembership,
                  book: dict[TopicPartition, PartitionAcks], *, max_records: int,
                  fetch_min_bytes: int, fetch_max_bytes: int, check_crcs: bool,
-                 request_timeout: float) -> None:
+                 request_timeout: float, metrics: ShareConsumerMetrics) -> None:
         self.client = client
         self.membership = membership
         self.book = book
@@ -94,6 +96,7 @@ class ShareSessions:
         self.fetch_max_bytes = fetch_max_bytes
         self.check_crcs = check_crcs
         self.request_timeout = request_timeout
+        self.metrics = metrics
         self.sessions: dict[int, _Session] = {}
         #: Per-partition outcome of the acknowledgements sent since the consumer last took
         #: them (commit_sync): None, or the error.
@@ -173,6 +176,8 @@ class ShareSessions:
                         for t, ps in topics.items()],
                 forgotten_topics_data=[_ForgottenTopic(topic_id=ids[t], partitions=ps)
                                        for t, ps in forgotten.items()])
+            self.metrics.acknowledgements_sent(sum(len(a) for a in taken.values()))
+            sent_at = time.monotonic()
             try:
                 resp = await self.client.request(
                     req, node=node, timeout=wait + self.request_timeout)
@@ -198,7 +203,7 @@ class ShareSessions:
                 raise error
             session.advance()
             session.partitions = wanted
-            self._take_response(resp, taken)
+            self._take_response(resp, taken, time.monotonic() - sent_at)
 
     def _lose_session(self, node: int, session: _Session, code: int) -> None:
         """The broker has no session for this member any more (the mock, for one, drops a
@@ -228,8 +233,10 @@ class ShareSessions:
             book = self.book.setdefault(tp, PartitionAcks())
             book.pending = {**acks, **book.pending}
 
-    def _take_response(self, resp: Any, sent: Mapping[TopicPartition, Any]) -> None:
+    def _take_response(self, resp: Any, sent: Mapping[TopicPartition, Any],
+                       latency: float) -> None:
         names = {tid: name for name, tid in self._topic_ids().items()}
+        size = acquired = 0
         # A partition's fatal error is raised after every other partition's records are
         # taken: records acquired for this member must not be dropped with it.
         fatal: KafkaError | None = None
@@ -256,7 +263,12 @@ class ShareSessions:
                 records, _, _ = parse_partition(
                     name, part.partition_index, part.records, min(r[0] for r in ranges),
                     read_committed=False, aborted=None, check_crcs=self.check_crcs)
-                self.book.setdefault(tp, PartitionAcks()).acquire(records, ranges)
+                acks = self.book.setdefault(tp, PartitionAcks())
+                before = len(acks.buffered)
+                acks.acquire(records, ranges)
+                acquired += len(acks.buffered) - before
+                size += len(part.records or b"")
+        self.metrics.fetch_done(latency, size, acquired, resp.throttle_time_ms)
         if fatal is not None:
             raise fatal
 
@@ -272,6 +284,7 @@ class ShareSessions:
         taken by the broker): kept for commit_sync() and told to :attr:`on_acknowledged`."""
         if error is not None:
             self.ack_results[tp] = error
+            self.metrics.acknowledgements_failed(len(offsets))
         else:
             self.ack_results.setdefault(tp, None)
         if self.on_acknowledged is not None:
@@ -328,6 +341,7 @@ class ShareSessions:
                                                        last_offset=b.last,
                                                        acknowledge_types=list(b.types))
                                              for b in acks.take_pending()]))
+            self.metrics.acknowledgements_sent(sum(len(a) for a in taken.values()))
             req = ShareAcknowledgeRequest(
                 group_id=self.membership.group_id, member_id=self.membership.member_id,
                 share_session_epoch=-1 if closing else session.epoch,

@@ -139,6 +139,10 @@ class ShareConsumer(Generic[KeyT, ValueT]):
             if callback is not None:
                 callback(offsets, error)
 
+    def metrics(self) -> dict[str, Any]:
+        """Counters, rates and latencies; see :meth:`AsyncShareConsumer.metrics`."""
+        return self._on_loop(self._async.metrics)
+
     def acknowledge(self, record: ConsumerRecord[Any, Any],
                     ack_type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
         """Settle a polled record (explicit mode); see

@@ -24,9 +24,14 @@ from kontrakt.clients.serializing import (
 )
 from kontrakt.clients.share import AcknowledgeType, ShareConsumer
 from kontrakt.errors import ValueDeserializationError
-from kontrakt.registry import SchemaRegistryClient
+from kontrakt.registry import AsyncSchemaRegistryClient, SchemaRegistryClient
 from kontrakt.registry.server import RegistryServer
-from kontrakt.serde import AvroDeserializer, AvroSerializer, SerializationContext
+from kontrakt.serde import (
+    AsyncAvroDeserializer,
+    AvroDeserializer,
+    AvroSerializer,
+    SerializationContext,
+)
 from kontrakt.testing import MockCluster
 
 pytestmark = pytest.mark.integration
@@ -46,8 +51,14 @@ class Order:
 
 
 @pytest.fixture
-def registry() -> Iterator[SchemaRegistryClient]:
-    with RegistryServer() as srv, SchemaRegistryClient({"url": srv.url}) as client:
+def registry_url() -> Iterator[str]:
+    with RegistryServer() as srv:
+        yield srv.url
+
+
+@pytest.fixture
+def registry(registry_url: str) -> Iterator[SchemaRegistryClient]:
+    with SchemaRegistryClient({"url": registry_url}) as client:
         yield client
 
 
@@ -175,3 +186,34 @@ def test_explicit_mode_close_releases_an_unsettled_bad_record(
         assert consumer.commit_sync(5)
     assert got == orders and errors == 1
     assert _left_for_the_group(cluster) == [(BAD, 2)]
+
+
+def test_async_deserializers_stop_at_the_bad_record_too(
+        mock_cluster_factory: Callable[..., MockCluster], registry: SchemaRegistryClient,
+        registry_url: str) -> None:
+    # AsyncAvroDeserializer (awaited per record): the same rule. Delivery attempt limit 1:
+    # the released bad record is archived at once. Broken variant tried: the async path
+    # skipping a bad record (no error raised).
+    cluster, orders = _cluster(mock_cluster_factory, registry, attempts=1)
+
+    async def main() -> tuple[list[Order], list[int]]:
+        got: list[Order] = []
+        errors: list[int] = []
+        async with AsyncSchemaRegistryClient({"url": registry_url}) as client, \
+                AsyncDeserializingShareConsumer(
+                    bootstrap_servers=cluster.bootstrap_servers, group_id="g",
+                    value_deserializer=AsyncAvroDeserializer(client, Order)) as consumer:
+            consumer.subscribe([TOPIC])
+            deadline = time.monotonic() + 15
+            while (len(got) < N or not errors) and time.monotonic() < deadline:
+                try:
+                    got.extend(r.value for r in await consumer.poll(0.5))
+                except ValueDeserializationError as exc:
+                    assert exc.record is not None
+                    errors.append(exc.record.offset)
+        return got, errors
+
+    got, errors = asyncio.run(main())
+    assert got == orders
+    assert errors == [BAD]
+    assert _left_for_the_group(cluster) == []

@@ -54,3 +54,35 @@ def test_blocking_form_refuses_calls_after_close() -> None:
     consumer.close()  # idempotent
     with pytest.raises(IllegalStateError, match="closed"):
         consumer.poll(0)
+
+
+def test_deserializing_forms_take_their_deserializers_and_check_them() -> None:
+    # The (de)serializer keys are taken out before the share consumer's options are
+    # checked (a share consumer alone refuses them), and must be callable; the
+    # acknowledgement commit callback too. Broken variant tried: the async form not taking
+    # them out with split_serdes (a non-callable deserializer is not refused).
+    from kontrakt import AsyncDeserializingShareConsumer, DeserializingShareConsumer
+    from kontrakt.serde import StringDeserializer
+
+    with pytest.raises(ConfigError, match=r"value\.deserializer"):
+        AsyncShareConsumer({"bootstrap.servers": BOOTSTRAP, "group.id": "g",
+                            "value.deserializer": StringDeserializer()})
+    with pytest.raises(ConfigError, match="callable"):
+        AsyncDeserializingShareConsumer(bootstrap_servers=BOOTSTRAP, group_id="g",
+                                        value_deserializer="utf-8")
+
+    async def main() -> None:
+        consumer = AsyncDeserializingShareConsumer(
+            {"bootstrap.servers": BOOTSTRAP, "group.id": "g",
+             "value.deserializer": StringDeserializer()})
+        with pytest.raises(InvalidArgumentError, match="callable"):
+            consumer.set_acknowledgement_commit_callback("print")  # type: ignore[arg-type]
+        assert consumer.metrics()["records-consumed-total"] == 0
+        await consumer.close()
+
+    asyncio.run(main())
+    with DeserializingShareConsumer(bootstrap_servers=BOOTSTRAP, group_id="g",
+                                    key_deserializer=StringDeserializer()) as sync:
+        with pytest.raises(InvalidArgumentError, match="callable"):
+            sync.set_acknowledgement_commit_callback(42)  # type: ignore[arg-type]
+        assert sync.metrics()["assigned-partitions"] == 0

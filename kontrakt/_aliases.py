@@ -74,8 +74,9 @@ _RDK, _JAVA, _KP, _AIO = "librdkafka", "Java", "kafka-python", "aiokafka"
 _KP_AIO = "kafka-python, aiokafka"
 
 _DESERIALIZER = ("a plain Consumer returns bytes; use DeserializingConsumer(value_deserializer="
-                 "...) with a kontrakt.serde Deserializer (called as de(data, ctx)), or "
-                 "decode record.value yourself")
+                 "...) (DeserializingShareConsumer for a share consumer) with a "
+                 "kontrakt.serde Deserializer (called as de(data, ctx)), or decode "
+                 "record.value yourself")
 _SERIALIZER = ("a plain Producer sends bytes; use SerializingProducer(value_serializer=...) "
                "with a kontrakt.serde Serializer (called as ser(obj, ctx)), or encode the "
                "value yourself")

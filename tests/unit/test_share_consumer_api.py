@@ -86,3 +86,27 @@ def test_deserializing_forms_take_their_deserializers_and_check_them() -> None:
         with pytest.raises(InvalidArgumentError, match="callable"):
             sync.set_acknowledgement_commit_callback(42)  # type: ignore[arg-type]
         assert sync.metrics()["assigned-partitions"] == 0
+
+
+def test_a_dropped_share_consumer_with_a_callback_ends_its_loop_thread() -> None:
+    # The loop holds the acknowledgement commit callback's queue, not the ShareConsumer:
+    # dropping it still ends its loop thread. Broken variant tried: the loop handed a
+    # bound method of the ShareConsumer (the thread outlives it).
+    import gc
+    import threading
+    import time
+
+    from kontrakt import DeserializingShareConsumer
+
+    for cls in (ShareConsumer, DeserializingShareConsumer):
+        gc.collect()
+        before = set(threading.enumerate())
+        consumer = cls(bootstrap_servers=BOOTSTRAP, group_id="g")
+        consumer.set_acknowledgement_commit_callback(lambda offsets, error: None)
+        assert set(threading.enumerate()) - before
+        del consumer
+        deadline = time.monotonic() + 10
+        while set(threading.enumerate()) - before and time.monotonic() < deadline:
+            gc.collect()
+            time.sleep(0.02)
+        assert not set(threading.enumerate()) - before, cls.__name__

@@ -124,12 +124,15 @@ class ShareConsumer(Generic[KeyT, ValueT]):
         if callback is not None and not callable(callback):
             raise InvalidArgumentError(f"callback must be callable, got {callback!r}")
         self._ack_callback = callback
-        sink = None if callback is None else self._answered_on_loop
-        self._on_loop(lambda: self._async.set_acknowledgement_commit_callback(sink))
+        # The loop is handed the queue, not this object: a bound method would keep it
+        # alive from the loop thread, and a dropped consumer would never be collected.
+        answered = self._answered
 
-    def _answered_on_loop(self, offsets: dict[TopicPartition, set[int]],
-                          error: KafkaError | None) -> None:
-        self._answered.append((offsets, error))
+        def sink(offsets: dict[TopicPartition, set[int]], error: KafkaError | None) -> None:
+            answered.append((offsets, error))
+
+        self._on_loop(lambda: self._async.set_acknowledgement_commit_callback(
+            None if callback is None else sink))
 
     def _run_ack_callbacks(self) -> None:
         answered = self._answered

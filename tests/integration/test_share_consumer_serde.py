@@ -4,8 +4,8 @@ with Avro values through the registry server Kontrakt embeds.
 A record that cannot be deserialized (bytes not in the wire format) sits among good ones:
 the good ones all arrive once and are accepted, the bad one raises at the poll after the
 records before it, and its acknowledgement is what the docs say (released in implicit mode,
-the application's choice in explicit mode). A plain ShareConsumer in the same group, after
-the deserializing one closed, is the check of what the broker kept.
+the application's choice in explicit mode). confluent-kafka's ShareConsumer in the same
+group, after the deserializing one closed, is the oracle of what the broker kept.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kontrakt.clients.serializing import (
     AsyncDeserializingShareConsumer,
     DeserializingShareConsumer,
 )
-from kontrakt.clients.share import AcknowledgeType, ShareConsumer
+from kontrakt.clients.share import AcknowledgeType
 from kontrakt.errors import ValueDeserializationError
 from kontrakt.registry import AsyncSchemaRegistryClient, SchemaRegistryClient
 from kontrakt.registry.server import RegistryServer
@@ -83,13 +83,21 @@ def _cluster(factory: Callable[..., MockCluster], client: SchemaRegistryClient, 
 
 def _left_for_the_group(cluster: MockCluster, seconds: float = 2.0) -> list[tuple[int, int | None]]:
     """(offset, delivery count) of what another member of group "g" gets within
-    ``seconds`` (accepting it all)."""
+    ``seconds``: confluent-kafka's ShareConsumer (the oracle), accepting it all."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
     got: list[tuple[int, int | None]] = []
-    with ShareConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id="g") as other:
+    other = confluent_kafka.ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers,
+                                           "group.id": "g", "log_level": 3})
+    try:
         other.subscribe([TOPIC])
         until = time.monotonic() + seconds
         while time.monotonic() < until:
-            got.extend((r.offset, other.delivery_count(r)) for r in other.poll(0.3))
+            for m in other.poll(0.3):
+                assert m.error() is None
+                got.append((m.offset(), m.delivery_count()))
+        other.commit_sync(5)
+    finally:
+        other.close()
     return got
 
 

@@ -1,9 +1,12 @@
-"""The share consumer's acknowledgement bookkeeping (sans I/O): acquired ranges, gaps, and
-the acknowledgement batches sent to the broker."""
+"""The share consumer's acknowledgement bookkeeping (sans I/O): acquired ranges, gaps, the
+acknowledgement batches sent to the broker, and acknowledgements that cannot be sent."""
 
 from __future__ import annotations
 
-from kontrakt._types import ConsumerRecord, TimestampType
+import asyncio
+from typing import Any
+
+from kontrakt._types import ConsumerRecord, TimestampType, TopicPartition
 from kontrakt.clients.share._acks import (
     GAP,
     AckBatch,
@@ -11,6 +14,9 @@ from kontrakt.clients.share._acks import (
     PartitionAcks,
     acknowledgement_batches,
 )
+from kontrakt.clients.share._metrics import ShareConsumerMetrics
+from kontrakt.clients.share._sessions import ShareSessions
+from kontrakt.protocol.errors import ShareSessionNotFoundError
 
 ACCEPT, RELEASE, REJECT = (int(t) for t in AcknowledgeType)
 
@@ -67,3 +73,25 @@ def test_records_given_back_come_first_again_with_their_delivery_counts() -> Non
     assert [(r.offset, n) for r, n in book.buffered] == [(7, 2), (8, 1), (9, 1)]
     assert [r.offset for r in book.hand_out(10)] == [7, 8, 9]
     assert book.delivered == {5: 2, 6: 2, 7: 2, 8: 1, 9: 1}
+
+
+def test_acknowledgements_dropped_at_close_are_reported() -> None:
+    # Closing with no share session on the leader (it was lost): the acknowledgements
+    # cannot be sent; they are reported as ShareSessionNotFoundError to commit_sync's
+    # results and the acknowledgement commit callback, not dropped in silence. Broken
+    # variant tried: cleared without a report (no callback).
+    tp = TopicPartition("t", 0)
+    book = {tp: PartitionAcks(pending={4: ACCEPT, 5: RELEASE})}
+    metrics = ShareConsumerMetrics()
+    none: Any = None
+    sessions = ShareSessions(none, none, book, max_records=10, fetch_min_bytes=1,
+                             fetch_max_bytes=1, check_crcs=True, request_timeout=1.0,
+                             metrics=metrics)
+    told: list[tuple[dict[TopicPartition, set[int]], object]] = []
+    sessions.on_acknowledged = lambda offsets, error: told.append((offsets, error))
+    asyncio.run(sessions._share_acknowledge(1, [tp], closing=True))
+    assert book[tp].pending == {}
+    assert [o for o, _ in told] == [{tp: {4, 5}}]
+    assert isinstance(told[0][1], ShareSessionNotFoundError)
+    assert isinstance(sessions.ack_results[tp], ShareSessionNotFoundError)
+    assert metrics.ack_errors == 2

@@ -323,7 +323,13 @@ class ShareSessions:
                 # they settle are freed when the member leaves (or their locks time out).
                 if closing:
                     for tp in tps:
-                        self.book[tp].pending.clear()
+                        acks = self.book[tp]
+                        if acks.pending:
+                            offsets = set(acks.pending)
+                            acks.pending.clear()
+                            self._record_ack_result(tp, offsets, ShareSessionNotFoundError(
+                                f"acknowledging records of {tp}: no share session with its "
+                                "leader to send them in (the member is leaving)"))
                 return
             # A fetch may have carried some of them meanwhile.
             tps = [tp for tp in tps if self.book[tp].pending]

@@ -264,14 +264,7 @@ class ConsumerGroupMembership(GroupMembership):
             if resp.member_epoch != self.member_epoch:
                 log.debug("group %s: member epoch %s -> %s", self.group_id, self.member_epoch,
                           resp.member_epoch)
-            self.member_epoch = resp.member_epoch
-            self.generation = resp.member_epoch
-            answered, self._heartbeat_answered = self._heartbeat_answered, asyncio.Event()
-            if answered is not None:
-                answered.set()
-            if resp.heartbeat_interval_ms > 0:
-                self.heartbeat_interval = resp.heartbeat_interval_ms / 1000
-            self._next_heartbeat = time.monotonic() + self.heartbeat_interval
+            self._answered(resp)
             if send_topics is not None:
                 self._sent_topics = send_topics
             if send_owned is not None:
@@ -395,6 +388,18 @@ class ConsumerGroupMembership(GroupMembership):
     async def _stop_side_work(self) -> None:
         await self._drop_reconciliation()
 
+    def _answered(self, resp: Any) -> None:
+        """Take a heartbeat's error-free answer: the member epoch (the commits'
+        generation), the interval to the next heartbeat, and wake the commits waiting for
+        a new epoch."""
+        self.member_epoch = self.generation = resp.member_epoch
+        answered, self._heartbeat_answered = self._heartbeat_answered, asyncio.Event()
+        if answered is not None:
+            answered.set()
+        if resp.heartbeat_interval_ms > 0:
+            self.heartbeat_interval = resp.heartbeat_interval_ms / 1000
+        self._next_heartbeat = time.monotonic() + self.heartbeat_interval
+
     async def _leaving_heartbeat(self) -> bool:
         # As the Java client (PREPARE_LEAVING): nothing changes meanwhile: no
         # subscription, no owned partitions and no new assignment (the member is leaving);
@@ -414,13 +419,7 @@ class ConsumerGroupMembership(GroupMembership):
             return True
         code = resp.error_code
         if code == 0:
-            self.member_epoch = self.generation = resp.member_epoch
-            answered, self._heartbeat_answered = self._heartbeat_answered, asyncio.Event()
-            if answered is not None:
-                answered.set()
-            if resp.heartbeat_interval_ms > 0:
-                self.heartbeat_interval = resp.heartbeat_interval_ms / 1000
-            self._next_heartbeat = time.monotonic() + self.heartbeat_interval
+            self._answered(resp)
             return True
         if code in COORDINATOR_ERRORS:
             self._coordinator_error(code)
